@@ -1,0 +1,39 @@
+//! # adjoint-core
+//!
+//! The foundation every adjoint engine shares:
+//!
+//! * [`Real`] — the one scalar trait generic user code is written against;
+//! * [`rules`] — the one table of primitive derivative rules (value, first and second partials);
+//! * [`lift`] — how an engine's number type applies those rules ([`Lift`](lift::Lift) and
+//!   [`impl_real!`]);
+//! * [`forward`] — forward-mode dual numbers, nestable for higher derivatives;
+//! * [`check`] — finite-difference gradient checking with Richardson extrapolation;
+//! * [`special`] — the polygamma functions behind `lgamma`'s derivatives.
+//!
+//! Users normally reach these through the `adjoint` facade crate.
+//!
+//! ```
+//! use adjoint_core::{check, forward, Real};
+//!
+//! fn logsumexp<T: Real>(x: &[T]) -> T {
+//!     let m = x.iter().fold(T::neg_infinity(), |m, &v| m.max(v));
+//!     m + x.iter().map(|&v| (v - m).exp()).sum::<T>().ln()
+//! }
+//!
+//! let x = [0.5, -1.0, 2.0];
+//! let g = forward::gradient(|x| logsumexp(x), &x);
+//! check::check_gradient(|x| logsumexp(x), &x, &g).assert_passed();
+//! ```
+#![warn(missing_docs)]
+
+pub mod check;
+pub mod forward;
+pub mod lift;
+mod real;
+pub mod rules;
+pub mod special;
+
+pub use real::Real;
+
+#[doc(hidden)]
+pub use num_traits;

@@ -1,0 +1,421 @@
+//! How an engine's number type plugs into [`Real`]: implement [`Lift`], invoke [`impl_real!`].
+//!
+//! [`Lift`] is the whole contract between an engine and the rule table: what to do with the
+//! partials of one unary or binary primitive. [`impl_real!`](crate::impl_real) then writes every
+//! operator, `num_traits::Float` method, comparison and conversion in terms of it, so no engine
+//! spells out `sin` or `*` by hand and all of them agree on every rule.
+//!
+//! Piecewise-constant functions (`floor`, `round`, `signum`, …) become constants, comparisons
+//! compare primal values, and composite functions (`log(b)`, `mul_add`, `%`, `to_degrees`) are
+//! built from the primitives.
+
+use crate::rules::{Op1, Op2};
+use crate::Real;
+
+/// The contract between an engine's number type and the rule table.
+///
+/// ```
+/// use adjoint_core::lift::Lift;
+/// use adjoint_core::rules::{self, Op1, Op2};
+///
+/// /// A number that counts how many primitives produced it (a toy engine).
+/// #[derive(Clone, Copy, Debug)]
+/// struct Counted { v: f64, ops: u32 }
+///
+/// impl Lift for Counted {
+///     type Inner = f64;
+///     fn primal(&self) -> f64 { self.v }
+///     fn constant(v: f64) -> Self { Counted { v, ops: 0 } }
+///     fn lift1(self, op: Op1) -> Self {
+///         Counted { v: rules::unary(op, self.v).value, ops: self.ops + 1 }
+///     }
+///     fn lift2(self, o: Self, op: Op2) -> Self {
+///         Counted { v: rules::binary(op, self.v, o.v).value, ops: self.ops + o.ops + 1 }
+///     }
+///     fn lift2_const_right(self, c: f64, op: Op2) -> Self { self.lift2(Self::constant(c), op) }
+///     fn lift2_const_left(c: f64, x: Self, op: Op2) -> Self { Self::constant(c).lift2(x, op) }
+/// }
+/// adjoint_core::impl_real!([] Counted);
+///
+/// fn f<T: adjoint_core::Real>(x: T) -> T { (x * 2.0).sin() + x }
+/// let y = f(Counted { v: 1.0, ops: 0 });
+/// assert_eq!((y.v, y.ops), (2f64.sin() + 1.0, 3));
+/// ```
+pub trait Lift: Copy {
+    /// The scalar type the rules are evaluated at (`f64`, or `Dual<f64>` for nested duals).
+    type Inner: Real;
+    /// The primal value.
+    fn primal(&self) -> Self::Inner;
+    /// A constant (derivative zero; an engine records nothing for it).
+    fn constant(v: Self::Inner) -> Self;
+    /// Apply a unary primitive.
+    fn lift1(self, op: Op1) -> Self;
+    /// Apply a binary primitive to two active operands.
+    fn lift2(self, other: Self, op: Op2) -> Self;
+    /// Apply a binary primitive whose right operand is a constant: `x * 2.0`.
+    fn lift2_const_right(self, c: Self::Inner, op: Op2) -> Self;
+    /// Apply a binary primitive whose left operand is a constant: `2.0 - x`.
+    fn lift2_const_left(c: Self::Inner, x: Self, op: Op2) -> Self;
+}
+
+/// Implement arithmetic, comparisons, `num_traits::{Float, FloatConst, Num, NumCast, …}` and
+/// [`Real`] for a type that implements [`Lift`].
+///
+/// Syntax: `impl_real!([generics] Type)`, e.g. `impl_real!([T: Real] Dual<T>)` or
+/// `impl_real!([] Var)`. See [`Lift`] for a complete example.
+#[macro_export]
+macro_rules! impl_real {
+    ([$($gen:tt)*] $ty:ty) => {
+        $crate::__impl_real_binop!([$($gen)*] $ty; Add add AddAssign add_assign Add);
+        $crate::__impl_real_binop!([$($gen)*] $ty; Sub sub SubAssign sub_assign Sub);
+        $crate::__impl_real_binop!([$($gen)*] $ty; Mul mul MulAssign mul_assign Mul);
+        $crate::__impl_real_binop!([$($gen)*] $ty; Div div DivAssign div_assign Div);
+
+        impl<$($gen)*> ::core::ops::Neg for $ty {
+            type Output = Self;
+            #[inline]
+            fn neg(self) -> Self {
+                $crate::lift::Lift::lift1(self, $crate::rules::Op1::Neg)
+            }
+        }
+
+        impl<$($gen)*> ::core::ops::Rem for $ty {
+            type Output = Self;
+            /// `x % y = x − trunc(x / y)·y`, with the quotient's integer part a constant.
+            #[inline]
+            fn rem(self, rhs: Self) -> Self {
+                let q = <Self as $crate::lift::Lift>::constant(
+                    ($crate::lift::Lift::primal(&self) / $crate::lift::Lift::primal(&rhs)).trunc(),
+                );
+                self - q * rhs
+            }
+        }
+
+        impl<$($gen)*> ::core::ops::Rem<f64> for $ty {
+            type Output = Self;
+            #[inline]
+            fn rem(self, rhs: f64) -> Self {
+                self % <Self as From<f64>>::from(rhs)
+            }
+        }
+
+        impl<$($gen)*> ::core::ops::RemAssign for $ty {
+            #[inline]
+            fn rem_assign(&mut self, rhs: Self) {
+                *self = *self % rhs;
+            }
+        }
+
+        impl<$($gen)*> ::core::convert::From<f64> for $ty {
+            #[inline]
+            fn from(v: f64) -> Self {
+                <Self as $crate::lift::Lift>::constant(
+                    <<Self as $crate::lift::Lift>::Inner as ::core::convert::From<f64>>::from(v),
+                )
+            }
+        }
+
+        impl<$($gen)*> ::core::default::Default for $ty {
+            #[inline]
+            fn default() -> Self {
+                <Self as From<f64>>::from(0.0)
+            }
+        }
+
+        impl<$($gen)*> ::core::cmp::PartialEq for $ty {
+            #[inline]
+            fn eq(&self, other: &Self) -> bool {
+                $crate::lift::Lift::primal(self) == $crate::lift::Lift::primal(other)
+            }
+        }
+
+        impl<$($gen)*> ::core::cmp::PartialOrd for $ty {
+            #[inline]
+            fn partial_cmp(&self, other: &Self) -> Option<::core::cmp::Ordering> {
+                $crate::lift::Lift::primal(self).partial_cmp(&$crate::lift::Lift::primal(other))
+            }
+        }
+
+        impl<$($gen)*> ::core::cmp::PartialEq<f64> for $ty {
+            #[inline]
+            fn eq(&self, other: &f64) -> bool {
+                $crate::Real::value(&$crate::lift::Lift::primal(self)) == *other
+            }
+        }
+
+        impl<$($gen)*> ::core::cmp::PartialOrd<f64> for $ty {
+            #[inline]
+            fn partial_cmp(&self, other: &f64) -> Option<::core::cmp::Ordering> {
+                $crate::Real::value(&$crate::lift::Lift::primal(self)).partial_cmp(other)
+            }
+        }
+
+        impl<$($gen)*> ::core::iter::Sum for $ty {
+            fn sum<I: Iterator<Item = Self>>(iter: I) -> Self {
+                let mut it = iter;
+                match it.next() {
+                    None => <Self as From<f64>>::from(0.0),
+                    Some(first) => it.fold(first, |a, b| a + b),
+                }
+            }
+        }
+
+        impl<$($gen)*> ::core::iter::Product for $ty {
+            fn product<I: Iterator<Item = Self>>(iter: I) -> Self {
+                let mut it = iter;
+                match it.next() {
+                    None => <Self as From<f64>>::from(1.0),
+                    Some(first) => it.fold(first, |a, b| a * b),
+                }
+            }
+        }
+
+        impl<$($gen)*> $crate::num_traits::Zero for $ty {
+            #[inline]
+            fn zero() -> Self {
+                <Self as From<f64>>::from(0.0)
+            }
+            #[inline]
+            fn is_zero(&self) -> bool {
+                $crate::Real::value(&$crate::lift::Lift::primal(self)) == 0.0
+            }
+        }
+
+        impl<$($gen)*> $crate::num_traits::One for $ty {
+            #[inline]
+            fn one() -> Self {
+                <Self as From<f64>>::from(1.0)
+            }
+        }
+
+        impl<$($gen)*> $crate::num_traits::Num for $ty {
+            type FromStrRadixErr = <f64 as $crate::num_traits::Num>::FromStrRadixErr;
+            fn from_str_radix(s: &str, radix: u32) -> Result<Self, Self::FromStrRadixErr> {
+                <f64 as $crate::num_traits::Num>::from_str_radix(s, radix)
+                    .map(<Self as From<f64>>::from)
+            }
+        }
+
+        impl<$($gen)*> $crate::num_traits::ToPrimitive for $ty {
+            #[inline]
+            fn to_i64(&self) -> Option<i64> {
+                $crate::Real::value(&$crate::lift::Lift::primal(self)).to_i64()
+            }
+            #[inline]
+            fn to_u64(&self) -> Option<u64> {
+                $crate::Real::value(&$crate::lift::Lift::primal(self)).to_u64()
+            }
+            #[inline]
+            fn to_f64(&self) -> Option<f64> {
+                Some($crate::Real::value(&$crate::lift::Lift::primal(self)))
+            }
+        }
+
+        impl<$($gen)*> $crate::num_traits::NumCast for $ty {
+            #[inline]
+            fn from<N: $crate::num_traits::ToPrimitive>(n: N) -> Option<Self> {
+                n.to_f64().map(<Self as From<f64>>::from)
+            }
+        }
+
+        impl<$($gen)*> $crate::num_traits::FloatConst for $ty {
+            $crate::__impl_real_consts!(
+                E FRAC_1_PI FRAC_1_SQRT_2 FRAC_2_PI FRAC_2_SQRT_PI FRAC_PI_2 FRAC_PI_3 FRAC_PI_4
+                FRAC_PI_6 FRAC_PI_8 LN_10 LN_2 LOG10_E LOG2_E PI SQRT_2 TAU LOG10_2 LOG2_10
+            );
+        }
+
+        impl<$($gen)*> $crate::num_traits::Float for $ty {
+            $crate::__impl_real_float_body!();
+        }
+
+        impl<$($gen)*> $crate::Real for $ty {
+            #[inline]
+            fn value(&self) -> f64 {
+                $crate::Real::value(&$crate::lift::Lift::primal(self))
+            }
+            #[inline]
+            fn erf(self) -> Self {
+                $crate::lift::Lift::lift1(self, $crate::rules::Op1::Erf)
+            }
+            #[inline]
+            fn lgamma(self) -> Self {
+                $crate::lift::Lift::lift1(self, $crate::rules::Op1::Lgamma)
+            }
+            #[inline]
+            fn polygamma(self, n: u32) -> Self {
+                $crate::lift::Lift::lift1(self, $crate::rules::Op1::Polygamma(n))
+            }
+        }
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __impl_real_binop {
+    ([$($gen:tt)*] $ty:ty; $Tr:ident $m:ident $TrA:ident $ma:ident $Op:ident) => {
+        impl<$($gen)*> ::core::ops::$Tr for $ty {
+            type Output = Self;
+            #[inline]
+            fn $m(self, rhs: Self) -> Self {
+                $crate::lift::Lift::lift2(self, rhs, $crate::rules::Op2::$Op)
+            }
+        }
+        impl<$($gen)*> ::core::ops::$Tr<f64> for $ty {
+            type Output = Self;
+            #[inline]
+            fn $m(self, rhs: f64) -> Self {
+                $crate::lift::Lift::lift2_const_right(
+                    self,
+                    <<Self as $crate::lift::Lift>::Inner as ::core::convert::From<f64>>::from(rhs),
+                    $crate::rules::Op2::$Op,
+                )
+            }
+        }
+        impl<$($gen)*> ::core::ops::$Tr<$ty> for f64 {
+            type Output = $ty;
+            #[inline]
+            fn $m(self, rhs: $ty) -> $ty {
+                <$ty as $crate::lift::Lift>::lift2_const_left(
+                    <<$ty as $crate::lift::Lift>::Inner as ::core::convert::From<f64>>::from(self),
+                    rhs,
+                    $crate::rules::Op2::$Op,
+                )
+            }
+        }
+        impl<$($gen)*> ::core::ops::$TrA for $ty {
+            #[inline]
+            fn $ma(&mut self, rhs: Self) {
+                *self = ::core::ops::$Tr::$m(*self, rhs);
+            }
+        }
+        impl<$($gen)*> ::core::ops::$TrA<f64> for $ty {
+            #[inline]
+            fn $ma(&mut self, rhs: f64) {
+                *self = ::core::ops::$Tr::$m(*self, rhs);
+            }
+        }
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __impl_real_consts {
+    ($($c:ident)*) => {
+        $(
+            #[inline]
+            fn $c() -> Self {
+                <Self as $crate::lift::Lift>::constant(
+                    <<Self as $crate::lift::Lift>::Inner as $crate::num_traits::FloatConst>::$c(),
+                )
+            }
+        )*
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __impl_real_float_body {
+    () => {
+        $crate::__impl_real_float_body!(@const nan infinity neg_infinity neg_zero min_value
+            min_positive_value max_value epsilon);
+        $crate::__impl_real_float_body!(@pred is_nan is_infinite is_finite is_normal
+            is_sign_positive is_sign_negative);
+        $crate::__impl_real_float_body!(@flat floor ceil round trunc signum);
+        $crate::__impl_real_float_body!(@un recip Recip sqrt Sqrt cbrt Cbrt exp Exp exp2 Exp2
+            exp_m1 ExpM1 ln Ln ln_1p Ln1p log2 Log2 log10 Log10 sin Sin cos Cos tan Tan asin Asin
+            acos Acos atan Atan sinh Sinh cosh Cosh tanh Tanh asinh Asinh acosh Acosh atanh Atanh
+            abs Abs);
+        $crate::__impl_real_float_body!(@bin powf Powf atan2 Atan2 max Max min Min hypot Hypot);
+
+        #[inline]
+        fn classify(self) -> ::core::num::FpCategory {
+            $crate::num_traits::Float::classify($crate::lift::Lift::primal(&self))
+        }
+        #[inline]
+        fn integer_decode(self) -> (u64, i16, i8) {
+            $crate::num_traits::Float::integer_decode($crate::lift::Lift::primal(&self))
+        }
+        #[inline]
+        fn fract(self) -> Self {
+            self - $crate::num_traits::Float::trunc(self)
+        }
+        #[inline]
+        fn mul_add(self, a: Self, b: Self) -> Self {
+            self * a + b
+        }
+        #[inline]
+        fn powi(self, n: i32) -> Self {
+            $crate::lift::Lift::lift1(self, $crate::rules::Op1::Powi(n))
+        }
+        #[inline]
+        fn log(self, base: Self) -> Self {
+            $crate::num_traits::Float::ln(self) / $crate::num_traits::Float::ln(base)
+        }
+        #[inline]
+        fn abs_sub(self, other: Self) -> Self {
+            if self > other {
+                self - other
+            } else {
+                <Self as From<f64>>::from(0.0)
+            }
+        }
+        #[inline]
+        fn sin_cos(self) -> (Self, Self) {
+            ($crate::num_traits::Float::sin(self), $crate::num_traits::Float::cos(self))
+        }
+        #[inline]
+        fn to_degrees(self) -> Self {
+            self * (180.0 / ::core::f64::consts::PI)
+        }
+        #[inline]
+        fn to_radians(self) -> Self {
+            self * (::core::f64::consts::PI / 180.0)
+        }
+    };
+    (@const $($m:ident)*) => {
+        $(
+            #[inline]
+            fn $m() -> Self {
+                <Self as $crate::lift::Lift>::constant(
+                    <<Self as $crate::lift::Lift>::Inner as $crate::num_traits::Float>::$m(),
+                )
+            }
+        )*
+    };
+    (@pred $($m:ident)*) => {
+        $(
+            #[inline]
+            fn $m(self) -> bool {
+                $crate::num_traits::Float::$m($crate::lift::Lift::primal(&self))
+            }
+        )*
+    };
+    (@flat $($m:ident)*) => {
+        $(
+            /// Piecewise constant: the result is a constant (derivative 0).
+            #[inline]
+            fn $m(self) -> Self {
+                <Self as $crate::lift::Lift>::constant(
+                    $crate::num_traits::Float::$m($crate::lift::Lift::primal(&self)),
+                )
+            }
+        )*
+    };
+    (@un $($m:ident $op:ident)*) => {
+        $(
+            #[inline]
+            fn $m(self) -> Self {
+                $crate::lift::Lift::lift1(self, $crate::rules::Op1::$op)
+            }
+        )*
+    };
+    (@bin $($m:ident $op:ident)*) => {
+        $(
+            #[inline]
+            fn $m(self, other: Self) -> Self {
+                $crate::lift::Lift::lift2(self, other, $crate::rules::Op2::$op)
+            }
+        )*
+    };
+}

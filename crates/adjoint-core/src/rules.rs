@@ -1,0 +1,453 @@
+//! The one table of primitive derivative rules.
+//!
+//! Every engine gets its derivatives from here and nowhere else: forward duals, the tape, the
+//! reversible language, the source transform and the array engine all call [`unary`] or
+//! [`binary`] and combine the partials they return with their own tangents or adjoints. A rule
+//! returns the value, the first partials and the second partials (for Hessians) of one
+//! primitive, evaluated at any [`Real`] type, so the table also differentiates itself: running a
+//! rule at `Dual<f64>` gives third derivatives, and so on.
+//!
+//! The functions are `#[inline(always)]` and take the operation as a value; at a call site with a
+//! constant operation the `match` folds away, and partials the caller never reads (the second
+//! ones in a first-order engine) are removed by the optimiser.
+//!
+//! # Non-differentiable points
+//!
+//! Decided once, here, for every engine:
+//!
+//! | primitive | point | value of the derivative |
+//! |---|---|---|
+//! | `abs` | `x = 0` | `0` (the symmetric subgradient; `d²=0` everywhere) |
+//! | `max`, `min` | `x = y` | `0.5` to each argument (average of the one-sided choices) |
+//! | `max`, `min` | one argument NaN | all to the argument that is returned (as `f64::max` does) |
+//! | `sqrt`, `cbrt` | `x = 0` | `+∞` (the one-sided limit) |
+//! | `hypot`, `atan2` | `(0, 0)` | `0` for first and second partials |
+//! | `powf` | `x = 0` | `∂/∂y = 0` and every term with `ln x` is 0 (limit `x → 0⁺`, `y > 0`) |
+//! | `powi` | `n = 0`, `n = 1` | exactly `0` / `1` (no `0·x⁻¹` NaN at `x = 0`) |
+//! | `floor`, `ceil`, `round`, `trunc`, `signum` | everywhere | `0` (piecewise constant; not in the table, engines treat them as constants) |
+//!
+//! Outside a primitive's domain (`ln` of a negative number, `asin(2)`) value and partials are NaN.
+//!
+//! ```
+//! use adjoint_core::rules::{binary, unary, Op1, Op2};
+//! let r = unary(Op1::Sin, 0.5_f64);
+//! assert_eq!((r.value, r.d, r.dd), (0.5f64.sin(), 0.5f64.cos(), -0.5f64.sin()));
+//! let m = binary(Op2::Mul, 3.0_f64, 4.0);
+//! assert_eq!((m.value, m.dx, m.dy, m.dxy), (12.0, 4.0, 3.0, 1.0));
+//! ```
+
+use crate::Real;
+
+/// A unary primitive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Op1 {
+    /// `-x`
+    Neg,
+    /// `1/x`
+    Recip,
+    /// `√x`
+    Sqrt,
+    /// `∛x`
+    Cbrt,
+    /// `xⁿ` for an integer `n`
+    Powi(i32),
+    /// `eˣ`
+    Exp,
+    /// `2ˣ`
+    Exp2,
+    /// `eˣ − 1`
+    ExpM1,
+    /// `ln x`
+    Ln,
+    /// `ln(1 + x)`
+    Ln1p,
+    /// `log₂ x`
+    Log2,
+    /// `log₁₀ x`
+    Log10,
+    /// `sin x`
+    Sin,
+    /// `cos x`
+    Cos,
+    /// `tan x`
+    Tan,
+    /// `asin x`
+    Asin,
+    /// `acos x`
+    Acos,
+    /// `atan x`
+    Atan,
+    /// `sinh x`
+    Sinh,
+    /// `cosh x`
+    Cosh,
+    /// `tanh x`
+    Tanh,
+    /// `asinh x`
+    Asinh,
+    /// `acosh x`
+    Acosh,
+    /// `atanh x`
+    Atanh,
+    /// `|x|`
+    Abs,
+    /// the error function
+    Erf,
+    /// `ln |Γ(x)|`
+    Lgamma,
+    /// ψ⁽ⁿ⁾(x)
+    Polygamma(u32),
+}
+
+/// A binary primitive `f(x, y)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Op2 {
+    /// `x + y`
+    Add,
+    /// `x − y`
+    Sub,
+    /// `x · y`
+    Mul,
+    /// `x / y`
+    Div,
+    /// `xʸ`
+    Powf,
+    /// `atan2(x, y)`: the angle of the point `(y, x)`, as `f64::atan2(self = x, other = y)`
+    Atan2,
+    /// `min(x, y)`
+    Min,
+    /// `max(x, y)`
+    Max,
+    /// `√(x² + y²)`
+    Hypot,
+}
+
+impl Op1 {
+    /// Every unary primitive (with representative `Powi`/`Polygamma` orders), for tests and tools.
+    pub const ALL: &'static [Op1] = &[
+        Op1::Neg,
+        Op1::Recip,
+        Op1::Sqrt,
+        Op1::Cbrt,
+        Op1::Powi(-3),
+        Op1::Powi(0),
+        Op1::Powi(1),
+        Op1::Powi(2),
+        Op1::Powi(5),
+        Op1::Exp,
+        Op1::Exp2,
+        Op1::ExpM1,
+        Op1::Ln,
+        Op1::Ln1p,
+        Op1::Log2,
+        Op1::Log10,
+        Op1::Sin,
+        Op1::Cos,
+        Op1::Tan,
+        Op1::Asin,
+        Op1::Acos,
+        Op1::Atan,
+        Op1::Sinh,
+        Op1::Cosh,
+        Op1::Tanh,
+        Op1::Asinh,
+        Op1::Acosh,
+        Op1::Atanh,
+        Op1::Abs,
+        Op1::Erf,
+        Op1::Lgamma,
+        Op1::Polygamma(0),
+        Op1::Polygamma(1),
+        Op1::Polygamma(2),
+    ];
+
+    /// The open interval on which the primitive is differentiable and finite (for ops with
+    /// isolated singular points — `recip`, `tan`, `lgamma`, … — the interval stops short of them).
+    pub fn domain(self) -> (f64, f64) {
+        use core::f64::consts::FRAC_PI_2;
+        match self {
+            Op1::Sqrt | Op1::Ln | Op1::Log2 | Op1::Log10 | Op1::Lgamma | Op1::Polygamma(_) => {
+                (0.0, f64::INFINITY)
+            }
+            Op1::Ln1p => (-1.0, f64::INFINITY),
+            Op1::Asin | Op1::Acos | Op1::Atanh => (-1.0, 1.0),
+            Op1::Acosh => (1.0, f64::INFINITY),
+            Op1::Tan => (-FRAC_PI_2, FRAC_PI_2),
+            Op1::Recip | Op1::Cbrt | Op1::Abs => (0.0, f64::INFINITY),
+            Op1::Powi(n) if n < 0 => (0.0, f64::INFINITY),
+            _ => (f64::NEG_INFINITY, f64::INFINITY),
+        }
+    }
+
+    /// Evaluate the primitive on a plain `f64` (no derivatives).
+    pub fn eval(self, x: f64) -> f64 {
+        unary(self, x).value
+    }
+}
+
+impl Op2 {
+    /// Every binary primitive.
+    pub const ALL: &'static [Op2] = &[
+        Op2::Add,
+        Op2::Sub,
+        Op2::Mul,
+        Op2::Div,
+        Op2::Powf,
+        Op2::Atan2,
+        Op2::Min,
+        Op2::Max,
+        Op2::Hypot,
+    ];
+
+    /// Evaluate the primitive on plain `f64`s (no derivatives).
+    pub fn eval(self, x: f64, y: f64) -> f64 {
+        binary(self, x, y).value
+    }
+}
+
+/// Value, first and second derivative of a unary primitive at a point.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Rule1<T> {
+    /// `f(x)`
+    pub value: T,
+    /// `f'(x)`
+    pub d: T,
+    /// `f''(x)`
+    pub dd: T,
+}
+
+/// Value, first and second partials of a binary primitive at a point.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Rule2<T> {
+    /// `f(x, y)`
+    pub value: T,
+    /// `∂f/∂x`
+    pub dx: T,
+    /// `∂f/∂y`
+    pub dy: T,
+    /// `∂²f/∂x²`
+    pub dxx: T,
+    /// `∂²f/∂x∂y`
+    pub dxy: T,
+    /// `∂²f/∂y²`
+    pub dyy: T,
+}
+
+#[inline(always)]
+fn r1<T>(value: T, d: T, dd: T) -> Rule1<T> {
+    Rule1 { value, d, dd }
+}
+
+/// The rule of a unary primitive at `x`.
+#[inline(always)]
+pub fn unary<T: Real>(op: Op1, x: T) -> Rule1<T> {
+    use core::f64::consts::{FRAC_2_SQRT_PI, LN_10, LN_2};
+    let zero = T::zero();
+    let one = T::one();
+    match op {
+        Op1::Neg => r1(-x, -one, zero),
+        Op1::Recip => {
+            let v = x.recip();
+            r1(v, -(v * v), v * v * v * 2.0)
+        }
+        Op1::Sqrt => {
+            let v = x.sqrt();
+            let d = (v * 2.0).recip();
+            r1(v, d, -(d / (x * 2.0)))
+        }
+        Op1::Cbrt => {
+            let v = x.cbrt();
+            let d = (v * v * 3.0).recip();
+            r1(v, d, -(d * 2.0 / (x * 3.0)))
+        }
+        Op1::Powi(n) => match n {
+            0 => r1(one, zero, zero),
+            1 => r1(x, one, zero),
+            _ => {
+                let pm2 = x.powi(n - 2);
+                let pm1 = pm2 * x;
+                let nf = f64::from(n);
+                r1(pm1 * x, pm1 * nf, pm2 * (nf * (nf - 1.0)))
+            }
+        },
+        Op1::Exp => {
+            let v = x.exp();
+            r1(v, v, v)
+        }
+        Op1::Exp2 => {
+            let v = x.exp2();
+            r1(v, v * LN_2, v * (LN_2 * LN_2))
+        }
+        Op1::ExpM1 => {
+            let e = x.exp();
+            r1(x.exp_m1(), e, e)
+        }
+        Op1::Ln => {
+            let d = x.recip();
+            r1(x.ln(), d, -(d * d))
+        }
+        Op1::Ln1p => {
+            let d = (x + 1.0).recip();
+            r1(x.ln_1p(), d, -(d * d))
+        }
+        Op1::Log2 => {
+            let d = (x * LN_2).recip();
+            r1(x.log2(), d, -(d / x))
+        }
+        Op1::Log10 => {
+            let d = (x * LN_10).recip();
+            r1(x.log10(), d, -(d / x))
+        }
+        Op1::Sin => {
+            let (s, co) = x.sin_cos();
+            r1(s, co, -s)
+        }
+        Op1::Cos => {
+            let (s, co) = x.sin_cos();
+            r1(co, -s, -co)
+        }
+        Op1::Tan => {
+            let v = x.tan();
+            let d = v * v + 1.0;
+            r1(v, d, v * d * 2.0)
+        }
+        Op1::Asin => {
+            let d = (T::cst(1.0) - x * x).sqrt().recip();
+            r1(x.asin(), d, x * d * d * d)
+        }
+        Op1::Acos => {
+            let d = (T::cst(1.0) - x * x).sqrt().recip();
+            r1(x.acos(), -d, -(x * d * d * d))
+        }
+        Op1::Atan => {
+            let d = (x * x + 1.0).recip();
+            r1(x.atan(), d, -(x * d * d * 2.0))
+        }
+        Op1::Sinh => r1(x.sinh(), x.cosh(), x.sinh()),
+        Op1::Cosh => r1(x.cosh(), x.sinh(), x.cosh()),
+        Op1::Tanh => {
+            let v = x.tanh();
+            let d = T::cst(1.0) - v * v;
+            r1(v, d, -(v * d * 2.0))
+        }
+        Op1::Asinh => {
+            let d = (x * x + 1.0).sqrt().recip();
+            r1(x.asinh(), d, -(x * d * d * d))
+        }
+        Op1::Acosh => {
+            let d = (x * x - 1.0).sqrt().recip();
+            r1(x.acosh(), d, -(x * d * d * d))
+        }
+        Op1::Atanh => {
+            let d = (T::cst(1.0) - x * x).recip();
+            r1(x.atanh(), d, x * d * d * 2.0)
+        }
+        Op1::Abs => {
+            let s = if x > zero {
+                one
+            } else if x < zero {
+                -one
+            } else if x == zero {
+                zero
+            } else {
+                x // NaN propagates
+            };
+            r1(x.abs(), s, zero)
+        }
+        Op1::Erf => {
+            let d = (-(x * x)).exp() * FRAC_2_SQRT_PI;
+            r1(x.erf(), d, -(x * d * 2.0))
+        }
+        Op1::Lgamma => r1(x.lgamma(), x.polygamma(0), x.polygamma(1)),
+        Op1::Polygamma(n) => r1(x.polygamma(n), x.polygamma(n + 1), x.polygamma(n + 2)),
+    }
+}
+
+/// The rule of a binary primitive at `(x, y)`.
+#[inline(always)]
+pub fn binary<T: Real>(op: Op2, x: T, y: T) -> Rule2<T> {
+    let zero = T::zero();
+    let one = T::one();
+    let rule = |value, dx, dy, dxx, dxy, dyy| Rule2 {
+        value,
+        dx,
+        dy,
+        dxx,
+        dxy,
+        dyy,
+    };
+    match op {
+        Op2::Add => rule(x + y, one, one, zero, zero, zero),
+        Op2::Sub => rule(x - y, one, -one, zero, zero, zero),
+        Op2::Mul => rule(x * y, y, x, zero, one, zero),
+        Op2::Div => {
+            let inv = y.recip();
+            let v = x * inv;
+            let dy = -(v * inv);
+            rule(v, inv, dy, zero, -(inv * inv), v * inv * inv * 2.0)
+        }
+        Op2::Powf => {
+            let v = x.powf(y);
+            let pm1 = x.powf(y - 1.0);
+            let pm2 = x.powf(y - 2.0);
+            let dx = y * pm1;
+            let dxx = y * (y - 1.0) * pm2;
+            if x == zero {
+                rule(v, dx, zero, dxx, zero, zero)
+            } else {
+                let l = x.ln();
+                rule(v, dx, v * l, dxx, pm1 * (y * l + 1.0), v * l * l)
+            }
+        }
+        Op2::Atan2 => {
+            let r2 = x * x + y * y;
+            if r2 == zero {
+                return rule(x.atan2(y), zero, zero, zero, zero, zero);
+            }
+            let inv = r2.recip();
+            let inv2 = inv * inv;
+            let xy2 = x * y * 2.0;
+            rule(
+                x.atan2(y),
+                y * inv,
+                -(x * inv),
+                -(xy2 * inv2),
+                (x * x - y * y) * inv2,
+                xy2 * inv2,
+            )
+        }
+        Op2::Max | Op2::Min => {
+            let take_x = if op == Op2::Max { x > y } else { x < y };
+            let take_y = if op == Op2::Max { x < y } else { x > y };
+            let (dx, dy) = if take_x {
+                (one, zero)
+            } else if take_y {
+                (zero, one)
+            } else if x == y {
+                (T::cst(0.5), T::cst(0.5))
+            } else if x.is_nan() {
+                (zero, one)
+            } else {
+                (one, zero)
+            };
+            let v = if op == Op2::Max { x.max(y) } else { x.min(y) };
+            rule(v, dx, dy, zero, zero, zero)
+        }
+        Op2::Hypot => {
+            let h = x.hypot(y);
+            if h == zero {
+                return rule(h, zero, zero, zero, zero, zero);
+            }
+            let inv = h.recip();
+            let inv3 = inv * inv * inv;
+            rule(
+                h,
+                x * inv,
+                y * inv,
+                y * y * inv3,
+                -(x * y * inv3),
+                x * x * inv3,
+            )
+        }
+    }
+}

@@ -1,0 +1,192 @@
+//! Every rule of the table against Ridders finite differences: first partials against
+//! differences of the value, second partials against differences of the first partials, at ≥ 20
+//! points per primitive spread across its domain and close to its edges.
+
+use adjoint_core::check::numeric_derivative;
+use adjoint_core::rules::{binary, unary, Op1, Op2};
+
+const RTOL1: f64 = 1e-6;
+const RTOL2: f64 = 1e-4;
+
+/// Relative error with a floor on the scale, so that a derivative crossing zero is judged
+/// against the size of the function's derivatives nearby rather than against 0.
+fn rel(a: f64, n: f64, scale: f64) -> f64 {
+    (a - n).abs() / n.abs().max(scale)
+}
+
+/// Points for a unary op: log-spaced on half-lines, uniform and edge-hugging on intervals.
+fn points(op: Op1) -> Vec<f64> {
+    let (lo, hi) = op.domain();
+    let cap = match op {
+        Op1::Exp | Op1::Exp2 | Op1::ExpM1 => 20.0,
+        Op1::Sinh | Op1::Cosh | Op1::Asinh => 15.0,
+        Op1::Erf => 4.0,
+        Op1::Tanh => 8.0,
+        _ => 10.0,
+    };
+    let mut pts = Vec::new();
+    if lo.is_finite() && hi.is_finite() {
+        let w = hi - lo;
+        for k in 1..20 {
+            pts.push(lo + w * k as f64 / 20.0);
+        }
+        for e in [1e-3, 1e-4] {
+            pts.push(lo + e * w);
+            pts.push(hi - e * w);
+        }
+    } else if lo.is_finite() {
+        // Half line (lo, ∞): log-spaced distances from the edge.
+        let top = if matches!(op, Op1::Polygamma(_) | Op1::Lgamma) {
+            60.0
+        } else {
+            1e3
+        };
+        for k in 0..24 {
+            let t = k as f64 / 23.0;
+            pts.push(lo + 1e-3 * (top / 1e-3f64).powf(t));
+        }
+        let symmetric = matches!(op, Op1::Recip | Op1::Cbrt | Op1::Abs | Op1::Powi(_));
+        if symmetric {
+            let neg: Vec<f64> = pts.iter().map(|p| -p).collect();
+            pts.extend(neg);
+        }
+        if op == Op1::Lgamma || op == Op1::Polygamma(0) {
+            pts.extend([-0.5, -1.3, -2.7, -3.5]);
+        }
+    } else {
+        for k in 0..25 {
+            pts.push(-cap + 2.0 * cap * k as f64 / 24.0 + 0.013);
+        }
+    }
+    pts
+}
+
+/// The largest safe starting step at `x`: a tenth of the distance to the nearest edge or pole.
+fn step(op: Op1, x: f64) -> f64 {
+    let (lo, hi) = op.domain();
+    let mut dist = (x - lo).abs().min((hi - x).abs());
+    if matches!(op, Op1::Recip | Op1::Cbrt | Op1::Abs | Op1::Powi(_)) {
+        dist = dist.min(x.abs());
+    }
+    if matches!(op, Op1::Lgamma | Op1::Polygamma(_)) && x < 0.0 {
+        dist = dist.min(x - x.floor()).min(x.ceil() - x);
+    }
+    (0.1 * dist).min(0.05 * x.abs().max(1.0))
+}
+
+#[test]
+fn unary_first_and_second_derivatives_match_finite_differences() {
+    let mut failures = Vec::new();
+    let mut count = 0;
+    for &op in Op1::ALL {
+        let pts = points(op);
+        assert!(pts.len() >= 20, "{op:?}: only {} points", pts.len());
+        for &x in &pts {
+            let r = unary(op, x);
+            assert!(r.value.is_finite(), "{op:?} not finite at {x}");
+            let h = step(op, x);
+            let (n1, _) = numeric_derivative(|t| unary(op, t).value, x, h);
+            let (n2, _) = numeric_derivative(|t| unary(op, t).d, x, h);
+            let scale1 = 1e-8 * r.value.abs().max(1.0);
+            let scale2 = 1e-6 * r.d.abs().max(1.0);
+            let e1 = rel(r.d, n1, scale1);
+            let e2 = rel(r.dd, n2, scale2);
+            count += 1;
+            if !(e1 <= RTOL1) || !(e2 <= RTOL2) {
+                failures.push(format!(
+                    "{op:?} at x={x:e}: d={:e} fd={n1:e} (rel {e1:.1e}); dd={:e} fd={n2:e} (rel {e2:.1e})",
+                    r.d, r.dd
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{count} points, failures:\n{}", failures.join("\n"));
+}
+
+fn binary_points(op: Op2) -> Vec<(f64, f64)> {
+    let xs: Vec<f64> = match op {
+        Op2::Powf => vec![1e-3, 0.01, 0.3, 0.9, 1.0, 1.7, 3.0, 12.0],
+        _ => vec![-7.5, -2.0, -0.6, -1e-3, 2e-3, 0.4, 1.1, 5.3],
+    };
+    let ys: Vec<f64> = match op {
+        Op2::Powf => vec![-2.5, -1.0, 0.5, 1.5, 3.2],
+        _ => vec![-3.3, -0.7, 0.01, 0.9, 4.1],
+    };
+    let mut pts = Vec::new();
+    for &x in &xs {
+        for &y in &ys {
+            pts.push((x, y));
+        }
+    }
+    pts
+}
+
+#[test]
+fn binary_partials_match_finite_differences() {
+    let mut failures = Vec::new();
+    for &op in Op2::ALL {
+        let pts = binary_points(op);
+        assert!(pts.len() >= 20);
+        for &(x, y) in &pts {
+            let r = binary(op, x, y);
+            let mut h = 0.05 * x.abs().min(y.abs()).max(1e-3);
+            if op == Op2::Powf {
+                h = h.min(0.1 * x);
+            }
+            if matches!(op, Op2::Min | Op2::Max) {
+                h = h.min(0.1 * (x - y).abs());
+            }
+            let fx = |t: f64| binary(op, t, y);
+            let fy = |t: f64| binary(op, x, t);
+            let checks = [
+                ("dx", r.dx, numeric_derivative(|t| fx(t).value, x, h).0, 1),
+                ("dy", r.dy, numeric_derivative(|t| fy(t).value, y, h).0, 1),
+                ("dxx", r.dxx, numeric_derivative(|t| fx(t).dx, x, h).0, 2),
+                ("dxy", r.dxy, numeric_derivative(|t| fy(t).dx, y, h).0, 2),
+                ("dyx", r.dxy, numeric_derivative(|t| fx(t).dy, x, h).0, 2),
+                ("dyy", r.dyy, numeric_derivative(|t| fy(t).dy, y, h).0, 2),
+            ];
+            let first_scale = r.dx.abs().max(r.dy.abs()).max(1.0);
+            for (name, a, n, order) in checks {
+                let (tol, scale) = if order == 1 {
+                    (RTOL1, 1e-8 * r.value.abs().max(1.0))
+                } else {
+                    (RTOL2, 1e-6 * first_scale)
+                };
+                let e = rel(a, n, scale);
+                if !(e <= tol) {
+                    failures.push(format!(
+                        "{op:?} {name} at ({x}, {y}): rule {a:e} fd {n:e} rel {e:.1e}"
+                    ));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "failures:\n{}", failures.join("\n"));
+}
+
+#[test]
+fn non_differentiable_points_follow_the_documented_choices() {
+    assert_eq!(unary(Op1::Abs, 0.0).d, 0.0);
+    assert_eq!(unary(Op1::Abs, -2.0).d, -1.0);
+    let m = binary(Op2::Max, 1.5, 1.5);
+    assert_eq!((m.dx, m.dy), (0.5, 0.5));
+    let m = binary(Op2::Min, 1.5, 1.5);
+    assert_eq!((m.dx, m.dy), (0.5, 0.5));
+    let m = binary(Op2::Max, f64::NAN, 2.0);
+    assert_eq!((m.value, m.dx, m.dy), (2.0, 0.0, 1.0));
+    assert_eq!(unary(Op1::Sqrt, 0.0).d, f64::INFINITY);
+    assert_eq!(unary(Op1::Cbrt, 0.0).d, f64::INFINITY);
+    let h = binary(Op2::Hypot, 0.0, 0.0);
+    assert_eq!((h.value, h.dx, h.dy), (0.0, 0.0, 0.0));
+    let a = binary(Op2::Atan2, 0.0, 0.0);
+    assert_eq!((a.dx, a.dy), (0.0, 0.0));
+    let p = binary(Op2::Powf, 0.0, 2.0);
+    assert_eq!((p.value, p.dx, p.dy, p.dyy), (0.0, 0.0, 0.0, 0.0));
+    let q = unary(Op1::Powi(1), 0.0);
+    assert_eq!((q.d, q.dd), (1.0, 0.0));
+    let q = unary(Op1::Powi(0), 0.0);
+    assert_eq!((q.value, q.d), (1.0, 0.0));
+    assert!(unary(Op1::Ln, -1.0).d.is_finite()); // 1/x is finite; the value is NaN
+    assert!(unary(Op1::Ln, -1.0).value.is_nan());
+}

@@ -1,0 +1,2 @@
+//! placeholder
+pub use adjoint_core::*;
