@@ -1,1 +1,88 @@
-fn main() {}
+//! `adjoint-bench`: run every registered problem with every engine and report.
+
+use adjoint_bench::alloc::CountingAlloc;
+use adjoint_bench::harness::{markdown, run_problem, Record};
+use adjoint_bench::{machine, registry};
+use clap::Parser;
+use serde::Serialize;
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+#[global_allocator]
+static ALLOC: CountingAlloc = CountingAlloc;
+
+/// Benchmark adjoint's engines against the plain program.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Args {
+    /// Short timing budgets (the whole run takes well under 2 minutes on 2 cores).
+    #[arg(long)]
+    quick: bool,
+    /// Only problems whose name contains this string.
+    #[arg(long)]
+    filter: Option<String>,
+    /// Where to write bench.json and bench.md.
+    #[arg(long, default_value = "bench-results")]
+    out: PathBuf,
+}
+
+#[derive(Serialize)]
+struct Report<'a> {
+    command: String,
+    unix_time: u64,
+    machine: String,
+    quick: bool,
+    records: &'a [Record],
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args = Args::parse();
+    let budget = if args.quick {
+        Duration::from_millis(150)
+    } else {
+        Duration::from_secs(1)
+    };
+    let mut problems = registry(args.quick);
+    problems.retain(|p| {
+        args.filter
+            .as_ref()
+            .is_none_or(|f| p.name.contains(f.as_str()))
+    });
+    if problems.is_empty() {
+        return Err(format!("no problem matches --filter {:?}", args.filter).into());
+    }
+    let machine = machine();
+    eprintln!("adjoint-bench on {machine}");
+    let total = problems.len();
+    let mut records = Vec::new();
+    for (i, p) in problems.iter_mut().enumerate() {
+        eprintln!("[{}/{}] {} {}", i + 1, total, p.name, p.size);
+        records.extend(run_problem(p, budget));
+    }
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let unix_time = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs();
+    let md = format!(
+        "# adjoint-bench results\n\nCommand: `{command}`  \nMachine: {machine}  \nUnix time: {unix_time}\n{}",
+        markdown(&records)
+    );
+    println!("{md}");
+    std::fs::create_dir_all(&args.out)?;
+    let report = Report {
+        command,
+        unix_time,
+        machine,
+        quick: args.quick,
+        records: &records,
+    };
+    std::fs::write(
+        args.out.join("bench.json"),
+        serde_json::to_string_pretty(&report)?,
+    )?;
+    std::fs::write(args.out.join("bench.md"), md)?;
+    eprintln!(
+        "wrote {} and {}",
+        args.out.join("bench.json").display(),
+        args.out.join("bench.md").display()
+    );
+    Ok(())
+}

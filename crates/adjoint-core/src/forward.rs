@@ -133,7 +133,7 @@ impl<T: Real> fmt::Display for Dual<T> {
 ///
 /// ```
 /// use adjoint_core::forward::derivative;
-/// use adjoint_core::Real;
+/// use adjoint_core::prelude::*;
 /// let d = derivative(|x| x.sin() * x, 2.0);
 /// assert!((d - (2f64.cos() * 2.0 + 2f64.sin())).abs() < 1e-15);
 /// ```
@@ -145,7 +145,7 @@ pub fn derivative<F: FnOnce(Dual64) -> Dual64>(f: F, x: f64) -> f64 {
 ///
 /// ```
 /// use adjoint_core::forward::jvp;
-/// use adjoint_core::Real;
+/// use adjoint_core::prelude::*;
 /// let (y, t) = jvp(|x| vec![x[0] * x[1], x[0].exp()], &[2.0, 3.0], &[1.0, 0.0]);
 /// assert_eq!(y, vec![6.0, 2f64.exp()]);
 /// assert_eq!(t, vec![3.0, 2f64.exp()]);

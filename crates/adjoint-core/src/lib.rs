@@ -35,5 +35,12 @@ pub mod special;
 
 pub use real::Real;
 
+/// `use adjoint_core::prelude::*;` brings [`Real`] and the `num_traits` traits whose methods
+/// (`sin`, `exp`, `PI()`, …) concrete number types such as `Dual<f64>` need in scope.
+pub mod prelude {
+    pub use crate::Real;
+    pub use num_traits::{Float, FloatConst};
+}
+
 #[doc(hidden)]
 pub use num_traits;

@@ -36,6 +36,9 @@ use crate::Real;
 ///     fn lift2_const_left(c: f64, x: Self, op: Op2) -> Self { Self::constant(c).lift2(x, op) }
 /// }
 /// adjoint_core::impl_real!([] Counted);
+/// impl std::fmt::Display for Counted {
+///     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result { write!(f, "{}", self.v) }
+/// }
 ///
 /// fn f<T: adjoint_core::Real>(x: T) -> T { (x * 2.0).sin() + x }
 /// let y = f(Counted { v: 1.0, ops: 0 });

@@ -121,7 +121,10 @@ mod tests {
                 let lhs = polygamma(n, x + 1.0) - polygamma(n, x);
                 let sign = if n % 2 == 0 { 1.0 } else { -1.0 };
                 let rhs = sign * factorial(n) / x.powi(n as i32 + 1);
-                assert!((lhs - rhs).abs() <= 1e-11 * rhs.abs().max(1.0), "n={n} x={x}");
+                assert!(
+                    (lhs - rhs).abs() <= 1e-11 * rhs.abs().max(1.0),
+                    "n={n} x={x}"
+                );
             }
         }
     }

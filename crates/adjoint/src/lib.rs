@@ -1,2 +1,43 @@
-//! placeholder
-pub use adjoint_core::*;
+//! # adjoint
+//!
+//! Exact derivatives of real Rust programs — loops, branches, recursion, structs, arrays — by
+//! automatic differentiation. Write a numeric function once, generically over [`Real`], and
+//! differentiate it with any engine:
+//!
+//! | module | engine | use it for |
+//! |---|---|---|
+//! | [`forward`] | forward-mode dual numbers | directional derivatives, small gradients and Hessians, checking |
+//!
+//! Shared by every engine: [`Real`] (the scalar trait), [`rules`] (the one table of derivative
+//! rules), [`check`] (finite-difference gradient checking).
+//!
+//! ## Forward mode
+//!
+//! ```
+//! use adjoint::{check, forward, Real};
+//!
+//! // Written once, for every number type.
+//! fn energy<T: Real>(x: &[T]) -> T {
+//!     let mut e = T::cst(0.0);
+//!     for w in x.windows(2) {
+//!         let d = w[1] - w[0];
+//!         e += if d > 0.0 { d * d } else { d.abs() } + w[0].sin();
+//!     }
+//!     e
+//! }
+//!
+//! let x = [0.3, 1.2, 0.7, 2.0];
+//! let y: f64 = energy(&x);                                 // the plain program
+//! let g = forward::gradient(|x| energy(x), &x);            // n forward sweeps
+//! let h = forward::hessian(|x| energy(x), &x);             // Dual<Dual<f64>>
+//! check::check_gradient(|x| energy(x), &x, &g).assert_passed();
+//! assert!(y > 0.0 && h[0][0] < 0.0);
+//! ```
+#![warn(missing_docs)]
+
+pub use adjoint_core::{check, impl_real, lift, prelude, rules, special, Real};
+
+/// Forward-mode AD with dual numbers ([`Dual`](forward::Dual), nestable for higher order).
+pub mod forward {
+    pub use adjoint_core::forward::*;
+}
