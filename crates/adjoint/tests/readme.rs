@@ -1,0 +1,25 @@
+//! The README example, kept compiling and correct.
+use adjoint::{check, forward, Real};
+
+fn loss<T: Real>(x: &[T]) -> T {
+    let mut total = T::cst(0.0);
+    for (i, w) in x.windows(2).enumerate() {
+        let spring = (w[1] - w[0] - 1.0).powi(2);
+        let damp = if w[0] > 0.0 { w[0].ln_1p() } else { w[0] * 0.5 };
+        total += spring * (i as f64 + 1.0) + damp;
+    }
+    total.sqrt()
+}
+
+#[test]
+fn readme_example() {
+    let x = [0.2, 1.5, 2.1, 3.7];
+    let g = forward::gradient(|x| loss(x), &x);
+    check::check_gradient(|x| loss(x), &x, &g).assert_passed();
+    let h = forward::hessian(|x| loss(x), &x);
+    // Row 0 of the Hessian against finite differences of the forward gradient.
+    let fd = adjoint::check::numeric_gradient(|v| forward::gradient(|x| loss(x), v)[0], &x);
+    for j in 0..4 {
+        assert!((h[0][j] - fd[j]).abs() < 1e-7, "{} vs {}", h[0][j], fd[j]);
+    }
+}
