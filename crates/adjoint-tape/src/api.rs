@@ -1,0 +1,505 @@
+//! The user-facing API: [`Tape`] and the free functions that use a per-thread tape.
+
+use crate::record::{with_state, BadValue, Ctx, Label, Segment, Session, State, Task};
+use crate::reverse::{return_jobs, take_jobs, Jobs};
+use crate::var::Var;
+use adjoint_core::forward::Dual;
+use std::cell::RefCell;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+/// A reusable tape. Recording into the same `Tape` again reuses every buffer, so after the first
+/// call of a given size, [`Tape::grad_into`] performs no heap allocation (sequential code; a
+/// [`join`](crate::join) allocates its job-graph node).
+///
+/// ```
+/// use adjoint_tape::{Tape, Var};
+/// use adjoint_core::prelude::*;
+/// let mut tape = Tape::new();
+/// let mut g = [0.0; 2];
+/// for k in 0..3 {
+///     let y = tape.grad_into(|x: &[Var]| x[0] * x[1] + k as f64, &[2.0, 5.0], &mut g);
+///     assert_eq!((y, g), (10.0 + k as f64, [5.0, 2.0]));
+/// }
+/// ```
+pub struct Tape {
+    session: Arc<Session>,
+    root: Option<Task>,
+    segs: Vec<Segment>,
+    jobs: Vec<Mutex<crate::record::Job>>,
+    inputs: Vec<Var>,
+    checked: bool,
+}
+
+impl Default for Tape {
+    fn default() -> Self {
+        Tape::new()
+    }
+}
+
+/// Which pass found a non-finite value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pass {
+    /// The primal computation.
+    Forward,
+    /// The backpropagation of adjoints.
+    Reverse,
+}
+
+/// The first NaN or infinity found in checked mode ([`Tape::checked`], [`checked_grad`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct NonFinite {
+    /// Forward or reverse pass.
+    pub pass: Pass,
+    /// The primitive, e.g. `Un(Ln)`.
+    pub primitive: String,
+    /// Forward: the operand values. Reverse: the recorded partials.
+    pub operands: [f64; 2],
+    /// Forward: the result. Reverse: the (finite) adjoint that met the partials.
+    pub value: f64,
+    /// Index of the job (0 for sequential code) and of the operation within it.
+    pub job: u32,
+    /// Position of the operation on its job's tape (inputs are 1..=n).
+    pub position: u32,
+}
+
+impl NonFinite {
+    fn new(pass: Pass, b: BadValue) -> Self {
+        let primitive = match b.label {
+            Label::Leaf => "input or checkpoint output".to_string(),
+            Label::Un(op) => format!("{op:?}"),
+            Label::Bin(op) => format!("{op:?}"),
+        };
+        NonFinite {
+            pass,
+            primitive,
+            operands: b.operands,
+            value: b.value,
+            job: b.job,
+            position: b.seq,
+        }
+    }
+}
+
+impl fmt::Display for NonFinite {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.pass {
+            Pass::Forward => write!(
+                f,
+                "forward pass: {}({}, {}) = {} is the first non-finite value from finite \
+                 operands (job {}, operation #{})",
+                self.primitive,
+                self.operands[0],
+                self.operands[1],
+                self.value,
+                self.job,
+                self.position
+            ),
+            Pass::Reverse => write!(
+                f,
+                "reverse pass: {} (operation #{} of job {}) has partials [{}, {}] that turn the \
+                 finite adjoint {} into a non-finite contribution",
+                self.primitive,
+                self.position,
+                self.job,
+                self.operands[0],
+                self.operands[1],
+                self.value
+            ),
+        }
+    }
+}
+
+impl std::error::Error for NonFinite {}
+
+impl Tape {
+    /// An empty tape.
+    pub fn new() -> Tape {
+        Tape {
+            session: Arc::new(Session::new()),
+            root: None,
+            segs: Vec::new(),
+            jobs: Vec::new(),
+            inputs: Vec::new(),
+            checked: false,
+        }
+    }
+
+    /// Checked mode: every recording reports the first primitive that produced a NaN or an
+    /// infinity from finite operands (forward) or a non-finite adjoint contribution (reverse),
+    /// through [`Tape::try_value_and_grad`]. Costs a label per operation and a test per result.
+    ///
+    /// ```
+    /// use adjoint_tape::{Tape, Var, Pass};
+    /// use adjoint_core::prelude::*;
+    /// let mut tape = Tape::new().checked();
+    /// let err = tape.try_value_and_grad(|x: &[Var]| (x[0] - 1.0).ln() * x[1], &[0.5, 2.0]).unwrap_err();
+    /// assert_eq!(err.pass, Pass::Forward);
+    /// assert_eq!(err.primitive, "Ln");
+    /// assert!(err.to_string().contains("Ln(-0.5, 0) = NaN"), "{err}");
+    /// ```
+    pub fn checked(mut self) -> Tape {
+        self.checked = true;
+        self
+    }
+
+    /// Record `f` at `x` (inputs marked inactive by `active` become constants).
+    pub(crate) fn record<R>(
+        &mut self,
+        x: &[f64],
+        active: Option<&[bool]>,
+        f: impl FnOnce(&[Var]) -> R,
+    ) -> R {
+        if Arc::get_mut(&mut self.session).is_none() {
+            self.session = Arc::new(Session::new());
+        }
+        let session = Arc::get_mut(&mut self.session).expect("unique after the check above");
+        session.restart(self.checked);
+        let (job_idx, mut job) = session.new_job(0);
+        self.inputs.clear();
+        for (i, &v) in x.iter().enumerate() {
+            let is_active = active.is_none_or(|a| a[i]);
+            self.inputs.push(if is_active {
+                Var {
+                    v,
+                    seq: job.push_leaf(self.checked),
+                    key: job.key,
+                }
+            } else {
+                Var::constant(v)
+            });
+        }
+        let mut segs = std::mem::take(&mut self.segs);
+        segs.clear();
+        segs.push(Segment::Job(job_idx));
+        let ctx = Ctx {
+            session: self.session.clone(),
+            job_idx,
+            job,
+            task: Task { id: 0, segs },
+        };
+        let inputs = std::mem::take(&mut self.inputs);
+        let (r, state) = with_state(State::Recording(ctx), || f(&inputs));
+        self.inputs = inputs;
+        let State::Recording(ctx) = state else {
+            unreachable!("a recording ends in the state it started")
+        };
+        ctx.session.seal(ctx.job_idx, ctx.job);
+        self.root = Some(ctx.task);
+        r
+    }
+
+    /// The forward pass's first non-finite value, in checked mode.
+    fn forward_error(&self) -> Result<(), NonFinite> {
+        let bad = self
+            .session
+            .first_bad
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        match bad {
+            Some(b) => Err(NonFinite::new(Pass::Forward, b)),
+            None => Ok(()),
+        }
+    }
+
+    /// Backpropagate `seeds` (output, weight) through the last recording; the input adjoints
+    /// start at `init` (or 0) and end in `grad`. The recording stays usable for another sweep.
+    pub(crate) fn reverse(
+        &mut self,
+        seeds: &[(Var, f64)],
+        init: Option<&[f64]>,
+        grad: &mut [f64],
+    ) -> Result<(), NonFinite> {
+        let root = self.root.as_ref().expect("reverse after a recording");
+        let mut g = self.session.graph();
+        take_jobs(&mut g, &mut self.jobs);
+        let job_task = std::mem::take(&mut g.job_task);
+        let task_parent = std::mem::take(&mut g.task_parent);
+        let nonce = self.session.nonce;
+        let jobs = Jobs {
+            jobs: std::mem::take(&mut self.jobs),
+            job_task: &job_task,
+            task_parent: &task_parent,
+            checked: self.checked,
+        };
+        let lock = |j: usize| jobs.jobs[j].lock().unwrap_or_else(|e| e.into_inner());
+        for &(v, w) in seeds {
+            if v.is_constant() {
+                continue;
+            }
+            assert!(
+                (v.key >> 16) as u16 == nonce,
+                "adjoint::tape: output {v:?} does not belong to this recording"
+            );
+            lock((v.key & 0xFFFF) as usize).adj[v.seq as usize] += w;
+        }
+        if let Some(init) = init {
+            let mut root_job = lock(0);
+            for (i, x) in self.inputs.iter().enumerate() {
+                if !x.is_constant() {
+                    root_job.adj[x.seq as usize] = init[i];
+                }
+            }
+        }
+        let result = jobs.resolve(root);
+        {
+            let root_job = lock(0);
+            for (gi, x) in grad.iter_mut().zip(&self.inputs) {
+                *gi = if x.is_constant() {
+                    0.0
+                } else {
+                    root_job.adj[x.seq as usize]
+                };
+            }
+        }
+        let mut list = jobs.jobs;
+        return_jobs(&mut g, &mut list);
+        self.jobs = list;
+        g.job_task = job_task;
+        g.task_parent = task_parent;
+        drop(g);
+        result
+            .map(|_| ())
+            .map_err(|b| NonFinite::new(Pass::Reverse, b))
+    }
+
+    /// Value and gradient of `f` at `x`, written into `grad`; no heap allocation once the tape
+    /// has seen a call of this size.
+    ///
+    /// # Panics
+    /// If `grad.len() != x.len()`, if `f` panics (the panic propagates; the tape stays usable),
+    /// or if a checked tape finds a non-finite value (use [`Tape::try_value_and_grad`]).
+    pub fn grad_into<F>(&mut self, f: F, x: &[f64], grad: &mut [f64]) -> f64
+    where
+        F: FnOnce(&[Var]) -> Var,
+    {
+        assert_eq!(
+            grad.len(),
+            x.len(),
+            "grad_into: {} inputs but the gradient buffer has {}",
+            x.len(),
+            grad.len()
+        );
+        let y = self.record(x, None, f);
+        if let Err(e) = self.forward_error() {
+            panic!("adjoint::tape checked mode: {e}");
+        }
+        if let Err(e) = self.reverse(&[(y, 1.0)], None, grad) {
+            panic!("adjoint::tape checked mode: {e}");
+        }
+        y.v
+    }
+
+    /// Value and gradient, or the first non-finite value in checked mode.
+    pub fn try_value_and_grad<F>(&mut self, f: F, x: &[f64]) -> Result<(f64, Vec<f64>), NonFinite>
+    where
+        F: FnOnce(&[Var]) -> Var,
+    {
+        let y = self.record(x, None, f);
+        self.forward_error()?;
+        let mut g = vec![0.0; x.len()];
+        self.reverse(&[(y, 1.0)], None, &mut g)?;
+        Ok((y.v, g))
+    }
+
+    /// Value and gradient of a scalar function.
+    pub fn value_and_grad<F>(&mut self, f: F, x: &[f64]) -> (f64, Vec<f64>)
+    where
+        F: FnOnce(&[Var]) -> Var,
+    {
+        let mut g = vec![0.0; x.len()];
+        let y = self.grad_into(f, x, &mut g);
+        (y, g)
+    }
+
+    /// Vector-Jacobian product `wᵀ J` of a vector function, with its value.
+    ///
+    /// # Panics
+    /// If `w` and the output differ in length.
+    pub fn vjp<F>(&mut self, f: F, x: &[f64], w: &[f64]) -> (Vec<f64>, Vec<f64>)
+    where
+        F: FnOnce(&[Var]) -> Vec<Var>,
+    {
+        let ys = self.record(x, None, f);
+        assert_eq!(
+            ys.len(),
+            w.len(),
+            "vjp: the function has {} outputs but the cotangent has {}",
+            ys.len(),
+            w.len()
+        );
+        let seeds: Vec<(Var, f64)> = ys.iter().copied().zip(w.iter().copied()).collect();
+        let mut g = vec![0.0; x.len()];
+        self.reverse(&seeds, None, &mut g)
+            .unwrap_or_else(|e| panic!("adjoint::tape checked mode: {e}"));
+        (ys.iter().map(|y| y.v).collect(), g)
+    }
+
+    /// The Jacobian (rows = outputs) of a vector function: recorded once, one reverse sweep
+    /// per output.
+    pub fn jacobian<F>(&mut self, f: F, x: &[f64]) -> Vec<Vec<f64>>
+    where
+        F: FnOnce(&[Var]) -> Vec<Var>,
+    {
+        let ys = self.record(x, None, f);
+        ys.iter()
+            .map(|&y| {
+                let mut row = vec![0.0; x.len()];
+                self.reverse(&[(y, 1.0)], None, &mut row)
+                    .unwrap_or_else(|e| panic!("adjoint::tape checked mode: {e}"));
+                row
+            })
+            .collect()
+    }
+
+    /// Hessian-vector product `H(x)·v`, by reverse over forward: `f` runs on `Dual<Var>` with
+    /// tangent `v`, so its tangent output is the scalar `∇f·v` recorded on the tape, and one
+    /// reverse sweep of that scalar gives `∇(∇f·v) = H v`. Cost: a small constant times one
+    /// gradient; every partial comes from the shared rule table evaluated at `Var`.
+    ///
+    /// # Panics
+    /// If `v` and `x` differ in length.
+    pub fn hvp<F>(&mut self, f: F, x: &[f64], v: &[f64]) -> Vec<f64>
+    where
+        F: FnOnce(&[Dual<Var>]) -> Dual<Var>,
+    {
+        assert_eq!(
+            x.len(),
+            v.len(),
+            "hvp: {} inputs but direction has {}",
+            x.len(),
+            v.len()
+        );
+        let y = self.record(x, None, |xs| {
+            let d: Vec<Dual<Var>> = xs
+                .iter()
+                .zip(v)
+                .map(|(&xi, &vi)| Dual::new(xi, Var::constant(vi)))
+                .collect();
+            f(&d).eps
+        });
+        let mut g = vec![0.0; x.len()];
+        self.reverse(&[(y, 1.0)], None, &mut g)
+            .unwrap_or_else(|e| panic!("adjoint::tape checked mode: {e}"));
+        g
+    }
+
+    /// The Hessian, as `n` Hessian-vector products with the unit vectors.
+    pub fn hessian<F>(&mut self, f: F, x: &[f64]) -> Vec<Vec<f64>>
+    where
+        F: Fn(&[Dual<Var>]) -> Dual<Var>,
+    {
+        let mut e = vec![0.0; x.len()];
+        (0..x.len())
+            .map(|i| {
+                e[i] = 1.0;
+                let row = self.hvp(&f, x, &e);
+                e[i] = 0.0;
+                row
+            })
+            .collect()
+    }
+}
+
+thread_local! {
+    static THREAD_TAPE: RefCell<Option<Tape>> = const { RefCell::new(None) };
+}
+
+/// Run `body` with this thread's cached tape (a fresh one when nested).
+fn with_tape<R>(body: impl FnOnce(&mut Tape) -> R) -> R {
+    let mut tape = THREAD_TAPE
+        .with_borrow_mut(|t| t.take())
+        .unwrap_or_default();
+    let r = body(&mut tape);
+    THREAD_TAPE.with_borrow_mut(|t| *t = Some(tape));
+    r
+}
+
+/// The gradient of a scalar function.
+///
+/// ```
+/// use adjoint_tape::{grad, Var};
+/// use adjoint_core::prelude::*;
+/// fn f<T: Real>(x: &[T]) -> T { x.iter().map(|&v| v * v).sum::<T>().sqrt() }
+/// let g = grad(|x: &[Var]| f(x), &[3.0, 4.0]);
+/// assert!((g[0] - 0.6).abs() < 1e-15 && (g[1] - 0.8).abs() < 1e-15);
+/// ```
+pub fn grad<F: FnOnce(&[Var]) -> Var>(f: F, x: &[f64]) -> Vec<f64> {
+    value_and_grad(f, x).1
+}
+
+/// Value and gradient of a scalar function.
+///
+/// ```
+/// use adjoint_tape::{value_and_grad, Var};
+/// use adjoint_core::prelude::*;
+/// let (y, g) = value_and_grad(|x: &[Var]| x[0].exp() * x[1], &[0.0, 3.0]);
+/// assert_eq!((y, g), (3.0, vec![3.0, 1.0]));
+/// ```
+pub fn value_and_grad<F: FnOnce(&[Var]) -> Var>(f: F, x: &[f64]) -> (f64, Vec<f64>) {
+    with_tape(|t| t.value_and_grad(f, x))
+}
+
+/// Value and gradient, or the first primitive that produced a NaN or an infinity.
+///
+/// ```
+/// use adjoint_tape::{checked_grad, Var, Pass};
+/// use adjoint_core::prelude::*;
+/// // sqrt at 0 has an infinite derivative: found in the reverse pass.
+/// let err = checked_grad(|x: &[Var]| x[0].sqrt() * 2.0, &[0.0]).unwrap_err();
+/// assert_eq!((err.pass, err.primitive.as_str()), (Pass::Reverse, "Sqrt"));
+/// assert!(checked_grad(|x: &[Var]| x[0].sqrt(), &[4.0]).is_ok());
+/// ```
+pub fn checked_grad<F: FnOnce(&[Var]) -> Var>(
+    f: F,
+    x: &[f64],
+) -> Result<(f64, Vec<f64>), NonFinite> {
+    Tape::new().checked().try_value_and_grad(f, x)
+}
+
+/// Vector-Jacobian product: `(f(x), wᵀ J(x))`.
+///
+/// ```
+/// use adjoint_tape::{vjp, Var};
+/// let (y, g) = vjp(|x: &[Var]| vec![x[0] * x[1], x[0] + x[1]], &[2.0, 3.0], &[1.0, 10.0]);
+/// assert_eq!((y, g), (vec![6.0, 5.0], vec![13.0, 12.0]));
+/// ```
+pub fn vjp<F: FnOnce(&[Var]) -> Vec<Var>>(f: F, x: &[f64], w: &[f64]) -> (Vec<f64>, Vec<f64>) {
+    with_tape(|t| t.vjp(f, x, w))
+}
+
+/// The Jacobian of a vector function (rows = outputs), recorded once.
+///
+/// ```
+/// use adjoint_tape::{jacobian, Var};
+/// let j = jacobian(|x: &[Var]| vec![x[0] * x[1], x[0] - x[1]], &[2.0, 3.0]);
+/// assert_eq!(j, vec![vec![3.0, 2.0], vec![1.0, -1.0]]);
+/// ```
+pub fn jacobian<F: FnOnce(&[Var]) -> Vec<Var>>(f: F, x: &[f64]) -> Vec<Vec<f64>> {
+    with_tape(|t| t.jacobian(f, x))
+}
+
+/// Hessian-vector product by reverse over forward (see [`Tape::hvp`]).
+///
+/// ```
+/// use adjoint_tape::hvp;
+/// // f = x² y → H = [[2y, 2x], [2x, 0]]
+/// let hv = hvp(|x| x[0] * x[0] * x[1], &[3.0, 2.0], &[1.0, 1.0]);
+/// assert_eq!(hv, vec![4.0 + 6.0, 6.0]);
+/// ```
+pub fn hvp<F: FnOnce(&[Dual<Var>]) -> Dual<Var>>(f: F, x: &[f64], v: &[f64]) -> Vec<f64> {
+    with_tape(|t| t.hvp(f, x, v))
+}
+
+/// The Hessian by `n` Hessian-vector products.
+///
+/// ```
+/// use adjoint_tape::hessian;
+/// use adjoint_core::prelude::*;
+/// let h = hessian(|x| x[0].sin() * x[1], &[0.0, 2.0]);
+/// assert_eq!(h, vec![vec![0.0, 1.0], vec![1.0, 0.0]]);
+/// ```
+pub fn hessian<F: Fn(&[Dual<Var>]) -> Dual<Var>>(f: F, x: &[f64]) -> Vec<Vec<f64>> {
+    with_tape(|t| t.hessian(f, x))
+}

@@ -1,0 +1,180 @@
+//! The reverse pass: walk the job graph backwards, sweeping each job's tape once.
+//!
+//! Within a job the sweep is the classic tape loop (seed 003 §10.3): for each entry from last to
+//! first, add `partial × adjoint` into its operands. Across jobs it follows the task tree in
+//! reverse: a fork in the primal becomes a `rayon::join` here. A job's imported slots hand their
+//! adjoints back to the owning job: at once when the owner lies inside the task being resolved
+//! (only this thread touches it), otherwise deferred to the enclosing fork, which merges the left
+//! side's contributions before the right side's. That fixed order makes the gradient
+//! independent of the number of threads, bit for bit.
+
+use crate::record::{BadValue, Entry, Graph, Job, Label, Segment, Task};
+use std::sync::Mutex;
+
+/// An adjoint contribution to entry `seq` of job `job`.
+#[derive(Clone, Copy)]
+pub(crate) struct Scatter {
+    job: u16,
+    seq: u32,
+    value: f64,
+}
+
+/// Sealed jobs prepared for the reverse pass.
+pub(crate) struct Jobs<'a> {
+    pub jobs: Vec<Mutex<Job>>,
+    pub job_task: &'a [u32],
+    pub task_parent: &'a [u32],
+    pub checked: bool,
+}
+
+impl Jobs<'_> {
+    fn lock(&self, j: u16) -> std::sync::MutexGuard<'_, Job> {
+        self.jobs[j as usize]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Is `job` inside `task` or one of its sub-tasks?
+    fn inside(&self, job: u16, task: u32) -> bool {
+        let mut t = self.job_task[job as usize];
+        loop {
+            if t == task {
+                return true;
+            }
+            let p = self.task_parent[t as usize];
+            if p == t {
+                return false;
+            }
+            t = p;
+        }
+    }
+
+    fn scatter(&self, task: u32, s: Scatter, deferred: &mut Vec<Scatter>) {
+        if self.inside(s.job, task) {
+            self.lock(s.job).adj[s.seq as usize] += s.value;
+        } else {
+            deferred.push(s);
+        }
+    }
+
+    /// Resolve a task; returns contributions for jobs outside it, in deterministic order.
+    pub fn resolve(&self, task: &Task) -> Result<Vec<Scatter>, BadValue> {
+        let mut deferred = Vec::new();
+        let mut out = Vec::new();
+        for seg in task.segs.iter().rev() {
+            match seg {
+                Segment::Job(j) => {
+                    {
+                        let mut job = self.lock(*j);
+                        sweep(&mut job, self.checked, *j)?;
+                        out.clear();
+                        out.extend(job.imports.iter().filter_map(|imp| {
+                            let value = job.adj[imp.slot as usize];
+                            (value != 0.0).then_some(Scatter {
+                                job: imp.job,
+                                seq: imp.seq,
+                                value,
+                            })
+                        }));
+                    }
+                    for &s in &out {
+                        self.scatter(task.id, s, &mut deferred);
+                    }
+                }
+                Segment::Fork(a, b) => {
+                    let (da, db) = rayon::join(|| self.resolve(a), || self.resolve(b));
+                    for s in da?.into_iter().chain(db?) {
+                        self.scatter(task.id, s, &mut deferred);
+                    }
+                }
+            }
+        }
+        Ok(deferred)
+    }
+}
+
+/// Prepare the graph's jobs: zeroed adjoint arrays of the right length.
+pub(crate) fn take_jobs(g: &mut Graph, out: &mut Vec<Mutex<Job>>) {
+    out.clear();
+    out.extend(g.jobs.drain(..).map(|j| {
+        let mut j = j.expect("every job is sealed before the reverse pass");
+        j.adj.clear();
+        j.adj.resize(j.entries.len(), 0.0);
+        Mutex::new(j)
+    }));
+}
+
+/// Give the jobs back to the graph (for another sweep, or for reuse).
+pub(crate) fn return_jobs(g: &mut Graph, jobs: &mut Vec<Mutex<Job>>) {
+    g.jobs.extend(
+        jobs.drain(..)
+            .map(|m| Some(m.into_inner().unwrap_or_else(|e| e.into_inner()))),
+    );
+}
+
+/// One job's sweep, stopping at checkpoints to recompute them.
+fn sweep(job: &mut Job, checked: bool, idx: u16) -> Result<(), BadValue> {
+    let Job {
+        entries,
+        adj,
+        checkpoints,
+        labels,
+        ..
+    } = job;
+    let mut hi = entries.len();
+    for cp in checkpoints.iter().rev() {
+        sweep_range(
+            entries,
+            adj,
+            cp.end as usize,
+            hi,
+            checked.then_some((&labels[..], idx)),
+        )?;
+        crate::checkpoint::reverse(cp, adj);
+        hi = cp.start as usize;
+    }
+    sweep_range(entries, adj, 1, hi, checked.then_some((&labels[..], idx)))
+}
+
+/// The tape loop over entries `lo..hi`, last to first. In checked mode (`labels` given) it stops
+/// at the first entry whose finite adjoint makes a non-finite contribution.
+#[inline]
+fn sweep_range(
+    entries: &[Entry],
+    adj: &mut [f64],
+    lo: usize,
+    hi: usize,
+    labels: Option<(&[Label], u16)>,
+) -> Result<(), BadValue> {
+    if let Some((labels, idx)) = labels {
+        for k in (lo..hi).rev() {
+            let a = adj[k];
+            if a != 0.0 {
+                let e = entries[k];
+                let (c0, c1) = (e.p[0] * a, e.p[1] * a);
+                if a.is_finite() && !(c0.is_finite() && c1.is_finite()) {
+                    return Err(BadValue {
+                        label: labels[k],
+                        operands: e.p,
+                        value: a,
+                        job: u32::from(idx),
+                        seq: k as u32,
+                    });
+                }
+                adj[e.i[0] as usize] += c0;
+                adj[e.i[1] as usize] += c1;
+            }
+        }
+        return Ok(());
+    }
+    for k in (lo..hi).rev() {
+        let a = adj[k];
+        // A zero adjoint contributes nothing, even through an infinite partial (sqrt at 0).
+        if a != 0.0 {
+            let e = entries[k];
+            adj[e.i[0] as usize] += e.p[0] * a;
+            adj[e.i[1] as usize] += e.p[1] * a;
+        }
+    }
+    Ok(())
+}

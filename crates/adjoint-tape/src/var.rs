@@ -1,0 +1,133 @@
+//! The active scalar.
+
+use crate::record::{record1, record2, CONST_KEY};
+use adjoint_core::lift::Lift;
+use adjoint_core::rules::{self, Op1, Op2};
+use core::fmt;
+
+/// The tape engine's active scalar: a value and its position on the tape.
+///
+/// `Var` implements [`adjoint_core::Real`], so any function generic over `Real` runs on it.
+/// Arithmetic on `Var`s records one 24-byte entry (the operands' partials from the shared rule
+/// table and their positions); arithmetic with `f64` constants, and on constants, records
+/// nothing. A `Var` is only valid inside the recording that created it (see
+/// [`grad`](crate::grad)); using it after that recording finished, or in another one, panics
+/// with a message saying so.
+///
+/// ```
+/// use adjoint_tape::{grad, Var};
+/// use adjoint_core::prelude::*;
+/// let g = grad(|x: &[Var]| (x[0] * x[1]).sin() + 1.0, &[2.0, 3.0]);
+/// assert!((g[0] - 3.0 * 6f64.cos()).abs() < 1e-15);
+/// ```
+#[derive(Clone, Copy)]
+pub struct Var {
+    pub(crate) v: f64,
+    pub(crate) seq: u32,
+    pub(crate) key: u32,
+}
+
+impl Var {
+    /// A constant: it never appears on the tape and has no gradient.
+    ///
+    /// ```
+    /// use adjoint_tape::Var;
+    /// assert!(Var::constant(2.0).is_constant());
+    /// ```
+    #[inline]
+    pub fn constant(v: f64) -> Var {
+        Var {
+            v,
+            seq: 0,
+            key: CONST_KEY,
+        }
+    }
+
+    /// The primal value.
+    ///
+    /// ```
+    /// use adjoint_tape::Var;
+    /// assert_eq!(Var::constant(2.5).value(), 2.5);
+    /// ```
+    #[inline]
+    pub fn value(&self) -> f64 {
+        self.v
+    }
+
+    /// Whether this is a constant (not on any tape).
+    #[inline]
+    pub fn is_constant(&self) -> bool {
+        self.key == CONST_KEY
+    }
+}
+
+impl fmt::Debug for Var {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_constant() {
+            write!(f, "Var({} const)", self.v)
+        } else {
+            write!(
+                f,
+                "Var({} @ job {} #{})",
+                self.v,
+                self.key & 0xFFFF,
+                self.seq
+            )
+        }
+    }
+}
+
+impl fmt::Display for Var {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.v, f)
+    }
+}
+
+impl Lift for Var {
+    type Inner = f64;
+
+    #[inline(always)]
+    fn primal(&self) -> f64 {
+        self.v
+    }
+    #[inline(always)]
+    fn constant(v: f64) -> Self {
+        Var::constant(v)
+    }
+    #[inline(always)]
+    fn lift1(self, op: Op1) -> Self {
+        let r = rules::unary(op, self.v);
+        if self.is_constant() {
+            return Var::constant(r.value);
+        }
+        record1(self, r.d, r.value, op)
+    }
+    #[inline(always)]
+    fn lift2(self, other: Self, op: Op2) -> Self {
+        let r = rules::binary(op, self.v, other.v);
+        match (self.is_constant(), other.is_constant()) {
+            (false, false) => record2(self, r.dx, other, r.dy, r.value, op),
+            (false, true) => record1(self, r.dx, r.value, op),
+            (true, false) => record1(other, r.dy, r.value, op),
+            (true, true) => Var::constant(r.value),
+        }
+    }
+    #[inline(always)]
+    fn lift2_const_right(self, c: f64, op: Op2) -> Self {
+        let r = rules::binary(op, self.v, c);
+        if self.is_constant() {
+            return Var::constant(r.value);
+        }
+        record1(self, r.dx, r.value, op)
+    }
+    #[inline(always)]
+    fn lift2_const_left(c: f64, x: Self, op: Op2) -> Self {
+        let r = rules::binary(op, c, x.v);
+        if x.is_constant() {
+            return Var::constant(r.value);
+        }
+        record1(x, r.dy, r.value, op)
+    }
+}
+
+adjoint_core::impl_real!([] Var);
