@@ -169,7 +169,10 @@ impl Tape {
                 Var::constant(v)
             });
         }
-        let mut segs = std::mem::take(&mut self.segs);
+        let mut segs = match self.root.take() {
+            Some(old) => old.segs,
+            None => std::mem::take(&mut self.segs),
+        };
         segs.clear();
         segs.push(Segment::Job(job_idx));
         let ctx = Ctx {
@@ -224,6 +227,15 @@ impl Tape {
             checked: self.checked,
         };
         let lock = |j: usize| jobs.jobs[j].lock().unwrap_or_else(|e| e.into_inner());
+        // Initial input adjoints first, then the seeds add to them (an output may be an input).
+        if let Some(init) = init {
+            let mut root_job = lock(0);
+            for (i, x) in self.inputs.iter().enumerate() {
+                if !x.is_constant() {
+                    root_job.adj[x.seq as usize] = init[i];
+                }
+            }
+        }
         for &(v, w) in seeds {
             if v.is_constant() {
                 continue;
@@ -233,14 +245,6 @@ impl Tape {
                 "adjoint::tape: output {v:?} does not belong to this recording"
             );
             lock((v.key & 0xFFFF) as usize).adj[v.seq as usize] += w;
-        }
-        if let Some(init) = init {
-            let mut root_job = lock(0);
-            for (i, x) in self.inputs.iter().enumerate() {
-                if !x.is_constant() {
-                    root_job.adj[x.seq as usize] = init[i];
-                }
-            }
         }
         let result = jobs.resolve(root);
         {

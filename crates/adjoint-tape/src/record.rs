@@ -307,6 +307,8 @@ pub(crate) struct Ctx {
 }
 
 /// What the current thread is doing.
+// One per thread; boxing the context would cost an allocation per recording.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum State {
     Idle,
     Recording(Ctx),

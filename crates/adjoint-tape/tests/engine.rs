@@ -1,0 +1,300 @@
+//! Behaviour of the tape engine: misuse, panics in jobs, nesting, checkpoints, structs,
+//! recursion, Jacobians — each against an independent reference.
+
+use adjoint_core::check::check_gradient;
+use adjoint_core::forward;
+use adjoint_core::prelude::*;
+use adjoint_tape::{checkpoint, grad, jacobian, join, par_map, value_and_grad, vjp, Tape, Var};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+fn panic_message(r: Result<impl Sized, Box<dyn std::any::Any + Send>>) -> String {
+    match r {
+        Ok(_) => panic!("expected a panic"),
+        Err(e) => e
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default(),
+    }
+}
+
+#[test]
+fn var_used_after_its_recording_is_a_clear_panic() {
+    let mut leaked = None;
+    grad(
+        |x: &[Var]| {
+            leaked = Some(x[0]);
+            x[0]
+        },
+        &[1.0],
+    );
+    let v = leaked.unwrap();
+    let msg = panic_message(catch_unwind(|| v * v));
+    assert!(msg.contains("outside its recording"), "{msg}");
+    // ... and inside a different recording.
+    let msg = panic_message(catch_unwind(|| grad(|y: &[Var]| y[0] * v, &[2.0])));
+    assert!(
+        msg.contains("finished or to a different recording"),
+        "{msg}"
+    );
+    // The engine is still fine.
+    assert_eq!(grad(|y: &[Var]| y[0] * y[0], &[2.0]), vec![4.0]);
+}
+
+#[test]
+fn constants_work_outside_any_recording() {
+    let c = Var::constant(2.0);
+    assert_eq!((c * c + 1.0).value(), 5.0);
+}
+
+#[test]
+fn panic_inside_a_parallel_job_propagates_and_engine_stays_usable() {
+    let msg = panic_message(catch_unwind(|| {
+        grad(
+            |x: &[Var]| {
+                let (a, _b): (Var, Var) = join(|| x[0] * 2.0, || panic!("boom in job"));
+                a
+            },
+            &[1.0],
+        )
+    }));
+    assert!(msg.contains("boom in job"), "{msg}");
+    let g = grad(
+        |x: &[Var]| {
+            let (a, b) = join(|| x[0] * 2.0, || x[0] * x[0]);
+            a + b
+        },
+        &[3.0],
+    );
+    assert_eq!(g, vec![8.0]);
+}
+
+#[test]
+fn nested_joins_and_par_map_match_forward_mode() {
+    fn f<T: Real>(x: &[T]) -> T {
+        x.iter()
+            .enumerate()
+            .map(|(i, &v)| (v * (i as f64 + 1.0)).sin() * v)
+            .sum()
+    }
+    let x: Vec<f64> = (0..37).map(|i| 0.1 * i as f64 - 1.0).collect();
+    let g = grad(
+        |v: &[Var]| {
+            let (l, r) = v.split_at(20);
+            let ((a, b), c) = join(
+                || join(|| f(&l[..7]), || f(&l[7..])),
+                || par_map(r, |&t| t.exp()).into_iter().sum::<Var>(),
+            );
+            // Mix values from different jobs after the join.
+            a * b + c + v[0] * a
+        },
+        &x,
+    );
+    let fwd = forward::gradient(
+        |v| {
+            let (l, r) = v.split_at(20);
+            let (a, b) = (f(&l[..7]), f(&l[7..]));
+            let c: forward::Dual64 = r.iter().map(|t| t.exp()).sum();
+            a * b + c + v[0] * a
+        },
+        &x,
+    );
+    for (a, b) in g.iter().zip(&fwd) {
+        assert!((a - b).abs() <= 1e-12 * b.abs().max(1.0), "{a} vs {b}");
+    }
+}
+
+#[test]
+fn value_from_unjoined_sibling_job_is_rejected() {
+    use std::sync::Mutex;
+    let slot: Mutex<Option<Var>> = Mutex::new(None);
+    let msg = panic_message(catch_unwind(AssertUnwindSafe(|| {
+        grad(
+            |x: &[Var]| {
+                let (a, b) = join(
+                    || {
+                        let v = x[0] * 2.0;
+                        *slot.lock().unwrap() = Some(v);
+                        std::thread::sleep(std::time::Duration::from_millis(50));
+                        v
+                    },
+                    || loop {
+                        if let Some(v) = *slot.lock().unwrap() {
+                            break v * 3.0;
+                        }
+                        std::thread::yield_now();
+                    },
+                );
+                a + b
+            },
+            &[1.0],
+        )
+    })));
+    assert!(
+        msg.contains("has not joined yet") || msg.contains("belongs to"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn checkpointed_loop_gives_identical_gradients() {
+    fn step(s: &[Var]) -> Vec<Var> {
+        let (x, v, k) = (s[0], s[1], s[2]);
+        let a = -(x * k) - v * 0.1 + (x * 3.0).sin() * 0.2;
+        vec![x + v * 0.01, v + a * 0.01, k]
+    }
+    let run = |x: &[Var], every: usize| {
+        let mut s = x.to_vec();
+        for i in 0..500 {
+            s = if every > 0 && i % every == 0 {
+                // a checkpoint containing several steps, one nested checkpoint and a join
+                checkpoint(&s, |s: &[Var]| {
+                    let s = step(s);
+                    let s = checkpoint(&s, step);
+                    let (a, b) = join(|| step(&s), || s[2] * 1.0);
+                    vec![a[0], a[1], b]
+                })
+            } else {
+                step(&s)
+            };
+        }
+        s[0] * s[1] + s[2]
+    };
+    let x = [0.4, -0.2, 2.0];
+    let plain = grad(|v: &[Var]| run(v, 0), &x);
+    for every in [1, 3, 7] {
+        let ck = grad(|v: &[Var]| run(v, every), &x);
+        // Same arithmetic, same order: identical bits (a checkpoint adds one plain step of
+        // recomputation per region, so compare with the matching plain program).
+        let reference = grad(
+            |v: &[Var]| {
+                let mut s = v.to_vec();
+                for i in 0..500 {
+                    s = if i % every == 0 {
+                        let t = step(&step(&s));
+                        let a = step(&t);
+                        vec![a[0], a[1], t[2] * 1.0]
+                    } else {
+                        step(&s)
+                    };
+                }
+                s[0] * s[1] + s[2]
+            },
+            &x,
+        );
+        assert_eq!(ck, reference, "every {every}");
+    }
+    // And the plain run against finite differences.
+    let f = |v: &[f64]| {
+        let vars: Vec<Var> = v.iter().map(|&t| Var::constant(t)).collect();
+        run(&vars, 0).value()
+    };
+    check_gradient(f, &x, &plain).assert_passed();
+}
+
+/// User structs generic over the scalar.
+#[derive(Clone, Copy)]
+struct Body<T> {
+    pos: [T; 2],
+    mass: T,
+}
+
+impl<T: Real> Body<T> {
+    fn energy(&self, other: &Body<T>) -> T {
+        let dx = self.pos[0] - other.pos[0];
+        let dy = self.pos[1] - other.pos[1];
+        -(self.mass * other.mass) / (dx * dx + dy * dy).sqrt()
+    }
+}
+
+fn system<T: Real>(x: &[T]) -> T {
+    let bodies: Vec<Body<T>> = x
+        .chunks(3)
+        .map(|c| Body {
+            pos: [c[0], c[1]],
+            mass: c[2].exp(),
+        })
+        .collect();
+    let mut e = T::cst(0.0);
+    for i in 0..bodies.len() {
+        for j in i + 1..bodies.len() {
+            e += bodies[i].energy(&bodies[j]);
+        }
+    }
+    e
+}
+
+/// Recursion with a data-dependent branch.
+fn power_tower<T: Real>(x: T, n: u32) -> T {
+    if n == 0 {
+        x
+    } else if x > 1.0 {
+        power_tower(x.sqrt() + 0.5, n - 1)
+    } else {
+        power_tower(x * x + 0.3, n - 1)
+    }
+}
+
+#[test]
+fn structs_and_recursion() {
+    let x = [0.0, 0.0, 0.1, 1.0, 0.5, -0.2, -0.7, 1.2, 0.3];
+    let (y, g) = value_and_grad(|v: &[Var]| system(v), &x);
+    assert_eq!(y, system(&x));
+    check_gradient(|v| system(v), &x, &g).assert_passed();
+    let g = grad(|v: &[Var]| power_tower(v[0], 12), &[0.9]);
+    let d = forward::derivative(|v| power_tower(v, 12), 0.9);
+    assert!((g[0] - d).abs() < 1e-13 * d.abs().max(1.0));
+}
+
+#[test]
+fn jacobian_and_vjp_match_forward_mode() {
+    fn f<T: Real>(x: &[T]) -> Vec<T> {
+        vec![x[0] * x[1].sin(), x[2].exp() - x[0], (x[1] * x[2]).atan()]
+    }
+    let x = [0.7, -1.1, 0.4];
+    let j = jacobian(|v: &[Var]| f(v), &x);
+    for col in 0..3 {
+        let mut e = [0.0; 3];
+        e[col] = 1.0;
+        let (_, t) = forward::jvp(|v| f(v), &x, &e);
+        for row in 0..3 {
+            assert!((j[row][col] - t[row]).abs() < 1e-15);
+        }
+    }
+    let w = [0.5, -2.0, 3.0];
+    let (y, g) = vjp(|v: &[Var]| f(v), &x, &w);
+    assert_eq!(y, f(&x));
+    for col in 0..3 {
+        let expect: f64 = (0..3).map(|r| w[r] * j[r][col]).sum();
+        assert!((g[col] - expect).abs() < 1e-14);
+    }
+}
+
+#[test]
+fn tape_hessian_matches_forward_hessian() {
+    let x = [0.3, -0.4, 1.1, 0.5, 0.9, -0.1];
+    let h = adjoint_tape::hessian(|v| system(v), &x);
+    let f = forward::hessian(|v| system(v), &x);
+    for (r, s) in h.iter().zip(&f) {
+        for (a, b) in r.iter().zip(s) {
+            assert!((a - b).abs() <= 1e-10 * b.abs().max(1.0), "{a} vs {b}");
+        }
+    }
+}
+
+#[test]
+fn zero_adjoint_does_not_poison_through_infinite_partials() {
+    // sqrt(x − x) is computed but multiplied by a constant 0 ⇒ the adjoint of the sqrt is 0.
+    let g = grad(|v: &[Var]| (v[0] - v[0]).sqrt() * 0.0 + v[0], &[2.0]);
+    assert_eq!(g, vec![1.0]);
+}
+
+#[test]
+fn tape_is_reusable_across_sizes() {
+    let mut tape = Tape::new();
+    for n in [3, 10, 2, 10] {
+        let x: Vec<f64> = (0..n).map(|i| i as f64).collect();
+        let (_, g) = tape.value_and_grad(|v: &[Var]| v.iter().map(|&t| t * t).sum(), &x);
+        assert_eq!(g, x.iter().map(|t| 2.0 * t).collect::<Vec<_>>());
+    }
+}
