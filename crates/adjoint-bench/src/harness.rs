@@ -62,6 +62,15 @@ pub fn columns<O: Objective>(o: Arc<O>, quick: bool) -> Vec<Column> {
         });
     }
     let f = o.clone();
+    let mut tape = adjoint_tape::Tape::new();
+    cols.push(Column {
+        engine: "tape",
+        run: Box::new(move |x, g| {
+            tape.grad_into(|v| f.eval(v), x, g);
+        }),
+        skip: None,
+    });
+    let f = o.clone();
     cols.push(Column {
         engine: "forward",
         run: Box::new(move |x, g| g.copy_from_slice(&adjoint::forward::gradient(|x| f.eval(x), x))),

@@ -8,6 +8,7 @@
 //!   hand-written gradients as references;
 //! * [`harness`] — the registry ([`harness::columns`] is the one place that lists the engines),
 //!   the timing loop and the reports;
+//! * [`sec13`] — the benchmarks of seed 003 §13 with the peers `echidna`, `ad_trait`, `reverse`;
 //! * [`alloc`] — a counting allocator for the peak-memory column.
 //!
 //! ```
@@ -24,6 +25,7 @@
 pub mod alloc;
 pub mod harness;
 pub mod problems;
+pub mod sec13;
 
 use harness::{problem, Problem};
 use problems::*;
@@ -40,6 +42,9 @@ pub fn registry(quick: bool) -> Vec<Problem> {
         problem(Logistic::new(10, 100), quick),
         problem(Mlp::new(784, 32, 10), quick),
     ]
+    .into_iter()
+    .chain(sec13::problems(quick))
+    .collect()
 }
 
 /// A one-line description of this machine (CPU model and core count) for reports.

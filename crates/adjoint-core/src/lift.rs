@@ -259,14 +259,14 @@ macro_rules! __impl_real_binop {
     ([$($gen:tt)*] $ty:ty; $Tr:ident $m:ident $TrA:ident $ma:ident $Op:ident) => {
         impl<$($gen)*> ::core::ops::$Tr for $ty {
             type Output = Self;
-            #[inline]
+            #[inline(always)]
             fn $m(self, rhs: Self) -> Self {
                 $crate::lift::Lift::lift2(self, rhs, $crate::rules::Op2::$Op)
             }
         }
         impl<$($gen)*> ::core::ops::$Tr<f64> for $ty {
             type Output = Self;
-            #[inline]
+            #[inline(always)]
             fn $m(self, rhs: f64) -> Self {
                 $crate::lift::Lift::lift2_const_right(
                     self,
@@ -277,7 +277,7 @@ macro_rules! __impl_real_binop {
         }
         impl<$($gen)*> ::core::ops::$Tr<$ty> for f64 {
             type Output = $ty;
-            #[inline]
+            #[inline(always)]
             fn $m(self, rhs: $ty) -> $ty {
                 <$ty as $crate::lift::Lift>::lift2_const_left(
                     <<$ty as $crate::lift::Lift>::Inner as ::core::convert::From<f64>>::from(self),
@@ -287,13 +287,13 @@ macro_rules! __impl_real_binop {
             }
         }
         impl<$($gen)*> ::core::ops::$TrA for $ty {
-            #[inline]
+            #[inline(always)]
             fn $ma(&mut self, rhs: Self) {
                 *self = ::core::ops::$Tr::$m(*self, rhs);
             }
         }
         impl<$($gen)*> ::core::ops::$TrA<f64> for $ty {
-            #[inline]
+            #[inline(always)]
             fn $ma(&mut self, rhs: f64) {
                 *self = ::core::ops::$Tr::$m(*self, rhs);
             }
@@ -407,7 +407,7 @@ macro_rules! __impl_real_float_body {
     };
     (@un $($m:ident $op:ident)*) => {
         $(
-            #[inline]
+            #[inline(always)]
             fn $m(self) -> Self {
                 $crate::lift::Lift::lift1(self, $crate::rules::Op1::$op)
             }

@@ -160,11 +160,7 @@ impl Tape {
         for (i, &v) in x.iter().enumerate() {
             let is_active = active.is_none_or(|a| a[i]);
             self.inputs.push(if is_active {
-                Var {
-                    v,
-                    seq: job.push_leaf(self.checked),
-                    key: job.key,
-                }
+                Var::at(v, job.key, job.push_leaf(self.checked))
             } else {
                 Var::constant(v)
             });
@@ -232,7 +228,7 @@ impl Tape {
             let mut root_job = lock(0);
             for (i, x) in self.inputs.iter().enumerate() {
                 if !x.is_constant() {
-                    root_job.adj[x.seq as usize] = init[i];
+                    root_job.adj[x.seq() as usize] = init[i];
                 }
             }
         }
@@ -241,10 +237,10 @@ impl Tape {
                 continue;
             }
             assert!(
-                (v.key >> 16) as u16 == nonce,
+                (v.key() >> 16) as u16 == nonce,
                 "adjoint::tape: output {v:?} does not belong to this recording"
             );
-            lock((v.key & 0xFFFF) as usize).adj[v.seq as usize] += w;
+            lock((v.key() & 0xFFFF) as usize).adj[v.seq() as usize] += w;
         }
         let result = jobs.resolve(root);
         {
@@ -253,7 +249,7 @@ impl Tape {
                 *gi = if x.is_constant() {
                     0.0
                 } else {
-                    root_job.adj[x.seq as usize]
+                    root_job.adj[x.seq() as usize]
                 };
             }
         }

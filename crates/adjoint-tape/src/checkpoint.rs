@@ -1,6 +1,6 @@
 //! Checkpointing: trade recomputation for tape memory in a user-marked region.
 
-use crate::record::{with_state, Checkpoint, State, STATE};
+use crate::record::{recording, with_state, with_state_mut, Checkpoint, State};
 use crate::var::Var;
 use crate::Tape;
 use std::sync::Arc;
@@ -38,13 +38,12 @@ pub fn checkpoint<F>(inputs: &[Var], f: F) -> Vec<Var>
 where
     F: Fn(&[Var]) -> Vec<Var> + Send + Sync + 'static,
 {
-    let recording = STATE.with_borrow(|s| matches!(s, State::Recording(_)));
-    if !recording {
+    if !recording() {
         return f(inputs);
     }
     let consts: Vec<Var> = inputs.iter().map(|v| Var::constant(v.v)).collect();
     let (outs, _) = with_state(State::Checkpointing, || f(&consts));
-    STATE.with_borrow_mut(|s| {
+    with_state_mut(|s| {
         let State::Recording(ctx) = s else {
             unreachable!("checked above")
         };
@@ -60,11 +59,7 @@ where
         let checked = ctx.session.checked;
         let vars: Vec<Var> = outs
             .iter()
-            .map(|o| Var {
-                v: o.v,
-                seq: ctx.job.push_leaf(checked),
-                key,
-            })
+            .map(|o| Var::at(o.v, key, ctx.job.push_leaf(checked)))
             .collect();
         ctx.job.checkpoints.push(Checkpoint {
             start,

@@ -167,13 +167,19 @@ fn sweep_range(
         }
         return Ok(());
     }
+    assert!(hi <= entries.len() && entries.len() == adj.len());
     for k in (lo..hi).rev() {
-        let a = adj[k];
-        // A zero adjoint contributes nothing, even through an infinite partial (sqrt at 0).
-        if a != 0.0 {
-            let e = entries[k];
-            adj[e.i[0] as usize] += e.p[0] * a;
-            adj[e.i[1] as usize] += e.p[1] * a;
+        // SAFETY: k < hi ≤ len (asserted above), and every entry's operands precede it:
+        // `Job::push` only ever receives indices of existing entries (`Job::local` returns a
+        // position < len or a freshly pushed slot) or 0, the sink. So all indices are < len.
+        unsafe {
+            let a = *adj.get_unchecked(k);
+            // A zero adjoint contributes nothing, even through an infinite partial (sqrt at 0).
+            if a != 0.0 {
+                let e = *entries.get_unchecked(k);
+                *adj.get_unchecked_mut(e.i[0] as usize) += e.p[0] * a;
+                *adj.get_unchecked_mut(e.i[1] as usize) += e.p[1] * a;
+            }
         }
     }
     Ok(())

@@ -23,8 +23,8 @@ use core::fmt;
 #[derive(Clone, Copy)]
 pub struct Var {
     pub(crate) v: f64,
-    pub(crate) seq: u32,
-    pub(crate) key: u32,
+    /// `key << 32 | seq`: one word, so a `Var` travels in two registers.
+    pub(crate) id: u64,
 }
 
 impl Var {
@@ -36,11 +36,27 @@ impl Var {
     /// ```
     #[inline]
     pub fn constant(v: f64) -> Var {
+        Var::at(v, CONST_KEY, 0)
+    }
+
+    #[inline(always)]
+    pub(crate) fn at(v: f64, key: u32, seq: u32) -> Var {
         Var {
             v,
-            seq: 0,
-            key: CONST_KEY,
+            id: (u64::from(key) << 32) | u64::from(seq),
         }
+    }
+
+    /// Session nonce (high 16 bits) and job index (low 16 bits); `CONST_KEY` for constants.
+    #[inline(always)]
+    pub(crate) fn key(&self) -> u32 {
+        (self.id >> 32) as u32
+    }
+
+    /// Position on its job's tape.
+    #[inline(always)]
+    pub(crate) fn seq(&self) -> u32 {
+        self.id as u32
     }
 
     /// The primal value.
@@ -57,7 +73,7 @@ impl Var {
     /// Whether this is a constant (not on any tape).
     #[inline]
     pub fn is_constant(&self) -> bool {
-        self.key == CONST_KEY
+        self.key() == CONST_KEY
     }
 }
 
@@ -70,8 +86,8 @@ impl fmt::Debug for Var {
                 f,
                 "Var({} @ job {} #{})",
                 self.v,
-                self.key & 0xFFFF,
-                self.seq
+                self.key() & 0xFFFF,
+                self.seq()
             )
         }
     }
