@@ -207,14 +207,15 @@ pub(crate) struct Task {
 /// Jobs and tasks of a recording, behind one lock (touched only at job boundaries).
 #[derive(Default)]
 pub(crate) struct Graph {
-    /// Sealed jobs by local index (`None` while running).
-    pub jobs: Vec<Option<Job>>,
+    /// Sealed jobs by local index (`None` while running). Boxed so that handing a job between
+    /// the pool, a thread's context and the graph moves a pointer, not the struct.
+    pub jobs: Vec<Option<Box<Job>>>,
     /// The task each job runs in.
     pub job_task: Vec<u32>,
     /// The parent of each task (the root task is its own parent).
     pub task_parent: Vec<u32>,
     /// Spare job buffers for reuse.
-    pub pool: Vec<Job>,
+    pub pool: Vec<Box<Job>>,
 }
 
 /// The first non-finite value seen in checked mode.
@@ -268,7 +269,7 @@ impl Session {
     }
 
     /// A fresh job in `task`.
-    pub fn new_job(&self, task: u32) -> (u16, Job) {
+    pub fn new_job(&self, task: u32) -> (u16, Box<Job>) {
         let mut g = self.graph();
         let idx = g.jobs.len();
         assert!(
@@ -289,7 +290,7 @@ impl Session {
         (g.task_parent.len() - 1) as u32
     }
 
-    pub fn seal(&self, idx: u16, job: Job) {
+    pub fn seal(&self, idx: u16, job: Box<Job>) {
         self.graph().jobs[idx as usize] = Some(job);
     }
 
@@ -305,7 +306,7 @@ impl Session {
 pub(crate) struct Ctx {
     pub session: Arc<Session>,
     pub job_idx: u16,
-    pub job: Job,
+    pub job: Box<Job>,
     pub task: Task,
 }
 
@@ -339,7 +340,7 @@ pub(crate) fn with_state_mut<R>(f: impl FnOnce(&mut State) -> R) -> R {
     STATE.with_borrow_mut(|s| {
         let r = f(s);
         let fast = match s {
-            State::Recording(ctx) if !ctx.job.checked => &mut ctx.job as *mut Job,
+            State::Recording(ctx) if !ctx.job.checked => &mut *ctx.job as *mut Job,
             _ => std::ptr::null_mut(),
         };
         FAST.set(fast);

@@ -21,14 +21,14 @@ pub(crate) struct Scatter {
 
 /// Sealed jobs prepared for the reverse pass.
 pub(crate) struct Jobs<'a> {
-    pub jobs: Vec<Mutex<Job>>,
+    pub jobs: Vec<Mutex<Box<Job>>>,
     pub job_task: &'a [u32],
     pub task_parent: &'a [u32],
     pub checked: bool,
 }
 
 impl Jobs<'_> {
-    fn lock(&self, j: u16) -> std::sync::MutexGuard<'_, Job> {
+    fn lock(&self, j: u16) -> std::sync::MutexGuard<'_, Box<Job>> {
         self.jobs[j as usize]
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -94,7 +94,7 @@ impl Jobs<'_> {
 }
 
 /// Prepare the graph's jobs: zeroed adjoint arrays of the right length.
-pub(crate) fn take_jobs(g: &mut Graph, out: &mut Vec<Mutex<Job>>) {
+pub(crate) fn take_jobs(g: &mut Graph, out: &mut Vec<Mutex<Box<Job>>>) {
     out.clear();
     out.extend(g.jobs.drain(..).map(|j| {
         let mut j = j.expect("every job is sealed before the reverse pass");
@@ -105,7 +105,7 @@ pub(crate) fn take_jobs(g: &mut Graph, out: &mut Vec<Mutex<Job>>) {
 }
 
 /// Give the jobs back to the graph (for another sweep, or for reuse).
-pub(crate) fn return_jobs(g: &mut Graph, jobs: &mut Vec<Mutex<Job>>) {
+pub(crate) fn return_jobs(g: &mut Graph, jobs: &mut Vec<Mutex<Box<Job>>>) {
     g.jobs.extend(
         jobs.drain(..)
             .map(|m| Some(m.into_inner().unwrap_or_else(|e| e.into_inner()))),
