@@ -250,11 +250,14 @@ pub fn particle<T: Num13>(s: &[T]) -> T {
     x * y
 }
 
+/// One side of a fork.
+pub type Side<'a, T> = &'a (dyn Fn() -> T + Sync);
+
+/// A fork-join combinator (`rayon::join`, `adjoint_tape::join`, …).
+pub type Join<'a, T> = &'a (dyn Fn(Side<'_, T>, Side<'_, T>) -> (T, T) + Sync);
+
 /// All particles, the pairs in parallel through `join` (a balanced tree of joins).
-pub fn particles<T: Num13 + Send + Sync>(
-    s: &[T],
-    join: &(dyn Fn(&(dyn Fn() -> T + Sync), &(dyn Fn() -> T + Sync)) -> (T, T) + Sync),
-) -> T {
+pub fn particles<T: Num13 + Send + Sync>(s: &[T], join: Join<'_, T>) -> T {
     if s.len() == 4 {
         return particle(s);
     }
@@ -275,7 +278,7 @@ pub fn tape_join<T: Send>(a: &(dyn Fn() -> T + Sync), b: &(dyn Fn() -> T + Sync)
 }
 
 /// `join` for the plain program: rayon.
-pub fn rayon_join<T: Send>(a: &(dyn Fn() -> T + Sync), b: &(dyn Fn() -> T + Sync)) -> (T, T) {
+pub fn rayon_join<T: Send>(a: Side<'_, T>, b: Side<'_, T>) -> (T, T) {
     rayon::join(a, b)
 }
 

@@ -214,7 +214,9 @@ pub(crate) struct Graph {
     pub job_task: Vec<u32>,
     /// The parent of each task (the root task is its own parent).
     pub task_parent: Vec<u32>,
-    /// Spare job buffers for reuse.
+    /// Spare job buffers for reuse (boxed on purpose: a job moves between here, a thread's
+    /// context and `jobs` as one pointer).
+    #[allow(clippy::vec_box)]
     pub pool: Vec<Box<Job>>,
 }
 

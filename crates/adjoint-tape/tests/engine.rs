@@ -298,3 +298,11 @@ fn tape_is_reusable_across_sizes() {
         assert_eq!(g, x.iter().map(|t| 2.0 * t).collect::<Vec<_>>());
     }
 }
+
+#[test]
+fn tape_layout_is_compact() {
+    // 24 bytes per recorded operation (two f64 partials, two u32 operand indices) and a
+    // 16-byte active scalar.
+    assert_eq!(adjoint_tape::BYTES_PER_ENTRY, 24);
+    assert_eq!(std::mem::size_of::<Var>(), 16);
+}

@@ -7,6 +7,7 @@
 //! | module | engine | use it for |
 //! |---|---|---|
 //! | [`forward`] | forward-mode dual numbers | directional derivatives, small gradients and Hessians, checking |
+//! | [`tape`] | reverse mode on a compact tape, parallel reverse pass (Smeding & Vákár) | gradients of any generic Rust code, Jacobians, Hessian-vector products, fork-join parallel programs |
 //!
 //! Shared by every engine: [`Real`] (the scalar trait), [`rules`] (the one table of derivative
 //! rules), [`check`] (finite-difference gradient checking).
@@ -34,6 +35,26 @@
 //! // ∂²/∂x₀² of (x₁ − x₀)² + sin x₀ is 2 − sin x₀.
 //! assert!(y > 0.0 && (h[0][0] - (2.0 - 0.3f64.sin())).abs() < 1e-14);
 //! ```
+//!
+//! ## Tape (reverse mode)
+//!
+//! ```
+//! use adjoint::{prelude::*, tape};
+//!
+//! fn energy<T: Real>(x: &[T]) -> T {
+//!     x.windows(2).map(|w| (w[1] - w[0]).powi(2) + w[0].sin()).sum()
+//! }
+//! let x = [0.3, 1.2, 0.7, 2.0];
+//! let g = tape::grad(|x: &[tape::Var]| energy(x), &x);          // one reverse sweep
+//! let (a, b) = (x[0], x[1]);
+//! assert!((g[0] - (-2.0 * (b - a) + a.cos())).abs() < 1e-14);
+//! // Fork-join parallel code: the reverse pass runs the two halves in parallel too.
+//! let gp = tape::grad(|x: &[tape::Var]| {
+//!     let (l, r) = tape::join(|| energy(&x[..2]), || energy(&x[2..]));
+//!     l + r + (x[2] - x[1]).powi(2)
+//! }, &x);
+//! assert!((gp[0] - g[0]).abs() < 1e-14);
+//! ```
 #![warn(missing_docs)]
 
 pub use adjoint_core::{check, impl_real, lift, prelude, rules, special, Real};
@@ -41,4 +62,11 @@ pub use adjoint_core::{check, impl_real, lift, prelude, rules, special, Real};
 /// Forward-mode AD with dual numbers ([`Dual`](forward::Dual), nestable for higher order).
 pub mod forward {
     pub use adjoint_core::forward::*;
+}
+
+/// Reverse-mode AD on a compact tape with a parallel reverse pass: [`grad`](tape::grad),
+/// [`jacobian`](tape::jacobian), [`hvp`](tape::hvp), [`join`](tape::join),
+/// [`checkpoint`](tape::checkpoint), … See the `adjoint-tape` crate.
+pub mod tape {
+    pub use adjoint_tape::*;
 }
