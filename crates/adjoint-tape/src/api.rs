@@ -155,7 +155,8 @@ impl Tape {
         }
         let session = Arc::get_mut(&mut self.session).expect("unique after the check above");
         session.restart(self.checked);
-        let (job_idx, mut job) = session.new_job(0);
+        let (nonce, checked) = (session.nonce, session.checked);
+        let (job_idx, mut job) = session.graph_mut().new_job(nonce, checked, 0);
         self.inputs.clear();
         for (i, &v) in x.iter().enumerate() {
             let is_active = active.is_none_or(|a| a[i]);
@@ -183,8 +184,19 @@ impl Tape {
         let State::Recording(ctx) = state else {
             unreachable!("a recording ends in the state it started")
         };
-        ctx.session.seal(ctx.job_idx, ctx.job);
-        self.root = Some(ctx.task);
+        let Ctx {
+            session,
+            job_idx,
+            job,
+            task,
+        } = ctx;
+        drop(session);
+        // Every task has joined, so this handle is normally the only one: seal without locking.
+        match Arc::get_mut(&mut self.session) {
+            Some(s) => s.graph_mut().jobs[job_idx as usize] = Some(job),
+            None => self.session.seal(job_idx, job),
+        }
+        self.root = Some(task);
         r
     }
 
@@ -214,6 +226,18 @@ impl Tape {
         grad: &mut [f64],
     ) -> Result<(), NonFinite> {
         let root = self.root.as_ref().expect("reverse after a recording");
+        if root.segs.len() == 1 {
+            if let Some(session) = Arc::get_mut(&mut self.session) {
+                return Self::reverse_one_job(
+                    session,
+                    &self.inputs,
+                    self.checked,
+                    seeds,
+                    init,
+                    grad,
+                );
+            }
+        }
         let mut g = self.session.graph();
         take_jobs(&mut g, &mut self.jobs);
         let job_task = std::mem::take(&mut g.job_task);
@@ -265,6 +289,49 @@ impl Tape {
         result
             .map(|_| ())
             .map_err(|b| NonFinite::new(Pass::Reverse, b))
+    }
+
+    /// The reverse pass of a recording without forks: one job, no locks, no job graph.
+    fn reverse_one_job(
+        session: &mut Session,
+        inputs: &[Var],
+        checked: bool,
+        seeds: &[(Var, f64)],
+        init: Option<&[f64]>,
+        grad: &mut [f64],
+    ) -> Result<(), NonFinite> {
+        let nonce = session.nonce;
+        let job = session.graph_mut().jobs[0]
+            .as_mut()
+            .expect("the root job is sealed");
+        job.adj.clear();
+        job.adj.resize(job.entries.len(), 0.0);
+        if let Some(init) = init {
+            for (x, &v) in inputs.iter().zip(init) {
+                if !x.is_constant() {
+                    job.adj[x.seq() as usize] = v;
+                }
+            }
+        }
+        for &(v, w) in seeds {
+            if v.is_constant() {
+                continue;
+            }
+            assert!(
+                v.key() == job.key,
+                "adjoint::tape: output {v:?} does not belong to this recording (nonce {nonce})"
+            );
+            job.adj[v.seq() as usize] += w;
+        }
+        let result = crate::reverse::sweep(job, checked, 0);
+        for (gi, x) in grad.iter_mut().zip(inputs) {
+            *gi = if x.is_constant() {
+                0.0
+            } else {
+                job.adj[x.seq() as usize]
+            };
+        }
+        result.map_err(|b| NonFinite::new(Pass::Reverse, b))
     }
 
     /// Value and gradient of `f` at `x`, written into `grad`; no heap allocation once the tape

@@ -220,6 +220,23 @@ pub(crate) struct Graph {
     pub pool: Vec<Box<Job>>,
 }
 
+impl Graph {
+    /// Open a job in `task` with a recycled buffer.
+    pub fn new_job(&mut self, nonce: u16, checked: bool, task: u32) -> (u16, Box<Job>) {
+        let idx = self.jobs.len();
+        assert!(
+            idx < MAX_JOBS,
+            "adjoint::tape: more than {MAX_JOBS} parallel jobs in one recording; \
+             coarsen the parallelism (larger par_map chunks, fewer nested joins)"
+        );
+        self.jobs.push(None);
+        self.job_task.push(task);
+        let mut job = self.pool.pop().unwrap_or_default();
+        job.reset((u32::from(nonce) << 16) | idx as u32, checked);
+        (idx as u16, job)
+    }
+}
+
 /// The first non-finite value seen in checked mode.
 #[derive(Clone, Debug)]
 pub(crate) struct BadValue {
@@ -272,18 +289,12 @@ impl Session {
 
     /// A fresh job in `task`.
     pub fn new_job(&self, task: u32) -> (u16, Box<Job>) {
-        let mut g = self.graph();
-        let idx = g.jobs.len();
-        assert!(
-            idx < MAX_JOBS,
-            "adjoint::tape: more than {MAX_JOBS} parallel jobs in one recording; \
-             coarsen the parallelism (larger par_map chunks, fewer nested joins)"
-        );
-        g.jobs.push(None);
-        g.job_task.push(task);
-        let mut job = g.pool.pop().unwrap_or_default();
-        job.reset((u32::from(self.nonce) << 16) | idx as u32, self.checked);
-        (idx as u16, job)
+        self.graph().new_job(self.nonce, self.checked, task)
+    }
+
+    /// The graph, without locking, when this is the only handle to the session.
+    pub fn graph_mut(&mut self) -> &mut Graph {
+        self.graph.get_mut().unwrap_or_else(|e| e.into_inner())
     }
 
     pub fn new_task(&self, parent: u32) -> u32 {

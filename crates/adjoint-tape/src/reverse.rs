@@ -113,7 +113,7 @@ pub(crate) fn return_jobs(g: &mut Graph, jobs: &mut Vec<Mutex<Box<Job>>>) {
 }
 
 /// One job's sweep, stopping at checkpoints to recompute them.
-fn sweep(job: &mut Job, checked: bool, idx: u16) -> Result<(), BadValue> {
+pub(crate) fn sweep(job: &mut Job, checked: bool, idx: u16) -> Result<(), BadValue> {
     let Job {
         entries,
         adj,

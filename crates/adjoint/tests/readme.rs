@@ -1,5 +1,5 @@
 //! The README example, kept compiling and correct.
-use adjoint::{check, forward, Real};
+use adjoint::{check, forward, tape, Real};
 
 fn loss<T: Real>(x: &[T]) -> T {
     let mut total = T::cst(0.0);
@@ -14,9 +14,11 @@ fn loss<T: Real>(x: &[T]) -> T {
 #[test]
 fn readme_example() {
     let x = [0.2, 1.5, 2.1, 3.7];
-    let g = forward::gradient(|x| loss(x), &x);
+    let g = tape::grad(|x: &[tape::Var]| loss(x), &x);
+    let h = tape::hessian(|x| loss(x), &x);
+    let gf = forward::gradient(|x| loss(x), &x);
     check::check_gradient(|x| loss(x), &x, &g).assert_passed();
-    let h = forward::hessian(|x| loss(x), &x);
+    assert!((g[0] - gf[0]).abs() < 1e-12);
     // Row 0 of the Hessian against finite differences of the forward gradient.
     let fd = adjoint::check::numeric_gradient(|v| forward::gradient(|x| loss(x), v)[0], &x);
     for j in 0..4 {
