@@ -22,6 +22,7 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod adbench;
 pub mod alloc;
 pub mod harness;
 pub mod problems;

@@ -3,7 +3,7 @@
 use adjoint_bench::alloc::CountingAlloc;
 use adjoint_bench::harness::{markdown, run_problem, Record};
 use adjoint_bench::{machine, registry};
-use clap::Parser;
+use clap::{Parser, Subcommand};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -24,6 +24,50 @@ struct Args {
     /// Where to write bench.json and bench.md.
     #[arg(long, default_value = "bench-results")]
     out: PathBuf,
+    #[command(subcommand)]
+    cmd: Option<Cmd>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// ADBench GMM and BA with ADBench's timing protocol (inputs from ../shared/adbench when
+    /// present, generated otherwise).
+    Adbench {
+        /// Small grid and short batches (under 5 minutes on 2 cores).
+        #[arg(long)]
+        quick: bool,
+        /// ADBench's data directory (default: ../shared/adbench).
+        #[arg(long)]
+        data: Option<PathBuf>,
+    },
+}
+
+fn adbench(
+    quick: bool,
+    data: Option<PathBuf>,
+    out: &std::path::Path,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let dir = adjoint_bench::adbench::data_dir(data.as_deref());
+    match &dir {
+        Some(d) => eprintln!("adbench: inputs from {}", d.display()),
+        None => eprintln!("adbench: no ADBench data found; using generated inputs"),
+    }
+    let rows = adjoint_bench::adbench::run(dir.as_deref(), quick);
+    let machine = machine();
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let md = format!(
+        "# adjoint-bench adbench\n\nCommand: `{command}`  \nMachine: {machine}\n\n{}",
+        adjoint_bench::adbench::markdown(&rows)
+    );
+    println!("{md}");
+    std::fs::create_dir_all(out)?;
+    std::fs::write(
+        out.join("adbench.json"),
+        serde_json::to_string_pretty(&rows)?,
+    )?;
+    std::fs::write(out.join("adbench.md"), md)?;
+    eprintln!("wrote {}", out.join("adbench.md").display());
+    Ok(())
 }
 
 #[derive(Serialize)]
@@ -37,6 +81,9 @@ struct Report<'a> {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
+    if let Some(Cmd::Adbench { quick, data }) = args.cmd {
+        return adbench(quick, data, &args.out);
+    }
     let budget = if args.quick {
         Duration::from_millis(150)
     } else {

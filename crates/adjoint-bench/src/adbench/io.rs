@@ -1,0 +1,250 @@
+//! ADBench input files: readers, writers and generators in the same formats.
+
+use crate::problems::uniform;
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// A GMM instance (`d K n`, alphas, means, icf, points, Wishart prior).
+#[derive(Clone, Debug, PartialEq)]
+pub struct GmmInput {
+    /// Dimension.
+    pub d: usize,
+    /// Components.
+    pub k: usize,
+    /// Points.
+    pub n: usize,
+    /// `K` mixture log-weights.
+    pub alphas: Vec<f64>,
+    /// `K × d` means, row-major.
+    pub means: Vec<f64>,
+    /// `K × d(d+1)/2` inverse-covariance factors: d log-diagonal entries, then the strictly
+    /// lower triangle column by column.
+    pub icf: Vec<f64>,
+    /// `n × d` points, row-major.
+    pub x: Vec<f64>,
+    /// Wishart γ.
+    pub gamma: f64,
+    /// Wishart m.
+    pub m: f64,
+}
+
+impl GmmInput {
+    /// Parameters per component's icf block.
+    pub fn icf_size(&self) -> usize {
+        self.d * (self.d + 1) / 2
+    }
+
+    /// The differentiated parameters in ADBench's order: alphas, means, icf.
+    pub fn params(&self) -> Vec<f64> {
+        [&self.alphas[..], &self.means, &self.icf].concat()
+    }
+}
+
+/// Errors reading an input file.
+#[derive(Debug)]
+pub struct ReadError(pub String);
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for ReadError {}
+
+struct Tokens<'a> {
+    it: std::str::SplitWhitespace<'a>,
+    what: &'a str,
+    count: usize,
+}
+
+impl<'a> Tokens<'a> {
+    fn new(text: &'a str, what: &'a str) -> Self {
+        Tokens {
+            it: text.split_whitespace(),
+            what,
+            count: 0,
+        }
+    }
+    fn f64(&mut self) -> Result<f64, ReadError> {
+        self.count += 1;
+        let t = self.it.next().ok_or_else(|| {
+            ReadError(format!("{}: file ends at value #{}", self.what, self.count))
+        })?;
+        t.parse().map_err(|_| {
+            ReadError(format!(
+                "{}: value #{} is {t:?}, not a number",
+                self.what, self.count
+            ))
+        })
+    }
+    fn usize(&mut self) -> Result<usize, ReadError> {
+        let v = self.f64()?;
+        if v < 0.0 || v.fract() != 0.0 {
+            return Err(ReadError(format!(
+                "{}: value #{} is {v}, expected a count",
+                self.what, self.count
+            )));
+        }
+        Ok(v as usize)
+    }
+    fn vec(&mut self, n: usize) -> Result<Vec<f64>, ReadError> {
+        (0..n).map(|_| self.f64()).collect()
+    }
+}
+
+/// Parse a GMM file's text.
+pub fn parse_gmm(text: &str, what: &str) -> Result<GmmInput, ReadError> {
+    let mut t = Tokens::new(text, what);
+    let (d, k, n) = (t.usize()?, t.usize()?, t.usize()?);
+    let icf_sz = d * (d + 1) / 2;
+    let alphas = t.vec(k)?;
+    let means = t.vec(k * d)?;
+    let icf = t.vec(k * icf_sz)?;
+    let x = t.vec(n * d)?;
+    let gamma = t.f64()?;
+    let m = t.f64()?;
+    Ok(GmmInput {
+        d,
+        k,
+        n,
+        alphas,
+        means,
+        icf,
+        x,
+        gamma,
+        m,
+    })
+}
+
+/// Read a GMM file.
+pub fn read_gmm(path: &Path) -> Result<GmmInput, ReadError> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| ReadError(format!("{}: {e}", path.display())))?;
+    parse_gmm(&text, &path.display().to_string())
+}
+
+/// Write a GMM instance in ADBench's format.
+pub fn write_gmm(g: &GmmInput) -> String {
+    let mut s = format!("{} {} {}\n", g.d, g.k, g.n);
+    let rows = |s: &mut String, v: &[f64], width: usize| {
+        for row in v.chunks(width.max(1)) {
+            for x in row {
+                let _ = write!(s, "{x:.6} ");
+            }
+            s.push('\n');
+        }
+    };
+    rows(&mut s, &g.alphas, 1);
+    rows(&mut s, &g.means, g.d);
+    rows(&mut s, &g.icf, g.icf_size());
+    rows(&mut s, &g.x, g.d);
+    let _ = writeln!(s, "{:.6} {}", g.gamma, g.m);
+    s
+}
+
+/// Standard normal samples (Box–Muller over the crate's SplitMix stream).
+pub fn normal(seed: u64, n: usize) -> Vec<f64> {
+    let u = uniform(seed, n + 1);
+    (0..n)
+        .map(|i| {
+            let u1 = 0.5 * (u[i] + 1.0) + 1e-12;
+            let u2 = 0.5 * (u[(i * 7 + 3) % (n + 1)] + 1.0);
+            (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
+        })
+        .collect()
+}
+
+/// Generate a GMM instance with ADBench's recipe: alphas, icf and points ~ N(0, 1), means
+/// ~ U(0, 1), γ = 1, m = 0.
+pub fn generate_gmm(d: usize, k: usize, n: usize, seed: u64) -> GmmInput {
+    let icf_sz = d * (d + 1) / 2;
+    GmmInput {
+        d,
+        k,
+        n,
+        alphas: normal(seed, k),
+        means: uniform(seed + 1, k * d)
+            .into_iter()
+            .map(|u| 0.5 * (u + 1.0))
+            .collect(),
+        icf: normal(seed + 2, k * icf_sz),
+        x: normal(seed + 3, n * d),
+        gamma: 1.0,
+        m: 0.0,
+    }
+}
+
+/// Replicate a GMM instance's points to `n` (ADBench's 2.5M set is the 10k set repeated).
+pub fn replicate_points(g: &GmmInput, n: usize) -> GmmInput {
+    let mut out = g.clone();
+    out.x = (0..n)
+        .flat_map(|i| g.x[(i % g.n) * g.d..(i % g.n + 1) * g.d].iter().copied())
+        .collect();
+    out.n = n;
+    out
+}
+
+/// A BA instance after replication.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BaInput {
+    /// Cameras.
+    pub n: usize,
+    /// Points.
+    pub m: usize,
+    /// Observations.
+    pub p: usize,
+    /// `n × 11` camera parameters: r (3), C (3), f, u0 v0, k1 k2.
+    pub cams: Vec<f64>,
+    /// `m × 3` points.
+    pub x: Vec<f64>,
+    /// `p` weights.
+    pub w: Vec<f64>,
+    /// `p × 2` observations: (camera, point) indices.
+    pub obs: Vec<[usize; 2]>,
+    /// `p × 2` features.
+    pub feats: Vec<f64>,
+}
+
+impl BaInput {
+    /// Columns of the Jacobian: 11n + 3m + p.
+    pub fn n_cols(&self) -> usize {
+        11 * self.n + 3 * self.m + self.p
+    }
+}
+
+/// Parse a BA file's text and replicate its one camera/point/weight/feature as the reference
+/// reader does: observation i uses camera i mod n and point i mod m.
+pub fn parse_ba(text: &str, what: &str) -> Result<BaInput, ReadError> {
+    let mut t = Tokens::new(text, what);
+    let (n, m, p) = (t.usize()?, t.usize()?, t.usize()?);
+    let cam = t.vec(11)?;
+    let pt = t.vec(3)?;
+    let w = t.f64()?;
+    let feat = t.vec(2)?;
+    Ok(BaInput {
+        n,
+        m,
+        p,
+        cams: cam.iter().copied().cycle().take(11 * n).collect(),
+        x: pt.iter().copied().cycle().take(3 * m).collect(),
+        w: vec![w; p],
+        obs: (0..p).map(|i| [i % n, i % m]).collect(),
+        feats: feat.iter().copied().cycle().take(2 * p).collect(),
+    })
+}
+
+/// Read a BA file.
+pub fn read_ba(path: &Path) -> Result<BaInput, ReadError> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| ReadError(format!("{}: {e}", path.display())))?;
+    parse_ba(&text, &path.display().to_string())
+}
+
+/// A BA file's text with the given sizes and the camera/point/weight/feature of ADBench's files.
+pub fn write_ba(n: usize, m: usize, p: usize) -> String {
+    format!(
+        "{n} {m} {p}\n-0.758453 -1.109613 -0.845551 34.556073 39.676747 53.881673 419.194514 \
+         5.864426 -8.518870 0.087812 0.002739\n7.203245 0.001144 3.023326\n0.417022\n\
+         271.760969 834.209256\n"
+    )
+}
