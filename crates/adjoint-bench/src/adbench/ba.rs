@@ -1,10 +1,10 @@
 //! ADBench's bundle adjustment objective, written once over [`Real`], and its sparse Jacobian.
 
 use super::io::BaInput;
-use adjoint::Real;
+use super::{c, Engine, Scalar};
 use rayon::prelude::*;
 
-fn cross<T: Real>(a: &[T; 3], b: &[T; 3]) -> [T; 3] {
+fn cross<T: Scalar>(a: &[T; 3], b: &[T; 3]) -> [T; 3] {
     [
         a[1] * b[2] - a[2] * b[1],
         a[2] * b[0] - a[0] * b[2],
@@ -14,19 +14,19 @@ fn cross<T: Real>(a: &[T; 3], b: &[T; 3]) -> [T; 3] {
 
 /// Rotate `x` by the angle-axis vector `rot` (Rodrigues); for θ² = 0 the reference uses
 /// `x + rot × x`.
-pub fn rodrigues_rotate_point<T: Real>(rot: &[T; 3], x: &[T; 3]) -> [T; 3] {
+pub fn rodrigues_rotate_point<T: Scalar>(rot: &[T; 3], x: &[T; 3]) -> [T; 3] {
     let sqtheta = rot[0] * rot[0] + rot[1] * rot[1] + rot[2] * rot[2];
-    if sqtheta != 0.0 {
+    if !sqtheta.is_zero() {
         let theta = sqtheta.sqrt();
-        let (s, c) = (theta.sin(), theta.cos());
+        let (s, co) = (theta.sin(), theta.cos());
         let inv = theta.recip();
         let w = [rot[0] * inv, rot[1] * inv, rot[2] * inv];
         let wx = cross(&w, x);
-        let tmp = (w[0] * x[0] + w[1] * x[1] + w[2] * x[2]) * (T::cst(1.0) - c);
+        let tmp = (w[0] * x[0] + w[1] * x[1] + w[2] * x[2]) * (c::<T>(1.0) - co);
         [
-            x[0] * c + wx[0] * s + w[0] * tmp,
-            x[1] * c + wx[1] * s + w[1] * tmp,
-            x[2] * c + wx[2] * s + w[2] * tmp,
+            x[0] * co + wx[0] * s + w[0] * tmp,
+            x[1] * co + wx[1] * s + w[1] * tmp,
+            x[2] * co + wx[2] * s + w[2] * tmp,
         ]
     } else {
         let rx = cross(rot, x);
@@ -35,17 +35,17 @@ pub fn rodrigues_rotate_point<T: Real>(rot: &[T; 3], x: &[T; 3]) -> [T; 3] {
 }
 
 /// Project point `x` through camera `cam` (r, C, f, u0 v0, k1 k2).
-pub fn project<T: Real>(cam: &[T], x: &[T]) -> [T; 2] {
+pub fn project<T: Scalar>(cam: &[T], x: &[T]) -> [T; 2] {
     let xo = [x[0] - cam[3], x[1] - cam[4], x[2] - cam[5]];
     let xcam = rodrigues_rotate_point(&[cam[0], cam[1], cam[2]], &xo);
     let p = [xcam[0] / xcam[2], xcam[1] / xcam[2]];
     let rsq = p[0] * p[0] + p[1] * p[1];
-    let l = T::cst(1.0) + cam[9] * rsq + cam[10] * rsq * rsq;
+    let l = c::<T>(1.0) + cam[9] * rsq + cam[10] * rsq * rsq;
     [p[0] * l * cam[6] + cam[7], p[1] * l * cam[6] + cam[8]]
 }
 
 /// The two reprojection residuals of one observation: `w · (project(cam, x) − feat)`.
-pub fn reproj_error<T: Real>(cam: &[T], x: &[T], w: T, feat: &[f64]) -> [T; 2] {
+pub fn reproj_error<T: Scalar>(cam: &[T], x: &[T], w: T, feat: &[f64]) -> [T; 2] {
     let pr = project(cam, x);
     [w * (pr[0] - feat[0]), w * (pr[1] - feat[1])]
 }
@@ -80,10 +80,10 @@ pub struct Csr {
     pub vals: Vec<f64>,
 }
 
-/// The BA Jacobian (3p × (11n + 3m + p), CSR) on the tape engine: each observation's 2 × 15
-/// block is one 15-input recording swept twice, blocks computed in parallel with rayon, the
-/// matrix assembled inside the call.
-pub fn ba_jacobian_tape(b: &BaInput) -> Csr {
+/// The BA Jacobian (3p × (11n + 3m + p), CSR) with `engine`: each observation's 2 × 15 block
+/// comes from one 15-input recording, blocks are computed in parallel with rayon, and the matrix
+/// is assembled inside the call.
+pub fn ba_jacobian<E: Engine>(engine: &E, b: &BaInput) -> Csr {
     let blocks: Vec<[[f64; 15]; 2]> = (0..b.p)
         .into_par_iter()
         .map(|i| {
@@ -92,18 +92,15 @@ pub fn ba_jacobian_tape(b: &BaInput) -> Csr {
             input[..11].copy_from_slice(&b.cams[11 * o[0]..11 * o[0] + 11]);
             input[11..14].copy_from_slice(&b.x[3 * o[1]..3 * o[1] + 3]);
             input[14] = b.w[i];
-            let feat = &b.feats[2 * i..2 * i + 2];
-            let j = adjoint_tape::jacobian(
-                |v: &[adjoint_tape::Var]| reproj_error(&v[..11], &v[11..14], v[14], feat).to_vec(),
-                &input,
-            );
-            let mut out = [[0.0; 15]; 2];
-            out[0].copy_from_slice(&j[0]);
-            out[1].copy_from_slice(&j[1]);
-            out
+            engine.ba_block(&input, &b.feats[2 * i..2 * i + 2])
         })
         .collect();
     assemble(b, &blocks)
+}
+
+/// The BA Jacobian on adjoint's tape engine.
+pub fn ba_jacobian_tape(b: &BaInput) -> Csr {
+    ba_jacobian(&super::Tape, b)
 }
 
 /// Lay out the blocks: reprojection rows first (15 nonzeros each), then weight rows (1 each).

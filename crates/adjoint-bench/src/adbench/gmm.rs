@@ -1,7 +1,7 @@
 //! ADBench's Gaussian mixture model objective, written once over [`Real`], and its gradient.
 
 use super::io::GmmInput;
-use adjoint::Real;
+use super::{c, val, Engine, Scalar};
 use rayon::prelude::*;
 
 /// The reference implementation's π (a quirk we keep for comparable numbers).
@@ -19,35 +19,40 @@ pub fn log_gamma_distrib(a: f64, d: usize) -> f64 {
 
 /// `ln Σ exp vᵢ`, shifted by the maximum (the shift is a constant for differentiation: it
 /// cancels exactly in value and derivative).
-fn logsumexp<T: Real>(v: &[T]) -> T {
-    let mx = v
-        .iter()
-        .map(|t| t.value())
-        .fold(f64::NEG_INFINITY, f64::max);
-    v.iter().map(|&t| (t - mx).exp()).sum::<T>().ln() + mx
+fn logsumexp<T: Scalar>(v: &[T]) -> T {
+    let mx = v.iter().map(val).fold(f64::NEG_INFINITY, f64::max);
+    v.iter()
+        .map(|&t| (t - mx).exp())
+        .fold(c::<T>(0.0), |a, b| a + b)
+        .ln()
+        + mx
 }
 
 /// Σ over points `from..to` of logsumexp_k(αₖ + Σqₖ − ½‖Qₖ(x − μₖ)‖²).
-pub fn gmm_data_term<T: Real>(g: &GmmInput, p: &[T], from: usize, to: usize) -> T {
+pub fn gmm_data_term<T: Scalar>(g: &GmmInput, p: &[T], from: usize, to: usize) -> T {
     let (d, k) = (g.d, g.k);
     let icf_sz = g.icf_size();
     let (alphas, rest) = p.split_at(k);
     let (means, icf) = rest.split_at(k * d);
     let sum_qs: Vec<T> = (0..k)
-        .map(|ik| icf[ik * icf_sz..ik * icf_sz + d].iter().copied().sum())
+        .map(|ik| {
+            icf[ik * icf_sz..ik * icf_sz + d]
+                .iter()
+                .fold(c::<T>(0.0), |a, &b| a + b)
+        })
         .collect();
     let qdiags: Vec<T> = (0..k)
         .flat_map(|ik| icf[ik * icf_sz..ik * icf_sz + d].iter().map(|q| q.exp()))
         .collect();
-    let mut main_term = vec![T::cst(0.0); k];
-    let mut xc = vec![T::cst(0.0); d];
-    let mut qxc = vec![T::cst(0.0); d];
-    let mut total = T::cst(0.0);
+    let mut main_term = vec![c::<T>(0.0); k];
+    let mut xc = vec![c::<T>(0.0); d];
+    let mut qxc = vec![c::<T>(0.0); d];
+    let mut total = c::<T>(0.0);
     for ix in from..to {
         let x = &g.x[ix * d..(ix + 1) * d];
         for ik in 0..k {
             for j in 0..d {
-                xc[j] = T::cst(x[j]) - means[ik * d + j];
+                xc[j] = c::<T>(x[j]) - means[ik * d + j];
             }
             // Q·xc: diagonal exp(q) then the strictly lower triangle, column by column.
             for j in 0..d {
@@ -57,20 +62,20 @@ pub fn gmm_data_term<T: Real>(g: &GmmInput, p: &[T], from: usize, to: usize) -> 
             let mut li = 0;
             for (i, &xi) in xc.iter().enumerate() {
                 for q in &mut qxc[i + 1..] {
-                    *q += ltri[li] * xi;
+                    *q = *q + ltri[li] * xi;
                     li += 1;
                 }
             }
-            let sq: T = qxc.iter().map(|&v| v * v).sum();
+            let sq = qxc.iter().fold(c::<T>(0.0), |a, &v| a + v * v);
             main_term[ik] = alphas[ik] + sum_qs[ik] - sq * 0.5;
         }
-        total += logsumexp(&main_term);
+        total = total + logsumexp(&main_term);
     }
     total
 }
 
 /// Everything but the data term: constant, −n·logsumexp(α) and the Wishart prior.
-pub fn gmm_rest<T: Real>(g: &GmmInput, p: &[T]) -> T {
+pub fn gmm_rest<T: Scalar>(g: &GmmInput, p: &[T]) -> T {
     let (d, k) = (g.d, g.k);
     let icf_sz = g.icf_size();
     let (alphas, rest) = p.split_at(k);
@@ -78,11 +83,11 @@ pub fn gmm_rest<T: Real>(g: &GmmInput, p: &[T]) -> T {
     let df = d as f64;
     let constant = -(g.n as f64) * df * 0.5 * (2.0 * PI).ln();
     let nn = df + g.m + 1.0;
-    let c = nn * df * (g.gamma.ln() - 0.5 * 2f64.ln()) - log_gamma_distrib(0.5 * nn, d);
-    let mut prior = T::cst(0.0);
+    let wishart_c = nn * df * (g.gamma.ln() - 0.5 * 2f64.ln()) - log_gamma_distrib(0.5 * nn, d);
+    let mut prior = c::<T>(0.0);
     for ik in 0..k {
         let block = &icf[ik * icf_sz..(ik + 1) * icf_sz];
-        let sum_q: T = block[..d].iter().copied().sum();
+        let sum_q = block[..d].iter().fold(c::<T>(0.0), |a, &b| a + b);
         let frob: T = block[..d]
             .iter()
             .map(|q| {
@@ -90,14 +95,14 @@ pub fn gmm_rest<T: Real>(g: &GmmInput, p: &[T]) -> T {
                 e * e
             })
             .chain(block[d..].iter().map(|&l| l * l))
-            .sum();
-        prior += frob * (0.5 * g.gamma * g.gamma) - sum_q * g.m;
+            .fold(c::<T>(0.0), |a, b| a + b);
+        prior = prior + frob * (0.5 * g.gamma * g.gamma) - sum_q * g.m;
     }
-    logsumexp(alphas) * -(g.n as f64) + prior + (constant - k as f64 * c)
+    logsumexp(alphas) * -(g.n as f64) + prior + (constant - k as f64 * wishart_c)
 }
 
 /// The GMM objective at parameters `p = [α, μ, icf]`.
-pub fn gmm_objective<T: Real>(g: &GmmInput, p: &[T]) -> T {
+pub fn gmm_objective<T: Scalar>(g: &GmmInput, p: &[T]) -> T {
     gmm_data_term(g, p, 0, g.n) + gmm_rest(g, p)
 }
 
@@ -108,24 +113,18 @@ fn chunk_points(g: &GmmInput) -> usize {
     (4_000_000 / per_point.max(1)).clamp(1, g.n.max(1))
 }
 
-/// The GMM gradient on the tape engine: the data term is a sum over points, so chunks of points
-/// are recorded and swept independently on rayon's threads (each with its own tape, bounded
-/// memory), and their gradients are added in chunk order; the remaining terms are one more
-/// recording. Returns the objective value too.
-pub fn gmm_gradient_tape(g: &GmmInput, p: &[f64], grad: &mut [f64]) -> f64 {
+/// The GMM gradient with `engine`: the data term is a sum over points, so chunks of points are
+/// recorded and swept independently on rayon's threads (each with its own tape, bounded
+/// memory), and their gradients are added in chunk order (deterministic for any thread count);
+/// the remaining terms are one more recording. Returns the objective value too.
+pub fn gmm_gradient<E: Engine>(engine: &E, g: &GmmInput, p: &[f64], grad: &mut [f64]) -> f64 {
     let chunk = chunk_points(g);
     let starts: Vec<usize> = (0..g.n).step_by(chunk).collect();
     let parts: Vec<(f64, Vec<f64>)> = starts
         .par_iter()
-        .map(|&s| {
-            adjoint_tape::value_and_grad(
-                |v: &[adjoint_tape::Var]| gmm_data_term(g, v, s, (s + chunk).min(g.n)),
-                p,
-            )
-        })
+        .map(|&s| engine.gmm_data_grad(g, p, s, (s + chunk).min(g.n)))
         .collect();
-    let (mut value, rest) =
-        adjoint_tape::value_and_grad(|v: &[adjoint_tape::Var]| gmm_rest(g, v), p);
+    let (mut value, rest) = engine.gmm_rest_grad(g, p);
     grad.copy_from_slice(&rest);
     for (v, gpart) in parts {
         value += v;
@@ -134,4 +133,9 @@ pub fn gmm_gradient_tape(g: &GmmInput, p: &[f64], grad: &mut [f64]) -> f64 {
         }
     }
     value
+}
+
+/// The GMM gradient on adjoint's tape engine.
+pub fn gmm_gradient_tape(g: &GmmInput, p: &[f64], grad: &mut [f64]) -> f64 {
+    gmm_gradient(&super::Tape, g, p, grad)
 }

@@ -10,9 +10,120 @@ pub mod io;
 pub mod protocol;
 
 use crate::alloc::peak_during;
+use std::ops::{Add, Mul, Sub};
+
+/// The numbers the ADBench objectives are written for: `num_traits::Float` with `f64` operands.
+/// Implemented by `f64`, adjoint's `Dual` and `Var`, and echidna's `Reverse<f64>`, so every
+/// engine and the Rust peer run the same source.
+pub trait Scalar:
+    num_traits::Float + Add<f64, Output = Self> + Sub<f64, Output = Self> + Mul<f64, Output = Self>
+{
+}
+
+impl<T> Scalar for T where
+    T: num_traits::Float + Add<f64, Output = T> + Sub<f64, Output = T> + Mul<f64, Output = T>
+{
+}
+
+/// A constant of type `T`.
+#[inline(always)]
+pub fn c<T: Scalar>(v: f64) -> T {
+    T::from(v).expect("every Scalar converts from f64")
+}
+
+/// The primal value.
+#[inline(always)]
+pub fn val<T: Scalar>(t: &T) -> f64 {
+    t.to_f64().expect("every Scalar converts to f64")
+}
 use protocol::{agree, time_min, Budget};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
+
+/// What an engine must provide for ADBench: gradients of the GMM's two parts and a BA block.
+pub trait Engine: Sync {
+    /// Column name.
+    fn name(&self) -> &'static str;
+    /// Value and gradient of the data term over points `from..to`.
+    fn gmm_data_grad(&self, g: &io::GmmInput, p: &[f64], from: usize, to: usize)
+        -> (f64, Vec<f64>);
+    /// Value and gradient of the remaining GMM terms.
+    fn gmm_rest_grad(&self, g: &io::GmmInput, p: &[f64]) -> (f64, Vec<f64>);
+    /// The 2 × 15 Jacobian of one observation's residuals w.r.t. (camera, point, weight).
+    fn ba_block(&self, input: &[f64; 15], feat: &[f64]) -> [[f64; 15]; 2];
+}
+
+/// adjoint's tape engine.
+pub struct Tape;
+
+impl Engine for Tape {
+    fn name(&self) -> &'static str {
+        "tape"
+    }
+    fn gmm_data_grad(
+        &self,
+        g: &io::GmmInput,
+        p: &[f64],
+        from: usize,
+        to: usize,
+    ) -> (f64, Vec<f64>) {
+        adjoint_tape::value_and_grad(
+            |v: &[adjoint_tape::Var]| gmm::gmm_data_term(g, v, from, to),
+            p,
+        )
+    }
+    fn gmm_rest_grad(&self, g: &io::GmmInput, p: &[f64]) -> (f64, Vec<f64>) {
+        adjoint_tape::value_and_grad(|v: &[adjoint_tape::Var]| gmm::gmm_rest(g, v), p)
+    }
+    fn ba_block(&self, input: &[f64; 15], feat: &[f64]) -> [[f64; 15]; 2] {
+        let j = adjoint_tape::jacobian(
+            |v: &[adjoint_tape::Var]| ba::reproj_error(&v[..11], &v[11..14], v[14], feat).to_vec(),
+            input,
+        );
+        let mut out = [[0.0; 15]; 2];
+        out[0].copy_from_slice(&j[0]);
+        out[1].copy_from_slice(&j[1]);
+        out
+    }
+}
+
+/// The Rust peer `echidna` (Adept-style tape), running the same source.
+pub struct Echidna;
+
+impl Engine for Echidna {
+    fn name(&self) -> &'static str {
+        "echidna"
+    }
+    fn gmm_data_grad(
+        &self,
+        g: &io::GmmInput,
+        p: &[f64],
+        from: usize,
+        to: usize,
+    ) -> (f64, Vec<f64>) {
+        let (v, gr) = echidna::vjp(|v| vec![gmm::gmm_data_term(g, v, from, to)], p, &[1.0]);
+        (v[0], gr)
+    }
+    fn gmm_rest_grad(&self, g: &io::GmmInput, p: &[f64]) -> (f64, Vec<f64>) {
+        let (v, gr) = echidna::vjp(|v| vec![gmm::gmm_rest(g, v)], p, &[1.0]);
+        (v[0], gr)
+    }
+    fn ba_block(&self, input: &[f64; 15], feat: &[f64]) -> [[f64; 15]; 2] {
+        // echidna has no record-once reverse Jacobian: one vjp per row.
+        let mut out = [[0.0; 15]; 2];
+        for (r, row) in out.iter_mut().enumerate() {
+            let mut w = [0.0; 2];
+            w[r] = 1.0;
+            let (_, gr) = echidna::vjp(
+                |v| ba::reproj_error(&v[..11], &v[11..14], v[14], feat).to_vec(),
+                input,
+                &w,
+            );
+            row.copy_from_slice(&gr);
+        }
+        out
+    }
+}
 
 /// One measured row.
 #[derive(Clone, Debug, Serialize)]
@@ -183,6 +294,30 @@ fn check_ba(b: &io::BaInput, j: &ba::Csr) -> String {
     "ok".into()
 }
 
+/// An engine as the runner sees it (object-safe).
+trait Column {
+    fn name(&self) -> &'static str;
+    fn gmm(&self, g: &io::GmmInput, p: &[f64], grad: &mut [f64]) -> f64;
+    fn ba(&self, b: &io::BaInput) -> ba::Csr;
+}
+
+impl<E: Engine> Column for E {
+    fn name(&self) -> &'static str {
+        Engine::name(self)
+    }
+    fn gmm(&self, g: &io::GmmInput, p: &[f64], grad: &mut [f64]) -> f64 {
+        gmm::gmm_gradient(self, g, p, grad)
+    }
+    fn ba(&self, b: &io::BaInput) -> ba::Csr {
+        ba::ba_jacobian(self, b)
+    }
+}
+
+/// Every engine that runs ADBench, adjoint's first. New engines add one entry here.
+fn engines() -> Vec<Box<dyn Column>> {
+    vec![Box::new(Tape), Box::new(Echidna)]
+}
+
 /// Run GMM and BA with every landed engine.
 pub fn run(dir: Option<&Path>, quick: bool) -> Vec<Row> {
     let budget = if quick {
@@ -195,42 +330,58 @@ pub fn run(dir: Option<&Path>, quick: bool) -> Vec<Row> {
         eprintln!("  gmm {name} ({source})");
         let p = g.params();
         let objective_s = time_min(|| gmm::gmm_objective(&g, &p), budget);
-        let mut grad = vec![0.0; p.len()];
-        let (_, peak, _) = peak_during(|| gmm::gmm_gradient_tape(&g, &p, &mut grad));
-        let check = check_gmm(&g, &p, &grad);
-        let derivative_s = time_min(|| gmm::gmm_gradient_tape(&g, &p, &mut grad), budget);
-        rows.push(Row {
-            task: "gmm".into(),
-            input: name,
-            source,
-            params: p.len(),
-            engine: "tape".into(),
-            objective_s,
-            derivative_s,
-            ratio: derivative_s / objective_s,
-            peak_bytes: peak,
-            check,
-        });
+        let mut reference: Option<Vec<f64>> = None;
+        for engine in engines() {
+            let mut grad = vec![0.0; p.len()];
+            let (_, peak, _) = peak_during(|| engine.gmm(&g, &p, &mut grad));
+            let check = match &reference {
+                None => check_gmm(&g, &p, &grad),
+                Some(r) => agree(&grad, r)
+                    .map_or_else(|e| format!("vs tape: {e}"), |_| "ok (= tape)".into()),
+            };
+            reference.get_or_insert_with(|| grad.clone());
+            let derivative_s = time_min(|| engine.gmm(&g, &p, &mut grad), budget);
+            rows.push(Row {
+                task: "gmm".into(),
+                input: name.clone(),
+                source: source.clone(),
+                params: p.len(),
+                engine: engine.name().into(),
+                objective_s,
+                derivative_s,
+                ratio: derivative_s / objective_s,
+                peak_bytes: peak,
+                check,
+            });
+        }
     }
     for (name, source, b) in ba_inputs(dir, quick) {
         eprintln!("  ba {name} ({source})");
         let mut out = Vec::new();
         let objective_s = time_min(|| ba::ba_objective(&b, &mut out), budget);
-        let (j, peak, _) = peak_during(|| ba::ba_jacobian_tape(&b));
-        let check = check_ba(&b, &j);
-        let derivative_s = time_min(|| ba::ba_jacobian_tape(&b), budget);
-        rows.push(Row {
-            task: "ba".into(),
-            input: name,
-            source,
-            params: b.n_cols(),
-            engine: "tape".into(),
-            objective_s,
-            derivative_s,
-            ratio: derivative_s / objective_s,
-            peak_bytes: peak,
-            check,
-        });
+        let mut reference: Option<Vec<f64>> = None;
+        for engine in engines() {
+            let (j, peak, _) = peak_during(|| engine.ba(&b));
+            let check = match &reference {
+                None => check_ba(&b, &j),
+                Some(r) => agree(&j.vals, r)
+                    .map_or_else(|e| format!("vs tape: {e}"), |_| "ok (= tape)".into()),
+            };
+            reference.get_or_insert_with(|| j.vals.clone());
+            let derivative_s = time_min(|| engine.ba(&b), budget);
+            rows.push(Row {
+                task: "ba".into(),
+                input: name.clone(),
+                source: source.clone(),
+                params: b.n_cols(),
+                engine: engine.name().into(),
+                objective_s,
+                derivative_s,
+                ratio: derivative_s / objective_s,
+                peak_bytes: peak,
+                check,
+            });
+        }
     }
     rows
 }
