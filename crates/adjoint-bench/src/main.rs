@@ -52,7 +52,27 @@ fn adbench(
         Some(d) => eprintln!("adbench: inputs from {}", d.display()),
         None => eprintln!("adbench: no ADBench data found; using generated inputs"),
     }
-    let rows = adjoint_bench::adbench::run(dir.as_deref(), quick);
+    let work = out.join("adbench-inputs");
+    let (mut rows, manifest) = adjoint_bench::adbench::run(dir.as_deref(), quick, &work);
+    let manifest_path = work.join("manifest.json");
+    std::fs::write(&manifest_path, serde_json::to_string_pretty(&manifest)?)?;
+    // The same list, tab-separated, for the C++ peer.
+    let tsv: String = manifest
+        .iter()
+        .map(|m| {
+            format!(
+                "{}\t{}\t{}\t{}\t{}\n",
+                m.task,
+                m.name,
+                m.source,
+                m.path.display(),
+                m.reference.display()
+            )
+        })
+        .collect();
+    std::fs::write(work.join("manifest.txt"), tsv)?;
+    rows.extend(adjoint_bench::adbench::run_peers(&manifest_path, quick));
+    rows.sort_by(|a, b| (&a.task, &a.input).cmp(&(&b.task, &b.input)));
     let machine = machine();
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     let md = format!(
@@ -66,6 +86,9 @@ fn adbench(
         serde_json::to_string_pretty(&rows)?,
     )?;
     std::fs::write(out.join("adbench.md"), md)?;
+    for p in adjoint_bench::adbench::plot::plot(&rows, out)? {
+        eprintln!("wrote {}", p.display());
+    }
     eprintln!("wrote {}", out.join("adbench.md").display());
     Ok(())
 }

@@ -7,6 +7,7 @@
 pub mod ba;
 pub mod gmm;
 pub mod io;
+pub mod plot;
 pub mod protocol;
 
 use crate::alloc::peak_during;
@@ -126,7 +127,7 @@ impl Engine for Echidna {
 }
 
 /// One measured row.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct Row {
     /// `gmm` or `ba`.
     pub task: String,
@@ -162,8 +163,11 @@ pub fn data_dir(explicit: Option<&Path>) -> Option<PathBuf> {
     candidates.into_iter().find(|p| p.join("gmm").is_dir())
 }
 
-/// The GMM inputs of a run: `(name, source, input)`.
-pub fn gmm_inputs(dir: Option<&Path>, quick: bool) -> Vec<(String, String, io::GmmInput)> {
+/// An input of a run: its name, where it came from, the file it was read from (if any).
+pub type Named<T> = (String, String, Option<PathBuf>, T);
+
+/// The GMM inputs of a run.
+pub fn gmm_inputs(dir: Option<&Path>, quick: bool) -> Vec<Named<io::GmmInput>> {
     let ds: &[usize] = if quick {
         &[2, 10, 20]
     } else {
@@ -187,13 +191,14 @@ pub fn gmm_inputs(dir: Option<&Path>, quick: bool) -> Vec<(String, String, io::G
                 let file = dir.map(|p| p.join(format!("gmm/{set}/gmm_d{d}_K{k}.txt")));
                 match file.filter(|f| f.is_file()) {
                     Some(f) => match io::read_gmm(&f) {
-                        Ok(g) => out.push((name, "shared".into(), g)),
+                        Ok(g) => out.push((name, "shared".into(), Some(f), g)),
                         Err(e) => eprintln!("skipping {name}: {e}"),
                     },
                     // ADBench ships no d64 K200 (1k) and no d ≥ 20 at 10k: generate them.
                     None if set == "10k" || dir.is_none() => out.push((
                         name,
                         "generated".into(),
+                        None,
                         io::generate_gmm(d, k, n, (d * 1000 + k) as u64),
                     )),
                     None => {}
@@ -205,7 +210,7 @@ pub fn gmm_inputs(dir: Option<&Path>, quick: bool) -> Vec<(String, String, io::G
 }
 
 /// The BA inputs of a run.
-pub fn ba_inputs(dir: Option<&Path>, quick: bool) -> Vec<(String, String, io::BaInput)> {
+pub fn ba_inputs(dir: Option<&Path>, quick: bool) -> Vec<Named<io::BaInput>> {
     let count = if quick { 3 } else { 10 };
     let sizes = [
         (49, 7776, 31843),
@@ -223,12 +228,15 @@ pub fn ba_inputs(dir: Option<&Path>, quick: bool) -> Vec<(String, String, io::Ba
         .map(|i| {
             let (n, m, p) = sizes[i - 1];
             let name = format!("ba{i}");
-            let file = dir.map(|d| d.join(format!("ba/ba{i}_n{n}_m{m}_p{p}.txt")));
-            match file.filter(|f| f.is_file()).map(|f| io::read_ba(&f)) {
-                Some(Ok(b)) => (name, "shared".to_string(), b),
+            let file = dir
+                .map(|d| d.join(format!("ba/ba{i}_n{n}_m{m}_p{p}.txt")))
+                .filter(|f| f.is_file());
+            match file.as_ref().map(|f| io::read_ba(f)) {
+                Some(Ok(b)) => (name, "shared".to_string(), file, b),
                 _ => (
                     name,
                     "generated".to_string(),
+                    None,
                     io::parse_ba(&io::write_ba(n, m, p), "generated").expect("well-formed"),
                 ),
             }
@@ -318,15 +326,67 @@ fn engines() -> Vec<Box<dyn Column>> {
     vec![Box::new(Tape), Box::new(Echidna)]
 }
 
-/// Run GMM and BA with every landed engine.
-pub fn run(dir: Option<&Path>, quick: bool) -> Vec<Row> {
+/// One input handed to the peers: the file to read and adjoint's derivative to compare with.
+#[derive(Clone, Debug, Serialize)]
+pub struct ManifestItem {
+    /// `gmm` or `ba`.
+    pub task: String,
+    /// Input name.
+    pub name: String,
+    /// `shared` or `generated`.
+    pub source: String,
+    /// The input file (ADBench's, or written by this run).
+    pub path: PathBuf,
+    /// Little-endian f64 file: the tape's GMM gradient, or its BA Jacobian's CSR values.
+    pub reference: PathBuf,
+}
+
+fn write_f64s(path: &Path, v: &[f64]) -> std::io::Result<()> {
+    let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+    std::fs::write(path, bytes)
+}
+
+/// Make an input and its reference available to the peers.
+fn manifest_item(
+    work: &Path,
+    task: &str,
+    name: &str,
+    source: &str,
+    file: Option<&Path>,
+    text: impl FnOnce() -> String,
+    reference: &[f64],
+) -> std::io::Result<ManifestItem> {
+    std::fs::create_dir_all(work)?;
+    let stem = name.replace('/', "_");
+    let path = match file {
+        Some(f) => f.to_path_buf(),
+        None => {
+            let p = work.join(format!("{stem}.txt"));
+            std::fs::write(&p, text())?;
+            p
+        }
+    };
+    let refp = work.join(format!("{stem}.reference.f64"));
+    write_f64s(&refp, reference)?;
+    Ok(ManifestItem {
+        task: task.into(),
+        name: name.into(),
+        source: source.into(),
+        path: std::fs::canonicalize(&path)?,
+        reference: std::fs::canonicalize(&refp)?,
+    })
+}
+
+/// Run GMM and BA with every landed engine; inputs and references for the peers go to `work`.
+pub fn run(dir: Option<&Path>, quick: bool, work: &Path) -> (Vec<Row>, Vec<ManifestItem>) {
+    let mut manifest = Vec::new();
     let budget = if quick {
         Budget::QUICK
     } else {
         Budget::ADBENCH
     };
     let mut rows = Vec::new();
-    for (name, source, g) in gmm_inputs(dir, quick) {
+    for (name, source, file, g) in gmm_inputs(dir, quick) {
         eprintln!("  gmm {name} ({source})");
         let p = g.params();
         let objective_s = time_min(|| gmm::gmm_objective(&g, &p), budget);
@@ -339,6 +399,20 @@ pub fn run(dir: Option<&Path>, quick: bool) -> Vec<Row> {
                 Some(r) => agree(&grad, r)
                     .map_or_else(|e| format!("vs tape: {e}"), |_| "ok (= tape)".into()),
             };
+            if reference.is_none() {
+                match manifest_item(
+                    work,
+                    "gmm",
+                    &name,
+                    &source,
+                    file.as_deref(),
+                    || io::write_gmm(&g),
+                    &grad,
+                ) {
+                    Ok(item) => manifest.push(item),
+                    Err(e) => eprintln!("  cannot write peer inputs for {name}: {e}"),
+                }
+            }
             reference.get_or_insert_with(|| grad.clone());
             let derivative_s = time_min(|| engine.gmm(&g, &p, &mut grad), budget);
             rows.push(Row {
@@ -355,7 +429,7 @@ pub fn run(dir: Option<&Path>, quick: bool) -> Vec<Row> {
             });
         }
     }
-    for (name, source, b) in ba_inputs(dir, quick) {
+    for (name, source, file, b) in ba_inputs(dir, quick) {
         eprintln!("  ba {name} ({source})");
         let mut out = Vec::new();
         let objective_s = time_min(|| ba::ba_objective(&b, &mut out), budget);
@@ -367,6 +441,13 @@ pub fn run(dir: Option<&Path>, quick: bool) -> Vec<Row> {
                 Some(r) => agree(&j.vals, r)
                     .map_or_else(|e| format!("vs tape: {e}"), |_| "ok (= tape)".into()),
             };
+            if reference.is_none() {
+                let text = || io::write_ba(b.n, b.m, b.p);
+                match manifest_item(work, "ba", &name, &source, file.as_deref(), text, &j.vals) {
+                    Ok(item) => manifest.push(item),
+                    Err(e) => eprintln!("  cannot write peer inputs for {name}: {e}"),
+                }
+            }
             reference.get_or_insert_with(|| j.vals.clone());
             let derivative_s = time_min(|| engine.ba(&b), budget);
             rows.push(Row {
@@ -381,6 +462,52 @@ pub fn run(dir: Option<&Path>, quick: bool) -> Vec<Row> {
                 peak_bytes: peak,
                 check,
             });
+        }
+    }
+    (rows, manifest)
+}
+
+/// Where `peers/install.sh` puts the peers.
+pub fn peers_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("peers")
+}
+
+/// Run every installed peer on the manifest; returns their rows (none when nothing is installed).
+pub fn run_peers(manifest: &Path, quick: bool) -> Vec<Row> {
+    let dir = peers_dir();
+    let mut commands: Vec<(String, std::process::Command)> = Vec::new();
+    let python = dir.join(".venv/bin/python");
+    if python.is_file() {
+        for tool in ["pytorch", "jax", "autograd"] {
+            let mut c = std::process::Command::new(&python);
+            c.arg(dir.join("adbench_py.py")).arg(tool).arg(manifest);
+            commands.push((tool.to_string(), c));
+        }
+    }
+    let adolc = dir.join("build/adolc_peer");
+    if adolc.is_file() {
+        let mut c = std::process::Command::new(adolc);
+        c.arg(manifest);
+        commands.push(("adolc".to_string(), c));
+    }
+    if commands.is_empty() {
+        eprintln!("adbench: no peers installed (run crates/adjoint-bench/peers/install.sh)");
+    }
+    let mut rows = Vec::new();
+    for (tool, mut c) in commands {
+        if quick {
+            c.arg("--quick");
+        }
+        eprintln!("  peer {tool}");
+        match c.stderr(std::process::Stdio::inherit()).output() {
+            Ok(out) if out.status.success() => {
+                match serde_json::from_slice::<Vec<Row>>(&out.stdout) {
+                    Ok(r) => rows.extend(r),
+                    Err(e) => eprintln!("  peer {tool}: unreadable output: {e}"),
+                }
+            }
+            Ok(out) => eprintln!("  peer {tool} failed ({}); skipped", out.status),
+            Err(e) => eprintln!("  peer {tool} could not start: {e}; skipped"),
         }
     }
     rows

@@ -1,0 +1,263 @@
+#!/usr/bin/env python3
+"""ADBench GMM and BA peers for `adjoint-bench adbench`: PyTorch (eager, vectorised), JAX (jit)
+and autograd.
+
+Usage: adbench_py.py TOOL MANIFEST [--quick]
+
+MANIFEST is the JSON list written by adjoint-bench: {task, name, source, path, reference} per
+input, where `reference` is a little-endian f64 file with adjoint's tape gradient (GMM) or the
+CSR values of its Jacobian (BA). The script times objective and derivative with ADBench's
+protocol, checks its derivative against the reference with ADBench's rule, and prints rows in
+adjoint-bench's JSON row format on stdout.
+"""
+import json, math, resource, sys, time
+
+import numpy as np
+
+PI = 3.14159265359  # the reference implementation's value
+
+
+def read_gmm(path):
+    t = open(path).read().split()
+    d, k, n = int(t[0]), int(t[1]), int(t[2])
+    v = np.array(t[3:], dtype=np.float64)
+    isz = d * (d + 1) // 2
+    o = 0
+    alphas = v[o:o + k]; o += k
+    means = v[o:o + k * d].reshape(k, d); o += k * d
+    icf = v[o:o + k * isz].reshape(k, isz); o += k * isz
+    x = v[o:o + n * d].reshape(n, d); o += n * d
+    return alphas, means, icf, x, v[o], v[o + 1]
+
+
+def read_ba(path):
+    t = open(path).read().split()
+    n, m, p = int(t[0]), int(t[1]), int(t[2])
+    v = np.array(t[3:], dtype=np.float64)
+    cam, pt, w, feat = v[0:11], v[11:14], v[14], v[15:17]
+    idx = np.arange(p)
+    return dict(n=n, m=m, p=p, cams=np.tile(cam, (n, 1)), x=np.tile(pt, (m, 1)),
+                w=np.full(p, w), obs=np.stack([idx % n, idx % m], 1), feats=np.tile(feat, (p, 1)))
+
+
+def log_gamma_distrib(a, d):
+    return 0.25 * d * (d - 1) * math.log(PI) + sum(math.lgamma(a + 0.5 * (1 - j)) for j in range(1, d + 1))
+
+
+def tri_scatter(d):
+    """0/1 matrix mapping the strictly-lower-triangle parameters (column by column) to d×d."""
+    s = np.zeros((d * (d - 1) // 2, d * d))
+    i = 0
+    for col in range(d):
+        for row in range(col + 1, d):
+            s[i, row * d + col] = 1.0
+            i += 1
+    return s
+
+
+def make_gmm(xp, stop):
+    """The objective over an array module `xp` (torch, jax.numpy or autograd.numpy)."""
+    def lse(a, axis):
+        mx = stop(xp.max(a, axis, keepdims=True))
+        return xp.log(xp.sum(xp.exp(a - mx), axis)) + xp.squeeze(mx, axis)
+
+    def objective(alphas, means, icf, x, gamma, m, scatter):
+        n, d = x.shape
+        k = alphas.shape[0]
+        q = icf[:, :d]
+        ls = xp.reshape(icf[:, d:] @ scatter, (k, d, d))
+        xc = x[:, None, :] - means[None, :, :]
+        lx = xp.exp(q)[None, :, :] * xc + xp.einsum('kij,nkj->nki', ls, xc)
+        inner = alphas[None, :] + xp.sum(q, 1)[None, :] - 0.5 * xp.sum(lx * lx, 2)
+        nn = d + m + 1
+        c = nn * d * (math.log(gamma) - 0.5 * math.log(2)) - log_gamma_distrib(0.5 * nn, d)
+        prior = xp.sum(0.5 * gamma * gamma * (xp.sum(xp.exp(q) ** 2, 1) + xp.sum(icf[:, d:] ** 2, 1))
+                       - m * xp.sum(q, 1)) - k * c
+        return (-n * d * 0.5 * math.log(2 * PI) + xp.sum(lse(inner, 1))
+                - n * lse(alphas[None, :], 1)[0] + prior)
+    return objective
+
+
+def make_reproj(xp):
+    def reproj(cam, X, w, feat):
+        """Residuals for a batch (leading axis) of observations."""
+        rot, C = cam[..., 0:3], cam[..., 3:6]
+        xo = X - C
+        sq = xp.sum(rot * rot, -1, keepdims=True)
+        theta = xp.sqrt(sq)
+        wv = rot / theta
+        cos, sin = xp.cos(theta), xp.sin(theta)
+        cross = xp.stack([wv[..., 1] * xo[..., 2] - wv[..., 2] * xo[..., 1],
+                          wv[..., 2] * xo[..., 0] - wv[..., 0] * xo[..., 2],
+                          wv[..., 0] * xo[..., 1] - wv[..., 1] * xo[..., 0]], -1)
+        dot = xp.sum(wv * xo, -1, keepdims=True)
+        xcam = xo * cos + cross * sin + wv * dot * (1 - cos)
+        p = xcam[..., 0:2] / xcam[..., 2:3]
+        rsq = xp.sum(p * p, -1, keepdims=True)
+        L = 1 + cam[..., 9:10] * rsq + cam[..., 10:11] * rsq * rsq
+        proj = p * L * cam[..., 6:7] + cam[..., 7:9]
+        return w[..., None] * (proj - feat)
+    return reproj
+
+
+def assemble(ba, blocks):
+    """CSR values in adjoint's layout: 2p rows of 15 (camera, point, weight), then p weight rows."""
+    p = ba['p']
+    return np.concatenate([np.asarray(blocks).reshape(p * 2 * 15), -2.0 * ba['w']])
+
+
+def time_min(f, quick):
+    batch, max_batches, total = (0.05, 3, 0.3) if quick else (0.5, 10, 10.0)
+    reps, best = 1, float('inf')
+    while True:
+        t = time.perf_counter()
+        for _ in range(reps):
+            f()
+        e = time.perf_counter() - t
+        best = min(best, e / reps)
+        if e >= batch or reps >= 1 << 24:
+            break
+        reps *= 2
+    start = time.perf_counter()
+    for _ in range(1, max_batches):
+        if time.perf_counter() - start >= total:
+            break
+        t = time.perf_counter()
+        for _ in range(reps):
+            f()
+        best = min(best, (time.perf_counter() - t) / reps)
+    return best
+
+
+def agree(x, y):
+    x, y = np.asarray(x, dtype=np.float64).ravel(), np.asarray(y, dtype=np.float64).ravel()
+    if x.shape != y.shape:
+        return f"lengths differ: {x.size} vs {y.size}"
+    e = np.abs(x - y) / np.maximum(1.0, np.abs(x) + np.abs(y))
+    i = int(np.argmax(e))
+    return "ok (= tape)" if e[i] < 1e-8 else f"vs tape: element {i}: {x[i]} vs {y[i]} (error {e[i]:.2e})"
+
+
+def tool_torch():
+    import torch
+    torch.set_default_dtype(torch.float64)
+    gmm = make_gmm(torch, lambda a: a.detach())
+    reproj = make_reproj(torch)
+
+    def gmm_fns(inp):
+        alphas, means, icf, x, gamma, m = inp
+        T = lambda a: torch.tensor(a)
+        xs, sc = T(x), T(tri_scatter(x.shape[1]))
+        params = [T(alphas), T(means), T(icf)]
+        obj = lambda: gmm(*params, xs, gamma, m, sc).item()
+
+        def grad():
+            ps = [p.clone().requires_grad_() for p in params]
+            gmm(*ps, xs, gamma, m, sc).backward()
+            return np.concatenate([p.grad.numpy().ravel() for p in ps])
+        return obj, grad
+
+    def ba_fns(ba):
+        T = lambda a: torch.tensor(a)
+        cams, X, w, feats = T(ba['cams'][ba['obs'][:, 0]]), T(ba['x'][ba['obs'][:, 1]]), T(ba['w']), T(ba['feats'])
+        obj = lambda: (reproj(cams, X, w, feats), 1 - w * w)
+        f = lambda z: reproj(z[0:11], z[11:14], z[14], z[15:17])
+        jac = torch.func.vmap(torch.func.jacrev(f))
+
+        def jacobian():
+            z = torch.cat([cams, X, w[:, None], feats], 1)
+            return assemble(ba, jac(z)[:, :, :15].numpy())
+        return obj, jacobian
+    return gmm_fns, ba_fns
+
+
+def tool_jax():
+    import jax
+    jax.config.update('jax_enable_x64', True)
+    import jax.numpy as jnp
+    gmm = make_gmm(jnp, jax.lax.stop_gradient)
+    reproj = make_reproj(jnp)
+
+    def gmm_fns(inp):
+        alphas, means, icf, x, gamma, m = inp
+        sc = jnp.asarray(tri_scatter(x.shape[1]))
+        xs = jnp.asarray(x)
+        params = (jnp.asarray(alphas), jnp.asarray(means), jnp.asarray(icf))
+        f = jax.jit(lambda a, mu, q: gmm(a, mu, q, xs, gamma, m, sc))
+        g = jax.jit(jax.grad(lambda a, mu, q: gmm(a, mu, q, xs, gamma, m, sc), argnums=(0, 1, 2)))
+        obj = lambda: float(f(*params))
+        grad = lambda: np.concatenate([np.asarray(v).ravel() for v in g(*params)])
+        return obj, grad
+
+    def ba_fns(ba):
+        cams = jnp.asarray(ba['cams'][ba['obs'][:, 0]]); X = jnp.asarray(ba['x'][ba['obs'][:, 1]])
+        w = jnp.asarray(ba['w']); feats = jnp.asarray(ba['feats'])
+        fobj = jax.jit(lambda: (reproj(cams, X, w, feats), 1 - w * w))
+        obj = lambda: jax.block_until_ready(fobj())
+        f = lambda z: reproj(z[0:11], z[11:14], z[14], z[15:17])
+        jac = jax.jit(jax.vmap(jax.jacrev(f)))
+        z = jnp.concatenate([cams, X, w[:, None], feats], 1)
+        return obj, lambda: assemble(ba, np.asarray(jac(z))[:, :, :15])
+    return gmm_fns, ba_fns
+
+
+def tool_autograd():
+    import autograd
+    import autograd.numpy as anp
+    gmm = make_gmm(anp, lambda a: a)
+    reproj = make_reproj(anp)
+
+    def gmm_fns(inp):
+        alphas, means, icf, x, gamma, m = inp
+        sc = tri_scatter(x.shape[1])
+        obj = lambda: float(gmm(alphas, means, icf, x, gamma, m, sc))
+        g = autograd.grad(lambda a, mu, q: gmm(a, mu, q, x, gamma, m, sc), argnum=[0, 1, 2])
+        return obj, lambda: np.concatenate([np.asarray(v).ravel() for v in g(alphas, means, icf)])
+
+    def ba_fns(ba):
+        cams, X, w, feats = ba['cams'][ba['obs'][:, 0]], ba['x'][ba['obs'][:, 1]], ba['w'], ba['feats']
+        obj = lambda: (reproj(cams, X, w, feats), 1 - w * w)
+        jac = autograd.jacobian(lambda z: reproj(z[0:11], z[11:14], z[14], z[15:17]))
+
+        def jacobian():
+            z = np.concatenate([cams, X, w[:, None], feats], 1)
+            return assemble(ba, np.stack([jac(zi)[:, :15] for zi in z]))
+        return obj, jacobian
+    return gmm_fns, ba_fns
+
+
+def main():
+    tool, manifest = sys.argv[1], json.load(open(sys.argv[2]))
+    quick = '--quick' in sys.argv
+    gmm_fns, ba_fns = {'pytorch': tool_torch, 'jax': tool_jax, 'autograd': tool_autograd}[tool]()
+    rows = []
+    for item in manifest:
+        if tool == 'autograd' and item['task'] == 'ba':
+            # autograd has no vmap: a per-observation Python loop takes minutes per Jacobian.
+            rows.append(dict(task='ba', input=item['name'], source=item['source'], params=0,
+                             engine=tool, objective_s=0.0, derivative_s=0.0, ratio=0.0, peak_bytes=0,
+                             check='skipped: per-observation Python Jacobian takes minutes'))
+            continue
+        if item['task'] == 'gmm':
+            inp = read_gmm(item['path'])
+            obj, der = gmm_fns(inp)
+            params = inp[0].size + inp[1].size + inp[2].size
+        else:
+            ba = read_ba(item['path'])
+            obj, der = ba_fns(ba)
+            params = 11 * ba['n'] + 3 * ba['m'] + ba['p']
+        rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        result = der()
+        check = agree(result, np.fromfile(item['reference'], dtype='<f8'))
+        ot = time_min(obj, quick)
+        dt = time_min(der, quick)
+        peak = max(0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0) * 1024
+        rows.append(dict(task=item['task'], input=item['name'], source=item['source'], params=params,
+                         engine=tool, objective_s=ot, derivative_s=dt, ratio=dt / ot,
+                         peak_bytes=peak, check=check))
+        print(f"  {tool} {item['task']} {item['name']}: {check}", file=sys.stderr)
+    json.dump(rows, sys.stdout)
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,95 @@
+//! Log–log plots of derivative time against problem size, one line per tool, like ADBench's
+//! figures (SVG, written with `plotters`).
+
+use super::Row;
+use plotters::prelude::*;
+use std::path::Path;
+
+const COLORS: [RGBColor; 8] = [
+    RGBColor(214, 39, 40),
+    RGBColor(31, 119, 180),
+    RGBColor(44, 160, 44),
+    RGBColor(255, 127, 14),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(23, 190, 207),
+];
+
+/// Write `{task}.svg` under `dir` for each task in `rows`: parameters on x, derivative seconds on
+/// y, log–log, one line per engine (rows with no timing are left out).
+pub fn plot(
+    rows: &[Row],
+    dir: &Path,
+) -> Result<Vec<std::path::PathBuf>, Box<dyn std::error::Error>> {
+    let mut written = Vec::new();
+    let mut tasks: Vec<&str> = rows.iter().map(|r| r.task.as_str()).collect();
+    tasks.dedup();
+    tasks.sort();
+    tasks.dedup();
+    for task in tasks {
+        let pts: Vec<&Row> = rows
+            .iter()
+            .filter(|r| r.task == task && r.derivative_s > 0.0 && r.params > 0)
+            .collect();
+        if pts.is_empty() {
+            continue;
+        }
+        let (xmin, xmax) = pts.iter().fold((f64::MAX, 0f64), |(a, b), r| {
+            (a.min(r.params as f64), b.max(r.params as f64))
+        });
+        let (ymin, ymax) = pts.iter().fold((f64::MAX, 0f64), |(a, b), r| {
+            (a.min(r.derivative_s), b.max(r.derivative_s))
+        });
+        let path = dir.join(format!("{task}.svg"));
+        let root = SVGBackend::new(&path, (800, 560)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                format!("ADBench {}: derivative time", task.to_uppercase()),
+                ("sans-serif", 22),
+            )
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d(
+                (xmin * 0.8..xmax * 1.25).log_scale(),
+                (ymin * 0.8..ymax * 1.25).log_scale(),
+            )?;
+        chart
+            .configure_mesh()
+            .x_desc("parameters")
+            .y_desc("seconds")
+            .draw()?;
+        let mut engines: Vec<&str> = pts.iter().map(|r| r.engine.as_str()).collect();
+        engines.sort();
+        engines.dedup();
+        for (i, engine) in engines.iter().enumerate() {
+            let color = COLORS[i % COLORS.len()];
+            let mut line: Vec<(f64, f64)> = pts
+                .iter()
+                .filter(|r| r.engine == *engine)
+                .map(|r| (r.params as f64, r.derivative_s))
+                .collect();
+            line.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
+            chart
+                .draw_series(LineSeries::new(line.clone(), color.stroke_width(2)))?
+                .label(*engine)
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+                });
+            chart.draw_series(line.into_iter().map(|p| Circle::new(p, 3, color.filled())))?;
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::UpperLeft)
+            .draw()?;
+        root.present()?;
+        drop(chart);
+        drop(root);
+        written.push(path);
+    }
+    Ok(written)
+}
