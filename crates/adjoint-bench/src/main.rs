@@ -39,11 +39,16 @@ enum Cmd {
         /// ADBench's data directory (default: ../shared/adbench).
         #[arg(long)]
         data: Option<PathBuf>,
+        /// Measure the full grid (GMM 1k d ≤ 64, 10k d ≤ 32, BA 1–10) even with --quick's
+        /// short batches.
+        #[arg(long)]
+        full_grid: bool,
     },
 }
 
 fn adbench(
     quick: bool,
+    full_grid: bool,
     data: Option<PathBuf>,
     out: &std::path::Path,
 ) -> Result<(), Box<dyn std::error::Error>> {
@@ -53,7 +58,7 @@ fn adbench(
         None => eprintln!("adbench: no ADBench data found; using generated inputs"),
     }
     let work = out.join("adbench-inputs");
-    let (mut rows, manifest) = adjoint_bench::adbench::run(dir.as_deref(), quick, &work);
+    let (mut rows, manifest) = adjoint_bench::adbench::run(dir.as_deref(), quick, full_grid, &work);
     let manifest_path = work.join("manifest.json");
     std::fs::write(&manifest_path, serde_json::to_string_pretty(&manifest)?)?;
     // The same list, tab-separated, for the C++ peer.
@@ -104,8 +109,13 @@ struct Report<'a> {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
-    if let Some(Cmd::Adbench { quick, data }) = args.cmd {
-        return adbench(quick, data, &args.out);
+    if let Some(Cmd::Adbench {
+        quick,
+        data,
+        full_grid,
+    }) = args.cmd
+    {
+        return adbench(quick, full_grid, data, &args.out);
     }
     let budget = if args.quick {
         Duration::from_millis(150)

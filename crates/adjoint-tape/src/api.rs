@@ -114,6 +114,10 @@ impl std::error::Error for NonFinite {}
 
 impl Tape {
     /// An empty tape.
+    ///
+    /// ```
+    /// let _tape = adjoint_tape::Tape::new();
+    /// ```
     pub fn new() -> Tape {
         Tape {
             session: Arc::new(Session::new()),
@@ -362,6 +366,14 @@ impl Tape {
     }
 
     /// Value and gradient, or the first non-finite value in checked mode.
+    ///
+    /// ```
+    /// use adjoint_tape::{Tape, Var};
+    /// use adjoint_core::prelude::*;
+    /// let mut tape = Tape::new().checked();
+    /// let (y, g) = tape.try_value_and_grad(|x: &[Var]| x[0].ln(), &[2.0]).unwrap();
+    /// assert_eq!((y, g), (2f64.ln(), vec![0.5]));
+    /// ```
     pub fn try_value_and_grad<F>(&mut self, f: F, x: &[f64]) -> Result<(f64, Vec<f64>), NonFinite>
     where
         F: FnOnce(&[Var]) -> Var,
@@ -374,6 +386,13 @@ impl Tape {
     }
 
     /// Value and gradient of a scalar function.
+    ///
+    /// ```
+    /// use adjoint_tape::{Tape, Var};
+    /// let mut tape = Tape::new();
+    /// let (y, g) = tape.value_and_grad(|x: &[Var]| x[0] * x[0] * x[1], &[3.0, 2.0]);
+    /// assert_eq!((y, g), (18.0, vec![12.0, 9.0]));
+    /// ```
     pub fn value_and_grad<F>(&mut self, f: F, x: &[f64]) -> (f64, Vec<f64>)
     where
         F: FnOnce(&[Var]) -> Var,
@@ -384,6 +403,12 @@ impl Tape {
     }
 
     /// Vector-Jacobian product `wᵀ J` of a vector function, with its value.
+    ///
+    /// ```
+    /// use adjoint_tape::{Tape, Var};
+    /// let (y, g) = Tape::new().vjp(|x: &[Var]| vec![x[0] * x[1]], &[2.0, 3.0], &[2.0]);
+    /// assert_eq!((y, g), (vec![6.0], vec![6.0, 4.0]));
+    /// ```
     ///
     /// # Panics
     /// If `w` and the output differ in length.
@@ -408,6 +433,12 @@ impl Tape {
 
     /// The Jacobian (rows = outputs) of a vector function: recorded once, one reverse sweep
     /// per output.
+    ///
+    /// ```
+    /// use adjoint_tape::{Tape, Var};
+    /// let j = Tape::new().jacobian(|x: &[Var]| vec![x[0] + x[1], x[0] * 3.0], &[1.0, 2.0]);
+    /// assert_eq!(j, vec![vec![1.0, 1.0], vec![3.0, 0.0]]);
+    /// ```
     pub fn jacobian<F>(&mut self, f: F, x: &[f64]) -> Vec<Vec<f64>>
     where
         F: FnOnce(&[Var]) -> Vec<Var>,
@@ -427,6 +458,12 @@ impl Tape {
     /// tangent `v`, so its tangent output is the scalar `∇f·v` recorded on the tape, and one
     /// reverse sweep of that scalar gives `∇(∇f·v) = H v`. Cost: a small constant times one
     /// gradient; every partial comes from the shared rule table evaluated at `Var`.
+    ///
+    /// ```
+    /// use adjoint_tape::Tape;
+    /// // f = x³ → f'' = 6x
+    /// assert_eq!(Tape::new().hvp(|x| x[0] * x[0] * x[0], &[2.0], &[1.0]), vec![12.0]);
+    /// ```
     ///
     /// # Panics
     /// If `v` and `x` differ in length.
@@ -456,6 +493,12 @@ impl Tape {
     }
 
     /// The Hessian, as `n` Hessian-vector products with the unit vectors.
+    ///
+    /// ```
+    /// use adjoint_tape::Tape;
+    /// let h = Tape::new().hessian(|x| x[0] * x[1], &[1.0, 2.0]);
+    /// assert_eq!(h, vec![vec![0.0, 1.0], vec![1.0, 0.0]]);
+    /// ```
     pub fn hessian<F>(&mut self, f: F, x: &[f64]) -> Vec<Vec<f64>>
     where
         F: Fn(&[Dual<Var>]) -> Dual<Var>,
