@@ -185,10 +185,15 @@ int main(int argc, char** argv) {
   std::string txt = manifest.substr(0, manifest.rfind('.')) + ".txt";
   std::ifstream mf(txt);
   if (!mf) { std::cerr << "adolc_peer: cannot read " << txt << "\n"; return 2; }
-  std::string line;
+  // BA first: ADOL-C sizes its work arrays by the largest tape seen so far, so after the large
+  // GMM tapes every small BA Jacobian call would clear megabytes.
+  std::vector<std::string> lines, ordered;
+  for (std::string l; std::getline(mf, l);) lines.push_back(l);
+  for (auto& l : lines) if (l.rfind("ba\t", 0) == 0) ordered.push_back(l);
+  for (auto& l : lines) if (l.rfind("ba\t", 0) != 0) ordered.push_back(l);
   bool first = true;
   std::cout << "[";
-  while (std::getline(mf, line)) {
+  for (const std::string& line : ordered) {
     std::istringstream ls(line);
     std::string task, name, source, path, ref;
     std::getline(ls, task, '\t'); std::getline(ls, name, '\t'); std::getline(ls, source, '\t');

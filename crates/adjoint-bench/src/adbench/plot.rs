@@ -16,21 +16,28 @@ const COLORS: [RGBColor; 8] = [
     RGBColor(23, 190, 207),
 ];
 
-/// Write `{task}.svg` under `dir` for each task in `rows`: parameters on x, derivative seconds on
-/// y, log–log, one line per engine (rows with no timing are left out).
+/// The plot a row belongs to: the task, and for GMM the point set (`gmm-1k`, `gmm-10k`).
+fn series(r: &Row) -> String {
+    match r.input.split_once('/') {
+        Some((set, _)) => format!("{}-{set}", r.task),
+        None => r.task.clone(),
+    }
+}
+
+/// Write `{task}[-{set}].svg` under `dir` for each task and point set in `rows`: parameters on x,
+/// derivative seconds on y, log–log, one line per engine (rows with no timing are left out).
 pub fn plot(
     rows: &[Row],
     dir: &Path,
 ) -> Result<Vec<std::path::PathBuf>, Box<dyn std::error::Error>> {
     let mut written = Vec::new();
-    let mut tasks: Vec<&str> = rows.iter().map(|r| r.task.as_str()).collect();
-    tasks.dedup();
+    let mut tasks: Vec<String> = rows.iter().map(series).collect();
     tasks.sort();
     tasks.dedup();
     for task in tasks {
         let pts: Vec<&Row> = rows
             .iter()
-            .filter(|r| r.task == task && r.derivative_s > 0.0 && r.params > 0)
+            .filter(|r| series(r) == task && r.derivative_s > 0.0 && r.params > 0)
             .collect();
         if pts.is_empty() {
             continue;
@@ -58,6 +65,10 @@ pub fn plot(
             )?;
         chart
             .configure_mesh()
+            .x_labels(8)
+            .y_labels(8)
+            .x_label_formatter(&|v| format!("{v:.0e}"))
+            .y_label_formatter(&|v| format!("{v:.0e}"))
             .x_desc("parameters")
             .y_desc("seconds")
             .draw()?;
