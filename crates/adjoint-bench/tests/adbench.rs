@@ -256,3 +256,15 @@ fn agreement_rule_and_protocol() {
     let t = protocol::time_min(|| (0..100).sum::<u64>(), protocol::Budget::QUICK);
     assert!(t > 0.0 && t < 1e-3);
 }
+
+#[test]
+fn ba_jacobian_by_vector_forward_mode_equals_the_tape() {
+    let b = io::parse_ba(&io::write_ba(4, 5, 23), "gen").unwrap();
+    let t = ba::ba_jacobian_tape(&b);
+    let f = ba::ba_jacobian_forward(&b);
+    assert_eq!(
+        (t.row_ptr.clone(), t.col_idx.clone()),
+        (f.row_ptr, f.col_idx)
+    );
+    protocol::agree(&f.vals, &t.vals).unwrap();
+}

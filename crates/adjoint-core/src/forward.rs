@@ -1,6 +1,7 @@
 //! Forward mode: dual numbers.
 //!
-//! [`Dual<T>`] carries a value and one tangent. It implements [`Real`], so any generic function
+//! [`Dual<T>`] carries a value and one tangent; [`DualVec<N>`] carries `N` tangents at once
+//! (vector forward mode, [`jacobian`] in one pass). It implements [`Real`], so any generic function
 //! runs on it unchanged, and it nests: `Dual<Dual<f64>>` carries second derivatives. The helpers
 //! [`derivative`], [`jvp`], [`gradient`] and [`hessian`] cover the usual questions; gradient and
 //! Hessian cost n and n(n+1)/2 sweeps, so they are meant for checking and small problems — use a
@@ -127,6 +128,118 @@ impl<T: Real> fmt::Display for Dual<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} + {}ε", self.re, self.eps)
     }
+}
+
+/// A value with `N` tangents: forward mode along `N` directions at once (vector forward mode).
+///
+/// One evaluation on `DualVec<N>` gives `N` columns of a Jacobian, with the shared rule table
+/// evaluated once per primitive; for small `N` the tangent arithmetic vectorises. See
+/// [`jacobian`].
+///
+/// ```
+/// use adjoint_core::forward::DualVec;
+/// use adjoint_core::prelude::*;
+/// let x = DualVec::<2>::variable(3.0, 0);
+/// let y = DualVec::<2>::variable(2.0, 1);
+/// let z = (x * y).sin();
+/// assert_eq!(z.eps, [2.0 * 6f64.cos(), 3.0 * 6f64.cos()]);
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct DualVec<const N: usize> {
+    /// The value.
+    pub re: f64,
+    /// The tangents.
+    pub eps: [f64; N],
+}
+
+impl<const N: usize> DualVec<N> {
+    /// A constant (all tangents 0).
+    #[inline]
+    pub fn constant(re: f64) -> Self {
+        DualVec { re, eps: [0.0; N] }
+    }
+
+    /// The `i`-th independent variable: tangent `i` is 1, the others 0.
+    ///
+    /// # Panics
+    /// If `i >= N`.
+    #[inline]
+    pub fn variable(re: f64, i: usize) -> Self {
+        let mut eps = [0.0; N];
+        eps[i] = 1.0;
+        DualVec { re, eps }
+    }
+}
+
+impl<const N: usize> Lift for DualVec<N> {
+    type Inner = f64;
+
+    #[inline(always)]
+    fn primal(&self) -> f64 {
+        self.re
+    }
+    #[inline(always)]
+    fn constant(v: f64) -> Self {
+        DualVec::constant(v)
+    }
+    #[inline(always)]
+    fn lift1(self, op: Op1) -> Self {
+        let r = rules::unary(op, self.re);
+        DualVec {
+            re: r.value,
+            eps: self.eps.map(|e| r.d * e),
+        }
+    }
+    #[inline(always)]
+    fn lift2(self, other: Self, op: Op2) -> Self {
+        let r = rules::binary(op, self.re, other.re);
+        let mut eps = [0.0; N];
+        for (i, e) in eps.iter_mut().enumerate() {
+            *e = r.dx * self.eps[i] + r.dy * other.eps[i];
+        }
+        DualVec { re: r.value, eps }
+    }
+    #[inline(always)]
+    fn lift2_const_right(self, c: f64, op: Op2) -> Self {
+        let r = rules::binary(op, self.re, c);
+        DualVec {
+            re: r.value,
+            eps: self.eps.map(|e| r.dx * e),
+        }
+    }
+    #[inline(always)]
+    fn lift2_const_left(c: f64, x: Self, op: Op2) -> Self {
+        let r = rules::binary(op, c, x.re);
+        DualVec {
+            re: r.value,
+            eps: x.eps.map(|e| r.dy * e),
+        }
+    }
+}
+
+crate::impl_real!([const N: usize] DualVec<N>);
+
+impl<const N: usize> fmt::Display for DualVec<N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} + {:?}ε", self.re, self.eps)
+    }
+}
+
+/// The full Jacobian (rows = outputs) of a function of `N` inputs, in one evaluation on
+/// [`DualVec<N>`].
+///
+/// ```
+/// use adjoint_core::forward::jacobian;
+/// use adjoint_core::prelude::*;
+/// let j = jacobian(|x| vec![x[0] * x[1], x[0].exp()], &[2.0, 3.0]);
+/// assert_eq!(j, vec![[3.0, 2.0], [2f64.exp(), 0.0]]);
+/// ```
+pub fn jacobian<const N: usize, F>(f: F, x: &[f64; N]) -> Vec<[f64; N]>
+where
+    F: FnOnce(&[DualVec<N>]) -> Vec<DualVec<N>>,
+{
+    let xs: Vec<DualVec<N>> = (0..N).map(|i| DualVec::variable(x[i], i)).collect();
+    f(&xs).into_iter().map(|y| y.eps).collect()
 }
 
 /// The derivative of a scalar function at `x`.
@@ -257,5 +370,37 @@ mod tests {
         assert_eq!(x.round().eps, 0.0);
         assert_eq!(x.fract().eps, 1.0);
         assert_eq!((x % 1.0).eps, 1.0);
+    }
+}
+
+#[cfg(test)]
+mod dualvec_tests {
+    use super::*;
+    use num_traits::Float;
+
+    fn f<T: Real>(x: &[T]) -> Vec<T> {
+        vec![
+            (x[0] * x[1]).sin() + x[2].powi(3) / (x[0] + 2.0),
+            x[1].atan2(x[2]).exp() * x[0].hypot(x[1]) - T::cst(1.0).max(x[2]),
+        ]
+    }
+
+    #[test]
+    fn dualvec_jacobian_equals_columns_of_dual() {
+        let x = [0.7, -1.3, 0.4];
+        let j = jacobian(|v| f(v), &x);
+        for col in 0..3 {
+            let mut e = [0.0; 3];
+            e[col] = 1.0;
+            let (_, t) = jvp(|v| f(v), &x, &e);
+            for row in 0..2 {
+                assert_eq!(j[row][col], t[row], "J[{row}][{col}]");
+            }
+        }
+        let v = DualVec::<3>::variable(2.0, 1);
+        assert_eq!(
+            (v.exp().re, v.exp().eps),
+            (2f64.exp(), [0.0, 2f64.exp(), 0.0])
+        );
     }
 }

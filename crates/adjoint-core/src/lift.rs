@@ -216,7 +216,7 @@ macro_rules! impl_real {
 
         impl<$($gen)*> $crate::num_traits::NumCast for $ty {
             #[inline]
-            fn from<N: $crate::num_traits::ToPrimitive>(n: N) -> Option<Self> {
+            fn from<P: $crate::num_traits::ToPrimitive>(n: P) -> Option<Self> {
                 n.to_f64().map(<Self as From<f64>>::from)
             }
         }

@@ -99,6 +99,8 @@ impl Hasher for IdHasher {
 #[derive(Default)]
 pub(crate) struct Job {
     pub key: u32,
+    /// The task this job runs in.
+    pub task: u32,
     /// Checked mode (records labels; every operation takes the slow path).
     pub checked: bool,
     pub entries: Vec<Entry>,
@@ -169,13 +171,21 @@ impl Job {
         }
         let len = {
             let g = session.graph();
-            match g.jobs.get(job) {
+            let len = match g.jobs.get(job) {
                 Some(Some(j)) => j.entries.len(),
                 _ => panic!(
                     "adjoint::tape: {v:?} was created in a parallel job that has not joined yet; \
                      pass values between jobs only through the results of join/par_map"
                 ),
+            };
+            if !g.precedes(g.job_task[job], self.task) {
+                panic!(
+                    "adjoint::tape: {v:?} comes from the other side of a join that has not \
+                     joined yet (it was passed through shared memory, not a join result); its \
+                     gradient could not flow back, so this is refused"
+                );
             }
+            len
         };
         assert!(
             (v.seq() as usize) < len,
@@ -214,6 +224,8 @@ pub(crate) struct Graph {
     pub job_task: Vec<u32>,
     /// The parent of each task (the root task is its own parent).
     pub task_parent: Vec<u32>,
+    /// The fork that created each task (the two sides of one `join` share it; the root has 0).
+    pub task_fork: Vec<u32>,
     /// Spare job buffers for reuse (boxed on purpose: a job moves between here, a thread's
     /// context and `jobs` as one pointer).
     #[allow(clippy::vec_box)]
@@ -221,6 +233,34 @@ pub(crate) struct Graph {
 }
 
 impl Graph {
+    /// The tasks from `t` up to the root.
+    fn chain(&self, mut t: u32) -> Vec<u32> {
+        let mut v = vec![t];
+        while self.task_parent[t as usize] != t {
+            t = self.task_parent[t as usize];
+            v.push(t);
+        }
+        v
+    }
+
+    /// May a job in task `from` hand values to a job in task `to` (which runs later)? Only if
+    /// they are not on the two sides of one fork that has not joined: below their lowest common
+    /// task they must descend from different forks (an earlier fork has joined before a later
+    /// one starts), or one of them must be that common task.
+    pub fn precedes(&self, from: u32, to: u32) -> bool {
+        let (cf, ct) = (self.chain(from), self.chain(to));
+        for (it, t) in ct.iter().enumerate() {
+            if let Some(i_f) = cf.iter().position(|x| x == t) {
+                if i_f == 0 || it == 0 {
+                    return true;
+                }
+                let (a, b) = (cf[i_f - 1], ct[it - 1]);
+                return self.task_fork[a as usize] != self.task_fork[b as usize];
+            }
+        }
+        false
+    }
+
     /// Open a job in `task` with a recycled buffer.
     pub fn new_job(&mut self, nonce: u16, checked: bool, task: u32) -> (u16, Box<Job>) {
         let idx = self.jobs.len();
@@ -233,6 +273,7 @@ impl Graph {
         self.job_task.push(task);
         let mut job = self.pool.pop().unwrap_or_default();
         job.reset((u32::from(nonce) << 16) | idx as u32, checked);
+        job.task = task;
         (idx as u16, job)
     }
 }
@@ -275,12 +316,15 @@ impl Session {
             jobs,
             job_task,
             task_parent,
+            task_fork,
             pool,
         } = g;
         pool.extend(jobs.drain(..).flatten());
         job_task.clear();
         task_parent.clear();
         task_parent.push(0);
+        task_fork.clear();
+        task_fork.push(0);
     }
 
     pub fn graph(&self) -> MutexGuard<'_, Graph> {
@@ -297,10 +341,13 @@ impl Session {
         self.graph.get_mut().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub fn new_task(&self, parent: u32) -> u32 {
+    /// The two tasks of a fork in `parent`.
+    pub fn new_task_pair(&self, parent: u32) -> (u32, u32) {
         let mut g = self.graph();
-        g.task_parent.push(parent);
-        (g.task_parent.len() - 1) as u32
+        let a = g.task_parent.len() as u32;
+        g.task_parent.extend([parent, parent]);
+        g.task_fork.extend([a, a]);
+        (a, a + 1)
     }
 
     pub fn seal(&self, idx: u16, job: Box<Job>) {
@@ -499,8 +546,7 @@ fn record2_slow(a: Var, pa: f64, b: Var, pb: f64, value: f64, label: Label) -> V
 }
 
 /// Run `f` as a new task (its first job fresh) of `session`; returns its result and task.
-fn run_task<R>(session: &Arc<Session>, parent: u32, f: impl FnOnce() -> R) -> (R, Task) {
-    let id = session.new_task(parent);
+fn run_task<R>(session: &Arc<Session>, id: u32, f: impl FnOnce() -> R) -> (R, Task) {
     let (job_idx, job) = session.new_job(id);
     let ctx = Ctx {
         session: session.clone(),
@@ -558,9 +604,10 @@ where
     session.seal(ctx.job_idx, finished);
     // If a side panics, the panic propagates; the thread is left idle and the recording is
     // abandoned by the caller's guard.
+    let (task_a, task_b) = session.new_task_pair(parent);
     let ((ra, ta), (rb, tb)) = rayon::join(
-        || run_task(&session, parent, a),
-        || run_task(&session, parent, b),
+        || run_task(&session, task_a, a),
+        || run_task(&session, task_b, b),
     );
     let (job_idx, job) = session.new_job(parent);
     ctx.job_idx = job_idx;

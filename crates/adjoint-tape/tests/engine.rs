@@ -131,9 +131,61 @@ fn value_from_unjoined_sibling_job_is_rejected() {
         )
     })));
     assert!(
-        msg.contains("has not joined yet") || msg.contains("belongs to"),
+        msg.contains("has not joined yet") || msg.contains("other side of a join"),
         "{msg}"
     );
+}
+
+#[test]
+fn value_smuggled_between_sides_is_rejected_even_when_run_sequentially() {
+    use std::sync::Mutex;
+    // One thread: the left side runs to the end (its job is sealed) before the right one.
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    let slot: Mutex<Option<Var>> = Mutex::new(None);
+    let msg = panic_message(catch_unwind(AssertUnwindSafe(|| {
+        pool.install(|| {
+            grad(
+                |x: &[Var]| {
+                    let (a, b) = join(
+                        || {
+                            let v = x[0] * 2.0;
+                            *slot.lock().unwrap() = Some(v);
+                            v
+                        },
+                        || slot.lock().unwrap().expect("left ran first") * 3.0,
+                    );
+                    a + b
+                },
+                &[1.0],
+            )
+        })
+    })));
+    assert!(msg.contains("other side of a join"), "{msg}");
+}
+
+#[test]
+fn results_of_an_earlier_join_flow_into_a_later_one() {
+    let f = |v: &[Var]| {
+        let (a, b) = join(|| v[0].sin() * v[1], || v[1].exp());
+        let (c, d) = join(|| a * b, || join(|| b * v[0], || a + 1.0).0);
+        c + d * a
+    };
+    let x = [0.4, -0.3];
+    let g = grad(f, &x);
+    let fwd = forward::gradient(
+        |v| {
+            let (a, b) = (v[0].sin() * v[1], v[1].exp());
+            let (c, d) = (a * b, b * v[0]);
+            c + d * a
+        },
+        &x,
+    );
+    for (p, q) in g.iter().zip(&fwd) {
+        assert!((p - q).abs() < 1e-14, "{p} vs {q}");
+    }
 }
 
 #[test]

@@ -84,6 +84,14 @@ pub struct Csr {
 /// comes from one 15-input recording, blocks are computed in parallel with rayon, and the matrix
 /// is assembled inside the call.
 pub fn ba_jacobian<E: Engine>(engine: &E, b: &BaInput) -> Csr {
+    ba_jacobian_with(|input, feat| engine.ba_block(input, feat), b)
+}
+
+/// [`ba_jacobian`] with any block function (parallel over observations, CSR assembly).
+pub fn ba_jacobian_with<B>(block: B, b: &BaInput) -> Csr
+where
+    B: Fn(&[f64; 15], &[f64]) -> [[f64; 15]; 2] + Sync,
+{
     let blocks: Vec<[[f64; 15]; 2]> = (0..b.p)
         .into_par_iter()
         .map(|i| {
@@ -92,10 +100,24 @@ pub fn ba_jacobian<E: Engine>(engine: &E, b: &BaInput) -> Csr {
             input[..11].copy_from_slice(&b.cams[11 * o[0]..11 * o[0] + 11]);
             input[11..14].copy_from_slice(&b.x[3 * o[1]..3 * o[1] + 3]);
             input[14] = b.w[i];
-            engine.ba_block(&input, &b.feats[2 * i..2 * i + 2])
+            block(&input, &b.feats[2 * i..2 * i + 2])
         })
         .collect();
     assemble(b, &blocks)
+}
+
+/// One BA block by vector forward mode: a single evaluation on `DualVec<15>`.
+pub fn ba_block_forward(input: &[f64; 15], feat: &[f64]) -> [[f64; 15]; 2] {
+    let j = adjoint::forward::jacobian(
+        |v| reproj_error(&v[..11], &v[11..14], v[14], feat).to_vec(),
+        input,
+    );
+    [j[0], j[1]]
+}
+
+/// The BA Jacobian by vector forward mode (15 tangents per observation).
+pub fn ba_jacobian_forward(b: &BaInput) -> Csr {
+    ba_jacobian_with(ba_block_forward, b)
 }
 
 /// The BA Jacobian on adjoint's tape engine.

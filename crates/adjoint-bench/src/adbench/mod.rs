@@ -306,28 +306,56 @@ fn check_ba(b: &io::BaInput, j: &ba::Csr) -> String {
     "ok".into()
 }
 
-/// An engine as the runner sees it (object-safe).
-trait Column {
+/// A GMM gradient column as the runner sees it (object-safe).
+trait GmmColumn {
     fn name(&self) -> &'static str;
     fn gmm(&self, g: &io::GmmInput, p: &[f64], grad: &mut [f64]) -> f64;
+}
+
+/// A BA Jacobian column as the runner sees it (object-safe).
+trait BaColumn {
+    fn name(&self) -> &'static str;
     fn ba(&self, b: &io::BaInput) -> ba::Csr;
 }
 
-impl<E: Engine> Column for E {
+impl<E: Engine> GmmColumn for E {
     fn name(&self) -> &'static str {
         Engine::name(self)
     }
     fn gmm(&self, g: &io::GmmInput, p: &[f64], grad: &mut [f64]) -> f64 {
         gmm::gmm_gradient(self, g, p, grad)
     }
+}
+
+impl<E: Engine> BaColumn for E {
+    fn name(&self) -> &'static str {
+        Engine::name(self)
+    }
     fn ba(&self, b: &io::BaInput) -> ba::Csr {
         ba::ba_jacobian(self, b)
     }
 }
 
-/// Every engine that runs ADBench, adjoint's first. New engines add one entry here.
-fn engines() -> Vec<Box<dyn Column>> {
+/// adjoint's vector forward mode (`DualVec<15>`): the BA blocks in one pass each.
+struct ForwardVec;
+
+impl BaColumn for ForwardVec {
+    fn name(&self) -> &'static str {
+        "forward-vec"
+    }
+    fn ba(&self, b: &io::BaInput) -> ba::Csr {
+        ba::ba_jacobian_forward(b)
+    }
+}
+
+/// Every engine that computes the GMM gradient, adjoint's first. New engines add one entry.
+fn gmm_engines() -> Vec<Box<dyn GmmColumn>> {
     vec![Box::new(Tape), Box::new(Echidna)]
+}
+
+/// Every engine that computes the BA Jacobian, adjoint's first. New engines add one entry.
+fn ba_engines() -> Vec<Box<dyn BaColumn>> {
+    vec![Box::new(Tape), Box::new(ForwardVec), Box::new(Echidna)]
 }
 
 /// One input handed to the peers: the file to read and adjoint's derivative to compare with.
@@ -401,7 +429,7 @@ pub fn run(
         let p = g.params();
         let objective_s = time_min(|| gmm::gmm_objective(&g, &p), budget);
         let mut reference: Option<Vec<f64>> = None;
-        for engine in engines() {
+        for engine in gmm_engines() {
             let mut grad = vec![0.0; p.len()];
             let (_, peak, _) = peak_during(|| engine.gmm(&g, &p, &mut grad));
             let check = match &reference {
@@ -444,7 +472,7 @@ pub fn run(
         let mut out = Vec::new();
         let objective_s = time_min(|| ba::ba_objective(&b, &mut out), budget);
         let mut reference: Option<Vec<f64>> = None;
-        for engine in engines() {
+        for engine in ba_engines() {
             let (j, peak, _) = peak_during(|| engine.ba(&b));
             let check = match &reference {
                 None => check_ba(&b, &j),
