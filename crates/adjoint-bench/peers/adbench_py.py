@@ -141,8 +141,23 @@ def agree(x, y):
 def tool_torch():
     import torch
     torch.set_default_dtype(torch.float64)
-    gmm = make_gmm(torch, lambda a: a.detach())
-    reproj = make_reproj(torch)
+
+    class NumpyNames:
+        """numpy's spelling of the few reductions that differ in torch."""
+        def __getattr__(self, name):
+            return getattr(torch, name)
+
+        @staticmethod
+        def max(a, axis, keepdims=False):
+            return torch.amax(a, axis, keepdim=keepdims)
+
+        @staticmethod
+        def sum(a, axis=None, keepdims=False):
+            return torch.sum(a) if axis is None else torch.sum(a, axis, keepdim=keepdims)
+
+    tnp = NumpyNames()
+    gmm = make_gmm(tnp, lambda a: a.detach())
+    reproj = make_reproj(tnp)
 
     def gmm_fns(inp):
         alphas, means, icf, x, gamma, m = inp
