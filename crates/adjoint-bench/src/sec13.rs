@@ -10,7 +10,7 @@
 //! | dot | 2·10⁶ | Σ xᵢyᵢ, n = 10⁶ |
 //! | matvec | 10⁶ + 10³ | Σᵢ (M v)ᵢ, M 1000 × 1000 |
 //! | rotate_vec_by_quat | 3 + 4, 3 outputs | v(r² − u·u) + 2u(u·v) + 2r(u×v), q = (r, u) (Krawiec et al. 2022); full Jacobian |
-//! | network | 10 200 | 50 → 100 → 50, ReLU, W[i][j] = sin(i+j), b[i] = sin(0.41 i), safe softmax, summed |
+//! | network | 10 200 | 50 → 100 → 50, ReLU, W\[i\]\[j\] = sin(i+j), b\[i\] = sin(0.41 i), safe softmax, summed |
 //! | particles | 16 | 4 particles, p₀ = (0.5 i, 0.1), v₀ = (1, 1), a = −0.5 p − 0.2 v, dt 0.05, 1000 steps (v += a dt; p += v dt), Σ x·y; particles in parallel with `join` |
 
 use crate::harness::{Column, Problem};

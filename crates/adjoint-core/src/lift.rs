@@ -1,4 +1,4 @@
-//! How an engine's number type plugs into [`Real`]: implement [`Lift`], invoke [`impl_real!`].
+//! How an engine's number type plugs into [`Real`]: implement [`Lift`], invoke [`impl_real!`](crate::impl_real).
 //!
 //! [`Lift`] is the whole contract between an engine and the rule table: what to do with the
 //! partials of one unary or binary primitive. [`impl_real!`](crate::impl_real) then writes every

@@ -1,4 +1,4 @@
-//! ADBench's bundle adjustment objective, written once over [`Real`], and its sparse Jacobian.
+//! ADBench's bundle adjustment objective, written once over [`Scalar`], and its sparse Jacobian.
 
 use super::io::BaInput;
 use super::{c, Engine, Scalar};

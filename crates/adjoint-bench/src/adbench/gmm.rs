@@ -1,4 +1,4 @@
-//! ADBench's Gaussian mixture model objective, written once over [`Real`], and its gradient.
+//! ADBench's Gaussian mixture model objective, written once over [`Scalar`], and its gradient.
 
 use super::io::GmmInput;
 use super::{c, val, Engine, Scalar};
