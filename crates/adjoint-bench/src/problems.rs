@@ -168,12 +168,22 @@ pub struct LogSumExp {
     pub n: usize,
 }
 
-/// `ln Σ exp xᵢ`, shifted by the maximum (shared by [`LogSumExp`] and [`Mlp`]).
-pub fn logsumexp<T: Real>(x: &[T]) -> T {
-    let m = x.iter().fold(T::neg_infinity(), |m, &v| m.max(v));
-    // The shift cancels in value and derivative; treat it as a constant.
-    let m = T::cst(m.value());
-    m + x.iter().map(|&v| (v - m).exp()).sum::<T>().ln()
+/// `ln Σ exp xᵢ`, shifted by the maximum (shared by [`LogSumExp`], [`Mlp`] and ADBench's GMM).
+/// The shift cancels in value and derivative, so it is a plain `f64` constant. Written over
+/// `num_traits::Float` with `f64` operands so that peer crates' scalars run it too.
+pub fn logsumexp<T>(x: &[T]) -> T
+where
+    T: num_traits::Float + std::ops::Sub<f64, Output = T> + std::ops::Add<f64, Output = T>,
+{
+    let m = x
+        .iter()
+        .map(|v| v.to_f64().expect("a real number"))
+        .fold(f64::NEG_INFINITY, f64::max);
+    x.iter()
+        .map(|&v| (v - m).exp())
+        .fold(T::zero(), |a, b| a + b)
+        .ln()
+        + m
 }
 
 fn softmax(x: &[f64]) -> Vec<f64> {

@@ -253,8 +253,16 @@ fn agreement_rule_and_protocol() {
     assert!(protocol::agree(&[1.0, 1e9], &[1.0 + 1e-9, 1e9 + 1.0]).is_ok());
     let e = protocol::agree(&[1.0, 2.0], &[1.0, 2.1]).unwrap_err();
     assert!(e.contains("element 1"), "{e}");
-    let t = protocol::time_min(|| (0..100).sum::<u64>(), protocol::Budget::QUICK);
-    assert!(t > 0.0 && t < 1e-3);
+    // The protocol returns a per-evaluation time (no bound on it: machines are noisy).
+    let mut calls = 0u64;
+    let t = protocol::time_min(
+        || {
+            calls += 1;
+            calls
+        },
+        protocol::Budget::QUICK,
+    );
+    assert!(t.is_finite() && t > 0.0 && calls >= 2);
 }
 
 #[test]

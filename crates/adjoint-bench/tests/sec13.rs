@@ -180,6 +180,20 @@ fn particles_gradient_is_bit_identical_for_1_2_and_4_threads() {
     let g1 = g(1);
     assert_eq!(g(2), g1);
     assert_eq!(g(4), g1);
+    // ... and that gradient is the right one (forward mode, same program without par_map).
+    let fwd = forward::gradient(
+        |v| {
+            (0..8)
+                .map(|i| {
+                    let s = &v[(i % 4) * 4..(i % 4) * 4 + 4];
+                    particle(s) * v[16] * (i as f64 + 1.0)
+                })
+                .fold(Dual64::constant(0.0), |a, b| a + b)
+        },
+        &xk,
+    );
+    let g1: Vec<f64> = g1.into_iter().map(f64::from_bits).collect();
+    assert_close(&g1, &fwd, 1e-12, "shared par_map");
 }
 
 #[test]

@@ -254,36 +254,13 @@ impl Tape {
             checked: self.checked,
         };
         let lock = |j: usize| jobs.jobs[j].lock().unwrap_or_else(|e| e.into_inner());
-        // Initial input adjoints first, then the seeds add to them (an output may be an input).
-        if let Some(init) = init {
-            let mut root_job = lock(0);
-            for (i, x) in self.inputs.iter().enumerate() {
-                if !x.is_constant() {
-                    root_job.adj[x.seq() as usize] = init[i];
-                }
-            }
-        }
-        for &(v, w) in seeds {
-            if v.is_constant() {
-                continue;
-            }
-            assert!(
-                (v.key() >> 16) as u16 == nonce,
-                "adjoint::tape: output {v:?} does not belong to this recording"
-            );
+        init_inputs(&mut lock(0).adj, &self.inputs, init);
+        for &(v, w) in seeds.iter().filter(|(v, _)| !v.is_constant()) {
+            check_output(v, nonce);
             lock((v.key() & 0xFFFF) as usize).adj[v.seq() as usize] += w;
         }
         let result = jobs.resolve(root);
-        {
-            let root_job = lock(0);
-            for (gi, x) in grad.iter_mut().zip(&self.inputs) {
-                *gi = if x.is_constant() {
-                    0.0
-                } else {
-                    root_job.adj[x.seq() as usize]
-                };
-            }
-        }
+        read_grad(&lock(0).adj, &self.inputs, grad);
         let mut list = jobs.jobs;
         return_jobs(&mut g, &mut list);
         self.jobs = list;
@@ -310,31 +287,14 @@ impl Tape {
             .expect("the root job is sealed");
         job.adj.clear();
         job.adj.resize(job.entries.len(), 0.0);
-        if let Some(init) = init {
-            for (x, &v) in inputs.iter().zip(init) {
-                if !x.is_constant() {
-                    job.adj[x.seq() as usize] = v;
-                }
-            }
-        }
-        for &(v, w) in seeds {
-            if v.is_constant() {
-                continue;
-            }
-            assert!(
-                v.key() == job.key,
-                "adjoint::tape: output {v:?} does not belong to this recording (nonce {nonce})"
-            );
+        init_inputs(&mut job.adj, inputs, init);
+        for &(v, w) in seeds.iter().filter(|(v, _)| !v.is_constant()) {
+            check_output(v, nonce);
+            // Without forks every recorded value lives in the root job.
             job.adj[v.seq() as usize] += w;
         }
         let result = crate::reverse::sweep(job, checked, 0);
-        for (gi, x) in grad.iter_mut().zip(inputs) {
-            *gi = if x.is_constant() {
-                0.0
-            } else {
-                job.adj[x.seq() as usize]
-            };
-        }
+        read_grad(&job.adj, inputs, grad);
         result.map_err(|b| NonFinite::new(Pass::Reverse, b))
     }
 
@@ -512,6 +472,37 @@ impl Tape {
                 row
             })
             .collect()
+    }
+}
+
+/// Set the input leaves' starting adjoints (checkpoint recomputation); before the seeds, which add
+/// to them, since an output may be an input.
+fn init_inputs(adj: &mut [f64], inputs: &[Var], init: Option<&[f64]>) {
+    if let Some(init) = init {
+        for (x, &v) in inputs.iter().zip(init) {
+            if !x.is_constant() {
+                adj[x.seq() as usize] = v;
+            }
+        }
+    }
+}
+
+/// Panic clearly if a seeded output comes from another recording.
+fn check_output(v: Var, nonce: u16) {
+    assert!(
+        (v.key() >> 16) as u16 == nonce,
+        "adjoint::tape: output {v:?} does not belong to this recording"
+    );
+}
+
+/// The gradient: the root job's adjoints at the input leaves (0 for constant inputs).
+fn read_grad(adj: &[f64], inputs: &[Var], grad: &mut [f64]) {
+    for (gi, x) in grad.iter_mut().zip(inputs) {
+        *gi = if x.is_constant() {
+            0.0
+        } else {
+            adj[x.seq() as usize]
+        };
     }
 }
 

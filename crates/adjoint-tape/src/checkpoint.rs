@@ -75,7 +75,8 @@ where
 /// outer adjoints (so additions happen in the same order as without the checkpoint), seed the
 /// outputs, sweep, and write the input adjoints back.
 pub(crate) fn reverse(cp: &Checkpoint, adj: &mut [f64]) {
-    let mut tape = Tape::new();
+    // One recycled tape per thread (a fresh one only when checkpoints nest).
+    let mut tape = RECOMPUTE.with_borrow_mut(Option::take).unwrap_or_default();
     let x: Vec<f64> = cp.inputs.iter().map(|(_, v)| *v).collect();
     let active: Vec<bool> = cp.inputs.iter().map(|(s, _)| s.is_some()).collect();
     // A slot passed twice starts from the outer adjoint once; its repeats start from 0 and are
@@ -119,4 +120,10 @@ pub(crate) fn reverse(cp: &Checkpoint, adj: &mut [f64]) {
             None => {}
         }
     }
+    RECOMPUTE.with_borrow_mut(|t| *t = Some(tape));
+}
+
+thread_local! {
+    /// The tape checkpointed regions are recomputed on, kept between regions and calls.
+    static RECOMPUTE: std::cell::RefCell<Option<Tape>> = const { std::cell::RefCell::new(None) };
 }

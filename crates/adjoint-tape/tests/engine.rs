@@ -235,6 +235,12 @@ fn checkpointed_loop_gives_identical_gradients() {
             &x,
         );
         assert_eq!(ck, reference, "every {every}");
+        // The checkpointed program's gradient against finite differences of its own values.
+        let f = |v: &[f64]| {
+            let vars: Vec<Var> = v.iter().map(|&t| Var::constant(t)).collect();
+            run(&vars, every).value()
+        };
+        check_gradient(f, &x, &ck).assert_passed();
     }
     // And the plain run against finite differences.
     let f = |v: &[f64]| {

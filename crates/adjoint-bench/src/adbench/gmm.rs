@@ -1,7 +1,8 @@
 //! ADBench's Gaussian mixture model objective, written once over [`Scalar`], and its gradient.
 
 use super::io::GmmInput;
-use super::{c, val, Engine, Scalar};
+use super::{c, Engine, Scalar};
+use crate::problems::logsumexp;
 use rayon::prelude::*;
 
 /// The reference implementation's π (a quirk we keep for comparable numbers).
@@ -15,17 +16,6 @@ pub fn log_gamma_distrib(a: f64, d: usize) -> f64 {
         + (1..=d)
             .map(|j| libm::lgamma(a + 0.5 * (1.0 - j as f64)))
             .sum::<f64>()
-}
-
-/// `ln Σ exp vᵢ`, shifted by the maximum (the shift is a constant for differentiation: it
-/// cancels exactly in value and derivative).
-fn logsumexp<T: Scalar>(v: &[T]) -> T {
-    let mx = v.iter().map(val).fold(f64::NEG_INFINITY, f64::max);
-    v.iter()
-        .map(|&t| (t - mx).exp())
-        .fold(c::<T>(0.0), |a, b| a + b)
-        .ln()
-        + mx
 }
 
 /// Σ over points `from..to` of logsumexp_k(αₖ + Σqₖ − ½‖Qₖ(x − μₖ)‖²).

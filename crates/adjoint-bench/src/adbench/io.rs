@@ -144,11 +144,10 @@ pub fn write_gmm(g: &GmmInput) -> String {
 
 /// Standard normal samples (Box–Muller over the crate's SplitMix stream).
 pub fn normal(seed: u64, n: usize) -> Vec<f64> {
-    let u = uniform(seed, n + 1);
-    (0..n)
-        .map(|i| {
-            let u1 = 0.5 * (u[i] + 1.0) + 1e-12;
-            let u2 = 0.5 * (u[(i * 7 + 3) % (n + 1)] + 1.0);
+    uniform(seed, 2 * n)
+        .chunks_exact(2)
+        .map(|u| {
+            let (u1, u2) = (0.5 * (u[0] + 1.0) + 1e-12, 0.5 * (u[1] + 1.0));
             (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
         })
         .collect()
