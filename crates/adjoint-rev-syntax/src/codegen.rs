@@ -1,0 +1,366 @@
+//! Code generation: one IR body to the Rust statements of `f` (or, after `invert`, of `~f`).
+//!
+//! Every instruction reads its operands into locals, calls the instruction on the locals and writes
+//! them back, so `ROT(x[i], x[i + 1], θ)` borrows `x` once at a time; LLVM removes the copies.
+
+use crate::ir::{Kind, Operand, Rhs, Stmt};
+use crate::parse::may_alias;
+use proc_macro2::{Delimiter, Group, Ident, Span, TokenStream, TokenTree};
+use quote::{format_ident, quote, quote_spanned, ToTokens};
+use std::cell::Cell;
+use syn::visit_mut::VisitMut;
+use syn::Expr;
+
+/// Built-in instructions: their types live in the runtime's `instr` module.
+const BUILTIN: &[&str] = &["SWAP", "ROT", "IROT", "NEG", "INC", "DEC", "CONJ"];
+
+pub struct Gen<'a> {
+    pub krate: &'a TokenStream,
+    pub fname: String,
+    pub params: Vec<String>,
+    pub backwards: bool,
+    pub counter: Cell<usize>,
+}
+
+impl Gen<'_> {
+    fn tmp(&self) -> Ident {
+        let n = self.counter.get();
+        self.counter.set(n + 1);
+        format_ident!("__rev_{}", n, span = Span::mixed_site())
+    }
+
+    /// The expression with every parameter `p` (a `&mut T`) read through as `(*p)`.
+    fn rw(&self, e: &Expr) -> Expr {
+        let mut e = e.clone();
+        Deref { params: &self.params }.visit_expr_mut(&mut e);
+        e
+    }
+
+    fn site(&self, s: &Stmt) -> TokenStream {
+        let k = self.krate;
+        let f = &self.fname;
+        let t = &s.text;
+        let b = self.backwards;
+        quote!(#k::Site { function: #f, statement: #t, backwards: #b })
+    }
+
+    pub fn stmts(&self, stmts: &[Stmt], checks: bool) -> TokenStream {
+        stmts.iter().map(|s| self.stmt(s, checks)).collect()
+    }
+
+    fn stmt(&self, s: &Stmt, checks: bool) -> TokenStream {
+        let k = self.krate;
+        let span = s.span;
+        match &s.kind {
+            Kind::Acc { target, plus, rhs } => {
+                let ops: Vec<&Operand> = match rhs {
+                    Rhs::Id(a) | Rhs::Op1(_, a) => vec![a],
+                    Rhs::Arith(_, a, b) | Rhs::Op2(_, a, b) => vec![a, b],
+                };
+                let (pre, names, post) = self.load(Some(target), &ops, s, checks);
+                let y = &names[0];
+                let call = match rhs {
+                    Rhs::Id(_) => {
+                        let a = &names[1];
+                        quote_spanned!(span=> #k::Arith::acc_id(&mut #y, &mut #a, #plus))
+                    }
+                    Rhs::Arith(op, _, _) => {
+                        let op = Ident::new(op, span);
+                        let (a, b) = (&names[1], &names[2]);
+                        quote_spanned!(span=> #k::Arith::acc_arith(&mut #y, #k::Op2::#op, &mut #a, &mut #b, #plus))
+                    }
+                    Rhs::Op1(op, _) => {
+                        let a = &names[1];
+                        quote_spanned!(span=> #k::RevReal::acc1(&mut #y, #k::Op1::#op, &mut #a, #plus))
+                    }
+                    Rhs::Op2(op, _, _) => {
+                        let op = Ident::new(op, span);
+                        let (a, b) = (&names[1], &names[2]);
+                        quote_spanned!(span=> #k::RevReal::acc2(&mut #y, #k::Op2::#op, &mut #a, &mut #b, #plus))
+                    }
+                };
+                quote_spanned!(span=> { #pre #call; #post })
+            }
+            Kind::Scale { target, mul, x } => {
+                let (pre, names, post) = self.load(Some(target), &[x], s, checks);
+                let (y, a) = (&names[0], &names[1]);
+                quote_spanned!(span=> { #pre #k::Scale::scale(&mut #y, &mut #a, #mul); #post })
+            }
+            Kind::Xor { target, rhs, operands } => {
+                let t = self.rw(target);
+                let r = self.rw(rhs);
+                let alias = if checks { self.alias_check(Some(target), &operands.iter().collect::<Vec<_>>(), s) } else { quote!() };
+                quote_spanned!(span=> { #alias #t = #t ^ (#r); })
+            }
+            Kind::Instr { name, inverse, args } => {
+                let refs: Vec<&Operand> = args.iter().collect();
+                let (pre, names, post) = self.load(None, &refs, s, checks);
+                let path = match name.get_ident() {
+                    Some(id) if BUILTIN.contains(&id.to_string().as_str()) => quote_spanned!(span=> #k::instr_types::#id),
+                    _ => name.to_token_stream(),
+                };
+                let dir = if *inverse { quote!(inverse) } else { quote!(forward) };
+                quote_spanned!(span=> { #pre <#path as #k::Instruction<_>>::#dir((#(&mut #names,)*)); #post })
+            }
+            Kind::Call { func, inverse, args } => self.call(func, *inverse, args, s, checks),
+            Kind::Let { name, ty, init } => {
+                let init = self.rw(init);
+                let ty = ty.as_ref().map(|t| quote!(: #t));
+                quote_spanned!(span=> #[allow(unused_mut, unused_variables)] let mut #name #ty = #init;)
+            }
+            Kind::Unlet { name, ty, init } => {
+                if !checks {
+                    return quote!();
+                }
+                let init = self.rw(init);
+                let ty = ty.as_ref().map(|t| quote!(: #t));
+                let site = self.site(s);
+                let n = name.to_string();
+                quote_spanned!(span=> {
+                    let expected #ty = #init;
+                    if !#k::restored(&#name, &expected) {
+                        return ::core::result::Result::Err(#k::InvertibilityError::deallocation(
+                            #site, #n, ::std::format!("{:?}", expected), ::std::format!("{:?}", #name)));
+                    }
+                })
+            }
+            Kind::If { pre, post, then, els } => {
+                let c = self.tmp();
+                let (pre, post) = (self.rw(pre), self.rw(post));
+                let (then, els) = (self.stmts(then, checks), self.stmts(els, checks));
+                let check = if checks {
+                    let site = self.site(s);
+                    quote_spanned!(span=> {
+                        let p: bool = #post;
+                        if p != #c {
+                            return ::core::result::Result::Err(#k::InvertibilityError::condition(#site, #c, p));
+                        }
+                    })
+                } else {
+                    quote!()
+                };
+                quote_spanned!(span=> { let #c: bool = #pre; if #c { #then } else { #els } #check })
+            }
+            Kind::While { pre, post, body } => {
+                let (pre, post) = (self.rw(pre), self.rw(post));
+                let body = self.stmts(body, checks);
+                if !checks {
+                    return quote_spanned!(span=> while #pre { #body });
+                }
+                let site = self.site(s);
+                quote_spanned!(span=> {
+                    if #post {
+                        return ::core::result::Result::Err(#k::InvertibilityError::loop_entry(#site));
+                    }
+                    while #pre {
+                        #body
+                        if !(#post) {
+                            return ::core::result::Result::Err(#k::InvertibilityError::loop_iteration(#site));
+                        }
+                    }
+                })
+            }
+            Kind::For { var, start, end, inclusive, step, rev, body } => {
+                let (s0, e0) = (self.tmp(), self.tmp());
+                let (start, end) = (self.rw(start), self.rw(end));
+                let body = self.stmts(body, checks);
+                let (st_let, iter, st_cmp, st_show) = match step {
+                    Some(st) => {
+                        let t = self.tmp();
+                        let st = self.rw(st);
+                        (
+                            quote!(let #t = #st;),
+                            quote!(#k::steps(#s0, #e0, #t, #inclusive, #rev)),
+                            quote!(|| #st != #t),
+                            quote!(, #t),
+                        )
+                    }
+                    None => {
+                        let range = if *inclusive { quote!((#s0..=#e0)) } else { quote!((#s0..#e0)) };
+                        let iter = if *rev { quote!(#range.rev()) } else { range };
+                        (quote!(), iter, quote!(), quote!())
+                    }
+                };
+                let check = if checks {
+                    let site = self.site(s);
+                    let (s1, e1) = (self.tmp(), self.tmp());
+                    quote_spanned!(span=> {
+                        let #s1 = #start;
+                        let #e1 = #end;
+                        if #s1 != #s0 || #e1 != #e0 #st_cmp {
+                            return ::core::result::Result::Err(#k::InvertibilityError::bounds(
+                                #site,
+                                ::std::format!("{:?}", (#s0, #e0 #st_show)),
+                                ::std::format!("{:?}", (#s1, #e1 #st_show)),
+                            ));
+                        }
+                    })
+                } else {
+                    quote!()
+                };
+                quote_spanned!(span=> {
+                    let #s0 = #start;
+                    let #e0 = #end;
+                    #st_let
+                    for #var in #iter { #body }
+                    #check
+                })
+            }
+            Kind::Safe(tokens) => match syn::parse2::<Expr>(tokens.clone()) {
+                Ok(e) => {
+                    let e = self.rw(&e);
+                    quote_spanned!(span=> #e;)
+                }
+                Err(e) => e.to_compile_error(),
+            },
+            Kind::NoCheck(b) => self.stmts(b, false),
+            Kind::Block(b) => self.stmts(b, checks),
+            Kind::Routine(_) | Kind::Unroutine | Kind::Inverse(_) => unreachable!("expanded before code generation"),
+        }
+    }
+
+    /// Read the target (if any) and the operands into locals. Returns the loads, the locals' names
+    /// (target first) and the write-backs.
+    fn load(&self, target: Option<&Expr>, ops: &[&Operand], s: &Stmt, checks: bool) -> (TokenStream, Vec<Ident>, TokenStream) {
+        let k = self.krate;
+        let span = s.span;
+        let mut pre = if checks { self.alias_check(target, ops, s) } else { quote!() };
+        let mut post = quote!();
+        let mut names = Vec::new();
+        if let Some(t) = target {
+            let n = self.tmp();
+            let t = self.rw(t);
+            pre.extend(quote_spanned!(span=> let mut #n = #t;));
+            post.extend(quote_spanned!(span=> #t = #n;));
+            names.push(n);
+        }
+        for op in ops {
+            let n = self.tmp();
+            match op {
+                Operand::Place(p) => {
+                    let p = self.rw(p);
+                    pre.extend(quote_spanned!(span=> let mut #n = #p;));
+                    post.extend(quote_spanned!(span=> #p = #n;));
+                }
+                Operand::Lit(l) => pre.extend(quote_spanned!(span=> let mut #n = #k::Arith::from_f64((#l) as f64);)),
+                Operand::Const(c) => {
+                    let c = self.rw(c);
+                    pre.extend(quote_spanned!(span=> let mut #n = #c;))
+                }
+            }
+            names.push(n);
+        }
+        (pre, names, post)
+    }
+
+    /// A run-time check that places which may be the same element (`x[i]`, `x[j]`) are not.
+    fn alias_check(&self, target: Option<&Expr>, ops: &[&Operand], s: &Stmt) -> TokenStream {
+        let places: Vec<&Expr> = target
+            .into_iter()
+            .chain(ops.iter().filter_map(|o| if let Operand::Place(p) = o { Some(p) } else { None }))
+            .collect();
+        let mut checks = quote!();
+        let k = self.krate;
+        for (i, a) in places.iter().enumerate() {
+            for b in &places[..i] {
+                if may_alias(a, b) {
+                    let site = self.site(s);
+                    let (ra, rb) = (self.rw(a), self.rw(b));
+                    let (ta, tb) = (crate::parse::pretty(*a), crate::parse::pretty(*b));
+                    checks.extend(quote_spanned!(s.span=>
+                        #k::distinct(&#rb as *const _ as *const u8, &#ra as *const _ as *const u8, #site, #tb, #ta)?;
+                    ));
+                }
+            }
+        }
+        checks
+    }
+
+    fn call(&self, func: &syn::Path, inverse: bool, args: &[Operand], s: &Stmt, checks: bool) -> TokenStream {
+        let span = s.span;
+        let places: Vec<&Expr> = args.iter().filter_map(|a| if let Operand::Place(p) = a { Some(p) } else { None }).collect();
+        let shared = |p: &Expr| places.iter().any(|q| !std::ptr::eq(*q, p) && may_alias(p, q));
+        let mut pre = if checks { self.alias_check(None, &args.iter().collect::<Vec<_>>(), s) } else { quote!() };
+        let mut post = quote!();
+        let mut passed = Vec::new();
+        for a in args {
+            match a {
+                Operand::Place(p) if !shared(p) => {
+                    let p = self.rw(p);
+                    passed.push(quote_spanned!(span=> &mut #p));
+                }
+                Operand::Place(p) => {
+                    let n = self.tmp();
+                    let p = self.rw(p);
+                    pre.extend(quote_spanned!(span=> let mut #n = #p;));
+                    post.extend(quote_spanned!(span=> #p = #n;));
+                    passed.push(quote!(&mut #n));
+                }
+                Operand::Lit(e) | Operand::Const(e) => {
+                    let n = self.tmp();
+                    let e = self.rw(e);
+                    pre.extend(quote_spanned!(span=> let mut #n = #e;));
+                    passed.push(quote!(&mut #n));
+                }
+            }
+        }
+        let callee = if inverse {
+            // `f::<T>` becomes `f::uncall::<T>`.
+            let mut path = func.clone();
+            let last = path.segments.last_mut().expect("a path has a segment");
+            let generics = std::mem::replace(&mut last.arguments, syn::PathArguments::None);
+            quote_spanned!(span=> #path::uncall #generics)
+        } else {
+            func.to_token_stream()
+        };
+        quote_spanned!(span=> { #pre #callee(#(#passed),*)?; #post })
+    }
+}
+
+/// Rewrites `p` to `(*p)` for every parameter `p`, including inside macro calls (`@safe println!`).
+struct Deref<'a> {
+    params: &'a [String],
+}
+
+impl VisitMut for Deref<'_> {
+    fn visit_expr_mut(&mut self, e: &mut Expr) {
+        if let Expr::Path(p) = e {
+            if let Some(id) = p.path.get_ident() {
+                if self.params.contains(&id.to_string()) {
+                    let id = id.clone();
+                    *e = syn::parse_quote_spanned!(id.span()=> (*#id));
+                    return;
+                }
+            }
+        }
+        syn::visit_mut::visit_expr_mut(self, e);
+    }
+
+    fn visit_macro_mut(&mut self, m: &mut syn::Macro) {
+        m.tokens = deref_tokens(m.tokens.clone(), self.params);
+    }
+}
+
+fn deref_tokens(ts: TokenStream, params: &[String]) -> TokenStream {
+    let mut out = Vec::new();
+    let mut after_dot = false;
+    for tt in ts {
+        let next_after_dot = matches!(&tt, TokenTree::Punct(p) if p.as_char() == '.');
+        match tt {
+            TokenTree::Ident(id) if !after_dot && params.contains(&id.to_string()) => {
+                let span = id.span();
+                let mut g = Group::new(Delimiter::Parenthesis, quote_spanned!(span=> *#id));
+                g.set_span(span);
+                out.push(TokenTree::Group(g));
+            }
+            TokenTree::Group(g) => {
+                let mut n = Group::new(g.delimiter(), deref_tokens(g.stream(), params));
+                n.set_span(g.span());
+                out.push(TokenTree::Group(n));
+            }
+            other => out.push(other),
+        }
+        after_dot = next_after_dot;
+    }
+    out.into_iter().collect()
+}

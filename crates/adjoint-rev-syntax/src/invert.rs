@@ -1,0 +1,39 @@
+//! Seed 000 Table I: the inverse of every statement.
+
+use crate::ir::{Kind, Stmt};
+
+/// The inverse of a statement list: the inverse statements in reverse order.
+pub fn invert(stmts: &[Stmt]) -> Vec<Stmt> {
+    stmts.iter().rev().map(invert_stmt).collect()
+}
+
+fn invert_stmt(s: &Stmt) -> Stmt {
+    let kind = match &s.kind {
+        Kind::Acc { target, plus, rhs } => Kind::Acc { target: target.clone(), plus: !plus, rhs: rhs.clone() },
+        Kind::Xor { .. } | Kind::Safe(_) => s.kind.clone(),
+        Kind::Scale { target, mul, x } => Kind::Scale { target: target.clone(), mul: !mul, x: x.clone() },
+        Kind::Call { func, inverse, args } => Kind::Call { func: func.clone(), inverse: !inverse, args: args.clone() },
+        Kind::Instr { name, inverse, args } => Kind::Instr { name: name.clone(), inverse: !inverse, args: args.clone() },
+        Kind::Let { name, ty, init } => Kind::Unlet { name: name.clone(), ty: ty.clone(), init: init.clone() },
+        Kind::Unlet { name, ty, init } => Kind::Let { name: name.clone(), ty: ty.clone(), init: init.clone() },
+        Kind::If { pre, post, then, els } => Kind::If { pre: post.clone(), post: pre.clone(), then: invert(then), els: invert(els) },
+        Kind::While { pre, post, body } => Kind::While { pre: post.clone(), post: pre.clone(), body: invert(body) },
+        Kind::For { var, start, end, inclusive, step, rev, body } => Kind::For {
+            var: var.clone(),
+            start: start.clone(),
+            end: end.clone(),
+            inclusive: *inclusive,
+            step: step.clone(),
+            rev: !rev,
+            body: invert(body),
+        },
+        Kind::NoCheck(b) => Kind::NoCheck(invert(b)),
+        Kind::Block(b) => Kind::Block(invert(b)),
+        // `lower::expand` removes these before anything is inverted; inverting them anyway is
+        // well defined.
+        Kind::Inverse(b) => Kind::Block(b.clone()),
+        Kind::Routine(b) => Kind::Block(invert(b)),
+        Kind::Unroutine => Kind::Unroutine,
+    };
+    Stmt { kind, text: s.text.clone(), span: s.span }
+}

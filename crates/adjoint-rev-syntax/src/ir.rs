@@ -1,0 +1,91 @@
+//! The reversible IR: what the parser produces, what inversion and checking work on, and what
+//! code generation consumes.
+
+use proc_macro2::{Span, TokenStream};
+use syn::{Attribute, Expr, Ident, Path, Signature, Type, Visibility};
+
+/// One reversible function as written by the user.
+pub struct Func {
+    pub attrs: Vec<Attribute>,
+    pub vis: Visibility,
+    pub sig: Signature,
+    /// Parameter names, in order, with the type behind the `&mut`.
+    pub params: Vec<(Ident, Type)>,
+    pub body: Vec<Stmt>,
+}
+
+/// A statement with the source text and span it came from (errors at run time quote the text).
+#[derive(Clone)]
+pub struct Stmt {
+    pub kind: Kind,
+    pub text: String,
+    pub span: Span,
+}
+
+/// An argument of an instruction or a call.
+#[derive(Clone)]
+pub enum Operand {
+    /// A variable, field or element: read and written in place.
+    Place(Expr),
+    /// A numeric literal, converted to the number type of the instruction.
+    Lit(Expr),
+    /// An expression that mentions no variable of the function: evaluated into a temporary.
+    Const(Expr),
+}
+
+impl Operand {
+    pub fn expr(&self) -> &Expr {
+        match self {
+            Operand::Place(e) | Operand::Lit(e) | Operand::Const(e) => e,
+        }
+    }
+}
+
+/// The right-hand side of `y += …` / `y -= …`.
+#[derive(Clone)]
+pub enum Rhs {
+    /// `y += x`
+    Id(Operand),
+    /// `y += a ∘ b` for `+ − × ÷`: the `Op2` variant name.
+    Arith(&'static str, Operand, Operand),
+    /// `y += f(x)`: the `Op1` variant as tokens (`Exp`, `Powi(3)`, …).
+    Op1(TokenStream, Operand),
+    /// `y += f(a, b)`: the `Op2` variant name.
+    Op2(&'static str, Operand, Operand),
+}
+
+#[derive(Clone)]
+pub enum Kind {
+    /// `y += rhs` (`plus`) or `y -= rhs`.
+    Acc { target: Expr, plus: bool, rhs: Rhs },
+    /// `y ^= expr` over operands (self-inverse).
+    Xor { target: Expr, rhs: Expr, operands: Vec<Operand> },
+    /// `y *= x` (`mul`) or `y /= x`.
+    Scale { target: Expr, mul: bool, x: Operand },
+    /// `f(args)` or, with `inverse`, `~f(args)`.
+    Call { func: Path, inverse: bool, args: Vec<Operand> },
+    /// `NAME(args)`: an instruction (built in, like `SWAP`, or the user's).
+    Instr { name: Path, inverse: bool, args: Vec<Operand> },
+    /// `let x = init;`: allocate an ancilla.
+    Let { name: Ident, ty: Option<Type>, init: Expr },
+    /// `unlet x = init;`: deallocate an ancilla after checking it is back to `init`.
+    Unlet { name: Ident, ty: Option<Type>, init: Expr },
+    /// `if (pre, post) { then } else { els }`.
+    If { pre: Expr, post: Expr, then: Vec<Stmt>, els: Vec<Stmt> },
+    /// `while (pre, post) { body }`.
+    While { pre: Expr, post: Expr, body: Vec<Stmt> },
+    /// `for var in start..end` (or `..=`), optionally `.step_by(step)` and `.rev()`.
+    For { var: Ident, start: Expr, end: Expr, inclusive: bool, step: Option<Expr>, rev: bool, body: Vec<Stmt> },
+    /// `@safe stmt;`: an external statement, run as is in both directions.
+    Safe(TokenStream),
+    /// `@invcheckoff stmt`: the statement without reversibility checks.
+    NoCheck(Vec<Stmt>),
+    /// `@routine { … }` (removed by `lower::expand`).
+    Routine(Vec<Stmt>),
+    /// `~@routine;` (removed by `lower::expand`).
+    Unroutine,
+    /// `~{ … }` (removed by `lower::expand`).
+    Inverse(Vec<Stmt>),
+    /// Statements spliced into the enclosing block (no new scope).
+    Block(Vec<Stmt>),
+}

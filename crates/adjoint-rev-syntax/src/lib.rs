@@ -1,0 +1,116 @@
+//! The logic of adjoint's `reversible!` macro, as a plain library: parse reversible functions,
+//! check them, invert them (seed 000 Table I) and generate Rust for the function and its inverse.
+//! `adjoint-rev-macros` is a thin shell around [`expand`]; everything here is unit-tested without
+//! macro expansion.
+//!
+//! ```
+//! let out = adjoint_rev_syntax::expand(
+//!     quote::quote! { fn multiplier<T: Arith>(y: &mut T, a: &mut T, b: &mut T) { y += a * b; } },
+//!     quote::quote!(::adjoint_rev),
+//! );
+//! let text = out.to_string();
+//! assert!(text.contains("fn uncall"));        // the inverse
+//! assert!(!text.contains("compile_error"));
+//! ```
+
+mod codegen;
+mod invert;
+pub mod ir;
+mod lower;
+pub mod parse;
+
+pub use invert::invert;
+
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote};
+use std::cell::Cell;
+
+/// Expand a `reversible! { … }` invocation; `krate` is the path of the runtime crate. Errors come
+/// back as `compile_error!` tokens spanned at the offending input.
+pub fn expand(input: TokenStream, krate: TokenStream) -> TokenStream {
+    match try_expand(input, &krate) {
+        Ok(ts) => ts,
+        Err(e) => e.to_compile_error(),
+    }
+}
+
+/// [`expand`], with the error as a value (for tests).
+pub fn try_expand(input: TokenStream, krate: &TokenStream) -> syn::Result<TokenStream> {
+    let funcs: parse::Funcs = syn::parse2(input)?;
+    let mut out = TokenStream::new();
+    for f in funcs.0 {
+        out.extend(function(f, krate)?);
+    }
+    Ok(out)
+}
+
+fn function(f: ir::Func, krate: &TokenStream) -> syn::Result<TokenStream> {
+    let params: Vec<String> = f.params.iter().map(|(n, _)| n.to_string()).collect();
+    let body = lower::expand(f.body)?;
+    lower::check(&body, &params)?;
+    let name = f.sig.ident.clone();
+    let gen = |stmts: &[ir::Stmt], backwards: bool| {
+        codegen::Gen { krate, fname: name.to_string(), params: params.clone(), backwards, counter: Cell::new(0) }
+            .stmts(stmts, true)
+    };
+    let forward = gen(&body, false);
+    let inverse = gen(&invert(&body), true);
+
+    let mut sig = f.sig.clone();
+    sig.output = syn::parse_quote!(-> ::core::result::Result<(), #krate::InvertibilityError>);
+    let mut usig = sig.clone();
+    usig.ident = format_ident!("uncall", span = name.span());
+    let attrs = &f.attrs;
+    let code_attrs: Vec<_> = f.attrs.iter().filter(|a| !a.path().is_ident("doc")).collect();
+    let vis = &f.vis;
+    let allow = quote!(#[allow(unused_parens, unused_braces, clippy::double_parens, clippy::needless_question_mark, clippy::unit_arg)]);
+
+    let doc_struct = format!(
+        "The reversible function [`{name}`](fn@{name}) as a value: `{name}::uncall` runs it backwards, and \
+         `{name} {{}}` can be handed to `rev::grad` and friends."
+    );
+    let doc_uncall = format!("The inverse of [`{name}`](fn@{name}): undoes one call exactly (`~{name}` in NiLang).");
+
+    // `Reversible` over the tuple of argument types, when every argument is a sized value.
+    let sized = f.params.iter().all(|(_, t)| !matches!(t, syn::Type::Slice(_) | syn::Type::TraitObject(_) | syn::Type::ImplTrait(_)))
+        && f.sig.generics.lifetimes().next().is_none();
+    let reversible = if sized {
+        let tys: Vec<&syn::Type> = f.params.iter().map(|(_, t)| t).collect();
+        let idx: Vec<syn::Index> = (0..tys.len()).map(syn::Index::from).collect();
+        let (impl_g, _, where_c) = f.sig.generics.split_for_impl();
+        quote! {
+            impl #impl_g #krate::Reversible<(#(#tys,)*)> for #name #where_c {
+                fn call(args: &mut (#(#tys,)*)) -> ::core::result::Result<(), #krate::InvertibilityError> {
+                    #name(#(&mut args.#idx),*)
+                }
+                fn uncall(args: &mut (#(#tys,)*)) -> ::core::result::Result<(), #krate::InvertibilityError> {
+                    #name::uncall(#(&mut args.#idx),*)
+                }
+            }
+        }
+    } else {
+        quote!()
+    };
+    Ok(quote! {
+        #(#attrs)*
+        #allow
+        #vis #sig { #forward ::core::result::Result::Ok(()) }
+
+        #[doc = #doc_struct]
+        #[allow(non_camel_case_types, dead_code)]
+        #[derive(Clone, Copy, Debug, Default)]
+        #vis struct #name {}
+
+        impl #name {
+            #[doc = #doc_uncall]
+            #(#code_attrs)*
+            #allow
+            #vis #usig { #inverse ::core::result::Result::Ok(()) }
+        }
+
+        #reversible
+    })
+}
+
+#[cfg(test)]
+mod tests;

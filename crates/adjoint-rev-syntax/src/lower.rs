@@ -1,0 +1,200 @@
+//! Between parsing and code generation: expand `@routine`/`~@routine` and `~{ … }`, then check the
+//! ancillas' lifetimes (every `let` has its `unlet` in the same block, no re-allocation of a live
+//! ancilla, no use of a deallocated one).
+
+use crate::invert::invert;
+use crate::ir::{Kind, Operand, Rhs, Stmt};
+use crate::parse::Idents;
+use proc_macro2::Span;
+use std::collections::HashMap;
+use syn::visit::Visit;
+use syn::{Error, Expr, Result};
+
+/// Expand routines and inverse blocks, recursively.
+pub fn expand(stmts: Vec<Stmt>) -> Result<Vec<Stmt>> {
+    let mut out = Vec::with_capacity(stmts.len());
+    let mut routines: Vec<Vec<Stmt>> = Vec::new();
+    for s in stmts {
+        let Stmt { kind, text, span } = s;
+        let kind = match kind {
+            Kind::Routine(body) => {
+                let body = expand(body)?;
+                routines.push(body.clone());
+                Kind::Block(body)
+            }
+            Kind::Unroutine => match routines.pop() {
+                Some(body) => Kind::Block(invert(&body)),
+                None => return Err(Error::new(span, "`~@routine` without a `@routine { … }` before it in this block")),
+            },
+            Kind::Inverse(body) => Kind::Block(invert(&expand(body)?)),
+            Kind::Block(b) => Kind::Block(expand(b)?),
+            Kind::NoCheck(b) => Kind::NoCheck(expand(b)?),
+            Kind::If { pre, post, then, els } => Kind::If { pre, post, then: expand(then)?, els: expand(els)? },
+            Kind::While { pre, post, body } => Kind::While { pre, post, body: expand(body)? },
+            Kind::For { var, start, end, inclusive, step, rev, body } => {
+                Kind::For { var, start, end, inclusive, step, rev, body: expand(body)? }
+            }
+            k => k,
+        };
+        out.push(Stmt { kind, text, span });
+    }
+    Ok(out)
+}
+
+/// The state of every ancilla name seen in a scope.
+#[derive(Clone, Default)]
+struct Scope {
+    /// Allocated and not yet deallocated: where it was allocated.
+    live: HashMap<String, Span>,
+    /// Deallocated (and not allocated again).
+    dead: HashMap<String, Span>,
+}
+
+/// Check ancilla lifetimes in a function body; `params` are never ancillas.
+pub fn check(body: &[Stmt], params: &[String]) -> Result<()> {
+    let mut scope = Scope::default();
+    for p in params {
+        scope.live.insert(p.clone(), Span::call_site());
+    }
+    block(body, &mut scope, params)?;
+    leaks(&scope, params, &[])
+}
+
+fn leaks(scope: &Scope, params: &[String], outer: &[String]) -> Result<()> {
+    let mut leaked: Vec<(&String, &Span)> =
+        scope.live.iter().filter(|(n, _)| !params.contains(n) && !outer.contains(n)).collect();
+    leaked.sort_by_key(|(n, _)| n.to_string());
+    if let Some((name, span)) = leaked.first() {
+        return Err(Error::new(
+            **span,
+            format!(
+                "ancilla `{name}` is never deallocated in this block: add `unlet {name} = <its value>;` \
+                 (or allocate it inside `@routine {{ … }}` and uncompute with `~@routine;`)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn block(stmts: &[Stmt], scope: &mut Scope, params: &[String]) -> Result<()> {
+    for s in stmts {
+        stmt(s, scope, params)?;
+    }
+    Ok(())
+}
+
+/// A nested scope (branch or loop body): what it allocates it must deallocate.
+fn nested(stmts: &[Stmt], scope: &Scope, params: &[String], extra: Option<&syn::Ident>) -> Result<()> {
+    let mut inner = scope.clone();
+    if let Some(v) = extra {
+        inner.live.insert(v.to_string(), v.span());
+        inner.dead.remove(&v.to_string());
+    }
+    block(stmts, &mut inner, params)?;
+    let outer: Vec<String> = scope.live.keys().cloned().chain(extra.map(|v| v.to_string())).collect();
+    leaks(&inner, params, &outer)?;
+    // Deallocating an outer ancilla inside a branch would make its lifetime depend on the branch.
+    for name in scope.live.keys() {
+        if !inner.live.contains_key(name) {
+            let span = inner.dead.get(name).copied().unwrap_or_else(Span::call_site);
+            return Err(Error::new(span, format!("`{name}` is allocated outside this block and cannot be deallocated inside it")));
+        }
+    }
+    Ok(())
+}
+
+fn uses(e: &Expr, scope: &Scope) -> Result<()> {
+    let mut v = Idents::default();
+    v.visit_expr(e);
+    for id in v.0 {
+        let name = id.to_string();
+        if scope.dead.contains_key(&name) && !scope.live.contains_key(&name) {
+            return Err(Error::new(id.span(), format!("use of deallocated ancilla `{name}`")));
+        }
+    }
+    Ok(())
+}
+
+fn operand_uses(o: &Operand, scope: &Scope) -> Result<()> {
+    uses(o.expr(), scope)
+}
+
+fn stmt(s: &Stmt, scope: &mut Scope, params: &[String]) -> Result<()> {
+    match &s.kind {
+        Kind::Acc { target, rhs, .. } => {
+            uses(target, scope)?;
+            match rhs {
+                Rhs::Id(a) | Rhs::Op1(_, a) => operand_uses(a, scope),
+                Rhs::Arith(_, a, b) | Rhs::Op2(_, a, b) => {
+                    operand_uses(a, scope)?;
+                    operand_uses(b, scope)
+                }
+            }
+        }
+        Kind::Xor { target, rhs, .. } => {
+            uses(target, scope)?;
+            uses(rhs, scope)
+        }
+        Kind::Scale { target, x, .. } => {
+            uses(target, scope)?;
+            operand_uses(x, scope)
+        }
+        Kind::Call { args, .. } | Kind::Instr { args, .. } => args.iter().try_for_each(|a| operand_uses(a, scope)),
+        Kind::Let { name, init, .. } => {
+            uses(init, scope)?;
+            let n = name.to_string();
+            if params.contains(&n) {
+                return Err(Error::new(name.span(), format!("`{n}` is a parameter; an ancilla needs a new name")));
+            }
+            if let Some(prev) = scope.live.get(&n) {
+                let _ = prev;
+                return Err(Error::new(
+                    name.span(),
+                    format!("re-allocation of live ancilla `{n}`: deallocate it with `unlet {n} = …;` first"),
+                ));
+            }
+            scope.dead.remove(&n);
+            scope.live.insert(n, name.span());
+            Ok(())
+        }
+        Kind::Unlet { name, init, .. } => {
+            uses(init, scope)?;
+            let n = name.to_string();
+            if params.contains(&n) {
+                return Err(Error::new(name.span(), format!("`{n}` is a parameter, not an ancilla: it cannot be deallocated")));
+            }
+            if scope.live.remove(&n).is_none() {
+                let msg = if scope.dead.contains_key(&n) {
+                    format!("`{n}` is already deallocated")
+                } else {
+                    format!("`{n}` is not an allocated ancilla: allocate it with `let {n} = …;` first")
+                };
+                return Err(Error::new(name.span(), msg));
+            }
+            scope.dead.insert(n, name.span());
+            Ok(())
+        }
+        Kind::If { pre, post, then, els } => {
+            uses(pre, scope)?;
+            uses(post, scope)?;
+            nested(then, scope, params, None)?;
+            nested(els, scope, params, None)
+        }
+        Kind::While { pre, post, body } => {
+            uses(pre, scope)?;
+            uses(post, scope)?;
+            nested(body, scope, params, None)
+        }
+        Kind::For { var, start, end, step, body, .. } => {
+            uses(start, scope)?;
+            uses(end, scope)?;
+            if let Some(st) = step {
+                uses(st, scope)?;
+            }
+            nested(body, scope, params, Some(var))
+        }
+        Kind::Safe(_) => Ok(()),
+        Kind::NoCheck(b) | Kind::Block(b) => block(b, scope, params),
+        Kind::Routine(_) | Kind::Unroutine | Kind::Inverse(_) => unreachable!("expanded by `expand`"),
+    }
+}

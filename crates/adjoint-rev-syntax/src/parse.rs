@@ -1,0 +1,705 @@
+//! The parser: `reversible! { fn … { … } … }` to the IR, with every static reversibility error
+//! reported as a `syn::Error` at the offending tokens.
+
+use crate::ir::{Func, Kind, Operand, Rhs, Stmt};
+use proc_macro2::{Span, TokenStream};
+use quote::{quote, ToTokens};
+use syn::parse::{Parse, ParseStream};
+use syn::spanned::Spanned;
+use syn::visit::Visit;
+use syn::{braced, parenthesized, BinOp, Error, Expr, FnArg, Ident, Pat, Result, Token, Type, UnOp};
+
+/// Every function in one macro invocation.
+pub struct Funcs(pub Vec<Func>);
+
+impl Parse for Funcs {
+    fn parse(input: ParseStream) -> Result<Self> {
+        let mut out = Vec::new();
+        while !input.is_empty() {
+            out.push(parse_func(input)?);
+        }
+        Ok(Funcs(out))
+    }
+}
+
+fn parse_func(input: ParseStream) -> Result<Func> {
+    let attrs = input.call(syn::Attribute::parse_outer)?;
+    let vis: syn::Visibility = input.parse()?;
+    if !input.peek(Token![fn]) {
+        return Err(input.error("expected `fn`: `reversible!` holds reversible function definitions"));
+    }
+    let sig: syn::Signature = input.parse()?;
+    if let syn::ReturnType::Type(_, ty) = &sig.output {
+        return Err(Error::new_spanned(
+            ty,
+            "a reversible function returns nothing: it changes its `&mut` arguments in place \
+             (the macro makes it return `Result<(), InvertibilityError>`)",
+        ));
+    }
+    if let Some(t) = &sig.asyncness {
+        return Err(Error::new_spanned(t, "reversible functions cannot be `async`"));
+    }
+    let mut params = Vec::new();
+    for arg in &sig.inputs {
+        match arg {
+            FnArg::Receiver(r) => {
+                return Err(Error::new_spanned(r, "reversible functions take no `self`: pass the value as a `&mut` argument"))
+            }
+            FnArg::Typed(pt) => {
+                let name = match &*pt.pat {
+                    Pat::Ident(p) if p.by_ref.is_none() && p.subpat.is_none() => p.ident.clone(),
+                    other => return Err(Error::new_spanned(other, "expected a parameter name")),
+                };
+                match &*pt.ty {
+                    Type::Reference(r) if r.mutability.is_some() => params.push((name, (*r.elem).clone())),
+                    other => {
+                        return Err(Error::new_spanned(
+                            other,
+                            format!(
+                                "parameters of a reversible function are changed in place: write `{name}: &mut {}`",
+                                other.to_token_stream()
+                            ),
+                        ))
+                    }
+                }
+            }
+        }
+    }
+    let content;
+    braced!(content in input);
+    let mut p = Parser { vars: params.iter().map(|(n, _)| n.to_string()).collect() };
+    let body = p.stmts(&content)?;
+    Ok(Func { attrs, vis, sig, params, body })
+}
+
+/// Names seen so far (parameters, ancillas, loop variables): an expression that mentions none of
+/// them is a constant.
+struct Parser {
+    vars: Vec<String>,
+}
+
+const UNARY: &[(&str, &str)] = &[
+    ("recip", "Recip"),
+    ("sqrt", "Sqrt"),
+    ("cbrt", "Cbrt"),
+    ("exp", "Exp"),
+    ("exp2", "Exp2"),
+    ("exp_m1", "ExpM1"),
+    ("expm1", "ExpM1"),
+    ("ln", "Ln"),
+    ("log", "Ln"),
+    ("ln_1p", "Ln1p"),
+    ("log1p", "Ln1p"),
+    ("log2", "Log2"),
+    ("log10", "Log10"),
+    ("sin", "Sin"),
+    ("cos", "Cos"),
+    ("tan", "Tan"),
+    ("asin", "Asin"),
+    ("acos", "Acos"),
+    ("atan", "Atan"),
+    ("sinh", "Sinh"),
+    ("cosh", "Cosh"),
+    ("tanh", "Tanh"),
+    ("asinh", "Asinh"),
+    ("acosh", "Acosh"),
+    ("atanh", "Atanh"),
+    ("abs", "Abs"),
+    ("erf", "Erf"),
+    ("lgamma", "Lgamma"),
+];
+
+const BINARY: &[(&str, &str)] =
+    &[("powf", "Powf"), ("pow", "Powf"), ("atan2", "Atan2"), ("hypot", "Hypot"), ("min", "Min"), ("max", "Max")];
+
+/// The instruction names `reversible!` knows, for error messages.
+fn known_instructions() -> String {
+    let mut v: Vec<&str> = UNARY.iter().chain(BINARY).map(|(n, _)| *n).collect();
+    v.extend(["identity", "powi", "digamma"]);
+    v.join(", ")
+}
+
+impl Parser {
+    fn stmts(&mut self, input: ParseStream) -> Result<Vec<Stmt>> {
+        let mut out = Vec::new();
+        while !input.is_empty() {
+            out.push(self.stmt(input)?);
+        }
+        Ok(out)
+    }
+
+    fn block(&mut self, input: ParseStream) -> Result<Vec<Stmt>> {
+        let content;
+        braced!(content in input);
+        self.stmts(&content)
+    }
+
+    fn stmt(&mut self, input: ParseStream) -> Result<Stmt> {
+        let span = input.span();
+        if input.peek(Token![;]) {
+            let _: Token![;] = input.parse()?;
+            return Ok(Stmt { kind: Kind::Block(vec![]), text: String::new(), span });
+        }
+        if input.peek(Token![@]) {
+            return self.at_stmt(input);
+        }
+        if input.peek(Token![~]) {
+            let _: Token![~] = input.parse()?;
+            if input.peek(Token![@]) {
+                let _: Token![@] = input.parse()?;
+                let kw: Ident = input.parse()?;
+                if kw != "routine" {
+                    return Err(Error::new_spanned(kw, "expected `~@routine`"));
+                }
+                let _: Token![;] = input.parse()?;
+                return Ok(Stmt { kind: Kind::Unroutine, text: "~@routine".into(), span });
+            }
+            if input.peek(syn::token::Brace) {
+                let body = self.block(input)?;
+                return Ok(Stmt { kind: Kind::Inverse(body), text: "~{ … }".into(), span });
+            }
+            let e: Expr = input.parse()?;
+            let _: Token![;] = input.parse()?;
+            let text = format!("~{}", pretty(&e));
+            return match self.expr_stmt(e)? {
+                Kind::Call { func, args, .. } => Ok(Stmt { kind: Kind::Call { func, inverse: true, args }, text, span }),
+                Kind::Instr { name, args, .. } => Ok(Stmt { kind: Kind::Instr { name, inverse: true, args }, text, span }),
+                _ => Err(Error::new(span, "`~` inverts a call `~f(args);`, a block `~{ … }` or a routine `~@routine;`")),
+            };
+        }
+        if input.peek(Token![let]) {
+            let _: Token![let] = input.parse()?;
+            let (name, ty, init, text) = self.binding(input, "let")?;
+            return Ok(Stmt { kind: Kind::Let { name, ty, init }, text, span });
+        }
+        if input.peek(Ident) && input.fork().parse::<Ident>().map(|i| i == "unlet").unwrap_or(false) {
+            let _: Ident = input.parse()?;
+            let (name, ty, init, text) = self.binding(input, "unlet")?;
+            return Ok(Stmt { kind: Kind::Unlet { name, ty, init }, text, span });
+        }
+        if input.peek(Token![if]) {
+            return self.if_stmt(input);
+        }
+        if input.peek(Token![while]) {
+            let _: Token![while] = input.parse()?;
+            let (pre, post, explicit) = self.cond(input)?;
+            if !explicit {
+                return Err(Error::new(
+                    span,
+                    "a reversible `while` needs a post-condition: `while (pre, post) { … }`, where `post` is \
+                     false on entry and true after every iteration",
+                ));
+            }
+            let body = self.block(input)?;
+            let text = format!("while ({}, {})", pretty(&pre), pretty(&post));
+            return Ok(Stmt { kind: Kind::While { pre, post, body }, text, span });
+        }
+        if input.peek(Token![for]) {
+            return self.for_stmt(input);
+        }
+        if input.peek(syn::token::Brace) {
+            let body = self.block(input)?;
+            return Ok(Stmt { kind: Kind::Block(body), text: "{ … }".into(), span });
+        }
+        let e: Expr = input.parse()?;
+        let _: Token![;] = input.parse().map_err(|_| Error::new(e.span(), "expected `;` after this statement"))?;
+        let text = pretty(&e);
+        let kind = self.expr_stmt(e)?;
+        Ok(Stmt { kind, text, span })
+    }
+
+    fn at_stmt(&mut self, input: ParseStream) -> Result<Stmt> {
+        let span = input.span();
+        let _: Token![@] = input.parse()?;
+        let kw: Ident = input.parse()?;
+        match kw.to_string().as_str() {
+            "routine" => {
+                let body = self.block(input)?;
+                Ok(Stmt { kind: Kind::Routine(body), text: "@routine { … }".into(), span })
+            }
+            "safe" => {
+                let e: Expr = input.parse()?;
+                let _: Token![;] = input.parse()?;
+                let text = format!("@safe {}", pretty(&e));
+                Ok(Stmt { kind: Kind::Safe(e.to_token_stream()), text, span })
+            }
+            "invcheckoff" => {
+                let inner = self.stmt(input)?;
+                let text = format!("@invcheckoff {}", inner.text);
+                Ok(Stmt { kind: Kind::NoCheck(vec![inner]), text, span })
+            }
+            _ => Err(Error::new_spanned(kw, "unknown `@` statement: expected `@routine`, `@safe` or `@invcheckoff`")),
+        }
+    }
+
+    fn binding(&mut self, input: ParseStream, kw: &str) -> Result<(Ident, Option<Type>, Expr, String)> {
+        if input.peek(Token![mut]) {
+            let _: Token![mut] = input.parse()?;
+        }
+        let name: Ident = input.parse()?;
+        let ty = if input.peek(Token![:]) {
+            let _: Token![:] = input.parse()?;
+            Some(input.parse::<Type>()?)
+        } else {
+            None
+        };
+        let _: Token![=] = input
+            .parse()
+            .map_err(|_| Error::new(name.span(), format!("`{kw} {name}` needs its value: `{kw} {name} = <value>;`")))?;
+        let init: Expr = input.parse()?;
+        let _: Token![;] = input.parse()?;
+        let text = match &ty {
+            Some(t) => format!("{kw} {name}: {} = {}", t.to_token_stream(), pretty(&init)),
+            None => format!("{kw} {name} = {}", pretty(&init)),
+        };
+        if !self.vars.contains(&name.to_string()) {
+            self.vars.push(name.to_string());
+        }
+        Ok((name, ty, init, text))
+    }
+
+    /// `(pre, post)`, `(pre, ~)` or a bare `pre`; the flag says whether a post-condition was written.
+    fn cond(&mut self, input: ParseStream) -> Result<(Expr, Expr, bool)> {
+        if input.peek(syn::token::Paren) {
+            let content;
+            parenthesized!(content in input);
+            let pre: Expr = content.parse()?;
+            if content.is_empty() {
+                // A parenthesised plain condition: `if (x > 0) { … }`.
+                return Ok((pre.clone(), pre, false));
+            }
+            let _: Token![,] = content.parse()?;
+            let (post, explicit) = if content.peek(Token![~]) {
+                let _: Token![~] = content.parse()?;
+                (pre.clone(), true)
+            } else {
+                (content.parse::<Expr>()?, true)
+            };
+            if !content.is_empty() {
+                return Err(content.error("a reversible condition is `(pre, post)` or `(pre, ~)`"));
+            }
+            return Ok((pre, post, explicit));
+        }
+        let pre = Expr::parse_without_eager_brace(input)?;
+        Ok((pre.clone(), pre, false))
+    }
+
+    fn if_stmt(&mut self, input: ParseStream) -> Result<Stmt> {
+        let span = input.span();
+        let _: Token![if] = input.parse()?;
+        let (pre, post, _) = self.cond(input)?;
+        let then = self.block(input)?;
+        let els = if input.peek(Token![else]) {
+            let _: Token![else] = input.parse()?;
+            if input.peek(Token![if]) {
+                vec![self.if_stmt(input)?]
+            } else {
+                self.block(input)?
+            }
+        } else {
+            vec![]
+        };
+        let text = format!("if ({}, {})", pretty(&pre), pretty(&post));
+        Ok(Stmt { kind: Kind::If { pre, post, then, els }, text, span })
+    }
+
+    fn for_stmt(&mut self, input: ParseStream) -> Result<Stmt> {
+        let span = input.span();
+        let _: Token![for] = input.parse()?;
+        let var: Ident = input.parse()?;
+        let _: Token![in] = input.parse()?;
+        let range = Expr::parse_without_eager_brace(input)?;
+        let text = format!("for {var} in {}", pretty(&range));
+        let (mut rev, mut step) = (false, None);
+        let mut e = &range;
+        let (start, end, inclusive) = loop {
+            match e {
+                Expr::Paren(p) => e = &p.expr,
+                Expr::MethodCall(m) if m.method == "rev" && m.args.is_empty() => {
+                    rev = !rev;
+                    e = &m.receiver;
+                }
+                Expr::MethodCall(m) if m.method == "step_by" && m.args.len() == 1 && step.is_none() && !rev => {
+                    step = Some(m.args[0].clone());
+                    e = &m.receiver;
+                }
+                Expr::Range(r) => match (&r.start, &r.end) {
+                    (Some(s), Some(t)) => break ((**s).clone(), (**t).clone(), matches!(r.limits, syn::RangeLimits::Closed(_))),
+                    _ => return Err(Error::new_spanned(r, "a reversible `for` loop needs both bounds: `a..b` or `a..=b`")),
+                },
+                other => {
+                    return Err(Error::new_spanned(
+                        other,
+                        "a reversible `for` loop runs over a range: `a..b` or `a..=b`, optionally \
+                         `(a..b).step_by(s)` and `.rev()`",
+                    ))
+                }
+            }
+        };
+        self.vars.push(var.to_string());
+        let body = self.block(input)?;
+        Ok(Stmt { kind: Kind::For { var, start, end, inclusive, step, rev, body }, text, span })
+    }
+
+    /// An expression statement: an instruction or a call.
+    fn expr_stmt(&mut self, e: Expr) -> Result<Kind> {
+        match e {
+            Expr::Binary(b) => {
+                let target = *b.left;
+                self.target(&target)?;
+                let kind = match b.op {
+                    BinOp::AddAssign(_) | BinOp::SubAssign(_) => {
+                        let plus = matches!(b.op, BinOp::AddAssign(_));
+                        let (rhs, flip) = self.rhs(*b.right)?;
+                        Kind::Acc { target: target.clone(), plus: plus != flip, rhs }
+                    }
+                    BinOp::BitXorAssign(_) => {
+                        let mut operands = Vec::new();
+                        self.xor_operands(&b.right, &mut operands)?;
+                        Kind::Xor { target: target.clone(), rhs: *b.right, operands }
+                    }
+                    BinOp::MulAssign(_) | BinOp::DivAssign(_) => {
+                        let x = self.operand(&b.right)?;
+                        Kind::Scale { target: target.clone(), mul: matches!(b.op, BinOp::MulAssign(_)), x }
+                    }
+                    op => {
+                        return Err(Error::new_spanned(
+                            op,
+                            "not a reversible statement: instructions are `y += …`, `y -= …`, `y ^= …`, `y *= x` and `y /= x`",
+                        ))
+                    }
+                };
+                let ops: Vec<&Operand> = match &kind {
+                    Kind::Acc { rhs, .. } => match rhs {
+                        Rhs::Id(a) | Rhs::Op1(_, a) => vec![a],
+                        Rhs::Arith(_, a, b) | Rhs::Op2(_, a, b) => vec![a, b],
+                    },
+                    Kind::Xor { operands, .. } => operands.iter().collect(),
+                    Kind::Scale { x, .. } => vec![x],
+                    _ => vec![],
+                };
+                for op in ops {
+                    if let Operand::Place(p) = op {
+                        if overlaps(&target, p) {
+                            return Err(Error::new_spanned(
+                                p,
+                                format!(
+                                    "`{}` is both the target and an argument of this instruction, which makes it \
+                                     irreversible: copy it into an ancilla first (`let t = 0.0; t += {};` … \
+                                     `t -= {}; unlet t = 0.0;`)",
+                                    pretty(p),
+                                    pretty(p),
+                                    pretty(p)
+                                ),
+                            ));
+                        }
+                    }
+                }
+                Ok(kind)
+            }
+            Expr::Call(c) => {
+                let func = match &*c.func {
+                    Expr::Path(p) if p.qself.is_none() => p.path.clone(),
+                    other => return Err(Error::new_spanned(other, "expected the name of a reversible function or instruction")),
+                };
+                let args = c.args.iter().map(|a| self.arg(a)).collect::<Result<Vec<_>>>()?;
+                let places: Vec<&Expr> =
+                    args.iter().filter_map(|a| if let Operand::Place(p) = a { Some(p) } else { None }).collect();
+                for (i, a) in places.iter().enumerate() {
+                    for b in &places[..i] {
+                        if overlaps(a, b) {
+                            return Err(Error::new_spanned(
+                                a,
+                                format!("`{}` is passed twice (or overlaps another argument): the arguments of a reversible call must not alias", pretty(a)),
+                            ));
+                        }
+                    }
+                }
+                let last = func.segments.last().map(|s| s.ident.to_string()).unwrap_or_default();
+                if last.starts_with(|c: char| c.is_ascii_uppercase()) {
+                    Ok(Kind::Instr { name: func, inverse: false, args })
+                } else {
+                    Ok(Kind::Call { func, inverse: false, args })
+                }
+            }
+            Expr::Assign(a) => Err(Error::new_spanned(
+                a.eq_token,
+                "plain assignment `=` discards the old value and cannot be reversed: accumulate into a zeroed \
+                 variable with `+=`, or allocate one with `let`",
+            )),
+            Expr::Macro(m) => Err(Error::new_spanned(m, "macros run as external statements: write `@safe mac!(…);`")),
+            other => Err(Error::new_spanned(
+                other,
+                "not a reversible statement: expected an instruction (`y += f(x)`, `SWAP(a, b)`, …), a call `f(args)`, \
+                 `let`/`unlet`, `if`, `while`, `for`, `@routine`, `@safe` or `~…`",
+            )),
+        }
+    }
+
+    fn target(&self, t: &Expr) -> Result<()> {
+        if is_place(t) && self.mentions_var(t) {
+            Ok(())
+        } else {
+            Err(Error::new_spanned(t, "the target of an instruction must be a variable, a field or an element"))
+        }
+    }
+
+    /// The right-hand side of `+=`/`-=`; the flag says the sign flips (`y += -x` is `y -= x`).
+    fn rhs(&mut self, e: Expr) -> Result<(Rhs, bool)> {
+        if !self.mentions_var(&e) {
+            return Ok((Rhs::Id(self.operand(&e)?), false));
+        }
+        match &e {
+            Expr::Paren(p) => return self.rhs((*p.expr).clone()),
+            Expr::Unary(u) if matches!(u.op, UnOp::Neg(_)) => {
+                return Ok((Rhs::Id(self.operand(&u.expr)?), true));
+            }
+            Expr::Binary(b) => {
+                let name = match b.op {
+                    BinOp::Add(_) => "Add",
+                    BinOp::Sub(_) => "Sub",
+                    BinOp::Mul(_) => "Mul",
+                    BinOp::Div(_) => "Div",
+                    op => return Err(Error::new_spanned(op, "expected `+`, `-`, `*` or `/`")),
+                };
+                return Ok((Rhs::Arith(name, self.operand(&b.left)?, self.operand(&b.right)?), false));
+            }
+            Expr::MethodCall(m) => {
+                let name = m.method.to_string();
+                let args: Vec<&Expr> = m.args.iter().collect();
+                return self.named(&name, &m.method, &m.receiver, &args).map(|r| (r, false));
+            }
+            Expr::Call(c) => {
+                if let Expr::Path(p) = &*c.func {
+                    if let Some(id) = p.path.get_ident() {
+                        let args: Vec<&Expr> = c.args.iter().collect();
+                        if args.is_empty() {
+                            return Err(Error::new_spanned(&c.args, "expected arguments"));
+                        }
+                        if id == "identity" && args.len() == 1 {
+                            return Ok((Rhs::Id(self.operand(args[0])?), false));
+                        }
+                        if id == "atan" && args.len() == 2 {
+                            return self.named("atan2", id, args[0], &args[1..]).map(|r| (r, false));
+                        }
+                        return self.named(&id.to_string(), id, args[0], &args[1..]).map(|r| (r, false));
+                    }
+                }
+                return Err(Error::new_spanned(
+                    &c.func,
+                    format!(
+                        "not an instruction: the right-hand side of `+=` is a variable, `a op b`, or one of {}; \
+                         call reversible functions as statements (`f(y, x);`) or define an instruction (see `Instruction`)",
+                        known_instructions()
+                    ),
+                ));
+            }
+            _ => {}
+        }
+        Ok((Rhs::Id(self.operand(&e)?), false))
+    }
+
+    /// `name(first, rest…)` / `first.name(rest…)`.
+    fn named(&mut self, name: &str, at: &Ident, first: &Expr, rest: &[&Expr]) -> Result<Rhs> {
+        if name == "powi" && rest.len() == 1 {
+            if self.mentions_var(rest[0]) {
+                return Err(Error::new_spanned(rest[0], "the exponent of `powi` must be a constant"));
+            }
+            let n = rest[0];
+            return Ok(Rhs::Op1(quote!(Powi(#n)), self.operand(first)?));
+        }
+        if name == "digamma" && rest.is_empty() {
+            return Ok(Rhs::Op1(quote!(Polygamma(0)), self.operand(first)?));
+        }
+        if let Some((_, v)) = UNARY.iter().find(|(n, _)| *n == name) {
+            if !rest.is_empty() {
+                return Err(Error::new_spanned(at, format!("`{name}` takes one argument")));
+            }
+            let v = Ident::new(v, Span::call_site());
+            return Ok(Rhs::Op1(quote!(#v), self.operand(first)?));
+        }
+        if let Some((_, v)) = BINARY.iter().find(|(n, _)| *n == name) {
+            if rest.len() != 1 {
+                return Err(Error::new_spanned(at, format!("`{name}` takes two arguments")));
+            }
+            return Ok(Rhs::Op2(v, self.operand(first)?, self.operand(rest[0])?));
+        }
+        Err(Error::new_spanned(
+            at,
+            format!(
+                "`{name}` is not an instruction; the right-hand side of `+=` is a variable, `a op b`, or one of {}. \
+                 Call reversible functions as statements (`f(y, x);`) or define an instruction (see `Instruction`)",
+                known_instructions()
+            ),
+        ))
+    }
+
+    fn xor_operands(&mut self, e: &Expr, out: &mut Vec<Operand>) -> Result<()> {
+        match e {
+            Expr::Binary(b) if matches!(b.op, BinOp::BitAnd(_) | BinOp::BitOr(_) | BinOp::BitXor(_)) => {
+                out.push(self.operand(&b.left)?);
+                out.push(self.operand(&b.right)?);
+                Ok(())
+            }
+            Expr::Unary(u) if matches!(u.op, UnOp::Not(_)) => {
+                out.push(self.operand(&u.expr)?);
+                Ok(())
+            }
+            Expr::Paren(p) => self.xor_operands(&p.expr, out),
+            other => {
+                out.push(self.operand(other)?);
+                Ok(())
+            }
+        }
+    }
+
+    /// An instruction operand: a place, a literal or a constant; anything else is a nested call.
+    fn operand(&self, e: &Expr) -> Result<Operand> {
+        if is_literal(e) {
+            return Ok(Operand::Lit(e.clone()));
+        }
+        if !self.mentions_var(e) {
+            return Ok(Operand::Const(e.clone()));
+        }
+        if is_place(e) {
+            return Ok(Operand::Place(strip_parens(e).clone()));
+        }
+        Err(Error::new_spanned(
+            e,
+            format!(
+                "nested expression `{}`: an instruction's arguments are variables, fields, elements or constants. \
+                 Compute it into an ancilla first (`let t = 0.0; t += …;`, then uncompute it)",
+                pretty(e)
+            ),
+        ))
+    }
+
+    /// A call argument: places are passed by `&mut`, other expressions as temporaries.
+    fn arg(&self, e: &Expr) -> Result<Operand> {
+        if is_literal(e) {
+            return Ok(Operand::Const(e.clone()));
+        }
+        if is_place(e) && self.mentions_var(e) {
+            return Ok(Operand::Place(strip_parens(e).clone()));
+        }
+        if let Expr::Call(c) = e {
+            if let Some(arg) = c.args.iter().find(|a| self.mentions_var(a) && !is_place(a)) {
+                return Err(Error::new_spanned(arg, "nested call: compute the inner value into an ancilla first"));
+            }
+        }
+        Ok(Operand::Const(e.clone()))
+    }
+
+    fn mentions_var(&self, e: &Expr) -> bool {
+        let mut v = Idents::default();
+        v.visit_expr(e);
+        v.0.iter().any(|i| self.vars.contains(&i.to_string()))
+    }
+}
+
+/// Every single-segment path in an expression.
+#[derive(Default)]
+pub struct Idents(pub Vec<Ident>);
+
+impl<'a> Visit<'a> for Idents {
+    fn visit_expr_path(&mut self, p: &'a syn::ExprPath) {
+        if let Some(id) = p.path.get_ident() {
+            self.0.push(id.clone());
+        }
+        syn::visit::visit_expr_path(self, p);
+    }
+}
+
+fn strip_parens(e: &Expr) -> &Expr {
+    match e {
+        Expr::Paren(p) => strip_parens(&p.expr),
+        Expr::Group(g) => strip_parens(&g.expr),
+        _ => e,
+    }
+}
+
+fn is_literal(e: &Expr) -> bool {
+    match strip_parens(e) {
+        Expr::Lit(l) => matches!(l.lit, syn::Lit::Int(_) | syn::Lit::Float(_)),
+        Expr::Unary(u) if matches!(u.op, UnOp::Neg(_)) => is_literal(&u.expr),
+        _ => false,
+    }
+}
+
+/// A variable, a field of a place or an element of a place.
+pub fn is_place(e: &Expr) -> bool {
+    match strip_parens(e) {
+        Expr::Path(p) => p.path.get_ident().is_some(),
+        Expr::Field(f) => is_place(&f.base),
+        Expr::Index(i) => is_place(&i.expr),
+        _ => false,
+    }
+}
+
+/// One step of a place: `.field` or `[index]`.
+#[derive(PartialEq)]
+pub enum Seg {
+    Field(String),
+    Index(String),
+}
+
+/// A place as its root variable and its steps.
+pub fn place_path(e: &Expr) -> (String, Vec<Seg>) {
+    match strip_parens(e) {
+        Expr::Path(p) => (p.to_token_stream().to_string(), vec![]),
+        Expr::Field(f) => {
+            let (r, mut s) = place_path(&f.base);
+            s.push(Seg::Field(f.member.to_token_stream().to_string()));
+            (r, s)
+        }
+        Expr::Index(i) => {
+            let (r, mut s) = place_path(&i.expr);
+            s.push(Seg::Index(i.index.to_token_stream().to_string()));
+            (r, s)
+        }
+        other => (other.to_token_stream().to_string(), vec![]),
+    }
+}
+
+/// Statically the same storage, or one inside the other.
+pub fn overlaps(a: &Expr, b: &Expr) -> bool {
+    let (ra, sa) = place_path(a);
+    let (rb, sb) = place_path(b);
+    ra == rb && sa.iter().zip(&sb).all(|(x, y)| x == y)
+}
+
+/// Possibly the same storage at run time (same root, differing only in an index).
+pub fn may_alias(a: &Expr, b: &Expr) -> bool {
+    let (ra, sa) = place_path(a);
+    let (rb, sb) = place_path(b);
+    if ra != rb {
+        return false;
+    }
+    for (x, y) in sa.iter().zip(&sb) {
+        match (x, y) {
+            (Seg::Field(p), Seg::Field(q)) if p != q => return false,
+            (Seg::Index(p), Seg::Index(q)) if p != q => return true,
+            _ => {}
+        }
+    }
+    true
+}
+
+/// Source text of an expression, with the token spacing of `to_string` tidied up.
+pub fn pretty(e: &impl ToTokens) -> String {
+    tidy(&e.to_token_stream().to_string())
+}
+
+pub fn tidy(s: &str) -> String {
+    let mut out = s.to_string();
+    for (from, to) in [(" [", "["), ("[ ", "["), (" ]", "]"), (" (", "("), ("( ", "("), (" )", ")"), (" .", "."), (". ", "."), (" ,", ","), ("! ", "!")] {
+        out = out.replace(from, to);
+    }
+    out
+}
+
+/// Tokens for error messages that mention a whole statement.
+pub fn stmt_tokens(s: &Stmt) -> TokenStream {
+    let t = &s.text;
+    quote!(#t)
+}

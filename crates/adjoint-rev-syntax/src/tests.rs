@@ -1,0 +1,128 @@
+//! Unit tests of the macro's logic, without macro expansion.
+
+use super::*;
+use quote::quote;
+
+fn err(input: TokenStream) -> String {
+    match try_expand(input, &quote!(::adjoint_rev)) {
+        Ok(ts) => panic!("expected an error, got {ts}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+fn ok(input: TokenStream) -> String {
+    match try_expand(input, &quote!(::adjoint_rev)) {
+        Ok(ts) => ts.to_string(),
+        Err(e) => panic!("unexpected error: {e}"),
+    }
+}
+
+#[test]
+fn generates_function_inverse_and_reversible_impl() {
+    let s = ok(quote! { fn m<T: Arith>(y: &mut T, a: &mut T, b: &mut T) { y += a * b; } });
+    assert!(s.contains("fn m"));
+    assert!(s.contains("fn uncall"));
+    assert!(s.contains("Reversible"));
+    // The forward adds, the inverse subtracts.
+    let fwd = &s[..s.find("fn uncall").unwrap()];
+    let inv = &s[s.find("fn uncall").unwrap()..];
+    assert!(fwd.contains("Op2 :: Mul") && fwd.contains("true"));
+    assert!(inv.contains("Op2 :: Mul") && inv.contains("false"));
+}
+
+#[test]
+fn target_in_arguments_is_an_error() {
+    let e = err(quote! { fn f(y: &mut f64, x: &mut f64) { y += y * x; } });
+    assert!(e.contains("both the target and an argument"), "{e}");
+    let e = err(quote! { fn f(z: &mut C) { z.re += z.re.sin(); } });
+    assert!(e.contains("both the target"), "{e}");
+}
+
+#[test]
+fn distinct_fields_do_not_alias() {
+    ok(quote! { fn f(z: &mut C) { z.re += z.im.sin(); } });
+}
+
+#[test]
+fn aliased_call_arguments_are_an_error() {
+    let e = err(quote! { fn f(y: &mut f64, x: &mut f64) { g(y, x, x); } });
+    assert!(e.contains("passed twice"), "{e}");
+}
+
+#[test]
+fn nested_calls_are_an_error() {
+    let e = err(quote! { fn f(z: &mut f64, x: &mut f64) { z += sin(cos(x)); } });
+    assert!(e.contains("nested expression"), "{e}");
+    let e = err(quote! { fn f(z: &mut f64, x: &mut f64, w: &mut f64) { z += x * w * x; } });
+    assert!(e.contains("nested expression"), "{e}");
+}
+
+#[test]
+fn constants_are_not_nested_calls() {
+    ok(quote! { fn f<T: RevReal>(z: &mut T, x: &mut T) { z += x * T::from_f64(2.0); z += x * 3.0; } });
+}
+
+#[test]
+fn ancilla_errors() {
+    let e = err(quote! { fn f(x: &mut f64) { let a = 0.0; let a = 0.0; unlet a = 0.0; } });
+    assert!(e.contains("re-allocation of live ancilla `a`"), "{e}");
+    let e = err(quote! { fn f(x: &mut f64) { let a = 0.0; unlet a = 0.0; x += a; } });
+    assert!(e.contains("use of deallocated ancilla `a`"), "{e}");
+    let e = err(quote! { fn f(x: &mut f64) { let a = 0.0; a += x; } });
+    assert!(e.contains("never deallocated"), "{e}");
+    let e = err(quote! { fn f(x: &mut f64) { unlet x = 0.0; } });
+    assert!(e.contains("parameter"), "{e}");
+    let e = err(quote! { fn f(x: &mut f64) { if (x > 0.0, ~) { let a = 1.0; } } });
+    assert!(e.contains("never deallocated"), "{e}");
+}
+
+#[test]
+fn routines_expand_to_compute_and_uncompute() {
+    ok(quote! {
+        fn f(y: &mut f64, x: &mut f64) {
+            @routine { let n = 0.0; n += x.abs(); }
+            y += n.ln();
+            ~@routine;
+        }
+    });
+    let e = err(quote! { fn f(y: &mut f64) { ~@routine; } });
+    assert!(e.contains("without a `@routine"), "{e}");
+}
+
+#[test]
+fn misuse_errors() {
+    assert!(err(quote! { fn f(y: &mut f64) { y = 1.0; } }).contains("plain assignment"));
+    assert!(err(quote! { fn f(y: f64) { } }).contains("&mut"));
+    assert!(err(quote! { fn f(y: &mut f64) -> f64 { } }).contains("returns nothing"));
+    assert!(err(quote! { fn f(y: &mut f64) { while y < 3.0 { y += 1.0; } } }).contains("post-condition"));
+    assert!(err(quote! { fn f(y: &mut f64, v: &mut Vec<f64>) { for i in v.iter() { y += 1.0; } } }).contains("range"));
+    assert!(err(quote! { fn f(y: &mut f64, x: &mut f64) { y += foo(x); } }).contains("not an instruction"));
+    assert!(err(quote! { fn f(y: &mut f64) { @bogus y += 1.0; } }).contains("unknown `@`"));
+}
+
+#[test]
+fn inversion_follows_table_one() {
+    // Inverting twice is the identity (compared through the generated text).
+    let src = quote! {
+        fn f(y: &mut f64, x: &mut f64, v: &mut Vec<f64>) {
+            let t = 0.0;
+            t += x.exp();
+            if (t > 1.0, ~) { y += t * x; } else { y -= t; }
+            for i in (0..3).rev() { v[i] += t.sin(); }
+            while (t > 0.0 && false, t < -1.0) { t -= 1.0; }
+            SWAP(y, x);
+            t -= x.exp();
+            unlet t = 0.0;
+        }
+    };
+    let funcs: parse::Funcs = syn::parse2(src).unwrap();
+    let body = lower::expand(funcs.0.into_iter().next().unwrap().body).unwrap();
+    let k = quote!(::k);
+    let text = |stmts: &[ir::Stmt]| {
+        codegen::Gen { krate: &k, fname: "f".into(), params: vec![], backwards: false, counter: Cell::new(0) }
+            .stmts(stmts, true)
+            .to_string()
+    };
+    assert_eq!(text(&body), text(&invert(&invert(&body))));
+    assert_ne!(text(&body), text(&invert(&body)));
+}

@@ -1,0 +1,159 @@
+//! `GVar`: a value with its gradient (seed 000 Section III, seed 001 Section 3.1). Running a
+//! program's inverse on `GVar`s computes the value's inverse and the adjoint together.
+
+use crate::num::{Arith, RevReal, Scale};
+use adjoint_core::rules::{self, Op1, Op2};
+use adjoint_core::Real;
+use core::cmp::Ordering;
+
+/// A value `x` and the gradient `g` of the loss with respect to it.
+///
+/// Every instruction on `GVar`s updates both: in the inverse direction (`y -= f(x)`),
+/// `x.g += y.g · f′(x)`; in the forward direction the exact opposite, so the gradient program is
+/// itself reversible. Equality and ordering look at the value only: a gradient is not part of a
+/// value's identity, and an ancilla's gradient may be dropped (seed 000 Section III.C).
+///
+/// ```
+/// use adjoint_rev::{Arith, GVar, Op2};
+/// // y -= a * b, run on gradient-carrying values with ∂loss/∂y = 1:
+/// let (mut y, mut a, mut b) = (GVar::new(6.0, 1.0), GVar::new(2.0, 0.0), GVar::new(3.0, 0.0));
+/// Arith::acc_arith(&mut y, Op2::Mul, &mut a, &mut b, false);
+/// assert_eq!((y.x, a.g, b.g), (0.0, 3.0, 2.0));
+/// ```
+#[derive(Clone, Copy, Debug, Default)]
+pub struct GVar<T> {
+    /// The value.
+    pub x: T,
+    /// The gradient.
+    pub g: T,
+}
+
+impl<T> GVar<T> {
+    /// A value with a gradient.
+    pub fn new(x: T, g: T) -> Self {
+        GVar { x, g }
+    }
+}
+
+impl<T: PartialEq> PartialEq for GVar<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.x == other.x
+    }
+}
+
+impl<T: PartialOrd> PartialOrd for GVar<T> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        self.x.partial_cmp(&other.x)
+    }
+}
+
+impl<T: PartialEq<f64>> PartialEq<f64> for GVar<T> {
+    fn eq(&self, other: &f64) -> bool {
+        self.x == *other
+    }
+}
+
+impl<T: PartialOrd<f64>> PartialOrd<f64> for GVar<T> {
+    fn partial_cmp(&self, other: &f64) -> Option<Ordering> {
+        self.x.partial_cmp(other)
+    }
+}
+
+impl<T: Real> Arith for GVar<T> {
+    fn from_f64(v: f64) -> Self {
+        GVar { x: T::cst(v), g: T::zero() }
+    }
+    #[inline(always)]
+    fn acc_id(y: &mut Self, x: &mut Self, plus: bool) {
+        if plus {
+            y.x += x.x;
+            x.g -= y.g;
+        } else {
+            y.x -= x.x;
+            x.g += y.g;
+        }
+    }
+    #[inline(always)]
+    fn acc_arith(y: &mut Self, op: Op2, a: &mut Self, b: &mut Self, plus: bool) {
+        Self::acc2_rule(y, op, a, b, plus);
+    }
+    #[inline(always)]
+    fn neg(x: &mut Self) {
+        x.x = -x.x;
+        x.g = -x.g;
+    }
+}
+
+impl<T: Real> GVar<T> {
+    #[inline(always)]
+    fn acc2_rule(y: &mut Self, op: Op2, a: &mut Self, b: &mut Self, plus: bool) {
+        let r = rules::binary(op, a.x, b.x);
+        if plus {
+            y.x += r.value;
+            a.g -= y.g * r.dx;
+            b.g -= y.g * r.dy;
+        } else {
+            y.x -= r.value;
+            a.g += y.g * r.dx;
+            b.g += y.g * r.dy;
+        }
+    }
+}
+
+impl<T: Real> RevReal for GVar<T> {
+    #[inline(always)]
+    fn acc1(y: &mut Self, op: Op1, x: &mut Self, plus: bool) {
+        let r = rules::unary(op, x.x);
+        if plus {
+            y.x += r.value;
+            x.g -= y.g * r.d;
+        } else {
+            y.x -= r.value;
+            x.g += y.g * r.d;
+        }
+    }
+    #[inline(always)]
+    fn acc2(y: &mut Self, op: Op2, a: &mut Self, b: &mut Self, plus: bool) {
+        Self::acc2_rule(y, op, a, b, plus);
+    }
+    /// Seed 000 Eq. 11: the adjoint of `ROT` rotates the gradients with the values and moves
+    /// `θ̄` by the cross product `a·ḡ_b − b·ḡ_a` (invariant under the rotation itself).
+    #[inline(always)]
+    fn rot(a: &mut Self, b: &mut Self, theta: &mut Self, inverse: bool) {
+        let (s, c) = (num_traits::Float::sin(theta.x), num_traits::Float::cos(theta.x));
+        let s = if inverse { -s } else { s };
+        let cross = b.g * a.x - a.g * b.x;
+        if inverse {
+            theta.g += cross;
+        } else {
+            theta.g -= cross;
+        }
+        let (x, y) = (a.x, b.x);
+        a.x = x * c - y * s;
+        b.x = y * c + x * s;
+        let (gx, gy) = (a.g, b.g);
+        a.g = gx * c - gy * s;
+        b.g = gy * c + gx * s;
+    }
+    fn value(&self) -> f64 {
+        self.x.value()
+    }
+}
+
+/// `y *= x` on gradients: the forward multiplies the value, divides the gradient and moves
+/// `x̄ -= ȳ·y_old`; `/=` is its exact mirror.
+impl<T: Real> Scale for GVar<T> {
+    #[inline(always)]
+    fn scale(y: &mut Self, x: &mut Self, mul: bool) {
+        if mul {
+            let old = y.x;
+            y.x = old * x.x;
+            y.g = y.g / x.x;
+            x.g -= y.g * old;
+        } else {
+            y.x = y.x / x.x;
+            x.g += y.g * y.x;
+            y.g = y.g * x.x;
+        }
+    }
+}

@@ -1,0 +1,193 @@
+//! Instructions: the statement-level primitives (`SWAP`, `ROT`, `NEG`, …) and the trait by which
+//! users add their own.
+
+use crate::num::{Arith, RevReal};
+
+/// A reversible instruction over a tuple of `&mut` arguments: a statement `NAME(a, b);` in
+/// reversible code calls `forward`, and its inverse calls `inverse`. Implement it for your own
+/// unit struct to add an instruction, and implement it again for [`GVar`](crate::GVar) arguments
+/// to give it an adjoint (or make it generic over [`RevReal`], whose `GVar` implementation
+/// carries the adjoints).
+///
+/// ```
+/// use adjoint_rev::{reversible, Arith, Instruction, RevReal};
+///
+/// /// A rotation by π/4, as a new instruction that reuses `RevReal::rot` (and so its adjoint).
+/// #[allow(non_camel_case_types)]
+/// pub struct QUARTER;
+/// impl<'a, T: RevReal> Instruction<(&'a mut T, &'a mut T)> for QUARTER {
+///     fn forward((a, b): (&'a mut T, &'a mut T)) {
+///         T::rot(a, b, &mut T::from_f64(core::f64::consts::FRAC_PI_4), false);
+///     }
+///     fn inverse((a, b): (&'a mut T, &'a mut T)) {
+///         T::rot(a, b, &mut T::from_f64(core::f64::consts::FRAC_PI_4), true);
+///     }
+/// }
+///
+/// reversible! {
+///     fn twice<T: RevReal>(a: &mut T, b: &mut T) {
+///         QUARTER(a, b);
+///         QUARTER(a, b);
+///     }
+/// }
+/// let (mut a, mut b) = (1.0f64, 2.0);
+/// twice(&mut a, &mut b).unwrap();
+/// assert!((a + 2.0).abs() < 1e-15 && (b - 1.0).abs() < 1e-15); // a quarter turn twice: (−b, a)
+/// twice::uncall(&mut a, &mut b).unwrap();
+/// assert!((a - 1.0).abs() < 1e-15 && (b - 2.0).abs() < 1e-15);
+/// ```
+pub trait Instruction<Args> {
+    /// Run the instruction.
+    fn forward(args: Args);
+    /// Undo it.
+    fn inverse(args: Args);
+}
+
+/// `SWAP(a, b)`: exchange two values (self-inverse).
+#[allow(clippy::upper_case_acronyms)]
+pub struct SWAP;
+/// `ROT(a, b, θ)`: `(a, b) → (a cos θ − b sin θ, b cos θ + a sin θ)`; inverse `IROT`.
+#[allow(clippy::upper_case_acronyms)]
+pub struct ROT;
+/// `IROT(a, b, θ)`: rotation by `−θ`; inverse `ROT`.
+#[allow(clippy::upper_case_acronyms)]
+pub struct IROT;
+/// `NEG(x)`: `x → −x` (self-inverse).
+#[allow(clippy::upper_case_acronyms)]
+pub struct NEG;
+/// `INC(x)`: `x += 1`; inverse `DEC`.
+#[allow(clippy::upper_case_acronyms)]
+pub struct INC;
+/// `DEC(x)`: `x -= 1`; inverse `INC`.
+#[allow(clippy::upper_case_acronyms)]
+pub struct DEC;
+/// `CONJ(x)`: complex conjugate (self-inverse; the identity on reals).
+#[allow(clippy::upper_case_acronyms)]
+pub struct CONJ;
+
+impl<'a, T> Instruction<(&'a mut T, &'a mut T)> for SWAP {
+    #[inline(always)]
+    fn forward((a, b): (&'a mut T, &'a mut T)) {
+        core::mem::swap(a, b);
+    }
+    #[inline(always)]
+    fn inverse((a, b): (&'a mut T, &'a mut T)) {
+        core::mem::swap(a, b);
+    }
+}
+
+impl<'a, T: RevReal> Instruction<(&'a mut T, &'a mut T, &'a mut T)> for ROT {
+    #[inline(always)]
+    fn forward((a, b, t): (&'a mut T, &'a mut T, &'a mut T)) {
+        T::rot(a, b, t, false);
+    }
+    #[inline(always)]
+    fn inverse((a, b, t): (&'a mut T, &'a mut T, &'a mut T)) {
+        T::rot(a, b, t, true);
+    }
+}
+
+impl<'a, T: RevReal> Instruction<(&'a mut T, &'a mut T, &'a mut T)> for IROT {
+    #[inline(always)]
+    fn forward((a, b, t): (&'a mut T, &'a mut T, &'a mut T)) {
+        T::rot(a, b, t, true);
+    }
+    #[inline(always)]
+    fn inverse((a, b, t): (&'a mut T, &'a mut T, &'a mut T)) {
+        T::rot(a, b, t, false);
+    }
+}
+
+impl<'a, T: Arith> Instruction<(&'a mut T,)> for NEG {
+    #[inline(always)]
+    fn forward((x,): (&'a mut T,)) {
+        T::neg(x);
+    }
+    #[inline(always)]
+    fn inverse((x,): (&'a mut T,)) {
+        T::neg(x);
+    }
+}
+
+impl<'a, T: Arith> Instruction<(&'a mut T,)> for INC {
+    #[inline(always)]
+    fn forward((x,): (&'a mut T,)) {
+        T::acc_id(x, &mut T::one(), true);
+    }
+    #[inline(always)]
+    fn inverse((x,): (&'a mut T,)) {
+        T::acc_id(x, &mut T::one(), false);
+    }
+}
+
+impl<'a, T: Arith> Instruction<(&'a mut T,)> for DEC {
+    #[inline(always)]
+    fn forward((x,): (&'a mut T,)) {
+        T::acc_id(x, &mut T::one(), false);
+    }
+    #[inline(always)]
+    fn inverse((x,): (&'a mut T,)) {
+        T::acc_id(x, &mut T::one(), true);
+    }
+}
+
+impl<'a, T: Arith> Instruction<(&'a mut T,)> for CONJ {
+    #[inline(always)]
+    fn forward((x,): (&'a mut T,)) {
+        T::conj(x);
+    }
+    #[inline(always)]
+    fn inverse((x,): (&'a mut T,)) {
+        T::conj(x);
+    }
+}
+
+/// The values of `start..end` (or `..=end`) with a step, optionally reversed: the iterator behind
+/// `for i in (a..b).step_by(s)` in reversible code, whose inverse visits the same values in the
+/// opposite order.
+///
+/// ```
+/// let v: Vec<i64> = adjoint_rev::steps(1, 10, 3, false, false).collect();
+/// assert_eq!(v, [1, 4, 7]);
+/// let r: Vec<i64> = adjoint_rev::steps(1, 10, 3, false, true).collect();
+/// assert_eq!(r, [7, 4, 1]);
+/// ```
+pub fn steps<T: num_traits::PrimInt>(start: T, end: T, step: T, inclusive: bool, rev: bool) -> Steps<T> {
+    assert!(step > T::zero(), "a reversible loop's step must be positive (use `.rev()` to go down)");
+    let n = if inclusive {
+        if end < start { T::zero() } else { (end - start) / step + T::one() }
+    } else if end <= start {
+        T::zero()
+    } else {
+        (end - start - T::one()) / step + T::one()
+    };
+    Steps { start, step, front: T::zero(), back: n, rev }
+}
+
+/// The iterator of [`steps`].
+#[derive(Clone, Debug)]
+pub struct Steps<T> {
+    start: T,
+    step: T,
+    front: T,
+    back: T,
+    rev: bool,
+}
+
+impl<T: num_traits::PrimInt> Iterator for Steps<T> {
+    type Item = T;
+    #[inline]
+    fn next(&mut self) -> Option<T> {
+        if self.front >= self.back {
+            return None;
+        }
+        let k = if self.rev {
+            self.back = self.back - T::one();
+            self.back
+        } else {
+            self.front = self.front + T::one();
+            self.front - T::one()
+        };
+        Some(self.start + k * self.step)
+    }
+}

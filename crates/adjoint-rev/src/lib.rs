@@ -1,0 +1,171 @@
+//! # adjoint-rev: a reversible language embedded in Rust (NiLang, seeds 000 and 001)
+//!
+//! A *reversible function* changes its arguments in place and can always be run backwards.
+//! [`reversible!`] turns each function into two: `f` and its exact inverse `f::uncall`
+//! (NiLang's `~f`). Gradients need no tape: run `f`, wrap the outputs in [`GVar`] (value and
+//! gradient), seed the loss's gradient with 1 and run `f::uncall` — the inverse recomputes every
+//! earlier value while the adjoint rules attached to each instruction move the gradients
+//! ([`grad`], [`hessian`], [`jacobian`]).
+//!
+//! ```
+//! use adjoint_rev::prelude::*;
+//!
+//! reversible! {
+//!     /// y += a·b (seed 001 Listing 1).
+//!     pub fn multiplier<T: Arith>(y: &mut T, a: &mut T, b: &mut T) {
+//!         y += a * b;
+//!     }
+//! }
+//! let (mut y, mut a, mut b) = (2, 3, 5);
+//! multiplier(&mut y, &mut a, &mut b)?;
+//! assert_eq!((y, a, b), (17, 3, 5));
+//! multiplier::uncall(&mut y, &mut a, &mut b)?;          // ~multiplier
+//! assert_eq!((y, a, b), (2, 3, 5));
+//! // Gradient of y with respect to (y, a, b), at (0, 2, 3):
+//! assert_eq!(adjoint_rev::grad(multiplier {}, (0.0, 2.0, 3.0), 0)?, (1.0, 3.0, 2.0));
+//! # Ok::<(), adjoint_rev::InvertibilityError>(())
+//! ```
+//!
+//! ## Why this syntax
+//!
+//! NiLang writes `x ← 0` / `x → 0` and `~f`; those are not Rust tokens. `reversible!` is a
+//! function-like macro with its own statement parser, so its body reads as Rust where Rust has a
+//! spelling (`+=`, `let`, `if`, `while`, `for … in a..b`, method calls) and borrows NiLang's where
+//! it has none (`unlet`, `@routine`, `~`, `(pre, post)` conditions). Every parameter is `&mut`:
+//! reversible code has no return values, only arguments changed in place. Each function returns
+//! `Result<(), InvertibilityError>`: a failed reversibility check is an error value naming the
+//! statement and the values seen, never a silent wrong answer.
+//!
+//! ## The language: each statement and its inverse (seed 000 Table I)
+//!
+//! | statement | meaning | inverse |
+//! |---|---|---|
+//! | `y += f(args)` | accumulate an instruction's result | `y -= f(args)` |
+//! | `y -= f(args)` | | `y += f(args)` |
+//! | `y ^= a & b` (`|`, `^`, `!`, plain `a`) | XOR-accumulate (integers, `bool`) | itself |
+//! | `y *= x`, `y /= x` | scale ([`Scale`]: exact for [`ULog`] over fixed point) | `y /= x`, `y *= x` |
+//! | `SWAP(a, b)`, `NEG(x)`, `CONJ(x)` | exchange, negate, conjugate | themselves |
+//! | `ROT(a, b, θ)` / `IROT(a, b, θ)` | rotate `(a, b)` by `±θ` | `IROT` / `ROT` |
+//! | `INC(x)` / `DEC(x)` | `x ± 1` | `DEC` / `INC` |
+//! | `NAME(args)` | your [`Instruction`] | its `inverse` |
+//! | `g(args)` | call a reversible function | `~g(args)` (`g::uncall`) |
+//! | `let x = v;` | allocate an ancilla (NiLang `x ← v`) | `unlet x = v;` |
+//! | `unlet x = v;` | check `x == v`, deallocate (NiLang `x → v`) | `let x = v;` |
+//! | `@routine { … }` … `~@routine;` | compute, use, uncompute | the same (the middle inverted) |
+//! | `~{ … }` | the block's inverse, in place | `{ … }` |
+//! | `if (pre, post) { A } else { B }` | branch on `pre`; check `post == pre` after | `if (post, pre) { ~A } else { ~B }` |
+//! | `if (pre, ~) { … }`, `if pre { … }` | `post` is `pre` | |
+//! | `while (pre, post) { S }` | `post` false on entry, true after every iteration | `while (post, pre) { ~S }` |
+//! | `for i in a..b { S }` (`..=`, `(a..b).step_by(s)`, `.rev()`) | bounds must not change | `for i in (a..b).rev() { ~S }` |
+//! | `@safe stmt;` | external statement (printing, asserts) | itself |
+//! | `@invcheckoff stmt` | `stmt` without run-time checks | likewise |
+//!
+//! **Instructions** (`y += …`): a variable, `a + b`, `a - b`, `a * b`, `a / b`, `-a`,
+//! `identity(a)`, and every function of the shared rule table ([`adjoint_core::rules`]) in method
+//! or function form: `x.exp()`/`exp(x)`, `ln`/`log`, `sqrt`, `cbrt`, `recip`, `powi(n)`,
+//! `powf`, `sin`, `cos`, `tan`, `asin`, `acos`, `atan`, `atan2`, `sinh`, `cosh`, `tanh`,
+//! `asinh`, `acosh`, `atanh`, `abs`, `erf`, `lgamma`, `digamma`, `exp2`, `exp_m1`, `ln_1p`,
+//! `log2`, `log10`, `hypot`, `min`, `max`. Their derivatives come from the same table as every
+//! other engine of adjoint.
+//!
+//! **Operands** are *data views*: variables, struct fields (`s.a`), tuple fields (`t.0`), complex
+//! parts (`z.re`, `z.im`), elements (`v[i]`, `m[i][j]`) — or constants (literals, or any
+//! expression that mentions no variable of the function, like `T::from_f64(0.5)`). Literals take
+//! the number type of the instruction.
+//!
+//! **Rejected at compile time**, with the error at the offending tokens: a target that appears
+//! among its own arguments (`y += y * x`), a call whose arguments alias (`g(x, x)`), nested
+//! expressions (`z += f(g(x))`, `z += a * b * c`), plain assignment (`y = x`), re-allocating a
+//! live ancilla, using or deallocating a deallocated one, an ancilla never deallocated, a `while`
+//! without a post-condition. Arguments that may alias only at run time (`SWAP(x[i], x[j])`) are
+//! checked at run time (an [`InvertibilityError::Alias`]).
+//!
+//! **Checked at run time** (an [`InvertibilityError`], which names the function, the statement as
+//! written and the values): `unlet` finds a different value; an `if`'s post-condition disagrees
+//! with its pre-condition; a `while`'s post-condition is true on entry or false after an
+//! iteration; a `for` loop's bounds changed. `@invcheckoff` removes the checks from proven code.
+//!
+//! **Number systems** (seed 001 Section 2): integers (wrapping, so `+=`/`-=` are exact), `f64`,
+//! `f32`, fixed point (`fixed::FixedI32`/`FixedI64`, exact `+=`/`-=`), complex numbers
+//! (`num_complex::Complex<T>`, built on `T`'s instructions), and [`ULog`] (exact `*=`/`/=`).
+//! Generic code names what it needs: [`Arith`] (`+ − × ÷`), [`RevReal`] (the rule table,
+//! `ROT`), [`Scale`] (`*=`, `/=`).
+//!
+//! ## A worked gradient
+//!
+//! `y += log|x|` for complex `x`, written with an ancilla routine (seed 001 Listing 3), and its
+//! gradient checked against the closed form `∂ln|x|/∂x = x/|x|²`:
+//!
+//! ```
+//! use adjoint_rev::prelude::*;
+//! use num_complex::Complex;
+//!
+//! reversible! {
+//!     pub fn log_abs<T: RevReal>(y: &mut T, x: &mut Complex<T>) {
+//!         @routine {
+//!             let n = T::zero();
+//!             n += x.re.hypot(x.im);
+//!         }
+//!         y += n.ln();
+//!         ~@routine;
+//!     }
+//! }
+//! let x = Complex::new(1.0, 1.2);
+//! // Forward and back: the inverse restores y (floating-point += and -= round).
+//! let (mut y, mut z) = (0.5, x);
+//! log_abs(&mut y, &mut z)?;
+//! log_abs::uncall(&mut y, &mut z)?;
+//! assert!((y - 0.5).abs() < 1e-15);
+//! // Gradient of y: run forward, wrap in GVar, seed ∂y = 1, run the inverse.
+//! let (_, gx) = adjoint_rev::grad(log_abs {}, (0.0, x), 0)?;
+//! let n2 = x.norm_sqr();
+//! assert!((gx.re - x.re / n2).abs() < 1e-15 && (gx.im - x.im / n2).abs() < 1e-15);
+//! # Ok::<(), adjoint_rev::InvertibilityError>(())
+//! ```
+//!
+//! Under the hood, `grad` ran `log_abs` on `f64`s, then `log_abs::uncall` on
+//! `(GVar<f64>, Complex<GVar<f64>>)`: the uncall computes `n` again, runs `y -= n.ln()` — which
+//! on `GVar`s also does `n.g += y.g / n` — and uncomputes `n`, whose `hypot` instruction passes
+//! `n.g` on to `x.re.g` and `x.im.g`. No value was stored anywhere.
+//!
+//! ## What this crate is not
+//!
+//! Not a general AD tool for arbitrary Rust: code must be written in the reversible language
+//! (use `adjoint::tape` for ordinary code). Floating-point `+=`/`-=` are treated as reversible,
+//! as in NiLang; they are exactly reversible only for integers and fixed point.
+
+#![warn(missing_docs)]
+
+extern crate self as adjoint_rev;
+
+mod ad;
+mod error;
+mod gvar;
+mod instr;
+mod num;
+mod ulog;
+
+pub mod examples;
+pub mod library;
+
+pub use ad::{grad, hessian, jacobian, value_and_grad, Differentiable, Reversible};
+pub use adjoint_core::rules::{Op1, Op2};
+pub use adjoint_rev_macros::reversible;
+pub use error::{InvertibilityError, Site};
+pub use gvar::GVar;
+pub use instr::{steps, Instruction, Steps};
+pub use num::{Arith, RevReal, Scale};
+pub use ulog::ULog;
+
+#[doc(hidden)]
+pub use error::{distinct, restored};
+
+/// The built-in instructions, as types implementing [`Instruction`].
+pub mod instr_types {
+    pub use crate::instr::{CONJ, DEC, INC, IROT, NEG, ROT, SWAP};
+}
+
+/// What reversible code usually needs: the macro, the number traits, `GVar` and `ULog`.
+pub mod prelude {
+    pub use crate::{reversible, Arith, Differentiable, GVar, Instruction, InvertibilityError, RevReal, Scale, ULog};
+}

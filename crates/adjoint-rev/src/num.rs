@@ -1,0 +1,325 @@
+//! The number traits that reversible code runs on, and their implementations for integers,
+//! floats, fixed point, complex numbers and forward-mode duals. Each instruction has one method;
+//! the derivative-carrying types ([`GVar`](crate::GVar)) implement the same methods with their
+//! adjoints attached.
+
+use adjoint_core::forward::Dual;
+use adjoint_core::rules::{self, Op1, Op2};
+use adjoint_core::Real;
+use core::fmt::Debug;
+use fixed::types::extra::{LeEqU32, LeEqU64};
+use fixed::{FixedI32, FixedI64};
+use num_complex::Complex;
+
+/// Numbers with the reversible arithmetic instructions: `y ±= x`, `y ±= a ∘ b` for `∘ ∈ {+ − × ÷}`,
+/// `NEG`, `CONJ`. Integers and fixed-point numbers wrap on overflow, so `+=` and `-=` are exactly
+/// inverse; floats are inverse up to rounding.
+///
+/// ```
+/// use adjoint_rev::Arith;
+/// let (mut y, mut a, mut b) = (2, 3, 5);
+/// i64::acc_arith(&mut y, adjoint_rev::Op2::Mul, &mut a, &mut b, true);   // y += a * b
+/// assert_eq!(y, 17);
+/// i64::acc_arith(&mut y, adjoint_rev::Op2::Mul, &mut a, &mut b, false);  // y -= a * b
+/// assert_eq!(y, 2);
+/// ```
+pub trait Arith: Copy + Debug + PartialEq + 'static {
+    /// The number nearest to `v` (literals in reversible code go through this).
+    fn from_f64(v: f64) -> Self;
+    /// Zero.
+    fn zero() -> Self {
+        Self::from_f64(0.0)
+    }
+    /// One.
+    fn one() -> Self {
+        Self::from_f64(1.0)
+    }
+    /// `y += x` (`plus`) or `y -= x`.
+    fn acc_id(y: &mut Self, x: &mut Self, plus: bool);
+    /// `y ±= a ∘ b` for `op` ∈ {`Add`, `Sub`, `Mul`, `Div`}.
+    fn acc_arith(y: &mut Self, op: Op2, a: &mut Self, b: &mut Self, plus: bool);
+    /// `x = −x` (self-inverse).
+    fn neg(x: &mut Self);
+    /// Complex conjugate (self-inverse; the identity on real numbers).
+    fn conj(x: &mut Self) {
+        let _ = x;
+    }
+}
+
+/// Real numbers with every instruction of the shared rule table
+/// ([`adjoint_core::rules`]): `y ±= f(x)`, `y ±= f(a, b)`, and the rotation `ROT`/`IROT`.
+pub trait RevReal: Arith + PartialOrd {
+    /// `y ±= op(x)`.
+    fn acc1(y: &mut Self, op: Op1, x: &mut Self, plus: bool);
+    /// `y ±= op(a, b)`.
+    fn acc2(y: &mut Self, op: Op2, a: &mut Self, b: &mut Self, plus: bool);
+    /// Rotate `(a, b)` by `θ` (`inverse`: by `−θ`).
+    fn rot(a: &mut Self, b: &mut Self, theta: &mut Self, inverse: bool);
+    /// The primal value as `f64` (for conditions: `if (x.value() > 0.0, ~)`).
+    fn value(&self) -> f64;
+}
+
+/// Numbers where `y *= x` and `y /= x` are instructions: exactly reversible for
+/// [`ULog`](crate::ULog) over integers or fixed point, reversible up to rounding for floats.
+pub trait Scale: Copy {
+    /// `y *= x` (`mul`) or `y /= x`.
+    fn scale(y: &mut Self, x: &mut Self, mul: bool);
+}
+
+#[inline(always)]
+fn arith<T: Copy + core::ops::Add<Output = T> + core::ops::Sub<Output = T> + core::ops::Mul<Output = T> + core::ops::Div<Output = T>>(
+    op: Op2,
+    a: T,
+    b: T,
+) -> T {
+    match op {
+        Op2::Add => a + b,
+        Op2::Sub => a - b,
+        Op2::Mul => a * b,
+        Op2::Div => a / b,
+        other => unreachable!("`{other:?}` is not an arithmetic instruction"),
+    }
+}
+
+macro_rules! real_impls {
+    ([$($g:tt)*] $t:ty, $from:expr) => {
+        impl<$($g)*> Arith for $t {
+            #[inline(always)]
+            fn from_f64(v: f64) -> Self {
+                $from(v)
+            }
+            #[inline(always)]
+            fn acc_id(y: &mut Self, x: &mut Self, plus: bool) {
+                if plus { *y = *y + *x } else { *y = *y - *x }
+            }
+            #[inline(always)]
+            fn acc_arith(y: &mut Self, op: Op2, a: &mut Self, b: &mut Self, plus: bool) {
+                let v = arith(op, *a, *b);
+                if plus { *y = *y + v } else { *y = *y - v }
+            }
+            #[inline(always)]
+            fn neg(x: &mut Self) {
+                *x = -*x;
+            }
+        }
+
+        impl<$($g)*> RevReal for $t {
+            #[inline(always)]
+            fn acc1(y: &mut Self, op: Op1, x: &mut Self, plus: bool) {
+                let v = rules::unary(op, *x).value;
+                if plus { *y = *y + v } else { *y = *y - v }
+            }
+            #[inline(always)]
+            fn acc2(y: &mut Self, op: Op2, a: &mut Self, b: &mut Self, plus: bool) {
+                let v = rules::binary(op, *a, *b).value;
+                if plus { *y = *y + v } else { *y = *y - v }
+            }
+            #[inline(always)]
+            fn rot(a: &mut Self, b: &mut Self, theta: &mut Self, inverse: bool) {
+                let (s, c) = (num_traits::Float::sin(*theta), num_traits::Float::cos(*theta));
+                let s = if inverse { -s } else { s };
+                let (x, y) = (*a, *b);
+                *a = x * c - y * s;
+                *b = y * c + x * s;
+            }
+            #[inline(always)]
+            fn value(&self) -> f64 {
+                Real::value(self)
+            }
+        }
+
+        impl<$($g)*> Scale for $t {
+            #[inline(always)]
+            fn scale(y: &mut Self, x: &mut Self, mul: bool) {
+                if mul { *y = *y * *x } else { *y = *y / *x }
+            }
+        }
+    };
+}
+
+real_impls!([] f64, |v| v);
+real_impls!([T: Real] Dual<T>, |v| <Dual<T> as Real>::cst(v));
+
+impl Arith for f32 {
+    fn from_f64(v: f64) -> Self {
+        v as f32
+    }
+    #[inline(always)]
+    fn acc_id(y: &mut Self, x: &mut Self, plus: bool) {
+        if plus { *y += *x } else { *y -= *x }
+    }
+    #[inline(always)]
+    fn acc_arith(y: &mut Self, op: Op2, a: &mut Self, b: &mut Self, plus: bool) {
+        let v = arith(op, *a, *b);
+        if plus { *y += v } else { *y -= v }
+    }
+    fn neg(x: &mut Self) {
+        *x = -*x;
+    }
+}
+
+/// `f32` evaluates the rule table's functions in `f64` and rounds the result.
+impl RevReal for f32 {
+    #[inline(always)]
+    fn acc1(y: &mut Self, op: Op1, x: &mut Self, plus: bool) {
+        let v = rules::unary(op, f64::from(*x)).value as f32;
+        if plus { *y += v } else { *y -= v }
+    }
+    #[inline(always)]
+    fn acc2(y: &mut Self, op: Op2, a: &mut Self, b: &mut Self, plus: bool) {
+        let v = rules::binary(op, f64::from(*a), f64::from(*b)).value as f32;
+        if plus { *y += v } else { *y -= v }
+    }
+    fn rot(a: &mut Self, b: &mut Self, theta: &mut Self, inverse: bool) {
+        let (s, c) = theta.sin_cos();
+        let s = if inverse { -s } else { s };
+        let (x, y) = (*a, *b);
+        *a = x * c - y * s;
+        *b = y * c + x * s;
+    }
+    fn value(&self) -> f64 {
+        f64::from(*self)
+    }
+}
+
+impl Scale for f32 {
+    fn scale(y: &mut Self, x: &mut Self, mul: bool) {
+        if mul { *y *= *x } else { *y /= *x }
+    }
+}
+
+macro_rules! int_impls {
+    ($($t:ty),*) => {$(
+        impl Arith for $t {
+            #[inline(always)]
+            fn from_f64(v: f64) -> Self {
+                v as $t
+            }
+            #[inline(always)]
+            fn acc_id(y: &mut Self, x: &mut Self, plus: bool) {
+                *y = if plus { y.wrapping_add(*x) } else { y.wrapping_sub(*x) };
+            }
+            #[inline(always)]
+            fn acc_arith(y: &mut Self, op: Op2, a: &mut Self, b: &mut Self, plus: bool) {
+                let v = match op {
+                    Op2::Add => a.wrapping_add(*b),
+                    Op2::Sub => a.wrapping_sub(*b),
+                    Op2::Mul => a.wrapping_mul(*b),
+                    Op2::Div => a.wrapping_div(*b),
+                    other => unreachable!("`{other:?}` is not an arithmetic instruction"),
+                };
+                *y = if plus { y.wrapping_add(v) } else { y.wrapping_sub(v) };
+            }
+            #[inline(always)]
+            fn neg(x: &mut Self) {
+                *x = x.wrapping_neg();
+            }
+        }
+    )*};
+}
+
+int_impls!(i8, i16, i32, i64, i128, isize, u8, u16, u32, u64, u128, usize);
+
+macro_rules! fixed_impls {
+    ($($t:ident: $bound:ident),*) => {$(
+        /// Fixed point: `+=` and `-=` wrap, so they are exactly inverse (seed 001 Section 2).
+        impl<F: $bound + 'static> Arith for $t<F> {
+            fn from_f64(v: f64) -> Self {
+                Self::from_num(v)
+            }
+            #[inline(always)]
+            fn acc_id(y: &mut Self, x: &mut Self, plus: bool) {
+                *y = if plus { y.wrapping_add(*x) } else { y.wrapping_sub(*x) };
+            }
+            #[inline(always)]
+            fn acc_arith(y: &mut Self, op: Op2, a: &mut Self, b: &mut Self, plus: bool) {
+                let v = match op {
+                    Op2::Add => a.wrapping_add(*b),
+                    Op2::Sub => a.wrapping_sub(*b),
+                    Op2::Mul => a.wrapping_mul(*b),
+                    Op2::Div => a.wrapping_div(*b),
+                    other => unreachable!("`{other:?}` is not an arithmetic instruction"),
+                };
+                *y = if plus { y.wrapping_add(v) } else { y.wrapping_sub(v) };
+            }
+            #[inline(always)]
+            fn neg(x: &mut Self) {
+                *x = x.wrapping_neg();
+            }
+        }
+    )*};
+}
+
+fixed_impls!(FixedI32: LeEqU32, FixedI64: LeEqU64);
+
+/// Complex numbers: every instruction is built from the real part type's own instructions, so
+/// `Complex<GVar<f64>>` carries gradients through complex code with no extra rules.
+impl<T: Arith> Arith for Complex<T> {
+    fn from_f64(v: f64) -> Self {
+        Complex::new(T::from_f64(v), T::zero())
+    }
+    #[inline(always)]
+    fn acc_id(y: &mut Self, x: &mut Self, plus: bool) {
+        T::acc_id(&mut y.re, &mut x.re, plus);
+        T::acc_id(&mut y.im, &mut x.im, plus);
+    }
+    #[inline(always)]
+    fn acc_arith(y: &mut Self, op: Op2, a: &mut Self, b: &mut Self, plus: bool) {
+        match op {
+            Op2::Add | Op2::Sub => {
+                T::acc_arith(&mut y.re, op, &mut a.re, &mut b.re, plus);
+                T::acc_arith(&mut y.im, op, &mut a.im, &mut b.im, plus);
+            }
+            Op2::Mul => complex_mul(y, a, b, plus),
+            Op2::Div => {
+                // y ±= a · (1/b), with 1/b = conj(b)/|b|² computed into ancillas and uncomputed.
+                let mut d = T::zero();
+                square_acc(&mut d, &mut b.re, true);
+                square_acc(&mut d, &mut b.im, true);
+                let mut c = Complex::new(T::zero(), T::zero());
+                T::acc_arith(&mut c.re, Op2::Div, &mut b.re, &mut d, true);
+                T::acc_arith(&mut c.im, Op2::Div, &mut b.im, &mut d, false);
+                complex_mul(y, a, &mut c, plus);
+                T::acc_arith(&mut c.im, Op2::Div, &mut b.im, &mut d, true);
+                T::acc_arith(&mut c.re, Op2::Div, &mut b.re, &mut d, false);
+                square_acc(&mut d, &mut b.im, false);
+                square_acc(&mut d, &mut b.re, false);
+            }
+            other => unreachable!("`{other:?}` is not an arithmetic instruction"),
+        }
+    }
+    fn neg(x: &mut Self) {
+        T::neg(&mut x.re);
+        T::neg(&mut x.im);
+    }
+    fn conj(x: &mut Self) {
+        T::neg(&mut x.im);
+    }
+}
+
+/// `y ±= a · b` on complex numbers, as four real instructions (reversed order when subtracting,
+/// so the two directions are mirror images).
+#[inline(always)]
+fn complex_mul<T: Arith>(y: &mut Complex<T>, a: &mut Complex<T>, b: &mut Complex<T>, plus: bool) {
+    let mut steps = [
+        |y: &mut Complex<T>, a: &mut Complex<T>, b: &mut Complex<T>, p: bool| T::acc_arith(&mut y.re, Op2::Mul, &mut a.re, &mut b.re, p),
+        |y: &mut Complex<T>, a: &mut Complex<T>, b: &mut Complex<T>, p: bool| T::acc_arith(&mut y.re, Op2::Mul, &mut a.im, &mut b.im, !p),
+        |y: &mut Complex<T>, a: &mut Complex<T>, b: &mut Complex<T>, p: bool| T::acc_arith(&mut y.im, Op2::Mul, &mut a.re, &mut b.im, p),
+        |y: &mut Complex<T>, a: &mut Complex<T>, b: &mut Complex<T>, p: bool| T::acc_arith(&mut y.im, Op2::Mul, &mut a.im, &mut b.re, p),
+    ];
+    if !plus {
+        steps.reverse();
+    }
+    for s in steps {
+        s(y, a, b, plus);
+    }
+}
+
+/// `d ±= x²` through an ancilla copy of `x` (an instruction may not take `x` twice).
+#[inline(always)]
+fn square_acc<T: Arith>(d: &mut T, x: &mut T, plus: bool) {
+    let mut t = T::zero();
+    T::acc_id(&mut t, x, true);
+    T::acc_arith(d, Op2::Mul, x, &mut t, plus);
+    T::acc_id(&mut t, x, false);
+}
