@@ -32,7 +32,10 @@ impl Gen<'_> {
     /// The expression with every parameter `p` (a `&mut T`) read through as `(*p)`.
     fn rw(&self, e: &Expr) -> Expr {
         let mut e = e.clone();
-        Deref { params: &self.params }.visit_expr_mut(&mut e);
+        Deref {
+            params: &self.params,
+        }
+        .visit_expr_mut(&mut e);
         e
     }
 
@@ -49,12 +52,13 @@ impl Gen<'_> {
     }
 
     fn stmt(&self, s: &Stmt, checks: bool) -> TokenStream {
-        let k = self.krate;
         let span = s.span;
+        // The runtime path carries the statement's span, so type errors point at the statement.
+        let k = &respan(self.krate, span);
         match &s.kind {
             Kind::Acc { target, plus, rhs } => {
                 let ops: Vec<&Operand> = match rhs {
-                    Rhs::Id(a) | Rhs::Op1(_, a) => vec![a],
+                    Rhs::Id(a) | Rhs::Op1(_, a) | Rhs::Powi(_, a) => vec![a],
                     Rhs::Arith(_, a, b) | Rhs::Op2(_, a, b) => vec![a, b],
                 };
                 let (pre, names, post) = self.load(Some(target), &ops, s, checks);
@@ -73,6 +77,11 @@ impl Gen<'_> {
                         let a = &names[1];
                         quote_spanned!(span=> #k::RevReal::acc1(&mut #y, #k::Op1::#op, &mut #a, #plus))
                     }
+                    Rhs::Powi(n, _) => {
+                        let a = &names[1];
+                        let n = self.rw(n);
+                        quote_spanned!(span=> #k::RevReal::acc1(&mut #y, #k::Op1::Powi((#n) as i32), &mut #a, #plus))
+                    }
                     Rhs::Op2(op, _, _) => {
                         let op = Ident::new(op, span);
                         let (a, b) = (&names[1], &names[2]);
@@ -86,23 +95,45 @@ impl Gen<'_> {
                 let (y, a) = (&names[0], &names[1]);
                 quote_spanned!(span=> { #pre #k::Scale::scale(&mut #y, &mut #a, #mul); #post })
             }
-            Kind::Xor { target, rhs, operands } => {
+            Kind::Xor {
+                target,
+                rhs,
+                operands,
+            } => {
                 let t = self.rw(target);
                 let r = self.rw(rhs);
-                let alias = if checks { self.alias_check(Some(target), &operands.iter().collect::<Vec<_>>(), s) } else { quote!() };
+                let alias = if checks {
+                    self.alias_check(Some(target), &operands.iter().collect::<Vec<_>>(), s)
+                } else {
+                    quote!()
+                };
                 quote_spanned!(span=> { #alias #t = #t ^ (#r); })
             }
-            Kind::Instr { name, inverse, args } => {
+            Kind::Instr {
+                name,
+                inverse,
+                args,
+            } => {
                 let refs: Vec<&Operand> = args.iter().collect();
                 let (pre, names, post) = self.load(None, &refs, s, checks);
                 let path = match name.get_ident() {
-                    Some(id) if BUILTIN.contains(&id.to_string().as_str()) => quote_spanned!(span=> #k::instr_types::#id),
+                    Some(id) if BUILTIN.contains(&id.to_string().as_str()) => {
+                        quote_spanned!(span=> #k::instr_types::#id)
+                    }
                     _ => name.to_token_stream(),
                 };
-                let dir = if *inverse { quote!(inverse) } else { quote!(forward) };
+                let dir = if *inverse {
+                    quote!(inverse)
+                } else {
+                    quote!(forward)
+                };
                 quote_spanned!(span=> { #pre <#path as #k::Instruction<_>>::#dir((#(&mut #names,)*)); #post })
             }
-            Kind::Call { func, inverse, args } => self.call(func, *inverse, args, s, checks),
+            Kind::Call {
+                func,
+                inverse,
+                args,
+            } => self.call(func, *inverse, args, s, checks),
             Kind::Let { name, ty, init } => {
                 let init = self.rw(init);
                 let ty = ty.as_ref().map(|t| quote!(: #t));
@@ -118,13 +149,18 @@ impl Gen<'_> {
                 let n = name.to_string();
                 quote_spanned!(span=> {
                     let expected #ty = #init;
-                    if !#k::restored(&#name, &expected) {
+                    if !#k::Ancilla::restored(&#name, &expected) {
                         return ::core::result::Result::Err(#k::InvertibilityError::deallocation(
                             #site, #n, ::std::format!("{:?}", expected), ::std::format!("{:?}", #name)));
                     }
                 })
             }
-            Kind::If { pre, post, then, els } => {
+            Kind::If {
+                pre,
+                post,
+                then,
+                els,
+            } => {
                 let c = self.tmp();
                 let (pre, post) = (self.rw(pre), self.rw(post));
                 let (then, els) = (self.stmts(then, checks), self.stmts(els, checks));
@@ -160,7 +196,15 @@ impl Gen<'_> {
                     }
                 })
             }
-            Kind::For { var, start, end, inclusive, step, rev, body } => {
+            Kind::For {
+                var,
+                start,
+                end,
+                inclusive,
+                step,
+                rev,
+                body,
+            } => {
                 let (s0, e0) = (self.tmp(), self.tmp());
                 let (start, end) = (self.rw(start), self.rw(end));
                 let body = self.stmts(body, checks);
@@ -176,7 +220,11 @@ impl Gen<'_> {
                         )
                     }
                     None => {
-                        let range = if *inclusive { quote!((#s0..=#e0)) } else { quote!((#s0..#e0)) };
+                        let range = if *inclusive {
+                            quote!((#s0..=#e0))
+                        } else {
+                            quote!((#s0..#e0))
+                        };
                         let iter = if *rev { quote!(#range.rev()) } else { range };
                         (quote!(), iter, quote!(), quote!())
                     }
@@ -215,16 +263,28 @@ impl Gen<'_> {
             },
             Kind::NoCheck(b) => self.stmts(b, false),
             Kind::Block(b) => self.stmts(b, checks),
-            Kind::Routine(_) | Kind::Unroutine | Kind::Inverse(_) => unreachable!("expanded before code generation"),
+            Kind::Routine(_) | Kind::Unroutine | Kind::Inverse(_) => {
+                unreachable!("expanded before code generation")
+            }
         }
     }
 
     /// Read the target (if any) and the operands into locals. Returns the loads, the locals' names
     /// (target first) and the write-backs.
-    fn load(&self, target: Option<&Expr>, ops: &[&Operand], s: &Stmt, checks: bool) -> (TokenStream, Vec<Ident>, TokenStream) {
+    fn load(
+        &self,
+        target: Option<&Expr>,
+        ops: &[&Operand],
+        s: &Stmt,
+        checks: bool,
+    ) -> (TokenStream, Vec<Ident>, TokenStream) {
         let k = self.krate;
         let span = s.span;
-        let mut pre = if checks { self.alias_check(target, ops, s) } else { quote!() };
+        let mut pre = if checks {
+            self.alias_check(target, ops, s)
+        } else {
+            quote!()
+        };
         let mut post = quote!();
         let mut names = Vec::new();
         if let Some(t) = target {
@@ -242,7 +302,8 @@ impl Gen<'_> {
                     pre.extend(quote_spanned!(span=> let mut #n = #p;));
                     post.extend(quote_spanned!(span=> #p = #n;));
                 }
-                Operand::Lit(l) => pre.extend(quote_spanned!(span=> let mut #n = #k::Arith::from_f64((#l) as f64);)),
+                Operand::Lit(l) => pre
+                    .extend(quote_spanned!(span=> let mut #n = #k::Arith::from_f64((#l) as f64);)),
                 Operand::Const(c) => {
                     let c = self.rw(c);
                     pre.extend(quote_spanned!(span=> let mut #n = #c;))
@@ -257,7 +318,13 @@ impl Gen<'_> {
     fn alias_check(&self, target: Option<&Expr>, ops: &[&Operand], s: &Stmt) -> TokenStream {
         let places: Vec<&Expr> = target
             .into_iter()
-            .chain(ops.iter().filter_map(|o| if let Operand::Place(p) = o { Some(p) } else { None }))
+            .chain(ops.iter().filter_map(|o| {
+                if let Operand::Place(p) = o {
+                    Some(p)
+                } else {
+                    None
+                }
+            }))
             .collect();
         let mut checks = quote!();
         let k = self.krate;
@@ -276,11 +343,35 @@ impl Gen<'_> {
         checks
     }
 
-    fn call(&self, func: &syn::Path, inverse: bool, args: &[Operand], s: &Stmt, checks: bool) -> TokenStream {
+    fn call(
+        &self,
+        func: &syn::Path,
+        inverse: bool,
+        args: &[Operand],
+        s: &Stmt,
+        checks: bool,
+    ) -> TokenStream {
         let span = s.span;
-        let places: Vec<&Expr> = args.iter().filter_map(|a| if let Operand::Place(p) = a { Some(p) } else { None }).collect();
-        let shared = |p: &Expr| places.iter().any(|q| !std::ptr::eq(*q, p) && may_alias(p, q));
-        let mut pre = if checks { self.alias_check(None, &args.iter().collect::<Vec<_>>(), s) } else { quote!() };
+        let places: Vec<&Expr> = args
+            .iter()
+            .filter_map(|a| {
+                if let Operand::Place(p) = a {
+                    Some(p)
+                } else {
+                    None
+                }
+            })
+            .collect();
+        let shared = |p: &Expr| {
+            places
+                .iter()
+                .any(|q| !std::ptr::eq(*q, p) && may_alias(p, q))
+        };
+        let mut pre = if checks {
+            self.alias_check(None, &args.iter().collect::<Vec<_>>(), s)
+        } else {
+            quote!()
+        };
         let mut post = quote!();
         let mut passed = Vec::new();
         for a in args {
@@ -315,6 +406,16 @@ impl Gen<'_> {
         };
         quote_spanned!(span=> { #pre #callee(#(#passed),*)?; #post })
     }
+}
+
+fn respan(ts: &TokenStream, span: Span) -> TokenStream {
+    ts.clone()
+        .into_iter()
+        .map(|mut tt| {
+            tt.set_span(span);
+            tt
+        })
+        .collect()
 }
 
 /// Rewrites `p` to `(*p)` for every parameter `p`, including inside macro calls (`@safe println!`).

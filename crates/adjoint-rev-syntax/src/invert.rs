@@ -9,16 +9,70 @@ pub fn invert(stmts: &[Stmt]) -> Vec<Stmt> {
 
 fn invert_stmt(s: &Stmt) -> Stmt {
     let kind = match &s.kind {
-        Kind::Acc { target, plus, rhs } => Kind::Acc { target: target.clone(), plus: !plus, rhs: rhs.clone() },
+        Kind::Acc { target, plus, rhs } => Kind::Acc {
+            target: target.clone(),
+            plus: !plus,
+            rhs: rhs.clone(),
+        },
         Kind::Xor { .. } | Kind::Safe(_) => s.kind.clone(),
-        Kind::Scale { target, mul, x } => Kind::Scale { target: target.clone(), mul: !mul, x: x.clone() },
-        Kind::Call { func, inverse, args } => Kind::Call { func: func.clone(), inverse: !inverse, args: args.clone() },
-        Kind::Instr { name, inverse, args } => Kind::Instr { name: name.clone(), inverse: !inverse, args: args.clone() },
-        Kind::Let { name, ty, init } => Kind::Unlet { name: name.clone(), ty: ty.clone(), init: init.clone() },
-        Kind::Unlet { name, ty, init } => Kind::Let { name: name.clone(), ty: ty.clone(), init: init.clone() },
-        Kind::If { pre, post, then, els } => Kind::If { pre: post.clone(), post: pre.clone(), then: invert(then), els: invert(els) },
-        Kind::While { pre, post, body } => Kind::While { pre: post.clone(), post: pre.clone(), body: invert(body) },
-        Kind::For { var, start, end, inclusive, step, rev, body } => Kind::For {
+        Kind::Scale { target, mul, x } => Kind::Scale {
+            target: target.clone(),
+            mul: !mul,
+            x: x.clone(),
+        },
+        Kind::Call {
+            func,
+            inverse,
+            args,
+        } => Kind::Call {
+            func: func.clone(),
+            inverse: !inverse,
+            args: args.clone(),
+        },
+        Kind::Instr {
+            name,
+            inverse,
+            args,
+        } => Kind::Instr {
+            name: name.clone(),
+            inverse: !inverse,
+            args: args.clone(),
+        },
+        Kind::Let { name, ty, init } => Kind::Unlet {
+            name: name.clone(),
+            ty: ty.clone(),
+            init: init.clone(),
+        },
+        Kind::Unlet { name, ty, init } => Kind::Let {
+            name: name.clone(),
+            ty: ty.clone(),
+            init: init.clone(),
+        },
+        Kind::If {
+            pre,
+            post,
+            then,
+            els,
+        } => Kind::If {
+            pre: post.clone(),
+            post: pre.clone(),
+            then: invert(then),
+            els: invert(els),
+        },
+        Kind::While { pre, post, body } => Kind::While {
+            pre: post.clone(),
+            post: pre.clone(),
+            body: invert(body),
+        },
+        Kind::For {
+            var,
+            start,
+            end,
+            inclusive,
+            step,
+            rev,
+            body,
+        } => Kind::For {
             var: var.clone(),
             start: start.clone(),
             end: end.clone(),
@@ -35,5 +89,9 @@ fn invert_stmt(s: &Stmt) -> Stmt {
         Kind::Routine(b) => Kind::Block(invert(b)),
         Kind::Unroutine => Kind::Unroutine,
     };
-    Stmt { kind, text: s.text.clone(), span: s.span }
+    Stmt {
+        kind,
+        text: s.text.clone(),
+        span: s.span,
+    }
 }

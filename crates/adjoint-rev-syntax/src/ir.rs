@@ -52,6 +52,8 @@ pub enum Rhs {
     Op1(TokenStream, Operand),
     /// `y += f(a, b)`: the `Op2` variant name.
     Op2(&'static str, Operand, Operand),
+    /// `y += x.powi(n)`: the exponent is read, not differentiated.
+    Powi(Expr, Operand),
 }
 
 #[derive(Clone)]
@@ -59,23 +61,60 @@ pub enum Kind {
     /// `y += rhs` (`plus`) or `y -= rhs`.
     Acc { target: Expr, plus: bool, rhs: Rhs },
     /// `y ^= expr` over operands (self-inverse).
-    Xor { target: Expr, rhs: Expr, operands: Vec<Operand> },
+    Xor {
+        target: Expr,
+        rhs: Expr,
+        operands: Vec<Operand>,
+    },
     /// `y *= x` (`mul`) or `y /= x`.
     Scale { target: Expr, mul: bool, x: Operand },
     /// `f(args)` or, with `inverse`, `~f(args)`.
-    Call { func: Path, inverse: bool, args: Vec<Operand> },
+    Call {
+        func: Path,
+        inverse: bool,
+        args: Vec<Operand>,
+    },
     /// `NAME(args)`: an instruction (built in, like `SWAP`, or the user's).
-    Instr { name: Path, inverse: bool, args: Vec<Operand> },
+    Instr {
+        name: Path,
+        inverse: bool,
+        args: Vec<Operand>,
+    },
     /// `let x = init;`: allocate an ancilla.
-    Let { name: Ident, ty: Option<Type>, init: Expr },
+    Let {
+        name: Ident,
+        ty: Option<Type>,
+        init: Expr,
+    },
     /// `unlet x = init;`: deallocate an ancilla after checking it is back to `init`.
-    Unlet { name: Ident, ty: Option<Type>, init: Expr },
+    Unlet {
+        name: Ident,
+        ty: Option<Type>,
+        init: Expr,
+    },
     /// `if (pre, post) { then } else { els }`.
-    If { pre: Expr, post: Expr, then: Vec<Stmt>, els: Vec<Stmt> },
+    If {
+        pre: Expr,
+        post: Expr,
+        then: Vec<Stmt>,
+        els: Vec<Stmt>,
+    },
     /// `while (pre, post) { body }`.
-    While { pre: Expr, post: Expr, body: Vec<Stmt> },
+    While {
+        pre: Expr,
+        post: Expr,
+        body: Vec<Stmt>,
+    },
     /// `for var in start..end` (or `..=`), optionally `.step_by(step)` and `.rev()`.
-    For { var: Ident, start: Expr, end: Expr, inclusive: bool, step: Option<Expr>, rev: bool, body: Vec<Stmt> },
+    For {
+        var: Ident,
+        start: Expr,
+        end: Expr,
+        inclusive: bool,
+        step: Option<Expr>,
+        rev: bool,
+        body: Vec<Stmt>,
+    },
     /// `@safe stmt;`: an external statement, run as is in both directions.
     Safe(TokenStream),
     /// `@invcheckoff stmt`: the statement without reversibility checks.

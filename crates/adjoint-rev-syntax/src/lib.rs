@@ -50,8 +50,14 @@ fn function(f: ir::Func, krate: &TokenStream) -> syn::Result<TokenStream> {
     lower::check(&body, &params)?;
     let name = f.sig.ident.clone();
     let gen = |stmts: &[ir::Stmt], backwards: bool| {
-        codegen::Gen { krate, fname: name.to_string(), params: params.clone(), backwards, counter: Cell::new(0) }
-            .stmts(stmts, true)
+        codegen::Gen {
+            krate,
+            fname: name.to_string(),
+            params: params.clone(),
+            backwards,
+            counter: Cell::new(0),
+        }
+        .stmts(stmts, true)
     };
     let forward = gen(&body, false);
     let inverse = gen(&invert(&body), true);
@@ -61,7 +67,11 @@ fn function(f: ir::Func, krate: &TokenStream) -> syn::Result<TokenStream> {
     let mut usig = sig.clone();
     usig.ident = format_ident!("uncall", span = name.span());
     let attrs = &f.attrs;
-    let code_attrs: Vec<_> = f.attrs.iter().filter(|a| !a.path().is_ident("doc")).collect();
+    let code_attrs: Vec<_> = f
+        .attrs
+        .iter()
+        .filter(|a| !a.path().is_ident("doc"))
+        .collect();
     let vis = &f.vis;
     let allow = quote!(#[allow(unused_parens, unused_braces, clippy::double_parens, clippy::needless_question_mark, clippy::unit_arg)]);
 
@@ -69,11 +79,17 @@ fn function(f: ir::Func, krate: &TokenStream) -> syn::Result<TokenStream> {
         "The reversible function [`{name}`](fn@{name}) as a value: `{name}::uncall` runs it backwards, and \
          `{name} {{}}` can be handed to `rev::grad` and friends."
     );
-    let doc_uncall = format!("The inverse of [`{name}`](fn@{name}): undoes one call exactly (`~{name}` in NiLang).");
+    let doc_uncall = format!(
+        "The inverse of [`{name}`](fn@{name}): undoes one call exactly (`~{name}` in NiLang)."
+    );
 
     // `Reversible` over the tuple of argument types, when every argument is a sized value.
-    let sized = f.params.iter().all(|(_, t)| !matches!(t, syn::Type::Slice(_) | syn::Type::TraitObject(_) | syn::Type::ImplTrait(_)))
-        && f.sig.generics.lifetimes().next().is_none();
+    let sized = f.params.iter().all(|(_, t)| {
+        !matches!(
+            t,
+            syn::Type::Slice(_) | syn::Type::TraitObject(_) | syn::Type::ImplTrait(_)
+        )
+    }) && f.sig.generics.lifetimes().next().is_none();
     let reversible = if sized {
         let tys: Vec<&syn::Type> = f.params.iter().map(|(_, t)| t).collect();
         let idx: Vec<syn::Index> = (0..tys.len()).map(syn::Index::from).collect();

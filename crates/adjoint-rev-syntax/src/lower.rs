@@ -24,16 +24,49 @@ pub fn expand(stmts: Vec<Stmt>) -> Result<Vec<Stmt>> {
             }
             Kind::Unroutine => match routines.pop() {
                 Some(body) => Kind::Block(invert(&body)),
-                None => return Err(Error::new(span, "`~@routine` without a `@routine { … }` before it in this block")),
+                None => {
+                    return Err(Error::new(
+                        span,
+                        "`~@routine` without a `@routine { … }` before it in this block",
+                    ))
+                }
             },
             Kind::Inverse(body) => Kind::Block(invert(&expand(body)?)),
             Kind::Block(b) => Kind::Block(expand(b)?),
             Kind::NoCheck(b) => Kind::NoCheck(expand(b)?),
-            Kind::If { pre, post, then, els } => Kind::If { pre, post, then: expand(then)?, els: expand(els)? },
-            Kind::While { pre, post, body } => Kind::While { pre, post, body: expand(body)? },
-            Kind::For { var, start, end, inclusive, step, rev, body } => {
-                Kind::For { var, start, end, inclusive, step, rev, body: expand(body)? }
-            }
+            Kind::If {
+                pre,
+                post,
+                then,
+                els,
+            } => Kind::If {
+                pre,
+                post,
+                then: expand(then)?,
+                els: expand(els)?,
+            },
+            Kind::While { pre, post, body } => Kind::While {
+                pre,
+                post,
+                body: expand(body)?,
+            },
+            Kind::For {
+                var,
+                start,
+                end,
+                inclusive,
+                step,
+                rev,
+                body,
+            } => Kind::For {
+                var,
+                start,
+                end,
+                inclusive,
+                step,
+                rev,
+                body: expand(body)?,
+            },
             k => k,
         };
         out.push(Stmt { kind, text, span });
@@ -61,8 +94,11 @@ pub fn check(body: &[Stmt], params: &[String]) -> Result<()> {
 }
 
 fn leaks(scope: &Scope, params: &[String], outer: &[String]) -> Result<()> {
-    let mut leaked: Vec<(&String, &Span)> =
-        scope.live.iter().filter(|(n, _)| !params.contains(n) && !outer.contains(n)).collect();
+    let mut leaked: Vec<(&String, &Span)> = scope
+        .live
+        .iter()
+        .filter(|(n, _)| !params.contains(n) && !outer.contains(n))
+        .collect();
     leaked.sort_by_key(|(n, _)| n.to_string());
     if let Some((name, span)) = leaked.first() {
         return Err(Error::new(
@@ -84,20 +120,39 @@ fn block(stmts: &[Stmt], scope: &mut Scope, params: &[String]) -> Result<()> {
 }
 
 /// A nested scope (branch or loop body): what it allocates it must deallocate.
-fn nested(stmts: &[Stmt], scope: &Scope, params: &[String], extra: Option<&syn::Ident>) -> Result<()> {
+fn nested(
+    stmts: &[Stmt],
+    scope: &Scope,
+    params: &[String],
+    extra: Option<&syn::Ident>,
+) -> Result<()> {
     let mut inner = scope.clone();
     if let Some(v) = extra {
         inner.live.insert(v.to_string(), v.span());
         inner.dead.remove(&v.to_string());
     }
     block(stmts, &mut inner, params)?;
-    let outer: Vec<String> = scope.live.keys().cloned().chain(extra.map(|v| v.to_string())).collect();
+    let outer: Vec<String> = scope
+        .live
+        .keys()
+        .cloned()
+        .chain(extra.map(|v| v.to_string()))
+        .collect();
     leaks(&inner, params, &outer)?;
     // Deallocating an outer ancilla inside a branch would make its lifetime depend on the branch.
     for name in scope.live.keys() {
         if !inner.live.contains_key(name) {
-            let span = inner.dead.get(name).copied().unwrap_or_else(Span::call_site);
-            return Err(Error::new(span, format!("`{name}` is allocated outside this block and cannot be deallocated inside it")));
+            let span = inner
+                .dead
+                .get(name)
+                .copied()
+                .unwrap_or_else(Span::call_site);
+            return Err(Error::new(
+                span,
+                format!(
+                    "`{name}` is allocated outside this block and cannot be deallocated inside it"
+                ),
+            ));
         }
     }
     Ok(())
@@ -109,7 +164,10 @@ fn uses(e: &Expr, scope: &Scope) -> Result<()> {
     for id in v.0 {
         let name = id.to_string();
         if scope.dead.contains_key(&name) && !scope.live.contains_key(&name) {
-            return Err(Error::new(id.span(), format!("use of deallocated ancilla `{name}`")));
+            return Err(Error::new(
+                id.span(),
+                format!("use of deallocated ancilla `{name}`"),
+            ));
         }
     }
     Ok(())
@@ -125,6 +183,10 @@ fn stmt(s: &Stmt, scope: &mut Scope, params: &[String]) -> Result<()> {
             uses(target, scope)?;
             match rhs {
                 Rhs::Id(a) | Rhs::Op1(_, a) => operand_uses(a, scope),
+                Rhs::Powi(n, a) => {
+                    uses(n, scope)?;
+                    operand_uses(a, scope)
+                }
                 Rhs::Arith(_, a, b) | Rhs::Op2(_, a, b) => {
                     operand_uses(a, scope)?;
                     operand_uses(b, scope)
@@ -139,12 +201,17 @@ fn stmt(s: &Stmt, scope: &mut Scope, params: &[String]) -> Result<()> {
             uses(target, scope)?;
             operand_uses(x, scope)
         }
-        Kind::Call { args, .. } | Kind::Instr { args, .. } => args.iter().try_for_each(|a| operand_uses(a, scope)),
+        Kind::Call { args, .. } | Kind::Instr { args, .. } => {
+            args.iter().try_for_each(|a| operand_uses(a, scope))
+        }
         Kind::Let { name, init, .. } => {
             uses(init, scope)?;
             let n = name.to_string();
             if params.contains(&n) {
-                return Err(Error::new(name.span(), format!("`{n}` is a parameter; an ancilla needs a new name")));
+                return Err(Error::new(
+                    name.span(),
+                    format!("`{n}` is a parameter; an ancilla needs a new name"),
+                ));
             }
             if let Some(prev) = scope.live.get(&n) {
                 let _ = prev;
@@ -161,20 +228,30 @@ fn stmt(s: &Stmt, scope: &mut Scope, params: &[String]) -> Result<()> {
             uses(init, scope)?;
             let n = name.to_string();
             if params.contains(&n) {
-                return Err(Error::new(name.span(), format!("`{n}` is a parameter, not an ancilla: it cannot be deallocated")));
+                return Err(Error::new(
+                    name.span(),
+                    format!("`{n}` is a parameter, not an ancilla: it cannot be deallocated"),
+                ));
             }
             if scope.live.remove(&n).is_none() {
                 let msg = if scope.dead.contains_key(&n) {
                     format!("`{n}` is already deallocated")
                 } else {
-                    format!("`{n}` is not an allocated ancilla: allocate it with `let {n} = …;` first")
+                    format!(
+                        "`{n}` is not an allocated ancilla: allocate it with `let {n} = …;` first"
+                    )
                 };
                 return Err(Error::new(name.span(), msg));
             }
             scope.dead.insert(n, name.span());
             Ok(())
         }
-        Kind::If { pre, post, then, els } => {
+        Kind::If {
+            pre,
+            post,
+            then,
+            els,
+        } => {
             uses(pre, scope)?;
             uses(post, scope)?;
             nested(then, scope, params, None)?;
@@ -185,7 +262,14 @@ fn stmt(s: &Stmt, scope: &mut Scope, params: &[String]) -> Result<()> {
             uses(post, scope)?;
             nested(body, scope, params, None)
         }
-        Kind::For { var, start, end, step, body, .. } => {
+        Kind::For {
+            var,
+            start,
+            end,
+            step,
+            body,
+            ..
+        } => {
             uses(start, scope)?;
             uses(end, scope)?;
             if let Some(st) = step {
@@ -195,6 +279,8 @@ fn stmt(s: &Stmt, scope: &mut Scope, params: &[String]) -> Result<()> {
         }
         Kind::Safe(_) => Ok(()),
         Kind::NoCheck(b) | Kind::Block(b) => block(b, scope, params),
-        Kind::Routine(_) | Kind::Unroutine | Kind::Inverse(_) => unreachable!("expanded by `expand`"),
+        Kind::Routine(_) | Kind::Unroutine | Kind::Inverse(_) => {
+            unreachable!("expanded by `expand`")
+        }
     }
 }

@@ -7,7 +7,9 @@ use quote::{quote, ToTokens};
 use syn::parse::{Parse, ParseStream};
 use syn::spanned::Spanned;
 use syn::visit::Visit;
-use syn::{braced, parenthesized, BinOp, Error, Expr, FnArg, Ident, Pat, Result, Token, Type, UnOp};
+use syn::{
+    braced, parenthesized, BinOp, Error, Expr, FnArg, Ident, Pat, Result, Token, Type, UnOp,
+};
 
 /// Every function in one macro invocation.
 pub struct Funcs(pub Vec<Func>);
@@ -26,7 +28,9 @@ fn parse_func(input: ParseStream) -> Result<Func> {
     let attrs = input.call(syn::Attribute::parse_outer)?;
     let vis: syn::Visibility = input.parse()?;
     if !input.peek(Token![fn]) {
-        return Err(input.error("expected `fn`: `reversible!` holds reversible function definitions"));
+        return Err(
+            input.error("expected `fn`: `reversible!` holds reversible function definitions")
+        );
     }
     let sig: syn::Signature = input.parse()?;
     if let syn::ReturnType::Type(_, ty) = &sig.output {
@@ -37,13 +41,19 @@ fn parse_func(input: ParseStream) -> Result<Func> {
         ));
     }
     if let Some(t) = &sig.asyncness {
-        return Err(Error::new_spanned(t, "reversible functions cannot be `async`"));
+        return Err(Error::new_spanned(
+            t,
+            "reversible functions cannot be `async`",
+        ));
     }
     let mut params = Vec::new();
     for arg in &sig.inputs {
         match arg {
             FnArg::Receiver(r) => {
-                return Err(Error::new_spanned(r, "reversible functions take no `self`: pass the value as a `&mut` argument"))
+                return Err(Error::new_spanned(
+                    r,
+                    "reversible functions take no `self`: pass the value as a `&mut` argument",
+                ))
             }
             FnArg::Typed(pt) => {
                 let name = match &*pt.pat {
@@ -67,9 +77,17 @@ fn parse_func(input: ParseStream) -> Result<Func> {
     }
     let content;
     braced!(content in input);
-    let mut p = Parser { vars: params.iter().map(|(n, _)| n.to_string()).collect() };
+    let mut p = Parser {
+        vars: params.iter().map(|(n, _)| n.to_string()).collect(),
+    };
     let body = p.stmts(&content)?;
-    Ok(Func { attrs, vis, sig, params, body })
+    Ok(Func {
+        attrs,
+        vis,
+        sig,
+        params,
+        body,
+    })
 }
 
 /// Names seen so far (parameters, ancillas, loop variables): an expression that mentions none of
@@ -109,8 +127,14 @@ const UNARY: &[(&str, &str)] = &[
     ("lgamma", "Lgamma"),
 ];
 
-const BINARY: &[(&str, &str)] =
-    &[("powf", "Powf"), ("pow", "Powf"), ("atan2", "Atan2"), ("hypot", "Hypot"), ("min", "Min"), ("max", "Max")];
+const BINARY: &[(&str, &str)] = &[
+    ("powf", "Powf"),
+    ("pow", "Powf"),
+    ("atan2", "Atan2"),
+    ("hypot", "Hypot"),
+    ("min", "Min"),
+    ("max", "Max"),
+];
 
 /// The instruction names `reversible!` knows, for error messages.
 fn known_instructions() -> String {
@@ -138,7 +162,11 @@ impl Parser {
         let span = input.span();
         if input.peek(Token![;]) {
             let _: Token![;] = input.parse()?;
-            return Ok(Stmt { kind: Kind::Block(vec![]), text: String::new(), span });
+            return Ok(Stmt {
+                kind: Kind::Block(vec![]),
+                text: String::new(),
+                span,
+            });
         }
         if input.peek(Token![@]) {
             return self.at_stmt(input);
@@ -152,30 +180,71 @@ impl Parser {
                     return Err(Error::new_spanned(kw, "expected `~@routine`"));
                 }
                 let _: Token![;] = input.parse()?;
-                return Ok(Stmt { kind: Kind::Unroutine, text: "~@routine".into(), span });
+                return Ok(Stmt {
+                    kind: Kind::Unroutine,
+                    text: "~@routine".into(),
+                    span,
+                });
             }
             if input.peek(syn::token::Brace) {
                 let body = self.block(input)?;
-                return Ok(Stmt { kind: Kind::Inverse(body), text: "~{ … }".into(), span });
+                return Ok(Stmt {
+                    kind: Kind::Inverse(body),
+                    text: "~{ … }".into(),
+                    span,
+                });
             }
             let e: Expr = input.parse()?;
             let _: Token![;] = input.parse()?;
             let text = format!("~{}", pretty(&e));
             return match self.expr_stmt(e)? {
-                Kind::Call { func, args, .. } => Ok(Stmt { kind: Kind::Call { func, inverse: true, args }, text, span }),
-                Kind::Instr { name, args, .. } => Ok(Stmt { kind: Kind::Instr { name, inverse: true, args }, text, span }),
-                _ => Err(Error::new(span, "`~` inverts a call `~f(args);`, a block `~{ … }` or a routine `~@routine;`")),
+                Kind::Call { func, args, .. } => Ok(Stmt {
+                    kind: Kind::Call {
+                        func,
+                        inverse: true,
+                        args,
+                    },
+                    text,
+                    span,
+                }),
+                Kind::Instr { name, args, .. } => Ok(Stmt {
+                    kind: Kind::Instr {
+                        name,
+                        inverse: true,
+                        args,
+                    },
+                    text,
+                    span,
+                }),
+                _ => Err(Error::new(
+                    span,
+                    "`~` inverts a call `~f(args);`, a block `~{ … }` or a routine `~@routine;`",
+                )),
             };
         }
         if input.peek(Token![let]) {
             let _: Token![let] = input.parse()?;
             let (name, ty, init, text) = self.binding(input, "let")?;
-            return Ok(Stmt { kind: Kind::Let { name, ty, init }, text, span });
+            return Ok(Stmt {
+                kind: Kind::Let { name, ty, init },
+                text,
+                span,
+            });
         }
-        if input.peek(Ident) && input.fork().parse::<Ident>().map(|i| i == "unlet").unwrap_or(false) {
+        if input.peek(Ident)
+            && input
+                .fork()
+                .parse::<Ident>()
+                .map(|i| i == "unlet")
+                .unwrap_or(false)
+        {
             let _: Ident = input.parse()?;
             let (name, ty, init, text) = self.binding(input, "unlet")?;
-            return Ok(Stmt { kind: Kind::Unlet { name, ty, init }, text, span });
+            return Ok(Stmt {
+                kind: Kind::Unlet { name, ty, init },
+                text,
+                span,
+            });
         }
         if input.peek(Token![if]) {
             return self.if_stmt(input);
@@ -192,17 +261,27 @@ impl Parser {
             }
             let body = self.block(input)?;
             let text = format!("while ({}, {})", pretty(&pre), pretty(&post));
-            return Ok(Stmt { kind: Kind::While { pre, post, body }, text, span });
+            return Ok(Stmt {
+                kind: Kind::While { pre, post, body },
+                text,
+                span,
+            });
         }
         if input.peek(Token![for]) {
             return self.for_stmt(input);
         }
         if input.peek(syn::token::Brace) {
             let body = self.block(input)?;
-            return Ok(Stmt { kind: Kind::Block(body), text: "{ … }".into(), span });
+            return Ok(Stmt {
+                kind: Kind::Block(body),
+                text: "{ … }".into(),
+                span,
+            });
         }
         let e: Expr = input.parse()?;
-        let _: Token![;] = input.parse().map_err(|_| Error::new(e.span(), "expected `;` after this statement"))?;
+        let _: Token![;] = input
+            .parse()
+            .map_err(|_| Error::new(e.span(), "expected `;` after this statement"))?;
         let text = pretty(&e);
         let kind = self.expr_stmt(e)?;
         Ok(Stmt { kind, text, span })
@@ -215,24 +294,43 @@ impl Parser {
         match kw.to_string().as_str() {
             "routine" => {
                 let body = self.block(input)?;
-                Ok(Stmt { kind: Kind::Routine(body), text: "@routine { … }".into(), span })
+                Ok(Stmt {
+                    kind: Kind::Routine(body),
+                    text: "@routine { … }".into(),
+                    span,
+                })
             }
             "safe" => {
                 let e: Expr = input.parse()?;
                 let _: Token![;] = input.parse()?;
                 let text = format!("@safe {}", pretty(&e));
-                Ok(Stmt { kind: Kind::Safe(e.to_token_stream()), text, span })
+                Ok(Stmt {
+                    kind: Kind::Safe(e.to_token_stream()),
+                    text,
+                    span,
+                })
             }
             "invcheckoff" => {
                 let inner = self.stmt(input)?;
                 let text = format!("@invcheckoff {}", inner.text);
-                Ok(Stmt { kind: Kind::NoCheck(vec![inner]), text, span })
+                Ok(Stmt {
+                    kind: Kind::NoCheck(vec![inner]),
+                    text,
+                    span,
+                })
             }
-            _ => Err(Error::new_spanned(kw, "unknown `@` statement: expected `@routine`, `@safe` or `@invcheckoff`")),
+            _ => Err(Error::new_spanned(
+                kw,
+                "unknown `@` statement: expected `@routine`, `@safe` or `@invcheckoff`",
+            )),
         }
     }
 
-    fn binding(&mut self, input: ParseStream, kw: &str) -> Result<(Ident, Option<Type>, Expr, String)> {
+    fn binding(
+        &mut self,
+        input: ParseStream,
+        kw: &str,
+    ) -> Result<(Ident, Option<Type>, Expr, String)> {
         if input.peek(Token![mut]) {
             let _: Token![mut] = input.parse()?;
         }
@@ -243,9 +341,12 @@ impl Parser {
         } else {
             None
         };
-        let _: Token![=] = input
-            .parse()
-            .map_err(|_| Error::new(name.span(), format!("`{kw} {name}` needs its value: `{kw} {name} = <value>;`")))?;
+        let _: Token![=] = input.parse().map_err(|_| {
+            Error::new(
+                name.span(),
+                format!("`{kw} {name}` needs its value: `{kw} {name} = <value>;`"),
+            )
+        })?;
         let init: Expr = input.parse()?;
         let _: Token![;] = input.parse()?;
         let text = match &ty {
@@ -300,7 +401,16 @@ impl Parser {
             vec![]
         };
         let text = format!("if ({}, {})", pretty(&pre), pretty(&post));
-        Ok(Stmt { kind: Kind::If { pre, post, then, els }, text, span })
+        Ok(Stmt {
+            kind: Kind::If {
+                pre,
+                post,
+                then,
+                els,
+            },
+            text,
+            span,
+        })
     }
 
     fn for_stmt(&mut self, input: ParseStream) -> Result<Stmt> {
@@ -312,33 +422,57 @@ impl Parser {
         let text = format!("for {var} in {}", pretty(&range));
         let (mut rev, mut step) = (false, None);
         let mut e = &range;
-        let (start, end, inclusive) = loop {
-            match e {
-                Expr::Paren(p) => e = &p.expr,
-                Expr::MethodCall(m) if m.method == "rev" && m.args.is_empty() => {
-                    rev = !rev;
-                    e = &m.receiver;
-                }
-                Expr::MethodCall(m) if m.method == "step_by" && m.args.len() == 1 && step.is_none() && !rev => {
-                    step = Some(m.args[0].clone());
-                    e = &m.receiver;
-                }
-                Expr::Range(r) => match (&r.start, &r.end) {
-                    (Some(s), Some(t)) => break ((**s).clone(), (**t).clone(), matches!(r.limits, syn::RangeLimits::Closed(_))),
-                    _ => return Err(Error::new_spanned(r, "a reversible `for` loop needs both bounds: `a..b` or `a..=b`")),
-                },
-                other => {
-                    return Err(Error::new_spanned(
+        let (start, end, inclusive) =
+            loop {
+                match e {
+                    Expr::Paren(p) => e = &p.expr,
+                    Expr::MethodCall(m) if m.method == "rev" && m.args.is_empty() => {
+                        rev = !rev;
+                        e = &m.receiver;
+                    }
+                    Expr::MethodCall(m)
+                        if m.method == "step_by" && m.args.len() == 1 && step.is_none() && !rev =>
+                    {
+                        step = Some(m.args[0].clone());
+                        e = &m.receiver;
+                    }
+                    Expr::Range(r) => match (&r.start, &r.end) {
+                        (Some(s), Some(t)) => {
+                            break (
+                                (**s).clone(),
+                                (**t).clone(),
+                                matches!(r.limits, syn::RangeLimits::Closed(_)),
+                            )
+                        }
+                        _ => {
+                            return Err(Error::new_spanned(
+                                r,
+                                "a reversible `for` loop needs both bounds: `a..b` or `a..=b`",
+                            ))
+                        }
+                    },
+                    other => return Err(Error::new_spanned(
                         other,
                         "a reversible `for` loop runs over a range: `a..b` or `a..=b`, optionally \
                          `(a..b).step_by(s)` and `.rev()`",
-                    ))
+                    )),
                 }
-            }
-        };
+            };
         self.vars.push(var.to_string());
         let body = self.block(input)?;
-        Ok(Stmt { kind: Kind::For { var, start, end, inclusive, step, rev, body }, text, span })
+        Ok(Stmt {
+            kind: Kind::For {
+                var,
+                start,
+                end,
+                inclusive,
+                step,
+                rev,
+                body,
+            },
+            text,
+            span,
+        })
     }
 
     /// An expression statement: an instruction or a call.
@@ -371,7 +505,7 @@ impl Parser {
                 };
                 let ops: Vec<&Operand> = match &kind {
                     Kind::Acc { rhs, .. } => match rhs {
-                        Rhs::Id(a) | Rhs::Op1(_, a) => vec![a],
+                        Rhs::Id(a) | Rhs::Op1(_, a) | Rhs::Powi(_, a) => vec![a],
                         Rhs::Arith(_, a, b) | Rhs::Op2(_, a, b) => vec![a, b],
                     },
                     Kind::Xor { operands, .. } => operands.iter().collect(),
@@ -436,11 +570,18 @@ impl Parser {
         }
     }
 
+    fn root_is_var(&self, e: &Expr) -> bool {
+        self.vars.contains(&place_path(e).0)
+    }
+
     fn target(&self, t: &Expr) -> Result<()> {
-        if is_place(t) && self.mentions_var(t) {
+        if is_place(t) && self.root_is_var(t) {
             Ok(())
         } else {
-            Err(Error::new_spanned(t, "the target of an instruction must be a variable, a field or an element"))
+            Err(Error::new_spanned(
+                t,
+                "the target of an instruction must be a variable, a field or an element",
+            ))
         }
     }
 
@@ -462,12 +603,17 @@ impl Parser {
                     BinOp::Div(_) => "Div",
                     op => return Err(Error::new_spanned(op, "expected `+`, `-`, `*` or `/`")),
                 };
-                return Ok((Rhs::Arith(name, self.operand(&b.left)?, self.operand(&b.right)?), false));
+                return Ok((
+                    Rhs::Arith(name, self.operand(&b.left)?, self.operand(&b.right)?),
+                    false,
+                ));
             }
             Expr::MethodCall(m) => {
                 let name = m.method.to_string();
                 let args: Vec<&Expr> = m.args.iter().collect();
-                return self.named(&name, &m.method, &m.receiver, &args).map(|r| (r, false));
+                return self
+                    .named(&name, &m.method, &m.receiver, &args)
+                    .map(|r| (r, false));
             }
             Expr::Call(c) => {
                 if let Expr::Path(p) = &*c.func {
@@ -480,9 +626,13 @@ impl Parser {
                             return Ok((Rhs::Id(self.operand(args[0])?), false));
                         }
                         if id == "atan" && args.len() == 2 {
-                            return self.named("atan2", id, args[0], &args[1..]).map(|r| (r, false));
+                            return self
+                                .named("atan2", id, args[0], &args[1..])
+                                .map(|r| (r, false));
                         }
-                        return self.named(&id.to_string(), id, args[0], &args[1..]).map(|r| (r, false));
+                        return self
+                            .named(&id.to_string(), id, args[0], &args[1..])
+                            .map(|r| (r, false));
                     }
                 }
                 return Err(Error::new_spanned(
@@ -502,25 +652,27 @@ impl Parser {
     /// `name(first, rest…)` / `first.name(rest…)`.
     fn named(&mut self, name: &str, at: &Ident, first: &Expr, rest: &[&Expr]) -> Result<Rhs> {
         if name == "powi" && rest.len() == 1 {
-            if self.mentions_var(rest[0]) {
-                return Err(Error::new_spanned(rest[0], "the exponent of `powi` must be a constant"));
-            }
-            let n = rest[0];
-            return Ok(Rhs::Op1(quote!(Powi(#n)), self.operand(first)?));
+            return Ok(Rhs::Powi(rest[0].clone(), self.operand(first)?));
         }
         if name == "digamma" && rest.is_empty() {
             return Ok(Rhs::Op1(quote!(Polygamma(0)), self.operand(first)?));
         }
         if let Some((_, v)) = UNARY.iter().find(|(n, _)| *n == name) {
             if !rest.is_empty() {
-                return Err(Error::new_spanned(at, format!("`{name}` takes one argument")));
+                return Err(Error::new_spanned(
+                    at,
+                    format!("`{name}` takes one argument"),
+                ));
             }
             let v = Ident::new(v, Span::call_site());
             return Ok(Rhs::Op1(quote!(#v), self.operand(first)?));
         }
         if let Some((_, v)) = BINARY.iter().find(|(n, _)| *n == name) {
             if rest.len() != 1 {
-                return Err(Error::new_spanned(at, format!("`{name}` takes two arguments")));
+                return Err(Error::new_spanned(
+                    at,
+                    format!("`{name}` takes two arguments"),
+                ));
             }
             return Ok(Rhs::Op2(v, self.operand(first)?, self.operand(rest[0])?));
         }
@@ -536,7 +688,9 @@ impl Parser {
 
     fn xor_operands(&mut self, e: &Expr, out: &mut Vec<Operand>) -> Result<()> {
         match e {
-            Expr::Binary(b) if matches!(b.op, BinOp::BitAnd(_) | BinOp::BitOr(_) | BinOp::BitXor(_)) => {
+            Expr::Binary(b)
+                if matches!(b.op, BinOp::BitAnd(_) | BinOp::BitOr(_) | BinOp::BitXor(_)) =>
+            {
                 out.push(self.operand(&b.left)?);
                 out.push(self.operand(&b.right)?);
                 Ok(())
@@ -561,8 +715,12 @@ impl Parser {
         if !self.mentions_var(e) {
             return Ok(Operand::Const(e.clone()));
         }
-        if is_place(e) {
+        if is_place(e) && self.root_is_var(e) {
             return Ok(Operand::Place(strip_parens(e).clone()));
+        }
+        if is_place(e) {
+            // An element of a constant table indexed by a variable: read, not differentiated.
+            return Ok(Operand::Const(e.clone()));
         }
         Err(Error::new_spanned(
             e,
@@ -579,12 +737,15 @@ impl Parser {
         if is_literal(e) {
             return Ok(Operand::Const(e.clone()));
         }
-        if is_place(e) && self.mentions_var(e) {
+        if is_place(e) && self.root_is_var(e) {
             return Ok(Operand::Place(strip_parens(e).clone()));
         }
         if let Expr::Call(c) = e {
             if let Some(arg) = c.args.iter().find(|a| self.mentions_var(a) && !is_place(a)) {
-                return Err(Error::new_spanned(arg, "nested call: compute the inner value into an ancilla first"));
+                return Err(Error::new_spanned(
+                    arg,
+                    "nested call: compute the inner value into an ancilla first",
+                ));
             }
         }
         Ok(Operand::Const(e.clone()))
@@ -692,7 +853,25 @@ pub fn pretty(e: &impl ToTokens) -> String {
 
 pub fn tidy(s: &str) -> String {
     let mut out = s.to_string();
-    for (from, to) in [(" [", "["), ("[ ", "["), (" ]", "]"), (" (", "("), ("( ", "("), (" )", ")"), (" .", "."), (". ", "."), (" ,", ","), ("! ", "!")] {
+    // Unary minus after an operator or an opening bracket: `x > - 10` → `x > -10`.
+    for op in [
+        "< -", "> -", "= -", "( -", ", -", "* -", "/ -", "+ -", "[ -",
+    ] {
+        let joined = format!("{}-", &op[..op.len() - 1]);
+        out = out.replace(&format!("{op} "), &joined);
+    }
+    for (from, to) in [
+        (" [", "["),
+        ("[ ", "["),
+        (" ]", "]"),
+        (" (", "("),
+        ("( ", "("),
+        (" )", ")"),
+        (" .", "."),
+        (". ", "."),
+        (" ,", ","),
+        ("! ", "!"),
+    ] {
         out = out.replace(from, to);
     }
     out

@@ -59,7 +59,9 @@ fn nested_calls_are_an_error() {
 
 #[test]
 fn constants_are_not_nested_calls() {
-    ok(quote! { fn f<T: RevReal>(z: &mut T, x: &mut T) { z += x * T::from_f64(2.0); z += x * 3.0; } });
+    ok(
+        quote! { fn f<T: RevReal>(z: &mut T, x: &mut T) { z += x * T::from_f64(2.0); z += x * 3.0; } },
+    );
 }
 
 #[test]
@@ -94,9 +96,18 @@ fn misuse_errors() {
     assert!(err(quote! { fn f(y: &mut f64) { y = 1.0; } }).contains("plain assignment"));
     assert!(err(quote! { fn f(y: f64) { } }).contains("&mut"));
     assert!(err(quote! { fn f(y: &mut f64) -> f64 { } }).contains("returns nothing"));
-    assert!(err(quote! { fn f(y: &mut f64) { while y < 3.0 { y += 1.0; } } }).contains("post-condition"));
-    assert!(err(quote! { fn f(y: &mut f64, v: &mut Vec<f64>) { for i in v.iter() { y += 1.0; } } }).contains("range"));
-    assert!(err(quote! { fn f(y: &mut f64, x: &mut f64) { y += foo(x); } }).contains("not an instruction"));
+    assert!(
+        err(quote! { fn f(y: &mut f64) { while y < 3.0 { y += 1.0; } } })
+            .contains("post-condition")
+    );
+    assert!(err(
+        quote! { fn f(y: &mut f64, v: &mut Vec<f64>) { for i in v.iter() { y += 1.0; } } }
+    )
+    .contains("range"));
+    assert!(
+        err(quote! { fn f(y: &mut f64, x: &mut f64) { y += foo(x); } })
+            .contains("not an instruction")
+    );
     assert!(err(quote! { fn f(y: &mut f64) { @bogus y += 1.0; } }).contains("unknown `@`"));
 }
 
@@ -119,9 +130,15 @@ fn inversion_follows_table_one() {
     let body = lower::expand(funcs.0.into_iter().next().unwrap().body).unwrap();
     let k = quote!(::k);
     let text = |stmts: &[ir::Stmt]| {
-        codegen::Gen { krate: &k, fname: "f".into(), params: vec![], backwards: false, counter: Cell::new(0) }
-            .stmts(stmts, true)
-            .to_string()
+        codegen::Gen {
+            krate: &k,
+            fname: "f".into(),
+            params: vec![],
+            backwards: false,
+            counter: Cell::new(0),
+        }
+        .stmts(stmts, true)
+        .to_string()
     };
     assert_eq!(text(&body), text(&invert(&invert(&body))));
     assert_ne!(text(&body), text(&invert(&body)));

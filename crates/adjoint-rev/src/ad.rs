@@ -188,7 +188,10 @@ tuple!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7);
 
 /// Set the gradient of scalar number `index` (in [`Differentiable`] order) to `seed`.
 fn seed<A: Differentiable, T: Copy>(m: &mut A::Map<GVar<T>>, index: usize, seed: T, len: usize) {
-    assert!(index < len, "scalar index {index} is out of range: the arguments hold {len} differentiable scalars");
+    assert!(
+        index < len,
+        "scalar index {index} is out of range: the arguments hold {len} differentiable scalars"
+    );
     let mut k = 0;
     A::visit_mut(m, &mut |v: &mut GVar<T>| {
         if k == index {

@@ -17,8 +17,16 @@ pub struct Site {
 
 impl fmt::Display for Site {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let dir = if self.backwards { " (running backwards)" } else { "" };
-        write!(f, "in `{}`{dir}, statement `{}`", self.function, self.statement)
+        let dir = if self.backwards {
+            " (running backwards)"
+        } else {
+            ""
+        };
+        write!(
+            f,
+            "in `{}`{dir}, statement `{}`",
+            self.function, self.statement
+        )
     }
 }
 
@@ -95,8 +103,18 @@ pub enum InvertibilityError {
 
 impl InvertibilityError {
     #[doc(hidden)]
-    pub fn deallocation(site: Site, variable: &'static str, expected: String, found: String) -> Self {
-        Self::Deallocation { site, variable, expected, found }
+    pub fn deallocation(
+        site: Site,
+        variable: &'static str,
+        expected: String,
+        found: String,
+    ) -> Self {
+        Self::Deallocation {
+            site,
+            variable,
+            expected,
+            found,
+        }
     }
     #[doc(hidden)]
     pub fn condition(site: Site, pre: bool, post: bool) -> Self {
@@ -112,7 +130,11 @@ impl InvertibilityError {
     }
     #[doc(hidden)]
     pub fn bounds(site: Site, before: String, after: String) -> Self {
-        Self::Bounds { site, before, after }
+        Self::Bounds {
+            site,
+            before,
+            after,
+        }
     }
 
     /// Where the check failed.
@@ -157,17 +179,112 @@ impl fmt::Display for InvertibilityError {
 
 impl std::error::Error for InvertibilityError {}
 
-/// `unlet`'s check: is the ancilla back to its declared value?
-#[doc(hidden)]
-#[inline(always)]
-pub fn restored<T: PartialEq>(a: &T, b: &T) -> bool {
-    a == b
+/// Values that can be ancillas: `unlet x = v;` asks `x.restored(&v)`.
+///
+/// Integers, fixed point and `bool` compare exactly. Floats compare within `1e-8` absolute plus
+/// `1e-8` relative, like NiLang's deallocation check: floating-point `+=` followed by `-=` of the
+/// same value can be off by an ulp. `GVar` and `Dual` compare their values; containers compare
+/// element by element.
+///
+/// ```
+/// use adjoint_rev::Ancilla;
+/// assert!((0.1 + 0.2 - 0.3f64).restored(&0.0));
+/// assert!(!1u8.restored(&0));
+/// ```
+pub trait Ancilla {
+    /// Is `self` back to `value`?
+    fn restored(&self, value: &Self) -> bool;
+}
+
+/// NiLang's tolerance for deallocating floating-point ancillas.
+const ATOL: f64 = 1e-8;
+
+macro_rules! exact {
+    ($($t:ty),*) => {$(
+        impl Ancilla for $t {
+            #[inline(always)]
+            fn restored(&self, value: &Self) -> bool {
+                self == value
+            }
+        }
+    )*};
+}
+exact!(i8, i16, i32, i64, i128, isize, u8, u16, u32, u64, u128, usize, bool);
+
+impl Ancilla for f64 {
+    #[inline(always)]
+    fn restored(&self, value: &Self) -> bool {
+        self == value || (self - value).abs() <= ATOL * (1.0 + self.abs().max(value.abs()))
+    }
+}
+
+impl Ancilla for f32 {
+    #[inline(always)]
+    fn restored(&self, value: &Self) -> bool {
+        f64::from(*self).restored(&f64::from(*value))
+    }
+}
+
+impl<F> Ancilla for fixed::FixedI32<F> {
+    fn restored(&self, value: &Self) -> bool {
+        self.to_bits() == value.to_bits()
+    }
+}
+
+impl<F> Ancilla for fixed::FixedI64<F> {
+    fn restored(&self, value: &Self) -> bool {
+        self.to_bits() == value.to_bits()
+    }
+}
+
+impl<T: Ancilla> Ancilla for crate::GVar<T> {
+    #[inline(always)]
+    fn restored(&self, value: &Self) -> bool {
+        self.x.restored(&value.x)
+    }
+}
+
+impl<T: Ancilla> Ancilla for adjoint_core::forward::Dual<T> {
+    #[inline(always)]
+    fn restored(&self, value: &Self) -> bool {
+        self.re.restored(&value.re)
+    }
+}
+
+impl<T: Ancilla> Ancilla for num_complex::Complex<T> {
+    fn restored(&self, value: &Self) -> bool {
+        self.re.restored(&value.re) && self.im.restored(&value.im)
+    }
+}
+
+impl<T: Ancilla> Ancilla for crate::ULog<T> {
+    fn restored(&self, value: &Self) -> bool {
+        self.log.restored(&value.log)
+    }
+}
+
+impl<T: Ancilla> Ancilla for Vec<T> {
+    fn restored(&self, value: &Self) -> bool {
+        self.len() == value.len() && self.iter().zip(value).all(|(a, b)| a.restored(b))
+    }
+}
+
+impl<T: Ancilla, const N: usize> Ancilla for [T; N] {
+    fn restored(&self, value: &Self) -> bool {
+        self.iter().zip(value).all(|(a, b)| a.restored(b))
+    }
 }
 
 /// The run-time alias check for arguments that differ only in an index (`x[i]`, `x[j]`).
 #[doc(hidden)]
 #[inline(always)]
-pub fn distinct(a: *const u8, b: *const u8, site: Site, na: &'static str, nb: &'static str) -> Result<(), InvertibilityError> {
+pub fn distinct(
+    a: *const u8,
+    b: *const u8,
+    site: Site,
+    na: &'static str,
+    nb: &'static str,
+) -> Result<(), InvertibilityError> {
     if core::ptr::eq(a, b) {
         Err(InvertibilityError::Alias { site, a: na, b: nb })
     } else {

@@ -1,6 +1,7 @@
 //! `GVar`: a value with its gradient (seed 000 Section III, seed 001 Section 3.1). Running a
 //! program's inverse on `GVar`s computes the value's inverse and the adjoint together.
 
+use crate::error::Ancilla;
 use crate::num::{Arith, RevReal, Scale};
 use adjoint_core::rules::{self, Op1, Op2};
 use adjoint_core::Real;
@@ -59,9 +60,12 @@ impl<T: PartialOrd<f64>> PartialOrd<f64> for GVar<T> {
     }
 }
 
-impl<T: Real> Arith for GVar<T> {
+impl<T: Real + Ancilla> Arith for GVar<T> {
     fn from_f64(v: f64) -> Self {
-        GVar { x: T::cst(v), g: T::zero() }
+        GVar {
+            x: T::cst(v),
+            g: T::zero(),
+        }
     }
     #[inline(always)]
     fn acc_id(y: &mut Self, x: &mut Self, plus: bool) {
@@ -84,7 +88,7 @@ impl<T: Real> Arith for GVar<T> {
     }
 }
 
-impl<T: Real> GVar<T> {
+impl<T: Real + Ancilla> GVar<T> {
     #[inline(always)]
     fn acc2_rule(y: &mut Self, op: Op2, a: &mut Self, b: &mut Self, plus: bool) {
         let r = rules::binary(op, a.x, b.x);
@@ -100,7 +104,7 @@ impl<T: Real> GVar<T> {
     }
 }
 
-impl<T: Real> RevReal for GVar<T> {
+impl<T: Real + Ancilla> RevReal for GVar<T> {
     #[inline(always)]
     fn acc1(y: &mut Self, op: Op1, x: &mut Self, plus: bool) {
         let r = rules::unary(op, x.x);
@@ -120,7 +124,10 @@ impl<T: Real> RevReal for GVar<T> {
     /// `θ̄` by the cross product `a·ḡ_b − b·ḡ_a` (invariant under the rotation itself).
     #[inline(always)]
     fn rot(a: &mut Self, b: &mut Self, theta: &mut Self, inverse: bool) {
-        let (s, c) = (num_traits::Float::sin(theta.x), num_traits::Float::cos(theta.x));
+        let (s, c) = (
+            num_traits::Float::sin(theta.x),
+            num_traits::Float::cos(theta.x),
+        );
         let s = if inverse { -s } else { s };
         let cross = b.g * a.x - a.g * b.x;
         if inverse {
@@ -142,7 +149,7 @@ impl<T: Real> RevReal for GVar<T> {
 
 /// `y *= x` on gradients: the forward multiplies the value, divides the gradient and moves
 /// `x̄ -= ȳ·y_old`; `/=` is its exact mirror.
-impl<T: Real> Scale for GVar<T> {
+impl<T: Real + Ancilla> Scale for GVar<T> {
     #[inline(always)]
     fn scale(y: &mut Self, x: &mut Self, mul: bool) {
         if mul {

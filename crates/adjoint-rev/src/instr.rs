@@ -152,16 +152,35 @@ impl<'a, T: Arith> Instruction<(&'a mut T,)> for CONJ {
 /// let r: Vec<i64> = adjoint_rev::steps(1, 10, 3, false, true).collect();
 /// assert_eq!(r, [7, 4, 1]);
 /// ```
-pub fn steps<T: num_traits::PrimInt>(start: T, end: T, step: T, inclusive: bool, rev: bool) -> Steps<T> {
-    assert!(step > T::zero(), "a reversible loop's step must be positive (use `.rev()` to go down)");
+pub fn steps<T: num_traits::PrimInt>(
+    start: T,
+    end: T,
+    step: T,
+    inclusive: bool,
+    rev: bool,
+) -> Steps<T> {
+    assert!(
+        step > T::zero(),
+        "a reversible loop's step must be positive (use `.rev()` to go down)"
+    );
     let n = if inclusive {
-        if end < start { T::zero() } else { (end - start) / step + T::one() }
+        if end < start {
+            T::zero()
+        } else {
+            (end - start) / step + T::one()
+        }
     } else if end <= start {
         T::zero()
     } else {
         (end - start - T::one()) / step + T::one()
     };
-    Steps { start, step, front: T::zero(), back: n, rev }
+    Steps {
+        start,
+        step,
+        front: T::zero(),
+        back: n,
+        rev,
+    }
 }
 
 /// The iterator of [`steps`].

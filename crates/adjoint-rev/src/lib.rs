@@ -112,7 +112,7 @@
 //! }
 //! let x = Complex::new(1.0, 1.2);
 //! // Forward and back: the inverse restores y (floating-point += and -= round).
-//! let (mut y, mut z) = (0.5, x);
+//! let (mut y, mut z) = (0.5f64, x);
 //! log_abs(&mut y, &mut z)?;
 //! log_abs::uncall(&mut y, &mut z)?;
 //! assert!((y - 0.5).abs() < 1e-15);
@@ -151,14 +151,14 @@ pub mod library;
 pub use ad::{grad, hessian, jacobian, value_and_grad, Differentiable, Reversible};
 pub use adjoint_core::rules::{Op1, Op2};
 pub use adjoint_rev_macros::reversible;
-pub use error::{InvertibilityError, Site};
+pub use error::{Ancilla, InvertibilityError, Site};
 pub use gvar::GVar;
 pub use instr::{steps, Instruction, Steps};
 pub use num::{Arith, RevReal, Scale};
 pub use ulog::ULog;
 
 #[doc(hidden)]
-pub use error::{distinct, restored};
+pub use error::distinct;
 
 /// The built-in instructions, as types implementing [`Instruction`].
 pub mod instr_types {
@@ -167,5 +167,8 @@ pub mod instr_types {
 
 /// What reversible code usually needs: the macro, the number traits, `GVar` and `ULog`.
 pub mod prelude {
-    pub use crate::{reversible, Arith, Differentiable, GVar, Instruction, InvertibilityError, RevReal, Scale, ULog};
+    pub use crate::{
+        reversible, Ancilla, Arith, Differentiable, GVar, Instruction, InvertibilityError, RevReal,
+        Scale, ULog,
+    };
 }

@@ -1,1 +1,261 @@
-//! Library
+//! A small library of reversible functions (NiLang's stdlib): sums, dot products, norms, mean and
+//! variance, log-sum-exp, relu, affine maps, complex log, and sparse CSR products. Every function
+//! accumulates into its first argument (`out += …`), so calling it again with `uncall` removes the
+//! result exactly.
+//!
+//! ```
+//! use adjoint_rev::library::i_norm;
+//! let (mut out, mut sq, mut v) = (0.0, 0.0, vec![1.0, 2.0, 3.0]);
+//! i_norm(&mut out, &mut sq, &mut v)?;
+//! assert_eq!((out, sq), (14f64.sqrt(), 14.0));
+//! # Ok::<(), adjoint_rev::InvertibilityError>(())
+//! ```
+
+use crate::ad::Differentiable;
+use crate::{reversible, Arith, RevReal};
+use num_complex::Complex;
+
+/// The index of the largest element (the first, on ties): a pure function of data a reversible
+/// function does not change, so it can initialise an ancilla (`let k = argmax(&x);`).
+///
+/// ```
+/// assert_eq!(adjoint_rev::library::argmax(&[1.0, 3.0, 2.0]), 1);
+/// ```
+pub fn argmax<T: PartialOrd>(x: &[T]) -> usize {
+    let mut k = 0;
+    for (i, v) in x.iter().enumerate() {
+        if *v > x[k] {
+            k = i;
+        }
+    }
+    k
+}
+
+reversible! {
+    /// `out += Σᵢ x[i]`.
+    pub fn i_sum<T: Arith>(out: &mut T, x: &mut Vec<T>) {
+        for i in 0..x.len() {
+            out += x[i];
+        }
+    }
+
+    /// `out += x · y`.
+    pub fn i_dot<T: Arith>(out: &mut T, x: &mut Vec<T>, y: &mut Vec<T>) {
+        @safe assert_eq!(x.len(), y.len(), "i_dot: x has length {} but y has length {}", x.len(), y.len());
+        for i in 0..x.len() {
+            out += x[i] * y[i];
+        }
+    }
+
+    /// `out += ‖x‖² = Σᵢ x[i]·conj(x[i])` (seed 000's `inorm2`, copying each element into an
+    /// ancilla so the instruction never takes `x[i]` twice).
+    pub fn i_norm2<T: Arith>(out: &mut T, x: &mut Vec<T>) {
+        for i in 0..x.len() {
+            let a = T::zero();
+            a += x[i];
+            CONJ(a);
+            out += a * x[i];
+            CONJ(a);
+            a -= x[i];
+            unlet a = T::zero();
+        }
+    }
+
+    /// The Euclidean norm: `sq += ‖x‖²`, then `out += √sq`.
+    pub fn i_norm<T: RevReal>(out: &mut T, sq: &mut T, x: &mut Vec<T>) {
+        i_norm2(sq, x);
+        out += sq.sqrt();
+    }
+
+    /// `out += mean(x)`.
+    pub fn i_mean<T: Arith>(out: &mut T, x: &mut Vec<T>) {
+        @routine {
+            let n = T::from_f64(x.len() as f64);
+            let s = T::zero();
+            i_sum(s, x);
+        }
+        out += s / n;
+        ~@routine;
+    }
+
+    /// `out += var(x)`, the sample variance `Σ(xᵢ − x̄)² / (n − 1)`.
+    pub fn i_var<T: RevReal>(out: &mut T, x: &mut Vec<T>) {
+        @routine {
+            let n1 = T::from_f64(x.len() as f64 - 1.0);
+            let m = T::zero();
+            i_mean(m, x);
+            let ss = T::zero();
+            for i in 0..x.len() {
+                let d = T::zero();
+                d += x[i] - m;
+                ss += d.powi(2);
+                d -= x[i] - m;
+                unlet d = T::zero();
+            }
+        }
+        out += ss / n1;
+        ~@routine;
+    }
+
+    /// `out += max(x, 0)`.
+    pub fn i_relu<T: RevReal>(out: &mut T, x: &mut T) {
+        if (x.value() > 0.0, ~) {
+            out += x;
+        }
+    }
+
+    /// `out += log Σᵢ exp(x[i])`, shifted by the largest element for stability.
+    pub fn i_logsumexp<T: RevReal>(out: &mut T, x: &mut Vec<T>) {
+        @routine {
+            let k = argmax(&x);
+            let m = T::zero();
+            m += x[k];
+            let s = T::zero();
+            for i in 0..x.len() {
+                let d = T::zero();
+                d += x[i] - m;
+                s += d.exp();
+                d -= x[i] - m;
+                unlet d = T::zero();
+            }
+        }
+        out += m;
+        out += s.ln();
+        ~@routine;
+    }
+
+    /// `y += W x + b`, with `W` row-major (`y.len()` × `x.len()`), seed 001 Listing 5.
+    pub fn i_affine<T: Arith>(y: &mut Vec<T>, w: &mut Vec<T>, b: &mut Vec<T>, x: &mut Vec<T>) {
+        @safe assert!(
+            w.len() == y.len() * x.len() && b.len() == y.len(),
+            "i_affine: W has {} elements, b {}, for y of length {} and x of length {}",
+            w.len(), b.len(), y.len(), x.len()
+        );
+        @invcheckoff for i in 0..y.len() {
+            for j in 0..x.len() {
+                y[i] += w[i * x.len() + j] * x[j];
+            }
+            y[i] += b[i];
+        }
+    }
+
+    /// `y += log x` for complex `x`: `y.re += ln|x|`, `y.im += arg x` (seed 001 Listings 3 and 6).
+    pub fn i_complex_log<T: RevReal>(y: &mut Complex<T>, x: &mut Complex<T>) {
+        @routine {
+            let nsq = T::zero();
+            let n = T::zero();
+            nsq += x.re.powi(2);
+            nsq += x.im.powi(2);
+            n += nsq.sqrt();
+        }
+        y.re += n.ln();
+        y.im += x.im.atan2(x.re);
+        ~@routine;
+    }
+}
+
+/// A sparse matrix in compressed sparse row form.
+///
+/// ```
+/// use adjoint_rev::library::Csr;
+/// let a = Csr::from_triplets(2, 3, &[(0, 1, 2.0), (1, 0, 3.0), (1, 2, 4.0)]);
+/// assert_eq!((a.row_ptr.clone(), a.col.clone(), a.val.clone()), (vec![0, 1, 3], vec![1, 0, 2], vec![2.0, 3.0, 4.0]));
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct Csr<T> {
+    /// Rows.
+    pub rows: usize,
+    /// Columns.
+    pub cols: usize,
+    /// Where each row's entries start in `col`/`val` (length `rows + 1`).
+    pub row_ptr: Vec<usize>,
+    /// The column of each entry, increasing within a row.
+    pub col: Vec<usize>,
+    /// The value of each entry.
+    pub val: Vec<T>,
+}
+
+impl<T: Copy> Csr<T> {
+    /// Build from `(row, col, value)` triplets (any order, no duplicates).
+    pub fn from_triplets(rows: usize, cols: usize, t: &[(usize, usize, T)]) -> Self {
+        let mut t = t.to_vec();
+        t.sort_by_key(|&(r, c, _)| (r, c));
+        let mut row_ptr = vec![0; rows + 1];
+        for &(r, c, _) in &t {
+            assert!(
+                r < rows && c < cols,
+                "entry ({r}, {c}) is outside a {rows}×{cols} matrix"
+            );
+            row_ptr[r + 1] += 1;
+        }
+        for i in 0..rows {
+            row_ptr[i + 1] += row_ptr[i];
+        }
+        Csr {
+            rows,
+            cols,
+            row_ptr,
+            col: t.iter().map(|e| e.1).collect(),
+            val: t.iter().map(|e| e.2).collect(),
+        }
+    }
+
+    /// Where entry `(i, j)` is stored, or `usize::MAX` if it is zero (binary search in row `i`).
+    pub fn find(&self, i: usize, j: usize) -> usize {
+        let (a, b) = (self.row_ptr[i], self.row_ptr[i + 1]);
+        match self.col[a..b].binary_search(&j) {
+            Ok(k) => a + k,
+            Err(_) => usize::MAX,
+        }
+    }
+}
+
+impl<X: Differentiable + Copy> Differentiable for Csr<X> {
+    type Map<S: Copy> = Csr<X::Map<S>>;
+    fn wrap<S: Copy>(&self, f: &mut impl FnMut(f64) -> S) -> Self::Map<S> {
+        Csr {
+            rows: self.rows,
+            cols: self.cols,
+            row_ptr: self.row_ptr.clone(),
+            col: self.col.clone(),
+            val: self.val.wrap(f),
+        }
+    }
+    fn unwrap<S: Copy>(&self, m: &Self::Map<S>, f: &mut impl FnMut(&S) -> f64) -> Self {
+        Csr {
+            val: self.val.unwrap(&m.val, f),
+            ..self.clone()
+        }
+    }
+    fn visit_mut<S: Copy>(m: &mut Self::Map<S>, f: &mut impl FnMut(&mut S)) {
+        Vec::<X>::visit_mut(&mut m.val, f);
+    }
+}
+
+reversible! {
+    /// `out += Σᵢⱼ A[i,j]·B[i,j]` for sparse `A`, `B` of the same shape: each entry of `A` finds
+    /// its partner in `B` by binary search, into an ancilla index that is uncomputed by searching
+    /// again.
+    pub fn i_sparse_dot<T: Arith>(out: &mut T, a: &mut Csr<T>, b: &mut Csr<T>) {
+        @safe assert_eq!((a.rows, a.cols), (b.rows, b.cols), "i_sparse_dot: A is {}×{} but B is {}×{}", a.rows, a.cols, b.rows, b.cols);
+        @invcheckoff for i in 0..a.rows {
+            for p in a.row_ptr[i]..a.row_ptr[i + 1] {
+                let q = b.find(i, a.col[p]);
+                if (q != usize::MAX, ~) {
+                    out += a.val[p] * b.val[q];
+                }
+                unlet q = b.find(i, a.col[p]);
+            }
+        }
+    }
+
+    /// `y += A x` for sparse `A` (NiLang's sparse `mul!`; any number type, complex included).
+    pub fn i_spmv<T: Arith>(y: &mut Vec<T>, a: &mut Csr<T>, x: &mut Vec<T>) {
+        @safe assert!(y.len() == a.rows && x.len() == a.cols, "i_spmv: A is {}×{} but x has length {} and y {}", a.rows, a.cols, x.len(), y.len());
+        @invcheckoff for i in 0..a.rows {
+            for p in a.row_ptr[i]..a.row_ptr[i + 1] {
+                y[i] += a.val[p] * x[a.col[p]];
+            }
+        }
+    }
+}

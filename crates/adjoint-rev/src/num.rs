@@ -3,6 +3,7 @@
 //! the derivative-carrying types ([`GVar`](crate::GVar)) implement the same methods with their
 //! adjoints attached.
 
+use crate::error::Ancilla;
 use adjoint_core::forward::Dual;
 use adjoint_core::rules::{self, Op1, Op2};
 use adjoint_core::Real;
@@ -23,7 +24,7 @@ use num_complex::Complex;
 /// i64::acc_arith(&mut y, adjoint_rev::Op2::Mul, &mut a, &mut b, false);  // y -= a * b
 /// assert_eq!(y, 2);
 /// ```
-pub trait Arith: Copy + Debug + PartialEq + 'static {
+pub trait Arith: Copy + Debug + PartialEq + Ancilla + 'static {
     /// The number nearest to `v` (literals in reversible code go through this).
     fn from_f64(v: f64) -> Self;
     /// Zero.
@@ -67,7 +68,13 @@ pub trait Scale: Copy {
 }
 
 #[inline(always)]
-fn arith<T: Copy + core::ops::Add<Output = T> + core::ops::Sub<Output = T> + core::ops::Mul<Output = T> + core::ops::Div<Output = T>>(
+fn arith<
+    T: Copy
+        + core::ops::Add<Output = T>
+        + core::ops::Sub<Output = T>
+        + core::ops::Mul<Output = T>
+        + core::ops::Div<Output = T>,
+>(
     op: Op2,
     a: T,
     b: T,
@@ -138,7 +145,7 @@ macro_rules! real_impls {
 }
 
 real_impls!([] f64, |v| v);
-real_impls!([T: Real] Dual<T>, |v| <Dual<T> as Real>::cst(v));
+real_impls!([T: Real + Ancilla] Dual<T>, |v| <Dual<T> as Real>::cst(v));
 
 impl Arith for f32 {
     fn from_f64(v: f64) -> Self {
@@ -146,12 +153,20 @@ impl Arith for f32 {
     }
     #[inline(always)]
     fn acc_id(y: &mut Self, x: &mut Self, plus: bool) {
-        if plus { *y += *x } else { *y -= *x }
+        if plus {
+            *y += *x
+        } else {
+            *y -= *x
+        }
     }
     #[inline(always)]
     fn acc_arith(y: &mut Self, op: Op2, a: &mut Self, b: &mut Self, plus: bool) {
         let v = arith(op, *a, *b);
-        if plus { *y += v } else { *y -= v }
+        if plus {
+            *y += v
+        } else {
+            *y -= v
+        }
     }
     fn neg(x: &mut Self) {
         *x = -*x;
@@ -163,12 +178,20 @@ impl RevReal for f32 {
     #[inline(always)]
     fn acc1(y: &mut Self, op: Op1, x: &mut Self, plus: bool) {
         let v = rules::unary(op, f64::from(*x)).value as f32;
-        if plus { *y += v } else { *y -= v }
+        if plus {
+            *y += v
+        } else {
+            *y -= v
+        }
     }
     #[inline(always)]
     fn acc2(y: &mut Self, op: Op2, a: &mut Self, b: &mut Self, plus: bool) {
         let v = rules::binary(op, f64::from(*a), f64::from(*b)).value as f32;
-        if plus { *y += v } else { *y -= v }
+        if plus {
+            *y += v
+        } else {
+            *y -= v
+        }
     }
     fn rot(a: &mut Self, b: &mut Self, theta: &mut Self, inverse: bool) {
         let (s, c) = theta.sin_cos();
@@ -184,7 +207,11 @@ impl RevReal for f32 {
 
 impl Scale for f32 {
     fn scale(y: &mut Self, x: &mut Self, mul: bool) {
-        if mul { *y *= *x } else { *y /= *x }
+        if mul {
+            *y *= *x
+        } else {
+            *y /= *x
+        }
     }
 }
 
@@ -302,10 +329,18 @@ impl<T: Arith> Arith for Complex<T> {
 #[inline(always)]
 fn complex_mul<T: Arith>(y: &mut Complex<T>, a: &mut Complex<T>, b: &mut Complex<T>, plus: bool) {
     let mut steps = [
-        |y: &mut Complex<T>, a: &mut Complex<T>, b: &mut Complex<T>, p: bool| T::acc_arith(&mut y.re, Op2::Mul, &mut a.re, &mut b.re, p),
-        |y: &mut Complex<T>, a: &mut Complex<T>, b: &mut Complex<T>, p: bool| T::acc_arith(&mut y.re, Op2::Mul, &mut a.im, &mut b.im, !p),
-        |y: &mut Complex<T>, a: &mut Complex<T>, b: &mut Complex<T>, p: bool| T::acc_arith(&mut y.im, Op2::Mul, &mut a.re, &mut b.im, p),
-        |y: &mut Complex<T>, a: &mut Complex<T>, b: &mut Complex<T>, p: bool| T::acc_arith(&mut y.im, Op2::Mul, &mut a.im, &mut b.re, p),
+        |y: &mut Complex<T>, a: &mut Complex<T>, b: &mut Complex<T>, p: bool| {
+            T::acc_arith(&mut y.re, Op2::Mul, &mut a.re, &mut b.re, p)
+        },
+        |y: &mut Complex<T>, a: &mut Complex<T>, b: &mut Complex<T>, p: bool| {
+            T::acc_arith(&mut y.re, Op2::Mul, &mut a.im, &mut b.im, !p)
+        },
+        |y: &mut Complex<T>, a: &mut Complex<T>, b: &mut Complex<T>, p: bool| {
+            T::acc_arith(&mut y.im, Op2::Mul, &mut a.re, &mut b.im, p)
+        },
+        |y: &mut Complex<T>, a: &mut Complex<T>, b: &mut Complex<T>, p: bool| {
+            T::acc_arith(&mut y.im, Op2::Mul, &mut a.im, &mut b.re, p)
+        },
     ];
     if !plus {
         steps.reverse();
