@@ -1,0 +1,6 @@
+adjoint_rev::reversible! {
+    fn f(y: &mut f64, x: f64) {
+        y += x;
+    }
+}
+fn main() {}
