@@ -175,7 +175,12 @@ impl Gen<'_> {
                 } else {
                     quote!()
                 };
-                quote_spanned!(span=> { let #c: bool = #pre; if #c { #then } else { #els } #check })
+                let branch = if els.is_empty() {
+                    quote!(if #c { #then })
+                } else {
+                    quote!(if #c { #then } else { #els })
+                };
+                quote_spanned!(span=> { let #c: bool = #pre; #branch #check })
             }
             Kind::While { pre, post, body } => {
                 let (pre, post) = (self.rw(pre), self.rw(post));
@@ -190,7 +195,8 @@ impl Gen<'_> {
                     }
                     while #pre {
                         #body
-                        if !(#post) {
+                        let p: bool = #post;
+                        if !p {
                             return ::core::result::Result::Err(#k::InvertibilityError::loop_iteration(#site));
                         }
                     }
@@ -302,8 +308,10 @@ impl Gen<'_> {
                     pre.extend(quote_spanned!(span=> let mut #n = #p;));
                     post.extend(quote_spanned!(span=> #p = #n;));
                 }
-                Operand::Lit(l) => pre
-                    .extend(quote_spanned!(span=> let mut #n = #k::Arith::from_f64((#l) as f64);)),
+                Operand::Lit(l) => {
+                    let l = f64_literal(l);
+                    pre.extend(quote_spanned!(span=> let mut #n = #k::Arith::from_f64(#l);))
+                }
                 Operand::Const(c) => {
                     let c = self.rw(c);
                     pre.extend(quote_spanned!(span=> let mut #n = #c;))
@@ -405,6 +413,32 @@ impl Gen<'_> {
             func.to_token_stream()
         };
         quote_spanned!(span=> { #pre #callee(#(#passed),*)?; #post })
+    }
+}
+
+/// A numeric literal as an `f64` literal (`2` → `2f64`, `-0.5` → `-0.5f64`).
+fn f64_literal(e: &Expr) -> TokenStream {
+    match e {
+        Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Int(i),
+            ..
+        }) => {
+            let l = syn::LitFloat::new(&format!("{}f64", i.base10_digits()), i.span());
+            quote!(#l)
+        }
+        Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Float(f),
+            ..
+        }) => {
+            let l = syn::LitFloat::new(&format!("{}f64", f.base10_digits()), f.span());
+            quote!(#l)
+        }
+        Expr::Unary(u) => {
+            let inner = f64_literal(&u.expr);
+            quote!(-#inner)
+        }
+        Expr::Paren(p) => f64_literal(&p.expr),
+        other => quote!((#other) as f64),
     }
 }
 

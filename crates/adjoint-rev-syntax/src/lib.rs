@@ -73,7 +73,19 @@ fn function(f: ir::Func, krate: &TokenStream) -> syn::Result<TokenStream> {
         .filter(|a| !a.path().is_ident("doc"))
         .collect();
     let vis = &f.vis;
-    let allow = quote!(#[allow(unused_parens, unused_braces, clippy::double_parens, clippy::needless_question_mark, clippy::unit_arg)]);
+    // Reversible loops run over index ranges and literals are converted generically: lints about
+    // either would fire on every generated body.
+    let allow = quote!(#[allow(
+        unused_parens,
+        unused_braces,
+        clippy::double_parens,
+        clippy::needless_question_mark,
+        clippy::unit_arg,
+        clippy::needless_range_loop,
+        clippy::unnecessary_cast,
+        clippy::identity_op,
+        clippy::int_plus_one
+    )]);
 
     let doc_struct = format!(
         "The reversible function [`{name}`](fn@{name}) as a value: `{name}::uncall` runs it backwards, and \

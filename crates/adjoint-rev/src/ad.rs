@@ -299,6 +299,7 @@ where
     let _ = f;
     let n = args.len();
     let mut h = vec![vec![0.0; n]; n];
+    #[allow(clippy::needless_range_loop)] // `j` picks the tangent direction and the column
     for j in 0..n {
         let mut k = 0;
         let mut m = args.wrap(&mut |x| {

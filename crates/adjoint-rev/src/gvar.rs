@@ -155,12 +155,12 @@ impl<T: Real + Ancilla> Scale for GVar<T> {
         if mul {
             let old = y.x;
             y.x = old * x.x;
-            y.g = y.g / x.x;
+            y.g /= x.x;
             x.g -= y.g * old;
         } else {
-            y.x = y.x / x.x;
+            y.x /= x.x;
             x.g += y.g * y.x;
-            y.g = y.g * x.x;
+            y.g *= x.x;
         }
     }
 }

@@ -97,12 +97,12 @@ macro_rules! real_impls {
             }
             #[inline(always)]
             fn acc_id(y: &mut Self, x: &mut Self, plus: bool) {
-                if plus { *y = *y + *x } else { *y = *y - *x }
+                if plus { *y += *x } else { *y -= *x }
             }
             #[inline(always)]
             fn acc_arith(y: &mut Self, op: Op2, a: &mut Self, b: &mut Self, plus: bool) {
                 let v = arith(op, *a, *b);
-                if plus { *y = *y + v } else { *y = *y - v }
+                if plus { *y += v } else { *y -= v }
             }
             #[inline(always)]
             fn neg(x: &mut Self) {
@@ -114,12 +114,12 @@ macro_rules! real_impls {
             #[inline(always)]
             fn acc1(y: &mut Self, op: Op1, x: &mut Self, plus: bool) {
                 let v = rules::unary(op, *x).value;
-                if plus { *y = *y + v } else { *y = *y - v }
+                if plus { *y += v } else { *y -= v }
             }
             #[inline(always)]
             fn acc2(y: &mut Self, op: Op2, a: &mut Self, b: &mut Self, plus: bool) {
                 let v = rules::binary(op, *a, *b).value;
-                if plus { *y = *y + v } else { *y = *y - v }
+                if plus { *y += v } else { *y -= v }
             }
             #[inline(always)]
             fn rot(a: &mut Self, b: &mut Self, theta: &mut Self, inverse: bool) {
@@ -138,7 +138,7 @@ macro_rules! real_impls {
         impl<$($g)*> Scale for $t {
             #[inline(always)]
             fn scale(y: &mut Self, x: &mut Self, mul: bool) {
-                if mul { *y = *y * *x } else { *y = *y / *x }
+                if mul { *y *= *x } else { *y /= *x }
             }
         }
     };

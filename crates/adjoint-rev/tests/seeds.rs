@@ -292,8 +292,8 @@ fn qr_decomposition_and_its_gradients() -> R {
     let args = (0.0f64, vec![0.0; n * n], vec![0.0; n * n], a.clone(), n);
     let gq = grad(q12 {}, args.clone(), 0)?.3;
     let gr = grad(r12 {}, args, 0)?.3;
-    let run = |f: fn(&mut f64, &mut Vec<f64>, &mut Vec<f64>, &mut Vec<f64>, &mut usize) -> R,
-               x: &[f64]| {
+    type Qr = fn(&mut f64, &mut Vec<f64>, &mut Vec<f64>, &mut Vec<f64>, &mut usize) -> R;
+    let run = |f: Qr, x: &[f64]| {
         let mut out = 0.0;
         f(
             &mut out,
@@ -425,7 +425,7 @@ fn sparse_dot_and_spmv() -> R {
     );
     let b = Csr::from_triplets(3, 4, &[(0, 3, -1.0), (1, 1, 2.0), (1, 2, 7.0), (2, 2, 0.5)]);
     let (out, g) = value_and_grad(i_sparse_dot {}, (0.0f64, a.clone(), b.clone()), 0)?;
-    assert_eq!(out.0, 2.0 * -1.0 + 3.0 * 2.0 + 5.0 * 0.5);
+    assert_eq!(out.0, -2.0 + 3.0 * 2.0 + 5.0 * 0.5);
     // ∂/∂A[i,j] = B[i,j] where both are stored.
     assert_eq!(g.1.val, vec![0.0, -1.0, 2.0, 0.0, 0.5]);
     assert_eq!(g.2.val, vec![2.0, 3.0, 0.0, 5.0]);
