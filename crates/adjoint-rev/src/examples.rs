@@ -281,8 +281,8 @@ reversible! {
     pub fn i_petersen<T: RevReal>(loss: &mut T, x: &mut Vec<T>, k: &mut usize) {
         @safe assert_eq!(x.len(), 10 * k, "i_petersen: x must hold 10 vertices of dimension k = {}", k);
         @routine {
-            let d1 = vec![T::zero(); 15];
-            let d2 = vec![T::zero(); 30];
+            let d1 = [T::zero(); 15];
+            let d2 = [T::zero(); 30];
             for e in 0..15 {
                 i_dist(d1[e], x, PETERSEN_EDGES[e].0, PETERSEN_EDGES[e].1, k);
             }

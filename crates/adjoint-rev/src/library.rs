@@ -13,7 +13,41 @@
 
 use crate::ad::Differentiable;
 use crate::{reversible, Arith, RevReal};
+use core::ops::IndexMut;
 use num_complex::Complex;
+
+/// Indexable storage for the library's vector arguments: `Vec<T>` and arrays `[T; N]` (so
+/// ancilla vectors can live on the stack).
+///
+/// ```
+/// use adjoint_rev::library::{i_sum, Elements};
+/// let (mut out, mut x) = (0.0, [1.0, 2.0, 3.0]);
+/// i_sum(&mut out, &mut x)?;
+/// assert_eq!((out, Elements::len(&x)), (6.0, 3));
+/// # Ok::<(), adjoint_rev::InvertibilityError>(())
+/// ```
+pub trait Elements<T>: IndexMut<usize, Output = T> {
+    /// The number of elements.
+    fn len(&self) -> usize;
+    /// Whether there are none.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl<T> Elements<T> for Vec<T> {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        Vec::len(self)
+    }
+}
+
+impl<T, const N: usize> Elements<T> for [T; N] {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        N
+    }
+}
 
 /// The index of the largest element (the first, on ties): a pure function of data a reversible
 /// function does not change, so it can initialise an ancilla (`let k = argmax(&x);`).
@@ -33,14 +67,14 @@ pub fn argmax<T: PartialOrd>(x: &[T]) -> usize {
 
 reversible! {
     /// `out += Σᵢ x[i]`.
-    pub fn i_sum<T: Arith>(out: &mut T, x: &mut Vec<T>) {
+    pub fn i_sum<T: Arith, V: Elements<T>>(out: &mut T, x: &mut V) {
         for i in 0..x.len() {
             out += x[i];
         }
     }
 
     /// `out += x · y`.
-    pub fn i_dot<T: Arith>(out: &mut T, x: &mut Vec<T>, y: &mut Vec<T>) {
+    pub fn i_dot<T: Arith, V: Elements<T>, W: Elements<T>>(out: &mut T, x: &mut V, y: &mut W) {
         @safe assert_eq!(x.len(), y.len(), "i_dot: x has length {} but y has length {}", x.len(), y.len());
         for i in 0..x.len() {
             out += x[i] * y[i];
@@ -49,7 +83,7 @@ reversible! {
 
     /// `out += ‖x‖² = Σᵢ x[i]·conj(x[i])` (seed 000's `inorm2`, copying each element into an
     /// ancilla so the instruction never takes `x[i]` twice).
-    pub fn i_norm2<T: Arith>(out: &mut T, x: &mut Vec<T>) {
+    pub fn i_norm2<T: Arith, V: Elements<T>>(out: &mut T, x: &mut V) {
         for i in 0..x.len() {
             let a = T::zero();
             a += x[i];
@@ -62,13 +96,13 @@ reversible! {
     }
 
     /// The Euclidean norm: `sq += ‖x‖²`, then `out += √sq`.
-    pub fn i_norm<T: RevReal>(out: &mut T, sq: &mut T, x: &mut Vec<T>) {
+    pub fn i_norm<T: RevReal, V: Elements<T>>(out: &mut T, sq: &mut T, x: &mut V) {
         i_norm2(sq, x);
         out += sq.sqrt();
     }
 
     /// `out += mean(x)`.
-    pub fn i_mean<T: Arith>(out: &mut T, x: &mut Vec<T>) {
+    pub fn i_mean<T: Arith, V: Elements<T>>(out: &mut T, x: &mut V) {
         @routine {
             let n = T::from_f64(x.len() as f64);
             let s = T::zero();
@@ -79,7 +113,7 @@ reversible! {
     }
 
     /// `out += var(x)`, the sample variance `Σ(xᵢ − x̄)² / (n − 1)`.
-    pub fn i_var<T: RevReal>(out: &mut T, x: &mut Vec<T>) {
+    pub fn i_var<T: RevReal, V: Elements<T>>(out: &mut T, x: &mut V) {
         @routine {
             let n1 = T::from_f64(x.len() as f64 - 1.0);
             let m = T::zero();

@@ -8,6 +8,7 @@
 //! |---|---|---|
 //! | [`forward`] | forward-mode dual numbers | directional derivatives, small gradients and Hessians, checking |
 //! | [`tape`] | reverse mode on a compact tape, parallel reverse pass (Smeding & Vákár) | gradients of any generic Rust code, Jacobians, Hessian-vector products, fork-join parallel programs |
+//! | [`rev`] | a reversible language (NiLang): every function has an exact inverse; gradients by running the inverse, no tape | in-place and memory-bound code, reversible algorithms, gradients and Hessians with no stored intermediates |
 //!
 //! Shared by every engine: [`Real`] (the scalar trait), [`rules`] (the one table of derivative
 //! rules), [`check`] (finite-difference gradient checking).
@@ -55,9 +56,36 @@
 //! }, &x);
 //! assert!((gp[0] - g[0]).abs() < 1e-14);
 //! ```
+//!
+//! ## Reversible functions
+//!
+//! ```
+//! use adjoint::rev::prelude::*;
+//!
+//! reversible! {
+//!     fn polar<T: RevReal>(r: &mut T, t: &mut T, x: &mut T, y: &mut T) {
+//!         r += x.hypot(y);
+//!         t += y.atan2(x);
+//!     }
+//! }
+//! let (mut r, mut t, mut x, mut y) = (0.0f64, 0.0f64, 3.0f64, 4.0f64);
+//! polar(&mut r, &mut t, &mut x, &mut y)?;          // r = 5
+//! polar::uncall(&mut r, &mut t, &mut x, &mut y)?;  // the exact inverse: r = t = 0 again
+//! assert_eq!((r, t), (0.0, 0.0));
+//! let g = adjoint::rev::grad(polar {}, (0.0, 0.0, 3.0, 4.0), 0)?;
+//! assert!((g.2 - 0.6).abs() < 1e-15 && (g.3 - 0.8).abs() < 1e-15); // ∂r/∂(x, y)
+//! # Ok::<(), adjoint::rev::InvertibilityError>(())
+//! ```
 #![warn(missing_docs)]
 
 pub use adjoint_core::{check, impl_real, lift, prelude, rules, special, Real};
+
+/// The reversible eDSL (NiLang, seeds 000 and 001): [`reversible!`](rev::reversible) functions,
+/// their inverses, and gradients by reverse computing. See the module docs for the language.
+pub mod rev {
+    #[doc(inline)]
+    pub use adjoint_rev::*;
+}
 
 /// Forward-mode AD with dual numbers ([`Dual`](forward::Dual), nestable for higher order).
 pub mod forward {
