@@ -72,7 +72,7 @@
 //! polar(&mut r, &mut t, &mut x, &mut y)?;          // r = 5
 //! polar::uncall(&mut r, &mut t, &mut x, &mut y)?;  // the exact inverse: r = t = 0 again
 //! assert_eq!((r, t), (0.0, 0.0));
-//! let g = adjoint::rev::grad(polar {}, (0.0, 0.0, 3.0, 4.0), 0)?;
+//! let g = adjoint::rev::grad(polar {}, (0.0f64, 0.0f64, 3.0f64, 4.0f64), 0)?;
 //! assert!((g.2 - 0.6).abs() < 1e-15 && (g.3 - 0.8).abs() < 1e-15); // ∂r/∂(x, y)
 //! # Ok::<(), adjoint::rev::InvertibilityError>(())
 //! ```
