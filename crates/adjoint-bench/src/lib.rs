@@ -26,6 +26,7 @@ pub mod adbench;
 pub mod alloc;
 pub mod harness;
 pub mod problems;
+pub mod revbench;
 pub mod sec13;
 
 use harness::{problem, Problem};

@@ -105,6 +105,7 @@ struct Report<'a> {
     machine: String,
     quick: bool,
     records: &'a [Record],
+    reversible: &'a [adjoint_bench::revbench::RevRow],
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -128,7 +129,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .as_ref()
             .is_none_or(|f| p.name.contains(f.as_str()))
     });
-    if problems.is_empty() {
+    let rev_matches = args
+        .filter
+        .as_deref()
+        .is_none_or(|f| "graph-embedding".contains(f) || "sparse".contains(f));
+    if problems.is_empty() && !rev_matches {
         return Err(format!("no problem matches --filter {:?}", args.filter).into());
     }
     let machine = machine();
@@ -139,11 +144,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         eprintln!("[{}/{}] {} {}", i + 1, total, p.name, p.size);
         records.extend(run_problem(p, budget));
     }
+    let rev_rows = adjoint_bench::revbench::run(args.quick, args.filter.as_deref());
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     let unix_time = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs();
     let md = format!(
-        "# adjoint-bench results\n\nCommand: `{command}`  \nMachine: {machine}  \nUnix time: {unix_time}\n{}",
-        markdown(&records)
+        "# adjoint-bench results\n\nCommand: `{command}`  \nMachine: {machine}  \nUnix time: {unix_time}\n{}{}",
+        markdown(&records),
+        adjoint_bench::revbench::markdown(&rev_rows)
     );
     println!("{md}");
     std::fs::create_dir_all(&args.out)?;
@@ -153,6 +160,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         machine,
         quick: args.quick,
         records: &records,
+        reversible: &rev_rows,
     };
     std::fs::write(
         args.out.join("bench.json"),

@@ -403,14 +403,22 @@ impl Gen<'_> {
                 }
             }
         }
-        let callee = if inverse {
-            // `f::<T>` becomes `f::uncall::<T>`.
-            let mut path = func.clone();
-            let last = path.segments.last_mut().expect("a path has a segment");
-            let generics = std::mem::replace(&mut last.arguments, syn::PathArguments::None);
-            quote_spanned!(span=> #path::uncall #generics)
-        } else {
-            func.to_token_stream()
+        // Without checks, the callee runs without checks too (its `_unchecked` twin).
+        let callee = match (inverse, checks) {
+            (false, true) => func.to_token_stream(),
+            _ => {
+                // `f::<T>` becomes `f::uncall::<T>` (or `f::call_unchecked::<T>`, …).
+                let name = match (inverse, checks) {
+                    (true, true) => "uncall",
+                    (true, false) => "uncall_unchecked",
+                    _ => "call_unchecked",
+                };
+                let name = Ident::new(name, span);
+                let mut path = func.clone();
+                let last = path.segments.last_mut().expect("a path has a segment");
+                let generics = std::mem::replace(&mut last.arguments, syn::PathArguments::None);
+                quote_spanned!(span=> #path::#name #generics)
+            }
         };
         quote_spanned!(span=> { #pre #callee(#(#passed),*)?; #post })
     }

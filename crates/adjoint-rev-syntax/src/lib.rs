@@ -49,7 +49,7 @@ fn function(f: ir::Func, krate: &TokenStream) -> syn::Result<TokenStream> {
     let body = lower::expand(f.body)?;
     lower::check(&body, &params)?;
     let name = f.sig.ident.clone();
-    let gen = |stmts: &[ir::Stmt], backwards: bool| {
+    let gen = |stmts: &[ir::Stmt], backwards: bool, checks: bool| {
         codegen::Gen {
             krate,
             fname: name.to_string(),
@@ -57,15 +57,24 @@ fn function(f: ir::Func, krate: &TokenStream) -> syn::Result<TokenStream> {
             backwards,
             counter: Cell::new(0),
         }
-        .stmts(stmts, true)
+        .stmts(stmts, checks)
     };
-    let forward = gen(&body, false);
-    let inverse = gen(&invert(&body), true);
+    let inverted = invert(&body);
+    let forward = gen(&body, false, true);
+    let inverse = gen(&inverted, true, true);
+    let forward_unchecked = gen(&body, false, false);
+    let inverse_unchecked = gen(&inverted, true, false);
 
     let mut sig = f.sig.clone();
     sig.output = syn::parse_quote!(-> ::core::result::Result<(), #krate::InvertibilityError>);
-    let mut usig = sig.clone();
-    usig.ident = format_ident!("uncall", span = name.span());
+    let renamed = |n: &str| {
+        let mut s = sig.clone();
+        s.ident = format_ident!("{}", n, span = name.span());
+        s
+    };
+    let usig = renamed("uncall");
+    let csig_unchecked = renamed("call_unchecked");
+    let usig_unchecked = renamed("uncall_unchecked");
     let attrs = &f.attrs;
     let code_attrs: Vec<_> = f
         .attrs
@@ -93,6 +102,14 @@ fn function(f: ir::Func, krate: &TokenStream) -> syn::Result<TokenStream> {
     );
     let doc_uncall = format!(
         "The inverse of [`{name}`](fn@{name}): undoes one call exactly (`~{name}` in NiLang)."
+    );
+    let doc_unchecked = format!(
+        "[`{name}`](fn@{name}) without reversibility checks, in it and in every reversible function it calls \
+         (NiLang's `@invcheckoff` for proven code): no `unlet`, condition or bound checks, and the \
+         optimiser may drop uncomputation whose result is never read."
+    );
+    let doc_uncall_unchecked = format!(
+        "The inverse of [`{name}`](fn@{name}) without reversibility checks (see `call_unchecked`)."
     );
 
     // `Reversible` over the tuple of argument types, when every argument is a sized value.
@@ -134,6 +151,16 @@ fn function(f: ir::Func, krate: &TokenStream) -> syn::Result<TokenStream> {
             #(#code_attrs)*
             #allow
             #vis #usig { #inverse ::core::result::Result::Ok(()) }
+
+            #[doc = #doc_unchecked]
+            #(#code_attrs)*
+            #allow
+            #vis #csig_unchecked { #forward_unchecked ::core::result::Result::Ok(()) }
+
+            #[doc = #doc_uncall_unchecked]
+            #(#code_attrs)*
+            #allow
+            #vis #usig_unchecked { #inverse_unchecked ::core::result::Result::Ok(()) }
         }
 
         #reversible
