@@ -234,12 +234,12 @@ fn plain_dot(a: &Csr<f64>, b: &Csr<f64>) -> f64 {
 }
 
 fn plain_spmv(y: &mut [Complex<f64>], a: &Csr<Complex<f64>>, x: &[Complex<f64>]) {
-    for i in 0..a.rows {
+    for (i, yi) in y.iter_mut().enumerate().take(a.rows) {
         let mut s = Complex::new(0.0, 0.0);
         for p in a.row_ptr[i]..a.row_ptr[i + 1] {
             s += a.val[p] * x[a.col[p]];
         }
-        y[i] += s;
+        *yi += s;
     }
 }
 
