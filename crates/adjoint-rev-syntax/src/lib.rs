@@ -155,11 +155,13 @@ fn function(f: ir::Func, krate: &TokenStream) -> syn::Result<TokenStream> {
             #[doc = #doc_unchecked]
             #(#code_attrs)*
             #allow
+            #[allow(unused_variables)] // variables read only by the checks
             #vis #csig_unchecked { #forward_unchecked ::core::result::Result::Ok(()) }
 
             #[doc = #doc_uncall_unchecked]
             #(#code_attrs)*
             #allow
+            #[allow(unused_variables)]
             #vis #usig_unchecked { #inverse_unchecked ::core::result::Result::Ok(()) }
         }
 
