@@ -9,6 +9,7 @@ pub mod gmm;
 pub mod io;
 pub mod plot;
 pub mod protocol;
+pub mod reversible;
 
 use crate::alloc::peak_during;
 use std::ops::{Add, Mul, Sub};
@@ -350,12 +351,21 @@ impl BaColumn for ForwardVec {
 
 /// Every engine that computes the GMM gradient, adjoint's first. New engines add one entry.
 fn gmm_engines() -> Vec<Box<dyn GmmColumn>> {
-    vec![Box::new(Tape), Box::new(Echidna)]
+    vec![
+        Box::new(Tape),
+        Box::new(reversible::Reversible),
+        Box::new(Echidna),
+    ]
 }
 
 /// Every engine that computes the BA Jacobian, adjoint's first. New engines add one entry.
 fn ba_engines() -> Vec<Box<dyn BaColumn>> {
-    vec![Box::new(Tape), Box::new(ForwardVec), Box::new(Echidna)]
+    vec![
+        Box::new(Tape),
+        Box::new(ForwardVec),
+        Box::new(reversible::Reversible),
+        Box::new(Echidna),
+    ]
 }
 
 /// One input handed to the peers: the file to read and adjoint's derivative to compare with.
