@@ -60,7 +60,29 @@ impl<T: PartialOrd<f64>> PartialOrd<f64> for GVar<T> {
     }
 }
 
-impl<T: Real + Ancilla> Arith for GVar<T> {
+/// Whether a gradient is exactly zero — every component, tangents included — so an instruction
+/// can skip computing its partials: in the compute half of a routine, the ancillas' gradients
+/// are still zero, and most of the adjoint work there would add `0 · ∂`.
+pub trait ExactZero {
+    /// `true` only if the value is exactly zero.
+    fn exact_zero(&self) -> bool;
+}
+
+impl ExactZero for f64 {
+    #[inline(always)]
+    fn exact_zero(&self) -> bool {
+        *self == 0.0
+    }
+}
+
+impl<T: ExactZero> ExactZero for adjoint_core::forward::Dual<T> {
+    #[inline(always)]
+    fn exact_zero(&self) -> bool {
+        self.re.exact_zero() && self.eps.exact_zero()
+    }
+}
+
+impl<T: Real + Ancilla + ExactZero> Arith for GVar<T> {
     fn from_f64(v: f64) -> Self {
         GVar {
             x: T::cst(v),
@@ -88,9 +110,18 @@ impl<T: Real + Ancilla> Arith for GVar<T> {
     }
 }
 
-impl<T: Real + Ancilla> GVar<T> {
+impl<T: Real + Ancilla + ExactZero> GVar<T> {
     #[inline(always)]
     fn acc2_rule(y: &mut Self, op: Op2, a: &mut Self, b: &mut Self, plus: bool) {
+        if y.g.exact_zero() {
+            let v = rules::binary(op, a.x, b.x).value;
+            if plus {
+                y.x += v;
+            } else {
+                y.x -= v;
+            }
+            return;
+        }
         let r = rules::binary(op, a.x, b.x);
         if plus {
             y.x += r.value;
@@ -104,9 +135,18 @@ impl<T: Real + Ancilla> GVar<T> {
     }
 }
 
-impl<T: Real + Ancilla> RevReal for GVar<T> {
+impl<T: Real + Ancilla + ExactZero> RevReal for GVar<T> {
     #[inline(always)]
     fn acc1(y: &mut Self, op: Op1, x: &mut Self, plus: bool) {
+        if y.g.exact_zero() {
+            let v = rules::unary(op, x.x).value;
+            if plus {
+                y.x += v;
+            } else {
+                y.x -= v;
+            }
+            return;
+        }
         let r = rules::unary(op, x.x);
         if plus {
             y.x += r.value;
@@ -149,7 +189,7 @@ impl<T: Real + Ancilla> RevReal for GVar<T> {
 
 /// `y *= x` on gradients: the forward multiplies the value, divides the gradient and moves
 /// `x̄ -= ȳ·y_old`; `/=` is its exact mirror.
-impl<T: Real + Ancilla> Scale for GVar<T> {
+impl<T: Real + Ancilla + ExactZero> Scale for GVar<T> {
     #[inline(always)]
     fn scale(y: &mut Self, x: &mut Self, mul: bool) {
         if mul {

@@ -152,7 +152,7 @@ pub use ad::{grad, hessian, jacobian, value_and_grad, Differentiable, Reversible
 pub use adjoint_core::rules::{Op1, Op2};
 pub use adjoint_rev_macros::reversible;
 pub use error::{Ancilla, InvertibilityError, Site};
-pub use gvar::GVar;
+pub use gvar::{ExactZero, GVar};
 pub use instr::{steps, Instruction, Steps};
 pub use num::{Arith, RevReal, Scale};
 pub use ulog::ULog;
