@@ -590,3 +590,50 @@ fn jacobian_of_a_vector_function() -> R {
     assert_eq!(&j[0][2..4], &[5.0, 6.0]);
     Ok(())
 }
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Pair {
+    a: f64,
+    b: f64,
+}
+
+#[test]
+fn data_views_fields_tuples_elements_and_xor() -> R {
+    reversible! {
+        fn views(s: &mut Pair, t: &mut (f64, f64), m: &mut [[f64; 2]; 2], z: &mut Complex<f64>) {
+            s.a += t.0 * s.b;
+            t.1 += m[0][1].sin();
+            m[1][0] += z.re * z.im;
+            z.im -= s.a;
+            for i in (0..2).rev() {
+                m[i][i] += t.0;
+            }
+        }
+        fn bits(x: &mut u32, y: &mut u32, flag: &mut bool) {
+            x ^= y & 12u32;
+            flag ^= true;
+        }
+    }
+    let (s0, t0, m0, z0) = (
+        Pair { a: 1.0, b: 2.0 },
+        (3.0, 4.0),
+        [[0.5, 0.25], [0.0, -1.0]],
+        Complex::new(2.0, -3.0),
+    );
+    let (mut s, mut t, mut m, mut z) = (s0, t0, m0, z0);
+    views(&mut s, &mut t, &mut m, &mut z)?;
+    assert_eq!(s.a, 1.0 + 3.0 * 2.0);
+    assert_eq!(t.1, 4.0 + 0.25f64.sin());
+    assert_eq!(m[1][0], 2.0 * -3.0);
+    assert_eq!(z.im, -3.0 - 7.0);
+    assert_eq!((m[0][0], m[1][1]), (3.5, 2.0));
+    views::uncall(&mut s, &mut t, &mut m, &mut z)?;
+    assert_eq!((s, t, m, z), (s0, t0, m0, z0));
+
+    let (mut x, mut y, mut flag) = (0b1010u32, 0b0110u32, false);
+    bits(&mut x, &mut y, &mut flag)?;
+    assert_eq!((x, flag), (0b1010 ^ (0b0110 & 12), true));
+    bits::uncall(&mut x, &mut y, &mut flag)?;
+    assert_eq!((x, y, flag), (0b1010, 0b0110, false));
+    Ok(())
+}
