@@ -181,8 +181,8 @@ impl std::error::Error for InvertibilityError {}
 
 /// Values that can be ancillas: `unlet x = v;` asks `x.restored(&v)`.
 ///
-/// Integers, fixed point and `bool` compare exactly. Floats compare within `1e-8` absolute plus
-/// `1e-8` relative, like NiLang's deallocation check: floating-point `+=` followed by `-=` of the
+/// Integers, fixed point and `bool` compare exactly. `f64` compares within `1e-8` absolute plus
+/// `1e-8` relative, like NiLang's deallocation check (`f32`: `1e-5`): floating-point `+=` followed by `-=` of the
 /// same value can be off by an ulp. `GVar` and `Dual` compare their values; containers compare
 /// element by element.
 ///
@@ -218,10 +218,11 @@ impl Ancilla for f64 {
     }
 }
 
+/// `f32` ancillas compare within `1e-5` absolute plus relative: a few `f32` roundings.
 impl Ancilla for f32 {
     #[inline(always)]
     fn restored(&self, value: &Self) -> bool {
-        f64::from(*self).restored(&f64::from(*value))
+        self == value || (self - value).abs() <= 1e-5 * (1.0 + self.abs().max(value.abs()))
     }
 }
 

@@ -637,3 +637,106 @@ fn data_views_fields_tuples_elements_and_xor() -> R {
     assert_eq!((x, y, flag), (0b1010, 0b0110, false));
     Ok(())
 }
+
+#[test]
+fn remaining_library_gradients_pass_the_checker() -> R {
+    let x = vec![0.3f64, -1.2, 2.5, 0.7];
+    let y = vec![1.1f64, 0.4, -0.6, 2.0];
+    // i_dot: gradient with respect to x and y together.
+    let (_, g) = value_and_grad(i_dot {}, (0.0f64, x.clone(), y.clone()), 0)?;
+    let xy: Vec<f64> = x.iter().chain(&y).copied().collect();
+    let gxy: Vec<f64> = g.1.iter().chain(&g.2).copied().collect();
+    let f = |v: &[f64]| {
+        let mut o = 0.0;
+        i_dot(&mut o, &mut v[..4].to_vec(), &mut v[4..].to_vec()).unwrap();
+        o
+    };
+    check_gradient(f, &xy, &gxy).assert_passed();
+    // i_norm: ∂‖x‖/∂x.
+    let (_, g) = value_and_grad(i_norm {}, (0.0f64, 0.0f64, x.clone()), 0)?;
+    let f = |v: &[f64]| {
+        let (mut o, mut s) = (0.0, 0.0);
+        i_norm(&mut o, &mut s, &mut v.to_vec()).unwrap();
+        o
+    };
+    check_gradient(f, &x, &g.2).assert_passed();
+    // i_affine: ∂(y₁)/∂(W, b, x).
+    let w: Vec<f64> = (0..8).map(|i| (i as f64 * 0.37).sin()).collect();
+    let b = vec![0.2, -0.1];
+    let (_, g) = value_and_grad(
+        i_affine {},
+        (vec![0.0f64, 0.0], w.clone(), b.clone(), x.clone()),
+        1,
+    )?;
+    let all: Vec<f64> = w.iter().chain(&b).chain(&x).copied().collect();
+    let gall: Vec<f64> = g.1.iter().chain(&g.2).chain(&g.3).copied().collect();
+    let f = |v: &[f64]| {
+        let mut y = vec![0.0, 0.0];
+        i_affine(
+            &mut y,
+            &mut v[..8].to_vec(),
+            &mut v[8..10].to_vec(),
+            &mut v[10..].to_vec(),
+        )
+        .unwrap();
+        y[1]
+    };
+    check_gradient(f, &all, &gall).assert_passed();
+    // i_sparse_dot: ∂/∂(values of A and B).
+    let a = Csr::from_triplets(
+        3,
+        3,
+        &[(0, 0, 1.5), (1, 2, -0.5), (2, 1, 2.0), (2, 2, 0.25)],
+    );
+    let bm = Csr::from_triplets(3, 3, &[(0, 0, 0.5), (1, 2, 3.0), (2, 2, -1.0)]);
+    let (_, g) = value_and_grad(i_sparse_dot {}, (0.0f64, a.clone(), bm.clone()), 0)?;
+    let vals: Vec<f64> = a.val.iter().chain(&bm.val).copied().collect();
+    let gv: Vec<f64> = g.1.val.iter().chain(&g.2.val).copied().collect();
+    let f = |v: &[f64]| {
+        let (mut aa, mut bb) = (a.clone(), bm.clone());
+        aa.val = v[..4].to_vec();
+        bb.val = v[4..].to_vec();
+        let mut o = 0.0;
+        i_sparse_dot(&mut o, &mut aa, &mut bb).unwrap();
+        o
+    };
+    check_gradient(f, &vals, &gv).assert_passed();
+    Ok(())
+}
+
+#[test]
+fn the_gradient_program_is_itself_reversible() -> R {
+    // Running the gradient pass (uncall on GVars) and then the forward on GVars gives back the
+    // same values and gradients: the adjoint program can be undone, and so differentiated again.
+    let x: Vec<f64> = (0..20)
+        .map(|i| ((i * 37 % 17) as f64 / 17.0) * 2.0 - 0.8)
+        .collect();
+    let (mut loss, mut xx, mut k) = (0.0f64, x.clone(), 2usize);
+    i_petersen(&mut loss, &mut xx, &mut k)?;
+    let mut gl = GVar::new(loss, 1.0);
+    let mut gx: Vec<GVar<f64>> = xx.iter().map(|&v| GVar::new(v, 0.0)).collect();
+    i_petersen::uncall(&mut gl, &mut gx, &mut k)?;
+    let after: Vec<(f64, f64)> = gx.iter().map(|v| (v.x, v.g)).collect();
+    i_petersen(&mut gl, &mut gx, &mut k)?;
+    assert!((gl.x - loss).abs() < 1e-12 && gl.g == 1.0);
+    assert!(
+        gx.iter().all(|v| v.g.abs() < 1e-12),
+        "gradients are uncomputed to zero"
+    );
+    i_petersen::uncall(&mut gl, &mut gx, &mut k)?;
+    for ((a, b), v) in after.iter().zip(&gx) {
+        assert!((a - v.x).abs() < 1e-12 && (b - v.g).abs() < 1e-12);
+    }
+    Ok(())
+}
+
+#[test]
+fn f32_runs_the_same_programs() -> R {
+    let (mut out, mut x) = (0.0f32, 1.6f32);
+    iexp(&mut out, &mut x)?;
+    assert!((out - 1.6f32.exp()).abs() < 1e-5);
+    let (mut y, mut a, mut b) = (0.5f32, 2.0f32, 3.0f32);
+    multiplier(&mut y, &mut a, &mut b)?;
+    assert_eq!(y, 6.5);
+    Ok(())
+}
