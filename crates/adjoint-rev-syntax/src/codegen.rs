@@ -107,7 +107,7 @@ impl Gen<'_> {
                 } else {
                     quote!()
                 };
-                quote_spanned!(span=> { #alias #t = #t ^ (#r); })
+                quote_spanned!(span=> { #alias #t ^= #r; })
             }
             Kind::Instr {
                 name,
