@@ -1,5 +1,5 @@
 //! Log–log plots of derivative time against problem size, one line per tool, like ADBench's
-//! figures (SVG, written with `plotters`).
+//! figures (SVG, written with `plotters`, and a PNG of each rendered with `resvg`).
 
 use super::Row;
 use plotters::prelude::*;
@@ -24,7 +24,7 @@ fn series(r: &Row) -> String {
     }
 }
 
-/// Write `{task}[-{set}].svg` under `dir` for each task and point set in `rows`: parameters on x,
+/// Write `{task}[-{set}].svg` and `.png` under `dir` for each task and point set in `rows`: parameters on x,
 /// derivative seconds on y, log–log, one line per engine (rows with no timing are left out).
 pub fn plot(
     rows: &[Row],
@@ -100,7 +100,34 @@ pub fn plot(
         root.present()?;
         drop(chart);
         drop(root);
+        let png = path.with_extension("png");
+        svg_to_png(&path, &png)?;
         written.push(path);
+        written.push(png);
     }
     Ok(written)
+}
+
+/// Rasterise an SVG to PNG with `resvg` (pure Rust). Text uses the system's fonts; on a machine
+/// with none the labels are left out of the PNG (the SVG keeps them).
+pub fn svg_to_png(svg: &Path, png: &Path) -> Result<(), Box<dyn std::error::Error>> {
+    use resvg::{tiny_skia, usvg};
+    let mut opt = usvg::Options::default();
+    let db = opt.fontdb_mut();
+    db.load_system_fonts();
+    // Plotters asks for "sans-serif": map it to an installed sans family (DejaVu on Debian).
+    let sans = db
+        .faces()
+        .flat_map(|f| f.families.iter().map(|(name, _)| name.clone()))
+        .find(|name| name.contains("Sans") && !name.contains("Mono"));
+    if let Some(name) = sans {
+        db.set_sans_serif_family(name);
+    }
+    let tree = usvg::Tree::from_data(&std::fs::read(svg)?, &opt)?;
+    let size = tree.size().to_int_size();
+    let mut pixmap = tiny_skia::Pixmap::new(size.width(), size.height()).ok_or("empty SVG")?;
+    pixmap.fill(tiny_skia::Color::WHITE);
+    resvg::render(&tree, tiny_skia::Transform::default(), &mut pixmap.as_mut());
+    pixmap.save_png(png)?;
+    Ok(())
 }
