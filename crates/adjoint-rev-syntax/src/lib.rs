@@ -82,6 +82,13 @@ fn function(f: ir::Func, krate: &TokenStream) -> syn::Result<TokenStream> {
         .filter(|a| !a.path().is_ident("doc"))
         .collect();
     let vis = &f.vis;
+    // Generic reversible functions are small and called from each other's bodies: inlining lets
+    // LLVM delete uncomputation whose result is never read (unchecked code).
+    let inline = if f.attrs.iter().any(|a| a.path().is_ident("inline")) {
+        quote!()
+    } else {
+        quote!(#[inline])
+    };
     // Reversible loops run over index ranges and literals are converted generically: lints about
     // either would fire on every generated body.
     let allow = quote!(#[allow(
@@ -139,6 +146,7 @@ fn function(f: ir::Func, krate: &TokenStream) -> syn::Result<TokenStream> {
     Ok(quote! {
         #(#attrs)*
         #allow
+        #inline
         #vis #sig { #forward ::core::result::Result::Ok(()) }
 
         #[doc = #doc_struct]
@@ -150,18 +158,21 @@ fn function(f: ir::Func, krate: &TokenStream) -> syn::Result<TokenStream> {
             #[doc = #doc_uncall]
             #(#code_attrs)*
             #allow
+            #inline
             #vis #usig { #inverse ::core::result::Result::Ok(()) }
 
             #[doc = #doc_unchecked]
             #(#code_attrs)*
             #allow
             #[allow(unused_variables)] // variables read only by the checks
+            #inline
             #vis #csig_unchecked { #forward_unchecked ::core::result::Result::Ok(()) }
 
             #[doc = #doc_uncall_unchecked]
             #(#code_attrs)*
             #allow
             #[allow(unused_variables)]
+            #inline
             #vis #usig_unchecked { #inverse_unchecked ::core::result::Result::Ok(()) }
         }
 
