@@ -422,42 +422,45 @@ impl Parser {
         let text = format!("for {var} in {}", pretty(&range));
         let (mut rev, mut step) = (false, None);
         let mut e = &range;
-        let (start, end, inclusive) =
-            loop {
-                match e {
-                    Expr::Paren(p) => e = &p.expr,
-                    Expr::MethodCall(m) if m.method == "rev" && m.args.is_empty() => {
-                        rev = !rev;
-                        e = &m.receiver;
+        let (start, end, inclusive) = loop {
+            match e {
+                Expr::Paren(p) => e = &p.expr,
+                // Peeled from the outside in: `.step_by(s).rev()` is supported,
+                // `.rev().step_by(s)` (stepping down from the top) is not.
+                Expr::MethodCall(m) if m.method == "rev" && m.args.is_empty() && step.is_none() => {
+                    rev = !rev;
+                    e = &m.receiver;
+                }
+                Expr::MethodCall(m)
+                    if m.method == "step_by" && m.args.len() == 1 && step.is_none() =>
+                {
+                    step = Some(m.args[0].clone());
+                    e = &m.receiver;
+                }
+                Expr::Range(r) => match (&r.start, &r.end) {
+                    (Some(s), Some(t)) => {
+                        break (
+                            (**s).clone(),
+                            (**t).clone(),
+                            matches!(r.limits, syn::RangeLimits::Closed(_)),
+                        )
                     }
-                    Expr::MethodCall(m)
-                        if m.method == "step_by" && m.args.len() == 1 && step.is_none() && !rev =>
-                    {
-                        step = Some(m.args[0].clone());
-                        e = &m.receiver;
+                    _ => {
+                        return Err(Error::new_spanned(
+                            r,
+                            "a reversible `for` loop needs both bounds: `a..b` or `a..=b`",
+                        ))
                     }
-                    Expr::Range(r) => match (&r.start, &r.end) {
-                        (Some(s), Some(t)) => {
-                            break (
-                                (**s).clone(),
-                                (**t).clone(),
-                                matches!(r.limits, syn::RangeLimits::Closed(_)),
-                            )
-                        }
-                        _ => {
-                            return Err(Error::new_spanned(
-                                r,
-                                "a reversible `for` loop needs both bounds: `a..b` or `a..=b`",
-                            ))
-                        }
-                    },
-                    other => return Err(Error::new_spanned(
+                },
+                other => {
+                    return Err(Error::new_spanned(
                         other,
                         "a reversible `for` loop runs over a range: `a..b` or `a..=b`, optionally \
                          `(a..b).step_by(s)` and `.rev()`",
-                    )),
+                    ))
                 }
-            };
+            }
+        };
         self.vars.push(var.to_string());
         let body = self.block(input)?;
         Ok(Stmt {

@@ -740,3 +740,38 @@ fn f32_runs_the_same_programs() -> R {
     assert_eq!(y, 6.5);
     Ok(())
 }
+
+#[test]
+fn stepped_and_reversed_loops_run_backwards_exactly() -> R {
+    reversible! {
+        fn stepped(v: &mut Vec<i64>, n: &mut usize) {
+            for i in (0..n).step_by(3) {
+                v[i] += 1;
+            }
+            for i in (1..=n - 1).step_by(4).rev() {
+                v[i] += 3;
+            }
+            for i in (0..n - 1).rev() {
+                v[i] += v[i + 1] * 2;
+            }
+        }
+    }
+    let n = 10;
+    let v0: Vec<i64> = (0..n as i64).map(|i| i * i - 7).collect();
+    let mut plain = v0.clone();
+    for i in (0..n).step_by(3) {
+        plain[i] += 1;
+    }
+    for i in (1..n).step_by(4).rev() {
+        plain[i] += 3;
+    }
+    for i in (0..n - 1).rev() {
+        plain[i] += plain[i + 1] * 2;
+    }
+    let (mut v, mut nn) = (v0.clone(), n);
+    stepped(&mut v, &mut nn)?;
+    assert_eq!(v, plain);
+    stepped::uncall(&mut v, &mut nn)?;
+    assert_eq!(v, v0);
+    Ok(())
+}
