@@ -20,13 +20,20 @@ pub struct Gen<'a> {
     pub params: Vec<String>,
     pub backwards: bool,
     pub counter: Cell<usize>,
+    /// The statement being generated: temporaries are located at it, so type errors in the
+    /// generated code point at the user's statement.
+    pub at: Cell<Span>,
 }
 
 impl Gen<'_> {
     fn tmp(&self) -> Ident {
         let n = self.counter.get();
         self.counter.set(n + 1);
-        format_ident!("__rev_{}", n, span = Span::mixed_site())
+        format_ident!(
+            "__rev_{}",
+            n,
+            span = Span::mixed_site().located_at(self.at.get())
+        )
     }
 
     /// The expression with every parameter `p` (a `&mut T`) read through as `(*p)`.
@@ -53,6 +60,7 @@ impl Gen<'_> {
 
     fn stmt(&self, s: &Stmt, checks: bool) -> TokenStream {
         let span = s.span;
+        self.at.set(span);
         // The runtime path carries the statement's span, so type errors point at the statement.
         let k = &respan(self.krate, span);
         match &s.kind {

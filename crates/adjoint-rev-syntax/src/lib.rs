@@ -56,6 +56,7 @@ fn function(f: ir::Func, krate: &TokenStream) -> syn::Result<TokenStream> {
             params: params.clone(),
             backwards,
             counter: Cell::new(0),
+            at: Cell::new(proc_macro2::Span::call_site()),
         }
         .stmts(stmts, checks)
     };

@@ -136,6 +136,7 @@ fn inversion_follows_table_one() {
             params: vec![],
             backwards: false,
             counter: Cell::new(0),
+            at: Cell::new(proc_macro2::Span::call_site()),
         }
         .stmts(stmts, true)
         .to_string()
