@@ -105,10 +105,12 @@ fn graph_embedding(k: usize, budget: Duration, quick: bool) -> Vec<RevRow> {
     // Gradient: run f, wrap the outputs in GVar, seed ∂loss = 1, run ~f. Buffers are reused.
     let mut gx: Vec<GVar<f64>> = vec![GVar::default(); 10 * k];
     let mut g = vec![0.0; 10 * k];
+    let mut xbuf = x.clone();
     let mut rev_grad = |x: &[f64], g: &mut [f64]| {
-        let (mut loss, mut xx, mut kk) = (0.0f64, x.to_vec(), k);
-        i_petersen::call_unchecked(&mut loss, &mut xx, &mut kk).unwrap();
-        for (gv, &v) in gx.iter_mut().zip(&xx) {
+        let (mut loss, xx, mut kk) = (0.0f64, &mut xbuf, k);
+        xx.copy_from_slice(x);
+        i_petersen::call_unchecked(&mut loss, xx, &mut kk).unwrap();
+        for (gv, &v) in gx.iter_mut().zip(xx.iter()) {
             *gv = GVar::new(v, 0.0);
         }
         let mut gl = GVar::new(loss, 1.0);
