@@ -139,6 +139,12 @@ fn function(f: ir::Func, krate: &TokenStream) -> syn::Result<TokenStream> {
                 fn uncall(args: &mut (#(#tys,)*)) -> ::core::result::Result<(), #krate::InvertibilityError> {
                     #name::uncall(#(&mut args.#idx),*)
                 }
+                fn call_unchecked(args: &mut (#(#tys,)*)) -> ::core::result::Result<(), #krate::InvertibilityError> {
+                    #name::call_unchecked(#(&mut args.#idx),*)
+                }
+                fn uncall_unchecked(args: &mut (#(#tys,)*)) -> ::core::result::Result<(), #krate::InvertibilityError> {
+                    #name::uncall_unchecked(#(&mut args.#idx),*)
+                }
             }
         }
     } else {

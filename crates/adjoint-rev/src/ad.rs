@@ -15,6 +15,14 @@ pub trait Reversible<Args> {
     fn call(args: &mut Args) -> Result<(), InvertibilityError>;
     /// Run its inverse.
     fn uncall(args: &mut Args) -> Result<(), InvertibilityError>;
+    /// Run the function without reversibility checks (the macro's `f::call_unchecked`).
+    fn call_unchecked(args: &mut Args) -> Result<(), InvertibilityError> {
+        Self::call(args)
+    }
+    /// Run the inverse without reversibility checks.
+    fn uncall_unchecked(args: &mut Args) -> Result<(), InvertibilityError> {
+        Self::uncall(args)
+    }
 }
 
 /// Data whose `f64` scalars can be swapped for other scalars (`GVar<f64>`, `GVar<Dual<f64>>`),
@@ -219,12 +227,51 @@ where
     A: Differentiable,
     F: Reversible<A> + Reversible<A::Map<GVar<f64>>>,
 {
+    reverse(f, args, loss, true)
+}
+
+/// [`value_and_grad`] without reversibility checks, for proven code: the forward call and the
+/// inverse run `call_unchecked` / `uncall_unchecked`.
+///
+/// ```
+/// use adjoint_rev::{reversible, RevReal};
+/// reversible! {
+///     fn f<T: RevReal>(y: &mut T, x: &mut T) { y += x.sin(); }
+/// }
+/// let (_, g) = adjoint_rev::value_and_grad_unchecked(f {}, (0.0f64, 0.5f64), 0).unwrap();
+/// assert_eq!(g.1, 0.5f64.cos());
+/// ```
+pub fn value_and_grad_unchecked<F, A>(
+    f: F,
+    args: A,
+    loss: usize,
+) -> Result<(A, A), InvertibilityError>
+where
+    A: Differentiable,
+    F: Reversible<A> + Reversible<A::Map<GVar<f64>>>,
+{
+    reverse(f, args, loss, false)
+}
+
+fn reverse<F, A>(f: F, args: A, loss: usize, checks: bool) -> Result<(A, A), InvertibilityError>
+where
+    A: Differentiable,
+    F: Reversible<A> + Reversible<A::Map<GVar<f64>>>,
+{
     let _ = f;
     let mut out = args;
-    <F as Reversible<A>>::call(&mut out)?;
+    if checks {
+        <F as Reversible<A>>::call(&mut out)?;
+    } else {
+        <F as Reversible<A>>::call_unchecked(&mut out)?;
+    }
     let mut g = out.wrap(&mut |x| GVar::new(x, 0.0));
     seed::<A, f64>(&mut g, loss, 1.0, out.len());
-    <F as Reversible<A::Map<GVar<f64>>>>::uncall(&mut g)?;
+    if checks {
+        <F as Reversible<A::Map<GVar<f64>>>>::uncall(&mut g)?;
+    } else {
+        <F as Reversible<A::Map<GVar<f64>>>>::uncall_unchecked(&mut g)?;
+    }
     let grad = out.unwrap(&g, &mut |v: &GVar<f64>| v.g);
     Ok((out, grad))
 }

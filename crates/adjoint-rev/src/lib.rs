@@ -151,7 +151,9 @@ mod ulog;
 pub mod examples;
 pub mod library;
 
-pub use ad::{grad, hessian, jacobian, value_and_grad, Differentiable, Reversible};
+pub use ad::{
+    grad, hessian, jacobian, value_and_grad, value_and_grad_unchecked, Differentiable, Reversible,
+};
 pub use adjoint_core::rules::{Op1, Op2};
 pub use adjoint_rev_macros::reversible;
 pub use error::{Ancilla, InvertibilityError, Site};
