@@ -2,7 +2,7 @@
 //! reported as a `syn::Error` at the offending tokens.
 
 use crate::ir::{Func, Kind, Operand, Rhs, Stmt};
-use proc_macro2::{Span, TokenStream};
+use proc_macro2::Span;
 use quote::{quote, ToTokens};
 use syn::parse::{Parse, ParseStream};
 use syn::spanned::Spanned;
@@ -878,10 +878,4 @@ pub fn tidy(s: &str) -> String {
         out = out.replace(from, to);
     }
     out
-}
-
-/// Tokens for error messages that mention a whole statement.
-pub fn stmt_tokens(s: &Stmt) -> TokenStream {
-    let t = &s.text;
-    quote!(#t)
 }
