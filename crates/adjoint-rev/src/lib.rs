@@ -42,7 +42,7 @@
 //! |---|---|---|
 //! | `y += f(args)` | accumulate an instruction's result | `y -= f(args)` |
 //! | `y -= f(args)` | | `y += f(args)` |
-//! | `y ^= a & b` (`|`, `^`, `!`, plain `a`) | XOR-accumulate (integers, `bool`) | itself |
+//! | `y ^= a & b` (also or, xor, not, or a plain `a`) | XOR-accumulate (integers, `bool`) | itself |
 //! | `y *= x`, `y /= x` | scale ([`Scale`]: exact for [`ULog`] over fixed point) | `y /= x`, `y *= x` |
 //! | `SWAP(a, b)`, `NEG(x)`, `CONJ(x)` | exchange, negate, conjugate | themselves |
 //! | `ROT(a, b, θ)` / `IROT(a, b, θ)` | rotate `(a, b)` by `±θ` | `IROT` / `ROT` |
