@@ -155,11 +155,12 @@ impl Gen<'_> {
                 let ty = ty.as_ref().map(|t| quote!(: #t));
                 let site = self.site(s);
                 let n = name.to_string();
+                let expected = self.tmp();
                 quote_spanned!(span=> {
-                    let expected #ty = #init;
-                    if !#k::Ancilla::restored(&#name, &expected) {
+                    let #expected #ty = #init;
+                    if !#k::Ancilla::restored(&#name, &#expected) {
                         return ::core::result::Result::Err(#k::InvertibilityError::deallocation(
-                            #site, #n, ::std::format!("{:?}", expected), ::std::format!("{:?}", #name)));
+                            #site, #n, ::std::format!("{:?}", #expected), ::std::format!("{:?}", #name)));
                     }
                 })
             }
@@ -174,10 +175,11 @@ impl Gen<'_> {
                 let (then, els) = (self.stmts(then, checks), self.stmts(els, checks));
                 let check = if checks {
                     let site = self.site(s);
+                    let p = self.tmp();
                     quote_spanned!(span=> {
-                        let p: bool = #post;
-                        if p != #c {
-                            return ::core::result::Result::Err(#k::InvertibilityError::condition(#site, #c, p));
+                        let #p: bool = #post;
+                        if #p != #c {
+                            return ::core::result::Result::Err(#k::InvertibilityError::condition(#site, #c, #p));
                         }
                     })
                 } else {
@@ -197,14 +199,15 @@ impl Gen<'_> {
                     return quote_spanned!(span=> while #pre { #body });
                 }
                 let site = self.site(s);
+                let p = self.tmp();
                 quote_spanned!(span=> {
                     if #post {
                         return ::core::result::Result::Err(#k::InvertibilityError::loop_entry(#site));
                     }
                     while #pre {
                         #body
-                        let p: bool = #post;
-                        if !p {
+                        let #p: bool = #post;
+                        if !#p {
                             return ::core::result::Result::Err(#k::InvertibilityError::loop_iteration(#site));
                         }
                     }

@@ -775,3 +775,29 @@ fn stepped_and_reversed_loops_run_backwards_exactly() -> R {
     assert_eq!(v, v0);
     Ok(())
 }
+
+#[test]
+fn generated_names_do_not_capture_user_names() {
+    // The checks' own locals are hygienic: an ancilla called `expected`, a condition on `p`.
+    reversible! {
+        fn names(p: &mut f64) {
+            let expected = 0.0;
+            expected += p.exp();
+            if (p > 0.0, p > 0.0) {
+                p += 1.0;
+            }
+            unlet expected = 0.0;
+        }
+    }
+    let err = names(&mut 1.0).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            InvertibilityError::Deallocation {
+                variable: "expected",
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
