@@ -25,3 +25,24 @@ fn readme_example() {
         assert!((h[0][j] - fd[j]).abs() < 1e-7, "{} vs {}", h[0][j], fd[j]);
     }
 }
+
+// The README's reversible example.
+use adjoint::rev::prelude::*;
+
+reversible! {
+    fn multiplier<T: Arith>(y: &mut T, a: &mut T, b: &mut T) {
+        y += a * b;
+    }
+}
+
+#[test]
+fn readme_reversible_example() -> Result<(), InvertibilityError> {
+    let (mut y, mut a, mut b) = (2, 3, 5);
+    multiplier(&mut y, &mut a, &mut b)?; // (17, 3, 5)
+    assert_eq!((y, a, b), (17, 3, 5));
+    multiplier::uncall(&mut y, &mut a, &mut b)?; // back to (2, 3, 5)
+    assert_eq!((y, a, b), (2, 3, 5));
+    let g = adjoint::rev::grad(multiplier {}, (0.0, 2.0, 3.0), 0)?;
+    assert_eq!(g, (1.0, 3.0, 2.0));
+    Ok(())
+}
