@@ -280,7 +280,7 @@ impl Gen<'_> {
             },
             Kind::NoCheck(b) => self.stmts(b, false),
             Kind::Block(b) => self.stmts(b, checks),
-            Kind::Routine(_) | Kind::Unroutine | Kind::Inverse(_) => {
+            Kind::Routine(..) | Kind::Unroutine(_) | Kind::Inverse(_) => {
                 unreachable!("expanded before code generation")
             }
         }

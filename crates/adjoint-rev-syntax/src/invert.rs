@@ -86,8 +86,8 @@ fn invert_stmt(s: &Stmt) -> Stmt {
         // `lower::expand` removes these before anything is inverted; inverting them anyway is
         // well defined.
         Kind::Inverse(b) => Kind::Block(b.clone()),
-        Kind::Routine(b) => Kind::Block(invert(b)),
-        Kind::Unroutine => Kind::Unroutine,
+        Kind::Routine(_, b) => Kind::Block(invert(b)),
+        Kind::Unroutine(n) => Kind::Unroutine(n.clone()),
     };
     Stmt {
         kind,

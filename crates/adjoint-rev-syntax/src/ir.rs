@@ -119,10 +119,10 @@ pub enum Kind {
     Safe(TokenStream),
     /// `@invcheckoff stmt`: the statement without reversibility checks.
     NoCheck(Vec<Stmt>),
-    /// `@routine { … }` (removed by `lower::expand`).
-    Routine(Vec<Stmt>),
-    /// `~@routine;` (removed by `lower::expand`).
-    Unroutine,
+    /// `@routine { … }` or `@routine name { … }` (removed by `lower::expand`).
+    Routine(Option<String>, Vec<Stmt>),
+    /// `~@routine;` or `~@routine name;` (removed by `lower::expand`).
+    Unroutine(Option<String>),
     /// `~{ … }` (removed by `lower::expand`).
     Inverse(Vec<Stmt>),
     /// Statements spliced into the enclosing block (no new scope).

@@ -13,24 +13,32 @@ use syn::{Error, Expr, Result};
 /// Expand routines and inverse blocks, recursively.
 pub fn expand(stmts: Vec<Stmt>) -> Result<Vec<Stmt>> {
     let mut out = Vec::with_capacity(stmts.len());
-    let mut routines: Vec<Vec<Stmt>> = Vec::new();
+    let mut routines: Vec<(Option<String>, Vec<Stmt>)> = Vec::new();
     for s in stmts {
         let Stmt { kind, text, span } = s;
         let kind = match kind {
-            Kind::Routine(body) => {
+            Kind::Routine(name, body) => {
                 let body = expand(body)?;
-                routines.push(body.clone());
+                routines.push((name, body.clone()));
                 Kind::Block(body)
             }
-            Kind::Unroutine => match routines.pop() {
-                Some(body) => Kind::Block(invert(&body)),
-                None => {
-                    return Err(Error::new(
-                        span,
-                        "`~@routine` without a `@routine { … }` before it in this block",
-                    ))
+            // `~@routine` undoes the latest routine; `~@routine name` the latest one of that name.
+            Kind::Unroutine(name) => {
+                let found = match &name {
+                    None => routines.len().checked_sub(1),
+                    Some(n) => routines.iter().rposition(|(m, _)| m.as_ref() == Some(n)),
+                };
+                match found {
+                    Some(i) => Kind::Block(invert(&routines.remove(i).1)),
+                    None => {
+                        let what = match &name {
+                            Some(n) => format!("`~@routine {n}` without a `@routine {n} {{ … }}` before it in this block"),
+                            None => "`~@routine` without a `@routine { … }` before it in this block".to_string(),
+                        };
+                        return Err(Error::new(span, what));
+                    }
                 }
-            },
+            }
             Kind::Inverse(body) => Kind::Block(invert(&expand(body)?)),
             Kind::Block(b) => Kind::Block(expand(b)?),
             Kind::NoCheck(b) => Kind::NoCheck(expand(b)?),
@@ -279,7 +287,7 @@ fn stmt(s: &Stmt, scope: &mut Scope, params: &[String]) -> Result<()> {
         }
         Kind::Safe(_) => Ok(()),
         Kind::NoCheck(b) | Kind::Block(b) => block(b, scope, params),
-        Kind::Routine(_) | Kind::Unroutine | Kind::Inverse(_) => {
+        Kind::Routine(..) | Kind::Unroutine(_) | Kind::Inverse(_) => {
             unreachable!("expanded by `expand`")
         }
     }

@@ -179,10 +179,19 @@ impl Parser {
                 if kw != "routine" {
                     return Err(Error::new_spanned(kw, "expected `~@routine`"));
                 }
+                let name = if input.peek(Ident) {
+                    Some(input.parse::<Ident>()?.to_string())
+                } else {
+                    None
+                };
                 let _: Token![;] = input.parse()?;
+                let text = match &name {
+                    Some(n) => format!("~@routine {n}"),
+                    None => "~@routine".into(),
+                };
                 return Ok(Stmt {
-                    kind: Kind::Unroutine,
-                    text: "~@routine".into(),
+                    kind: Kind::Unroutine(name),
+                    text,
                     span,
                 });
             }
@@ -293,10 +302,19 @@ impl Parser {
         let kw: Ident = input.parse()?;
         match kw.to_string().as_str() {
             "routine" => {
+                let name = if input.peek(Ident) {
+                    Some(input.parse::<Ident>()?.to_string())
+                } else {
+                    None
+                };
                 let body = self.block(input)?;
+                let text = match &name {
+                    Some(n) => format!("@routine {n} {{ … }}"),
+                    None => "@routine { … }".into(),
+                };
                 Ok(Stmt {
-                    kind: Kind::Routine(body),
-                    text: "@routine { … }".into(),
+                    kind: Kind::Routine(name, body),
+                    text,
                     span,
                 })
             }

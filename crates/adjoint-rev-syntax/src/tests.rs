@@ -89,6 +89,18 @@ fn routines_expand_to_compute_and_uncompute() {
     });
     let e = err(quote! { fn f(y: &mut f64) { ~@routine; } });
     assert!(e.contains("without a `@routine"), "{e}");
+    // Named routines (seed 000): undone by name, in any order.
+    ok(quote! {
+        fn f(y: &mut f64, x: &mut f64) {
+            @routine a { let s = 0.0; s += x.sin(); }
+            @routine b { let c = 0.0; c += x.cos(); }
+            y += s * c;
+            ~@routine a;
+            ~@routine b;
+        }
+    });
+    let e = err(quote! { fn f(y: &mut f64) { @routine a { let s = 0.0; } ~@routine b; } });
+    assert!(e.contains("`~@routine b` without"), "{e}");
 }
 
 #[test]

@@ -53,10 +53,10 @@ reversible! {
         out += 1;
     }
 
-    /// Fibonacci on floats with a compute–uncompute routine (seed 000 Section V.A):
+    /// Fibonacci on floats with a named compute–uncompute routine, as seed 000 Section V.A writes it:
     /// `rfib(0, n) = fib(n)`.
     pub fn rfib<T: RevReal>(out: &mut T, n: &mut T) {
-        @routine {
+        @routine init {
             let n1 = T::zero();
             let n2 = T::zero();
             n1 += n;
@@ -70,7 +70,7 @@ reversible! {
             rfib(out, n1);
             rfib(out, n2);
         }
-        ~@routine;
+        ~@routine init;
     }
 
     /// The first `n` with `fib(n) ≥ 100`, by a reversible `while` (seed 000's `rfib100`).

@@ -51,7 +51,7 @@
 //! | `g(args)` | call a reversible function | `~g(args)` (`g::uncall`) |
 //! | `let x = v;` | allocate an ancilla (NiLang `x ← v`) | `unlet x = v;` |
 //! | `unlet x = v;` | check `x == v`, deallocate (NiLang `x → v`) | `let x = v;` |
-//! | `@routine { … }` … `~@routine;` | compute, use, uncompute | the same (the middle inverted) |
+//! | `@routine { … }` … `~@routine;` | compute, use, uncompute (`@routine name { … }` … `~@routine name;` for named ones, undone in any order) | the same (the middle inverted) |
 //! | `~{ … }` | the block's inverse, in place | `{ … }` |
 //! | `if (pre, post) { A } else { B }` | branch on `pre`; check `post == pre` after | `if (post, pre) { ~A } else { ~B }` |
 //! | `if (pre, ~) { … }`, `if pre { … }` | `post` is `pre` | |
