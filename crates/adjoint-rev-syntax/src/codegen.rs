@@ -280,6 +280,16 @@ impl Gen<'_> {
             },
             Kind::NoCheck(b) => self.stmts(b, false),
             Kind::Block(b) => self.stmts(b, checks),
+            Kind::Uncompute(inv, routine) => {
+                let body = self.stmts(inv, checks);
+                if checks || self.backwards {
+                    return body;
+                }
+                match skip_condition(routine, &self.params, k) {
+                    Some(cond) => quote_spanned!(span=> if !(#cond) { #body }),
+                    None => body,
+                }
+            }
             Kind::Routine(..) | Kind::Unroutine(_) | Kind::Inverse(_) => {
                 unreachable!("expanded before code generation")
             }
@@ -433,6 +443,85 @@ impl Gen<'_> {
         };
         quote_spanned!(span=> { #pre #callee(#(#passed),*)?; #post })
     }
+}
+
+/// When unchecked forward code may skip uncomputing `routine`: the routine calls nothing, runs
+/// no `@safe` code, and writes only its own ancillas, and the ancillas it leaves allocated are
+/// passive (`Ancilla::PASSIVE`, no gradients). Then the uncomputation only restores ancillas that
+/// are dropped right after, unchecked. (Every instruction's operands have its target's type, so
+/// passive targets mean nothing the routine reads carries gradients; ancillas of nested scopes
+/// start with zero gradient, which forward instructions only pass on towards their operands.)
+/// Returns `None` when it may never be skipped.
+fn skip_condition(routine: &[Stmt], params: &[String], krate: &TokenStream) -> Option<TokenStream> {
+    use crate::parse::place_path;
+    fn names(stmts: &[Stmt], nested: bool, top: &mut Vec<String>, inner: &mut Vec<String>) {
+        for s in stmts {
+            match &s.kind {
+                Kind::Let { name, .. } => {
+                    if nested {
+                        inner.push(name.to_string())
+                    } else {
+                        top.push(name.to_string())
+                    }
+                }
+                Kind::Block(b) | Kind::NoCheck(b) | Kind::Uncompute(b, _) => {
+                    names(b, nested, top, inner)
+                }
+                Kind::If { then, els, .. } => {
+                    names(then, true, top, inner);
+                    names(els, true, top, inner);
+                }
+                Kind::While { body, .. } => names(body, true, top, inner),
+                Kind::For { var, body, .. } => {
+                    inner.push(var.to_string());
+                    names(body, true, top, inner);
+                }
+                _ => {}
+            }
+        }
+    }
+    fn only_local(stmts: &[Stmt], local: &dyn Fn(&Expr) -> bool) -> bool {
+        stmts.iter().all(|s| match &s.kind {
+            Kind::Acc { target, .. } | Kind::Xor { target, .. } | Kind::Scale { target, .. } => {
+                local(target)
+            }
+            Kind::Instr { args, .. } => args.iter().all(|a| match a {
+                Operand::Place(p) => local(p),
+                _ => true,
+            }),
+            Kind::Call { .. } | Kind::Safe(_) => false,
+            Kind::Let { .. } | Kind::Unlet { .. } => true,
+            Kind::If { then, els, .. } => only_local(then, local) && only_local(els, local),
+            Kind::While { body, .. } | Kind::For { body, .. } => only_local(body, local),
+            Kind::Block(b) | Kind::NoCheck(b) | Kind::Uncompute(b, _) => only_local(b, local),
+            Kind::Routine(..) | Kind::Unroutine(_) | Kind::Inverse(_) => false,
+        })
+    }
+    let (mut top, mut inner) = (Vec::new(), Vec::new());
+    names(routine, false, &mut top, &mut inner);
+    if inner.iter().any(|n| top.contains(n) || params.contains(n))
+        || top.iter().any(|n| params.contains(n))
+    {
+        return None; // shadowing: do not try to be clever
+    }
+    let local = |e: &Expr| {
+        let r = place_path(e).0;
+        top.contains(&r) || inner.contains(&r)
+    };
+    if !only_local(routine, &local) {
+        return None;
+    }
+    let conds: Vec<TokenStream> = top
+        .iter()
+        .map(|n| {
+            let id = Ident::new(n, Span::call_site());
+            quote!(#krate::passive(&#id))
+        })
+        .collect();
+    if conds.is_empty() {
+        return Some(quote!(true));
+    }
+    Some(quote!(#(#conds)&&*))
 }
 
 /// A numeric literal as an `f64` literal (`2` → `2f64`, `-0.5` → `-0.5f64`).

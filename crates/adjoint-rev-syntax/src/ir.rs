@@ -127,4 +127,7 @@ pub enum Kind {
     Inverse(Vec<Stmt>),
     /// Statements spliced into the enclosing block (no new scope).
     Block(Vec<Stmt>),
+    /// `~@routine` after expansion: the routine's inverse, and the routine itself (consulted by
+    /// unchecked forward code, which may skip the uncomputation).
+    Uncompute(Vec<Stmt>, Vec<Stmt>),
 }

@@ -29,7 +29,10 @@ pub fn expand(stmts: Vec<Stmt>) -> Result<Vec<Stmt>> {
                     Some(n) => routines.iter().rposition(|(m, _)| m.as_ref() == Some(n)),
                 };
                 match found {
-                    Some(i) => Kind::Block(invert(&routines.remove(i).1)),
+                    Some(i) => {
+                        let body = routines.remove(i).1;
+                        Kind::Uncompute(invert(&body), body)
+                    }
                     None => {
                         let what = match &name {
                             Some(n) => format!("`~@routine {n}` without a `@routine {n} {{ … }}` before it in this block"),
@@ -286,7 +289,7 @@ fn stmt(s: &Stmt, scope: &mut Scope, params: &[String]) -> Result<()> {
             nested(body, scope, params, Some(var))
         }
         Kind::Safe(_) => Ok(()),
-        Kind::NoCheck(b) | Kind::Block(b) => block(b, scope, params),
+        Kind::NoCheck(b) | Kind::Block(b) | Kind::Uncompute(b, _) => block(b, scope, params),
         Kind::Routine(..) | Kind::Unroutine(_) | Kind::Inverse(_) => {
             unreachable!("expanded by `expand`")
         }

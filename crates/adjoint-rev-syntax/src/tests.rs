@@ -156,3 +156,37 @@ fn inversion_follows_table_one() {
     assert_eq!(text(&body), text(&invert(&invert(&body))));
     assert_ne!(text(&body), text(&invert(&body)));
 }
+
+#[test]
+fn unchecked_forward_may_skip_passive_uncomputation_only() {
+    // Call-free routine writing its own ancillas: the unchecked forward guards the
+    // uncomputation with the ancillas' passivity; the checked code and inverses never do.
+    let s = ok(quote! {
+        fn f(y: &mut f64, x: &mut f64) {
+            @routine { let n = 0.0; n += x.exp(); }
+            y += n.ln();
+            ~@routine;
+        }
+    });
+    assert_eq!(s.matches("passive").count(), 1, "{s}");
+    let unchecked =
+        &s[s.find("fn call_unchecked").unwrap()..s.find("fn uncall_unchecked").unwrap()];
+    assert!(unchecked.contains("passive"));
+    // A routine that calls another function, or writes a parameter, is always uncomputed.
+    let s = ok(quote! {
+        fn f(y: &mut f64, x: &mut f64) {
+            @routine { let n = 0.0; g(n, x); }
+            y += n.ln();
+            ~@routine;
+        }
+    });
+    assert!(!s.contains("passive"));
+    let s = ok(quote! {
+        fn f(y: &mut f64, x: &mut f64) {
+            @routine { x += 1.0; }
+            y += x.ln();
+            ~@routine;
+        }
+    });
+    assert!(!s.contains("passive"));
+}

@@ -194,6 +194,19 @@ impl std::error::Error for InvertibilityError {}
 pub trait Ancilla {
     /// Is `self` back to `value`?
     fn restored(&self, value: &Self) -> bool;
+
+    /// Whether the type carries no derivative information (plain numbers and containers of
+    /// them). Unchecked forward code skips uncomputing a routine whose ancillas are all passive
+    /// and about to be dropped; a [`GVar`](crate::GVar) ancilla's uncomputation moves gradients
+    /// and is kept.
+    const PASSIVE: bool = false;
+}
+
+/// `T::PASSIVE` for a value (used by generated code).
+#[doc(hidden)]
+#[inline(always)]
+pub fn passive<T: Ancilla>(_: &T) -> bool {
+    T::PASSIVE
 }
 
 /// NiLang's tolerance for deallocating floating-point ancillas.
@@ -206,6 +219,7 @@ macro_rules! exact {
             fn restored(&self, value: &Self) -> bool {
                 self == value
             }
+            const PASSIVE: bool = true;
         }
     )*};
 }
@@ -216,6 +230,7 @@ impl Ancilla for f64 {
     fn restored(&self, value: &Self) -> bool {
         self == value || (self - value).abs() <= ATOL * (1.0 + self.abs().max(value.abs()))
     }
+    const PASSIVE: bool = true;
 }
 
 /// `f32` ancillas compare within `1e-5` absolute plus relative: a few `f32` roundings.
@@ -224,18 +239,21 @@ impl Ancilla for f32 {
     fn restored(&self, value: &Self) -> bool {
         self == value || (self - value).abs() <= 1e-5 * (1.0 + self.abs().max(value.abs()))
     }
+    const PASSIVE: bool = true;
 }
 
 impl<F> Ancilla for fixed::FixedI32<F> {
     fn restored(&self, value: &Self) -> bool {
         self.to_bits() == value.to_bits()
     }
+    const PASSIVE: bool = true;
 }
 
 impl<F> Ancilla for fixed::FixedI64<F> {
     fn restored(&self, value: &Self) -> bool {
         self.to_bits() == value.to_bits()
     }
+    const PASSIVE: bool = true;
 }
 
 impl<T: Ancilla> Ancilla for crate::GVar<T> {
@@ -256,24 +274,28 @@ impl<T: Ancilla> Ancilla for num_complex::Complex<T> {
     fn restored(&self, value: &Self) -> bool {
         self.re.restored(&value.re) && self.im.restored(&value.im)
     }
+    const PASSIVE: bool = T::PASSIVE;
 }
 
 impl<T: Ancilla> Ancilla for crate::ULog<T> {
     fn restored(&self, value: &Self) -> bool {
         self.log.restored(&value.log)
     }
+    const PASSIVE: bool = T::PASSIVE;
 }
 
 impl<T: Ancilla> Ancilla for Vec<T> {
     fn restored(&self, value: &Self) -> bool {
         self.len() == value.len() && self.iter().zip(value).all(|(a, b)| a.restored(b))
     }
+    const PASSIVE: bool = T::PASSIVE;
 }
 
 impl<T: Ancilla, const N: usize> Ancilla for [T; N] {
     fn restored(&self, value: &Self) -> bool {
         self.iter().zip(value).all(|(a, b)| a.restored(b))
     }
+    const PASSIVE: bool = T::PASSIVE;
 }
 
 /// The run-time alias check for arguments that differ only in an index (`x[i]`, `x[j]`).

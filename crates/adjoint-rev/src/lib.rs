@@ -163,7 +163,7 @@ pub use num::{Arith, RevReal, Scale};
 pub use ulog::ULog;
 
 #[doc(hidden)]
-pub use error::distinct;
+pub use error::{distinct, passive};
 
 /// The built-in instructions, as types implementing [`Instruction`].
 pub mod instr_types {

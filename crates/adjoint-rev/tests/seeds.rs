@@ -846,3 +846,37 @@ fn user_instructions_run_backwards_and_differentiate() -> R {
     assert!((g.1 - (0.7f64.cos() + 1.0)).abs() < 1e-15);
     Ok(())
 }
+
+#[test]
+fn unchecked_twins_compute_the_same_values_and_gradients() -> R {
+    // Unchecked forward code may skip uncomputing passive ancillas (they are dropped anyway);
+    // outputs, gradients and the reversibility of the gradient program must not change.
+    let x: Vec<f64> = (0..30)
+        .map(|i| ((i * 37 % 17) as f64 / 17.0) * 2.0 - 0.8)
+        .collect();
+    let (mut a, mut xa, mut k) = (0.0f64, x.clone(), 3usize);
+    i_petersen(&mut a, &mut xa, &mut k)?;
+    let (mut b, mut xb) = (0.0f64, x.clone());
+    i_petersen::call_unchecked(&mut b, &mut xb, &mut k)?;
+    assert_eq!(a.to_bits(), b.to_bits());
+    let (_, g_checked) = value_and_grad(i_petersen {}, (0.0f64, x.clone(), 3usize), 0)?;
+    let (_, g_unchecked) =
+        adjoint_rev::value_and_grad_unchecked(i_petersen {}, (0.0f64, x.clone(), 3usize), 0)?;
+    assert_eq!(g_checked.1, g_unchecked.1);
+    // On GVars nothing is skipped: the unchecked forward still undoes the unchecked gradient pass.
+    let mut gl = GVar::new(a, 1.0);
+    let mut gx: Vec<GVar<f64>> = xa.iter().map(|&v| GVar::new(v, 0.0)).collect();
+    i_petersen::uncall_unchecked(&mut gl, &mut gx, &mut k)?;
+    i_petersen::call_unchecked(&mut gl, &mut gx, &mut k)?;
+    assert!(
+        gx.iter().all(|v| v.g.abs() < 1e-12),
+        "gradients are uncomputed to zero"
+    );
+    // A routine on passive ancillas: same result with and without checks.
+    let (mut o1, mut o2) = (0.0f64, 0.0f64);
+    let (mut a0, mut b0) = (0usize, 4usize);
+    i_dist(&mut o1, &mut x.clone(), &mut a0, &mut b0, &mut k)?;
+    i_dist::call_unchecked(&mut o2, &mut x.clone(), &mut a0, &mut b0, &mut k)?;
+    assert_eq!(o1.to_bits(), o2.to_bits());
+    Ok(())
+}
