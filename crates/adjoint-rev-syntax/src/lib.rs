@@ -113,8 +113,8 @@ fn function(f: ir::Func, krate: &TokenStream) -> syn::Result<TokenStream> {
     );
     let doc_unchecked = format!(
         "[`{name}`](fn@{name}) without reversibility checks, in it and in every reversible function it calls \
-         (NiLang's `@invcheckoff` for proven code): no `unlet`, condition or bound checks, and the \
-         optimiser may drop uncomputation whose result is never read."
+         (NiLang's `@invcheckoff` for proven code): no `unlet`, condition or bound checks; routines \
+         that call nothing and own only passive ancillas are not uncomputed (the ancillas are dropped)."
     );
     let doc_uncall_unchecked = format!(
         "The inverse of [`{name}`](fn@{name}) without reversibility checks (see `call_unchecked`)."

@@ -85,8 +85,10 @@
 //! with its pre-condition; a `while`'s post-condition is true on entry or false after an
 //! iteration; a `for` loop's bounds changed. `@invcheckoff stmt` removes the checks from one
 //! statement (and, for a call, from everything the callee runs); `f::call_unchecked` and
-//! `f::uncall_unchecked` run a whole proven function without checks, which also lets the
-//! optimiser delete uncomputation whose result is never read.
+//! `f::uncall_unchecked` run a whole proven function without checks. Without checks, the
+//! forward code also skips uncomputing a routine that calls nothing, writes only its own ancillas
+//! and whose ancillas are passive ([`Ancilla::PASSIVE`]: plain numbers, no gradients) — they are
+//! dropped right after anyway — and the optimiser may delete other dead uncomputation.
 //!
 //! **Number systems** (seed 001 Section 2): integers (wrapping, so `+=`/`-=` are exact), `f64`,
 //! `f32`, fixed point (`fixed::FixedI32`/`FixedI64`, exact `+=`/`-=`), complex numbers
