@@ -49,58 +49,66 @@ pub fn run(quick: bool, filter: Option<&str>) -> Vec<RevRow> {
     rows
 }
 
-fn push(
-    rows: &mut Vec<RevRow>,
-    task: &str,
-    size: &str,
-    column: &'static str,
-    seconds: f64,
+/// The rows of one task at one size: each column timed with the harness's `measure`, its ratio
+/// taken to the first (the plain program).
+struct Table {
+    task: &'static str,
+    size: String,
     base: f64,
-) {
-    rows.push(RevRow {
-        task: task.into(),
-        size: size.into(),
-        column,
-        seconds,
-        ratio: seconds / base,
-    });
+    rows: Vec<RevRow>,
+}
+
+impl Table {
+    fn new(task: &'static str, size: String) -> Self {
+        Table {
+            task,
+            size,
+            base: f64::NAN,
+            rows: Vec::new(),
+        }
+    }
+
+    fn time(&mut self, column: &'static str, budget: Duration, f: impl FnMut()) {
+        let seconds = measure(f, budget).median_s;
+        if self.rows.is_empty() {
+            self.base = seconds;
+        }
+        self.rows.push(RevRow {
+            task: self.task.into(),
+            size: self.size.clone(),
+            column,
+            seconds,
+            ratio: seconds / self.base,
+        });
+    }
+
+    /// The backward rows time a backward pass and its inverse together: report half.
+    fn halve_last(&mut self) {
+        if let Some(r) = self.rows.last_mut() {
+            r.seconds /= 2.0;
+            r.ratio /= 2.0;
+        }
+    }
 }
 
 fn graph_embedding(k: usize, budget: Duration, quick: bool) -> Vec<RevRow> {
     let x = uniform(7 + k as u64, 10 * k);
-    let size = format!("k = {k} ({} inputs)", 10 * k);
-    let task = "graph-embedding";
-    let mut rows = Vec::new();
-
-    let base = measure(
-        || {
-            black_box(petersen::<f64>(black_box(&x), k));
-        },
-        budget,
-    )
-    .median_s;
-    push(&mut rows, task, &size, "primal (plain Rust)", base, base);
+    let mut t = Table::new("graph-embedding", format!("k = {k} ({} inputs)", 10 * k));
+    t.time("primal (plain Rust)", budget, || {
+        black_box(petersen::<f64>(black_box(&x), k));
+    });
 
     let (mut loss, mut xx, mut kk) = (0.0f64, x.clone(), k);
-    let t = measure(
-        || i_petersen(&mut loss, black_box(&mut xx), &mut kk).unwrap(),
-        budget,
-    )
-    .median_s;
-    push(&mut rows, task, &size, "rev objective (checked)", t, base);
+    t.time("rev objective (checked)", budget, || {
+        i_petersen(&mut loss, black_box(&mut xx), &mut kk).unwrap()
+    });
     // As NiLang measures: reversibility checks off (`call_unchecked`, `@invcheckoff` throughout).
-    let t = measure(
-        || i_petersen::call_unchecked(&mut loss, black_box(&mut xx), &mut kk).unwrap(),
-        budget,
-    )
-    .median_s;
-    push(&mut rows, task, &size, "rev objective", t, base);
-    let t = measure(
-        || i_petersen::uncall_unchecked(&mut loss, black_box(&mut xx), &mut kk).unwrap(),
-        budget,
-    )
-    .median_s;
-    push(&mut rows, task, &size, "rev uncall", t, base);
+    t.time("rev objective", budget, || {
+        i_petersen::call_unchecked(&mut loss, black_box(&mut xx), &mut kk).unwrap()
+    });
+    t.time("rev uncall", budget, || {
+        i_petersen::uncall_unchecked(&mut loss, black_box(&mut xx), &mut kk).unwrap()
+    });
 
     // Gradient: run f, wrap the outputs in GVar, seed ∂loss = 1, run ~f. Buffers are reused.
     let mut gx: Vec<GVar<f64>> = vec![GVar::default(); 10 * k];
@@ -129,66 +137,29 @@ fn graph_embedding(k: usize, budget: Duration, quick: bool) -> Vec<RevRow> {
         agree,
         "reversible and forward gradients disagree at k = {k}"
     );
-    let t = measure(|| rev_grad(black_box(&x), &mut g), budget).median_s;
-    push(&mut rows, task, &size, "rev gradient", t, base);
+    t.time("rev gradient", budget, || rev_grad(black_box(&x), &mut g));
 
     let mut tape = adjoint::tape::Tape::new();
-    let t = measure(
-        || {
-            tape.grad_into(|v| petersen(v, k), black_box(&x), &mut g);
-        },
-        budget,
-    )
-    .median_s;
-    push(&mut rows, task, &size, "tape gradient", t, base);
-    let t = measure(
-        || {
-            drop(black_box(forward::gradient(
-                |v| petersen(v, k),
-                black_box(&x),
-            )))
-        },
-        budget,
-    )
-    .median_s;
-    push(&mut rows, task, &size, "forward gradient", t, base);
+    t.time("tape gradient", budget, || {
+        tape.grad_into(|v| petersen(v, k), black_box(&x), &mut g);
+    });
+    t.time("forward gradient", budget, || {
+        black_box(forward::gradient(|v| petersen(v, k), black_box(&x)));
+    });
 
     // Hessians: reversible over forward (GVar<Dual<f64>>), forward over forward, tape.
     let hb = if quick { budget / 2 } else { budget };
     let args = (0.0f64, x.clone(), k);
-    let t = measure(
-        || {
-            drop(black_box(
-                adjoint::rev::hessian(i_petersen {}, args.clone(), 0).unwrap(),
-            ))
-        },
-        hb,
-    )
-    .median_s;
-    push(&mut rows, task, &size, "(rev + forward) Hessian", t, base);
-    let t = measure(
-        || {
-            drop(black_box(forward::hessian(
-                |v| petersen(v, k),
-                black_box(&x),
-            )))
-        },
-        hb,
-    )
-    .median_s;
-    push(&mut rows, task, &size, "forward Hessian", t, base);
-    let t = measure(
-        || {
-            drop(black_box(adjoint::tape::hessian(
-                |v| petersen(v, k),
-                black_box(&x),
-            )))
-        },
-        hb,
-    )
-    .median_s;
-    push(&mut rows, task, &size, "tape Hessian", t, base);
-    rows
+    t.time("(rev + forward) Hessian", hb, || {
+        black_box(adjoint::rev::hessian(i_petersen {}, args.clone(), 0).unwrap());
+    });
+    t.time("forward Hessian", hb, || {
+        black_box(forward::hessian(|v| petersen(v, k), black_box(&x)));
+    });
+    t.time("tape Hessian", hb, || {
+        black_box(adjoint::tape::hessian(|v| petersen(v, k), black_box(&x)));
+    });
+    t.rows
 }
 
 /// A random `n × n` sparse matrix with about `density · n²` entries.
@@ -247,113 +218,59 @@ fn plain_spmv(y: &mut [Complex<f64>], a: &Csr<Complex<f64>>, x: &[Complex<f64>])
 
 fn sparse(budget: Duration) -> Vec<RevRow> {
     let n = 1000;
-    let mut rows = Vec::new();
     let size = "1000×1000, density 0.05";
 
     let a = random_csr(n, 0.05, 11, |v, _| v);
     let b = random_csr(n, 0.05, 12, |v, _| v);
-    let base = measure(
-        || {
-            black_box(plain_dot(black_box(&a), black_box(&b)));
-        },
-        budget,
-    )
-    .median_s;
-    push(
-        &mut rows,
-        "sparse-dot",
-        size,
-        "primal (plain Rust)",
-        base,
-        base,
-    );
+    let mut t = Table::new("sparse-dot", size.into());
+    t.time("primal (plain Rust)", budget, || {
+        black_box(plain_dot(black_box(&a), black_box(&b)));
+    });
     let (mut out, mut aa, mut bb) = (0.0f64, a.clone(), b.clone());
-    let t = measure(
-        || i_sparse_dot::call_unchecked(&mut out, &mut aa, &mut bb).unwrap(),
-        budget,
-    )
-    .median_s;
-    push(&mut rows, "sparse-dot", size, "rev objective", t, base);
-    // Backward: the outputs already wrapped in GVar; time the inverse that moves the gradients.
+    t.time("rev objective", budget, || {
+        i_sparse_dot::call_unchecked(&mut out, &mut aa, &mut bb).unwrap()
+    });
+    // Backward: the outputs wrapped in GVar; the loop runs the inverse that moves the gradients
+    // and then its own inverse (the forward on GVars), which restores the state for the next
+    // iteration, so half of it is the backward time.
     let (mut ga, mut gb) = (
         a.wrap(&mut |v| GVar::new(v, 0.0)),
         b.wrap(&mut |v| GVar::new(v, 0.0)),
     );
     let mut gout = GVar::new(plain_dot(&a, &b), 1.0);
-    let t = measure(
-        || {
-            i_sparse_dot::uncall_unchecked(&mut gout, &mut ga, &mut gb).unwrap();
-            i_sparse_dot::call_unchecked(&mut gout, &mut ga, &mut gb).unwrap();
-        },
-        budget,
-    )
-    .median_s;
-    // The loop above runs the backward pass and then its inverse (the forward on GVars), which
-    // restores the state for the next iteration; report half of it as the backward time.
-    push(&mut rows, "sparse-dot", size, "rev backward", t / 2.0, base);
+    t.time("rev backward", budget, || {
+        i_sparse_dot::uncall_unchecked(&mut gout, &mut ga, &mut gb).unwrap();
+        i_sparse_dot::call_unchecked(&mut gout, &mut ga, &mut gb).unwrap();
+    });
+    t.halve_last();
+    let mut rows = t.rows;
 
     let ac = random_csr(n, 0.05, 13, |r, i| Complex::new(r, i));
     let x: Vec<Complex<f64>> = uniform(14, 2 * n)
         .chunks(2)
         .map(|c| Complex::new(c[0], c[1]))
         .collect();
+    let mut t = Table::new("sparse-mul (complex)", size.into());
     let mut y = vec![Complex::new(0.0, 0.0); n];
-    let base = measure(
-        || plain_spmv(black_box(&mut y), black_box(&ac), black_box(&x)),
-        budget,
-    )
-    .median_s;
-    push(
-        &mut rows,
-        "sparse-mul (complex)",
-        size,
-        "primal (plain Rust)",
-        base,
-        base,
-    );
+    t.time("primal (plain Rust)", budget, || {
+        plain_spmv(black_box(&mut y), black_box(&ac), black_box(&x))
+    });
     let (mut yy, mut aa, mut xx) = (vec![Complex::new(0.0, 0.0); n], ac.clone(), x.clone());
-    let t = measure(
-        || i_spmv::call_unchecked(&mut yy, &mut aa, &mut xx).unwrap(),
-        budget,
-    )
-    .median_s;
-    push(
-        &mut rows,
-        "sparse-mul (complex)",
-        size,
-        "rev objective",
-        t,
-        base,
-    );
-    let gc = |c: &Complex<f64>| Complex::new(GVar::new(c.re, 0.0), GVar::new(c.im, 0.0));
+    t.time("rev objective", budget, || {
+        i_spmv::call_unchecked(&mut yy, &mut aa, &mut xx).unwrap()
+    });
     let mut gy: Vec<Complex<GVar<f64>>> = (0..n)
         .map(|i| Complex::new(GVar::new(0.0, (i % 3) as f64), GVar::new(0.0, 1.0)))
         .collect();
-    let mut gac = Csr {
-        rows: ac.rows,
-        cols: ac.cols,
-        row_ptr: ac.row_ptr.clone(),
-        col: ac.col.clone(),
-        val: ac.val.iter().map(gc).collect(),
-    };
-    let mut gx: Vec<Complex<GVar<f64>>> = x.iter().map(gc).collect();
+    let mut gac = ac.wrap(&mut |v| GVar::new(v, 0.0));
+    let mut gx = x.wrap(&mut |v| GVar::new(v, 0.0));
     i_spmv(&mut gy, &mut gac, &mut gx).unwrap();
-    let t = measure(
-        || {
-            i_spmv::uncall_unchecked(&mut gy, &mut gac, &mut gx).unwrap();
-            i_spmv::call_unchecked(&mut gy, &mut gac, &mut gx).unwrap();
-        },
-        budget,
-    )
-    .median_s;
-    push(
-        &mut rows,
-        "sparse-mul (complex)",
-        size,
-        "rev backward",
-        t / 2.0,
-        base,
-    );
+    t.time("rev backward", budget, || {
+        i_spmv::uncall_unchecked(&mut gy, &mut gac, &mut gx).unwrap();
+        i_spmv::call_unchecked(&mut gy, &mut gac, &mut gx).unwrap();
+    });
+    t.halve_last();
+    rows.extend(t.rows);
     rows
 }
 

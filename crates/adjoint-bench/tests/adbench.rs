@@ -324,7 +324,7 @@ fn reversible_ba_jacobian_matches_the_tape_and_the_reversible_code_is_checked() 
     protocol::agree(&r.vals, &t.vals).unwrap();
     // The checked version runs clean (every ancilla uncomputed) and its inverse restores the
     // inputs; a zero rotation takes Rodrigues' other branch.
-    let mut v: Vec<f64> = (0..15).map(|i| 0.1 + 0.05 * i as f64).collect();
+    let mut v: [f64; 15] = core::array::from_fn(|i| 0.1 + 0.05 * i as f64);
     let mut f = [0.3, -0.2];
     for rot_zero in [false, true] {
         if rot_zero {
@@ -338,7 +338,7 @@ fn reversible_ba_jacobian_matches_the_tape_and_the_reversible_code_is_checked() 
             "{e:?} vs {plain:?}"
         );
         let mut ge = [GVar::new(e[0], 1.0), GVar::new(e[1], 0.0)];
-        let mut gv: Vec<GVar<f64>> = v.iter().map(|&x| GVar::new(x, 0.0)).collect();
+        let mut gv = v.map(|x| GVar::new(x, 0.0));
         i_reproj::uncall(&mut ge, &mut gv, &mut f).unwrap();
         assert!(ge[0].x.abs() < 1e-14 && ge[1].x.abs() < 1e-14);
         let grad: Vec<f64> = gv.iter().map(|x| x.g).collect();

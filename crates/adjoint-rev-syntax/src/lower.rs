@@ -224,8 +224,7 @@ fn stmt(s: &Stmt, scope: &mut Scope, params: &[String]) -> Result<()> {
                     format!("`{n}` is a parameter; an ancilla needs a new name"),
                 ));
             }
-            if let Some(prev) = scope.live.get(&n) {
-                let _ = prev;
+            if scope.live.contains_key(&n) {
                 return Err(Error::new(
                     name.span(),
                     format!("re-allocation of live ancilla `{n}`: deallocate it with `unlet {n} = …;` first"),

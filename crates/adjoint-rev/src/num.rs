@@ -215,12 +215,14 @@ impl Scale for f32 {
     }
 }
 
-macro_rules! int_impls {
-    ($($t:ty),*) => {$(
-        impl Arith for $t {
+/// Integers and fixed point: every operation wraps, so `+=` and `-=` are exactly inverse
+/// (seed 001 Section 2). One body for both; they differ only in how a literal converts.
+macro_rules! wrapping_impls {
+    ([$($g:tt)*] $t:ty, $from:expr) => {
+        impl<$($g)*> Arith for $t {
             #[inline(always)]
             fn from_f64(v: f64) -> Self {
-                v as $t
+                $from(v)
             }
             #[inline(always)]
             fn acc_id(y: &mut Self, x: &mut Self, plus: bool) {
@@ -242,42 +244,16 @@ macro_rules! int_impls {
                 *x = x.wrapping_neg();
             }
         }
-    )*};
+    };
+}
+
+macro_rules! int_impls {
+    ($($t:ty),*) => {$( wrapping_impls!([] $t, |v: f64| v as $t); )*};
 }
 
 int_impls!(i8, i16, i32, i64, i128, isize, u8, u16, u32, u64, u128, usize);
-
-macro_rules! fixed_impls {
-    ($($t:ident: $bound:ident),*) => {$(
-        /// Fixed point: `+=` and `-=` wrap, so they are exactly inverse (seed 001 Section 2).
-        impl<F: $bound + 'static> Arith for $t<F> {
-            fn from_f64(v: f64) -> Self {
-                Self::from_num(v)
-            }
-            #[inline(always)]
-            fn acc_id(y: &mut Self, x: &mut Self, plus: bool) {
-                *y = if plus { y.wrapping_add(*x) } else { y.wrapping_sub(*x) };
-            }
-            #[inline(always)]
-            fn acc_arith(y: &mut Self, op: Op2, a: &mut Self, b: &mut Self, plus: bool) {
-                let v = match op {
-                    Op2::Add => a.wrapping_add(*b),
-                    Op2::Sub => a.wrapping_sub(*b),
-                    Op2::Mul => a.wrapping_mul(*b),
-                    Op2::Div => a.wrapping_div(*b),
-                    other => unreachable!("`{other:?}` is not an arithmetic instruction"),
-                };
-                *y = if plus { y.wrapping_add(v) } else { y.wrapping_sub(v) };
-            }
-            #[inline(always)]
-            fn neg(x: &mut Self) {
-                *x = x.wrapping_neg();
-            }
-        }
-    )*};
-}
-
-fixed_impls!(FixedI32: LeEqU32, FixedI64: LeEqU64);
+wrapping_impls!([F: LeEqU32 + 'static] FixedI32<F>, |v: f64| FixedI32::<F>::from_num(v));
+wrapping_impls!([F: LeEqU64 + 'static] FixedI64<F>, |v: f64| FixedI64::<F>::from_num(v));
 
 /// Complex numbers: every instruction is built from the real part type's own instructions, so
 /// `Complex<GVar<f64>>` carries gradients through complex code with no extra rules.

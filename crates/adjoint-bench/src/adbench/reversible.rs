@@ -117,9 +117,9 @@ reversible! {
         unlet icf_sz = d * (d + 1) / 2;
     }
 
-    /// `out += rotate(v[0..3]) · x` by Rodrigues' formula (`x + r × x` when θ = 0), as the
+    /// `out += rotate(v[0..3]) · x` (`v` is an observation's 15 inputs) by Rodrigues' formula (`x + r × x` when θ = 0), as the
     /// reference.
-    pub fn i_rodrigues<T: RevReal>(out: &mut [T; 3], v: &mut Vec<T>, x: &mut [T; 3]) {
+    pub fn i_rodrigues<T: RevReal>(out: &mut [T; 3], v: &mut [T; 15], x: &mut [T; 3]) {
         @routine {
             let sqt = T::zero();
             sqt += v[0].powi(2);
@@ -175,7 +175,7 @@ reversible! {
     }
 
     /// `e += w·(project(cam, X) − feat)` for one observation, `v = [cam (11), X (3), w]`.
-    pub fn i_reproj<T: RevReal>(e: &mut [T; 2], v: &mut Vec<T>, feat: &mut [f64; 2]) {
+    pub fn i_reproj<T: RevReal>(e: &mut [T; 2], v: &mut [T; 15], feat: &mut [f64; 2]) {
         @routine {
             let xo = [T::zero(); 3];
             for i in 0..3 {
@@ -250,17 +250,15 @@ impl Engine for Reversible {
     }
 
     fn ba_block(&self, input: &[f64; 15], feat: &[f64]) -> [[f64; 15]; 2] {
+        // One forward call, then one inverse on GVars per residual; all on the stack.
         let mut f = [feat[0], feat[1]];
-        let (mut e, mut v) = ([0.0f64; 2], input.to_vec());
+        let (mut e, mut v) = ([0.0f64; 2], *input);
         i_reproj::call_unchecked(&mut e, &mut v, &mut f).expect("unchecked");
         let mut rows = [[0.0; 15]; 2];
-        let mut gv: Vec<GVar<f64>> = vec![GVar::default(); 15];
         for (r, row) in rows.iter_mut().enumerate() {
             let mut ge = [GVar::new(e[0], 0.0), GVar::new(e[1], 0.0)];
             ge[r].g = 1.0;
-            for (a, &b) in gv.iter_mut().zip(&v) {
-                *a = GVar::new(b, 0.0);
-            }
+            let mut gv = v.map(|x| GVar::new(x, 0.0));
             i_reproj::uncall_unchecked(&mut ge, &mut gv, &mut f).expect("unchecked");
             for (o, a) in row.iter_mut().zip(&gv) {
                 *o = a.g;
