@@ -1,0 +1,1 @@
+//! The SSA transform's proc macro (work in progress).

@@ -1,0 +1,1 @@
+//! The logic of adjoint's SSA transform (work in progress).

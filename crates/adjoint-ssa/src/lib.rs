@@ -1,0 +1,1 @@
+//! SSA source-transform engine of adjoint (work in progress).
