@@ -57,7 +57,8 @@ pub struct NonFinite {
     pub operands: [f64; 2],
     /// Forward: the result. Reverse: the (finite) adjoint that met the partials.
     pub value: f64,
-    /// Index of the job (0 for sequential code) and of the operation within it.
+    /// The job, numbered in the program's sequential order (0 for sequential code; the jobs
+    /// of a fork's left side before its right side), the same for every thread count.
     pub job: u32,
     /// Position of the operation on its job's tape (inputs are 1..=n).
     pub position: u32,
@@ -159,13 +160,13 @@ impl Tape {
         }
         let session = Arc::get_mut(&mut self.session).expect("unique after the check above");
         session.restart(self.checked);
-        let (nonce, checked) = (session.nonce, session.checked);
-        let (job_idx, mut job) = session.graph_mut().new_job(nonce, checked, 0);
+        let checked = session.checked;
+        let (job_idx, mut job) = session.graph_mut().new_job(checked, 0);
         self.inputs.clear();
         for (i, &v) in x.iter().enumerate() {
             let is_active = active.is_none_or(|a| a[i]);
             self.inputs.push(if is_active {
-                Var::at(v, job.key, job.push_leaf(self.checked))
+                Var::at(v, job.uid, job.idx, job.push_leaf(self.checked))
             } else {
                 Var::constant(v)
             });
@@ -209,14 +210,20 @@ impl Tape {
         if !self.checked {
             return Ok(());
         }
-        let bad = self
-            .session
-            .first_bad
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        match bad {
-            Some(b) => Err(NonFinite::new(Pass::Forward, b)),
+        let root = self.root.as_ref().expect("a recording");
+        let g = self.session.graph();
+        let order = program_order(root);
+        // The first bad value in the program's sequential order: jobs in program order, and
+        // within a job its first (each job keeps only its first).
+        let first = order.iter().enumerate().find_map(|(n, &j)| {
+            let job = g.jobs[usize::from(j)].as_ref().expect("sealed");
+            job.first_bad.clone().map(|b| (n, b))
+        });
+        match first {
+            Some((n, mut b)) => {
+                b.job = n as u32;
+                Err(NonFinite::new(Pass::Forward, b))
+            }
             None => Ok(()),
         }
     }
@@ -246,7 +253,7 @@ impl Tape {
         take_jobs(&mut g, &mut self.jobs);
         let job_task = std::mem::take(&mut g.job_task);
         let task_parent = std::mem::take(&mut g.task_parent);
-        let nonce = self.session.nonce;
+        let job_uid = std::mem::take(&mut g.job_uid);
         let jobs = Jobs {
             jobs: std::mem::take(&mut self.jobs),
             job_task: &job_task,
@@ -256,8 +263,8 @@ impl Tape {
         let lock = |j: usize| jobs.jobs[j].lock().unwrap_or_else(|e| e.into_inner());
         init_inputs(&mut lock(0).adj, &self.inputs, init);
         for &(v, w) in seeds.iter().filter(|(v, _)| !v.is_constant()) {
-            check_output(v, nonce);
-            lock((v.key() & 0xFFFF) as usize).adj[v.seq() as usize] += w;
+            check_output(v, job_uid.get(usize::from(v.idx)) == Some(&v.uid));
+            lock(usize::from(v.idx)).adj[v.seq() as usize] += w;
         }
         let result = jobs.resolve(root);
         read_grad(&lock(0).adj, &self.inputs, grad);
@@ -266,10 +273,18 @@ impl Tape {
         self.jobs = list;
         g.job_task = job_task;
         g.task_parent = task_parent;
+        g.job_uid = job_uid;
         drop(g);
-        result
-            .map(|_| ())
-            .map_err(|b| NonFinite::new(Pass::Reverse, b))
+        result.map(|_| ()).map_err(|mut b| {
+            // Report the job by its place in the program, not by its (scheduling-dependent)
+            // index.
+            let idx = b.job as u16;
+            b.job = program_order(root)
+                .iter()
+                .position(|&j| j == idx)
+                .unwrap_or(0) as u32;
+            NonFinite::new(Pass::Reverse, b)
+        })
     }
 
     /// The reverse pass of a recording without forks: one job, no locks, no job graph.
@@ -281,7 +296,6 @@ impl Tape {
         init: Option<&[f64]>,
         grad: &mut [f64],
     ) -> Result<(), NonFinite> {
-        let nonce = session.nonce;
         let job = session.graph_mut().jobs[0]
             .as_mut()
             .expect("the root job is sealed");
@@ -289,7 +303,7 @@ impl Tape {
         job.adj.resize(job.entries.len(), 0.0);
         init_inputs(&mut job.adj, inputs, init);
         for &(v, w) in seeds.iter().filter(|(v, _)| !v.is_constant()) {
-            check_output(v, nonce);
+            check_output(v, v.uid == job.uid);
             // Without forks every recorded value lives in the root job.
             job.adj[v.seq() as usize] += w;
         }
@@ -488,11 +502,31 @@ fn init_inputs(adj: &mut [f64], inputs: &[Var], init: Option<&[f64]>) {
 }
 
 /// Panic clearly if a seeded output comes from another recording.
-fn check_output(v: Var, nonce: u16) {
+fn check_output(v: Var, ours: bool) {
     assert!(
-        (v.key() >> 16) as u16 == nonce,
+        ours,
         "adjoint::tape: output {v:?} does not belong to this recording"
     );
+}
+
+/// The recording's jobs in the program's sequential order: a task's segments in order, the left
+/// side of a fork before the right. Job *indices* follow the order in which threads happened to
+/// open jobs; this order is the same for every thread count.
+fn program_order(task: &Task) -> Vec<u16> {
+    fn walk(task: &Task, out: &mut Vec<u16>) {
+        for seg in &task.segs {
+            match seg {
+                Segment::Job(j) => out.push(*j),
+                Segment::Fork(a, b) => {
+                    walk(a, out);
+                    walk(b, out);
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(task, &mut out);
+    out
 }
 
 /// The gradient: the root job's adjoints at the input leaves (0 for constant inputs).

@@ -55,11 +55,11 @@ where
             })
             .collect();
         let start = ctx.job.entries.len() as u32;
-        let key = ctx.job.key;
+        let (uid, idx) = (ctx.job.uid, ctx.job.idx);
         let checked = ctx.session.checked;
         let vars: Vec<Var> = outs
             .iter()
-            .map(|o| Var::at(o.v, key, ctx.job.push_leaf(checked)))
+            .map(|o| Var::at(o.v, uid, idx, ctx.job.push_leaf(checked)))
             .collect();
         ctx.job.checkpoints.push(Checkpoint {
             start,

@@ -26,8 +26,10 @@
 //!
 //! ## How it works
 //!
-//! * **Recording.** [`Var`] is 16 bytes: value, position and a key naming its job and its
-//!   recording. Each primitive asks the shared rule table for its partials and appends one
+//! * **Recording.** [`Var`] is 24 bytes: value, position, and the 64-bit id of the job that
+//!   recorded it. Job ids come from one process-wide counter and are never reused, so a `Var`
+//!   that outlives its recording is refused by every later one, however many recordings come in
+//!   between (a clear panic, never a wrong number). Each primitive asks the shared rule table for its partials and appends one
 //!   24-byte entry `{partials: [f64; 2], operands: [u32; 2]}` to the current job's tape (struct
 //!   of plain arrays; the result's index is implicit; unary results use a sink slot). Constants
 //!   are never recorded.
@@ -56,6 +58,8 @@ pub use api::{
     checked_grad, grad, hessian, hvp, jacobian, value_and_grad, vjp, NonFinite, Pass, Tape,
 };
 pub use checkpoint::checkpoint;
+#[doc(hidden)]
+pub use record::__skip_job_ids;
 pub use record::{join, par_map};
 pub use var::Var;
 

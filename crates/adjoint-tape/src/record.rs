@@ -12,23 +12,41 @@ use adjoint_core::rules::{Op1, Op2};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// The key of a constant `Var`.
-pub(crate) const CONST_KEY: u32 = u32::MAX;
+/// The job id of a constant `Var` (no job ever gets it).
+pub(crate) const CONST_UID: u64 = 0;
 /// Most jobs one recording may create (job indices are 16 bits inside a `Var`).
 pub(crate) const MAX_JOBS: usize = 0xFFFF;
 
-static NONCE: AtomicU16 = AtomicU16::new(0);
+/// The next job id. Starts at 1: 0 is [`CONST_UID`].
+static NEXT_JOB_UID: AtomicU64 = AtomicU64::new(1);
 
-fn next_nonce() -> u16 {
-    loop {
-        let n = NONCE.fetch_add(1, Ordering::Relaxed);
-        if n != u16::MAX {
-            return n;
-        }
-    }
+/// A job id that no other job of this process has had or will have.
+///
+/// Why a stale or foreign `Var` can never be mistaken for a value of the current recording: a
+/// `Var` carries the full 64-bit id of the job that recorded it, and every job (of every
+/// recording, on every thread) takes a fresh id from this one counter. `fetch_add` hands each
+/// id out once, and the counter cannot wrap: one increment per job, each job costs far more than
+/// a nanosecond, and 2⁶⁴ ns is 584 years; should it ever get there, this panics instead of
+/// wrapping. So equal ids mean the same job, and a `Var` from a finished recording (or another
+/// thread's) never passes the fast path's `uid == job.uid` test: it takes the slow path, which
+/// panics unless the id is one of this recording's jobs. (The 16-bit nonce used before this
+/// repeated after 65 536 recordings and silently accepted leaked `Var`s.)
+pub(crate) fn next_job_uid() -> u64 {
+    let uid = NEXT_JOB_UID.fetch_add(1, Ordering::Relaxed);
+    assert!(
+        uid != u64::MAX && uid != CONST_UID,
+        "adjoint::tape: job ids exhausted"
+    );
+    uid
+}
+
+/// Skip `n` job ids (tests use it to simulate 2³² and more recordings cheaply).
+#[doc(hidden)]
+pub fn __skip_job_ids(n: u64) {
+    NEXT_JOB_UID.fetch_add(n, Ordering::Relaxed);
 }
 
 /// One recorded operation: the partials of the result with respect to at most two earlier
@@ -91,30 +109,41 @@ impl Hasher for IdHasher {
         }
     }
     fn write_u64(&mut self, v: u64) {
-        self.0 = v.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        self.0 = (self.0.rotate_left(29) ^ v).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(u64::from(v));
     }
 }
 
 /// The tape of one job.
 #[derive(Default)]
 pub(crate) struct Job {
-    pub key: u32,
+    /// Process-wide unique id ([`next_job_uid`]).
+    pub uid: u64,
+    /// Index within its recording.
+    pub idx: u16,
     /// The task this job runs in.
     pub task: u32,
     /// Checked mode (records labels; every operation takes the slow path).
     pub checked: bool,
     pub entries: Vec<Entry>,
     pub imports: Vec<Import>,
-    pub cache: HashMap<u64, u32, BuildHasherDefault<IdHasher>>,
+    /// Imported `Var`s (job id, position) → local slot.
+    pub cache: HashMap<(u64, u32), u32, BuildHasherDefault<IdHasher>>,
     pub checkpoints: Vec<Checkpoint>,
     pub adj: Vec<f64>,
     /// Checked mode only: what produced each entry.
     pub labels: Vec<Label>,
+    /// Checked mode only: the first non-finite value this job produced from finite operands.
+    pub first_bad: Option<BadValue>,
 }
 
 impl Job {
-    fn reset(&mut self, key: u32, checked: bool) {
-        self.key = key;
+    fn reset(&mut self, idx: u16, checked: bool) {
+        self.uid = next_job_uid();
+        self.idx = idx;
+        self.first_bad = None;
         self.checked = checked;
         self.entries.clear();
         self.entries.push(Entry::default()); // the sink
@@ -144,7 +173,7 @@ impl Job {
     /// The job-local position of `v`, importing it if it belongs to an earlier job.
     #[inline(always)]
     pub(crate) fn local(&mut self, v: Var, session: &Session) -> u32 {
-        if v.key() == self.key && (v.seq() as usize) < self.entries.len() {
+        if v.uid == self.uid && (v.seq() as usize) < self.entries.len() {
             v.seq()
         } else {
             self.import(v, session)
@@ -154,23 +183,23 @@ impl Job {
     #[cold]
     #[inline(never)]
     fn import(&mut self, v: Var, session: &Session) -> u32 {
-        let id = (u64::from(v.key()) << 32) | u64::from(v.seq());
+        let id = (v.uid, v.seq());
         if let Some(&slot) = self.cache.get(&id) {
             return slot;
         }
-        let nonce = (v.key() >> 16) as u16;
-        let job = (v.key() & 0xFFFF) as usize;
-        if nonce != session.nonce {
-            panic!(
-                "adjoint::tape: {v:?} belongs to a recording that has finished or to a different \
-                 recording; a Var is only valid inside the grad/vjp/jacobian call that created it"
-            );
-        }
-        if v.key() == self.key {
+        if v.uid == self.uid {
             panic!("adjoint::tape: {v:?} is past the end of its tape (corrupted Var)");
         }
+        let job = usize::from(v.idx);
         let len = {
             let g = session.graph();
+            if g.job_uid.get(job) != Some(&v.uid) {
+                panic!(
+                    "adjoint::tape: {v:?} belongs to a recording that has finished or to a \
+                     different recording; a Var is only valid inside the grad/vjp/jacobian call \
+                     that created it"
+                );
+            }
             let len = match g.jobs.get(job) {
                 Some(Some(j)) => j.entries.len(),
                 _ => panic!(
@@ -220,6 +249,8 @@ pub(crate) struct Graph {
     /// Sealed jobs by local index (`None` while running). Boxed so that handing a job between
     /// the pool, a thread's context and the graph moves a pointer, not the struct.
     pub jobs: Vec<Option<Box<Job>>>,
+    /// The unique id of each job (also while it runs).
+    pub job_uid: Vec<u64>,
     /// The task each job runs in.
     pub job_task: Vec<u32>,
     /// The parent of each task (the root task is its own parent).
@@ -262,7 +293,7 @@ impl Graph {
     }
 
     /// Open a job in `task` with a recycled buffer.
-    pub fn new_job(&mut self, nonce: u16, checked: bool, task: u32) -> (u16, Box<Job>) {
+    pub fn new_job(&mut self, checked: bool, task: u32) -> (u16, Box<Job>) {
         let idx = self.jobs.len();
         assert!(
             idx < MAX_JOBS,
@@ -272,7 +303,8 @@ impl Graph {
         self.jobs.push(None);
         self.job_task.push(task);
         let mut job = self.pool.pop().unwrap_or_default();
-        job.reset((u32::from(nonce) << 16) | idx as u32, checked);
+        job.reset(idx as u16, checked);
+        self.job_uid.push(job.uid);
         job.task = task;
         (idx as u16, job)
     }
@@ -290,36 +322,32 @@ pub(crate) struct BadValue {
 
 /// One recording.
 pub(crate) struct Session {
-    pub nonce: u16,
     pub checked: bool,
     pub graph: Mutex<Graph>,
-    pub first_bad: Mutex<Option<BadValue>>,
 }
 
 impl Session {
     pub fn new() -> Session {
         Session {
-            nonce: next_nonce(),
             checked: false,
             graph: Mutex::new(Graph::default()),
-            first_bad: Mutex::new(None),
         }
     }
 
     /// Start a new recording in this session object (reusing its buffers).
     pub fn restart(&mut self, checked: bool) {
-        self.nonce = next_nonce();
         self.checked = checked;
-        *self.first_bad.get_mut().unwrap_or_else(|e| e.into_inner()) = None;
         let g = self.graph.get_mut().unwrap_or_else(|e| e.into_inner());
         let Graph {
             jobs,
+            job_uid,
             job_task,
             task_parent,
             task_fork,
             pool,
         } = g;
         pool.extend(jobs.drain(..).flatten());
+        job_uid.clear();
         job_task.clear();
         task_parent.clear();
         task_parent.push(0);
@@ -333,7 +361,7 @@ impl Session {
 
     /// A fresh job in `task`.
     pub fn new_job(&self, task: u32) -> (u16, Box<Job>) {
-        self.graph().new_job(self.nonce, self.checked, task)
+        self.graph().new_job(self.checked, task)
     }
 
     /// The graph, without locking, when this is the only handle to the session.
@@ -352,13 +380,6 @@ impl Session {
 
     pub fn seal(&self, idx: u16, job: Box<Job>) {
         self.graph().jobs[idx as usize] = Some(job);
-    }
-
-    fn note_bad(&self, bad: BadValue) {
-        let mut b = self.first_bad.lock().unwrap_or_else(|e| e.into_inner());
-        if b.is_none() {
-            *b = Some(bad);
-        }
     }
 }
 
@@ -442,14 +463,17 @@ fn not_recording(state: &State, v: Var) -> ! {
     }
 }
 
+/// Checked mode: remember the job's first non-finite value from finite operands. Each job keeps
+/// its own first one, and the report picks the earliest job in program order, so what is
+/// reported does not depend on how the jobs were scheduled.
 #[cold]
-fn check_value(ctx: &Ctx, label: Label, operands: [f64; 2], value: f64, seq: u32) {
-    if !value.is_finite() && operands.iter().all(|o| o.is_finite()) {
-        ctx.session.note_bad(BadValue {
+fn check_value(job: &mut Job, label: Label, operands: [f64; 2], value: f64, seq: u32) {
+    if job.first_bad.is_none() && !value.is_finite() && operands.iter().all(|o| o.is_finite()) {
+        job.first_bad = Some(BadValue {
             label,
             operands,
             value,
-            job: u32::from(ctx.job_idx),
+            job: u32::from(job.idx),
             seq,
         });
     }
@@ -465,12 +489,12 @@ pub(crate) fn record1(a: Var, pa: f64, value: f64, label: impl Into<Label>) -> V
         // `with_state_mut`). Only this thread touches its thread-local, no borrow of `STATE` is
         // live here, and nothing below re-enters `STATE` while `job` is in use.
         let job = unsafe { &mut *p };
-        if a.key() == job.key && (a.seq() as usize) < job.entries.len() {
+        if a.uid == job.uid && (a.seq() as usize) < job.entries.len() {
             let seq = job.push(Entry {
                 p: [pa, 0.0],
                 i: [a.seq(), 0],
             });
-            return Var::at(value, job.key, seq);
+            return Var::at(value, job.uid, job.idx, seq);
         }
     }
     record1_slow(a, pa, value, label.into())
@@ -489,9 +513,9 @@ fn record1_slow(a: Var, pa: f64, value: f64, label: Label) -> Var {
         });
         if ctx.session.checked {
             ctx.job.labels.push(label);
-            check_value(ctx, label, [a.v, 0.0], value, seq);
+            check_value(&mut ctx.job, label, [a.v, 0.0], value, seq);
         }
-        Var::at(value, ctx.job.key, seq)
+        Var::at(value, ctx.job.uid, ctx.job.idx, seq)
     })
 }
 
@@ -510,8 +534,8 @@ pub(crate) fn record2(
         // SAFETY: as in `record1`.
         let job = unsafe { &mut *p };
         let len = job.entries.len();
-        if a.key() == job.key
-            && b.key() == job.key
+        if a.uid == job.uid
+            && b.uid == job.uid
             && (a.seq() as usize) < len
             && (b.seq() as usize) < len
         {
@@ -519,7 +543,7 @@ pub(crate) fn record2(
                 p: [pa, pb],
                 i: [a.seq(), b.seq()],
             });
-            return Var::at(value, job.key, seq);
+            return Var::at(value, job.uid, job.idx, seq);
         }
     }
     record2_slow(a, pa, b, pb, value, label.into())
@@ -539,9 +563,9 @@ fn record2_slow(a: Var, pa: f64, b: Var, pb: f64, value: f64, label: Label) -> V
         });
         if ctx.session.checked {
             ctx.job.labels.push(label);
-            check_value(ctx, label, [a.v, b.v], value, seq);
+            check_value(&mut ctx.job, label, [a.v, b.v], value, seq);
         }
-        Var::at(value, ctx.job.key, seq)
+        Var::at(value, ctx.job.uid, ctx.job.idx, seq)
     })
 }
 

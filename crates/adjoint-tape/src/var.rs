@@ -1,6 +1,6 @@
 //! The active scalar.
 
-use crate::record::{record1, record2, CONST_KEY};
+use crate::record::{record1, record2, CONST_UID};
 use adjoint_core::lift::Lift;
 use adjoint_core::rules::{self, Op1, Op2};
 use core::fmt;
@@ -23,8 +23,14 @@ use core::fmt;
 #[derive(Clone, Copy)]
 pub struct Var {
     pub(crate) v: f64,
-    /// `key << 32 | seq`: one word, so a `Var` travels in two registers.
-    pub(crate) id: u64,
+    /// The unique id of the job that recorded this value ([`CONST_UID`] for constants). Job ids
+    /// come from one process-wide 64-bit counter and are never reused, so a `Var` can only ever
+    /// match the job that created it (see [`next_job_uid`](crate::record::next_job_uid)).
+    pub(crate) uid: u64,
+    /// Position on its job's tape.
+    pub(crate) seq: u32,
+    /// Index of its job within its recording.
+    pub(crate) idx: u16,
 }
 
 impl Var {
@@ -36,27 +42,23 @@ impl Var {
     /// ```
     #[inline]
     pub fn constant(v: f64) -> Var {
-        Var::at(v, CONST_KEY, 0)
-    }
-
-    #[inline(always)]
-    pub(crate) fn at(v: f64, key: u32, seq: u32) -> Var {
         Var {
             v,
-            id: (u64::from(key) << 32) | u64::from(seq),
+            uid: CONST_UID,
+            seq: 0,
+            idx: 0,
         }
     }
 
-    /// Session nonce (high 16 bits) and job index (low 16 bits); `CONST_KEY` for constants.
     #[inline(always)]
-    pub(crate) fn key(&self) -> u32 {
-        (self.id >> 32) as u32
+    pub(crate) fn at(v: f64, uid: u64, idx: u16, seq: u32) -> Var {
+        Var { v, uid, seq, idx }
     }
 
     /// Position on its job's tape.
     #[inline(always)]
     pub(crate) fn seq(&self) -> u32 {
-        self.id as u32
+        self.seq
     }
 
     /// The primal value.
@@ -73,7 +75,7 @@ impl Var {
     /// Whether this is a constant (not on any tape).
     #[inline]
     pub fn is_constant(&self) -> bool {
-        self.key() == CONST_KEY
+        self.uid == CONST_UID
     }
 }
 
@@ -84,10 +86,8 @@ impl fmt::Debug for Var {
         } else {
             write!(
                 f,
-                "Var({} @ job {} #{})",
-                self.v,
-                self.key() & 0xFFFF,
-                self.seq()
+                "Var({} @ job {} #{}, recording job id {})",
+                self.v, self.idx, self.seq, self.uid
             )
         }
     }

@@ -360,7 +360,97 @@ fn tape_is_reusable_across_sizes() {
 #[test]
 fn tape_layout_is_compact() {
     // 24 bytes per recorded operation (two f64 partials, two u32 operand indices) and a
-    // 16-byte active scalar.
+    // 24-byte active scalar (value, 64-bit job id, position, job index).
     assert_eq!(adjoint_tape::BYTES_PER_ENTRY, 24);
-    assert_eq!(std::mem::size_of::<Var>(), 16);
+    assert_eq!(std::mem::size_of::<Var>(), 24);
+}
+
+#[test]
+fn checked_mode_reports_the_first_bad_value_in_program_order_for_any_thread_count() {
+    // Several parallel chunks produce NaN (ln of a negative number); the report must name the
+    // first one in the program's sequential order, whichever chunk a thread reaches first.
+    // Negative inputs at 50, 147, 244 and 341, each with its own value so the report shows which.
+    let x: Vec<f64> = (0..400)
+        .map(|i| {
+            if i % 97 == 50 {
+                -(i as f64)
+            } else {
+                1.0 + i as f64
+            }
+        })
+        .collect();
+    let run = |threads: usize| {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        pool.install(|| {
+            let mut tape = Tape::new().checked();
+            tape.try_value_and_grad(
+                |v: &[Var]| par_map(v, |t| (*t * 2.0).ln()).into_iter().sum::<Var>(),
+                &x,
+            )
+            .unwrap_err()
+        })
+    };
+    let reference = run(1);
+    // The first negative input in sequential order is x[50] = −50: ln(2·x[50]) = ln(−100).
+    assert_eq!(reference.primitive, "Ln");
+    assert_eq!(reference.operands[0], -100.0);
+    assert!(reference.value.is_nan());
+    // The same program without parallelism reports the same primitive and operands.
+    let sequential = Tape::new()
+        .checked()
+        .try_value_and_grad(
+            |v: &[Var]| v.iter().map(|t| (*t * 2.0).ln()).sum::<Var>(),
+            &x,
+        )
+        .unwrap_err();
+    assert_eq!(sequential.operands, reference.operands);
+    for threads in [1, 2, 4] {
+        for _ in 0..20 {
+            // (NaN != NaN, so compare the fields and the message rather than the structs.)
+            let e = run(threads);
+            assert_eq!(
+                (e.job, e.position, e.operands, e.to_string()),
+                (
+                    reference.job,
+                    reference.position,
+                    reference.operands,
+                    reference.to_string()
+                ),
+                "{threads} threads"
+            );
+        }
+    }
+}
+
+#[test]
+fn checked_reverse_pass_error_names_the_job_in_program_order() {
+    // sqrt at 0 has an infinite partial; with a finite adjoint reaching it the reverse pass
+    // reports it. Two parallel sides both hit it; the report must not depend on scheduling.
+    let x = [0.0, 0.0, 1.0];
+    let run = |threads: usize| {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        pool.install(|| {
+            let mut tape = Tape::new().checked();
+            tape.try_value_and_grad(
+                |v: &[Var]| {
+                    let (a, b) = join(|| v[0].sqrt() * v[2], || v[1].sqrt() * v[2]);
+                    a + b
+                },
+                &x,
+            )
+            .unwrap_err()
+        })
+    };
+    let reference = run(1);
+    for threads in [1, 2, 4] {
+        for _ in 0..20 {
+            assert_eq!(run(threads), reference);
+        }
+    }
 }

@@ -1,0 +1,113 @@
+//! A `Var` that outlives its recording must never be accepted by a later one, however many
+//! recordings (and job ids) come in between. The 16-bit nonce used before repeated after 65 536
+//! recordings and silently treated the leaked value as an input of the new recording.
+//!
+//! This file is its own test binary: `__skip_job_ids` moves the process-wide job-id counter, so
+//! nothing else runs beside these tests.
+
+use adjoint_tape::{grad, join, value_and_grad, Tape, Var};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Mutex;
+
+/// The tests of this file run one at a time, so that skipped job ids land exactly where the
+/// comments say.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn panic_message(r: Result<impl Sized, Box<dyn std::any::Any + Send>>) -> String {
+    match r {
+        Ok(_) => panic!("expected a panic"),
+        Err(e) => e
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default(),
+    }
+}
+
+fn leak() -> Var {
+    let mut leak = None;
+    grad(
+        |x: &[Var]| {
+            leak = Some(x[0]);
+            x[0]
+        },
+        &[1.0],
+    );
+    leak.unwrap()
+}
+
+fn assert_refused(v: Var) {
+    let msg = panic_message(catch_unwind(AssertUnwindSafe(|| {
+        value_and_grad(|x: &[Var]| x[0] * v, &[5.0])
+    })));
+    assert!(
+        msg.contains("finished or to a different recording"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn stale_var_is_refused_after_more_than_2_pow_16_recordings() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // The reproduction: the leaked value used to come back as g = [6.0].
+    // With the old nonce, exactly this many recordings in between made the ids equal again.
+    let v = leak();
+    for _ in 0..65_534 {
+        grad(|x: &[Var]| x[0], &[1.0]);
+    }
+    assert_refused(v);
+    // And after 140 000 more recordings on a reused tape.
+    let mut tape = Tape::new();
+    let mut g = [0.0];
+    for _ in 0..70_000 {
+        tape.grad_into(|x: &[Var]| x[0], &[1.0], &mut g);
+        let y = tape.grad_into(|x: &[Var]| x[0] * 2.0, &[1.0], &mut g);
+        assert_eq!((y, g), (2.0, [2.0]));
+    }
+    assert_refused(v);
+    // Nothing else is disturbed: the correct gradient of x·x.
+    assert_eq!(
+        value_and_grad(|x: &[Var]| x[0] * x[0], &[5.0]),
+        (25.0, vec![10.0])
+    );
+}
+
+#[test]
+fn stale_var_is_refused_across_2_pow_32_and_2_pow_48_job_ids() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // Simulate 2³² (and 2⁴⁸) jobs between the leak and the reuse by skipping job ids: any
+    // scheme keeping 32 (or 48) bits of the id would now see the leaked id again.
+    for bits in [32u32, 48] {
+        let v = leak();
+        // One recording opens one job: after skipping 2^bits − 1 ids, the next recording's
+        // root job id equals the leaked id + 2^bits.
+        adjoint_tape::__skip_job_ids((1u64 << bits) - 1);
+        assert_refused(v);
+        // Also as a value imported into a parallel job.
+        let v = leak();
+        adjoint_tape::__skip_job_ids((1u64 << bits) - 1);
+        let msg = panic_message(catch_unwind(AssertUnwindSafe(|| {
+            grad(
+                |x: &[Var]| {
+                    let (a, b) = join(|| x[0] * v, || x[0]);
+                    a + b
+                },
+                &[5.0],
+            )
+        })));
+        assert!(msg.contains("recording"), "{msg}");
+    }
+    assert_eq!(grad(|x: &[Var]| x[0] * x[0], &[3.0]), vec![6.0]);
+}
+
+#[test]
+fn output_of_another_recording_is_refused_as_a_seed() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let v = leak();
+    let mut tape = Tape::new();
+    let msg = panic_message(catch_unwind(AssertUnwindSafe(|| {
+        let mut g = [0.0];
+        tape.grad_into(|_x: &[Var]| v, &[1.0], &mut g)
+    })));
+    assert!(msg.contains("does not belong to this recording"), "{msg}");
+}
