@@ -350,3 +350,51 @@ fn reversible_ba_jacobian_matches_the_tape_and_the_reversible_code_is_checked() 
         .assert_passed();
     }
 }
+
+#[test]
+fn gmm_gradient_is_chunked_for_parallelism_and_bit_identical_for_1_2_and_4_threads() {
+    // 1000 points: the memory bound alone made this one chunk (a sequential "parallel" gradient).
+    let g = io::generate_gmm(3, 4, 1000, 7);
+    let chunk = gmm::chunk_points(&g);
+    assert!(g.n.div_ceil(chunk) >= 32, "{} points per chunk", chunk);
+    let p = g.params();
+    let run = |threads: usize, reversible: bool| {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        pool.install(|| {
+            let mut grad = vec![0.0; p.len()];
+            let v = if reversible {
+                gmm::gmm_gradient(
+                    &adjoint_bench::adbench::reversible::Reversible,
+                    &g,
+                    &p,
+                    &mut grad,
+                )
+            } else {
+                gmm::gmm_gradient_tape(&g, &p, &mut grad)
+            };
+            (
+                v.to_bits(),
+                grad.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+            )
+        })
+    };
+    for reversible in [false, true] {
+        let one = run(1, reversible);
+        for threads in [2, 4] {
+            assert!(
+                run(threads, reversible) == one,
+                "{threads} threads, reversible: {reversible}"
+            );
+        }
+    }
+    // And the chunked sum is the gradient: against forward mode.
+    let mut grad = vec![0.0; p.len()];
+    gmm::gmm_gradient_tape(&g, &p, &mut grad);
+    let reference = forward::gradient(|v| gmm::gmm_objective(&g, v), &p);
+    for (i, (a, b)) in grad.iter().zip(&reference).enumerate() {
+        assert!((a - b).abs() <= 1e-9 * b.abs().max(1.0), "{i}: {a} vs {b}");
+    }
+}

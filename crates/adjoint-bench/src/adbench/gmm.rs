@@ -96,12 +96,27 @@ pub fn gmm_objective<T: Scalar>(g: &GmmInput, p: &[T]) -> T {
     gmm_data_term(g, p, 0, g.n) + gmm_rest(g, p)
 }
 
-/// Points per chunk of the parallel gradient: fixed by the sizes only, so the result does not
-/// depend on the number of threads.
-fn chunk_points(g: &GmmInput) -> usize {
+/// Points per chunk of the parallel gradient, fixed by the sizes only, so the result does not
+/// depend on the number of threads. Three bounds:
+/// - parallelism: about [`GMM_CHUNKS`] chunks, enough for 16 threads to balance (a chunk per
+///   thread would leave the last thread's chunk as a tail);
+/// - merge cost: each chunk returns a full parameter gradient that is added in chunk order, so a
+///   chunk does at least 8× as much work (points × per-point work) as it has parameters;
+/// - memory: at most ~4·10⁶ tape entries per chunk (one chunk is live per thread).
+pub fn chunk_points(g: &GmmInput) -> usize {
     let per_point = g.k * (g.d * g.d + 4 * g.d + 4);
-    (4_000_000 / per_point.max(1)).clamp(1, g.n.max(1))
+    let params = g.k * (1 + g.d + g.d * (g.d + 1) / 2);
+    let for_threads = g.n.div_ceil(GMM_CHUNKS);
+    let for_merge = (8 * params).div_ceil(per_point.max(1));
+    let for_memory = 4_000_000 / per_point.max(1);
+    for_threads
+        .max(for_merge)
+        .min(for_memory)
+        .clamp(1, g.n.max(1))
 }
+
+/// Target number of point chunks of the parallel GMM gradient.
+pub const GMM_CHUNKS: usize = 64;
 
 /// The GMM gradient with `engine`: the data term is a sum over points, so chunks of points are
 /// recorded and swept independently on rayon's threads (each with its own tape, bounded
