@@ -43,22 +43,54 @@ enum Cmd {
         /// short batches.
         #[arg(long)]
         full_grid: bool,
+        /// Thread counts to measure adjoint's engines at, e.g. `1,2,16` (default: 1 and all
+        /// cores). Peers run once, with their own threading.
+        #[arg(long, value_delimiter = ',')]
+        threads: Vec<usize>,
     },
+}
+
+/// The thread counts to measure: as given, or 1 and all cores.
+fn thread_counts(given: Vec<usize>) -> Result<Vec<usize>, String> {
+    let mut t = if given.is_empty() {
+        let all = std::thread::available_parallelism().map_or(1, |n| n.get());
+        vec![1, all]
+    } else {
+        given
+    };
+    if t.contains(&0) {
+        return Err("--threads: thread counts must be at least 1".into());
+    }
+    t.sort_unstable();
+    t.dedup();
+    Ok(t)
 }
 
 fn adbench(
     quick: bool,
     full_grid: bool,
     data: Option<PathBuf>,
+    threads: Vec<usize>,
     out: &std::path::Path,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let dir = adjoint_bench::adbench::data_dir(data.as_deref());
+    let dir = adjoint_bench::adbench::data_dir(data.as_deref())?;
     match &dir {
         Some(d) => eprintln!("adbench: inputs from {}", d.display()),
         None => eprintln!("adbench: no ADBench data found; using generated inputs"),
     }
     let work = out.join("adbench-inputs");
-    let (mut rows, manifest) = adjoint_bench::adbench::run(dir.as_deref(), quick, full_grid, &work);
+    let mut rows = Vec::new();
+    let mut manifest = Vec::new();
+    for (i, &t) in thread_counts(threads)?.iter().enumerate() {
+        eprintln!("adbench: adjoint's engines on {t} thread(s)");
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(t).build()?;
+        let (r, m) =
+            pool.install(|| adjoint_bench::adbench::run(dir.as_deref(), quick, full_grid, &work));
+        rows.extend(r);
+        if i == 0 {
+            manifest = m;
+        }
+    }
     let manifest_path = work.join("manifest.json");
     std::fs::write(&manifest_path, serde_json::to_string_pretty(&manifest)?)?;
     // The same list, tab-separated, for the C++ peer.
@@ -81,8 +113,9 @@ fn adbench(
     let machine = machine();
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     let md = format!(
-        "# adjoint-bench adbench\n\nCommand: `{command}`  \nMachine: {machine}\n\n{}",
-        adjoint_bench::adbench::markdown(&rows)
+        "# adjoint-bench adbench\n\nCommand: `{command}`  \nMachine: {machine}\n\n{}\n## Scaling with threads\n\n{}",
+        adjoint_bench::adbench::markdown(&rows),
+        adjoint_bench::adbench::scaling_markdown(&rows)
     );
     println!("{md}");
     std::fs::create_dir_all(out)?;
@@ -91,7 +124,14 @@ fn adbench(
         serde_json::to_string_pretty(&rows)?,
     )?;
     std::fs::write(out.join("adbench.md"), md)?;
-    for p in adjoint_bench::adbench::plot::plot(&rows, out)? {
+    // Plots show each engine at the largest thread count measured (peers: their own threading).
+    let most = rows.iter().map(|r| r.threads).max().unwrap_or(0);
+    let plotted: Vec<_> = rows
+        .iter()
+        .filter(|r| r.threads == 0 || r.threads == most)
+        .cloned()
+        .collect();
+    for p in adjoint_bench::adbench::plot::plot(&plotted, out)? {
         eprintln!("wrote {}", p.display());
     }
     eprintln!("wrote {}", out.join("adbench.md").display());
@@ -114,9 +154,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         quick,
         data,
         full_grid,
+        threads,
     }) = args.cmd
     {
-        return adbench(quick, full_grid, data, &args.out);
+        if args.filter.is_some() || args.quick {
+            return Err(
+                "--filter and --quick before `adbench` apply to the main benchmark only; \
+                        write them after the subcommand (`adbench --quick`)"
+                    .into(),
+            );
+        }
+        return adbench(quick, full_grid, data, threads, &args.out);
     }
     let budget = if args.quick {
         Duration::from_millis(150)

@@ -398,3 +398,15 @@ fn gmm_gradient_is_chunked_for_parallelism_and_bit_identical_for_1_2_and_4_threa
         assert!((a - b).abs() <= 1e-9 * b.abs().max(1.0), "{i}: {a} vs {b}");
     }
 }
+
+#[test]
+fn an_explicit_data_directory_that_does_not_exist_is_an_error() {
+    use adjoint_bench::adbench::data_dir;
+    let e = data_dir(Some(std::path::Path::new("/nonexistent/adbench"))).unwrap_err();
+    assert!(e.contains("/nonexistent/adbench") && e.contains("no such directory"), "{e}");
+    let empty = std::env::temp_dir().join(format!("adjoint-empty-{}", std::process::id()));
+    std::fs::create_dir_all(&empty).unwrap();
+    let e = data_dir(Some(&empty)).unwrap_err();
+    assert!(e.contains("not an ADBench data directory"), "{e}");
+    std::fs::remove_dir(&empty).unwrap();
+}

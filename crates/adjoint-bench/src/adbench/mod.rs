@@ -150,18 +150,31 @@ pub struct Row {
     pub peak_bytes: usize,
     /// Result of the agreement check, `ok` or what failed.
     pub check: String,
+    /// Size of the rayon pool the row ran in (0: not controlled by the harness, e.g. peers).
+    #[serde(default)]
+    pub threads: usize,
 }
 
-/// Find ADBench's data directory.
-pub fn data_dir(explicit: Option<&Path>) -> Option<PathBuf> {
+/// Find ADBench's data directory: the explicit one (an error if it is not a directory with a
+/// `gmm` or `ba` folder), else `../shared/adbench` when present, else `None` (generated inputs).
+pub fn data_dir(explicit: Option<&Path>) -> Result<Option<PathBuf>, String> {
     if let Some(p) = explicit {
-        return p.is_dir().then(|| p.to_path_buf());
+        if !p.is_dir() {
+            return Err(format!("--data {}: no such directory", p.display()));
+        }
+        if !p.join("gmm").is_dir() && !p.join("ba").is_dir() {
+            return Err(format!(
+                "--data {}: not an ADBench data directory (no gmm/ or ba/ inside)",
+                p.display()
+            ));
+        }
+        return Ok(Some(p.to_path_buf()));
     }
     let candidates = [
         PathBuf::from("../shared/adbench"),
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/adbench"),
     ];
-    candidates.into_iter().find(|p| p.join("gmm").is_dir())
+    Ok(candidates.into_iter().find(|p| p.join("gmm").is_dir()))
 }
 
 /// An input of a run: its name, where it came from, the file it was read from (if any).
@@ -474,6 +487,7 @@ pub fn run(
                 ratio: derivative_s / objective_s,
                 peak_bytes: peak,
                 check,
+                threads: rayon::current_num_threads(),
             });
         }
     }
@@ -509,6 +523,7 @@ pub fn run(
                 ratio: derivative_s / objective_s,
                 peak_bytes: peak,
                 check,
+                threads: rayon::current_num_threads(),
             });
         }
     }
@@ -569,22 +584,72 @@ pub fn run_peers(manifest: &Path, quick: bool) -> Vec<Row> {
 /// Markdown table of the rows.
 pub fn markdown(rows: &[Row]) -> String {
     let mut s = String::from(
-        "| task | input | source | params | engine | objective | derivative | ratio | peak heap | check |\n|---|---|---|---:|---|---:|---:|---:|---:|---|\n",
+        "| task | input | source | params | engine | threads | objective | derivative | ratio | peak heap | check |\n|---|---|---|---:|---|---:|---:|---:|---:|---:|---|\n",
     );
     for r in rows {
+        let threads = match r.threads {
+            0 => "—".to_string(),
+            t => t.to_string(),
+        };
         s += &format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {:.1} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {:.1} | {} | {} |\n",
             r.task,
             r.input,
             r.source,
             r.params,
             r.engine,
+            threads,
             crate::harness::fmt_time(r.objective_s),
             crate::harness::fmt_time(r.derivative_s),
             r.ratio,
             crate::harness::fmt_bytes(r.peak_bytes),
             r.check
         );
+    }
+    s
+}
+
+/// Speed-up of each engine's derivative with the number of threads: time at the smallest thread
+/// count measured over the time at each larger one (rows with `threads > 0` only).
+pub fn scaling_markdown(rows: &[Row]) -> String {
+    let mut counts: Vec<usize> = rows.iter().map(|r| r.threads).filter(|&t| t > 0).collect();
+    counts.sort_unstable();
+    counts.dedup();
+    if counts.len() < 2 {
+        return String::new();
+    }
+    let base = counts[0];
+    let mut s = format!("| task | input | engine | derivative at {base} thread(s) |");
+    for t in &counts[1..] {
+        s += &format!(" speed-up at {t} |");
+    }
+    s += "\n|---|---|---|---:|";
+    s += &"---:|".repeat(counts.len() - 1);
+    s += "\n";
+    let mut seen = Vec::new();
+    for r in rows.iter().filter(|r| r.threads == base) {
+        let key = (&r.task, &r.input, &r.engine);
+        if seen.contains(&key) {
+            continue;
+        }
+        seen.push(key);
+        s += &format!(
+            "| {} | {} | {} | {} |",
+            r.task,
+            r.input,
+            r.engine,
+            crate::harness::fmt_time(r.derivative_s)
+        );
+        for t in &counts[1..] {
+            let other = rows.iter().find(|o| {
+                o.threads == *t && o.task == r.task && o.input == r.input && o.engine == r.engine
+            });
+            s += &match other {
+                Some(o) => format!(" {:.2}× |", r.derivative_s / o.derivative_s),
+                None => " — |".to_string(),
+            };
+        }
+        s += "\n";
     }
     s
 }
