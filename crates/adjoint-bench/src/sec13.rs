@@ -228,9 +228,22 @@ pub fn network_sum<T: Num13>(p: &[T]) -> T {
 /// Particle count and steps.
 pub const PARTICLES: (usize, usize) = (4, 1000);
 
-/// Initial state `[x, y, vx, vy]` per particle.
+/// Particle count of the large problem: enough work per job for the parallel reverse pass to
+/// show how it scales (seed 003's 4 particles stop scaling at 2 threads).
+pub const PARTICLES_LARGE: usize = 256;
+
+/// Initial state `[x, y, vx, vy]` per particle, seed 003's 4 particles.
 pub fn particles_input() -> Vec<f64> {
-    (1..=PARTICLES.0)
+    particles_input_n(PARTICLES.0)
+}
+
+/// Initial state `[x, y, vx, vy]` of `n` particles (a power of two), p₀ = (0.5 i, 0.1).
+pub fn particles_input_n(n: usize) -> Vec<f64> {
+    assert!(
+        n.is_power_of_two(),
+        "particle count {n} is not a power of two"
+    );
+    (1..=n)
         .flat_map(|i| [0.5 * i as f64, 0.1, 1.0, 1.0])
         .collect()
 }
@@ -268,8 +281,11 @@ pub fn particles<T: Num13 + Send + Sync>(s: &[T], join: Join<'_, T>) -> T {
 
 /// All particles sequentially, summed in the same tree order as [`particles`].
 pub fn particles_seq<T: Num13>(s: &[T]) -> T {
-    let p: Vec<T> = s.chunks_exact(4).map(particle).collect();
-    (p[0] + p[1]) + (p[2] + p[3])
+    if s.len() == 4 {
+        return particle(s);
+    }
+    let (l, r) = s.split_at(s.len() / 2);
+    particles_seq(l) + particles_seq(r)
 }
 
 /// `join` for the tape engine.
@@ -493,17 +509,33 @@ fn pool(threads: usize) -> rayon::ThreadPool {
 }
 
 fn particles_problems() -> Vec<Problem> {
-    [1usize, 2]
-        .into_iter()
-        .map(|threads| {
+    let all = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut v = particles_at(PARTICLES.0, &[1, 2]);
+    let mut counts = vec![1, 2];
+    if all > 2 {
+        counts.push(all);
+    }
+    v.extend(particles_at(PARTICLES_LARGE, &counts));
+    v
+}
+
+/// The particles problem with `n` particles, one row per thread count.
+fn particles_at(n: usize, thread_counts: &[usize]) -> Vec<Problem> {
+    thread_counts
+        .iter()
+        .map(|&threads| {
             let primal_pool = pool(threads);
             let tape_pool = pool(threads);
             let mut tape = Tape::new();
             Problem {
                 group: "sec13",
-                name: "particles",
-                size: format!("{threads} thread(s)"),
-                input: particles_input(),
+                name: if n == PARTICLES.0 {
+                    "particles"
+                } else {
+                    "particles-large"
+                },
+                size: format!("{n} particles, {threads} thread(s)"),
+                input: particles_input_n(n),
                 primal: Box::new(move |x| {
                     primal_pool.install(|| particles(x, &|a, b| rayon_join(a, b)))
                 }),
@@ -516,7 +548,12 @@ fn particles_problems() -> Vec<Problem> {
                             });
                         }),
                     ),
-                    col("forward", forward_grad(|v| particles_seq(v))),
+                    Column {
+                        skip: (n > PARTICLES.0).then(|| {
+                            format!("{} inputs: {} forward sweeps; not run", 4 * n, 4 * n)
+                        }),
+                        ..col("forward", forward_grad(|v| particles_seq(v)))
+                    },
                     col("echidna", echidna_grad(|v| particles_seq(v))),
                     col("ad_trait", ad_trait_grad(|v| particles_seq(v))),
                     col("reverse", reverse_grad(|v| particles_seq(v))),
