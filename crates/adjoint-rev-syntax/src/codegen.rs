@@ -4,7 +4,8 @@
 //! them back, so `ROT(x[i], x[i + 1], θ)` borrows `x` once at a time; LLVM removes the copies.
 
 use crate::ir::{Kind, Operand, Rhs, Stmt};
-use crate::parse::may_alias;
+use crate::literal::Literal;
+use crate::parse::{may_alias, overlaps};
 use proc_macro2::{Delimiter, Group, Ident, Span, TokenStream, TokenTree};
 use quote::{format_ident, quote, quote_spanned, ToTokens};
 use std::cell::Cell;
@@ -65,43 +66,34 @@ impl Gen<'_> {
         let k = &respan(self.krate, span);
         match &s.kind {
             Kind::Acc { target, plus, rhs } => {
-                let ops: Vec<&Operand> = match rhs {
-                    Rhs::Id(a) | Rhs::Op1(_, a) | Rhs::Powi(_, a) => vec![a],
-                    Rhs::Arith(_, a, b) | Rhs::Op2(_, a, b) => vec![a, b],
+                let ops = rhs_operands(rhs);
+                // An aliased target is never computed with (in checked and unchecked code alike).
+                let guard = self.alias_check(Some(target), &ops, s);
+                let body = match rhs {
+                    Rhs::Arith(_, Operand::Place(a), Operand::Place(b))
+                    | Rhs::Op2(_, Operand::Place(a), Operand::Place(b))
+                        if may_alias(a, b) =>
+                    {
+                        if overlaps(a, b) {
+                            // `y += x * x`: one place in both operand slots.
+                            self.acc(target, *plus, rhs, true, s)
+                        } else {
+                            // `y += x[i] * x[j]`: the same place exactly when `i == j`.
+                            let (ra, rb) = (self.rw(a), self.rw(b));
+                            let same = self.acc(target, *plus, rhs, true, s);
+                            let distinct = self.acc(target, *plus, rhs, false, s);
+                            quote_spanned!(span=> if #k::same(&#ra, &#rb) { #same } else { #distinct })
+                        }
+                    }
+                    _ => self.acc(target, *plus, rhs, false, s),
                 };
-                let (pre, names, post) = self.load(Some(target), &ops, s, checks);
-                let y = &names[0];
-                let call = match rhs {
-                    Rhs::Id(_) => {
-                        let a = &names[1];
-                        quote_spanned!(span=> #k::Arith::acc_id(&mut #y, &mut #a, #plus))
-                    }
-                    Rhs::Arith(op, _, _) => {
-                        let op = Ident::new(op, span);
-                        let (a, b) = (&names[1], &names[2]);
-                        quote_spanned!(span=> #k::Arith::acc_arith(&mut #y, #k::Op2::#op, &mut #a, &mut #b, #plus))
-                    }
-                    Rhs::Op1(op, _) => {
-                        let a = &names[1];
-                        quote_spanned!(span=> #k::RevReal::acc1(&mut #y, #k::Op1::#op, &mut #a, #plus))
-                    }
-                    Rhs::Powi(n, _) => {
-                        let a = &names[1];
-                        let n = self.rw(n);
-                        quote_spanned!(span=> #k::RevReal::acc1(&mut #y, #k::Op1::Powi((#n) as i32), &mut #a, #plus))
-                    }
-                    Rhs::Op2(op, _, _) => {
-                        let op = Ident::new(op, span);
-                        let (a, b) = (&names[1], &names[2]);
-                        quote_spanned!(span=> #k::RevReal::acc2(&mut #y, #k::Op2::#op, &mut #a, &mut #b, #plus))
-                    }
-                };
-                quote_spanned!(span=> { #pre #call; #post })
+                quote_spanned!(span=> { #guard #body })
             }
             Kind::Scale { target, mul, x } => {
-                let (pre, names, post) = self.load(Some(target), &[x], s, checks);
+                let guard = self.alias_check(Some(target), &[x], s);
+                let (pre, names, post) = self.load(Some(target), &[x], s);
                 let (y, a) = (&names[0], &names[1]);
-                quote_spanned!(span=> { #pre #k::Scale::scale(&mut #y, &mut #a, #mul); #post })
+                quote_spanned!(span=> { #guard #pre #k::Scale::scale(&mut #y, &mut #a, #mul); #post })
             }
             Kind::Xor {
                 target,
@@ -110,12 +102,8 @@ impl Gen<'_> {
             } => {
                 let t = self.rw(target);
                 let r = self.rw(rhs);
-                let alias = if checks {
-                    self.alias_check(Some(target), &operands.iter().collect::<Vec<_>>(), s)
-                } else {
-                    quote!()
-                };
-                quote_spanned!(span=> { #alias #t ^= #r; })
+                let guard = self.alias_check(Some(target), &operands.iter().collect::<Vec<_>>(), s);
+                quote_spanned!(span=> { #guard #t ^= #r; })
             }
             Kind::Instr {
                 name,
@@ -123,7 +111,8 @@ impl Gen<'_> {
                 args,
             } => {
                 let refs: Vec<&Operand> = args.iter().collect();
-                let (pre, names, post) = self.load(None, &refs, s, checks);
+                let guard = self.alias_check(None, &refs, s);
+                let (pre, names, post) = self.load(None, &refs, s);
                 let path = match name.get_ident() {
                     Some(id) if BUILTIN.contains(&id.to_string().as_str()) => {
                         quote_spanned!(span=> #k::instr_types::#id)
@@ -135,7 +124,7 @@ impl Gen<'_> {
                 } else {
                     quote!(forward)
                 };
-                quote_spanned!(span=> { #pre <#path as #k::Instruction<_>>::#dir((#(&mut #names,)*)); #post })
+                quote_spanned!(span=> { #guard #pre <#path as #k::Instruction<_>>::#dir((#(&mut #names,)*)); #post })
             }
             Kind::Call {
                 func,
@@ -296,22 +285,67 @@ impl Gen<'_> {
         }
     }
 
+    /// `y ±= rhs` on locals: the target and the operands are read into locals (`same`: the two
+    /// operands are one place, read once and passed to the `_same` instruction), the instruction
+    /// runs on them and they are written back.
+    fn acc(&self, target: &Expr, plus: bool, rhs: &Rhs, same: bool, s: &Stmt) -> TokenStream {
+        let span = s.span;
+        let k = &respan(self.krate, span);
+        let mut ops = rhs_operands(rhs);
+        if same {
+            ops.truncate(1);
+        }
+        let (pre, names, post) = self.load(Some(target), &ops, s);
+        let y = &names[0];
+        let call = match rhs {
+            Rhs::Id(_) => {
+                let a = &names[1];
+                quote_spanned!(span=> #k::Arith::acc_id(&mut #y, &mut #a, #plus))
+            }
+            Rhs::Arith(op, _, _) => {
+                let op = Ident::new(op, span);
+                let a = &names[1];
+                if same {
+                    quote_spanned!(span=> #k::Arith::acc_arith_same(&mut #y, #k::Op2::#op, &mut #a, #plus))
+                } else {
+                    let b = &names[2];
+                    quote_spanned!(span=> #k::Arith::acc_arith(&mut #y, #k::Op2::#op, &mut #a, &mut #b, #plus))
+                }
+            }
+            Rhs::Op1(op, _) => {
+                let a = &names[1];
+                quote_spanned!(span=> #k::RevReal::acc1(&mut #y, #k::Op1::#op, &mut #a, #plus))
+            }
+            Rhs::Powi(n, _) => {
+                let a = &names[1];
+                let n = self.rw(n);
+                quote_spanned!(span=> #k::RevReal::acc1(&mut #y, #k::Op1::Powi((#n) as i32), &mut #a, #plus))
+            }
+            Rhs::Op2(op, _, _) => {
+                let op = Ident::new(op, span);
+                let a = &names[1];
+                if same {
+                    quote_spanned!(span=> #k::RevReal::acc2_same(&mut #y, #k::Op2::#op, &mut #a, #plus))
+                } else {
+                    let b = &names[2];
+                    quote_spanned!(span=> #k::RevReal::acc2(&mut #y, #k::Op2::#op, &mut #a, &mut #b, #plus))
+                }
+            }
+        };
+        quote_spanned!(span=> { #pre #call; #post })
+    }
+
     /// Read the target (if any) and the operands into locals. Returns the loads, the locals' names
-    /// (target first) and the write-backs.
+    /// (target first) and the write-backs. The caller checks aliasing first.
     fn load(
         &self,
         target: Option<&Expr>,
         ops: &[&Operand],
         s: &Stmt,
-        checks: bool,
     ) -> (TokenStream, Vec<Ident>, TokenStream) {
         let k = self.krate;
         let span = s.span;
-        let mut pre = if checks {
-            self.alias_check(target, ops, s)
-        } else {
-            quote!()
-        };
+        let mut pre = quote!();
         let mut post = quote!();
         let mut names = Vec::new();
         if let Some(t) = target {
@@ -330,8 +364,22 @@ impl Gen<'_> {
                     post.extend(quote_spanned!(span=> #p = #n;));
                 }
                 Operand::Lit(l) => {
-                    let l = f64_literal(l);
-                    pre.extend(quote_spanned!(span=> let mut #n = #k::Arith::from_f64(#l);))
+                    // Located at the literal: a literal that does not fit the type is reported
+                    // there (while instantiating `lit::<T, …>`).
+                    let at = syn::spanned::Spanned::span(l);
+                    let ka = respan(k, at);
+                    let l = match Literal::parse(l) {
+                        Ok(l) => l.tokens(&ka, at),
+                        Err(e) => e.to_compile_error(),
+                    };
+                    // Typed like the target, so a suffix of another type is reported at the
+                    // literal ("expected `f64`, found `u64`").
+                    match names.first() {
+                        Some(y) if target.is_some() => {
+                            pre.extend(quote_spanned!(at=> let mut #n = #ka::like(&#y, #l);))
+                        }
+                        _ => pre.extend(quote_spanned!(span=> let mut #n = #l;)),
+                    }
                 }
                 Operand::Const(c) => {
                     let c = self.rw(c);
@@ -343,30 +391,40 @@ impl Gen<'_> {
         (pre, names, post)
     }
 
-    /// A run-time check that places which may be the same element (`x[i]`, `x[j]`) are not.
+    /// Run-time checks that places which may be the same element (`x[i]`, `x[j]`) are not: with a
+    /// target, the target against each operand (operands may share a place: `y += x * x`);
+    /// without one (instructions and calls), every pair. Emitted in checked and unchecked code
+    /// alike: an aliased target or argument would give a wrong result, and the check is a
+    /// comparison of two addresses.
     fn alias_check(&self, target: Option<&Expr>, ops: &[&Operand], s: &Stmt) -> TokenStream {
-        let places: Vec<&Expr> = target
-            .into_iter()
-            .chain(ops.iter().filter_map(|o| {
+        let places: Vec<&Expr> = ops
+            .iter()
+            .filter_map(|o| {
                 if let Operand::Place(p) = o {
                     Some(p)
                 } else {
                     None
                 }
-            }))
+            })
             .collect();
+        let pairs: Vec<(&Expr, &Expr)> = match target {
+            Some(t) => places.iter().map(|p| (t, *p)).collect(),
+            None => places
+                .iter()
+                .enumerate()
+                .flat_map(|(i, a)| places[..i].iter().map(move |b| (*b, *a)))
+                .collect(),
+        };
         let mut checks = quote!();
         let k = self.krate;
-        for (i, a) in places.iter().enumerate() {
-            for b in &places[..i] {
-                if may_alias(a, b) {
-                    let site = self.site(s);
-                    let (ra, rb) = (self.rw(a), self.rw(b));
-                    let (ta, tb) = (crate::parse::pretty(*a), crate::parse::pretty(*b));
-                    checks.extend(quote_spanned!(s.span=>
-                        #k::distinct(&#rb as *const _ as *const u8, &#ra as *const _ as *const u8, #site, #tb, #ta)?;
-                    ));
-                }
+        for (b, a) in pairs {
+            if may_alias(a, b) {
+                let site = self.site(s);
+                let (ra, rb) = (self.rw(a), self.rw(b));
+                let (ta, tb) = (crate::parse::pretty(a), crate::parse::pretty(b));
+                checks.extend(quote_spanned!(s.span=>
+                    #k::distinct(&#rb, &#ra, #site, #tb, #ta)?;
+                ));
             }
         }
         checks
@@ -396,11 +454,7 @@ impl Gen<'_> {
                 .iter()
                 .any(|q| !std::ptr::eq(*q, p) && may_alias(p, q))
         };
-        let mut pre = if checks {
-            self.alias_check(None, &args.iter().collect::<Vec<_>>(), s)
-        } else {
-            quote!()
-        };
+        let mut pre = self.alias_check(None, &args.iter().collect::<Vec<_>>(), s);
         let mut post = quote!();
         let mut passed = Vec::new();
         for a in args {
@@ -524,29 +578,11 @@ fn skip_condition(routine: &[Stmt], params: &[String], krate: &TokenStream) -> O
     Some(quote!(#(#conds)&&*))
 }
 
-/// A numeric literal as an `f64` literal (`2` → `2f64`, `-0.5` → `-0.5f64`).
-fn f64_literal(e: &Expr) -> TokenStream {
-    match e {
-        Expr::Lit(syn::ExprLit {
-            lit: syn::Lit::Int(i),
-            ..
-        }) => {
-            let l = syn::LitFloat::new(&format!("{}f64", i.base10_digits()), i.span());
-            quote!(#l)
-        }
-        Expr::Lit(syn::ExprLit {
-            lit: syn::Lit::Float(f),
-            ..
-        }) => {
-            let l = syn::LitFloat::new(&format!("{}f64", f.base10_digits()), f.span());
-            quote!(#l)
-        }
-        Expr::Unary(u) => {
-            let inner = f64_literal(&u.expr);
-            quote!(-#inner)
-        }
-        Expr::Paren(p) => f64_literal(&p.expr),
-        other => quote!((#other) as f64),
+/// The operands of an instruction's right-hand side, in order.
+fn rhs_operands(rhs: &Rhs) -> Vec<&Operand> {
+    match rhs {
+        Rhs::Id(a) | Rhs::Op1(_, a) | Rhs::Powi(_, a) => vec![a],
+        Rhs::Arith(_, a, b) | Rhs::Op2(_, a, b) => vec![a, b],
     }
 }
 

@@ -16,6 +16,7 @@
 mod codegen;
 mod invert;
 pub mod ir;
+pub mod literal;
 mod lower;
 pub mod parse;
 
@@ -113,8 +114,9 @@ fn function(f: ir::Func, krate: &TokenStream) -> syn::Result<TokenStream> {
     );
     let doc_unchecked = format!(
         "[`{name}`](fn@{name}) without reversibility checks, in it and in every reversible function it calls \
-         (NiLang's `@invcheckoff` for proven code): no `unlet`, condition or bound checks; routines \
-         that call nothing and own only passive ancillas are not uncomputed (the ancillas are dropped)."
+         (NiLang's `@invcheckoff` for proven code): no `unlet`, condition or bound checks (the checks \
+         that arguments do not alias stay: they guard the result); routines that call nothing and own \
+         only passive ancillas are not uncomputed (the ancillas are dropped)."
     );
     let doc_uncall_unchecked = format!(
         "The inverse of [`{name}`](fn@{name}) without reversibility checks (see `call_unchecked`)."

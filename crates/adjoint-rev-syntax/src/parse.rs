@@ -731,6 +731,7 @@ impl Parser {
     /// An instruction operand: a place, a literal or a constant; anything else is a nested call.
     fn operand(&self, e: &Expr) -> Result<Operand> {
         if is_literal(e) {
+            crate::literal::Literal::parse(e)?;
             return Ok(Operand::Lit(e.clone()));
         }
         if !self.mentions_var(e) {

@@ -192,3 +192,59 @@ fn unchecked_forward_may_skip_passive_uncomputation_only() {
     });
     assert!(!s.contains(guard));
 }
+
+#[test]
+fn one_place_may_be_read_twice_but_not_be_the_target() {
+    // Statically the same place: the `_same` instruction, one load.
+    let s = ok(quote! { fn f<T: RevReal>(y: &mut T, x: &mut T) { y += x * x; y += x.hypot(x); } });
+    assert!(s.contains("acc_arith_same"), "{s}");
+    assert!(s.contains("acc2_same"), "{s}");
+    assert!(!s.contains("distinct"), "{s}");
+    // Maybe the same place (`i == j`): decided at run time.
+    let s = ok(
+        quote! { fn f<T: Arith>(y: &mut T, v: &mut Vec<T>, i: &mut usize, j: &mut usize) { y += v[i] * v[j]; } },
+    );
+    assert!(
+        s.contains(":: same (") && s.contains("acc_arith_same") && s.contains("acc_arith ("),
+        "{s}"
+    );
+    // The target among the arguments: refused, in either slot.
+    let e = err(quote! { fn f(y: &mut f64, x: &mut f64) { y += x * y; } });
+    assert!(e.contains("both the target"), "{e}");
+    let e = err(quote! { fn f(v: &mut Vec<f64>, i: &mut usize) { v[i] += v[i] * v[i]; } });
+    assert!(e.contains("both the target"), "{e}");
+}
+
+#[test]
+fn alias_checks_stay_in_unchecked_code() {
+    let s = ok(quote! {
+        fn f(v: &mut Vec<f64>, i: &mut usize, j: &mut usize) {
+            v[i] += v[j].sin();
+            SWAP(v[i], v[j]);
+        }
+    });
+    let unchecked = &s[s.find("fn call_unchecked").unwrap()..];
+    // Twice in each of the two unchecked functions (and of the two checked ones).
+    assert_eq!(unchecked.matches(":: distinct (").count(), 4, "{s}");
+    assert_eq!(s.matches(":: distinct (").count(), 8, "{s}");
+}
+
+#[test]
+fn literals_keep_their_type_and_every_digit() {
+    let s = ok(
+        quote! { fn f(c: &mut u64, x: &mut u64) { c += 0x9E37_79B9_7F4A_7C15u64; c -= x * 7; } },
+    );
+    assert!(
+        s.contains("lit :: < u64 , false , 11400714819323198485u128 , 0u128 , false , false >"),
+        "{s}"
+    );
+    assert!(s.contains("lit :: < _ , false , 7u128"), "{s}");
+    assert!(!s.contains("from_f64"), "{s}");
+    let s = ok(quote! { fn f(c: &mut f64) { c += -0.5; } });
+    assert!(
+        s.contains("lit :: < _ , true , 0u128 , 170141183460469231731687303715884105728u128 , false , true > (- 0.5f64)"),
+        "{s}"
+    );
+    let e = err(quote! { fn f(c: &mut u64) { c += 3u7; } });
+    assert!(e.contains("unknown literal suffix"), "{e}");
+}

@@ -298,17 +298,33 @@ impl<T: Ancilla, const N: usize> Ancilla for [T; N] {
     const PASSIVE: bool = T::PASSIVE;
 }
 
-/// The run-time alias check for arguments that differ only in an index (`x[i]`, `x[j]`).
+/// Whether two places share memory: their byte ranges overlap (for two values of one type, that
+/// is the same place). Generated code asks it about operands that differ only in an index
+/// (`x[i]`, `x[j]`).
 #[doc(hidden)]
 #[inline(always)]
-pub fn distinct(
-    a: *const u8,
-    b: *const u8,
+pub fn same<A: ?Sized, B: ?Sized>(a: &A, b: &B) -> bool {
+    let (pa, pb) = (
+        a as *const A as *const u8 as usize,
+        b as *const B as *const u8 as usize,
+    );
+    let (na, nb) = (core::mem::size_of_val(a), core::mem::size_of_val(b));
+    na > 0 && nb > 0 && pa < pb + nb && pb < pa + na
+}
+
+/// The run-time alias check for arguments that differ only in an index (`x[i]`, `x[j]`). It runs
+/// in checked and unchecked code alike: an aliased target or call argument would give a wrong
+/// result, not merely an irreversible one.
+#[doc(hidden)]
+#[inline(always)]
+pub fn distinct<A: ?Sized, B: ?Sized>(
+    a: &A,
+    b: &B,
     site: Site,
     na: &'static str,
     nb: &'static str,
 ) -> Result<(), InvertibilityError> {
-    if core::ptr::eq(a, b) {
+    if same(a, b) {
         Err(InvertibilityError::Alias { site, a: na, b: nb })
     } else {
         Ok(())

@@ -104,6 +104,10 @@ impl<T: Real + Ancilla + ExactZero> Arith for GVar<T> {
         Self::acc2_rule(y, op, a, b, plus);
     }
     #[inline(always)]
+    fn acc_arith_same(y: &mut Self, op: Op2, a: &mut Self, plus: bool) {
+        Self::acc2_rule_same(y, op, a, plus);
+    }
+    #[inline(always)]
     fn neg(x: &mut Self) {
         x.x = -x.x;
         x.g = -x.g;
@@ -133,6 +137,34 @@ impl<T: Real + Ancilla + ExactZero> GVar<T> {
             b.g += y.g * r.dy;
         }
     }
+
+    /// `y ±= op(a, a)`: one place in both operand slots (`y += x * x`). Both partials are
+    /// computed first, then each contribution goes into the shared gradient in turn — the slot
+    /// is read again after the first, so it receives `ȳ·(∂₁ + ∂₂)` (`2x·ȳ` for `x * x`), not
+    /// one of them. The inverse direction undoes them in the opposite order.
+    #[inline(always)]
+    fn acc2_rule_same(y: &mut Self, op: Op2, a: &mut Self, plus: bool) {
+        if y.g.exact_zero() {
+            let v = rules::binary(op, a.x, a.x).value;
+            if plus {
+                y.x += v;
+            } else {
+                y.x -= v;
+            }
+            return;
+        }
+        let r = rules::binary(op, a.x, a.x);
+        let (first, second) = (y.g * r.dx, y.g * r.dy);
+        if plus {
+            y.x += r.value;
+            a.g -= first;
+            a.g -= second;
+        } else {
+            y.x -= r.value;
+            a.g += second;
+            a.g += first;
+        }
+    }
 }
 
 impl<T: Real + Ancilla + ExactZero> RevReal for GVar<T> {
@@ -159,6 +191,10 @@ impl<T: Real + Ancilla + ExactZero> RevReal for GVar<T> {
     #[inline(always)]
     fn acc2(y: &mut Self, op: Op2, a: &mut Self, b: &mut Self, plus: bool) {
         Self::acc2_rule(y, op, a, b, plus);
+    }
+    #[inline(always)]
+    fn acc2_same(y: &mut Self, op: Op2, a: &mut Self, plus: bool) {
+        Self::acc2_rule_same(y, op, a, plus);
     }
     /// Seed 000 Eq. 11: the adjoint of `ROT` rotates the gradients with the values and moves
     /// `θ̄` by the cross product `a·ḡ_b − b·ḡ_a` (invariant under the rotation itself).

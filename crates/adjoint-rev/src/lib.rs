@@ -40,7 +40,7 @@
 //!
 //! | statement | meaning | inverse |
 //! |---|---|---|
-//! | `y += f(args)` | accumulate an instruction's result | `y -= f(args)` |
+//! | `y += f(args)` | accumulate an instruction's result (`args` may repeat a place, `y += x * x`; `y` may not be among them) | `y -= f(args)` |
 //! | `y -= f(args)` | | `y += f(args)` |
 //! | `y ^= a & b` (also or, xor, not, or a plain `a`) | XOR-accumulate (integers, `bool`) | itself |
 //! | `y *= x`, `y /= x` | scale ([`Scale`]: exact for [`ULog`] over fixed point) | `y /= x`, `y *= x` |
@@ -58,7 +58,7 @@
 //! | `while (pre, post) { S }` | `post` false on entry, true after every iteration | `while (post, pre) { ~S }` |
 //! | `for i in a..b { S }` (`..=`, `(a..b).step_by(s)`, `.rev()`) | bounds must not change | `for i in (a..b).rev() { ~S }` |
 //! | `@safe stmt;` | external statement (printing, asserts) | itself |
-//! | `@invcheckoff stmt` | `stmt` without run-time checks | likewise |
+//! | `@invcheckoff stmt` | `stmt` without run-time checks (alias checks stay) | likewise |
 //!
 //! **Instructions** (`y += …`): a variable, `a + b`, `a - b`, `a * b`, `a / b`, `-a`,
 //! `identity(a)`, and every function of the shared rule table ([`adjoint_core::rules`]) in method
@@ -70,22 +70,87 @@
 //!
 //! **Operands** are *data views*: variables, struct fields (`s.a`), tuple fields (`t.0`), complex
 //! parts (`z.re`, `z.im`), elements (`v[i]`, `m[i][j]`) — or constants (literals, or any
-//! expression that mentions no variable of the function, like `T::from_f64(0.5)`). Literals take
-//! the number type of the instruction.
+//! expression that mentions no variable of the function, like `T::from_f64(0.5)`).
+//!
+//! **Literals** take the number type of the instruction, and keep their value: an integer literal
+//! is exact in every integer width and in fixed point (`c += 0x9E37_79B9_7F4A_7C15` on `u64`,
+//! `x += 2147483647` on `I32F32`); a decimal literal in fixed point is correctly rounded (exact
+//! when representable: `0.00000000023283064365386962890625` is `I32F32::DELTA`); in floating
+//! point a literal is its nearest `f64` (then `f32`). A suffixed literal keeps its type: `2u64`
+//! is an operand of `u64` instructions only. A literal that does not fit — `256` in a `u8`
+//! instruction, `-1` in an unsigned one, `2.5` in an integer one, `32768` in `I16F16` — is a
+//! compile error (when the function is compiled for that type), never a rounding or a wrap:
+//!
+//! ```compile_fail
+//! adjoint_rev::reversible! {
+//!     fn f(c: &mut u8, x: &mut u8) { c += x * 256; }
+//! }
+//! f(&mut 0, &mut 1).unwrap();
+//! ```
+//!
+//! ```compile_fail
+//! adjoint_rev::reversible! {
+//!     fn f(c: &mut u64) { c -= -1; }
+//! }
+//! f(&mut 0).unwrap();
+//! ```
+//!
+//! ```compile_fail
+//! adjoint_rev::reversible! {
+//!     fn f(c: &mut i64) { c += 2.5; }
+//! }
+//! f(&mut 0).unwrap();
+//! ```
+//!
+//! ```compile_fail
+//! adjoint_rev::reversible! {
+//!     fn f(c: &mut fixed::types::I16F16) { c += 32768; }
+//! }
+//! f(&mut fixed::types::I16F16::ZERO).unwrap();
+//! ```
+//!
+//! ```compile_fail
+//! adjoint_rev::reversible! {
+//!     fn f(y: &mut f64, x: &mut f64) { y += x * 2u64; }   // a `u64` literal in an `f64` instruction
+//! }
+//! ```
+//!
+//! **One place read twice** (`y += x * x`, `y += x.hypot(x)`, and `y += v[i] * v[j]` whenever
+//! `i == j` at run time) is an instruction like any other: the value is computed from the place
+//! read twice, and on [`GVar`]s the place's gradient receives both operands' contributions
+//! (`2x·ȳ` for `x * x`), in checked and unchecked code, Hessians included.
+//!
+//! ```
+//! use adjoint_rev::prelude::*;
+//! reversible! {
+//!     fn sum_squares<T: Arith>(loss: &mut T, y: &mut Vec<T>) {
+//!         for i in 0..y.len() {
+//!             loss += y[i] * y[i];
+//!         }
+//!     }
+//! }
+//! let (_, gy) = adjoint_rev::grad(sum_squares {}, (0.0, vec![0.5, -1.5, 2.0]), 0)?;
+//! assert_eq!(gy, [1.0, -3.0, 4.0]); // 2y
+//! # Ok::<(), adjoint_rev::InvertibilityError>(())
+//! ```
 //!
 //! **Rejected at compile time**, with the error at the offending tokens: a target that appears
 //! among its own arguments (`y += y * x`), a call whose arguments alias (`g(x, x)`), nested
 //! expressions (`z += f(g(x))`, `z += a * b * c`), plain assignment (`y = x`), re-allocating a
 //! live ancilla, using or deallocating a deallocated one, an ancilla never deallocated, a `while`
-//! without a post-condition. Arguments that may alias only at run time (`SWAP(x[i], x[j])`) are
-//! checked at run time (an [`InvertibilityError::Alias`]).
+//! without a post-condition. A target that may be one of its arguments only at run time
+//! (`v[i] += v[j] * x` when `i == j`), and arguments of an instruction or call that may alias only
+//! at run time (`SWAP(x[i], x[j])`, `g(x[i], x[j])`), are checked at run time (an
+//! [`InvertibilityError::Alias`]) — in checked and unchecked code alike: skipping these checks
+//! could change the result, and each is a comparison of two addresses.
 //!
 //! **Checked at run time** (an [`InvertibilityError`], which names the function, the statement as
 //! written and the values): `unlet` finds a different value; an `if`'s post-condition disagrees
 //! with its pre-condition; a `while`'s post-condition is true on entry or false after an
 //! iteration; a `for` loop's bounds changed. `@invcheckoff stmt` removes the checks from one
 //! statement (and, for a call, from everything the callee runs); `f::call_unchecked` and
-//! `f::uncall_unchecked` run a whole proven function without checks. Without checks, the
+//! `f::uncall_unchecked` run a whole proven function without checks (except the alias checks
+//! above, which guard the result rather than reversibility). Without checks, the
 //! forward code also skips uncomputing a routine that calls nothing, writes only its own ancillas
 //! and whose ancillas are passive ([`Ancilla::PASSIVE`]: plain numbers, no gradients) — they are
 //! dropped right after anyway — and the optimiser may delete other dead uncomputation.
@@ -147,6 +212,7 @@ mod ad;
 mod error;
 mod gvar;
 mod instr;
+mod lit;
 mod num;
 mod ulog;
 
@@ -161,11 +227,14 @@ pub use adjoint_rev_macros::reversible;
 pub use error::{Ancilla, InvertibilityError, Site};
 pub use gvar::{ExactZero, GVar};
 pub use instr::{steps, Instruction, Steps};
+pub use lit::Literals;
 pub use num::{Arith, RevReal, Scale};
 pub use ulog::ULog;
 
 #[doc(hidden)]
-pub use error::{distinct, passive};
+pub use error::{distinct, passive, same};
+#[doc(hidden)]
+pub use lit::{like, lit, literal_bits};
 
 /// The built-in instructions, as types implementing [`Instruction`].
 pub mod instr_types {

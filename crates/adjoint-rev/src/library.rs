@@ -81,8 +81,9 @@ reversible! {
         }
     }
 
-    /// `out += ‖x‖² = Σᵢ x[i]·conj(x[i])` (seed 000's `inorm2`, copying each element into an
-    /// ancilla so the instruction never takes `x[i]` twice).
+    /// `out += ‖x‖² = Σᵢ x[i]·conj(x[i])` (seed 000's `inorm2`: each element is copied into an
+    /// ancilla and conjugated there, which also covers complex elements; for real ones it is
+    /// `out += x[i] * x[i]`).
     pub fn i_norm2<T: Arith, V: Elements<T>>(out: &mut T, x: &mut V) {
         for i in 0..x.len() {
             let a = T::zero();

@@ -4,6 +4,7 @@
 //! adjoints attached.
 
 use crate::error::Ancilla;
+use crate::lit::Literals;
 use adjoint_core::forward::Dual;
 use adjoint_core::rules::{self, Op1, Op2};
 use adjoint_core::Real;
@@ -25,8 +26,20 @@ use num_complex::Complex;
 /// assert_eq!(y, 2);
 /// ```
 pub trait Arith: Copy + Debug + PartialEq + Ancilla + 'static {
-    /// The number nearest to `v` (literals in reversible code go through this).
+    /// The number nearest to `v`.
     fn from_f64(v: f64) -> Self;
+    /// How the literals of reversible code (`y += x * 3`) convert to this type: exactly for
+    /// integers, correctly rounded for fixed point (both checked at compile time), through
+    /// [`from_f64`](Arith::from_f64) for floating point (the default).
+    const LITERALS: Literals = Literals::Float;
+    /// A literal of reversible code: `neg` and `mag` are the sign and magnitude of its bits in
+    /// this type as [`LITERALS`](Arith::LITERALS) describes them (the integer itself, or the
+    /// fixed-point bits), already checked to fit; `value` is the literal's nearest `f64`. The
+    /// default is `from_f64(value)`.
+    fn from_literal(neg: bool, mag: u128, value: f64) -> Self {
+        let _ = (neg, mag);
+        Self::from_f64(value)
+    }
     /// Zero.
     fn zero() -> Self {
         Self::from_f64(0.0)
@@ -39,6 +52,10 @@ pub trait Arith: Copy + Debug + PartialEq + Ancilla + 'static {
     fn acc_id(y: &mut Self, x: &mut Self, plus: bool);
     /// `y ±= a ∘ b` for `op` ∈ {`Add`, `Sub`, `Mul`, `Div`}.
     fn acc_arith(y: &mut Self, op: Op2, a: &mut Self, b: &mut Self, plus: bool);
+    /// `y ±= a ∘ a`: [`acc_arith`](Arith::acc_arith) with both operands the same place
+    /// (`y += x * x`). The value is the one `acc_arith` computes on two copies of `a`; a type
+    /// that carries gradients must give `a` the sum of both operands' contributions.
+    fn acc_arith_same(y: &mut Self, op: Op2, a: &mut Self, plus: bool);
     /// `x = −x` (self-inverse).
     fn neg(x: &mut Self);
     /// Complex conjugate (self-inverse; the identity on real numbers).
@@ -54,6 +71,9 @@ pub trait RevReal: Arith + PartialOrd {
     fn acc1(y: &mut Self, op: Op1, x: &mut Self, plus: bool);
     /// `y ±= op(a, b)`.
     fn acc2(y: &mut Self, op: Op2, a: &mut Self, b: &mut Self, plus: bool);
+    /// `y ±= op(a, a)`: [`acc2`](RevReal::acc2) with both operands the same place
+    /// (`y += x.hypot(x)`); gradient-carrying types give `a` both contributions.
+    fn acc2_same(y: &mut Self, op: Op2, a: &mut Self, plus: bool);
     /// Rotate `(a, b)` by `θ` (`inverse`: by `−θ`).
     fn rot(a: &mut Self, b: &mut Self, theta: &mut Self, inverse: bool);
     /// The primal value as `f64` (for conditions: `if (x.value() > 0.0, ~)`).
@@ -105,6 +125,10 @@ macro_rules! real_impls {
                 if plus { *y += v } else { *y -= v }
             }
             #[inline(always)]
+            fn acc_arith_same(y: &mut Self, op: Op2, a: &mut Self, plus: bool) {
+                Self::acc_arith(y, op, a, &mut { *a }, plus);
+            }
+            #[inline(always)]
             fn neg(x: &mut Self) {
                 *x = -*x;
             }
@@ -120,6 +144,10 @@ macro_rules! real_impls {
             fn acc2(y: &mut Self, op: Op2, a: &mut Self, b: &mut Self, plus: bool) {
                 let v = rules::binary(op, *a, *b).value;
                 if plus { *y += v } else { *y -= v }
+            }
+            #[inline(always)]
+            fn acc2_same(y: &mut Self, op: Op2, a: &mut Self, plus: bool) {
+                Self::acc2(y, op, a, &mut { *a }, plus);
             }
             #[inline(always)]
             fn rot(a: &mut Self, b: &mut Self, theta: &mut Self, inverse: bool) {
@@ -168,6 +196,10 @@ impl Arith for f32 {
             *y -= v
         }
     }
+    #[inline(always)]
+    fn acc_arith_same(y: &mut Self, op: Op2, a: &mut Self, plus: bool) {
+        Self::acc_arith(y, op, a, &mut { *a }, plus);
+    }
     fn neg(x: &mut Self) {
         *x = -*x;
     }
@@ -193,6 +225,10 @@ impl RevReal for f32 {
             *y -= v
         }
     }
+    #[inline(always)]
+    fn acc2_same(y: &mut Self, op: Op2, a: &mut Self, plus: bool) {
+        Self::acc2(y, op, a, &mut { *a }, plus);
+    }
     fn rot(a: &mut Self, b: &mut Self, theta: &mut Self, inverse: bool) {
         let (s, c) = theta.sin_cos();
         let s = if inverse { -s } else { s };
@@ -216,13 +252,22 @@ impl Scale for f32 {
 }
 
 /// Integers and fixed point: every operation wraps, so `+=` and `-=` are exactly inverse
-/// (seed 001 Section 2). One body for both; they differ only in how a literal converts.
+/// (seed 001 Section 2). One body for both; they differ only in how a literal converts: its
+/// bits, checked at compile time to fit (`$bits` is the type of the raw bits).
 macro_rules! wrapping_impls {
-    ([$($g:tt)*] $t:ty, $from:expr) => {
+    ([$($g:tt)*] $t:ty, $from:expr, $lits:expr, $bits:ty, $from_bits:expr) => {
         impl<$($g)*> Arith for $t {
             #[inline(always)]
             fn from_f64(v: f64) -> Self {
                 $from(v)
+            }
+            const LITERALS: Literals = $lits;
+            #[inline(always)]
+            fn from_literal(neg: bool, mag: u128, _: f64) -> Self {
+                // `literal_bits` checked that the magnitude fits: the cast and the negation are
+                // exact (the most negative value is its own wrapping negation).
+                let b = mag as $bits;
+                $from_bits(if neg { b.wrapping_neg() } else { b })
             }
             #[inline(always)]
             fn acc_id(y: &mut Self, x: &mut Self, plus: bool) {
@@ -240,6 +285,10 @@ macro_rules! wrapping_impls {
                 *y = if plus { y.wrapping_add(v) } else { y.wrapping_sub(v) };
             }
             #[inline(always)]
+            fn acc_arith_same(y: &mut Self, op: Op2, a: &mut Self, plus: bool) {
+                Self::acc_arith(y, op, a, &mut { *a }, plus);
+            }
+            #[inline(always)]
             fn neg(x: &mut Self) {
                 *x = x.wrapping_neg();
             }
@@ -248,18 +297,42 @@ macro_rules! wrapping_impls {
 }
 
 macro_rules! int_impls {
-    ($($t:ty),*) => {$( wrapping_impls!([] $t, |v: f64| v as $t); )*};
+    ($($t:ty),*) => {$(
+        wrapping_impls!(
+            [] $t,
+            |v: f64| v as $t,
+            Literals::Int { signed: <$t>::MIN != 0, bits: <$t>::BITS },
+            $t,
+            |b: $t| b
+        );
+    )*};
 }
 
 int_impls!(i8, i16, i32, i64, i128, isize, u8, u16, u32, u64, u128, usize);
-wrapping_impls!([F: LeEqU32 + 'static] FixedI32<F>, |v: f64| FixedI32::<F>::from_num(v));
-wrapping_impls!([F: LeEqU64 + 'static] FixedI64<F>, |v: f64| FixedI64::<F>::from_num(v));
+wrapping_impls!(
+    [F: LeEqU32 + 'static] FixedI32<F>,
+    |v: f64| FixedI32::<F>::from_num(v),
+    Literals::Fixed { bits: 32, frac: FixedI32::<F>::FRAC_NBITS },
+    i32,
+    FixedI32::<F>::from_bits
+);
+wrapping_impls!(
+    [F: LeEqU64 + 'static] FixedI64<F>,
+    |v: f64| FixedI64::<F>::from_num(v),
+    Literals::Fixed { bits: 64, frac: FixedI64::<F>::FRAC_NBITS },
+    i64,
+    FixedI64::<F>::from_bits
+);
 
 /// Complex numbers: every instruction is built from the real part type's own instructions, so
 /// `Complex<GVar<f64>>` carries gradients through complex code with no extra rules.
 impl<T: Arith> Arith for Complex<T> {
     fn from_f64(v: f64) -> Self {
         Complex::new(T::from_f64(v), T::zero())
+    }
+    const LITERALS: Literals = T::LITERALS;
+    fn from_literal(neg: bool, mag: u128, value: f64) -> Self {
+        Complex::new(T::from_literal(neg, mag, value), T::zero())
     }
     #[inline(always)]
     fn acc_id(y: &mut Self, x: &mut Self, plus: bool) {
@@ -274,20 +347,19 @@ impl<T: Arith> Arith for Complex<T> {
                 T::acc_arith(&mut y.im, op, &mut a.im, &mut b.im, plus);
             }
             Op2::Mul => complex_mul(y, a, b, plus),
-            Op2::Div => {
-                // y ±= a · (1/b), with 1/b = conj(b)/|b|² computed into ancillas and uncomputed.
-                let mut d = T::zero();
-                square_acc(&mut d, &mut b.re, true);
-                square_acc(&mut d, &mut b.im, true);
-                let mut c = Complex::new(T::zero(), T::zero());
-                T::acc_arith(&mut c.re, Op2::Div, &mut b.re, &mut d, true);
-                T::acc_arith(&mut c.im, Op2::Div, &mut b.im, &mut d, false);
-                complex_mul(y, a, &mut c, plus);
-                T::acc_arith(&mut c.im, Op2::Div, &mut b.im, &mut d, true);
-                T::acc_arith(&mut c.re, Op2::Div, &mut b.re, &mut d, false);
-                square_acc(&mut d, &mut b.im, false);
-                square_acc(&mut d, &mut b.re, false);
+            Op2::Div => complex_div(y, a, Some(b), plus),
+            other => unreachable!("`{other:?}` is not an arithmetic instruction"),
+        }
+    }
+    #[inline(always)]
+    fn acc_arith_same(y: &mut Self, op: Op2, a: &mut Self, plus: bool) {
+        match op {
+            Op2::Add | Op2::Sub => {
+                T::acc_arith_same(&mut y.re, op, &mut a.re, plus);
+                T::acc_arith_same(&mut y.im, op, &mut a.im, plus);
             }
+            Op2::Mul => complex_square(y, a, plus),
+            Op2::Div => complex_div(y, a, None, plus),
             other => unreachable!("`{other:?}` is not an arithmetic instruction"),
         }
     }
@@ -326,11 +398,59 @@ fn complex_mul<T: Arith>(y: &mut Complex<T>, a: &mut Complex<T>, b: &mut Complex
     }
 }
 
-/// `d ±= x²` through an ancilla copy of `x` (an instruction may not take `x` twice).
+/// `y ±= a · a` on complex numbers: [`complex_mul`] with `b` the same place as `a`, so each real
+/// instruction takes each part of `a` as often as the product does.
 #[inline(always)]
-fn square_acc<T: Arith>(d: &mut T, x: &mut T, plus: bool) {
-    let mut t = T::zero();
-    T::acc_id(&mut t, x, true);
-    T::acc_arith(d, Op2::Mul, x, &mut t, plus);
-    T::acc_id(&mut t, x, false);
+fn complex_square<T: Arith>(y: &mut Complex<T>, a: &mut Complex<T>, plus: bool) {
+    let mut steps = [
+        |y: &mut Complex<T>, a: &mut Complex<T>, p: bool| {
+            T::acc_arith_same(&mut y.re, Op2::Mul, &mut a.re, p)
+        },
+        |y: &mut Complex<T>, a: &mut Complex<T>, p: bool| {
+            T::acc_arith_same(&mut y.re, Op2::Mul, &mut a.im, !p)
+        },
+        |y: &mut Complex<T>, a: &mut Complex<T>, p: bool| {
+            T::acc_arith(&mut y.im, Op2::Mul, &mut a.re, &mut a.im, p)
+        },
+        |y: &mut Complex<T>, a: &mut Complex<T>, p: bool| {
+            T::acc_arith(&mut y.im, Op2::Mul, &mut a.im, &mut a.re, p)
+        },
+    ];
+    if !plus {
+        steps.reverse();
+    }
+    for s in steps {
+        s(y, a, plus);
+    }
+}
+
+/// `y ±= a / b` on complex numbers (`b` is `None` when it is the same place as `a`): `a · (1/b)`,
+/// with `1/b = conj(b)/|b|²` computed into ancillas and uncomputed. `b` is only ever read, and
+/// never in the same instruction as `a`.
+#[inline(always)]
+fn complex_div<T: Arith>(
+    y: &mut Complex<T>,
+    a: &mut Complex<T>,
+    mut b: Option<&mut Complex<T>>,
+    plus: bool,
+) {
+    macro_rules! b {
+        () => {
+            match b.as_deref_mut() {
+                Some(b) => b,
+                None => &mut *a,
+            }
+        };
+    }
+    let mut d = T::zero();
+    T::acc_arith_same(&mut d, Op2::Mul, &mut b!().re, true);
+    T::acc_arith_same(&mut d, Op2::Mul, &mut b!().im, true);
+    let mut c = Complex::new(T::zero(), T::zero());
+    T::acc_arith(&mut c.re, Op2::Div, &mut b!().re, &mut d, true);
+    T::acc_arith(&mut c.im, Op2::Div, &mut b!().im, &mut d, false);
+    complex_mul(y, a, &mut c, plus);
+    T::acc_arith(&mut c.im, Op2::Div, &mut b!().im, &mut d, true);
+    T::acc_arith(&mut c.re, Op2::Div, &mut b!().re, &mut d, false);
+    T::acc_arith_same(&mut d, Op2::Mul, &mut b!().im, false);
+    T::acc_arith_same(&mut d, Op2::Mul, &mut b!().re, false);
 }

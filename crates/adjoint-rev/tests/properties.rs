@@ -41,7 +41,7 @@ reversible! {
     }
 }
 
-/// One statement of a random program: which block, on which three distinct slots.
+/// One statement of a random program: which block, on which slots (`i` distinct from `j` and `k`).
 #[derive(Clone, Copy, Debug)]
 struct Op(u8, usize, usize, usize);
 
@@ -49,15 +49,10 @@ fn ops(n: usize, len: usize) -> impl Strategy<Value = Vec<Op>> {
     prop::collection::vec((0u8..6, 0..n, 1..n, 1..n), 1..len).prop_map(move |v| {
         v.into_iter()
             .map(|(b, i, dj, dk)| {
-                // three distinct slots
+                // j and k differ from i (the target) and may coincide: an instruction may read
+                // one place twice (`v[i] += v[j] * v[j]`).
                 let j = (i + dj) % n;
-                let mut k = (i + dk) % n;
-                if k == j {
-                    k = (j + 1) % n;
-                    if k == i {
-                        k = (k + 1) % n;
-                    }
-                }
+                let k = (i + dk) % n;
                 Op(b, i, j, k)
             })
             .collect()
