@@ -1,1 +1,91 @@
-//! SSA source-transform engine of adjoint (work in progress).
+//! # adjoint-ssa: compiled adjoints of ordinary Rust functions
+//!
+//! The SSA source transform of seed 002 (Innes, "Don't unroll adjoint: differentiating
+//! SSA-form programs"; Zygote) for Rust. `#[differentiable]` lowers a function to SSA form
+//! (basic blocks with block arguments), builds its adjoint over the *reversed control-flow
+//! graph* — not an unrolled trace — and generates Rust. Loop-carried values the adjoint needs
+//! are pushed on typed stacks ([`Stack`]) in a reusable [`Workspace`]; branch choices are
+//! recorded only where a block has several predecessors.
+//!
+//! ```
+//! use adjoint_ssa::differentiable;
+//!
+//! #[differentiable]
+//! fn pow(x: f64, n: usize) -> f64 {
+//!     let mut r = 1.0;
+//!     for _ in 0..n {
+//!         r *= x;
+//!     }
+//!     r
+//! }
+//!
+//! assert_eq!(pow(2.0, 3), 8.0);               // the function itself is unchanged
+//! let mut dx = 0.0;
+//! let value = pow::grad(2.0, 3, &mut dx);     // value and gradient
+//! assert_eq!((value, dx), (8.0, 12.0));
+//! ```
+//!
+//! # What is generated
+//!
+//! For `fn f(x: &[f64], y: f64, n: usize) -> f64`, a module `f` beside the function with
+//!
+//! * `f::primal<T: Real>(x: &[T], y: T, n: usize) -> T` — the function at any [`Real`] type
+//!   (`Dual<f64>` gives forward mode);
+//! * `f::pullback<T: Real>(ws: &mut Workspace<T>, x, y, n, d_x: &mut [T], d_y: &mut T, dret: T) -> T`
+//!   — the vector-Jacobian product: runs `f`, then *adds* `dret · ∂f/∂x` to `d_x` and
+//!   `dret · ∂f/∂y` to `d_y`. With `T = Dual<f64>` this is forward-over-reverse: Hessian-vector
+//!   products;
+//! * `f::grad(x, y, n, d_x, d_y) -> f64` — value and gradient (buffers overwritten), with the
+//!   thread's workspace; `f::grad_with(ws, …)` with yours. Steady-state calls allocate nothing.
+//!
+//! Parameters: `f64` and `&[f64]` are differentiated (restrict with
+//! `#[differentiable(wrt(x))]`); integers, `bool` and `&[usize]` are passive; `&mut [f64]` are
+//! in-place outputs: `pullback` takes their cotangent in `d_out` and leaves there the cotangent of
+//! their initial contents. Functions with `&mut` outputs get `primal` and `pullback` only.
+//!
+//! ```
+//! use adjoint_ssa::{differentiable, Workspace};
+//!
+//! #[differentiable]
+//! fn scale(x: &[f64], a: f64, out: &mut [f64]) {
+//!     for (o, &xi) in out.iter_mut().zip(x.iter()) {
+//!         *o = a * xi.sin();
+//!     }
+//! }
+//!
+//! let (x, mut out) = ([0.1, 0.2], [0.0; 2]);
+//! let (mut dx, mut da, mut dout) = ([0.0; 2], 0.0, [1.0, 0.0]); // cotangent of out
+//! scale::pullback(&mut Workspace::new(), &x, 0.5, &mut out, &mut dx, &mut da, &mut dout);
+//! assert_eq!(out[0], 0.5 * 0.1f64.sin());
+//! assert_eq!((dx[0], dx[1], da), (0.5 * 0.1f64.cos(), 0.0, 0.1f64.sin()));
+//! ```
+//!
+//! # Supported Rust
+//!
+//! `let` (with tuples `let (a, b) = (x, y);`), assignment and compound assignment, `if`/`else`
+//! (also as expressions), `match` on integers and bools, `while`, `loop` with labelled
+//! `break`/`continue`, `for` over ranges (`a..b`, `a..=b`, `.rev()`, `.step_by(k)`) and slices
+//! (`.iter()`, `.iter_mut()`, `.enumerate()`, `.zip()`), early `return`; slice indexing and
+//! sub-slices `&x[a..b]`, `x.len()`, local arrays `[0.0; N]`; every primitive of the shared rule
+//! table as a method (`x.sin()`, `x.powi(2)`, `a.max(b)`, `x.powf(y)`, `x.erf()` with
+//! [`Real`] in scope, …) or as `f64::sin(x)`; piecewise-constant `floor`, `ceil`, `round`,
+//! `trunc`, `signum` (derivative 0); calls to other `#[differentiable]` functions (their pullback
+//! runs in the reverse sweep, recomputing the callee's forward: joint call-tree reversal);
+//! opaque functions with user rules: `#[differentiable(rule(softplus = softplus_rule))]` where
+//! `fn softplus_rule<T: Real>(x: T) -> (T, [T; 1])` returns value and partials. Integer
+//! arithmetic, comparisons and indexing are passive. Anything else is a compile error at the
+//! offending tokens saying what to write instead.
+//!
+//! Set `ADJOINT_SSA_DUMP=f` (or `*`) while compiling to print `f`'s SSA form, activity,
+//! recording decisions and adjoint blocks.
+
+pub use adjoint_core::Real;
+pub use adjoint_ssa_macros::differentiable;
+
+mod workspace;
+pub use workspace::{with_workspace, Stack, Workspace};
+
+#[doc(hidden)]
+pub mod __private {
+    pub use adjoint_core::rules;
+}

@@ -1,0 +1,724 @@
+//! The adjoint of an SSA function (seed 002 §3): analyses and the plan both the code generator
+//! and the interpreter execute.
+//!
+//! * **Activity.** A value is *varied* when it depends on an active input, *useful* when it
+//!   influences the result or a store into an active slice; only values that are both
+//!   (`active`) get an adjoint and reverse code (dead-adjoint elimination).
+//! * **Reversed CFG.** Every primal block `B` has an adjoint block `B̄`. `B̄` runs `B`'s
+//!   instructions' adjoints in reverse, then sends the adjoints of `B`'s parameters to the
+//!   arguments of the edge it was entered by and continues at that predecessor's adjoint block.
+//!   A block with several incoming edges records which edge was taken (a *tag*): in a local when
+//!   the block is not in a cycle (it runs at most once), on the tag stack otherwise.
+//! * **To-be-recorded.** `B̄` reads primal values (operands of cheap rules, recorded partials of
+//!   expensive ones, indices). A value defined in the same cycle (strongly connected component)
+//!   as `B` may be redefined before `B̄` runs, so `B` pushes it and `B̄` pops it; anything else
+//!   is still in its local. Cheap passive values (integer arithmetic, loads from immutable
+//!   slices, casts, lengths) are recomputed in `B̄` from their operands instead of being pushed.
+//! * **Partials.** Expensive primitives (`sin`, `exp`, `/`, `powf`, …) compute their rule in the
+//!   forward sweep and record the partials; cheap ones (`+`, `-`, `*`, `neg`, `abs`, `min`,
+//!   `max`) call the rule again in the reverse sweep from their operands.
+
+use crate::ir::*;
+use adjoint_core::rules::{Op1, Op2};
+
+/// How an adjoint block learns which incoming edge its primal block was entered by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TagMode {
+    /// At most one incoming edge.
+    None,
+    /// The block runs at most once: a local variable.
+    Local,
+    /// The block is in a cycle: the tag stack.
+    Stack,
+}
+
+/// Analyses and recording decisions for one function.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// Depends on an active input (its generated type is `T`, else `f64`).
+    pub varied: Vec<bool>,
+    /// Influences the result or an active output slice.
+    pub useful: Vec<bool>,
+    /// Slices whose elements are `T` and have adjoints.
+    pub slice_active: Vec<bool>,
+    /// Incoming edges per block `(predecessor, slot)`.
+    pub preds: Vec<Vec<(BlockId, usize)>>,
+    /// Strongly connected component of each block.
+    pub scc: Vec<usize>,
+    /// Block is in a cycle.
+    pub cyclic: Vec<bool>,
+    /// Tag handling per block.
+    pub tag: Vec<TagMode>,
+    /// Values each block pushes at its end (popped at the start of its adjoint block, in reverse).
+    pub pushes: Vec<Vec<Val>>,
+    /// Values each adjoint block recomputes (after the pops, in this order).
+    pub remat: Vec<Vec<Val>>,
+    /// Defining instruction of each value.
+    pub def_inst: Vec<Option<(BlockId, usize)>>,
+    /// Defining block of each value.
+    pub def_block: Vec<Option<BlockId>>,
+    /// The return block.
+    pub ret_block: BlockId,
+}
+
+impl Plan {
+    /// Has an adjoint.
+    pub fn active(&self, f: &Func, v: Val) -> bool {
+        self.varied[v] && self.useful[v] && f.values[v].ty == Ty::F64
+    }
+
+    /// Whether the instruction has reverse code.
+    pub fn inst_active(&self, f: &Func, i: &Inst) -> bool {
+        match i {
+            Inst::Store { slice, .. } | Inst::Fill { slice, .. } => self.slice_active[*slice],
+            Inst::Un { dst, .. }
+            | Inst::Bin { dst, .. }
+            | Inst::Load { dst, .. }
+            | Inst::Call { dst, .. }
+            | Inst::Rule { dst, .. } => self.active(f, *dst),
+            _ => false,
+        }
+    }
+}
+
+/// Primitives whose partials are cheap to recompute from the operands in the reverse sweep.
+pub fn op1_cheap(op: Op1) -> bool {
+    matches!(op, Op1::Neg | Op1::Abs)
+}
+
+/// Whether `unary(op, x).d` depends on `x` (tested against the table).
+pub fn op1_dep(op: Op1) -> bool {
+    !matches!(op, Op1::Neg)
+}
+
+/// Binary primitives whose partials are cheap to recompute.
+pub fn op2_cheap(op: Op2) -> bool {
+    matches!(op, Op2::Add | Op2::Sub | Op2::Mul | Op2::Min | Op2::Max)
+}
+
+/// Which operands `(x, y)` the partial with respect to operand `k` of a cheap binary primitive
+/// depends on (tested against the table).
+pub fn op2_deps(op: Op2, k: usize) -> [bool; 2] {
+    match op {
+        Op2::Add | Op2::Sub => [false, false],
+        Op2::Mul => {
+            if k == 0 {
+                [false, true]
+            } else {
+                [true, false]
+            }
+        }
+        _ => [true, true],
+    }
+}
+
+/// The operands a cheap instruction's reverse code reads (for its active operands).
+pub fn cheap_reads(f: &Func, p: &Plan, inst: &Inst) -> Vec<Val> {
+    match inst {
+        Inst::Un {
+            op,
+            a,
+            partial: None,
+            n,
+            ..
+        } => {
+            let mut v = vec![];
+            if op1_dep(*op) {
+                v.push(*a);
+                v.extend(*n);
+            }
+            v
+        }
+        Inst::Bin {
+            op,
+            a,
+            b,
+            partials: [None, None],
+            ..
+        } => {
+            let mut need = [false, false];
+            for (k, x) in [*a, *b].into_iter().enumerate() {
+                if p.active(f, x) {
+                    let d = op2_deps(*op, k);
+                    need[0] |= d[0];
+                    need[1] |= d[1];
+                }
+            }
+            let mut v = vec![];
+            if need[0] {
+                v.push(*a);
+            }
+            if need[1] {
+                v.push(*b);
+            }
+            v
+        }
+        _ => vec![],
+    }
+}
+
+/// The primal values an active instruction's reverse code reads.
+pub fn reads(f: &Func, p: &Plan, inst: &Inst) -> Vec<Val> {
+    match inst {
+        Inst::Un {
+            partial: Some(d), ..
+        } => vec![*d],
+        Inst::Un { .. } => cheap_reads(f, p, inst),
+        Inst::Bin { partials, .. } if partials.iter().any(|x| x.is_some()) => {
+            partials.iter().flatten().copied().collect()
+        }
+        Inst::Bin { .. } => cheap_reads(f, p, inst),
+        Inst::Load { idx, .. } | Inst::Store { idx, .. } => vec![*idx],
+        Inst::Fill { .. } => vec![],
+        Inst::Call { .. } => inst.uses(),
+        Inst::Rule { partials, .. } => partials.iter().flatten().copied().collect(),
+        _ => vec![],
+    }
+}
+
+/// Analyse `f`, add recorded-partial values to its instructions, and decide what to record.
+/// Fails (with a spanned error) for calls the generated code cannot express.
+pub fn prepare(f: &mut Func) -> syn::Result<Plan> {
+    let (mut varied, mut slice_active) = varied(f);
+    let mut useful = useful(f, &varied, &slice_active);
+    let _ = &mut slice_active;
+    // check calls: a varied call passes every slice as `&[T]`
+    for blk in &f.blocks {
+        for i in &blk.insts {
+            if let Inst::Call { dst, func, args } = i {
+                if varied[*dst] {
+                    for a in args {
+                        if let Arg::Slice(s) = a {
+                            if !slice_active[s.slice] && f.slices[s.slice].elem == Ty::F64 {
+                                return Err(syn::Error::new_spanned(
+                                    func,
+                                    format!(
+                                        "the slice `{}` is passive (not in `wrt`) but is passed \
+                                         to a differentiable function together with active \
+                                         arguments: make it active",
+                                        f.slices[s.slice].name
+                                    ),
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // recorded partials for expensive active primitives
+    let active = |f: &Func, varied: &[bool], useful: &[bool], v: Val| {
+        varied[v] && useful[v] && f.values[v].ty == Ty::F64
+    };
+    let mut new_vals = vec![];
+    for b in 0..f.blocks.len() {
+        for k in 0..f.blocks[b].insts.len() {
+            let mut inst = f.blocks[b].insts[k].clone();
+            match &mut inst {
+                Inst::Un {
+                    dst, op, partial, ..
+                } if active(f, &varied, &useful, *dst) && !op1_cheap(*op) => {
+                    let v = f.new_val(Ty::F64, Some("∂".into()));
+                    new_vals.push(v);
+                    *partial = Some(v);
+                }
+                Inst::Bin {
+                    dst,
+                    op,
+                    a,
+                    b: bb,
+                    partials,
+                } if active(f, &varied, &useful, *dst) && !op2_cheap(*op) => {
+                    for (slot, x) in [*a, *bb].into_iter().enumerate() {
+                        if active(f, &varied, &useful, x) {
+                            let v = f.new_val(Ty::F64, Some("∂".into()));
+                            new_vals.push(v);
+                            partials[slot] = Some(v);
+                        }
+                    }
+                }
+                Inst::Rule {
+                    dst,
+                    args,
+                    partials,
+                    ..
+                } if active(f, &varied, &useful, *dst) => {
+                    for (slot, x) in args.iter().enumerate() {
+                        if active(f, &varied, &useful, *x) {
+                            let v = f.new_val(Ty::F64, Some("∂".into()));
+                            new_vals.push(v);
+                            partials[slot] = Some(v);
+                        }
+                    }
+                }
+                _ => {}
+            }
+            f.blocks[b].insts[k] = inst;
+        }
+    }
+    varied.resize(f.values.len(), false);
+    useful.resize(f.values.len(), false);
+    for v in new_vals {
+        varied[v] = true; // computed in `T`; no adjoint of its own (not useful)
+    }
+
+    let preds = f.preds();
+    let (scc, cyclic) = sccs(f);
+    let def_block = f.def_blocks();
+    let mut def_inst = vec![None; f.values.len()];
+    for (b, blk) in f.blocks.iter().enumerate() {
+        for (k, i) in blk.insts.iter().enumerate() {
+            if let Some(d) = i.dst() {
+                def_inst[d] = Some((b, k));
+            }
+            for d in i.extra_defs() {
+                def_inst[d] = Some((b, k));
+            }
+        }
+    }
+    let ret_block = f
+        .blocks
+        .iter()
+        .position(|b| matches!(b.term, Term::Return(_)))
+        .expect("a function has a return block");
+    let tag = (0..f.blocks.len())
+        .map(|b| {
+            if preds[b].len() <= 1 {
+                TagMode::None
+            } else if cyclic[b] {
+                TagMode::Stack
+            } else {
+                TagMode::Local
+            }
+        })
+        .collect();
+    let mut plan = Plan {
+        varied,
+        useful,
+        slice_active,
+        preds,
+        scc,
+        cyclic,
+        tag,
+        pushes: vec![vec![]; f.blocks.len()],
+        remat: vec![vec![]; f.blocks.len()],
+        def_inst,
+        def_block,
+        ret_block,
+    };
+    for b in 0..f.blocks.len() {
+        if !plan.cyclic[b] {
+            continue;
+        }
+        let mut need = vec![];
+        for i in &f.blocks[b].insts {
+            if plan.inst_active(f, i) {
+                need.extend(reads(f, &plan, i));
+            }
+        }
+        let (mut pushes, mut remat) = (vec![], vec![]);
+        for v in need {
+            record(f, &plan, b, v, &mut pushes, &mut remat, 0);
+        }
+        plan.pushes[b] = pushes;
+        plan.remat[b] = remat;
+    }
+    Ok(plan)
+}
+
+/// Decide how `v` reaches adjoint block `b`: nothing (its local is still valid), recomputed, or
+/// pushed.
+fn record(
+    f: &Func,
+    p: &Plan,
+    b: BlockId,
+    v: Val,
+    pushes: &mut Vec<Val>,
+    remat: &mut Vec<Val>,
+    depth: usize,
+) {
+    if pushes.contains(&v) || remat.contains(&v) {
+        return;
+    }
+    let Some(db) = p.def_block[v] else {
+        return;
+    };
+    if p.scc[db] != p.scc[b] {
+        return; // not redefined while b's cycle runs: the local is valid
+    }
+    if let Some((ib, k)) = p.def_inst[v] {
+        let inst = &f.blocks[ib].insts[k];
+        let cheap = match inst {
+            Inst::Const { .. } => return,
+            Inst::Int { .. }
+            | Inst::Cmp { .. }
+            | Inst::Not { .. }
+            | Inst::Cast { .. }
+            | Inst::Len { .. }
+            | Inst::Pass { .. } => true,
+            Inst::Load { slice, .. } => !f.slices[*slice].mutable(),
+            _ => false,
+        };
+        if cheap && depth < 8 && inst.dst() == Some(v) {
+            for u in inst.uses() {
+                record(f, p, b, u, pushes, remat, depth + 1);
+            }
+            remat.push(v);
+            return;
+        }
+    }
+    pushes.push(v);
+}
+
+/// Forward activity: which values depend on active inputs; which slices hold such values.
+fn varied(f: &Func) -> (Vec<bool>, Vec<bool>) {
+    let mut v = vec![false; f.values.len()];
+    let mut s: Vec<bool> = f.slices.iter().map(|s| s.declared_active).collect();
+    for p in &f.params {
+        if let Param::Scalar {
+            val, active: true, ..
+        } = p
+        {
+            v[*val] = true;
+        }
+    }
+    loop {
+        let mut changed = false;
+        let mut set = |x: &mut bool| {
+            if !*x {
+                *x = true;
+                changed = true;
+            }
+        };
+        for blk in &f.blocks {
+            for i in &blk.insts {
+                match i {
+                    Inst::Un { dst, a, .. } if v[*a] => set(&mut v[*dst]),
+                    Inst::Bin { dst, a, b, .. } if v[*a] || v[*b] => set(&mut v[*dst]),
+                    Inst::Load { dst, slice, .. } if s[*slice] => set(&mut v[*dst]),
+                    Inst::Store { slice, val, .. } | Inst::Fill { slice, val } if v[*val] => {
+                        set(&mut s[*slice])
+                    }
+                    Inst::Call { dst, args, .. } => {
+                        let any = args.iter().any(|a| match a {
+                            Arg::Val(x) => v[*x],
+                            Arg::Slice(sa) => s[sa.slice],
+                        });
+                        if any {
+                            set(&mut v[*dst]);
+                        }
+                    }
+                    Inst::Rule { dst, args, .. } if args.iter().any(|a| v[*a]) => set(&mut v[*dst]),
+                    _ => {}
+                }
+            }
+            for t in blk.term.targets() {
+                for (k, a) in t.args.iter().enumerate() {
+                    if v[*a] {
+                        let p = f.blocks[t.block].params[k];
+                        set(&mut v[p]);
+                    }
+                }
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    (v, s)
+}
+
+/// Backward activity: which values influence the result or an active output.
+fn useful(f: &Func, varied: &[bool], slices: &[bool]) -> Vec<bool> {
+    let mut u = vec![false; f.values.len()];
+    loop {
+        let mut changed = false;
+        let mut set = |x: &mut bool| {
+            if !*x {
+                *x = true;
+                changed = true;
+            }
+        };
+        for blk in f.blocks.iter().rev() {
+            if let Term::Return(Some(r)) = blk.term {
+                set(&mut u[r]);
+            }
+            for t in blk.term.targets() {
+                for (k, a) in t.args.iter().enumerate() {
+                    if u[f.blocks[t.block].params[k]] {
+                        set(&mut u[*a]);
+                    }
+                }
+            }
+            for i in blk.insts.iter().rev() {
+                match i {
+                    Inst::Store { slice, val, .. } | Inst::Fill { slice, val }
+                        if slices[*slice] =>
+                    {
+                        set(&mut u[*val])
+                    }
+                    Inst::Un { dst, a, .. } if u[*dst] => set(&mut u[*a]),
+                    Inst::Bin { dst, a, b, .. } if u[*dst] => {
+                        set(&mut u[*a]);
+                        set(&mut u[*b]);
+                    }
+                    Inst::Rule { dst, args, .. } if u[*dst] => {
+                        for a in args {
+                            set(&mut u[*a]);
+                        }
+                    }
+                    Inst::Call { dst, args, .. } if u[*dst] => {
+                        for a in args {
+                            if let Arg::Val(x) = a {
+                                set(&mut u[*x]);
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    let _ = varied;
+    u
+}
+
+/// Tarjan's strongly connected components of the CFG; `cyclic[b]` when `b` lies on a cycle.
+pub fn sccs(f: &Func) -> (Vec<usize>, Vec<bool>) {
+    let n = f.blocks.len();
+    let succ: Vec<Vec<BlockId>> = f
+        .blocks
+        .iter()
+        .map(|b| b.term.targets().iter().map(|t| t.block).collect())
+        .collect();
+    let mut index = vec![usize::MAX; n];
+    let mut low = vec![0; n];
+    let mut on = vec![false; n];
+    let mut stack = vec![];
+    let mut comp = vec![usize::MAX; n];
+    let mut next = 0;
+    let mut ncomp = 0;
+    // iterative Tarjan
+    for root in 0..n {
+        if index[root] != usize::MAX {
+            continue;
+        }
+        let mut call: Vec<(BlockId, usize)> = vec![(root, 0)];
+        index[root] = next;
+        low[root] = next;
+        next += 1;
+        stack.push(root);
+        on[root] = true;
+        while let Some(&mut (v, ref mut i)) = call.last_mut() {
+            if *i < succ[v].len() {
+                let w = succ[v][*i];
+                *i += 1;
+                if index[w] == usize::MAX {
+                    index[w] = next;
+                    low[w] = next;
+                    next += 1;
+                    stack.push(w);
+                    on[w] = true;
+                    call.push((w, 0));
+                } else if on[w] {
+                    low[v] = low[v].min(index[w]);
+                }
+            } else {
+                call.pop();
+                if let Some(&(p, _)) = call.last() {
+                    low[p] = low[p].min(low[v]);
+                }
+                if low[v] == index[v] {
+                    loop {
+                        let w = stack.pop().unwrap();
+                        on[w] = false;
+                        comp[w] = ncomp;
+                        if w == v {
+                            break;
+                        }
+                    }
+                    ncomp += 1;
+                }
+            }
+        }
+    }
+    let mut size = vec![0; ncomp];
+    for &c in &comp {
+        size[c] += 1;
+    }
+    let cyclic = (0..n)
+        .map(|b| size[comp[b]] > 1 || succ[b].contains(&b))
+        .collect();
+    (comp, cyclic)
+}
+
+/// The adjoint program as readable text (for `ADJOINT_SSA_DUMP`).
+pub fn dump(f: &Func, p: &Plan) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let _ = writeln!(s, "=== SSA of {} ===", f.name);
+    let _ = write!(s, "{f}");
+    let act: Vec<String> = (0..f.values.len())
+        .filter(|&v| p.active(f, v))
+        .map(|v| f.vname(v))
+        .collect();
+    let _ = writeln!(
+        s,
+        "=== activity ===\nactive (have adjoints): {}",
+        act.join(" ")
+    );
+    let sl: Vec<String> = (0..f.slices.len())
+        .filter(|&x| p.slice_active[x])
+        .map(|x| format!("s{x}:{}", f.slices[x].name))
+        .collect();
+    let _ = writeln!(s, "active slices: {}", sl.join(" "));
+    let _ = writeln!(s, "=== forward sweep records ===");
+    for b in 0..f.blocks.len() {
+        let pushes: Vec<String> = p.pushes[b].iter().map(|v| f.vname(*v)).collect();
+        let _ = writeln!(
+            s,
+            "block #{b}{}: push [{}]{}",
+            if p.cyclic[b] { " (in a cycle)" } else { "" },
+            pushes.join(", "),
+            match p.tag[b] {
+                TagMode::None => String::new(),
+                TagMode::Local => "; entry edge in a local".into(),
+                TagMode::Stack => "; entry edge on the tag stack".into(),
+            }
+        );
+    }
+    let _ = writeln!(
+        s,
+        "=== adjoint (reverse sweep starts at #{}) ===",
+        p.ret_block
+    );
+    for b in (0..f.blocks.len()).rev() {
+        let _ = writeln!(s, "adjoint block #{b}:");
+        for v in p.pushes[b].iter().rev() {
+            let _ = writeln!(s, "  pop {}", f.vname(*v));
+        }
+        for v in &p.remat[b] {
+            let (ib, k) = p.def_inst[*v].unwrap();
+            let _ = writeln!(s, "  recompute {}", f.inst_text(&f.blocks[ib].insts[k]));
+        }
+        for i in f.blocks[b].insts.iter().rev() {
+            if !p.inst_active(f, i) {
+                continue;
+            }
+            let a = |v: Val| format!("ā{}", f.vname(v));
+            let line = match i {
+                Inst::Un {
+                    dst,
+                    a: x,
+                    partial,
+                    op,
+                    ..
+                } => format!(
+                    "{} += {} · {}",
+                    a(*x),
+                    match partial {
+                        Some(d) => f.vname(*d),
+                        None => format!("{op:?}'"),
+                    },
+                    a(*dst)
+                ),
+                Inst::Bin {
+                    dst,
+                    a: x,
+                    b: y,
+                    partials,
+                    op,
+                } => {
+                    let mut parts = vec![];
+                    for (k, o) in [*x, *y].into_iter().enumerate() {
+                        if p.active(f, o) {
+                            parts.push(format!(
+                                "{} += {} · {}",
+                                a(o),
+                                match partials[k] {
+                                    Some(d) => f.vname(d),
+                                    None => format!("∂{op:?}/∂{}", ["x", "y"][k]),
+                                },
+                                a(*dst)
+                            ));
+                        }
+                    }
+                    parts.join("; ")
+                }
+                Inst::Load { dst, slice, idx } => format!(
+                    "d{}[{}] += {}",
+                    f.slices[*slice].name,
+                    f.vname(*idx),
+                    a(*dst)
+                ),
+                Inst::Store { slice, idx, val } => format!(
+                    "{}d{n}[{i}] = 0",
+                    if p.active(f, *val) {
+                        format!(
+                            "{} += d{}[{}]; ",
+                            a(*val),
+                            f.slices[*slice].name,
+                            f.vname(*idx)
+                        )
+                    } else {
+                        String::new()
+                    },
+                    n = f.slices[*slice].name,
+                    i = f.vname(*idx)
+                ),
+                Inst::Fill { slice, val } => format!(
+                    "{}d{} = 0",
+                    if p.active(f, *val) {
+                        format!("{} += Σ d{}; ", a(*val), f.slices[*slice].name)
+                    } else {
+                        String::new()
+                    },
+                    f.slices[*slice].name
+                ),
+                Inst::Call { dst, func, .. } => {
+                    format!("pullback of {} with {}", quote::quote!(#func), a(*dst))
+                }
+                Inst::Rule { dst, args, .. } => format!(
+                    "{} += recorded partials · {}",
+                    args.iter()
+                        .filter(|x| p.active(f, **x))
+                        .map(|x| a(*x))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    a(*dst)
+                ),
+                _ => String::new(),
+            };
+            let _ = writeln!(s, "  {line}");
+        }
+        if b == 0 {
+            let _ = writeln!(s, "  done");
+            continue;
+        }
+        let edges = &p.preds[b];
+        let how = match p.tag[b] {
+            TagMode::None => "",
+            TagMode::Local => "by the local tag: ",
+            TagMode::Stack => "by the popped tag: ",
+        };
+        let alts: Vec<String> = edges
+            .iter()
+            .map(|&(pb, slot)| {
+                let t = f.blocks[pb].term.targets()[slot];
+                let sends: Vec<String> = f.blocks[b]
+                    .params
+                    .iter()
+                    .zip(&t.args)
+                    .filter(|(pp, aa)| p.active(f, **pp) && p.active(f, **aa))
+                    .map(|(pp, aa)| format!("ā{} += ā{}", f.vname(*aa), f.vname(*pp)))
+                    .collect();
+                format!("[{}] goto #̄{pb}", sends.join("; "))
+            })
+            .collect();
+        let _ = writeln!(s, "  {how}{}", alts.join(" | "));
+    }
+    s
+}

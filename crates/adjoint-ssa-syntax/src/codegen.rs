@@ -1,0 +1,1140 @@
+//! Rust generation: the primal and the pullback as state machines over block ids
+//! (`loop { match blk { … } }`; LLVM threads the constant jumps into direct branches).
+//!
+//! Generated items for `fn f(x: &[f64], y: f64) -> f64`, in a module `f` beside the function:
+//!
+//! * `primal<T: Real>(x: &[T], y: T) -> T` — the function at any `Real` type (`Dual` for forward
+//!   mode, or called by other differentiable functions);
+//! * `pullback<T: Real>(ws, x, y, d_x, d_y, dret) -> T` — forward sweep with recording, then the
+//!   reverse sweep; adds `dret ·` the gradient into `d_x`, `d_y`;
+//! * `grad(x, y, d_x, d_y) -> f64` and `grad_with(ws, …)` — value and gradient (overwriting the
+//!   buffers), with a thread-local or a given workspace.
+//!
+//! Locals are hygienic (`Span::mixed_site`), so they never clash with user names. Derivatives
+//! come from `rules::unary` / `rules::binary` of `adjoint-core`.
+
+use crate::adjoint::{cheap_reads, Plan, TagMode};
+use crate::ir::*;
+use adjoint_core::rules::{Op1, Op2};
+use proc_macro2::{Ident, Span, TokenStream};
+use quote::{format_ident, quote};
+
+/// Code generator for one function.
+pub struct Gen<'a> {
+    /// the function
+    pub f: &'a Func,
+    /// its plan
+    pub p: &'a Plan,
+    /// path of the runtime crate (`::adjoint_ssa` or `::adjoint::ssa`)
+    pub rt: &'a TokenStream,
+    names: Names,
+}
+
+struct Names {
+    ws: Ident,
+    dret: Ident,
+    /// adjoint parameter per function parameter (active ones)
+    dparam: Vec<Option<Ident>>,
+}
+
+fn ms(s: &str) -> Ident {
+    Ident::new(s, Span::mixed_site())
+}
+
+fn op1_tokens(op: Op1, rules: &TokenStream, n: Option<TokenStream>) -> TokenStream {
+    match (op, n) {
+        (Op1::Powi(_), Some(n)) => quote!(#rules::Op1::Powi(#n as i32)),
+        (Op1::Polygamma(_), Some(n)) => quote!(#rules::Op1::Polygamma(#n as u32)),
+        (Op1::Powi(k), None) => quote!(#rules::Op1::Powi(#k)),
+        (Op1::Polygamma(k), None) => quote!(#rules::Op1::Polygamma(#k)),
+        (op, _) => {
+            let id = format_ident!("{}", format!("{op:?}"));
+            quote!(#rules::Op1::#id)
+        }
+    }
+}
+
+fn op2_tokens(op: Op2, rules: &TokenStream) -> TokenStream {
+    let id = format_ident!("{}", format!("{op:?}"));
+    quote!(#rules::Op2::#id)
+}
+
+impl<'a> Gen<'a> {
+    /// A generator for `f` with plan `p`.
+    pub fn new(f: &'a Func, p: &'a Plan, rt: &'a TokenStream) -> Self {
+        let taken: Vec<String> = f
+            .params
+            .iter()
+            .map(|p| match p {
+                Param::Scalar { name, .. } | Param::Slice { name, .. } => name.to_string(),
+            })
+            .collect();
+        let fresh = |base: String| {
+            let mut s = base;
+            while taken.contains(&s) {
+                s.push('_');
+            }
+            Ident::new(&s, Span::call_site())
+        };
+        let dparam = f
+            .params
+            .iter()
+            .map(|pa| match pa {
+                Param::Scalar { name, val, .. }
+                    if p.varied[*val] && f.values[*val].ty == Ty::F64 =>
+                {
+                    Some(fresh(format!("d_{name}")))
+                }
+                Param::Slice { name, slice } if p.slice_active[*slice] => {
+                    Some(fresh(format!("d_{name}")))
+                }
+                _ => None,
+            })
+            .collect();
+        let names = Names {
+            ws: fresh("ws".into()),
+            dret: fresh("dret".into()),
+            dparam,
+        };
+        Gen { f, p, rt, names }
+    }
+
+    fn rules(&self) -> TokenStream {
+        let rt = self.rt;
+        quote!(#rt::__private::rules)
+    }
+
+    fn real(&self) -> TokenStream {
+        let rt = self.rt;
+        quote!(#rt::Real)
+    }
+
+    fn zero_t(&self) -> TokenStream {
+        let real = self.real();
+        quote!(<T as #real>::cst(0.0))
+    }
+
+    fn v(&self, v: Val) -> Ident {
+        ms(&format!("v{v}"))
+    }
+    fn a(&self, v: Val) -> Ident {
+        ms(&format!("a{v}"))
+    }
+
+    fn is_t(&self, v: Val) -> bool {
+        self.f.values[v].ty == Ty::F64 && self.p.varied[v]
+    }
+
+    fn active(&self, v: Val) -> bool {
+        self.p.active(self.f, v)
+    }
+
+    fn ty(&self, v: Val) -> TokenStream {
+        match self.f.values[v].ty {
+            Ty::F64 => {
+                if self.p.varied[v] {
+                    quote!(T)
+                } else {
+                    quote!(f64)
+                }
+            }
+            Ty::Bool => quote!(bool),
+            Ty::Int(t) => {
+                let id = format_ident!("{}", t.unwrap_or(IntTy::I32).name());
+                quote!(#id)
+            }
+        }
+    }
+
+    fn zero_of(&self, v: Val) -> TokenStream {
+        match self.f.values[v].ty {
+            Ty::F64 => {
+                if self.p.varied[v] {
+                    self.zero_t()
+                } else {
+                    quote!(0.0)
+                }
+            }
+            Ty::Bool => quote!(false),
+            Ty::Int(_) => quote!(0),
+        }
+    }
+
+    /// The value as a `T` (lifting passive floats).
+    fn tv(&self, v: Val) -> TokenStream {
+        let id = self.v(v);
+        if self.is_t(v) {
+            quote!(#id)
+        } else if self.f.values[v].ty == Ty::F64 {
+            let real = self.real();
+            quote!(<T as #real>::cst(#id))
+        } else {
+            quote!(#id)
+        }
+    }
+
+    fn slice(&self, s: SliceId) -> TokenStream {
+        for p in &self.f.params {
+            if let Param::Slice { name, slice } = p {
+                if *slice == s {
+                    return quote!(#name);
+                }
+            }
+        }
+        let id = ms(&format!("s{s}"));
+        quote!(#id)
+    }
+
+    fn dslice(&self, s: SliceId) -> TokenStream {
+        for (k, p) in self.f.params.iter().enumerate() {
+            if let Param::Slice { slice, .. } = p {
+                if *slice == s {
+                    let d = self.names.dparam[k].as_ref().expect("active slice");
+                    return quote!(#d);
+                }
+            }
+        }
+        let id = ms(&format!("ds{s}"));
+        quote!(#id)
+    }
+
+    fn slice_elem_ty(&self, s: SliceId) -> TokenStream {
+        match self.f.slices[s].elem {
+            Ty::F64 => {
+                if self.p.slice_active[s] {
+                    quote!(T)
+                } else {
+                    quote!(f64)
+                }
+            }
+            Ty::Int(t) => {
+                let id = format_ident!("{}", t.unwrap_or(IntTy::Usize).name());
+                quote!(#id)
+            }
+            Ty::Bool => quote!(bool),
+        }
+    }
+
+    /// A value converted to the element type of slice `s`.
+    fn to_slice_elem(&self, s: SliceId, v: Val) -> TokenStream {
+        if self.f.slices[s].elem == Ty::F64 && self.p.slice_active[s] {
+            self.tv(v)
+        } else {
+            let id = self.v(v);
+            quote!(#id)
+        }
+    }
+
+    fn slice_arg(&self, sa: &SliceArg, adjoint: bool) -> TokenStream {
+        let base = if adjoint {
+            self.dslice(sa.slice)
+        } else {
+            self.slice(sa.slice)
+        };
+        let lo = sa.lo.map(|v| self.v(v));
+        let hi = sa.hi.map(|v| self.v(v));
+        let range = match (lo, hi) {
+            (None, None) => quote!(..),
+            (Some(l), None) => quote!(#l..),
+            (None, Some(h)) => quote!(..#h),
+            (Some(l), Some(h)) => quote!(#l..#h),
+        };
+        if adjoint {
+            quote!(&mut #base[#range])
+        } else {
+            quote!(&#base[#range])
+        }
+    }
+
+    // ---- signatures ----
+
+    fn param_decls(&self, generic: bool) -> Vec<TokenStream> {
+        self.f
+            .params
+            .iter()
+            .map(|pa| match pa {
+                Param::Scalar { name, val, .. } => {
+                    let t = if generic {
+                        self.ty(*val)
+                    } else {
+                        match self.f.values[*val].ty {
+                            Ty::F64 => quote!(f64),
+                            _ => self.ty(*val),
+                        }
+                    };
+                    quote!(#name: #t)
+                }
+                Param::Slice { name, slice } => {
+                    let e = if generic {
+                        self.slice_elem_ty(*slice)
+                    } else {
+                        match self.f.slices[*slice].elem {
+                            Ty::F64 => quote!(f64),
+                            _ => self.slice_elem_ty(*slice),
+                        }
+                    };
+                    if self.f.slices[*slice].mutable() {
+                        quote!(#name: &mut [#e])
+                    } else {
+                        quote!(#name: &[#e])
+                    }
+                }
+            })
+            .collect()
+    }
+
+    fn dparam_decls(&self, t: TokenStream) -> Vec<TokenStream> {
+        self.f
+            .params
+            .iter()
+            .zip(&self.names.dparam)
+            .filter_map(|(pa, d)| {
+                let d = d.as_ref()?;
+                Some(match pa {
+                    Param::Scalar { .. } => quote!(#d: &mut #t),
+                    Param::Slice { .. } => quote!(#d: &mut [#t]),
+                })
+            })
+            .collect()
+    }
+
+    fn param_names(&self) -> Vec<TokenStream> {
+        self.f
+            .params
+            .iter()
+            .map(|pa| match pa {
+                Param::Scalar { name, .. } | Param::Slice { name, .. } => quote!(#name),
+            })
+            .collect()
+    }
+
+    fn dparam_names(&self) -> Vec<Ident> {
+        self.names.dparam.iter().flatten().cloned().collect()
+    }
+
+    // ---- bodies ----
+
+    fn decls(&self, adjoints: bool) -> TokenStream {
+        let mut out = TokenStream::new();
+        for v in 0..self.f.values.len() {
+            if self.p.def_block[v].is_none() {
+                continue;
+            }
+            let (id, ty, z) = (self.v(v), self.ty(v), self.zero_of(v));
+            out.extend(quote!(let mut #id: #ty = #z;));
+            if adjoints && self.active(v) {
+                let (a, zt) = (self.a(v), self.zero_t());
+                out.extend(quote!(let mut #a: T = #zt;));
+            }
+        }
+        for (s, si) in self.f.slices.iter().enumerate() {
+            if let SliceKind::Local { len, .. } = &si.kind {
+                let id = ms(&format!("s{s}"));
+                let et = self.slice_elem_ty(s);
+                let z = match si.elem {
+                    Ty::F64 if self.p.slice_active[s] => self.zero_t(),
+                    Ty::F64 => quote!(0.0),
+                    _ => quote!(0),
+                };
+                out.extend(quote!(let mut #id: [#et; #len] = [#z; #len];));
+                if adjoints && self.p.slice_active[s] {
+                    let d = ms(&format!("ds{s}"));
+                    let zt = self.zero_t();
+                    out.extend(quote!(let mut #d: [T; #len] = [#zt; #len];));
+                }
+            }
+        }
+        if adjoints {
+            for b in 0..self.f.blocks.len() {
+                if self.p.tag[b] == TagMode::Local {
+                    let t = ms(&format!("tag{b}"));
+                    out.extend(quote!(let mut #t: u32 = 0;));
+                }
+            }
+        }
+        // entry parameters
+        for pa in &self.f.params {
+            if let Param::Scalar { name, val, .. } = pa {
+                let id = self.v(*val);
+                out.extend(quote!(#id = #name;));
+            }
+        }
+        out
+    }
+
+    /// Forward code of one instruction.
+    fn inst(&self, inst: &Inst, in_primal_fn: bool) -> TokenStream {
+        let rules = self.rules();
+        let real = self.real();
+        let f = self.f;
+        match inst {
+            Inst::Const { dst, c } => {
+                let (d, t) = (self.v(*dst), &c.tokens);
+                quote!(#d = #t;)
+            }
+            Inst::Un {
+                dst,
+                op,
+                a,
+                n,
+                partial,
+            } => {
+                let d = self.v(*dst);
+                let opt = op1_tokens(
+                    *op,
+                    &rules,
+                    n.map(|n| {
+                        let id = self.v(n);
+                        quote!(#id)
+                    }),
+                );
+                if let Some(pd) = partial.filter(|_| !in_primal_fn) {
+                    let (pd, x) = (self.v(pd), self.tv(*a));
+                    return quote!({ let r = #rules::unary(#opt, #x); #d = r.value; #pd = r.d; });
+                }
+                let x = self.v(*a);
+                if *op == Op1::Neg {
+                    quote!(#d = -#x;)
+                } else {
+                    quote!(#d = #rules::unary(#opt, #x).value;)
+                }
+            }
+            Inst::Bin {
+                dst,
+                op,
+                a,
+                b,
+                partials,
+            } => {
+                let d = self.v(*dst);
+                let opt = op2_tokens(*op, &rules);
+                if partials.iter().any(|p| p.is_some()) && !in_primal_fn {
+                    let (x, y) = (self.tv(*a), self.tv(*b));
+                    let mut sets = quote!();
+                    if let Some(p) = partials[0] {
+                        let p = self.v(p);
+                        sets.extend(quote!(#p = r.dx;));
+                    }
+                    if let Some(p) = partials[1] {
+                        let p = self.v(p);
+                        sets.extend(quote!(#p = r.dy;));
+                    }
+                    return quote!({ let r = #rules::binary(#opt, #x, #y); #d = r.value; #sets });
+                }
+                let (x, y) = if self.is_t(*dst) {
+                    // T op T, T op f64 are direct; f64 op T lifts the left operand
+                    let y = self.v(*b);
+                    if self.is_t(*a) {
+                        let x = self.v(*a);
+                        (quote!(#x), quote!(#y))
+                    } else {
+                        (self.tv(*a), quote!(#y))
+                    }
+                } else {
+                    let (x, y) = (self.v(*a), self.v(*b));
+                    (quote!(#x), quote!(#y))
+                };
+                let native = match op {
+                    Op2::Add => Some(quote!(#x + #y)),
+                    Op2::Sub => Some(quote!(#x - #y)),
+                    Op2::Mul => Some(quote!(#x * #y)),
+                    Op2::Div => Some(quote!(#x / #y)),
+                    _ => None,
+                };
+                match native {
+                    Some(e) => quote!(#d = #e;),
+                    None => {
+                        let (x, y) = if self.is_t(*dst) {
+                            (self.tv(*a), self.tv(*b))
+                        } else {
+                            (x, y)
+                        };
+                        quote!(#d = #rules::binary(#opt, #x, #y).value;)
+                    }
+                }
+            }
+            Inst::Pass { dst, op, a } => {
+                let d = self.v(*dst);
+                let x = self.v(*a);
+                let m = format_ident!(
+                    "{}",
+                    match op {
+                        PassOp::Floor => "floor",
+                        PassOp::Ceil => "ceil",
+                        PassOp::Round => "round",
+                        PassOp::Trunc => "trunc",
+                        PassOp::Signum => "signum",
+                    }
+                );
+                if self.is_t(*a) {
+                    quote!(#d = <T as #real>::value(&#x).#m();)
+                } else {
+                    quote!(#d = #x.#m();)
+                }
+            }
+            Inst::Int { dst, op, a, b } => {
+                let (d, x, y) = (self.v(*dst), self.v(*a), self.v(*b));
+                let e = match op {
+                    IntOp::Add => quote!(#x + #y),
+                    IntOp::Sub => quote!(#x - #y),
+                    IntOp::Mul => quote!(#x * #y),
+                    IntOp::Div => quote!(#x / #y),
+                    IntOp::Rem => quote!(#x % #y),
+                    IntOp::BitAnd => quote!(#x & #y),
+                    IntOp::BitOr => quote!(#x | #y),
+                    IntOp::BitXor => quote!(#x ^ #y),
+                    IntOp::Shl => quote!(#x << #y),
+                    IntOp::Shr => quote!(#x >> #y),
+                    IntOp::Min => quote!(::core::cmp::min(#x, #y)),
+                    IntOp::Max => quote!(::core::cmp::max(#x, #y)),
+                };
+                quote!(#d = #e;)
+            }
+            Inst::Cmp { dst, op, a, b } => {
+                let d = self.v(*dst);
+                let (x, y) = if self.is_t(*a) && !self.is_t(*b) && f.values[*b].ty == Ty::F64 {
+                    let (x, y) = (self.v(*a), self.v(*b));
+                    (quote!(#x), quote!(#y))
+                } else if self.is_t(*b) && !self.is_t(*a) {
+                    (self.tv(*a), {
+                        let y = self.v(*b);
+                        quote!(#y)
+                    })
+                } else {
+                    let (x, y) = (self.v(*a), self.v(*b));
+                    (quote!(#x), quote!(#y))
+                };
+                let e = match op {
+                    CmpOp::Lt => quote!(#x < #y),
+                    CmpOp::Le => quote!(#x <= #y),
+                    CmpOp::Gt => quote!(#x > #y),
+                    CmpOp::Ge => quote!(#x >= #y),
+                    CmpOp::Eq => quote!(#x == #y),
+                    CmpOp::Ne => quote!(#x != #y),
+                };
+                quote!(#d = #e;)
+            }
+            Inst::Not { dst, a } => {
+                let (d, x) = (self.v(*dst), self.v(*a));
+                quote!(#d = !#x;)
+            }
+            Inst::Cast { dst, a } => {
+                let (d, x) = (self.v(*dst), self.v(*a));
+                let t = self.ty(*dst);
+                if self.is_t(*a) {
+                    quote!(#d = <T as #real>::value(&#x) as #t;)
+                } else {
+                    quote!(#d = #x as #t;)
+                }
+            }
+            Inst::Len { dst, slice } => {
+                let (d, s) = (self.v(*dst), self.slice(*slice));
+                quote!(#d = #s.len();)
+            }
+            Inst::Load { dst, slice, idx } => {
+                let (d, s, i) = (self.v(*dst), self.slice(*slice), self.v(*idx));
+                quote!(#d = #s[#i];)
+            }
+            Inst::Store { slice, idx, val } => {
+                let (s, i) = (self.slice(*slice), self.v(*idx));
+                let x = self.to_slice_elem(*slice, *val);
+                quote!(#s[#i] = #x;)
+            }
+            Inst::Fill { slice, val } => {
+                let s = self.slice(*slice);
+                let x = self.to_slice_elem(*slice, *val);
+                quote!(#s.fill(#x);)
+            }
+            Inst::Call { dst, func, args } => {
+                let d = self.v(*dst);
+                if self.p.varied[*dst] {
+                    let a: Vec<TokenStream> = args
+                        .iter()
+                        .map(|a| match a {
+                            Arg::Val(v) if f.values[*v].ty == Ty::F64 => self.tv(*v),
+                            Arg::Val(v) => {
+                                let id = self.v(*v);
+                                quote!(#id)
+                            }
+                            Arg::Slice(s) => self.slice_arg(s, false),
+                        })
+                        .collect();
+                    quote!(#d = #func::primal::<T>(#(#a),*);)
+                } else {
+                    let a: Vec<TokenStream> = args
+                        .iter()
+                        .map(|a| match a {
+                            Arg::Val(v) => {
+                                let id = self.v(*v);
+                                quote!(#id)
+                            }
+                            Arg::Slice(s) => self.slice_arg(s, false),
+                        })
+                        .collect();
+                    quote!(#d = #func(#(#a),*);)
+                }
+            }
+            Inst::Rule {
+                dst,
+                rule,
+                args,
+                partials,
+            } => {
+                let d = self.v(*dst);
+                if self.p.varied[*dst] {
+                    let a: Vec<TokenStream> = args.iter().map(|v| self.tv(*v)).collect();
+                    let mut sets = quote!();
+                    if !in_primal_fn {
+                        for (k, p) in partials.iter().enumerate() {
+                            if let Some(p) = p {
+                                let p = self.v(*p);
+                                sets.extend(quote!(#p = r.1[#k];));
+                            }
+                        }
+                    }
+                    quote!({ let r = #rule::<T>(#(#a),*); #d = r.0; #sets })
+                } else {
+                    let a: Vec<Ident> = args.iter().map(|v| self.v(*v)).collect();
+                    quote!(#d = #rule::<f64>(#(#a),*).0;)
+                }
+            }
+        }
+    }
+
+    fn push(&self, v: Val) -> TokenStream {
+        let (ws, id) = (&self.names.ws, self.v(v));
+        match self.f.values[v].ty {
+            Ty::F64 if self.p.varied[v] => quote!(#ws.reals.push(#id);),
+            Ty::F64 => quote!(#ws.floats.push(#id);),
+            Ty::Int(_) | Ty::Bool => quote!(#ws.ints.push(#id as u64);),
+        }
+    }
+
+    fn pop(&self, v: Val) -> TokenStream {
+        let (ws, id, t) = (&self.names.ws, self.v(v), self.ty(v));
+        match self.f.values[v].ty {
+            Ty::F64 if self.p.varied[v] => quote!(let #id: T = #ws.reals.pop();),
+            Ty::F64 => quote!(let #id: f64 = #ws.floats.pop();),
+            Ty::Bool => quote!(let #id: bool = #ws.ints.pop() != 0;),
+            Ty::Int(_) => quote!(let #id: #t = #ws.ints.pop() as #t;),
+        }
+    }
+
+    /// Code for taking edge `(from, slot)` to `t`.
+    fn edge(&self, from: BlockId, slot: usize, t: &Target, record: bool) -> TokenStream {
+        let mut out = TokenStream::new();
+        if record {
+            let e = self.p.preds[t.block]
+                .iter()
+                .position(|&x| x == (from, slot))
+                .unwrap() as u32;
+            match self.p.tag[t.block] {
+                TagMode::None => {}
+                TagMode::Local => {
+                    let tag = ms(&format!("tag{}", t.block));
+                    out.extend(quote!(#tag = #e;));
+                }
+                TagMode::Stack => {
+                    let ws = &self.names.ws;
+                    out.extend(quote!(#ws.tags.push(#e);));
+                }
+            }
+        }
+        let params = &self.f.blocks[t.block].params;
+        let conv = |p: Val, a: Val| -> TokenStream {
+            if self.is_t(p) {
+                self.tv(a)
+            } else {
+                let id = self.v(a);
+                quote!(#id)
+            }
+        };
+        let clash = params.len() > 1 && t.args.iter().any(|a| params.contains(a));
+        if clash {
+            let tmps: Vec<Ident> = (0..params.len()).map(|k| ms(&format!("t{k}"))).collect();
+            for (k, (p, a)) in params.iter().zip(&t.args).enumerate() {
+                let (tmp, e) = (&tmps[k], conv(*p, *a));
+                out.extend(quote!(let #tmp = #e;));
+            }
+            for (k, p) in params.iter().enumerate() {
+                let (pid, tmp) = (self.v(*p), &tmps[k]);
+                out.extend(quote!(#pid = #tmp;));
+            }
+        } else {
+            for (p, a) in params.iter().zip(&t.args) {
+                if p == a {
+                    continue;
+                }
+                let (pid, e) = (self.v(*p), conv(*p, *a));
+                out.extend(quote!(#pid = #e;));
+            }
+        }
+        let b = t.block as u32;
+        let blk = ms("blk");
+        out.extend(quote!(#blk = #b;));
+        out
+    }
+
+    /// The forward state machine. `record`: pushes and tags (pullback), else plain primal.
+    fn forward(&self, record: bool) -> TokenStream {
+        let blk = ms("blk");
+        let fwd = syn::Lifetime::new("'fwd", Span::mixed_site());
+        let mut arms = TokenStream::new();
+        for (b, block) in self.f.blocks.iter().enumerate() {
+            let mut body = TokenStream::new();
+            for i in &block.insts {
+                body.extend(self.inst(i, !record));
+            }
+            if record {
+                for v in &self.p.pushes[b] {
+                    body.extend(self.push(*v));
+                }
+            }
+            let term = match &block.term {
+                Term::Jump(t) => self.edge(b, 0, t, record),
+                Term::Branch(c, t, e) => {
+                    let c = self.v(*c);
+                    let (et, ee) = (self.edge(b, 0, t, record), self.edge(b, 1, e, record));
+                    quote!(if #c { #et } else { #ee })
+                }
+                Term::Return(r) => {
+                    let ret = ms("ret");
+                    let set = r.map(|v| {
+                        let e = self.tv(v);
+                        quote!(#ret = #e;)
+                    });
+                    quote!(#set break #fwd;)
+                }
+                Term::Unreachable => quote!(::core::unreachable!()),
+            };
+            let bb = b as u32;
+            arms.extend(quote!(#bb => { #body #term }));
+        }
+        quote! {
+            let mut #blk: u32 = 0;
+            #fwd: loop {
+                match #blk {
+                    #arms
+                    _ => ::core::unreachable!(),
+                }
+            }
+        }
+    }
+
+    /// Reverse code of one active instruction.
+    fn rev_inst(&self, inst: &Inst) -> TokenStream {
+        let rules = self.rules();
+        let z = self.zero_t();
+        let f = self.f;
+        let val_or_zero = |v: Val, reads: &[Val]| -> TokenStream {
+            if reads.contains(&v) {
+                self.tv(v)
+            } else {
+                z.clone()
+            }
+        };
+        match inst {
+            Inst::Un {
+                dst,
+                op,
+                a,
+                n,
+                partial,
+            } => {
+                let (ad, aa) = (self.a(*dst), self.a(*a));
+                let d = match partial {
+                    Some(p) => {
+                        let p = self.v(*p);
+                        quote!(#p)
+                    }
+                    None => {
+                        let reads = cheap_reads(f, self.p, inst);
+                        let x = val_or_zero(*a, &reads);
+                        let opt = op1_tokens(
+                            *op,
+                            &rules,
+                            n.map(|n| {
+                                let id = self.v(n);
+                                quote!(#id)
+                            }),
+                        );
+                        quote!(#rules::unary(#opt, #x).d)
+                    }
+                };
+                quote!({ let d = #d; #aa += d * #ad; #ad = #z; })
+            }
+            Inst::Bin {
+                dst,
+                op,
+                a,
+                b,
+                partials,
+            } => {
+                let ad = self.a(*dst);
+                let mut body = quote!(let g = #ad; #ad = #z;);
+                let (dx, dy) = if partials.iter().any(|p| p.is_some()) {
+                    let pv = |k: usize| match partials[k] {
+                        Some(p) => {
+                            let p = self.v(p);
+                            quote!(#p)
+                        }
+                        None => z.clone(),
+                    };
+                    (pv(0), pv(1))
+                } else {
+                    let reads = cheap_reads(f, self.p, inst);
+                    let (x, y) = (val_or_zero(*a, &reads), val_or_zero(*b, &reads));
+                    let opt = op2_tokens(*op, &rules);
+                    body.extend(quote!(let r = #rules::binary(#opt, #x, #y);));
+                    (quote!(r.dx), quote!(r.dy))
+                };
+                if self.active(*a) {
+                    let aa = self.a(*a);
+                    body.extend(quote!(#aa += #dx * g;));
+                }
+                if self.active(*b) {
+                    let ab = self.a(*b);
+                    body.extend(quote!(#ab += #dy * g;));
+                }
+                quote!({ #body })
+            }
+            Inst::Load { dst, slice, idx } => {
+                let (ad, ds, i) = (self.a(*dst), self.dslice(*slice), self.v(*idx));
+                quote!({ #ds[#i] += #ad; #ad = #z; })
+            }
+            Inst::Store { slice, idx, val } => {
+                let (ds, i) = (self.dslice(*slice), self.v(*idx));
+                if self.active(*val) {
+                    let av = self.a(*val);
+                    quote!({ #av += #ds[#i]; #ds[#i] = #z; })
+                } else {
+                    quote!({ #ds[#i] = #z; })
+                }
+            }
+            Inst::Fill { slice, val } => {
+                let ds = self.dslice(*slice);
+                if self.active(*val) {
+                    let av = self.a(*val);
+                    quote!(for e in #ds.iter_mut() { #av += *e; *e = #z; })
+                } else {
+                    quote!(for e in #ds.iter_mut() { *e = #z; })
+                }
+            }
+            Inst::Call { dst, func, args } => {
+                let ad = self.a(*dst);
+                let ws = &self.names.ws;
+                let mut pre = TokenStream::new();
+                let mut post = TokenStream::new();
+                let mut pargs = vec![];
+                let mut dargs = vec![];
+                for (k, a) in args.iter().enumerate() {
+                    match a {
+                        Arg::Val(v) if f.values[*v].ty == Ty::F64 => {
+                            pargs.push(self.tv(*v));
+                            let t = ms(&format!("d{k}"));
+                            pre.extend(quote!(let mut #t: T = #z;));
+                            dargs.push(quote!(&mut #t));
+                            if self.active(*v) {
+                                let av = self.a(*v);
+                                post.extend(quote!(#av += #t;));
+                            }
+                        }
+                        Arg::Val(v) => {
+                            let id = self.v(*v);
+                            pargs.push(quote!(#id));
+                        }
+                        Arg::Slice(s) => {
+                            pargs.push(self.slice_arg(s, false));
+                            if f.slices[s.slice].elem == Ty::F64 {
+                                dargs.push(self.slice_arg(s, true));
+                            }
+                        }
+                    }
+                }
+                quote!({
+                    #pre
+                    let g = #ad;
+                    #ad = #z;
+                    let _ = #func::pullback::<T>(&mut *#ws, #(#pargs,)* #(#dargs,)* g);
+                    #post
+                })
+            }
+            Inst::Rule {
+                dst,
+                args,
+                partials,
+                ..
+            } => {
+                let ad = self.a(*dst);
+                let mut body = quote!(let g = #ad; #ad = #z;);
+                for (k, a) in args.iter().enumerate() {
+                    if let (true, Some(p)) = (self.active(*a), partials[k]) {
+                        let (aa, p) = (self.a(*a), self.v(p));
+                        body.extend(quote!(#aa += #p * g;));
+                    }
+                }
+                quote!({ #body })
+            }
+            _ => quote!(),
+        }
+    }
+
+    /// The reverse state machine.
+    fn reverse(&self) -> TokenStream {
+        let blk = ms("blk");
+        let rev = syn::Lifetime::new("'rev", Span::mixed_site());
+        let z = self.zero_t();
+        let mut arms = TokenStream::new();
+        for b in 0..self.f.blocks.len() {
+            let block = &self.f.blocks[b];
+            let mut body = TokenStream::new();
+            for v in self.p.pushes[b].iter().rev() {
+                body.extend(self.pop(*v));
+            }
+            for v in &self.p.remat[b] {
+                let (ib, k) = self.p.def_inst[*v].unwrap();
+                let d = self.v(*v);
+                let t = self.ty(*v);
+                let code = self.inst(&self.f.blocks[ib].insts[k], true);
+                body.extend(quote!(let mut #d: #t; #code));
+            }
+            for i in block.insts.iter().rev() {
+                if self.p.inst_active(self.f, i) {
+                    body.extend(self.rev_inst(i));
+                }
+            }
+            if b == 0 {
+                body.extend(quote!(break #rev;));
+            } else {
+                let preds = &self.p.preds[b];
+                let mut alts = vec![];
+                for &(pb, slot) in preds {
+                    let t = self.f.blocks[pb].term.targets()[slot];
+                    let mut code = TokenStream::new();
+                    let act: Vec<(Val, Val)> = block
+                        .params
+                        .iter()
+                        .zip(&t.args)
+                        .filter(|(pp, _)| self.active(**pp))
+                        .map(|(pp, aa)| (*pp, *aa))
+                        .collect();
+                    let clash = act.iter().any(|(_, aa)| block.params.contains(aa));
+                    if clash {
+                        for (k, (pp, _)) in act.iter().enumerate() {
+                            let (tmp, ap) = (ms(&format!("t{k}")), self.a(*pp));
+                            code.extend(quote!(let #tmp = #ap; #ap = #z;));
+                        }
+                        for (k, (_, aa)) in act.iter().enumerate() {
+                            if self.active(*aa) {
+                                let (tmp, aid) = (ms(&format!("t{k}")), self.a(*aa));
+                                code.extend(quote!(#aid += #tmp;));
+                            }
+                        }
+                    } else {
+                        for (pp, aa) in &act {
+                            let ap = self.a(*pp);
+                            if self.active(*aa) {
+                                let aid = self.a(*aa);
+                                code.extend(quote!(#aid += #ap;));
+                            }
+                            code.extend(quote!(#ap = #z;));
+                        }
+                    }
+                    let pbb = pb as u32;
+                    code.extend(quote!(#blk = #pbb;));
+                    alts.push(code);
+                }
+                match self.p.tag[b] {
+                    TagMode::None => {
+                        let c = &alts[0];
+                        body.extend(quote!(#c));
+                    }
+                    m => {
+                        let sel = if m == TagMode::Local {
+                            let t = ms(&format!("tag{b}"));
+                            quote!(#t)
+                        } else {
+                            let ws = &self.names.ws;
+                            quote!(#ws.tags.pop())
+                        };
+                        let ks = (0..alts.len() as u32).collect::<Vec<_>>();
+                        body.extend(quote!(match #sel {
+                            #(#ks => { #alts })*
+                            _ => ::core::unreachable!(),
+                        }));
+                    }
+                }
+            }
+            let bb = b as u32;
+            arms.extend(quote!(#bb => { #body }));
+        }
+        let start = self.p.ret_block as u32;
+        quote! {
+            #blk = #start;
+            #rev: loop {
+                match #blk {
+                    #arms
+                    _ => ::core::unreachable!(),
+                }
+            }
+        }
+    }
+
+    /// `primal<T>`: the function at any `Real` type.
+    pub fn primal_fn(&self) -> TokenStream {
+        let real = self.real();
+        let params = self.param_decls(true);
+        let decls = self.decls(false);
+        let fwd = self.forward(false);
+        let ret = ms("ret");
+        let (ret_decl, ret_ty, ret_val) = if self.f.returns_f64 {
+            let z = self.zero_t();
+            (quote!(let mut #ret: T = #z;), quote!(-> T), quote!(#ret))
+        } else {
+            (quote!(), quote!(), quote!())
+        };
+        let doc = format!(
+            " `{}` at any [`Real`]({}) type: `f64`, `Dual<f64>` for forward mode, …",
+            self.f.name,
+            real.to_string().replace(' ', "")
+        );
+        quote! {
+            #[doc = #doc]
+            #[allow(unused_mut, unused_variables, unused_assignments, unused_parens, clippy::all)]
+            #[inline]
+            pub fn primal<T: #real>(#(#params),*) #ret_ty {
+                #ret_decl
+                #decls
+                #fwd
+                #ret_val
+            }
+        }
+    }
+
+    /// `pullback<T>`: forward sweep with recording, reverse sweep.
+    pub fn pullback_fn(&self) -> TokenStream {
+        let real = self.real();
+        let rt = self.rt;
+        let ws = &self.names.ws;
+        let params = self.param_decls(true);
+        let dparams = self.dparam_decls(quote!(T));
+        let decls = self.decls(true);
+        let fwd = self.forward(true);
+        let rev = self.reverse();
+        let ret = ms("ret");
+        let dret = &self.names.dret;
+        let z = self.zero_t();
+        let (ret_decl, ret_ty, ret_val, dret_param, seed) = if self.f.returns_f64 {
+            let r = match self.f.blocks[self.p.ret_block].term {
+                Term::Return(Some(v)) => v,
+                _ => unreachable!(),
+            };
+            let seed = if self.active(r) {
+                let ar = self.a(r);
+                quote!(#ar += #dret;)
+            } else {
+                quote!(let _ = #dret;)
+            };
+            (
+                quote!(let mut #ret: T = #z;),
+                quote!(-> T),
+                quote!(#ret),
+                quote!(#dret: T),
+                seed,
+            )
+        } else {
+            (quote!(), quote!(), quote!(), quote!(), quote!())
+        };
+        // adjoint outputs of scalar parameters; length checks of slices
+        let mut outs = TokenStream::new();
+        let mut checks = TokenStream::new();
+        for (pa, d) in self.f.params.iter().zip(&self.names.dparam) {
+            let Some(d) = d else { continue };
+            match pa {
+                Param::Scalar { val, .. } => {
+                    if self.active(*val) {
+                        let a = self.a(*val);
+                        outs.extend(quote!(*#d += #a;));
+                    }
+                }
+                Param::Slice { name, .. } => {
+                    let msg = format!("`{d}` must have the length of `{name}`");
+                    checks.extend(quote!(assert_eq!(#d.len(), #name.len(), #msg);));
+                }
+            }
+        }
+        let doc = format!(
+            " Pullback (vector-Jacobian product) of `{}`: runs it, then adds `dret ·` the \
+             gradient of its result (and the cotangents in `d_…` of `&mut` outputs, which are \
+             replaced by those of their inputs) to the `d_…` buffers. Returns the result.",
+            self.f.name
+        );
+        let sep = if dparams.is_empty() || dret_param.is_empty() {
+            quote!()
+        } else {
+            quote!(,)
+        };
+        quote! {
+            #[doc = #doc]
+            #[allow(unused_mut, unused_variables, unused_assignments, unused_parens, unused_braces, clippy::all)]
+            pub fn pullback<T: #real>(#ws: &mut #rt::Workspace<T>, #(#params,)* #(#dparams),* #sep #dret_param) #ret_ty {
+                #checks
+                #ret_decl
+                #decls
+                #fwd
+                #seed
+                #rev
+                #outs
+                #ret_val
+            }
+        }
+    }
+
+    /// `grad` / `grad_with`: value and gradient of an `f64` function without `&mut` outputs.
+    pub fn grad_fns(&self) -> TokenStream {
+        if !self.f.returns_f64
+            || self
+                .f
+                .slices
+                .iter()
+                .any(|s| s.mutable() && matches!(s.kind, SliceKind::Param { .. }))
+        {
+            return quote!();
+        }
+        let rt = self.rt;
+        let ws = &self.names.ws;
+        let params = self.param_decls(false);
+        let dparams = self.dparam_decls(quote!(f64));
+        let names = self.param_names();
+        let dnames = self.dparam_names();
+        let mut zero = TokenStream::new();
+        for (pa, d) in self.f.params.iter().zip(&self.names.dparam) {
+            let Some(d) = d else { continue };
+            match pa {
+                Param::Scalar { .. } => zero.extend(quote!(*#d = 0.0;)),
+                Param::Slice { .. } => zero.extend(quote!(#d.fill(0.0);)),
+            }
+        }
+        let doc1 = format!(
+            " Value and gradient of `{}`: writes ∂{}/∂(each active parameter) into the `d_…` \
+             buffers and returns the value. Uses the thread's workspace, so a steady-state call \
+             allocates nothing.",
+            self.f.name, self.f.name
+        );
+        let doc2 = " [`grad`] with an explicit workspace (reused between calls, cleared first).";
+        quote! {
+            #[doc = #doc1]
+            #[allow(clippy::too_many_arguments)]
+            pub fn grad(#(#params,)* #(#dparams),*) -> f64 {
+                #rt::with_workspace(|#ws| grad_with(#ws, #(#names,)* #(#dnames),*))
+            }
+            #[doc = #doc2]
+            #[allow(clippy::too_many_arguments)]
+            pub fn grad_with(#ws: &mut #rt::Workspace<f64>, #(#params,)* #(#dparams),*) -> f64 {
+                #zero
+                #ws.clear();
+                pullback::<f64>(#ws, #(#names,)* #(#dnames,)* 1.0)
+            }
+        }
+    }
+}

@@ -1,0 +1,756 @@
+//! The SSA intermediate representation: basic blocks with block arguments (phi nodes).
+//!
+//! A [`Func`] is a list of [`Block`]s; block 0 is the entry, whose parameters are the function's
+//! scalar parameters. Every [`Inst`] defines at most one value ([`Val`], an index into
+//! [`Func::values`]); a block ends in a [`Term`] that jumps to other blocks passing arguments for
+//! their parameters. Slices (`&[f64]` / `&mut [f64]` parameters and local fixed-size arrays) are
+//! memory: [`Inst::Load`] reads an element into a value, [`Inst::Store`] writes one.
+
+use adjoint_core::rules::{Op1, Op2};
+use proc_macro2::{Span, TokenStream};
+use std::fmt::{self, Write};
+
+/// An SSA value: an index into [`Func::values`].
+pub type Val = usize;
+/// A basic block: an index into [`Func::blocks`].
+pub type BlockId = usize;
+/// A slice: an index into [`Func::slices`].
+pub type SliceId = usize;
+
+/// Integer types (all passive).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub enum IntTy {
+    Usize,
+    Isize,
+    U8,
+    U16,
+    U32,
+    U64,
+    I8,
+    I16,
+    I32,
+    I64,
+}
+
+impl IntTy {
+    /// Parse a Rust integer type name.
+    pub fn from_name(s: &str) -> Option<IntTy> {
+        Some(match s {
+            "usize" => IntTy::Usize,
+            "isize" => IntTy::Isize,
+            "u8" => IntTy::U8,
+            "u16" => IntTy::U16,
+            "u32" => IntTy::U32,
+            "u64" => IntTy::U64,
+            "i8" => IntTy::I8,
+            "i16" => IntTy::I16,
+            "i32" => IntTy::I32,
+            "i64" => IntTy::I64,
+            _ => return None,
+        })
+    }
+    /// The Rust name.
+    pub fn name(self) -> &'static str {
+        match self {
+            IntTy::Usize => "usize",
+            IntTy::Isize => "isize",
+            IntTy::U8 => "u8",
+            IntTy::U16 => "u16",
+            IntTy::U32 => "u32",
+            IntTy::U64 => "u64",
+            IntTy::I8 => "i8",
+            IntTy::I16 => "i16",
+            IntTy::I32 => "i32",
+            IntTy::I64 => "i64",
+        }
+    }
+    /// Wrap an interpreter value to this type's range (as Rust's `as` does).
+    pub fn wrap(self, v: i128) -> i128 {
+        match self {
+            IntTy::Usize | IntTy::U64 => v as u64 as i128,
+            IntTy::Isize | IntTy::I64 => v as i64 as i128,
+            IntTy::U8 => v as u8 as i128,
+            IntTy::U16 => v as u16 as i128,
+            IntTy::U32 => v as u32 as i128,
+            IntTy::I8 => v as i8 as i128,
+            IntTy::I16 => v as i16 as i128,
+            IntTy::I32 => v as i32 as i128,
+        }
+    }
+}
+
+/// The type of a value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ty {
+    /// `f64`: active when it depends on an active input and influences an output.
+    F64,
+    /// An integer (always passive); `None` until inference decides.
+    Int(Option<IntTy>),
+    /// `bool` (passive).
+    Bool,
+}
+
+impl Ty {
+    /// Same kind (ignoring which integer type).
+    pub fn same_kind(self, o: Ty) -> bool {
+        matches!(
+            (self, o),
+            (Ty::F64, Ty::F64) | (Ty::Bool, Ty::Bool) | (Ty::Int(_), Ty::Int(_))
+        )
+    }
+}
+
+/// What we know about a value.
+#[derive(Clone, Debug)]
+pub struct ValInfo {
+    /// Its type.
+    pub ty: Ty,
+    /// The user variable it came from, for dumps.
+    pub name: Option<String>,
+}
+
+/// A constant.
+#[derive(Clone, Debug)]
+pub struct Const {
+    /// The tokens as the user wrote them (`2.0`, `f64::consts::PI`).
+    pub tokens: TokenStream,
+    /// Its value, for the interpreter.
+    pub value: ConstVal,
+}
+
+/// A constant's value.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[allow(missing_docs)]
+pub enum ConstVal {
+    F(f64),
+    I(i128),
+    B(bool),
+}
+
+/// Integer (and boolean) operations; all passive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub enum IntOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+    BitAnd,
+    BitOr,
+    BitXor,
+    Shl,
+    Shr,
+    Min,
+    Max,
+}
+
+/// Comparisons, on any type (floats compare primal values).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub enum CmpOp {
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Eq,
+    Ne,
+}
+
+/// Piecewise-constant float functions: derivative 0, result passive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub enum PassOp {
+    Floor,
+    Ceil,
+    Round,
+    Trunc,
+    Signum,
+}
+
+/// A slice argument of a call: a whole slice or a range of it.
+#[derive(Clone, Debug)]
+pub struct SliceArg {
+    /// The slice.
+    pub slice: SliceId,
+    /// `lo..hi` (either end may be absent: `lo..`, `..hi`).
+    pub lo: Option<Val>,
+    /// End of the range.
+    pub hi: Option<Val>,
+}
+
+/// An argument of a call to another differentiable function.
+#[derive(Clone, Debug)]
+pub enum Arg {
+    /// A scalar value.
+    Val(Val),
+    /// A slice or sub-slice.
+    Slice(SliceArg),
+}
+
+/// An instruction.
+#[derive(Clone, Debug)]
+pub enum Inst {
+    /// `dst = constant`
+    Const {
+        /// result
+        dst: Val,
+        /// the constant
+        c: Const,
+    },
+    /// `dst = op(a)` for a float primitive of the rule table. `n` is the runtime order of
+    /// `powi`/`polygamma` when it is not a literal. `partial` is filled in by the adjoint pass
+    /// when the forward sweep records `∂dst/∂a`.
+    Un {
+        /// result
+        dst: Val,
+        /// primitive
+        op: Op1,
+        /// operand
+        a: Val,
+        /// runtime integer order (`powi(n)` with non-literal `n`)
+        n: Option<Val>,
+        /// recorded partial (set by the adjoint pass)
+        partial: Option<Val>,
+    },
+    /// `dst = op(a, b)` for a float primitive of the rule table.
+    Bin {
+        /// result
+        dst: Val,
+        /// primitive
+        op: Op2,
+        /// left operand
+        a: Val,
+        /// right operand
+        b: Val,
+        /// recorded partials (set by the adjoint pass)
+        partials: [Option<Val>; 2],
+    },
+    /// `dst = op(a)`, piecewise constant: passive result.
+    Pass {
+        /// result
+        dst: Val,
+        /// function
+        op: PassOp,
+        /// operand
+        a: Val,
+    },
+    /// Integer or boolean arithmetic (passive).
+    Int {
+        /// result
+        dst: Val,
+        /// operation
+        op: IntOp,
+        /// left
+        a: Val,
+        /// right
+        b: Val,
+    },
+    /// A comparison (passive boolean result).
+    Cmp {
+        /// result
+        dst: Val,
+        /// comparison
+        op: CmpOp,
+        /// left
+        a: Val,
+        /// right
+        b: Val,
+    },
+    /// `!a` on a bool, `-a` on an integer.
+    Not {
+        /// result
+        dst: Val,
+        /// operand
+        a: Val,
+    },
+    /// `dst = a as <type of dst>` (between integers, integer → float, float → integer).
+    Cast {
+        /// result
+        dst: Val,
+        /// operand
+        a: Val,
+    },
+    /// `dst = s.len()`
+    Len {
+        /// result
+        dst: Val,
+        /// slice
+        slice: SliceId,
+    },
+    /// `dst = s[idx]`
+    Load {
+        /// result
+        dst: Val,
+        /// slice
+        slice: SliceId,
+        /// index (usize)
+        idx: Val,
+    },
+    /// `s[idx] = val`
+    Store {
+        /// slice
+        slice: SliceId,
+        /// index (usize)
+        idx: Val,
+        /// stored value
+        val: Val,
+    },
+    /// Every element of `s` becomes `val` (re-initialising a local array).
+    Fill {
+        /// slice
+        slice: SliceId,
+        /// value
+        val: Val,
+    },
+    /// `dst = func(args)`: a call to another `#[differentiable]` function (its pullback runs in
+    /// the reverse sweep).
+    Call {
+        /// result (f64)
+        dst: Val,
+        /// the callee's path as written
+        func: syn::Path,
+        /// arguments
+        args: Vec<Arg>,
+    },
+    /// `dst = func(args)` for an opaque function with a user-supplied rule `rule(args) ->
+    /// (value, [partials; N])`.
+    Rule {
+        /// result (f64)
+        dst: Val,
+        /// the rule function's path
+        rule: syn::Path,
+        /// scalar float arguments
+        args: Vec<Val>,
+        /// recorded partials (set by the adjoint pass)
+        partials: Vec<Option<Val>>,
+    },
+}
+
+impl Inst {
+    /// The value defined, if any.
+    pub fn dst(&self) -> Option<Val> {
+        match self {
+            Inst::Const { dst, .. }
+            | Inst::Un { dst, .. }
+            | Inst::Bin { dst, .. }
+            | Inst::Pass { dst, .. }
+            | Inst::Int { dst, .. }
+            | Inst::Cmp { dst, .. }
+            | Inst::Not { dst, .. }
+            | Inst::Cast { dst, .. }
+            | Inst::Len { dst, .. }
+            | Inst::Load { dst, .. }
+            | Inst::Call { dst, .. }
+            | Inst::Rule { dst, .. } => Some(*dst),
+            Inst::Store { .. } | Inst::Fill { .. } => None,
+        }
+    }
+
+    /// Values defined besides `dst` (recorded partials).
+    pub fn extra_defs(&self) -> Vec<Val> {
+        match self {
+            Inst::Un {
+                partial: Some(p), ..
+            } => vec![*p],
+            Inst::Bin { partials, .. } => partials.iter().flatten().copied().collect(),
+            Inst::Rule { partials, .. } => partials.iter().flatten().copied().collect(),
+            _ => vec![],
+        }
+    }
+
+    /// Every value operand.
+    pub fn uses(&self) -> Vec<Val> {
+        match self {
+            Inst::Const { .. } | Inst::Len { .. } => vec![],
+            Inst::Un { a, n, .. } => std::iter::once(*a).chain(*n).collect(),
+            Inst::Bin { a, b, .. } | Inst::Int { a, b, .. } | Inst::Cmp { a, b, .. } => {
+                vec![*a, *b]
+            }
+            Inst::Pass { a, .. } | Inst::Not { a, .. } | Inst::Cast { a, .. } => vec![*a],
+            Inst::Load { idx, .. } => vec![*idx],
+            Inst::Store { idx, val, .. } => vec![*idx, *val],
+            Inst::Fill { val, .. } => vec![*val],
+            Inst::Call { args, .. } => {
+                let mut v = vec![];
+                for a in args {
+                    match a {
+                        Arg::Val(x) => v.push(*x),
+                        Arg::Slice(s) => v.extend(s.lo.iter().chain(s.hi.iter())),
+                    }
+                }
+                v
+            }
+            Inst::Rule { args, .. } => args.clone(),
+        }
+    }
+}
+
+/// A jump target with arguments for the target block's parameters.
+#[derive(Clone, Debug)]
+pub struct Target {
+    /// The block.
+    pub block: BlockId,
+    /// One argument per parameter.
+    pub args: Vec<Val>,
+}
+
+/// A block terminator.
+#[derive(Clone, Debug)]
+pub enum Term {
+    /// `goto t(args)`
+    Jump(Target),
+    /// `if c goto t else goto e`
+    Branch(Val, Target, Target),
+    /// Return (the value for an `f64` function).
+    Return(Option<Val>),
+    /// Cannot be reached (a `match` whose arms Rust proved exhaustive).
+    Unreachable,
+}
+
+impl Term {
+    /// The outgoing edges, in slot order.
+    pub fn targets(&self) -> Vec<&Target> {
+        match self {
+            Term::Jump(t) => vec![t],
+            Term::Branch(_, t, e) => vec![t, e],
+            Term::Return(_) | Term::Unreachable => vec![],
+        }
+    }
+    /// Mutable outgoing edges.
+    pub fn targets_mut(&mut self) -> Vec<&mut Target> {
+        match self {
+            Term::Jump(t) => vec![t],
+            Term::Branch(_, t, e) => vec![t, e],
+            Term::Return(_) | Term::Unreachable => vec![],
+        }
+    }
+}
+
+/// A basic block.
+#[derive(Clone, Debug)]
+pub struct Block {
+    /// Block parameters (phi nodes).
+    pub params: Vec<Val>,
+    /// Instructions.
+    pub insts: Vec<Inst>,
+    /// Terminator.
+    pub term: Term,
+}
+
+/// Where a slice lives.
+#[derive(Clone, Debug)]
+pub enum SliceKind {
+    /// A `&[_]` (`mutable: false`) or `&mut [_]` parameter.
+    Param {
+        /// `&mut`
+        mutable: bool,
+    },
+    /// A local fixed-size array `let mut a = [v; N];` (`len` as written).
+    Local {
+        /// the length expression
+        len: TokenStream,
+        /// its value when it is a literal (for the interpreter)
+        len_value: Option<usize>,
+    },
+}
+
+/// A slice or array of values.
+#[derive(Clone, Debug)]
+pub struct SliceInfo {
+    /// Its name in the source.
+    pub name: String,
+    /// Element type (`F64` or an integer).
+    pub elem: Ty,
+    /// Parameter or local array.
+    pub kind: SliceKind,
+    /// Declared active (`&[f64]` in `wrt`, every `&mut [f64]`); local arrays are decided by the
+    /// activity analysis.
+    pub declared_active: bool,
+}
+
+impl SliceInfo {
+    /// Whether the slice can change during the call.
+    pub fn mutable(&self) -> bool {
+        !matches!(self.kind, SliceKind::Param { mutable: false })
+    }
+}
+
+/// A function parameter.
+#[derive(Clone, Debug)]
+pub enum Param {
+    /// A scalar: its value (a parameter of block 0).
+    Scalar {
+        /// name
+        name: syn::Ident,
+        /// value
+        val: Val,
+        /// differentiated with respect to
+        active: bool,
+    },
+    /// A slice.
+    Slice {
+        /// name
+        name: syn::Ident,
+        /// slice
+        slice: SliceId,
+    },
+}
+
+/// A function in SSA form.
+#[derive(Clone, Debug)]
+pub struct Func {
+    /// Its name.
+    pub name: syn::Ident,
+    /// Parameters in order.
+    pub params: Vec<Param>,
+    /// Returns `f64` (else `()`).
+    pub returns_f64: bool,
+    /// Values.
+    pub values: Vec<ValInfo>,
+    /// Slices.
+    pub slices: Vec<SliceInfo>,
+    /// Blocks; 0 is the entry.
+    pub blocks: Vec<Block>,
+    /// Span of the function name (for errors in generated code).
+    pub span: Span,
+}
+
+impl Func {
+    /// Allocate a value.
+    pub fn new_val(&mut self, ty: Ty, name: Option<String>) -> Val {
+        self.values.push(ValInfo { ty, name });
+        self.values.len() - 1
+    }
+
+    /// Incoming edges of every block: `(predecessor, slot)`.
+    pub fn preds(&self) -> Vec<Vec<(BlockId, usize)>> {
+        let mut p = vec![vec![]; self.blocks.len()];
+        for (b, blk) in self.blocks.iter().enumerate() {
+            for (slot, t) in blk.term.targets().into_iter().enumerate() {
+                p[t.block].push((b, slot));
+            }
+        }
+        p
+    }
+
+    /// The block defining each value (parameters belong to their block).
+    pub fn def_blocks(&self) -> Vec<Option<BlockId>> {
+        let mut d = vec![None; self.values.len()];
+        for (b, blk) in self.blocks.iter().enumerate() {
+            for &p in &blk.params {
+                d[p] = Some(b);
+            }
+            for i in &blk.insts {
+                if let Some(v) = i.dst() {
+                    d[v] = Some(b);
+                }
+                for v in i.extra_defs() {
+                    d[v] = Some(b);
+                }
+            }
+        }
+        d
+    }
+
+    /// The value's display name: `%12` or `%12:x`.
+    pub fn vname(&self, v: Val) -> String {
+        match &self.values[v].name {
+            Some(n) => format!("%{v}:{n}"),
+            None => format!("%{v}"),
+        }
+    }
+}
+
+impl fmt::Display for Func {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut s = String::new();
+        write!(s, "fn {}(", self.name)?;
+        for (i, p) in self.params.iter().enumerate() {
+            if i > 0 {
+                s.push_str(", ");
+            }
+            match p {
+                Param::Scalar { name, val, active } => write!(
+                    s,
+                    "{name}: {} = {}{}",
+                    ty_name(self.values[*val].ty),
+                    self.vname(*val),
+                    if *active { " (active)" } else { "" }
+                )?,
+                Param::Slice { name, slice } => {
+                    let si = &self.slices[*slice];
+                    write!(
+                        s,
+                        "{name}: &{}[{}] = s{slice}{}",
+                        if si.mutable() { "mut " } else { "" },
+                        ty_name(si.elem),
+                        if si.declared_active { " (active)" } else { "" }
+                    )?
+                }
+            }
+        }
+        writeln!(s, ") -> {}", if self.returns_f64 { "f64" } else { "()" })?;
+        for (i, sl) in self.slices.iter().enumerate() {
+            if let SliceKind::Local { len, .. } = &sl.kind {
+                writeln!(
+                    s,
+                    "  local s{i} = {}: [{}; {}]",
+                    sl.name,
+                    ty_name(sl.elem),
+                    len
+                )?;
+            }
+        }
+        for (b, blk) in self.blocks.iter().enumerate() {
+            write!(s, "block #{b}(")?;
+            for (k, p) in blk.params.iter().enumerate() {
+                if k > 0 {
+                    s.push_str(", ");
+                }
+                write!(s, "{}: {}", self.vname(*p), ty_name(self.values[*p].ty))?;
+            }
+            writeln!(s, "):")?;
+            for inst in &blk.insts {
+                writeln!(s, "  {}", self.inst_text(inst))?;
+            }
+            writeln!(s, "  {}", self.term_text(&blk.term))?;
+        }
+        f.write_str(&s)
+    }
+}
+
+/// A type's name for dumps.
+pub fn ty_name(t: Ty) -> &'static str {
+    match t {
+        Ty::F64 => "f64",
+        Ty::Bool => "bool",
+        Ty::Int(Some(i)) => i.name(),
+        Ty::Int(None) => "int",
+    }
+}
+
+impl Func {
+    /// One instruction as text.
+    pub fn inst_text(&self, inst: &Inst) -> String {
+        let n = |v: Val| self.vname(v);
+        let sl = |s: SliceId| format!("s{s}:{}", self.slices[s].name);
+        match inst {
+            Inst::Const { dst, c } => format!("{} = const {}", n(*dst), c.tokens),
+            Inst::Un {
+                dst,
+                op,
+                a,
+                n: ord,
+                partial,
+            } => format!(
+                "{}{} = {:?}{}({})",
+                n(*dst),
+                partial.map(|p| format!(", ∂{}", n(p))).unwrap_or_default(),
+                op,
+                ord.map(|o| format!("[n={}]", self.vname(o)))
+                    .unwrap_or_default(),
+                n(*a)
+            ),
+            Inst::Bin {
+                dst,
+                op,
+                a,
+                b,
+                partials,
+            } => format!(
+                "{}{} = {:?}({}, {})",
+                n(*dst),
+                partials
+                    .iter()
+                    .flatten()
+                    .map(|p| format!(", ∂{}", n(*p)))
+                    .collect::<String>(),
+                op,
+                n(*a),
+                n(*b)
+            ),
+            Inst::Pass { dst, op, a } => format!("{} = {:?}({}) (passive)", n(*dst), op, n(*a)),
+            Inst::Int { dst, op, a, b } => {
+                format!("{} = int {:?}({}, {})", n(*dst), op, n(*a), n(*b))
+            }
+            Inst::Cmp { dst, op, a, b } => format!("{} = {:?}({}, {})", n(*dst), op, n(*a), n(*b)),
+            Inst::Not { dst, a } => format!("{} = not {}", n(*dst), n(*a)),
+            Inst::Cast { dst, a } => format!(
+                "{} = {} as {}",
+                n(*dst),
+                n(*a),
+                ty_name(self.values[*dst].ty)
+            ),
+            Inst::Len { dst, slice } => format!("{} = len {}", n(*dst), sl(*slice)),
+            Inst::Load { dst, slice, idx } => format!("{} = {}[{}]", n(*dst), sl(*slice), n(*idx)),
+            Inst::Store { slice, idx, val } => format!("{}[{}] = {}", sl(*slice), n(*idx), n(*val)),
+            Inst::Fill { slice, val } => format!("fill {} with {}", sl(*slice), n(*val)),
+            Inst::Call { dst, func, args } => {
+                let a: Vec<String> = args
+                    .iter()
+                    .map(|a| match a {
+                        Arg::Val(v) => n(*v),
+                        Arg::Slice(s) => format!(
+                            "&{}[{}..{}]",
+                            sl(s.slice),
+                            s.lo.map(n).unwrap_or_default(),
+                            s.hi.map(n).unwrap_or_default()
+                        ),
+                    })
+                    .collect();
+                format!(
+                    "{} = call {}({})",
+                    n(*dst),
+                    quote::quote!(#func),
+                    a.join(", ")
+                )
+            }
+            Inst::Rule {
+                dst,
+                rule,
+                args,
+                partials,
+            } => format!(
+                "{}{} = rule {}({})",
+                n(*dst),
+                partials
+                    .iter()
+                    .flatten()
+                    .map(|p| format!(", ∂{}", n(*p)))
+                    .collect::<String>(),
+                quote::quote!(#rule),
+                args.iter().map(|a| n(*a)).collect::<Vec<_>>().join(", ")
+            ),
+        }
+    }
+
+    fn target_text(&self, t: &Target) -> String {
+        format!(
+            "#{}({})",
+            t.block,
+            t.args
+                .iter()
+                .map(|a| self.vname(*a))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    }
+
+    /// A terminator as text.
+    pub fn term_text(&self, t: &Term) -> String {
+        match t {
+            Term::Jump(t) => format!("goto {}", self.target_text(t)),
+            Term::Branch(c, a, b) => format!(
+                "if {} goto {} else {}",
+                self.vname(*c),
+                self.target_text(a),
+                self.target_text(b)
+            ),
+            Term::Return(Some(v)) => format!("return {}", self.vname(*v)),
+            Term::Return(None) => "return".into(),
+            Term::Unreachable => "unreachable".into(),
+        }
+    }
+}

@@ -1,0 +1,2297 @@
+//! Lowering: a `syn::ItemFn` in the supported subset of Rust → SSA ([`crate::ir::Func`]).
+//!
+//! Variables are tracked per block; at every join (if/match merge, loop header, loop latch, loop
+//! exit) each variable in scope becomes a block parameter, and afterwards parameters whose
+//! incoming arguments are all the same value are removed (maximal SSA, then pruned). Anything
+//! outside the subset is a `syn::Error` at the offending tokens, saying what to write instead.
+
+use crate::ir::*;
+use adjoint_core::rules::{Op1, Op2};
+use proc_macro2::{Span, TokenStream};
+use quote::{quote, ToTokens};
+use std::collections::HashSet;
+use syn::spanned::Spanned;
+use syn::{BinOp, Expr, Lit, Pat, Stmt, UnOp};
+
+type Result<T> = syn::Result<T>;
+
+/// Options from the attribute: `#[differentiable(wrt(x, y), rule(f = f_rule))]`.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// Parameters to differentiate with respect to (default: every `f64` / `&[f64]` parameter).
+    pub wrt: Option<Vec<syn::Ident>>,
+    /// Opaque functions with user rules: `name = rule_path`.
+    pub rules: Vec<(syn::Ident, syn::Path)>,
+}
+
+impl Options {
+    /// Parse the attribute's arguments.
+    pub fn parse(attr: TokenStream) -> Result<Options> {
+        let mut o = Options::default();
+        if attr.is_empty() {
+            return Ok(o);
+        }
+        let parser = syn::meta::parser(|meta| {
+            if meta.path.is_ident("wrt") {
+                let mut names = vec![];
+                meta.parse_nested_meta(|m| {
+                    names.push(m.path.require_ident()?.clone());
+                    Ok(())
+                })?;
+                o.wrt = Some(names);
+                Ok(())
+            } else if meta.path.is_ident("rule") {
+                meta.parse_nested_meta(|m| {
+                    let name = m.path.require_ident()?.clone();
+                    let path: syn::Path = m.value()?.parse()?;
+                    o.rules.push((name, path));
+                    Ok(())
+                })
+            } else {
+                Err(meta.error(
+                    "unknown option; expected `wrt(a, b, …)` or `rule(function = rule_function)`",
+                ))
+            }
+        });
+        syn::parse::Parser::parse2(parser, attr)?;
+        Ok(o)
+    }
+}
+
+fn err<T>(tokens: impl ToTokens, msg: impl std::fmt::Display) -> Result<T> {
+    Err(syn::Error::new_spanned(tokens, msg))
+}
+
+#[derive(Clone, Debug)]
+enum Binding {
+    Val(Val),
+    Slice(SliceArg),
+    /// A mutable element (`for o in out.iter_mut()`).
+    Elem(SliceId, Val),
+}
+
+#[derive(Clone, Debug)]
+struct Var {
+    name: String,
+    b: Binding,
+}
+
+struct LoopCtx {
+    label: Option<String>,
+    cont: BlockId,
+    brk: BlockId,
+    nvars: usize,
+}
+
+/// The result of lowering an expression.
+#[derive(Clone, Debug)]
+enum Ev {
+    V(Val),
+    S(SliceArg),
+    Unit,
+}
+
+/// The items an iterator yields per iteration.
+enum Item {
+    Int(Val),
+    Elem(SliceId, Val, bool),
+    Tuple(Vec<Item>),
+}
+
+enum It {
+    Range {
+        lo: Val,
+        hi: Val,
+        rev: bool,
+        step: Option<Val>,
+    },
+    Slice(SliceArg, bool),
+    Enumerate(Box<It>),
+    Zip(Box<It>, Box<It>),
+}
+
+struct Lower<'a> {
+    f: Func,
+    opts: &'a Options,
+    cur: BlockId,
+    env: Vec<Var>,
+    loops: Vec<LoopCtx>,
+    ret: BlockId,
+    dead: HashSet<BlockId>,
+    counter: usize,
+}
+
+const FLOAT_CONSTS: &[(&str, f64)] = &[
+    ("PI", std::f64::consts::PI),
+    ("TAU", std::f64::consts::TAU),
+    ("E", std::f64::consts::E),
+    ("SQRT_2", std::f64::consts::SQRT_2),
+    ("LN_2", std::f64::consts::LN_2),
+    ("LN_10", std::f64::consts::LN_10),
+    ("LOG2_E", std::f64::consts::LOG2_E),
+    ("LOG10_E", std::f64::consts::LOG10_E),
+    ("LOG2_10", std::f64::consts::LOG2_10),
+    ("LOG10_2", std::f64::consts::LOG10_2),
+    ("FRAC_PI_2", std::f64::consts::FRAC_PI_2),
+    ("FRAC_PI_3", std::f64::consts::FRAC_PI_3),
+    ("FRAC_PI_4", std::f64::consts::FRAC_PI_4),
+    ("FRAC_PI_6", std::f64::consts::FRAC_PI_6),
+    ("FRAC_PI_8", std::f64::consts::FRAC_PI_8),
+    ("FRAC_1_PI", std::f64::consts::FRAC_1_PI),
+    ("FRAC_2_PI", std::f64::consts::FRAC_2_PI),
+    ("FRAC_2_SQRT_PI", std::f64::consts::FRAC_2_SQRT_PI),
+    ("FRAC_1_SQRT_2", std::f64::consts::FRAC_1_SQRT_2),
+    ("INFINITY", f64::INFINITY),
+    ("NEG_INFINITY", f64::NEG_INFINITY),
+    ("EPSILON", f64::EPSILON),
+    ("MAX", f64::MAX),
+    ("MIN", f64::MIN),
+    ("MIN_POSITIVE", f64::MIN_POSITIVE),
+    ("NAN", f64::NAN),
+];
+
+/// The unary float methods of the rule table.
+pub fn method_op1(name: &str) -> Option<Op1> {
+    Some(match name {
+        "sqrt" => Op1::Sqrt,
+        "cbrt" => Op1::Cbrt,
+        "exp" => Op1::Exp,
+        "exp2" => Op1::Exp2,
+        "exp_m1" => Op1::ExpM1,
+        "ln" => Op1::Ln,
+        "ln_1p" => Op1::Ln1p,
+        "log2" => Op1::Log2,
+        "log10" => Op1::Log10,
+        "sin" => Op1::Sin,
+        "cos" => Op1::Cos,
+        "tan" => Op1::Tan,
+        "asin" => Op1::Asin,
+        "acos" => Op1::Acos,
+        "atan" => Op1::Atan,
+        "sinh" => Op1::Sinh,
+        "cosh" => Op1::Cosh,
+        "tanh" => Op1::Tanh,
+        "asinh" => Op1::Asinh,
+        "acosh" => Op1::Acosh,
+        "atanh" => Op1::Atanh,
+        "abs" => Op1::Abs,
+        "recip" => Op1::Recip,
+        "erf" => Op1::Erf,
+        "lgamma" => Op1::Lgamma,
+        "digamma" => Op1::Polygamma(0),
+        _ => return None,
+    })
+}
+
+/// The binary float methods of the rule table.
+pub fn method_op2(name: &str) -> Option<Op2> {
+    Some(match name {
+        "powf" => Op2::Powf,
+        "atan2" => Op2::Atan2,
+        "min" => Op2::Min,
+        "max" => Op2::Max,
+        "hypot" => Op2::Hypot,
+        _ => return None,
+    })
+}
+
+fn pass_op(name: &str) -> Option<PassOp> {
+    Some(match name {
+        "floor" => PassOp::Floor,
+        "ceil" => PassOp::Ceil,
+        "round" => PassOp::Round,
+        "trunc" => PassOp::Trunc,
+        "signum" => PassOp::Signum,
+        _ => return None,
+    })
+}
+
+fn type_of(ty: &syn::Type) -> Option<Ty> {
+    if let syn::Type::Path(p) = ty {
+        let id = p.path.get_ident()?.to_string();
+        if id == "f64" {
+            return Some(Ty::F64);
+        }
+        if id == "bool" {
+            return Some(Ty::Bool);
+        }
+        return IntTy::from_name(&id).map(|t| Ty::Int(Some(t)));
+    }
+    None
+}
+
+/// Lower a function.
+pub fn lower(item: &syn::ItemFn, opts: &Options) -> Result<Func> {
+    let sig = &item.sig;
+    if let Some(g) = sig.generics.params.first() {
+        return err(
+            g,
+            "generic parameters are not supported: write the function on `f64`; the generated \
+             code is generic over `T: Real` for you",
+        );
+    }
+    if sig.asyncness.is_some() || sig.unsafety.is_some() || sig.variadic.is_some() {
+        return err(sig, "only plain `fn` items are supported");
+    }
+    let returns_f64 = match &sig.output {
+        syn::ReturnType::Default => false,
+        syn::ReturnType::Type(_, t) => {
+            if type_of(t) == Some(Ty::F64) {
+                true
+            } else {
+                return err(
+                    t,
+                    "a #[differentiable] function returns `f64` or nothing (write outputs into a \
+                     `&mut [f64]` parameter)",
+                );
+            }
+        }
+    };
+    let mut f = Func {
+        name: sig.ident.clone(),
+        params: vec![],
+        returns_f64,
+        values: vec![],
+        slices: vec![],
+        blocks: vec![],
+        span: sig.ident.span(),
+    };
+    let entry = Block {
+        params: vec![],
+        insts: vec![],
+        term: Term::Unreachable,
+    };
+    f.blocks.push(entry);
+    let mut env = vec![];
+    if let Some(w) = &opts.wrt {
+        for id in w {
+            let known = sig.inputs.iter().any(|a| match a {
+                syn::FnArg::Typed(pt) => {
+                    matches!(&*pt.pat, Pat::Ident(pi) if pi.ident == *id)
+                }
+                _ => false,
+            });
+            if !known {
+                return err(
+                    id,
+                    "`wrt` names a parameter that this function does not have",
+                );
+            }
+        }
+    }
+    for arg in &sig.inputs {
+        let pt = match arg {
+            syn::FnArg::Typed(pt) => pt,
+            syn::FnArg::Receiver(r) => {
+                return err(r, "methods are not supported: write a free function")
+            }
+        };
+        let ident = match &*pt.pat {
+            Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => pi.ident.clone(),
+            p => return err(p, "parameters must be plain names"),
+        };
+        let in_wrt = opts
+            .wrt
+            .as_ref()
+            .map(|w| w.contains(&ident))
+            .unwrap_or(true);
+        let name = ident.to_string();
+        if let Some(t) = type_of(&pt.ty) {
+            let val = f.new_val(t, Some(name.clone()));
+            f.blocks[0].params.push(val);
+            let active = t == Ty::F64 && in_wrt;
+            if opts.wrt.is_some() && in_wrt && t != Ty::F64 {
+                return err(
+                    &ident,
+                    "`wrt` lists a parameter that is not `f64` or `&[f64]`",
+                );
+            }
+            f.params.push(Param::Scalar {
+                name: ident.clone(),
+                val,
+                active,
+            });
+            env.push(Var {
+                name,
+                b: Binding::Val(val),
+            });
+            continue;
+        }
+        if let syn::Type::Reference(r) = &*pt.ty {
+            if let syn::Type::Slice(s) = &*r.elem {
+                if let Some(elem) = type_of(&s.elem) {
+                    if elem == Ty::Bool {
+                        return err(&s.elem, "slices of `bool` are not supported");
+                    }
+                    let mutable = r.mutability.is_some();
+                    if mutable && elem != Ty::F64 {
+                        return err(
+                            &pt.ty,
+                            "only `&mut [f64]` mutable slices are supported (integer data is \
+                             passive input: take `&[usize]`)",
+                        );
+                    }
+                    if opts.wrt.is_some() && in_wrt && elem != Ty::F64 {
+                        return err(
+                            &ident,
+                            "`wrt` lists a parameter that is not `f64` or `&[f64]`",
+                        );
+                    }
+                    f.slices.push(SliceInfo {
+                        name: name.clone(),
+                        elem,
+                        kind: SliceKind::Param { mutable },
+                        declared_active: elem == Ty::F64 && (in_wrt || mutable),
+                    });
+                    let slice = f.slices.len() - 1;
+                    f.params.push(Param::Slice {
+                        name: ident.clone(),
+                        slice,
+                    });
+                    env.push(Var {
+                        name,
+                        b: Binding::Slice(SliceArg {
+                            slice,
+                            lo: None,
+                            hi: None,
+                        }),
+                    });
+                    continue;
+                }
+            }
+        }
+        return err(
+            &pt.ty,
+            "unsupported parameter type: use `f64`, an integer type, `bool`, `&[f64]`, \
+             `&mut [f64]` or `&[usize]` (pass structures as slices)",
+        );
+    }
+    let mut l = Lower {
+        f,
+        opts,
+        cur: 0,
+        env,
+        loops: vec![],
+        ret: 0,
+        dead: HashSet::new(),
+        counter: 0,
+    };
+    let ret = l.new_block();
+    l.ret = ret;
+    if returns_f64 {
+        let rv = l.f.new_val(Ty::F64, Some("ret".into()));
+        l.f.blocks[ret].params.push(rv);
+        l.f.blocks[ret].term = Term::Return(Some(rv));
+    } else {
+        l.f.blocks[ret].term = Term::Return(None);
+    }
+    let tail = l.block(&item.block)?;
+    if !l.is_dead(l.cur) {
+        if returns_f64 {
+            match tail {
+                Ev::V(v) if l.f.values[v].ty == Ty::F64 => l.set_term(Term::Jump(Target {
+                    block: ret,
+                    args: vec![v],
+                })),
+                _ => {
+                    return err(
+                        item.block
+                            .stmts
+                            .last()
+                            .map(|s| s.to_token_stream())
+                            .unwrap_or_else(|| item.block.to_token_stream()),
+                        "the function must end in an `f64` expression",
+                    )
+                }
+            }
+        } else {
+            l.set_term(Term::Jump(Target {
+                block: ret,
+                args: vec![],
+            }));
+        }
+    }
+    let mut f = l.f;
+    crate::passes::cleanup(&mut f);
+    crate::passes::infer_ints(&mut f);
+    Ok(f)
+}
+
+impl Lower<'_> {
+    fn new_block(&mut self) -> BlockId {
+        self.f.blocks.push(Block {
+            params: vec![],
+            insts: vec![],
+            term: Term::Unreachable,
+        });
+        self.f.blocks.len() - 1
+    }
+
+    fn is_dead(&self, b: BlockId) -> bool {
+        self.dead.contains(&b)
+    }
+
+    fn set_term(&mut self, t: Term) {
+        self.f.blocks[self.cur].term = t;
+    }
+
+    /// End the current block with `t`; following code goes into an unreachable block.
+    fn finish(&mut self, t: Term) {
+        self.set_term(t);
+        let d = self.new_block();
+        self.dead.insert(d);
+        self.cur = d;
+    }
+
+    fn emit(&mut self, i: Inst) {
+        let c = self.cur;
+        self.f.blocks[c].insts.push(i);
+    }
+
+    fn val(&mut self, ty: Ty) -> Val {
+        self.f.new_val(ty, None)
+    }
+
+    fn ty(&self, v: Val) -> Ty {
+        self.f.values[v].ty
+    }
+
+    fn konst(&mut self, ty: Ty, tokens: TokenStream, value: ConstVal) -> Val {
+        let dst = self.val(ty);
+        self.emit(Inst::Const {
+            dst,
+            c: Const { tokens, value },
+        });
+        dst
+    }
+
+    fn usize_const(&mut self, v: usize) -> Val {
+        let lit = proc_macro2::Literal::usize_suffixed(v);
+        self.konst(
+            Ty::Int(Some(IntTy::Usize)),
+            quote!(#lit),
+            ConstVal::I(v as i128),
+        )
+    }
+
+    fn int_op(&mut self, op: IntOp, a: Val, b: Val) -> Val {
+        let dst = self.val(self.ty(a));
+        self.emit(Inst::Int { dst, op, a, b });
+        dst
+    }
+
+    fn bin(&mut self, op: Op2, a: Val, b: Val) -> Val {
+        let dst = self.val(Ty::F64);
+        self.emit(Inst::Bin {
+            dst,
+            op,
+            a,
+            b,
+            partials: [None, None],
+        });
+        dst
+    }
+
+    fn un(&mut self, op: Op1, a: Val, n: Option<Val>) -> Val {
+        let dst = self.val(Ty::F64);
+        self.emit(Inst::Un {
+            dst,
+            op,
+            a,
+            n,
+            partial: None,
+        });
+        dst
+    }
+
+    fn cmp(&mut self, op: CmpOp, a: Val, b: Val) -> Val {
+        let dst = self.val(Ty::Bool);
+        self.emit(Inst::Cmp { dst, op, a, b });
+        dst
+    }
+
+    // ---- variables and joins ----
+
+    fn lookup(&self, name: &str) -> Option<usize> {
+        self.env.iter().rposition(|v| v.name == name)
+    }
+
+    fn snapshot(&self, n: usize) -> Vec<Binding> {
+        self.env[..n].iter().map(|v| v.b.clone()).collect()
+    }
+
+    fn restore(&mut self, s: &[Binding]) {
+        for (v, b) in self.env.iter_mut().zip(s) {
+            v.b = b.clone();
+        }
+    }
+
+    /// The current values of the first `n` variables (the arguments of a jump to a join).
+    fn args(&self, n: usize) -> Vec<Val> {
+        self.env[..n]
+            .iter()
+            .filter_map(|v| match v.b {
+                Binding::Val(x) => Some(x),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Give `blk` one parameter per variable among the first `n`.
+    fn make_params(&mut self, blk: BlockId, n: usize) {
+        for i in 0..n {
+            if let Binding::Val(x) = self.env[i].b {
+                let p = self.f.new_val(self.ty(x), Some(self.env[i].name.clone()));
+                self.f.blocks[blk].params.push(p);
+            }
+        }
+    }
+
+    /// Bind the first `n` variables to `blk`'s parameters.
+    fn bind_params(&mut self, blk: BlockId, n: usize) {
+        let mut k = 0;
+        for i in 0..n {
+            if let Binding::Val(_) = self.env[i].b {
+                self.env[i].b = Binding::Val(self.f.blocks[blk].params[k]);
+                k += 1;
+            }
+        }
+    }
+
+    fn jump(&mut self, blk: BlockId, n: usize, extra: Option<Val>) {
+        let mut args = self.args(n);
+        args.extend(extra);
+        self.finish(Term::Jump(Target { block: blk, args }));
+    }
+
+    // ---- statements ----
+
+    fn block(&mut self, b: &syn::Block) -> Result<Ev> {
+        let n0 = self.env.len();
+        let mut last = Ev::Unit;
+        for s in &b.stmts {
+            last = self.stmt(s)?;
+        }
+        self.env.truncate(n0);
+        Ok(last)
+    }
+
+    fn stmt(&mut self, s: &Stmt) -> Result<Ev> {
+        match s {
+            Stmt::Local(l) => {
+                self.local(l)?;
+                Ok(Ev::Unit)
+            }
+            Stmt::Expr(e, None) => self.expr(e, None),
+            Stmt::Expr(e, Some(_)) => {
+                self.expr(e, None)?;
+                Ok(Ev::Unit)
+            }
+            Stmt::Item(i) => err(
+                i,
+                "nested items are not supported: move them out of the function",
+            ),
+            Stmt::Macro(m) => err(
+                &m.mac,
+                "macros are not supported in #[differentiable] functions (write the code they \
+                 expand to, or call a #[differentiable] function)",
+            ),
+        }
+    }
+
+    fn local(&mut self, l: &syn::Local) -> Result<()> {
+        let init =
+            match &l.init {
+                Some(i) => {
+                    if let Some((_, d)) = &i.diverge {
+                        return err(d, "`let … else` is not supported");
+                    }
+                    &*i.expr
+                }
+                None => return err(
+                    l,
+                    "declare variables with a value (`let mut s = 0.0;`): every variable needs \
+                     one on every path",
+                ),
+            };
+        let (pat, ty) = match &l.pat {
+            Pat::Type(pt) => (&*pt.pat, Some(&*pt.ty)),
+            p => (p, None),
+        };
+        // Local arrays: `let mut a = [0.0; N];` or `let mut a: [f64; N] = [0.0; N];`
+        if let Expr::Repeat(rep) = init {
+            let name = match pat {
+                Pat::Ident(pi) => pi.ident.to_string(),
+                p => return err(p, "bind a local array to a plain name"),
+            };
+            if let Some(t) = ty {
+                if !matches!(t, syn::Type::Array(_)) {
+                    return err(t, "a `[v; N]` array has an array type `[f64; N]`");
+                }
+            }
+            let hint = match ty {
+                Some(syn::Type::Array(a)) => type_of(&a.elem),
+                _ => None,
+            };
+            let v = self.scalar(&rep.expr, hint)?;
+            let elem = self.ty(v);
+            if elem == Ty::Bool {
+                return err(&rep.expr, "arrays of `bool` are not supported");
+            }
+            let len = &rep.len;
+            let len_value = match &**len {
+                Expr::Lit(syn::ExprLit {
+                    lit: Lit::Int(i), ..
+                }) => i.base10_parse::<usize>().ok(),
+                Expr::Path(_) => None,
+                e => {
+                    return err(
+                        e,
+                        "the length of a local array must be a literal or a `const` (use a \
+                         `&mut [f64]` parameter for run-time sizes)",
+                    )
+                }
+            };
+            self.f.slices.push(SliceInfo {
+                name: name.clone(),
+                elem,
+                kind: SliceKind::Local {
+                    len: len.to_token_stream(),
+                    len_value,
+                },
+                declared_active: false,
+            });
+            let slice = self.f.slices.len() - 1;
+            self.emit(Inst::Fill { slice, val: v });
+            self.env.push(Var {
+                name,
+                b: Binding::Slice(SliceArg {
+                    slice,
+                    lo: None,
+                    hi: None,
+                }),
+            });
+            return Ok(());
+        }
+        let hint = match ty {
+            Some(t) => match type_of(t) {
+                Some(t) => Some(t),
+                None => {
+                    if let syn::Type::Reference(_) = t {
+                        None
+                    } else {
+                        return err(t, "unsupported type: locals are `f64`, integers, `bool`, slices of parameters or `[f64; N]` arrays");
+                    }
+                }
+            },
+            None => None,
+        };
+        self.bind_pat(pat, init, hint)
+    }
+
+    fn bind_pat(&mut self, pat: &Pat, init: &Expr, hint: Option<Ty>) -> Result<()> {
+        match pat {
+            Pat::Ident(pi) => {
+                if pi.by_ref.is_some() || pi.subpat.is_some() {
+                    return err(pi, "bind plain names (no `ref`, no `@`)");
+                }
+                let ev = self.expr(init, hint)?;
+                let name = pi.ident.to_string();
+                let b = match ev {
+                    Ev::V(v) => {
+                        if let (Some(h), t) = (hint, self.ty(v)) {
+                            if !h.same_kind(t) {
+                                return err(init, "the value does not have the declared type");
+                            }
+                            if let (Ty::Int(Some(_)), Ty::Int(None)) = (h, t) {
+                                // pin the type through a cast-free copy: record it on the value
+                                self.f.values[v].ty = h;
+                            }
+                        }
+                        if self.f.values[v].name.is_none() {
+                            self.f.values[v].name = Some(name.clone());
+                        }
+                        Binding::Val(v)
+                    }
+                    Ev::S(s) => Binding::Slice(s),
+                    Ev::Unit => {
+                        if self.is_dead(self.cur) {
+                            return Ok(());
+                        }
+                        return err(init, "this expression has no value");
+                    }
+                };
+                self.env.push(Var { name, b });
+                Ok(())
+            }
+            Pat::Wild(_) => {
+                self.expr(init, hint)?;
+                Ok(())
+            }
+            Pat::Tuple(pt) => {
+                let Expr::Tuple(et) = strip(init) else {
+                    return err(
+                        init,
+                        "destructure only tuple expressions `let (a, b) = (x, y);` (functions \
+                         return one `f64`)",
+                    );
+                };
+                if et.elems.len() != pt.elems.len() {
+                    return err(pt, "the tuple pattern and the tuple have different lengths");
+                }
+                // evaluate all first (like Rust), then bind
+                let mut vals = vec![];
+                for e in &et.elems {
+                    vals.push(self.expr(e, None)?);
+                }
+                for (p, ev) in pt.elems.iter().zip(vals) {
+                    match p {
+                        Pat::Ident(pi) => {
+                            let b = match ev {
+                                Ev::V(v) => Binding::Val(v),
+                                Ev::S(s) => Binding::Slice(s),
+                                Ev::Unit => return err(p, "this element has no value"),
+                            };
+                            self.env.push(Var {
+                                name: pi.ident.to_string(),
+                                b,
+                            });
+                        }
+                        Pat::Wild(_) => {}
+                        p => return err(p, "bind plain names in tuple patterns"),
+                    }
+                }
+                Ok(())
+            }
+            p => err(
+                p,
+                "unsupported pattern: bind a plain name, `_` or a tuple of names",
+            ),
+        }
+    }
+
+    // ---- expressions ----
+
+    fn scalar(&mut self, e: &Expr, hint: Option<Ty>) -> Result<Val> {
+        match self.expr(e, hint)? {
+            Ev::V(v) => Ok(v),
+            Ev::S(_) => err(e, "expected a number, found a slice"),
+            Ev::Unit => {
+                if self.is_dead(self.cur) {
+                    // unreachable code: any placeholder will do
+                    Ok(self.konst(Ty::F64, quote!(0.0), ConstVal::F(0.0)))
+                } else {
+                    err(e, "this expression has no value")
+                }
+            }
+        }
+    }
+
+    fn expr(&mut self, e: &Expr, hint: Option<Ty>) -> Result<Ev> {
+        match e {
+            Expr::Paren(p) => self.expr(&p.expr, hint),
+            Expr::Group(g) => self.expr(&g.expr, hint),
+            Expr::Lit(l) => self.lit(&l.lit, hint).map(Ev::V),
+            Expr::Path(p) => self.path(p, hint),
+            Expr::Binary(b) => self.binary(b, hint),
+            Expr::Assign(a) => {
+                self.assign(&a.left, None, &a.right)?;
+                Ok(Ev::Unit)
+            }
+            Expr::Unary(u) => self.unary(u, hint),
+            Expr::MethodCall(m) => self.method(m, hint),
+            Expr::Call(c) => self.call(c, hint),
+            Expr::Index(ix) => self.index(ix),
+            Expr::Reference(r) => match self.expr(&r.expr, hint)? {
+                Ev::S(s) => Ok(Ev::S(s)),
+                _ => err(r, "references are supported only to slices (`&x[a..b]`)"),
+            },
+            Expr::Cast(c) => self.cast(c),
+            Expr::If(i) => self.lower_if(i, hint),
+            Expr::Block(b) => {
+                if let Some(l) = &b.label {
+                    return err(l, "labelled blocks are not supported");
+                }
+                self.block(&b.block)
+            }
+            Expr::While(w) => self.lower_while(w),
+            Expr::Loop(l) => self.lower_loop(l),
+            Expr::ForLoop(f) => self.lower_for(f),
+            Expr::Match(m) => self.lower_match(m, hint),
+            Expr::Return(r) => {
+                if self.f.returns_f64 {
+                    let Some(v) = &r.expr else {
+                        return err(r, "return an `f64` value");
+                    };
+                    let v = self.scalar(v, Some(Ty::F64))?;
+                    if self.ty(v) != Ty::F64 {
+                        return err(r, "return an `f64` value");
+                    }
+                    let ret = self.ret;
+                    self.finish(Term::Jump(Target {
+                        block: ret,
+                        args: vec![v],
+                    }));
+                } else {
+                    if let Some(v) = &r.expr {
+                        return err(v, "this function returns nothing");
+                    }
+                    let ret = self.ret;
+                    self.finish(Term::Jump(Target {
+                        block: ret,
+                        args: vec![],
+                    }));
+                }
+                Ok(Ev::Unit)
+            }
+            Expr::Break(b) => {
+                if let Some(v) = &b.expr {
+                    return err(
+                        v,
+                        "`break` with a value is not supported: assign a variable, then `break`",
+                    );
+                }
+                let ctx = self.find_loop(b.label.as_ref(), b)?;
+                let (blk, n) = (self.loops[ctx].brk, self.loops[ctx].nvars);
+                self.jump(blk, n, None);
+                Ok(Ev::Unit)
+            }
+            Expr::Continue(c) => {
+                let ctx = self.find_loop(c.label.as_ref(), c)?;
+                let (blk, n) = (self.loops[ctx].cont, self.loops[ctx].nvars);
+                self.jump(blk, n, None);
+                Ok(Ev::Unit)
+            }
+            Expr::Tuple(t) if t.elems.is_empty() => Ok(Ev::Unit),
+            Expr::Closure(c) => err(
+                c,
+                "closures are not supported: write a loop, or a separate #[differentiable] \
+                 function",
+            ),
+            Expr::Macro(m) => err(
+                &m.mac,
+                "macros are not supported in #[differentiable] functions (write the code they \
+                 expand to)",
+            ),
+            Expr::Field(f) => err(
+                f,
+                "struct fields are not supported yet: pass the data as `f64` / slice parameters",
+            ),
+            Expr::Array(a) => err(
+                a,
+                "array literals are not supported: use `[v; N]` and assign elements",
+            ),
+            Expr::Tuple(t) => err(t, "tuples are supported only in `let (a, b) = (x, y);`"),
+            Expr::Unsafe(u) => err(u, "`unsafe` blocks are not supported"),
+            Expr::Range(r) => err(r, "ranges are supported in `for` loops and slice indexing"),
+            e => err(
+                e,
+                "this expression is not supported in #[differentiable] functions",
+            ),
+        }
+    }
+
+    fn find_loop(&self, label: Option<&syn::Lifetime>, at: impl ToTokens) -> Result<usize> {
+        match label {
+            None => match self.loops.len() {
+                0 => err(at, "`break`/`continue` outside a loop"),
+                n => Ok(n - 1),
+            },
+            Some(l) => {
+                let name = l.ident.to_string();
+                match self
+                    .loops
+                    .iter()
+                    .rposition(|c| c.label.as_deref() == Some(&name))
+                {
+                    Some(i) => Ok(i),
+                    None => err(l, "unknown loop label"),
+                }
+            }
+        }
+    }
+
+    fn lit(&mut self, l: &Lit, hint: Option<Ty>) -> Result<Val> {
+        match l {
+            Lit::Float(f) => {
+                if !matches!(f.suffix(), "" | "f64") {
+                    return err(f, "only `f64` floats are supported");
+                }
+                let v: f64 = f.base10_parse()?;
+                Ok(self.konst(Ty::F64, l.to_token_stream(), ConstVal::F(v)))
+            }
+            Lit::Int(i) => {
+                let ty = if i.suffix().is_empty() {
+                    match hint {
+                        Some(Ty::F64) => {
+                            return err(
+                                i,
+                                "an integer literal where an `f64` is expected: write `2.0`",
+                            )
+                        }
+                        Some(t @ Ty::Int(_)) => t,
+                        _ => Ty::Int(None),
+                    }
+                } else if i.suffix() == "f64" {
+                    let v: f64 = i.base10_parse()?;
+                    return Ok(self.konst(Ty::F64, l.to_token_stream(), ConstVal::F(v)));
+                } else {
+                    match IntTy::from_name(i.suffix()) {
+                        Some(t) => Ty::Int(Some(t)),
+                        None => return err(i, "unsupported integer type"),
+                    }
+                };
+                let v: i128 = i.base10_parse()?;
+                Ok(self.konst(ty, l.to_token_stream(), ConstVal::I(v)))
+            }
+            Lit::Bool(b) => Ok(self.konst(Ty::Bool, l.to_token_stream(), ConstVal::B(b.value))),
+            l => err(l, "unsupported literal"),
+        }
+    }
+
+    fn path(&mut self, p: &syn::ExprPath, hint: Option<Ty>) -> Result<Ev> {
+        if p.qself.is_some() {
+            return err(p, "qualified paths are not supported");
+        }
+        if let Some(id) = p.path.get_ident() {
+            let name = id.to_string();
+            if let Some(i) = self.lookup(&name) {
+                return Ok(match self.env[i].b.clone() {
+                    Binding::Val(v) => Ev::V(v),
+                    Binding::Slice(s) => Ev::S(s),
+                    Binding::Elem(s, idx) => {
+                        let dst = self.val(self.f.slices[s].elem);
+                        self.emit(Inst::Load { dst, slice: s, idx });
+                        Ev::V(dst)
+                    }
+                });
+            }
+            if name
+                .chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+            {
+                let ty = match hint {
+                    Some(t) => t,
+                    None => {
+                        return err(
+                            p,
+                            "the type of this constant is not known here: write it where the \
+                             type is clear (`x * C`, `let c: f64 = C;`) or use a literal",
+                        )
+                    }
+                };
+                let value = FLOAT_CONSTS
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|c| ConstVal::F(c.1))
+                    .unwrap_or(ConstVal::F(f64::NAN));
+                return Ok(Ev::V(self.konst(ty, p.to_token_stream(), value)));
+            }
+            return err(p, format!("unknown variable `{name}`"));
+        }
+        // f64::consts::PI, std::f64::consts::E, f64::INFINITY, usize::MAX, …
+        let segs: Vec<String> = p
+            .path
+            .segments
+            .iter()
+            .map(|s| s.ident.to_string())
+            .collect();
+        let last = segs.last().unwrap().as_str();
+        let first = segs
+            .iter()
+            .find(|s| *s != "std" && *s != "core")
+            .map(|s| s.as_str())
+            .unwrap_or("");
+        if first == "f64" {
+            if let Some((_, v)) = FLOAT_CONSTS.iter().find(|(n, _)| *n == last) {
+                return Ok(Ev::V(self.konst(
+                    Ty::F64,
+                    p.to_token_stream(),
+                    ConstVal::F(*v),
+                )));
+            }
+        }
+        if let Some(t) = IntTy::from_name(first) {
+            let v = match (t, last) {
+                (IntTy::Usize, "MAX") | (IntTy::U64, "MAX") => u64::MAX as i128,
+                (IntTy::I64, "MAX") | (IntTy::Isize, "MAX") => i64::MAX as i128,
+                (IntTy::I64, "MIN") | (IntTy::Isize, "MIN") => i64::MIN as i128,
+                (IntTy::I32, "MAX") => i32::MAX as i128,
+                (IntTy::I32, "MIN") => i32::MIN as i128,
+                (IntTy::U32, "MAX") => u32::MAX as i128,
+                (_, "MIN") => 0,
+                _ => return err(p, "unsupported constant"),
+            };
+            return Ok(Ev::V(self.konst(
+                Ty::Int(Some(t)),
+                p.to_token_stream(),
+                ConstVal::I(v),
+            )));
+        }
+        err(
+            p,
+            "unsupported path: use local variables, literals and `f64::consts::…`",
+        )
+    }
+
+    fn binary(&mut self, b: &syn::ExprBinary, hint: Option<Ty>) -> Result<Ev> {
+        use BinOp::*;
+        let compound = match b.op {
+            AddAssign(_) => Some(BinOp::Add(Default::default())),
+            SubAssign(_) => Some(BinOp::Sub(Default::default())),
+            MulAssign(_) => Some(BinOp::Mul(Default::default())),
+            DivAssign(_) => Some(BinOp::Div(Default::default())),
+            RemAssign(_) => Some(BinOp::Rem(Default::default())),
+            BitAndAssign(_) => Some(BinOp::BitAnd(Default::default())),
+            BitOrAssign(_) => Some(BinOp::BitOr(Default::default())),
+            BitXorAssign(_) => Some(BinOp::BitXor(Default::default())),
+            ShlAssign(_) => Some(BinOp::Shl(Default::default())),
+            ShrAssign(_) => Some(BinOp::Shr(Default::default())),
+            _ => None,
+        };
+        if let Some(op) = compound {
+            self.assign(&b.left, Some((op, &b.op)), &b.right)?;
+            return Ok(Ev::Unit);
+        }
+        if let And(_) | Or(_) = b.op {
+            return self.short_circuit(b);
+        }
+        let is_cmp = matches!(b.op, Lt(_) | Le(_) | Gt(_) | Ge(_) | Eq(_) | Ne(_));
+        let lh = if is_cmp { None } else { hint };
+        let a = self.scalar(&b.left, lh)?;
+        let bh = Some(self.ty(a));
+        let r = self.scalar(&b.right, bh)?;
+        self.binop(&b.op, a, r, b).map(Ev::V)
+    }
+
+    fn binop(&mut self, op: &BinOp, a: Val, r: Val, at: &dyn ToTokens) -> Result<Val> {
+        use BinOp::*;
+        let (ta, tb) = (self.ty(a), self.ty(r));
+        let shift = matches!(op, Shl(_) | Shr(_));
+        if !ta.same_kind(tb) && !shift {
+            return err(
+                at,
+                format!(
+                    "mismatched operand types ({} and {}): convert with `as f64` / `as usize`",
+                    ty_name(ta),
+                    ty_name(tb)
+                ),
+            );
+        }
+        let cmp = match op {
+            Lt(_) => Some(CmpOp::Lt),
+            Le(_) => Some(CmpOp::Le),
+            Gt(_) => Some(CmpOp::Gt),
+            Ge(_) => Some(CmpOp::Ge),
+            Eq(_) => Some(CmpOp::Eq),
+            Ne(_) => Some(CmpOp::Ne),
+            _ => None,
+        };
+        if let Some(c) = cmp {
+            return Ok(self.cmp(c, a, r));
+        }
+        match ta {
+            Ty::F64 => {
+                let o = match op {
+                    Add(_) => Op2::Add,
+                    Sub(_) => Op2::Sub,
+                    Mul(_) => Op2::Mul,
+                    Div(_) => Op2::Div,
+                    Rem(_) => {
+                        return err(
+                            at,
+                            "`%` on `f64` is not supported: write `a - (a / b).trunc() * b`",
+                        )
+                    }
+                    _ => return err(at, "this operator is not defined on `f64`"),
+                };
+                Ok(self.bin(o, a, r))
+            }
+            Ty::Int(_) | Ty::Bool => {
+                let o = match op {
+                    Add(_) => IntOp::Add,
+                    Sub(_) => IntOp::Sub,
+                    Mul(_) => IntOp::Mul,
+                    Div(_) => IntOp::Div,
+                    Rem(_) => IntOp::Rem,
+                    BitAnd(_) => IntOp::BitAnd,
+                    BitOr(_) => IntOp::BitOr,
+                    BitXor(_) => IntOp::BitXor,
+                    Shl(_) => IntOp::Shl,
+                    Shr(_) => IntOp::Shr,
+                    _ => return err(at, "unsupported operator"),
+                };
+                if ta == Ty::Bool && !matches!(o, IntOp::BitAnd | IntOp::BitOr | IntOp::BitXor) {
+                    return err(at, "unsupported operator on `bool`");
+                }
+                Ok(self.int_op(o, a, r))
+            }
+        }
+    }
+
+    fn short_circuit(&mut self, b: &syn::ExprBinary) -> Result<Ev> {
+        // a && b  →  if a { b } else { false };  a || b  →  if a { true } else { b }
+        let is_and = matches!(b.op, BinOp::And(_));
+        let a = self.scalar(&b.left, Some(Ty::Bool))?;
+        if self.ty(a) != Ty::Bool {
+            return err(&b.left, "expected a `bool`");
+        }
+        let n = self.env.len();
+        let saved = self.snapshot(n);
+        let (rhs_blk, merge) = (self.new_block(), self.new_block());
+        self.make_params(merge, n);
+        let res = self.f.new_val(Ty::Bool, None);
+        self.f.blocks[merge].params.push(res);
+        let konst = self.konst(
+            Ty::Bool,
+            if is_and { quote!(false) } else { quote!(true) },
+            ConstVal::B(!is_and),
+        );
+        let mut short_args = self.args(n);
+        short_args.push(konst);
+        let short = Target {
+            block: merge,
+            args: short_args,
+        };
+        let go = Target {
+            block: rhs_blk,
+            args: vec![],
+        };
+        let term = if is_and {
+            Term::Branch(a, go, short)
+        } else {
+            Term::Branch(a, short, go)
+        };
+        self.finish(term);
+        self.cur = rhs_blk;
+        let r = self.scalar(&b.right, Some(Ty::Bool))?;
+        if self.ty(r) != Ty::Bool {
+            return err(&b.right, "expected a `bool`");
+        }
+        self.jump(merge, n, Some(r));
+        self.restore(&saved);
+        self.cur = merge;
+        self.bind_params(merge, n);
+        Ok(Ev::V(res))
+    }
+
+    fn unary(&mut self, u: &syn::ExprUnary, hint: Option<Ty>) -> Result<Ev> {
+        match u.op {
+            UnOp::Deref(_) => {
+                // `*x`: a float bound by reference is its value; `*o` of `iter_mut` is a load
+                self.expr(&u.expr, hint)
+            }
+            UnOp::Neg(_) => {
+                let a = self.scalar(&u.expr, hint)?;
+                match self.ty(a) {
+                    Ty::F64 => Ok(Ev::V(self.un(Op1::Neg, a, None))),
+                    Ty::Int(t) => {
+                        let z = self.konst(Ty::Int(t), quote!(0), ConstVal::I(0));
+                        Ok(Ev::V(self.int_op(IntOp::Sub, z, a)))
+                    }
+                    Ty::Bool => err(u, "cannot negate a `bool`"),
+                }
+            }
+            UnOp::Not(_) => {
+                let a = self.scalar(&u.expr, hint)?;
+                if self.ty(a) != Ty::Bool {
+                    return err(u, "`!` is supported on `bool` only");
+                }
+                let dst = self.val(Ty::Bool);
+                self.emit(Inst::Not { dst, a });
+                Ok(Ev::V(dst))
+            }
+            _ => err(u, "unsupported unary operator"),
+        }
+    }
+
+    fn cast(&mut self, c: &syn::ExprCast) -> Result<Ev> {
+        let Some(to) = type_of(&c.ty) else {
+            return err(&c.ty, "casts are supported to `f64` and integer types");
+        };
+        let a = self.scalar(&c.expr, None)?;
+        let from = self.ty(a);
+        if from == Ty::F64 && to == Ty::F64 {
+            return Ok(Ev::V(a));
+        }
+        if to == Ty::Bool {
+            return err(&c.ty, "casts to `bool` are not supported");
+        }
+        let dst = self.val(to);
+        self.emit(Inst::Cast { dst, a });
+        Ok(Ev::V(dst))
+    }
+
+    /// `x[i]` (a load) or `x[a..b]` (a sub-slice).
+    fn index(&mut self, ix: &syn::ExprIndex) -> Result<Ev> {
+        let base = match self.expr(&ix.expr, None)? {
+            Ev::S(s) => s,
+            _ => return err(&ix.expr, "only slices and arrays can be indexed"),
+        };
+        if let Expr::Range(r) = strip(&ix.index) {
+            return self.subslice(base, r).map(Ev::S);
+        }
+        let i = self.scalar(&ix.index, Some(Ty::Int(Some(IntTy::Usize))))?;
+        if !matches!(self.ty(i), Ty::Int(_)) {
+            return err(&ix.index, "indices are `usize`");
+        }
+        self.f.values[i].ty = Ty::Int(Some(IntTy::Usize));
+        let idx = self.offset(&base, i);
+        let dst = self.val(self.f.slices[base.slice].elem);
+        self.emit(Inst::Load {
+            dst,
+            slice: base.slice,
+            idx,
+        });
+        Ok(Ev::V(dst))
+    }
+
+    fn offset(&mut self, base: &SliceArg, i: Val) -> Val {
+        match base.lo {
+            Some(lo) => self.int_op(IntOp::Add, lo, i),
+            None => i,
+        }
+    }
+
+    fn subslice(&mut self, base: SliceArg, r: &syn::ExprRange) -> Result<SliceArg> {
+        let us = Some(Ty::Int(Some(IntTy::Usize)));
+        let lo = match &r.start {
+            Some(e) => Some(self.scalar(e, us)?),
+            None => None,
+        };
+        let mut hi = match &r.end {
+            Some(e) => Some(self.scalar(e, us)?),
+            None => None,
+        };
+        if let (syn::RangeLimits::Closed(_), Some(h)) = (&r.limits, hi) {
+            let one = self.usize_const(1);
+            hi = Some(self.int_op(IntOp::Add, h, one));
+        }
+        let lo2 = match (base.lo, lo) {
+            (Some(b), Some(l)) => Some(self.int_op(IntOp::Add, b, l)),
+            (b, None) => b,
+            (None, l) => l,
+        };
+        let hi2 = match hi {
+            Some(h) => Some(match base.lo {
+                Some(b) => self.int_op(IntOp::Add, b, h),
+                None => h,
+            }),
+            None => base.hi,
+        };
+        Ok(SliceArg {
+            slice: base.slice,
+            lo: lo2,
+            hi: hi2,
+        })
+    }
+
+    fn len_of(&mut self, s: &SliceArg) -> Val {
+        let hi = match s.hi {
+            Some(h) => h,
+            None => {
+                let dst = self.val(Ty::Int(Some(IntTy::Usize)));
+                self.emit(Inst::Len {
+                    dst,
+                    slice: s.slice,
+                });
+                dst
+            }
+        };
+        match s.lo {
+            Some(lo) => self.int_op(IntOp::Sub, hi, lo),
+            None => hi,
+        }
+    }
+
+    fn method(&mut self, m: &syn::ExprMethodCall, hint: Option<Ty>) -> Result<Ev> {
+        let name = m.method.to_string();
+        if m.turbofish.is_some() {
+            return err(&m.turbofish, "turbofish method calls are not supported");
+        }
+        let recv = self.expr(&m.receiver, hint)?;
+        let recv = match recv {
+            Ev::S(s) => {
+                if name == "len" && m.args.is_empty() {
+                    return Ok(Ev::V(self.len_of(&s)));
+                }
+                return err(
+                    &m.method,
+                    format!(
+                        "`.{name}()` on a slice is not supported: use `.len()`, indexing, or a \
+                         `for` loop over `.iter()`"
+                    ),
+                );
+            }
+            Ev::V(v) => v,
+            Ev::Unit => return err(&m.receiver, "this expression has no value"),
+        };
+        let args: Vec<&Expr> = m.args.iter().collect();
+        self.method_on(recv, &name, &args, &m.method)
+    }
+
+    fn method_on(&mut self, recv: Val, name: &str, args: &[&Expr], at: &syn::Ident) -> Result<Ev> {
+        let nargs = |k: usize| -> Result<()> {
+            if args.len() != k {
+                err(at, format!("`{name}` takes {k} argument(s)"))
+            } else {
+                Ok(())
+            }
+        };
+        match self.ty(recv) {
+            Ty::F64 => {
+                if let Some(op) = method_op1(name) {
+                    nargs(0)?;
+                    return Ok(Ev::V(self.un(op, recv, None)));
+                }
+                if let Some(op) = method_op2(name) {
+                    nargs(1)?;
+                    let b = self.scalar(args[0], Some(Ty::F64))?;
+                    if self.ty(b) != Ty::F64 {
+                        return err(args[0], "expected an `f64`");
+                    }
+                    return Ok(Ev::V(self.bin(op, recv, b)));
+                }
+                if let Some(op) = pass_op(name) {
+                    nargs(0)?;
+                    let dst = self.val(Ty::F64);
+                    self.emit(Inst::Pass { dst, op, a: recv });
+                    return Ok(Ev::V(dst));
+                }
+                match name {
+                    "powi" | "polygamma" => {
+                        nargs(1)?;
+                        let t = if name == "powi" {
+                            IntTy::I32
+                        } else {
+                            IntTy::U32
+                        };
+                        if let Expr::Lit(syn::ExprLit {
+                            lit: Lit::Int(i), ..
+                        }) = strip(args[0])
+                        {
+                            let n: i64 = i.base10_parse()?;
+                            let op = if name == "powi" {
+                                Op1::Powi(n as i32)
+                            } else {
+                                Op1::Polygamma(n as u32)
+                            };
+                            return Ok(Ev::V(self.un(op, recv, None)));
+                        }
+                        let n = self.scalar(args[0], Some(Ty::Int(Some(t))))?;
+                        if !matches!(self.ty(n), Ty::Int(_)) {
+                            return err(args[0], "expected an integer");
+                        }
+                        self.f.values[n].ty = Ty::Int(Some(t));
+                        let op = if name == "powi" {
+                            Op1::Powi(0)
+                        } else {
+                            Op1::Polygamma(0)
+                        };
+                        Ok(Ev::V(self.un(op, recv, Some(n))))
+                    }
+                    "mul_add" => {
+                        nargs(2)?;
+                        let a = self.scalar(args[0], Some(Ty::F64))?;
+                        let b = self.scalar(args[1], Some(Ty::F64))?;
+                        let p = self.bin(Op2::Mul, recv, a);
+                        Ok(Ev::V(self.bin(Op2::Add, p, b)))
+                    }
+                    "log" => {
+                        nargs(1)?;
+                        let b = self.scalar(args[0], Some(Ty::F64))?;
+                        let ln = self.un(Op1::Ln, recv, None);
+                        let lb = self.un(Op1::Ln, b, None);
+                        Ok(Ev::V(self.bin(Op2::Div, ln, lb)))
+                    }
+                    "clamp" => {
+                        nargs(2)?;
+                        let lo = self.scalar(args[0], Some(Ty::F64))?;
+                        let hi = self.scalar(args[1], Some(Ty::F64))?;
+                        let m = self.bin(Op2::Max, recv, lo);
+                        Ok(Ev::V(self.bin(Op2::Min, m, hi)))
+                    }
+                    "fract" => {
+                        nargs(0)?;
+                        let t = self.val(Ty::F64);
+                        self.emit(Inst::Pass {
+                            dst: t,
+                            op: PassOp::Trunc,
+                            a: recv,
+                        });
+                        Ok(Ev::V(self.bin(Op2::Sub, recv, t)))
+                    }
+                    "to_radians" | "to_degrees" => {
+                        nargs(0)?;
+                        let (tok, v) = if name == "to_radians" {
+                            (
+                                quote!((::core::f64::consts::PI / 180.0)),
+                                std::f64::consts::PI / 180.0,
+                            )
+                        } else {
+                            (
+                                quote!((180.0 / ::core::f64::consts::PI)),
+                                180.0 / std::f64::consts::PI,
+                            )
+                        };
+                        let c = self.konst(Ty::F64, tok, ConstVal::F(v));
+                        Ok(Ev::V(self.bin(Op2::Mul, recv, c)))
+                    }
+                    "sin_cos" => err(at, "`sin_cos` returns a tuple: call `sin()` and `cos()`"),
+                    "clone" => Ok(Ev::V(recv)),
+                    _ => err(
+                        at,
+                        format!(
+                            "`{name}` is not a differentiable primitive: use the methods of the \
+                             rule table (sin, exp, powi, max, …) or declare a rule with \
+                             `#[differentiable(rule(f = f_rule))]`"
+                        ),
+                    ),
+                }
+            }
+            Ty::Int(_) => match name {
+                "min" | "max" => {
+                    nargs(1)?;
+                    let b = self.scalar(args[0], Some(self.ty(recv)))?;
+                    let op = if name == "min" {
+                        IntOp::Min
+                    } else {
+                        IntOp::Max
+                    };
+                    Ok(Ev::V(self.int_op(op, recv, b)))
+                }
+                _ => err(at, format!("`{name}` on an integer is not supported")),
+            },
+            Ty::Bool => err(at, format!("`{name}` on a `bool` is not supported")),
+        }
+    }
+
+    fn call(&mut self, c: &syn::ExprCall, hint: Option<Ty>) -> Result<Ev> {
+        let Expr::Path(p) = &*c.func else {
+            return err(&c.func, "only calls of named functions are supported");
+        };
+        let segs: Vec<String> = p
+            .path
+            .segments
+            .iter()
+            .map(|s| s.ident.to_string())
+            .collect();
+        // f64::sin(x), f64::max(a, b)
+        if segs.len() == 2 && segs[0] == "f64" {
+            let Some(first) = c.args.first() else {
+                return err(c, "expected arguments");
+            };
+            let recv = self.scalar(first, Some(Ty::F64))?;
+            let rest: Vec<&Expr> = c.args.iter().skip(1).collect();
+            let at = &p.path.segments[1].ident;
+            return self.method_on(recv, &segs[1], &rest, at);
+        }
+        let Some(id) = p.path.get_ident() else {
+            return err(
+                p,
+                "only calls of #[differentiable] functions in scope (a plain name) and \
+                 `f64::method(x)` are supported",
+            );
+        };
+        let _ = hint;
+        // user rule?
+        if let Some((_, rule)) = self.opts.rules.iter().find(|(n, _)| n == id) {
+            let rule = rule.clone();
+            let mut args = vec![];
+            for a in &c.args {
+                let v = self.scalar(a, Some(Ty::F64))?;
+                if self.ty(v) != Ty::F64 {
+                    return err(a, "functions with rules take `f64` arguments");
+                }
+                args.push(v);
+            }
+            let dst = self.val(Ty::F64);
+            let partials = vec![None; args.len()];
+            self.emit(Inst::Rule {
+                dst,
+                rule,
+                args,
+                partials,
+            });
+            return Ok(Ev::V(dst));
+        }
+        if *id == self.f.name {
+            return err(id, "recursion is not supported: write a loop");
+        }
+        let mut args = vec![];
+        for a in &c.args {
+            match self.expr(a, None)? {
+                Ev::V(v) => args.push(Arg::Val(v)),
+                Ev::S(s) => {
+                    if self.f.slices[s.slice].mutable() {
+                        return err(
+                            a,
+                            "passing a `&mut` slice or a local array to another \
+                             #[differentiable] function is not supported (its values may change \
+                             before the reverse sweep): pass input slices",
+                        );
+                    }
+                    args.push(Arg::Slice(s))
+                }
+                Ev::Unit => return err(a, "this argument has no value"),
+            }
+        }
+        let dst = self.val(Ty::F64);
+        self.emit(Inst::Call {
+            dst,
+            func: p.path.clone(),
+            args,
+        });
+        Ok(Ev::V(dst))
+    }
+
+    fn assign(&mut self, lhs: &Expr, op: Option<(BinOp, &BinOp)>, rhs: &Expr) -> Result<()> {
+        match strip(lhs) {
+            Expr::Path(p) if p.path.get_ident().is_some() => {
+                let name = p.path.get_ident().unwrap().to_string();
+                let Some(i) = self.lookup(&name) else {
+                    return err(p, format!("unknown variable `{name}`"));
+                };
+                match self.env[i].b.clone() {
+                    Binding::Val(old) => {
+                        let hint = Some(self.ty(old));
+                        let r = self.scalar(rhs, hint)?;
+                        let new = match op {
+                            Some((o, at)) => self.binop(&o, old, r, at)?,
+                            None => r,
+                        };
+                        if !self.ty(new).same_kind(self.ty(old)) {
+                            return err(rhs, "the value has a different type than the variable");
+                        }
+                        if self.f.values[new].name.is_none() {
+                            self.f.values[new].name = Some(name);
+                        }
+                        self.env[i].b = Binding::Val(new);
+                        Ok(())
+                    }
+                    Binding::Elem(s, idx) => self.store(s, idx, op, rhs),
+                    Binding::Slice(_) => err(lhs, "assigning whole slices is not supported"),
+                }
+            }
+            Expr::Unary(u) if matches!(u.op, UnOp::Deref(_)) => {
+                if let Expr::Path(p) = strip(&u.expr) {
+                    if let Some(id) = p.path.get_ident() {
+                        if let Some(i) = self.lookup(&id.to_string()) {
+                            if let Binding::Elem(s, idx) = self.env[i].b.clone() {
+                                return self.store(s, idx, op, rhs);
+                            }
+                        }
+                    }
+                }
+                err(lhs, "assign through `*` only to elements from `iter_mut()`")
+            }
+            Expr::Index(ix) => {
+                let base = match self.expr(&ix.expr, None)? {
+                    Ev::S(s) => s,
+                    _ => return err(&ix.expr, "only slices and arrays can be indexed"),
+                };
+                if !self.f.slices[base.slice].mutable() {
+                    return err(&ix.expr, "this slice is not mutable");
+                }
+                let i = self.scalar(&ix.index, Some(Ty::Int(Some(IntTy::Usize))))?;
+                if !matches!(self.ty(i), Ty::Int(_)) {
+                    return err(&ix.index, "indices are `usize`");
+                }
+                self.f.values[i].ty = Ty::Int(Some(IntTy::Usize));
+                let idx = self.offset(&base, i);
+                self.store(base.slice, idx, op, rhs)
+            }
+            e => err(e, "assign to variables, slice elements `x[i]` or `*elem`"),
+        }
+    }
+
+    fn store(
+        &mut self,
+        s: SliceId,
+        idx: Val,
+        op: Option<(BinOp, &BinOp)>,
+        rhs: &Expr,
+    ) -> Result<()> {
+        let elem = self.f.slices[s].elem;
+        let r = self.scalar(rhs, Some(elem))?;
+        let val = match op {
+            Some((o, at)) => {
+                let old = self.val(elem);
+                self.emit(Inst::Load {
+                    dst: old,
+                    slice: s,
+                    idx,
+                });
+                self.binop(&o, old, r, at)?
+            }
+            None => r,
+        };
+        if !self.ty(val).same_kind(elem) {
+            return err(
+                rhs,
+                "the value has a different type than the slice's elements",
+            );
+        }
+        self.emit(Inst::Store { slice: s, idx, val });
+        Ok(())
+    }
+
+    // ---- control flow ----
+
+    fn cond(&mut self, e: &Expr) -> Result<Val> {
+        if let Expr::Let(l) = strip(e) {
+            return err(
+                l,
+                "`if let` / `while let` are not supported: compare values",
+            );
+        }
+        let c = self.scalar(e, Some(Ty::Bool))?;
+        if self.ty(c) != Ty::Bool {
+            return err(e, "expected a `bool` condition");
+        }
+        Ok(c)
+    }
+
+    fn lower_if(&mut self, e: &syn::ExprIf, hint: Option<Ty>) -> Result<Ev> {
+        let c = self.cond(&e.cond)?;
+        let n = self.env.len();
+        let saved = self.snapshot(n);
+        let (tb, eb) = (self.new_block(), self.new_block());
+        self.finish(Term::Branch(
+            c,
+            Target {
+                block: tb,
+                args: vec![],
+            },
+            Target {
+                block: eb,
+                args: vec![],
+            },
+        ));
+        let mut incoming: Vec<(BlockId, Vec<Val>, Ev)> = vec![];
+        self.cur = tb;
+        let tv = self.block(&e.then_branch)?;
+        if !self.is_dead(self.cur) {
+            incoming.push((self.cur, self.args(n), tv));
+        }
+        self.restore(&saved);
+        self.cur = eb;
+        let ev = match &e.else_branch {
+            Some((_, el)) => self.expr(el, hint)?,
+            None => Ev::Unit,
+        };
+        if !self.is_dead(self.cur) {
+            incoming.push((self.cur, self.args(n), ev));
+        }
+        self.merge(n, incoming, &saved, e)
+    }
+
+    /// Join the incoming paths (block, variable values, branch value) into a new block.
+    fn merge(
+        &mut self,
+        n: usize,
+        incoming: Vec<(BlockId, Vec<Val>, Ev)>,
+        saved: &[Binding],
+        at: &dyn ToTokens,
+    ) -> Result<Ev> {
+        let m = self.new_block();
+        self.restore(saved);
+        if incoming.is_empty() {
+            self.dead.insert(m);
+            self.cur = m;
+            return Ok(Ev::Unit);
+        }
+        self.make_params(m, n);
+        let all_vals = incoming.iter().all(|(_, _, e)| matches!(e, Ev::V(_)));
+        let mut result = Ev::Unit;
+        if all_vals {
+            let tys: Vec<Ty> = incoming
+                .iter()
+                .map(|(_, _, e)| match e {
+                    Ev::V(v) => self.ty(*v),
+                    _ => unreachable!(),
+                })
+                .collect();
+            if tys.iter().any(|t| !t.same_kind(tys[0])) {
+                return err(at, "the branches have values of different types");
+            }
+            let p = self.f.new_val(tys[0], None);
+            self.f.blocks[m].params.push(p);
+            result = Ev::V(p);
+        } else if let Some((_, _, Ev::S(_))) =
+            incoming.iter().find(|(_, _, e)| matches!(e, Ev::S(_)))
+        {
+            return err(at, "branches that produce slices are not supported");
+        }
+        for (b, mut args, ev) in incoming {
+            if let (true, Ev::V(v)) = (all_vals, ev) {
+                args.push(v);
+            }
+            self.f.blocks[b].term = Term::Jump(Target { block: m, args });
+        }
+        self.cur = m;
+        self.bind_params(m, n);
+        Ok(result)
+    }
+
+    fn label(l: &Option<syn::Label>) -> Option<String> {
+        l.as_ref().map(|l| l.name.ident.to_string())
+    }
+
+    /// Start a loop: header and exit blocks with parameters for the first `n` variables; jumps
+    /// from the current block to the header.
+    fn loop_start(&mut self, n: usize) -> (BlockId, BlockId) {
+        let (h, x) = (self.new_block(), self.new_block());
+        self.make_params(h, n);
+        self.make_params(x, n);
+        self.jump(h, n, None);
+        self.cur = h;
+        self.bind_params(h, n);
+        (h, x)
+    }
+
+    fn loop_end(&mut self, x: BlockId, n: usize, exit_reached: bool) {
+        self.cur = x;
+        if !exit_reached {
+            self.dead.insert(x);
+        }
+        self.bind_params(x, n);
+    }
+
+    fn exit_used(&self, x: BlockId) -> bool {
+        self.f.blocks.iter().enumerate().any(|(b, blk)| {
+            !self.dead.contains(&b) && blk.term.targets().iter().any(|t| t.block == x)
+        })
+    }
+
+    fn lower_while(&mut self, w: &syn::ExprWhile) -> Result<Ev> {
+        let n = self.env.len();
+        let (h, x) = self.loop_start(n);
+        let c = self.cond(&w.cond)?;
+        let body = self.new_block();
+        let exit_args = self.args(n);
+        self.finish(Term::Branch(
+            c,
+            Target {
+                block: body,
+                args: vec![],
+            },
+            Target {
+                block: x,
+                args: exit_args,
+            },
+        ));
+        self.cur = body;
+        self.loops.push(LoopCtx {
+            label: Self::label(&w.label),
+            cont: h,
+            brk: x,
+            nvars: n,
+        });
+        self.block(&w.body)?;
+        self.loops.pop();
+        if !self.is_dead(self.cur) {
+            self.jump(h, n, None);
+        }
+        let used = self.exit_used(x);
+        self.loop_end(x, n, used);
+        Ok(Ev::Unit)
+    }
+
+    fn lower_loop(&mut self, l: &syn::ExprLoop) -> Result<Ev> {
+        let n = self.env.len();
+        let (h, x) = self.loop_start(n);
+        self.loops.push(LoopCtx {
+            label: Self::label(&l.label),
+            cont: h,
+            brk: x,
+            nvars: n,
+        });
+        self.block(&l.body)?;
+        self.loops.pop();
+        if !self.is_dead(self.cur) {
+            self.jump(h, n, None);
+        }
+        let used = self.exit_used(x);
+        self.loop_end(x, n, used);
+        Ok(Ev::Unit)
+    }
+
+    fn iter_spec(&mut self, e: &Expr) -> Result<It> {
+        let us = Some(Ty::Int(Some(IntTy::Usize)));
+        match strip(e) {
+            Expr::Range(r) => {
+                let (Some(s), Some(t)) = (&r.start, &r.end) else {
+                    return err(r, "loop over a bounded range `a..b`");
+                };
+                let lo = self.scalar(s, None)?;
+                let lot = self.ty(lo);
+                if !matches!(lot, Ty::Int(_)) {
+                    return err(s, "range bounds are integers");
+                }
+                let mut hi = self.scalar(t, Some(lot))?;
+                if !matches!(self.ty(hi), Ty::Int(_)) {
+                    return err(t, "range bounds are integers");
+                }
+                if let syn::RangeLimits::Closed(_) = r.limits {
+                    let one = self.konst(self.ty(hi), quote!(1), ConstVal::I(1));
+                    hi = self.int_op(IntOp::Add, hi, one);
+                }
+                Ok(It::Range {
+                    lo,
+                    hi,
+                    rev: false,
+                    step: None,
+                })
+            }
+            Expr::MethodCall(m) => {
+                let name = m.method.to_string();
+                match name.as_str() {
+                    "rev" => match self.iter_spec(&m.receiver)? {
+                        It::Range {
+                            lo,
+                            hi,
+                            rev: false,
+                            step: None,
+                        } => Ok(It::Range {
+                            lo,
+                            hi,
+                            rev: true,
+                            step: None,
+                        }),
+                        _ => err(&m.method, "`.rev()` is supported on ranges only"),
+                    },
+                    "step_by" => match self.iter_spec(&m.receiver)? {
+                        It::Range {
+                            lo,
+                            hi,
+                            rev: false,
+                            step: None,
+                        } => {
+                            let s = self.scalar(&m.args[0], us)?;
+                            Ok(It::Range {
+                                lo,
+                                hi,
+                                rev: false,
+                                step: Some(s),
+                            })
+                        }
+                        _ => err(&m.method, "`.step_by()` is supported on ranges only"),
+                    },
+                    "enumerate" => Ok(It::Enumerate(Box::new(self.iter_spec(&m.receiver)?))),
+                    "zip" => {
+                        let a = self.iter_spec(&m.receiver)?;
+                        let b = self.iter_spec(&m.args[0])?;
+                        Ok(It::Zip(Box::new(a), Box::new(b)))
+                    }
+                    "iter" | "iter_mut" | "copied" | "cloned" | "into_iter" => {
+                        if name == "copied" || name == "cloned" {
+                            return self.iter_spec(&m.receiver);
+                        }
+                        match self.expr(&m.receiver, None)? {
+                            Ev::S(s) => {
+                                let mutable = name == "iter_mut";
+                                if mutable && !self.f.slices[s.slice].mutable() {
+                                    return err(&m.receiver, "this slice is not mutable");
+                                }
+                                Ok(It::Slice(s, mutable))
+                            }
+                            _ => err(&m.receiver, "expected a slice"),
+                        }
+                    }
+                    _ => err(
+                        &m.method,
+                        "unsupported iterator adapter: loop over ranges or slices with `.iter()`, \
+                         `.iter_mut()`, `.enumerate()`, `.zip()`, `.rev()`, `.step_by()`",
+                    ),
+                }
+            }
+            Expr::Reference(r) => {
+                let mutable = r.mutability.is_some();
+                match self.expr(&r.expr, None)? {
+                    Ev::S(s) => Ok(It::Slice(s, mutable)),
+                    _ => err(r, "expected a slice"),
+                }
+            }
+            other => match self.expr(other, None)? {
+                Ev::S(s) => Ok(It::Slice(s, false)),
+                _ => err(other, "loop over a range or a slice"),
+            },
+        }
+    }
+
+    /// Number of iterations of an iterator.
+    fn iter_len(&mut self, it: &It) -> Val {
+        match it {
+            It::Range { lo, hi, step, .. } => {
+                // if hi > lo { (hi - lo + step - 1) / step } else { 0 }, with min/max only
+                let m = self.int_op(IntOp::Max, *hi, *lo);
+                let d = self.int_op(IntOp::Sub, m, *lo);
+                match step {
+                    None => d,
+                    Some(s) => {
+                        let one = self.konst(self.ty(*s), quote!(1), ConstVal::I(1));
+                        let sm1 = self.int_op(IntOp::Sub, *s, one);
+                        let t = self.int_op(IntOp::Add, d, sm1);
+                        self.int_op(IntOp::Div, t, *s)
+                    }
+                }
+            }
+            It::Slice(s, _) => self.len_of(&s.clone()),
+            It::Enumerate(i) => self.iter_len(i),
+            It::Zip(a, b) => {
+                let la = self.iter_len(a);
+                let lb = self.iter_len(b);
+                self.int_op(IntOp::Min, la, lb)
+            }
+        }
+    }
+
+    /// The item at counter `k`.
+    fn iter_item(&mut self, it: &It, k: Val) -> Item {
+        match it {
+            It::Range { lo, hi, rev, step } => {
+                if *rev {
+                    // hi - 1 - k
+                    let one = self.konst(self.ty(*hi), quote!(1), ConstVal::I(1));
+                    let h1 = self.int_op(IntOp::Sub, *hi, one);
+                    Item::Int(self.int_op(IntOp::Sub, h1, k))
+                } else {
+                    let off = match step {
+                        Some(s) => self.int_op(IntOp::Mul, k, *s),
+                        None => k,
+                    };
+                    Item::Int(self.int_op(IntOp::Add, *lo, off))
+                }
+            }
+            It::Slice(s, mutable) => {
+                let idx = self.offset(&s.clone(), k);
+                Item::Elem(s.slice, idx, *mutable)
+            }
+            It::Enumerate(i) => {
+                let inner = self.iter_item(i, k);
+                Item::Tuple(vec![Item::Int(k), inner])
+            }
+            It::Zip(a, b) => {
+                let ia = self.iter_item(a, k);
+                let ib = self.iter_item(b, k);
+                Item::Tuple(vec![ia, ib])
+            }
+        }
+    }
+
+    fn bind_item(&mut self, pat: &Pat, item: Item) -> Result<()> {
+        match (pat, item) {
+            (Pat::Wild(_), _) => Ok(()),
+            (Pat::Ident(pi), Item::Int(v)) => {
+                self.env.push(Var {
+                    name: pi.ident.to_string(),
+                    b: Binding::Val(v),
+                });
+                Ok(())
+            }
+            (Pat::Ident(pi), Item::Elem(s, idx, mutable)) => {
+                let b = if mutable {
+                    Binding::Elem(s, idx)
+                } else {
+                    let dst = self.val(self.f.slices[s].elem);
+                    self.f.values[dst].name = Some(pi.ident.to_string());
+                    self.emit(Inst::Load { dst, slice: s, idx });
+                    Binding::Val(dst)
+                };
+                self.env.push(Var {
+                    name: pi.ident.to_string(),
+                    b,
+                });
+                Ok(())
+            }
+            (Pat::Reference(r), Item::Elem(s, idx, false)) => {
+                if let Pat::Ident(pi) = &*r.pat {
+                    let dst = self.val(self.f.slices[s].elem);
+                    self.f.values[dst].name = Some(pi.ident.to_string());
+                    self.emit(Inst::Load { dst, slice: s, idx });
+                    self.env.push(Var {
+                        name: pi.ident.to_string(),
+                        b: Binding::Val(dst),
+                    });
+                    Ok(())
+                } else {
+                    err(r, "bind a plain name")
+                }
+            }
+            (Pat::Tuple(t), Item::Tuple(items)) if t.elems.len() == items.len() => {
+                for (p, i) in t.elems.iter().zip(items) {
+                    self.bind_item(p, i)?;
+                }
+                Ok(())
+            }
+            (p, _) => err(p, "this pattern does not match the loop's items"),
+        }
+    }
+
+    fn lower_for(&mut self, fl: &syn::ExprForLoop) -> Result<Ev> {
+        let it = self.iter_spec(&fl.expr)?;
+        let simple = matches!(
+            it,
+            It::Range {
+                rev: false,
+                step: None,
+                ..
+            }
+        );
+        // the counter: the range variable itself for `a..b`, else 0..len
+        let (start, end) = match &it {
+            It::Range { lo, hi, .. } if simple => (*lo, *hi),
+            _ => {
+                let len = self.iter_len(&it);
+                (self.usize_const(0), len)
+            }
+        };
+        self.counter += 1;
+        self.env.push(Var {
+            name: format!("#k{}", self.counter),
+            b: Binding::Val(start),
+        });
+        let n = self.env.len();
+        let (h, x) = self.loop_start(n);
+        let k = match self.env[n - 1].b {
+            Binding::Val(v) => v,
+            _ => unreachable!(),
+        };
+        self.f.values[k].name = Some(if simple {
+            pat_name(&fl.pat).unwrap_or_else(|| "k".into())
+        } else {
+            "k".into()
+        });
+        let c = self.cmp(CmpOp::Lt, k, end);
+        let body = self.new_block();
+        let exit_args = self.args(n);
+        self.finish(Term::Branch(
+            c,
+            Target {
+                block: body,
+                args: vec![],
+            },
+            Target {
+                block: x,
+                args: exit_args,
+            },
+        ));
+        let latch = self.new_block();
+        self.make_params(latch, n);
+        self.cur = body;
+        let nb = self.env.len();
+        let item = if simple {
+            Item::Int(k)
+        } else {
+            self.iter_item(&it, k)
+        };
+        self.bind_item(&fl.pat, item)?;
+        self.loops.push(LoopCtx {
+            label: Self::label(&fl.label),
+            cont: latch,
+            brk: x,
+            nvars: n,
+        });
+        self.block(&fl.body)?;
+        self.loops.pop();
+        self.env.truncate(nb);
+        if !self.is_dead(self.cur) {
+            self.jump(latch, n, None);
+        }
+        // latch: k += 1
+        self.cur = latch;
+        self.bind_params(latch, n);
+        let kk = match self.env[n - 1].b {
+            Binding::Val(v) => v,
+            _ => unreachable!(),
+        };
+        let one = self.konst(self.ty(kk), quote!(1), ConstVal::I(1));
+        let k1 = self.int_op(IntOp::Add, kk, one);
+        self.env[n - 1].b = Binding::Val(k1);
+        self.jump(h, n, None);
+        let used = self.exit_used(x);
+        self.loop_end(x, n, used);
+        self.env.pop();
+        Ok(Ev::Unit)
+    }
+
+    fn lower_match(&mut self, m: &syn::ExprMatch, hint: Option<Ty>) -> Result<Ev> {
+        let s = self.scalar(&m.expr, None)?;
+        let st = self.ty(s);
+        if st == Ty::F64 {
+            return err(
+                &m.expr,
+                "`match` on `f64` is not supported: use `if`/`else`",
+            );
+        }
+        let n = self.env.len();
+        let saved = self.snapshot(n);
+        let mut incoming = vec![];
+        for (ai, arm) in m.arms.iter().enumerate() {
+            let last = ai + 1 == m.arms.len();
+            self.restore(&saved);
+            let nb = self.env.len();
+            let test = self.pattern_test(&arm.pat, s)?;
+            let test = match (&arm.guard, test) {
+                (None, t) => t,
+                (Some((_, g)), t) => {
+                    // bind, then evaluate the guard only when the pattern matched
+                    let g = self.cond_after(t, g)?;
+                    Some(g)
+                }
+            };
+            let body_blk = self.new_block();
+            let next = self.new_block();
+            match test {
+                None => {
+                    self.finish(Term::Jump(Target {
+                        block: body_blk,
+                        args: vec![],
+                    }));
+                    self.dead.insert(next);
+                }
+                Some(t) => {
+                    self.finish(Term::Branch(
+                        t,
+                        Target {
+                            block: body_blk,
+                            args: vec![],
+                        },
+                        Target {
+                            block: next,
+                            args: vec![],
+                        },
+                    ));
+                }
+            }
+            self.cur = body_blk;
+            let v = self.expr(&arm.body, hint)?;
+            if !self.is_dead(self.cur) {
+                incoming.push((self.cur, self.args(n), v));
+            }
+            self.env.truncate(nb);
+            self.cur = next;
+            if last && !self.is_dead(next) {
+                self.set_term(Term::Unreachable);
+                self.dead.insert(next);
+            }
+        }
+        self.merge(n, incoming, &saved, m)
+    }
+
+    /// `t && g`, evaluating `g` only when `t` holds (`None`: always).
+    fn cond_after(&mut self, t: Option<Val>, g: &Expr) -> Result<Val> {
+        match t {
+            None => self.cond(g),
+            Some(t) => {
+                let n = self.env.len();
+                let saved = self.snapshot(n);
+                let (gb, merge) = (self.new_block(), self.new_block());
+                self.make_params(merge, n);
+                let res = self.f.new_val(Ty::Bool, None);
+                self.f.blocks[merge].params.push(res);
+                let f = self.konst(Ty::Bool, quote!(false), ConstVal::B(false));
+                let mut a = self.args(n);
+                a.push(f);
+                self.finish(Term::Branch(
+                    t,
+                    Target {
+                        block: gb,
+                        args: vec![],
+                    },
+                    Target {
+                        block: merge,
+                        args: a,
+                    },
+                ));
+                self.cur = gb;
+                let g = self.cond(g)?;
+                self.jump(merge, n, Some(g));
+                self.restore(&saved);
+                self.cur = merge;
+                self.bind_params(merge, n);
+                Ok(res)
+            }
+        }
+    }
+
+    /// The condition under which `pat` matches `s` (`None`: always); binds names.
+    fn pattern_test(&mut self, pat: &Pat, s: Val) -> Result<Option<Val>> {
+        let st = self.ty(s);
+        match pat {
+            Pat::Wild(_) => Ok(None),
+            Pat::Ident(pi) if pi.subpat.is_none() => {
+                self.env.push(Var {
+                    name: pi.ident.to_string(),
+                    b: Binding::Val(s),
+                });
+                Ok(None)
+            }
+            Pat::Lit(l) => {
+                let v = self.lit(&l.lit, Some(st))?;
+                Ok(Some(self.cmp(CmpOp::Eq, s, v)))
+            }
+            Pat::Range(r) => {
+                let mut t = None;
+                if let Some(lo) = &r.start {
+                    let lo = self.scalar(lo, Some(st))?;
+                    t = Some(self.cmp(CmpOp::Ge, s, lo));
+                }
+                if let Some(hi) = &r.end {
+                    let hi = self.scalar(hi, Some(st))?;
+                    let op = match r.limits {
+                        syn::RangeLimits::Closed(_) => CmpOp::Le,
+                        syn::RangeLimits::HalfOpen(_) => CmpOp::Lt,
+                    };
+                    let c = self.cmp(op, s, hi);
+                    t = Some(match t {
+                        Some(a) => self.int_op(IntOp::BitAnd, a, c),
+                        None => c,
+                    });
+                }
+                Ok(t)
+            }
+            Pat::Or(o) => {
+                let mut acc: Option<Val> = None;
+                for c in &o.cases {
+                    match self.pattern_test(c, s)? {
+                        None => return Ok(None),
+                        Some(t) => {
+                            acc = Some(match acc {
+                                Some(a) => self.int_op(IntOp::BitOr, a, t),
+                                None => t,
+                            })
+                        }
+                    }
+                }
+                Ok(acc)
+            }
+            Pat::Paren(p) => self.pattern_test(&p.pat, s),
+            p => err(
+                p,
+                "unsupported pattern: match integers or bools against literals, ranges, `|`, `_`",
+            ),
+        }
+    }
+}
+
+fn pat_name(p: &Pat) -> Option<String> {
+    match p {
+        Pat::Ident(pi) => Some(pi.ident.to_string()),
+        _ => None,
+    }
+}
+
+fn strip(e: &Expr) -> &Expr {
+    match e {
+        Expr::Paren(p) => strip(&p.expr),
+        Expr::Group(g) => strip(&g.expr),
+        e => e,
+    }
+}
+
+#[allow(dead_code)]
+fn span_of(e: &impl Spanned) -> Span {
+    e.span()
+}

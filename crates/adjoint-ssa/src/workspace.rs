@@ -1,0 +1,109 @@
+//! Typed stacks and the reusable workspace of the generated pullbacks.
+
+use std::cell::RefCell;
+
+/// A typed LIFO stack backed by a `Vec` that keeps its capacity across calls.
+#[derive(Clone, Debug, Default)]
+pub struct Stack<T> {
+    items: Vec<T>,
+}
+
+impl<T> Stack<T> {
+    /// An empty stack.
+    pub const fn new() -> Self {
+        Stack { items: Vec::new() }
+    }
+    /// Push a value.
+    #[inline(always)]
+    pub fn push(&mut self, v: T) {
+        self.items.push(v);
+    }
+    /// Pop the last value pushed.
+    ///
+    /// # Panics
+    /// On an empty stack (a pullback's pops always match its pushes).
+    #[inline(always)]
+    pub fn pop(&mut self) -> T {
+        match self.items.pop() {
+            Some(v) => v,
+            None => underflow(),
+        }
+    }
+    /// Number of values.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+    /// No values.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+    /// Allocated capacity.
+    pub fn capacity(&self) -> usize {
+        self.items.capacity()
+    }
+    /// Remove every value, keeping the memory.
+    pub fn clear(&mut self) {
+        self.items.clear();
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn underflow() -> ! {
+    panic!("adjoint_ssa: stack underflow (a workspace was shared between interleaved pullbacks)")
+}
+
+/// The stacks a pullback records on: active values (`T`), passive floats, integers and bools,
+/// and branch tags. Nested pullbacks (calls to other differentiable functions) share it; each
+/// pops exactly what it pushed. Reuse one workspace across calls: it is cleared, not freed, so a
+/// steady-state call allocates nothing.
+#[derive(Clone, Debug, Default)]
+pub struct Workspace<T> {
+    /// Active values.
+    pub reals: Stack<T>,
+    /// Passive floats.
+    pub floats: Stack<f64>,
+    /// Integers and bools (as `u64`).
+    pub ints: Stack<u64>,
+    /// Which incoming edge a block in a loop was entered by.
+    pub tags: Stack<u32>,
+}
+
+impl<T> Workspace<T> {
+    /// An empty workspace.
+    pub const fn new() -> Self {
+        Workspace {
+            reals: Stack::new(),
+            floats: Stack::new(),
+            ints: Stack::new(),
+            tags: Stack::new(),
+        }
+    }
+    /// Empty every stack, keeping the memory.
+    pub fn clear(&mut self) {
+        self.reals.clear();
+        self.floats.clear();
+        self.ints.clear();
+        self.tags.clear();
+    }
+    /// Bytes currently reserved by the stacks.
+    pub fn capacity_bytes(&self) -> usize {
+        self.reals.capacity() * std::mem::size_of::<T>()
+            + self.floats.capacity() * 8
+            + self.ints.capacity() * 8
+            + self.tags.capacity() * 4
+    }
+}
+
+thread_local! {
+    static WORKSPACE: RefCell<Workspace<f64>> = const { RefCell::new(Workspace::new()) };
+}
+
+/// Run `f` with this thread's `f64` workspace (used by the generated `grad`). A re-entrant call
+/// (a `grad` inside a user rule, say) gets a fresh workspace instead.
+pub fn with_workspace<R>(f: impl FnOnce(&mut Workspace<f64>) -> R) -> R {
+    WORKSPACE.with(|w| match w.try_borrow_mut() {
+        Ok(mut ws) => f(&mut ws),
+        Err(_) => f(&mut Workspace::new()),
+    })
+}
