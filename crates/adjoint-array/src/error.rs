@@ -1,0 +1,63 @@
+//! The error type of building and running array programs.
+
+/// What can go wrong when an array program is built or run.
+///
+/// Build-time errors (shapes, misuse of handles) are recorded by the [`Builder`](crate::Builder)
+/// when they happen and returned by [`Builder::build`](crate::Builder::build); run-time errors
+/// (input sizes, out-of-bounds indices) are returned by [`Program::run`](crate::Program::run) and
+/// [`Program::gradient_a`](crate::Program::gradient_a).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum Error {
+    /// Two arrays that must agree in shape do not.
+    #[error("shape mismatch in {combinator}: {left:?} vs {right:?}")]
+    ShapeMismatch {
+        /// The combinator that was being built (`zip_with`, `acond`, …).
+        combinator: &'static str,
+        /// The first shape.
+        left: Vec<usize>,
+        /// The second shape.
+        right: Vec<usize>,
+    },
+    /// An index outside an array (in indexing, `backpermute` or `permute`).
+    #[error("index {index:?} out of bounds for shape {shape:?} in {context}")]
+    OutOfBounds {
+        /// The offending index, one entry per axis.
+        index: Vec<f64>,
+        /// The shape of the array indexed.
+        shape: Vec<usize>,
+        /// Where: `indexing`, `permute`, …
+        context: &'static str,
+    },
+    /// `gradient_a` needs a program whose one output is a scalar (shape `[]`).
+    #[error(
+        "gradient_a needs a program with one scalar output (shape []), got outputs of shapes {0:?}"
+    )]
+    NonScalarOutput(Vec<Vec<usize>>),
+    /// The inputs passed to `run` do not match the declared inputs.
+    #[error("input {index}: expected {expected} elements (shape {shape:?}), got {got}")]
+    InputSize {
+        /// Which input.
+        index: usize,
+        /// Its declared shape.
+        shape: Vec<usize>,
+        /// Elements expected.
+        expected: usize,
+        /// Elements given.
+        got: usize,
+    },
+    /// The wrong number of inputs was passed to `run`.
+    #[error("expected {expected} inputs, got {got}")]
+    InputCount {
+        /// Declared inputs.
+        expected: usize,
+        /// Given inputs.
+        got: usize,
+    },
+    /// A malformed program: an array or expression used outside its program or closure, a bad
+    /// axis or slice specification, an unsupported derivative.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// `Result<T, Error>`.
+pub type Result<T> = std::result::Result<T, Error>;

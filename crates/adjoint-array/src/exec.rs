@@ -1,0 +1,1179 @@
+//! Running a graph (the primal pass, demand-driven so that `acond` computes only the branch
+//! taken) and its reverse pass (adjoints accumulated per node, last node first).
+
+use crate::error::{Error, Result};
+use crate::expr::{Arena, Id, Lambda, Node};
+use crate::graph::{ANode, Combine, Graph, NodeId};
+use crate::kernel::{
+    chunks, combine_windows, run_store, run_sum, sum_lanes, Eval, Inputs, Kernel, ParamSrc,
+    ScatterSpec, Window,
+};
+use adjoint_core::rules::{self, Op2};
+use rayon::prelude::*;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+const AUX_DENSE: u32 = u32::MAX - 1;
+const AUX_BC: u32 = u32::MAX - 2;
+
+struct PermAux {
+    /// flat target per source element, -1 when not kept
+    targets: Vec<i64>,
+    /// for max/min: the source index that won each target, -1 for the default
+    winners: Option<Vec<i64>>,
+}
+
+struct LoopAux<'g> {
+    iters: Vec<Exec<'g>>,
+    state: Vec<Arc<Vec<f64>>>,
+}
+
+/// The values of one run of a graph.
+pub(crate) struct Exec<'g> {
+    g: &'g Graph,
+    inputs: Vec<Arc<Vec<f64>>>,
+    vals: Vec<Option<Arc<Vec<f64>>>>,
+    taken: Vec<bool>,
+    record: bool,
+    perm: HashMap<NodeId, PermAux>,
+    loops: HashMap<NodeId, LoopAux<'g>>,
+}
+
+fn primal_kernel<'a>(g: &'a Graph, i: NodeId, lam: &Lambda, space: &[usize]) -> &'a Kernel {
+    g.primal[i as usize].get_or_init(|| {
+        Arc::new(Kernel::compile(
+            lam.ar.clone(),
+            &lam.outs,
+            &[],
+            &lam.outs,
+            space,
+            lam.nparams,
+            &|k| g.shape_of(k),
+        ))
+    })
+}
+
+impl<'g> Exec<'g> {
+    pub(crate) fn new(g: &'g Graph, inputs: Vec<Arc<Vec<f64>>>, record: bool) -> Self {
+        let n = g.nodes.len();
+        Exec {
+            g,
+            inputs,
+            vals: vec![None; n],
+            taken: vec![false; n],
+            record,
+            perm: HashMap::new(),
+            loops: HashMap::new(),
+        }
+    }
+
+    pub(crate) fn run_outputs(&mut self) -> Result<()> {
+        for &o in &self.g.outputs.clone() {
+            self.force(o)?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn value(&self, n: NodeId) -> &[f64] {
+        self.vals[n as usize]
+            .as_ref()
+            .expect("value computed before use")
+    }
+
+    fn computed(&self, n: NodeId) -> bool {
+        self.vals[n as usize].is_some()
+    }
+
+    fn kernel_inputs<'a>(
+        &'a self,
+        k: &Kernel,
+        caller: &[&'a [f64]],
+        aux: &dyn Fn(u32) -> Option<&'a [f64]>,
+    ) -> Inputs<'a> {
+        let get = |key: u32| -> &'a [f64] { aux(key).unwrap_or_else(|| self.value(key)) };
+        Inputs {
+            params: k
+                .params
+                .iter()
+                .map(|p| match p {
+                    ParamSrc::Caller(j) => caller[*j as usize],
+                    ParamSrc::Array(key) => get(*key),
+                })
+                .collect(),
+            arrays: k.arrays.iter().map(|&key| get(key)).collect(),
+        }
+    }
+
+    fn force_reads(&mut self, lam: &Lambda) -> Result<()> {
+        for r in lam.reads() {
+            self.force(r)?;
+        }
+        Ok(())
+    }
+
+    /// Compute node `i` (and, first, what it needs).
+    fn force(&mut self, i: NodeId) -> Result<()> {
+        if self.computed(i) {
+            return Ok(());
+        }
+        let g = self.g;
+        let info = &g.nodes[i as usize];
+        let total: usize = info.shape.iter().product();
+        let v: Vec<f64> = match &info.kind {
+            ANode::Input { index, .. } => {
+                self.vals[i as usize] = Some(self.inputs[*index].clone());
+                return Ok(());
+            }
+            ANode::Use(d) => {
+                self.vals[i as usize] = Some(d.clone());
+                return Ok(());
+            }
+            ANode::Reshape { src } | ANode::StopGrad { src } => {
+                self.force(*src)?;
+                self.vals[i as usize] = self.vals[*src as usize].clone();
+                return Ok(());
+            }
+            ANode::Gen { lam, args, space } => {
+                for &a in args {
+                    self.force(a)?;
+                }
+                self.force_reads(lam)?;
+                let k = primal_kernel(g, i, lam, space);
+                let caller: Vec<&[f64]> = args.iter().map(|&a| self.value(a)).collect();
+                let inp = self.kernel_inputs(k, &caller, &|_| None);
+                let groups = vec![(0..lam.outs.len()).collect::<Vec<_>>()];
+                let mut outs = vec![vec![0.0; total]];
+                run_store(k, &inp, &groups, &mut outs)?;
+                outs.pop().expect("one output")
+            }
+            ANode::SumGen { lam, args, space } => {
+                for &a in args {
+                    self.force(a)?;
+                }
+                self.force_reads(lam)?;
+                let k = primal_kernel(g, i, lam, space);
+                let caller: Vec<&[f64]> = args.iter().map(|&a| self.value(a)).collect();
+                let inp = self.kernel_inputs(k, &caller, &|_| None);
+                run_sum(k, &inp, *space.last().expect("rank ≥ 1"))?.0
+            }
+            ANode::Sum { src } => {
+                self.force(*src)?;
+                let sshape = &g.nodes[*src as usize].shape;
+                let inner = *sshape.last().expect("rank ≥ 1");
+                let data = self.value(*src);
+                sum_rows(data, inner, total)
+            }
+            ANode::Fold { f, init, src } => {
+                self.force(*src)?;
+                self.force_reads(f)?;
+                let inner = *g.nodes[*src as usize].shape.last().expect("rank ≥ 1");
+                let rows = total;
+                let init_v = match init {
+                    Some(l) => Some(self.eval_init(i, l, &info.shape)?),
+                    None => None,
+                };
+                let data = self.value(*src);
+                match f.as_binop() {
+                    Some(op) => fold_native(op, data, rows, inner, init_v.as_deref()),
+                    None => {
+                        let (x0, xs, inn) = match &init_v {
+                            Some(v) => (v.clone(), data.to_vec(), inner),
+                            None => split_first_col(data, rows, inner),
+                        };
+                        let k = self.step_kernel(i, f);
+                        self.scan_general(k, &xs, rows, inn, &x0, false, None)?
+                    }
+                }
+            }
+            ANode::Scan {
+                f,
+                init,
+                src,
+                right,
+            } => {
+                self.force(*src)?;
+                self.force_reads(f)?;
+                let inner = *g.nodes[*src as usize].shape.last().expect("rank ≥ 1");
+                let rows = total / (inner + 1);
+                let init_v = self.eval_init(i, init, &info.shape[..info.shape.len() - 1])?;
+                let data = self.value(*src);
+                let mut out = vec![0.0; total];
+                match f.as_binop() {
+                    Some(op) => scan_native(op, data, rows, inner, &init_v, *right, &mut out),
+                    None => {
+                        let k = self.step_kernel(i, f);
+                        self.scan_general(k, data, rows, inner, &init_v, *right, Some(&mut out))?;
+                    }
+                }
+                out
+            }
+            ANode::Permute {
+                comb,
+                default,
+                idx,
+                src,
+            } => {
+                self.force(*default)?;
+                self.force(*src)?;
+                self.force_reads(idx)?;
+                let sspace = g.nodes[*src as usize].shape.clone();
+                let k = primal_kernel(g, i, idx, &sspace);
+                let inp = self.kernel_inputs(k, &[], &|_| None);
+                let w = idx.outs.len();
+                let ns: usize = sspace.iter().product();
+                let mut outs = vec![vec![0.0; ns * w]];
+                run_store(k, &inp, &[(0..w).collect()], &mut outs)?;
+                let tix = &outs[0];
+                let tshape = &info.shape;
+                let st = crate::kernel::strides(tshape);
+                let mut targets = vec![-1i64; ns];
+                for (s, t) in targets.iter_mut().enumerate() {
+                    let row = &tix[s * w..(s + 1) * w];
+                    if row[0] == 0.0 {
+                        continue;
+                    }
+                    let mut flat = 0usize;
+                    for (a, &x) in row[1..].iter().enumerate() {
+                        if !(x >= 0.0 && x < tshape[a] as f64) {
+                            return Err(Error::OutOfBounds {
+                                index: row[1..].to_vec(),
+                                shape: tshape.clone(),
+                                context: "permute",
+                            });
+                        }
+                        flat += x as usize * st[a];
+                    }
+                    *t = flat as i64;
+                }
+                let mut out = self.value(*default).to_vec();
+                let x = self.value(*src);
+                let winners = match comb {
+                    Combine::Add => {
+                        for (s, &t) in targets.iter().enumerate() {
+                            if t >= 0 {
+                                out[t as usize] += x[s];
+                            }
+                        }
+                        None
+                    }
+                    Combine::Max | Combine::Min => {
+                        let mut win = vec![-1i64; out.len()];
+                        for (s, &t) in targets.iter().enumerate() {
+                            if t >= 0 {
+                                let cur = out[t as usize];
+                                let better = if *comb == Combine::Max {
+                                    x[s] > cur
+                                } else {
+                                    x[s] < cur
+                                };
+                                if better {
+                                    out[t as usize] = x[s];
+                                    win[t as usize] = s as i64;
+                                }
+                            }
+                        }
+                        Some(win)
+                    }
+                };
+                if self.record {
+                    self.perm.insert(i, PermAux { targets, winners });
+                }
+                out
+            }
+            ANode::Acond { cond, t, e } => {
+                self.force_reads(cond)?;
+                let k = primal_kernel(g, i, cond, &[]);
+                let inp = self.kernel_inputs(k, &[], &|_| None);
+                let mut outs = vec![vec![0.0; 1]];
+                run_store(k, &inp, &[vec![0]], &mut outs)?;
+                let take = outs[0][0] != 0.0;
+                self.taken[i as usize] = take;
+                let b = if take { *t } else { *e };
+                self.force(b)?;
+                self.vals[i as usize] = self.vals[b as usize].clone();
+                return Ok(());
+            }
+            ANode::Awhile { lp, init, inv } => {
+                for &a in init.iter().chain(inv) {
+                    self.force(a)?;
+                }
+                let mut state: Vec<Arc<Vec<f64>>> = init
+                    .iter()
+                    .map(|&a| self.vals[a as usize].clone().expect("forced"))
+                    .collect();
+                let invv: Vec<Arc<Vec<f64>>> = inv
+                    .iter()
+                    .map(|&a| self.vals[a as usize].clone().expect("forced"))
+                    .collect();
+                let lp: &'g crate::graph::Loop = lp;
+                let mut iters = Vec::new();
+                loop {
+                    let ins: Vec<Arc<Vec<f64>>> = state.iter().chain(&invv).cloned().collect();
+                    let mut c = Exec::new(&lp.cond, ins.clone(), false);
+                    c.run_outputs()?;
+                    if c.value(lp.cond.outputs[0])[0] == 0.0 {
+                        break;
+                    }
+                    let mut b = Exec::new(&lp.body, ins, self.record);
+                    b.run_outputs()?;
+                    state = lp
+                        .body
+                        .outputs
+                        .iter()
+                        .map(|&o| b.vals[o as usize].clone().expect("output"))
+                        .collect();
+                    if self.record {
+                        iters.push(b);
+                    }
+                }
+                self.loops.insert(i, LoopAux { iters, state });
+                self.vals[i as usize] = Some(Arc::new(Vec::new()));
+                return Ok(());
+            }
+            ANode::Proj { src, k } => {
+                self.force(*src)?;
+                let s = self.loops[src].state[*k].clone();
+                self.vals[i as usize] = Some(s);
+                return Ok(());
+            }
+        };
+        self.vals[i as usize] = Some(Arc::new(v));
+        Ok(())
+    }
+
+    /// Evaluate a 0-parameter lambda over the outer space (fold/scan initial values).
+    fn eval_init(&mut self, i: NodeId, l: &Lambda, outer: &[usize]) -> Result<Vec<f64>> {
+        self.force_reads(l)?;
+        let k = self.g.adjoint[i as usize]
+            .lock()
+            .expect("kernel cache")
+            .entry(100)
+            .or_insert_with(|| {
+                Arc::new(Kernel::compile(
+                    l.ar.clone(),
+                    &l.outs,
+                    &[],
+                    &l.outs,
+                    outer,
+                    0,
+                    &|k| self.g.shape_of(k),
+                ))
+            })
+            .clone();
+        let inp = self.kernel_inputs(&k, &[], &|_| None);
+        let n: usize = outer.iter().product();
+        let mut outs = vec![vec![0.0; n]];
+        run_store(&k, &inp, &[vec![0]], &mut outs)?;
+        Ok(outs.pop().expect("one"))
+    }
+
+    /// The kernel of a fold/scan step `f(p0, p1)` over a 1-D space.
+    fn step_kernel(&self, i: NodeId, f: &Lambda) -> Arc<Kernel> {
+        self.g.adjoint[i as usize]
+            .lock()
+            .expect("kernel cache")
+            .entry(101)
+            .or_insert_with(|| {
+                Arc::new(Kernel::compile(
+                    f.ar.clone(),
+                    &f.outs,
+                    &[],
+                    &f.outs,
+                    &[1],
+                    2,
+                    &|k| self.g.shape_of(k),
+                ))
+            })
+            .clone()
+    }
+
+    /// Column-by-column scan (or fold, `out = None`) with a general step function, vectorised
+    /// across rows: `rows` rows of `inner` elements of `src`. Returns the final accumulators.
+    #[allow(clippy::too_many_arguments)]
+    fn scan_general(
+        &self,
+        k: Arc<Kernel>,
+        src: &[f64],
+        rows: usize,
+        inner: usize,
+        init: &[f64],
+        right: bool,
+        out: Option<&mut Vec<f64>>,
+    ) -> Result<Vec<f64>> {
+        let inp = self.kernel_inputs(&k, &[&[], &[]], &|_| None);
+        let arrays = inp.arrays;
+        let rb = k.block;
+        let w = inner + 1;
+        let groups: Vec<(usize, usize)> = (0..rows)
+            .step_by(rb.max(1))
+            .map(|r| (r, (r + rb).min(rows)))
+            .collect();
+        let mut outs: Vec<Option<&mut [f64]>> = match out {
+            Some(o) => o.chunks_mut(rb * w).map(Some).collect(),
+            None => groups.iter().map(|_| None).collect(),
+        };
+        let res: Vec<Result<Vec<f64>>> = groups
+            .par_iter()
+            .zip(outs.par_iter_mut())
+            .map(|(&(r0, r1), o)| {
+                let n = r1 - r0;
+                let mut ev = Eval::new(&k);
+                let mut acc = init[r0..r1].to_vec();
+                let mut col = vec![0.0; n];
+                if let Some(o) = o.as_deref_mut() {
+                    let at = if right { inner } else { 0 };
+                    for r in 0..n {
+                        o[r * w + at] = acc[r];
+                    }
+                }
+                for step in 0..inner {
+                    let j = if right { inner - 1 - step } else { step };
+                    for r in 0..n {
+                        col[r] = src[(r0 + r) * inner + j];
+                    }
+                    let params: [&[f64]; 2] = if right { [&col, &acc] } else { [&acc, &col] };
+                    ev.run(0, n, &params, &arrays)?;
+                    let v = ev.get(k.roots[0], &params, n).to_vec();
+                    acc.copy_from_slice(&v);
+                    if let Some(o) = o.as_deref_mut() {
+                        let at = if right { j } else { j + 1 };
+                        for r in 0..n {
+                            o[r * w + at] = acc[r];
+                        }
+                    }
+                }
+                Ok(acc)
+            })
+            .collect();
+        let mut fin = Vec::with_capacity(rows);
+        for r in res {
+            fin.extend(r?);
+        }
+        Ok(fin)
+    }
+}
+
+fn split_first_col(data: &[f64], rows: usize, inner: usize) -> (Vec<f64>, Vec<f64>, usize) {
+    let x0: Vec<f64> = (0..rows).map(|r| data[r * inner]).collect();
+    let mut xs = Vec::with_capacity(rows * (inner - 1));
+    for r in 0..rows {
+        xs.extend_from_slice(&data[r * inner + 1..(r + 1) * inner]);
+    }
+    (x0, xs, inner - 1)
+}
+
+/// Row sums of a materialised array, rows in parallel with fixed groups.
+fn sum_rows(data: &[f64], inner: usize, rows: usize) -> Vec<f64> {
+    if inner == 0 {
+        return vec![0.0; rows];
+    }
+    if rows == 1 {
+        // One long row: fixed chunks, partials added in chunk order.
+        let ch = chunks(inner, 1024);
+        let parts: Vec<f64> = ch
+            .par_iter()
+            .map(|&(lo, hi)| sum_lanes(&data[lo..hi]))
+            .collect();
+        return vec![parts.iter().fold(0.0, |a, &b| a + b)];
+    }
+    let mut out = vec![0.0; rows];
+    let per = rows.div_ceil(64).max(1);
+    out.par_chunks_mut(per).enumerate().for_each(|(c, o)| {
+        for (r, v) in o.iter_mut().enumerate() {
+            let row = c * per + r;
+            *v = sum_lanes(&data[row * inner..(row + 1) * inner]);
+        }
+    });
+    out
+}
+
+fn fold_native(op: Op2, data: &[f64], rows: usize, inner: usize, init: Option<&[f64]>) -> Vec<f64> {
+    let mut out = vec![0.0; rows];
+    let per = rows.div_ceil(64).max(1);
+    out.par_chunks_mut(per).enumerate().for_each(|(c, o)| {
+        for (r, v) in o.iter_mut().enumerate() {
+            let row = c * per + r;
+            let x = &data[row * inner..(row + 1) * inner];
+            let (mut acc, rest) = match init {
+                Some(i) => (i[row], x),
+                None => (x[0], &x[1..]),
+            };
+            match op {
+                Op2::Add => acc += sum_lanes(rest),
+                Op2::Mul => rest.iter().for_each(|&y| acc *= y),
+                Op2::Max => rest
+                    .iter()
+                    .for_each(|&y| acc = rules::binary(Op2::Max, acc, y).value),
+                Op2::Min => rest
+                    .iter()
+                    .for_each(|&y| acc = rules::binary(Op2::Min, acc, y).value),
+                _ => unreachable!("native folds: add, mul, max, min"),
+            }
+            *v = acc;
+        }
+    });
+    out
+}
+
+#[allow(clippy::too_many_arguments)]
+fn scan_native(
+    op: Op2,
+    data: &[f64],
+    rows: usize,
+    inner: usize,
+    init: &[f64],
+    right: bool,
+    out: &mut [f64],
+) {
+    let w = inner + 1;
+    out.par_chunks_mut(w).enumerate().for_each(|(r, o)| {
+        let x = &data[r * inner..(r + 1) * inner];
+        let f = |a: f64, b: f64| rules::binary(op, a, b).value;
+        if right {
+            o[inner] = init[r];
+            for j in (0..inner).rev() {
+                o[j] = f(x[j], o[j + 1]);
+            }
+        } else {
+            o[0] = init[r];
+            for j in 0..inner {
+                o[j + 1] = f(o[j], x[j]);
+            }
+        }
+    });
+    let _ = rows;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reverse pass.
+
+struct Adj {
+    dense: Vec<Option<Vec<f64>>>,
+    bc: Vec<Option<Vec<f64>>>,
+}
+
+fn add_to(slot: &mut Option<Vec<f64>>, v: Vec<f64>) {
+    match slot {
+        None => *slot = Some(v),
+        Some(d) => {
+            for (a, b) in d.iter_mut().zip(&v) {
+                *a += b;
+            }
+        }
+    }
+}
+
+impl Adj {
+    fn add(&mut self, n: NodeId, v: Vec<f64>) {
+        add_to(&mut self.dense[n as usize], v)
+    }
+    fn add_bc(&mut self, n: NodeId, v: Vec<f64>) {
+        add_to(&mut self.bc[n as usize], v)
+    }
+    /// The node's adjoint as one dense array (broadcast contributions expanded).
+    fn take(&mut self, n: NodeId, size: usize) -> Option<Vec<f64>> {
+        let d = self.dense[n as usize].take();
+        match self.bc[n as usize].take() {
+            None => d,
+            Some(b) => {
+                let mut d = d.unwrap_or_else(|| vec![0.0; size]);
+                let inner = size / b.len().max(1);
+                for (r, &v) in b.iter().enumerate() {
+                    for x in &mut d[r * inner..(r + 1) * inner] {
+                        *x += v;
+                    }
+                }
+                Some(d)
+            }
+        }
+    }
+    fn dense_mut(&mut self, n: NodeId, size: usize) -> &mut Vec<f64> {
+        self.dense[n as usize].get_or_insert_with(|| vec![0.0; size])
+    }
+}
+
+fn param_node(ar: &Arena, k: u32) -> Option<Id> {
+    ar.nodes
+        .iter()
+        .position(|n| *n == Node::Param(k))
+        .map(|p| p as Id)
+}
+
+/// An adjoint kernel of `lam`: roots = adjoints of the wanted parameters (listed in
+/// `Kernel::param_roots`), scatters for the active reads (when `scatter`). `seeds(ar, r)` gives
+/// the seed expression of output `r`.
+#[allow(clippy::too_many_arguments)]
+fn adjoint_kernel(
+    g: &Graph,
+    lam: &Lambda,
+    space: &[usize],
+    nparams_total: u32,
+    seeds: &dyn Fn(&mut Arena, usize) -> Id,
+    want_param: &dyn Fn(u32) -> bool,
+    scatter: bool,
+    shape_of: &dyn Fn(u32) -> Vec<usize>,
+) -> Result<Kernel> {
+    let mut ar = lam.ar.clone();
+    let base = ar.nodes.len();
+    let seed_pairs: Vec<(Id, Id)> = (0..lam.outs.len())
+        .map(|r| {
+            let s = seeds(&mut ar, r);
+            (lam.outs[r], s)
+        })
+        .collect();
+    let adj = ar.reverse(&seed_pairs)?;
+    let mut roots = Vec::new();
+    let mut param_roots = Vec::new();
+    for k in 0..lam.nparams {
+        if !want_param(k) {
+            continue;
+        }
+        if let Some(p) = param_node(&lam.ar, k) {
+            if let Some(&a) = adj.get(&p) {
+                roots.push(a);
+                param_roots.push(k);
+            }
+        }
+    }
+    let mut scatters = Vec::new();
+    for (id, n) in lam.ar.nodes.iter().enumerate().take(base) {
+        if let Node::Read(key, _) = n {
+            if scatter && (*key as usize) < g.nodes.len() && g.active[*key as usize] {
+                if let Some(&a) = adj.get(&(id as Id)) {
+                    scatters.push(ScatterSpec {
+                        target: *key,
+                        read: id as Id,
+                        val: a,
+                    });
+                }
+            }
+        }
+    }
+    let mut k = Kernel::compile(
+        ar,
+        &roots,
+        &scatters,
+        &lam.outs,
+        space,
+        nparams_total,
+        shape_of,
+    );
+    k.param_roots = param_roots;
+    Ok(k)
+}
+
+/// Run an adjoint kernel and route its results: parameter adjoints to `param_dst`, identity
+/// scatters and windows to the read arrays' adjoints.
+fn apply_adjoint<'a>(
+    ex: &'a Exec,
+    adj: &mut Adj,
+    k: &Kernel,
+    caller: &[&'a [f64]],
+    aux: &dyn Fn(u32) -> Option<&'a [f64]>,
+    param_dst: &dyn Fn(u32) -> Option<NodeId>,
+) -> Result<()> {
+    let total = k.space_total();
+    let inp = ex.kernel_inputs(k, caller, aux);
+    let groups: Vec<Vec<usize>> = (0..k.roots.len()).map(|r| vec![r]).collect();
+    let mut outs: Vec<Vec<f64>> = (0..k.roots.len()).map(|_| vec![0.0; total]).collect();
+    let wins = run_store(k, &inp, &groups, &mut outs)?;
+    for (r, &p) in k.param_roots.iter().enumerate() {
+        if let Some(dst) = param_dst(p) {
+            adj.add(dst, std::mem::take(&mut outs[r]));
+        }
+    }
+    for &(ti, r) in &k.dense_targets {
+        adj.add(k.targets[ti], std::mem::take(&mut outs[r]));
+    }
+    add_windows(ex, adj, k, &wins);
+    Ok(())
+}
+
+/// Backward pass: `seeds` are adjoints of output nodes; returns one adjoint per graph input.
+pub(crate) fn backward(ex: &Exec, seeds: Vec<(NodeId, Vec<f64>)>) -> Result<Vec<Option<Vec<f64>>>> {
+    let g = ex.g;
+    let n = g.nodes.len();
+    let mut adj = Adj {
+        dense: vec![None; n],
+        bc: vec![None; n],
+    };
+    let mut loop_seeds: HashMap<NodeId, Vec<Option<Vec<f64>>>> = HashMap::new();
+    for (o, s) in seeds {
+        adj.add(o, s);
+    }
+    let mut result: Vec<Option<Vec<f64>>> = vec![None; g.inputs.len()];
+    for i in (0..n as NodeId).rev() {
+        if !ex.computed(i) || !g.active[i as usize] {
+            continue;
+        }
+        let info = &g.nodes[i as usize];
+        let size: usize = info.shape.iter().product();
+        if let ANode::Awhile { lp, init, inv } = &info.kind {
+            let Some(mut st) = loop_seeds.remove(&i) else {
+                continue;
+            };
+            let aux = &ex.loops[&i];
+            let mut inv_adj: Vec<Option<Vec<f64>>> = vec![None; inv.len()];
+            for it in aux.iters.iter().rev() {
+                let seeds: Vec<(NodeId, Vec<f64>)> = lp
+                    .body
+                    .outputs
+                    .iter()
+                    .zip(st.iter())
+                    .filter_map(|(&o, s)| s.clone().map(|s| (o, s)))
+                    .collect();
+                if seeds.is_empty() {
+                    break;
+                }
+                let r = backward(it, seeds)?;
+                let mut r = r.into_iter();
+                st = (0..lp.nstate).map(|_| r.next().expect("state")).collect();
+                for (acc, v) in inv_adj.iter_mut().zip(r) {
+                    if let Some(v) = v {
+                        add_to(acc, v);
+                    }
+                }
+            }
+            for (&a, s) in init.iter().zip(st) {
+                if let Some(s) = s {
+                    adj.add(a, s);
+                }
+            }
+            for (&a, s) in inv.iter().zip(inv_adj) {
+                if let Some(s) = s {
+                    adj.add(a, s);
+                }
+            }
+            continue;
+        }
+        // Gen and SumGen take their seeds without expanding broadcasts.
+        match &info.kind {
+            ANode::Gen { lam, args, space } => {
+                let dense = adj.dense[i as usize].take();
+                let bc = adj.bc[i as usize].take();
+                if dense.is_none() && bc.is_none() {
+                    continue;
+                }
+                let nouts = lam.outs.len();
+                let mode = u32::from(dense.is_some()) | (u32::from(bc.is_some()) << 1);
+                let np = lam.nparams;
+                let node_shape = info.shape.clone();
+                let bc_shape: Vec<usize> =
+                    node_shape[..node_shape.len().saturating_sub(1)].to_vec();
+                let ak = cached_adjoint(g, i, mode, || {
+                    let has_d = dense.is_some();
+                    let has_b = bc.is_some();
+                    let sp = space.clone();
+                    let ns = node_shape.clone();
+                    let bs = bc_shape.clone();
+                    adjoint_kernel(
+                        g,
+                        lam,
+                        space,
+                        np + u32::from(has_d && nouts == 1),
+                        &|ar, r| {
+                            let mut s: Option<Id> = None;
+                            if has_d {
+                                let d = if nouts == 1 {
+                                    ar.push(Node::Param(np))
+                                } else {
+                                    let mut ix: Vec<Id> = (0..sp.len())
+                                        .map(|a| ar.push(Node::Idx(a as u32)))
+                                        .collect();
+                                    ix.push(ar.konst(r as f64));
+                                    ar.push(Node::Read(AUX_DENSE, ix))
+                                };
+                                s = Some(d);
+                            }
+                            if has_b {
+                                let ix: Vec<Id> = (0..bs.len())
+                                    .map(|a| ar.push(Node::Idx(a as u32)))
+                                    .collect();
+                                let b = ar.push(Node::Read(AUX_BC, ix));
+                                s = Some(match s {
+                                    Some(d) => ar.bin(Op2::Add, d, b),
+                                    None => b,
+                                });
+                            }
+                            s.expect("a seed")
+                        },
+                        &|k| g.active[args[k as usize] as usize],
+                        true,
+                        &|key| match key {
+                            AUX_DENSE => ns.clone(),
+                            AUX_BC => bs.clone(),
+                            k => g.shape_of(k),
+                        },
+                    )
+                })?;
+                let mut caller: Vec<&[f64]> = args.iter().map(|&a| ex.value(a)).collect();
+                if let (Some(d), 1) = (&dense, nouts) {
+                    caller.push(d);
+                }
+                let aux = |key: u32| -> Option<&[f64]> {
+                    match key {
+                        AUX_DENSE => dense.as_deref(),
+                        AUX_BC => bc.as_deref(),
+                        _ => None,
+                    }
+                };
+                apply_adjoint(ex, &mut adj, &ak, &caller, &aux, &|k| {
+                    Some(args[k as usize])
+                })?;
+                continue;
+            }
+            ANode::SumGen { lam, args, space } => {
+                let Some(gv) = adj.take(i, size) else {
+                    continue;
+                };
+                let rows_shape = info.shape.clone();
+                let ak = cached_adjoint(g, i, 2, || {
+                    let rs = rows_shape.clone();
+                    adjoint_kernel(
+                        g,
+                        lam,
+                        space,
+                        lam.nparams,
+                        &|ar, _| {
+                            let ix: Vec<Id> = (0..rs.len())
+                                .map(|a| ar.push(Node::Idx(a as u32)))
+                                .collect();
+                            ar.push(Node::Read(AUX_BC, ix))
+                        },
+                        &|k| g.active[args[k as usize] as usize],
+                        true,
+                        &|key| match key {
+                            AUX_BC => rs.clone(),
+                            k => g.shape_of(k),
+                        },
+                    )
+                })?;
+                let caller: Vec<&[f64]> = args.iter().map(|&a| ex.value(a)).collect();
+                let aux = |key: u32| -> Option<&[f64]> { (key == AUX_BC).then_some(&gv[..]) };
+                apply_adjoint(ex, &mut adj, &ak, &caller, &aux, &|k| {
+                    Some(args[k as usize])
+                })?;
+                continue;
+            }
+            _ => {}
+        }
+        let Some(gv) = adj.take(i, size) else {
+            continue;
+        };
+        match &info.kind {
+            ANode::Input { index, .. } => result[*index] = Some(gv),
+            ANode::Use(_) | ANode::StopGrad { .. } => {}
+            ANode::Gen { .. } | ANode::SumGen { .. } | ANode::Awhile { .. } => unreachable!(),
+            ANode::Reshape { src } => adj.add(*src, gv),
+            ANode::Acond { t, e, .. } => {
+                let b = if ex.taken[i as usize] { *t } else { *e };
+                adj.add(b, gv);
+            }
+            ANode::Proj { src, k } => {
+                let nstate = match &g.nodes[*src as usize].kind {
+                    ANode::Awhile { init, .. } => init.len(),
+                    _ => unreachable!(),
+                };
+                let e = loop_seeds.entry(*src).or_insert_with(|| vec![None; nstate]);
+                add_to(&mut e[*k], gv);
+            }
+            ANode::Sum { src } => {
+                if g.active[*src as usize] {
+                    adj.add_bc(*src, gv);
+                }
+            }
+            ANode::Fold { f, init, src } => {
+                if f.as_binop() == Some(Op2::Add) && f.reads().is_empty() {
+                    if g.active[*src as usize] {
+                        adj.add_bc(*src, gv);
+                    }
+                    continue;
+                }
+                let sshape = &g.nodes[*src as usize].shape;
+                let inner = *sshape.last().expect("rank ≥ 1");
+                let rows = size;
+                let data = ex.value(*src);
+                // Fold = the last column of a left scan: recompute the scan, seed its last
+                // column, and run the scan's adjoint.
+                let (x0, xs, inn) = match init {
+                    Some(_) => {
+                        let mut e2 = Exec::new(g, ex.inputs.clone(), false);
+                        e2.vals = ex.vals.clone();
+                        let l = init.as_ref().expect("init");
+                        (e2.eval_init(i, l, &info.shape)?, data.to_vec(), inner)
+                    }
+                    None => split_first_col(data, rows, inner),
+                };
+                let mut out = vec![0.0; rows * (inn + 1)];
+                match f.as_binop() {
+                    Some(op) => scan_native(op, &xs, rows, inn, &x0, false, &mut out),
+                    None => {
+                        let k = ex.step_kernel(i, f);
+                        ex.scan_general(k, &xs, rows, inn, &x0, false, Some(&mut out))?;
+                    }
+                }
+                let mut adj_out = vec![0.0; rows * (inn + 1)];
+                for r in 0..rows {
+                    adj_out[r * (inn + 1) + inn] = gv[r];
+                }
+                let (adj_x, adj_init) =
+                    scan_backward(ex, &mut adj, i, f, &xs, &out, rows, inn, &adj_out, false)?;
+                if g.active[*src as usize] {
+                    match init {
+                        Some(l) => {
+                            adj.add(*src, adj_x);
+                            init_backward(ex, &mut adj, i, l, &info.shape, adj_init)?;
+                        }
+                        None => {
+                            let d = adj.dense_mut(*src, rows * inner);
+                            for r in 0..rows {
+                                d[r * inner] += adj_init[r];
+                                for j in 0..inn {
+                                    d[r * inner + 1 + j] += adj_x[r * inn + j];
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            ANode::Scan {
+                f,
+                init,
+                src,
+                right,
+            } => {
+                let inner = *g.nodes[*src as usize].shape.last().expect("rank ≥ 1");
+                let rows = size / (inner + 1);
+                let out = ex.value(i);
+                let data = ex.value(*src);
+                let (adj_x, adj_init) =
+                    scan_backward(ex, &mut adj, i, f, data, out, rows, inner, &gv, *right)?;
+                if g.active[*src as usize] {
+                    adj.add(*src, adj_x);
+                }
+                init_backward(
+                    ex,
+                    &mut adj,
+                    i,
+                    init,
+                    &info.shape[..info.shape.len() - 1],
+                    adj_init,
+                )?;
+            }
+            ANode::Permute {
+                comb, default, src, ..
+            } => {
+                let aux = &ex.perm[&i];
+                let ns = aux.targets.len();
+                match comb {
+                    Combine::Add => {
+                        if g.active[*src as usize] {
+                            let a: Vec<f64> = aux
+                                .targets
+                                .iter()
+                                .map(|&t| if t >= 0 { gv[t as usize] } else { 0.0 })
+                                .collect();
+                            adj.add(*src, a);
+                        }
+                        if g.active[*default as usize] {
+                            adj.add(*default, gv);
+                        }
+                    }
+                    Combine::Max | Combine::Min => {
+                        let win = aux.winners.as_ref().expect("winners");
+                        let mut a_src = vec![0.0; ns];
+                        let mut a_def = vec![0.0; size];
+                        for (t, &w) in win.iter().enumerate() {
+                            if w >= 0 {
+                                a_src[w as usize] += gv[t];
+                            } else {
+                                a_def[t] += gv[t];
+                            }
+                        }
+                        if g.active[*src as usize] {
+                            adj.add(*src, a_src);
+                        }
+                        if g.active[*default as usize] {
+                            adj.add(*default, a_def);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(result)
+}
+
+fn cached_adjoint(
+    g: &Graph,
+    i: NodeId,
+    mode: u32,
+    make: impl FnOnce() -> Result<Kernel>,
+) -> Result<Arc<Kernel>> {
+    let mut cache = g.adjoint[i as usize].lock().expect("kernel cache");
+    if let Some(k) = cache.get(&(1000 + mode)) {
+        return Ok(k.clone());
+    }
+    let k = Arc::new(make()?);
+    cache.insert(1000 + mode, k.clone());
+    Ok(k)
+}
+
+/// The adjoint of a fold/scan initial-value lambda (its reads get scatter contributions).
+fn init_backward(
+    ex: &Exec,
+    adj: &mut Adj,
+    i: NodeId,
+    l: &Lambda,
+    outer: &[usize],
+    seed: Vec<f64>,
+) -> Result<()> {
+    if l.reads().iter().all(|&r| !ex.g.active[r as usize]) {
+        return Ok(());
+    }
+    let g = ex.g;
+    let ak = cached_adjoint(g, i, 10, || {
+        adjoint_kernel(
+            g,
+            l,
+            outer,
+            1,
+            &|ar, _| ar.push(Node::Param(0)),
+            &|_| false,
+            true,
+            &|k| g.shape_of(k),
+        )
+    })?;
+    apply_adjoint(ex, adj, &ak, &[&seed], &|_| None, &|_| None)
+}
+
+/// Adjoint of a scan with step `f` (sequential semantics): returns the adjoints of the source
+/// elements and of the initial values; reads in `f` get scatter contributions.
+#[allow(clippy::too_many_arguments)]
+fn scan_backward(
+    ex: &Exec,
+    adj: &mut Adj,
+    i: NodeId,
+    f: &Lambda,
+    src: &[f64],
+    out: &[f64],
+    rows: usize,
+    inner: usize,
+    adj_out: &[f64],
+    right: bool,
+) -> Result<(Vec<f64>, Vec<f64>)> {
+    let g = ex.g;
+    let w = inner + 1;
+    let n = rows * inner;
+    let (p_acc, p_x) = if right { (1u32, 0u32) } else { (0, 1) };
+    // Accumulator value fed to each application.
+    let mut u = vec![0.0; n];
+    for r in 0..rows {
+        for j in 0..inner {
+            u[r * inner + j] = if right {
+                out[r * w + j + 1]
+            } else {
+                out[r * w + j]
+            };
+        }
+    }
+    let (pa, pb): (&[f64], &[f64]) = if right { (src, &u) } else { (&u, src) };
+    // ∂f/∂acc at every application, in one kernel.
+    let kd = cached_adjoint(g, i, 20, || {
+        adjoint_kernel(
+            g,
+            f,
+            &[n],
+            2,
+            &|ar, _| ar.konst(1.0),
+            &|k| k == p_acc,
+            false,
+            &|k| g.shape_of(k),
+        )
+    })?;
+    let dacc = if kd.param_roots.is_empty() {
+        vec![0.0; n]
+    } else {
+        let inp = ex.kernel_inputs(&kd, &[pa, pb], &|_| None);
+        let mut outs = vec![vec![0.0; n]];
+        run_store(&kd, &inp, &[vec![0]], &mut outs)?;
+        outs.pop().expect("one")
+    };
+    // The linear recurrence of the accumulator's adjoint, rows in parallel.
+    let mut a = vec![0.0; rows * w];
+    a.par_chunks_mut(w).enumerate().for_each(|(r, ar)| {
+        let ao = &adj_out[r * w..(r + 1) * w];
+        let d = &dacc[r * inner..(r + 1) * inner];
+        if right {
+            ar[0] = ao[0];
+            for j in 0..inner {
+                ar[j + 1] = ao[j + 1] + crate::expr::adj_mul(ar[j], d[j]);
+            }
+        } else {
+            ar[inner] = ao[inner];
+            for j in (0..inner).rev() {
+                ar[j] = ao[j] + crate::expr::adj_mul(ar[j + 1], d[j]);
+            }
+        }
+    });
+    let adj_init: Vec<f64> = (0..rows)
+        .map(|r| a[r * w + if right { inner } else { 0 }])
+        .collect();
+    // Seeds of the applications, then the full adjoint (source element and reads).
+    let mut s = vec![0.0; n];
+    for r in 0..rows {
+        for j in 0..inner {
+            s[r * inner + j] = if right {
+                a[r * w + j]
+            } else {
+                a[r * w + j + 1]
+            };
+        }
+    }
+    let kf = cached_adjoint(g, i, 21, || {
+        adjoint_kernel(
+            g,
+            f,
+            &[n],
+            3,
+            &|ar, _| ar.push(Node::Param(2)),
+            &|k| k == p_x,
+            true,
+            &|k| g.shape_of(k),
+        )
+    })?;
+    let mut adj_x = vec![0.0; n];
+    let inp = ex.kernel_inputs(&kf, &[pa, pb, &s], &|_| None);
+    let groups: Vec<Vec<usize>> = (0..kf.roots.len()).map(|r| vec![r]).collect();
+    let mut outs: Vec<Vec<f64>> = (0..kf.roots.len()).map(|_| vec![0.0; n]).collect();
+    let wins = run_store(&kf, &inp, &groups, &mut outs)?;
+    if !kf.param_roots.is_empty() {
+        adj_x = std::mem::take(&mut outs[0]);
+    }
+    for &(ti, r) in &kf.dense_targets {
+        adj.add(kf.targets[ti], std::mem::take(&mut outs[r]));
+    }
+    add_windows(ex, adj, &kf, &wins);
+    Ok((adj_x, adj_init))
+}
+
+fn add_windows(ex: &Exec, adj: &mut Adj, k: &Kernel, wins: &[Vec<Window>]) {
+    if k.nscatter() == 0 {
+        return;
+    }
+    let mut bufs: Vec<Vec<f64>> = k
+        .targets
+        .iter()
+        .map(|&t| {
+            let n: usize = ex.g.nodes[t as usize].shape.iter().product();
+            adj.dense[t as usize].take().unwrap_or_else(|| vec![0.0; n])
+        })
+        .collect();
+    {
+        let mut refs: Vec<&mut [f64]> = bufs.iter_mut().map(|b| &mut b[..]).collect();
+        combine_windows(wins, &mut refs);
+    }
+    for (&t, b) in k.targets.iter().zip(bufs) {
+        adj.dense[t as usize] = Some(b);
+    }
+}

@@ -1,0 +1,972 @@
+//! The expression language: [`Exp`], the scalar values closures compute with, recorded once into
+//! an expression DAG (an [`Arena`] of [`Node`]s, hash-consed), and its reverse-mode transform.
+//!
+//! Every expression value is an `f64` at run time; integers (indices, `round`) are `f64`s that
+//! hold whole numbers and booleans are `0.0`/`1.0`. Discrete operations (comparisons, `floor`,
+//! `idiv`, …) have derivative zero and stop the derivative flow.
+
+use crate::error::{Error, Result};
+use adjoint_core::rules::{self, Op1, Op2};
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+pub(crate) type Id = u32;
+
+/// A discrete (derivative-free) scalar operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum DOp {
+    Floor,
+    Ceil,
+    Round,
+    Trunc,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Eq,
+    Ne,
+    And,
+    Or,
+    Not,
+    /// floor division
+    IDiv,
+    /// floor modulus (the sign of the divisor, as Haskell's `mod`)
+    IMod,
+}
+
+impl DOp {
+    #[inline(always)]
+    pub(crate) fn eval(self, a: f64, b: f64) -> f64 {
+        let t = |c: bool| if c { 1.0 } else { 0.0 };
+        match self {
+            DOp::Floor => a.floor(),
+            DOp::Ceil => a.ceil(),
+            DOp::Round => a.round(),
+            DOp::Trunc => a.trunc(),
+            DOp::Lt => t(a < b),
+            DOp::Le => t(a <= b),
+            DOp::Gt => t(a > b),
+            DOp::Ge => t(a >= b),
+            DOp::Eq => t(a == b),
+            DOp::Ne => t(a != b),
+            DOp::And => t(a != 0.0 && b != 0.0),
+            DOp::Or => t(a != 0.0 || b != 0.0),
+            DOp::Not => t(a == 0.0),
+            DOp::IDiv => (a / b).floor(),
+            DOp::IMod => a - (a / b).floor() * b,
+        }
+    }
+}
+
+/// One node of an expression DAG. Operands are ids of earlier nodes.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Node {
+    /// a constant (bits of the `f64`)
+    Const(u64),
+    /// the k-th parameter of the closure
+    Param(u32),
+    /// a placeholder variable of `gradient_e` (substituted away before anything runs)
+    Var(u32),
+    /// the index along an axis of the iteration space
+    Idx(u32),
+    Un(Op1, Id),
+    Bin(Op2, Id, Id),
+    /// `f'(a)` of a unary primitive, from the rule table
+    D1(Op1, Id),
+    /// `f''(a)`
+    DD1(Op1, Id),
+    /// first partial of a binary primitive: 0 = ∂x, 1 = ∂y
+    D2(Op2, u8, Id, Id),
+    /// second partial: 0 = ∂xx, 1 = ∂xy, 2 = ∂yy
+    DD2(Op2, u8, Id, Id),
+    /// `g · d` with `0 · anything = 0` (adjoint propagation: a zero adjoint never meets the NaN
+    /// derivative of a branch not taken)
+    AdjMul(Id, Id),
+    /// a discrete operation (unary ones repeat their operand)
+    Disc(DOp, Id, Id),
+    /// `if c != 0 { a } else { b }`
+    Select(Id, Id, Id),
+    /// read an array (by key) at an index, one operand per axis
+    Read(u32, Vec<Id>),
+}
+
+impl Node {
+    pub(crate) fn operands(&self) -> Vec<Id> {
+        match self {
+            Node::Const(_) | Node::Param(_) | Node::Var(_) | Node::Idx(_) => vec![],
+            Node::Un(_, a) | Node::D1(_, a) | Node::DD1(_, a) => vec![*a],
+            Node::Bin(_, a, b)
+            | Node::D2(_, _, a, b)
+            | Node::DD2(_, _, a, b)
+            | Node::AdjMul(a, b)
+            | Node::Disc(_, a, b) => vec![*a, *b],
+            Node::Select(c, a, b) => vec![*c, *a, *b],
+            Node::Read(_, ix) => ix.clone(),
+        }
+    }
+
+    fn map_operands(&self, f: impl Fn(Id) -> Id) -> Node {
+        match self {
+            Node::Const(_) | Node::Param(_) | Node::Var(_) | Node::Idx(_) => self.clone(),
+            Node::Un(o, a) => Node::Un(*o, f(*a)),
+            Node::D1(o, a) => Node::D1(*o, f(*a)),
+            Node::DD1(o, a) => Node::DD1(*o, f(*a)),
+            Node::Bin(o, a, b) => Node::Bin(*o, f(*a), f(*b)),
+            Node::D2(o, w, a, b) => Node::D2(*o, *w, f(*a), f(*b)),
+            Node::DD2(o, w, a, b) => Node::DD2(*o, *w, f(*a), f(*b)),
+            Node::AdjMul(a, b) => Node::AdjMul(f(*a), f(*b)),
+            Node::Disc(o, a, b) => Node::Disc(*o, f(*a), f(*b)),
+            Node::Select(c, a, b) => Node::Select(f(*c), f(*a), f(*b)),
+            Node::Read(k, ix) => Node::Read(*k, ix.iter().map(|&i| f(i)).collect()),
+        }
+    }
+}
+
+/// Ops whose partials are constants (linear), read once from the rule table.
+fn const_partial1(op: Op1) -> Option<f64> {
+    matches!(op, Op1::Neg).then(|| rules::unary(op, 0.0).d)
+}
+fn const_partials2(op: Op2) -> Option<(f64, f64)> {
+    matches!(op, Op2::Add | Op2::Sub).then(|| {
+        let r = rules::binary(op, 0.0, 0.0);
+        (r.dx, r.dy)
+    })
+}
+
+/// Value of a derivative node at constant operands (constant folding), from the rule table.
+pub(crate) fn eval_d1(op: Op1, x: f64) -> f64 {
+    rules::unary(op, x).d
+}
+pub(crate) fn eval_dd1(op: Op1, x: f64) -> f64 {
+    rules::unary(op, x).dd
+}
+pub(crate) fn eval_d2(op: Op2, w: u8, x: f64, y: f64) -> f64 {
+    let r = rules::binary(op, x, y);
+    if w == 0 {
+        r.dx
+    } else {
+        r.dy
+    }
+}
+pub(crate) fn eval_dd2(op: Op2, w: u8, x: f64, y: f64) -> f64 {
+    let r = rules::binary(op, x, y);
+    match w {
+        0 => r.dxx,
+        1 => r.dxy,
+        _ => r.dyy,
+    }
+}
+#[inline(always)]
+pub(crate) fn adj_mul(g: f64, d: f64) -> f64 {
+    if g == 0.0 {
+        0.0
+    } else {
+        g * d
+    }
+}
+
+/// A hash-consed expression DAG; nodes are in topological order (operands first).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Arena {
+    pub nodes: Vec<Node>,
+    map: HashMap<Node, Id>,
+}
+
+impl Arena {
+    pub(crate) fn konst_of(&self, id: Id) -> Option<f64> {
+        match self.nodes[id as usize] {
+            Node::Const(b) => Some(f64::from_bits(b)),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn konst(&mut self, v: f64) -> Id {
+        self.intern(Node::Const(v.to_bits()))
+    }
+
+    fn intern(&mut self, n: Node) -> Id {
+        if let Some(&id) = self.map.get(&n) {
+            return id;
+        }
+        let id = self.nodes.len() as Id;
+        self.nodes.push(n.clone());
+        self.map.insert(n, id);
+        id
+    }
+
+    /// Add a node, folding constants and trivial identities.
+    pub(crate) fn push(&mut self, n: Node) -> Id {
+        let c = |s: &Self, i: Id| s.konst_of(i);
+        match &n {
+            Node::Un(op, a) => {
+                if let Some(x) = c(self, *a) {
+                    return self.konst(op.eval(x));
+                }
+            }
+            Node::Bin(op, a, b) => match (c(self, *a), c(self, *b)) {
+                (Some(x), Some(y)) => return self.konst(op.eval(x, y)),
+                (_, Some(y)) if y == 0.0 && matches!(op, Op2::Add | Op2::Sub) => return *a,
+                (Some(x), _) if x == 0.0 && *op == Op2::Add => return *b,
+                (_, Some(y)) if y == 1.0 && matches!(op, Op2::Mul | Op2::Div) => return *a,
+                (Some(x), _) if x == 1.0 && *op == Op2::Mul => return *b,
+                _ => {}
+            },
+            Node::D1(op, a) => {
+                if let Some(x) = c(self, *a) {
+                    return self.konst(eval_d1(*op, x));
+                }
+            }
+            Node::DD1(op, a) => {
+                if let Some(x) = c(self, *a) {
+                    return self.konst(eval_dd1(*op, x));
+                }
+            }
+            Node::D2(op, w, a, b) => {
+                if let (Some(x), Some(y)) = (c(self, *a), c(self, *b)) {
+                    return self.konst(eval_d2(*op, *w, x, y));
+                }
+            }
+            Node::DD2(op, w, a, b) => {
+                if let (Some(x), Some(y)) = (c(self, *a), c(self, *b)) {
+                    return self.konst(eval_dd2(*op, *w, x, y));
+                }
+            }
+            Node::AdjMul(g, d) => match (c(self, *g), c(self, *d)) {
+                (Some(x), Some(y)) => return self.konst(adj_mul(x, y)),
+                (Some(0.0), _) => return *g,
+                (_, Some(0.0)) => return *d,
+                (Some(1.0), _) => return *d,
+                (_, Some(1.0)) => return *g,
+                _ => {}
+            },
+            Node::Disc(op, a, b) => {
+                if let (Some(x), Some(y)) = (c(self, *a), c(self, *b)) {
+                    return self.konst(op.eval(x, y));
+                }
+            }
+            Node::Select(s, a, b) => {
+                if let Some(x) = c(self, *s) {
+                    return if x != 0.0 { *a } else { *b };
+                }
+                if a == b {
+                    return *a;
+                }
+            }
+            _ => {}
+        }
+        self.intern(n)
+    }
+
+    pub(crate) fn bin(&mut self, op: Op2, a: Id, b: Id) -> Id {
+        self.push(Node::Bin(op, a, b))
+    }
+    fn add(&mut self, a: Id, b: Id) -> Id {
+        self.bin(Op2::Add, a, b)
+    }
+    fn scale(&mut self, g: Id, k: f64) -> Id {
+        if k == 1.0 {
+            g
+        } else if k == -1.0 {
+            self.push(Node::Un(Op1::Neg, g))
+        } else {
+            let kc = self.konst(k);
+            self.push(Node::AdjMul(g, kc))
+        }
+    }
+    pub(crate) fn disc(&mut self, op: DOp, a: Id, b: Id) -> Id {
+        self.push(Node::Disc(op, a, b))
+    }
+
+    /// Copy the nodes reachable from `roots` into a fresh arena, replacing nodes by `subst`
+    /// (old id → node of the new arena). Returns the new arena's ids of `roots`.
+    pub(crate) fn copy_into(
+        &self,
+        dst: &mut Arena,
+        roots: &[Id],
+        subst: &mut HashMap<Id, Id>,
+        param_map: &dyn Fn(u32) -> Option<Id>,
+    ) -> Vec<Id> {
+        let reach = self.reachable(roots);
+        for (i, n) in self.nodes.iter().enumerate() {
+            let i = i as Id;
+            if !reach[i as usize] || subst.contains_key(&i) {
+                continue;
+            }
+            let new = match n {
+                Node::Param(k) => match param_map(*k) {
+                    Some(id) => id,
+                    None => dst.push(n.clone()),
+                },
+                _ => {
+                    let m = n.map_operands(|o| subst[&o]);
+                    dst.push(m)
+                }
+            };
+            subst.insert(i, new);
+        }
+        roots.iter().map(|r| subst[r]).collect()
+    }
+
+    pub(crate) fn reachable(&self, roots: &[Id]) -> Vec<bool> {
+        let mut r = vec![false; self.nodes.len()];
+        for &x in roots {
+            r[x as usize] = true;
+        }
+        for i in (0..self.nodes.len()).rev() {
+            if r[i] {
+                for o in self.nodes[i].operands() {
+                    r[o as usize] = true;
+                }
+            }
+        }
+        r
+    }
+
+    /// Reverse-mode transform: propagate the adjoints `seeds` (node, adjoint expression)
+    /// backwards through the nodes below `limit`; returns each node's adjoint expression.
+    /// Propagation stops at parameters, reads, variables and discrete nodes (their adjoints
+    /// are returned for the caller to use).
+    pub(crate) fn reverse(&mut self, seeds: &[(Id, Id)]) -> Result<HashMap<Id, Id>> {
+        let limit = self.nodes.len();
+        let mut adj: HashMap<Id, Id> = HashMap::new();
+        let acc = |ar: &mut Arena, adj: &mut HashMap<Id, Id>, n: Id, g: Id| {
+            if ar.konst_of(g) == Some(0.0) {
+                return;
+            }
+            let v = match adj.get(&n) {
+                Some(&e) => ar.add(e, g),
+                None => g,
+            };
+            adj.insert(n, v);
+        };
+        for &(n, g) in seeds {
+            acc(self, &mut adj, n, g);
+        }
+        for i in (0..limit).rev() {
+            let i = i as Id;
+            let Some(&g) = adj.get(&i) else { continue };
+            let node = self.nodes[i as usize].clone();
+            match node {
+                Node::Const(_)
+                | Node::Param(_)
+                | Node::Var(_)
+                | Node::Idx(_)
+                | Node::Disc(..)
+                | Node::Read(..) => {}
+                Node::Un(op, a) => {
+                    let c = match const_partial1(op) {
+                        Some(k) => self.scale(g, k),
+                        None => {
+                            let d = self.push(Node::D1(op, a));
+                            self.push(Node::AdjMul(g, d))
+                        }
+                    };
+                    acc(self, &mut adj, a, c);
+                }
+                Node::Bin(op, a, b) => {
+                    let (ca, cb) = match const_partials2(op) {
+                        Some((kx, ky)) => (self.scale(g, kx), self.scale(g, ky)),
+                        None => {
+                            let dx = self.push(Node::D2(op, 0, a, b));
+                            let dy = self.push(Node::D2(op, 1, a, b));
+                            (
+                                self.push(Node::AdjMul(g, dx)),
+                                self.push(Node::AdjMul(g, dy)),
+                            )
+                        }
+                    };
+                    acc(self, &mut adj, a, ca);
+                    acc(self, &mut adj, b, cb);
+                }
+                Node::D1(op, a) => {
+                    let d = self.push(Node::DD1(op, a));
+                    let c = self.push(Node::AdjMul(g, d));
+                    acc(self, &mut adj, a, c);
+                }
+                Node::D2(op, w, a, b) => {
+                    let da = self.push(Node::DD2(op, if w == 0 { 0 } else { 1 }, a, b));
+                    let db = self.push(Node::DD2(op, if w == 0 { 1 } else { 2 }, a, b));
+                    let ca = self.push(Node::AdjMul(g, da));
+                    let cb = self.push(Node::AdjMul(g, db));
+                    acc(self, &mut adj, a, ca);
+                    acc(self, &mut adj, b, cb);
+                }
+                Node::DD1(..) | Node::DD2(..) => {
+                    return Err(Error::Invalid(
+                        "derivatives beyond the second order are not supported (the rule table \
+                         has first and second partials)"
+                            .into(),
+                    ))
+                }
+                Node::AdjMul(x, y) => {
+                    let ca = self.push(Node::AdjMul(g, y));
+                    let cb = self.push(Node::AdjMul(g, x));
+                    acc(self, &mut adj, x, ca);
+                    acc(self, &mut adj, y, cb);
+                }
+                Node::Select(c, a, b) => {
+                    let z = self.konst(0.0);
+                    let ga = self.push(Node::Select(c, g, z));
+                    let gb = self.push(Node::Select(c, z, g));
+                    acc(self, &mut adj, a, ga);
+                    acc(self, &mut adj, b, gb);
+                }
+            }
+        }
+        Ok(adj)
+    }
+}
+
+/// An expression function captured from a closure: its DAG, outputs and parameter count.
+#[derive(Clone, Debug)]
+pub(crate) struct Lambda {
+    pub ar: Arena,
+    pub outs: Vec<Id>,
+    pub nparams: u32,
+}
+
+impl Lambda {
+    /// Array keys read by the lambda.
+    pub(crate) fn reads(&self) -> Vec<u32> {
+        let reach = self.ar.reachable(&self.outs);
+        let mut v: Vec<u32> = self
+            .ar
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| reach[*i])
+            .filter_map(|(_, n)| match n {
+                Node::Read(k, _) => Some(*k),
+                _ => None,
+            })
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    /// Number of arithmetic nodes (the recompute heuristic's cost).
+    pub(crate) fn cost(&self) -> usize {
+        let reach = self.ar.reachable(&self.outs);
+        self.ar
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(i, n)| {
+                reach[*i] && !matches!(n, Node::Const(_) | Node::Param(_) | Node::Idx(_))
+            })
+            .count()
+    }
+
+    /// `Some((op, swapped))` when the lambda is exactly `op(p0, p1)` (or `op(p1, p0)`).
+    pub(crate) fn as_binop(&self) -> Option<Op2> {
+        if self.outs.len() != 1 || self.nparams != 2 {
+            return None;
+        }
+        match &self.ar.nodes[self.outs[0] as usize] {
+            Node::Bin(op, a, b) => {
+                let p = |i: Id| match self.ar.nodes[i as usize] {
+                    Node::Param(k) => Some(k),
+                    _ => None,
+                };
+                let ok = match (p(*a), p(*b)) {
+                    (Some(0), Some(1)) => true,
+                    (Some(1), Some(0)) => matches!(op, Op2::Add | Op2::Mul | Op2::Max | Op2::Min),
+                    _ => false,
+                };
+                (ok && matches!(op, Op2::Add | Op2::Mul | Op2::Max | Op2::Min)).then_some(*op)
+            }
+            _ => None,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Recording: a thread-local stack of arenas, one per closure being captured.
+
+struct Frame {
+    ar: Arena,
+    gen: u32,
+    owner: u64,
+    /// rank of the iteration space (Idx nodes allowed below it)
+    error: Option<Error>,
+    read_shapes: HashMap<u32, Vec<usize>>,
+}
+
+thread_local! {
+    static STACK: RefCell<Vec<Frame>> = const { RefCell::new(Vec::new()) };
+    static GEN: RefCell<u32> = const { RefCell::new(0) };
+}
+
+/// A scalar expression inside an array combinator's closure (Accelerate's `Exp`).
+///
+/// `Exp` is `Copy`; arithmetic (`+ - * /`, unary `-`, with `Exp` or `f64` on either side) and
+/// methods named like `f64`'s (`sin`, `exp`, `ln`, `powi`, `max`, …) record nodes of the
+/// closure's expression DAG. The closure runs once, when the program is built; the DAG is what
+/// runs, block-wise over the array. An `Exp` is only valid inside the closure that created it.
+///
+/// ```
+/// use adjoint_array::{Builder, Exp};
+/// let b = Builder::new();
+/// let x = b.input(&[3]);
+/// let y = x.map(|v: Exp| (v * 2.0 + 1.0).sin().max(0.0));
+/// let p = b.build(&[&y]).unwrap();
+/// let out = p.run(&[&[0.0, 1.0, 2.0]]).unwrap();
+/// assert_eq!(out[0].data()[0], 1f64.sin());
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct Exp {
+    pub(crate) id: Id,
+    gen: u32,
+}
+
+fn with_top<R>(f: impl FnOnce(&mut Frame) -> R) -> R {
+    STACK.with(|s| {
+        let mut s = s.borrow_mut();
+        let top = s.last_mut().expect(
+            "an Exp was used outside the closure of an array combinator (Exp values only live \
+             while their closure is being captured)",
+        );
+        f(top)
+    })
+}
+
+pub(crate) fn record_error(e: Error) {
+    with_top(|f| {
+        if f.error.is_none() {
+            f.error = Some(e)
+        }
+    })
+}
+
+/// Push a node whose operands are `Exp`s (checked to belong to the current closure).
+fn node_of(ops: &[Exp], make: impl FnOnce(&[Id]) -> Node) -> Exp {
+    with_top(|f| {
+        if ops.iter().any(|e| e.gen != f.gen) {
+            if f.error.is_none() {
+                f.error = Some(Error::Invalid(
+                    "an Exp from another closure was used (each combinator's closure has its own \
+                     expressions; read arrays with `Acc::at` instead)"
+                        .into(),
+                ));
+            }
+            let id = f.ar.konst(f64::NAN);
+            return Exp { id, gen: f.gen };
+        }
+        let ids: Vec<Id> = ops.iter().map(|e| e.id).collect();
+        let id = f.ar.push(make(&ids));
+        Exp { id, gen: f.gen }
+    })
+}
+
+/// A constant expression (usable inside combinator closures).
+pub fn lit(v: f64) -> Exp {
+    with_top(|f| Exp {
+        id: f.ar.konst(v),
+        gen: f.gen,
+    })
+}
+
+impl From<f64> for Exp {
+    fn from(v: f64) -> Exp {
+        lit(v)
+    }
+}
+impl From<usize> for Exp {
+    fn from(v: usize) -> Exp {
+        lit(v as f64)
+    }
+}
+impl From<i32> for Exp {
+    fn from(v: i32) -> Exp {
+        lit(f64::from(v))
+    }
+}
+
+pub(crate) fn idx_exp(axis: u32) -> Exp {
+    with_top(|f| Exp {
+        id: f.ar.push(Node::Idx(axis)),
+        gen: f.gen,
+    })
+}
+
+pub(crate) fn read_exp(owner: u64, key: u32, shape: &[usize], ix: &[Exp]) -> Exp {
+    let ok = with_top(|f| {
+        if f.owner != owner {
+            if f.error.is_none() {
+                f.error = Some(Error::Invalid(
+                    "an array of another program (or of the scope outside an awhile body) was \
+                     indexed; pass it to the loop as an invariant"
+                        .into(),
+                ));
+            }
+            return false;
+        }
+        if ix.len() != shape.len() {
+            if f.error.is_none() {
+                f.error = Some(Error::Invalid(format!(
+                    "indexing an array of shape {shape:?} needs {} indices, got {}",
+                    shape.len(),
+                    ix.len()
+                )));
+            }
+            return false;
+        }
+        f.read_shapes.insert(key, shape.to_vec());
+        true
+    });
+    if !ok {
+        return lit(f64::NAN);
+    }
+    // Constant indices are checked now.
+    let r = node_of(ix, |ids| Node::Read(key, ids.to_vec()));
+    with_top(|f| {
+        let consts: Vec<Option<f64>> = ix.iter().map(|e| f.ar.konst_of(e.id)).collect();
+        for (k, c) in consts.iter().enumerate() {
+            if let Some(v) = c {
+                if !(*v >= 0.0 && (*v as usize) < shape[k]) && f.error.is_none() {
+                    f.error = Some(Error::OutOfBounds {
+                        index: consts.iter().map(|c| c.unwrap_or(f64::NAN)).collect(),
+                        shape: shape.to_vec(),
+                        context: "indexing (constant index)",
+                    });
+                }
+            }
+        }
+    });
+    r
+}
+
+/// Capture a closure with `nparams` parameters (and `rank` index variables handed out by the
+/// caller through `idx_exp`) into a [`Lambda`].
+pub(crate) fn capture(
+    owner: u64,
+    nparams: u32,
+    f: impl FnOnce(&[Exp]) -> Vec<Exp>,
+) -> Result<Lambda> {
+    let gen = GEN.with(|g| {
+        let mut g = g.borrow_mut();
+        *g = g.wrapping_add(1);
+        *g
+    });
+    STACK.with(|s| {
+        s.borrow_mut().push(Frame {
+            ar: Arena::default(),
+            gen,
+            owner,
+            error: None,
+            read_shapes: HashMap::new(),
+        })
+    });
+    let params: Vec<Exp> = (0..nparams)
+        .map(|k| {
+            with_top(|f| Exp {
+                id: f.ar.push(Node::Param(k)),
+                gen,
+            })
+        })
+        .collect();
+    // Pop the frame even if the user's closure panics.
+    struct Pop;
+    impl Drop for Pop {
+        fn drop(&mut self) {
+            STACK.with(|s| {
+                s.borrow_mut().pop();
+            });
+        }
+    }
+    let outs = {
+        let guard = Pop;
+        let outs = f(&params);
+        let frame = STACK.with(|s| {
+            let mut s = s.borrow_mut();
+            let top = s.last_mut().expect("frame");
+            (std::mem::take(&mut top.ar), top.error.take())
+        });
+        drop(guard);
+        (outs, frame)
+    };
+    let (outs, (ar, err)) = outs;
+    if let Some(e) = err {
+        return Err(e);
+    }
+    if outs.iter().any(|e| e.gen != gen) {
+        return Err(Error::Invalid(
+            "a closure returned an Exp that belongs to another closure".into(),
+        ));
+    }
+    Ok(Lambda {
+        ar,
+        outs: outs.iter().map(|e| e.id).collect(),
+        nparams,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Operators and methods.
+
+macro_rules! binop {
+    ($tr:ident, $m:ident, $op:expr) => {
+        impl std::ops::$tr<Exp> for Exp {
+            type Output = Exp;
+            fn $m(self, r: Exp) -> Exp {
+                node_of(&[self, r], |i| Node::Bin($op, i[0], i[1]))
+            }
+        }
+        impl std::ops::$tr<f64> for Exp {
+            type Output = Exp;
+            fn $m(self, r: f64) -> Exp {
+                let r = lit(r);
+                node_of(&[self, r], |i| Node::Bin($op, i[0], i[1]))
+            }
+        }
+        impl std::ops::$tr<Exp> for f64 {
+            type Output = Exp;
+            fn $m(self, r: Exp) -> Exp {
+                let l = lit(self);
+                node_of(&[l, r], |i| Node::Bin($op, i[0], i[1]))
+            }
+        }
+    };
+}
+binop!(Add, add, Op2::Add);
+binop!(Sub, sub, Op2::Sub);
+binop!(Mul, mul, Op2::Mul);
+binop!(Div, div, Op2::Div);
+
+/// Logical not of a boolean (`0.0` is false): `!c`.
+impl std::ops::Not for Exp {
+    type Output = Exp;
+    fn not(self) -> Exp {
+        self.disc1(DOp::Not)
+    }
+}
+
+impl std::ops::Neg for Exp {
+    type Output = Exp;
+    fn neg(self) -> Exp {
+        self.un(Op1::Neg)
+    }
+}
+
+macro_rules! unary_methods {
+    ($($(#[$doc:meta])* $name:ident => $op:expr;)*) => {
+        $($(#[$doc])* pub fn $name(self) -> Exp { self.un($op) })*
+    };
+}
+
+macro_rules! disc_methods {
+    ($($(#[$doc:meta])* $name:ident => $op:expr;)*) => {
+        $($(#[$doc])* pub fn $name(self, other: impl Into<Exp>) -> Exp {
+            let o = other.into();
+            node_of(&[self, o], |i| Node::Disc($op, i[0], i[1]))
+        })*
+    };
+}
+
+impl Exp {
+    /// Apply a unary primitive of the rule table.
+    pub fn un(self, op: Op1) -> Exp {
+        node_of(&[self], |i| Node::Un(op, i[0]))
+    }
+    /// Apply a binary primitive of the rule table.
+    pub fn bin(self, op: Op2, other: impl Into<Exp>) -> Exp {
+        let o = other.into();
+        node_of(&[self, o], |i| Node::Bin(op, i[0], i[1]))
+    }
+    fn disc1(self, op: DOp) -> Exp {
+        node_of(&[self], |i| Node::Disc(op, i[0], i[0]))
+    }
+    unary_methods! {
+        /// `sin`
+        sin => Op1::Sin; /// `cos`
+        cos => Op1::Cos; /// `tan`
+        tan => Op1::Tan; /// `exp`
+        exp => Op1::Exp; /// `exp2`
+        exp2 => Op1::Exp2; /// `exp_m1`
+        exp_m1 => Op1::ExpM1; /// natural logarithm
+        ln => Op1::Ln; /// `ln_1p`
+        ln_1p => Op1::Ln1p; /// `log2`
+        log2 => Op1::Log2; /// `log10`
+        log10 => Op1::Log10; /// `sqrt`
+        sqrt => Op1::Sqrt; /// `cbrt`
+        cbrt => Op1::Cbrt; /// `1/x`
+        recip => Op1::Recip; /// `asin`
+        asin => Op1::Asin; /// `acos`
+        acos => Op1::Acos; /// `atan`
+        atan => Op1::Atan; /// `sinh`
+        sinh => Op1::Sinh; /// `cosh`
+        cosh => Op1::Cosh; /// `tanh`
+        tanh => Op1::Tanh; /// `asinh`
+        asinh => Op1::Asinh; /// `acosh`
+        acosh => Op1::Acosh; /// `atanh`
+        atanh => Op1::Atanh; /// `abs`
+        abs => Op1::Abs; /// the error function
+        erf => Op1::Erf; /// `ln Γ`
+        lgamma => Op1::Lgamma;
+    }
+    /// `xⁿ`
+    pub fn powi(self, n: i32) -> Exp {
+        self.un(Op1::Powi(n))
+    }
+    /// `xʸ`
+    pub fn powf(self, y: impl Into<Exp>) -> Exp {
+        self.bin(Op2::Powf, y)
+    }
+    /// `max`
+    pub fn max(self, y: impl Into<Exp>) -> Exp {
+        self.bin(Op2::Max, y)
+    }
+    /// `min`
+    pub fn min(self, y: impl Into<Exp>) -> Exp {
+        self.bin(Op2::Min, y)
+    }
+    /// `atan2(self, y)`
+    pub fn atan2(self, y: impl Into<Exp>) -> Exp {
+        self.bin(Op2::Atan2, y)
+    }
+    /// `hypot`
+    pub fn hypot(self, y: impl Into<Exp>) -> Exp {
+        self.bin(Op2::Hypot, y)
+    }
+    /// `floor` (derivative 0)
+    pub fn floor(self) -> Exp {
+        self.disc1(DOp::Floor)
+    }
+    /// `ceil` (derivative 0)
+    pub fn ceil(self) -> Exp {
+        self.disc1(DOp::Ceil)
+    }
+    /// `round` (half away from zero, as `f64::round`; derivative 0)
+    pub fn round(self) -> Exp {
+        self.disc1(DOp::Round)
+    }
+    /// `trunc` (derivative 0)
+    pub fn trunc(self) -> Exp {
+        self.disc1(DOp::Trunc)
+    }
+    disc_methods! {
+        /// `self < other` as `1.0`/`0.0`
+        lt => DOp::Lt; /// `self <= other`
+        le => DOp::Le; /// `self > other`
+        gt => DOp::Gt; /// `self >= other`
+        ge => DOp::Ge; /// `self == other`
+        eq => DOp::Eq; /// `self != other`
+        ne => DOp::Ne; /// logical and
+        and => DOp::And; /// logical or
+        or => DOp::Or; /// floor division of whole numbers (`⌊self / other⌋`)
+        idiv => DOp::IDiv; /// floor modulus (Haskell's `mod`: the sign of `other`)
+        imod => DOp::IMod;
+    }
+    /// `if self { a } else { b }` (Accelerate's `cond`). Only the branch taken contributes to
+    /// derivatives, and array reads in the other branch are not performed (no out-of-bounds
+    /// errors from them).
+    pub fn select(self, a: impl Into<Exp>, b: impl Into<Exp>) -> Exp {
+        let (a, b) = (a.into(), b.into());
+        node_of(&[self, a, b], |i| Node::Select(i[0], i[1], i[2]))
+    }
+}
+
+/// `if c { a } else { b }`: see [`Exp::select`].
+pub fn cond(c: Exp, a: impl Into<Exp>, b: impl Into<Exp>) -> Exp {
+    c.select(a, b)
+}
+
+/// Expression-level gradient (the seed's `gradientE`): the partial derivatives of `f` at `xs`,
+/// as expressions. Usable inside any combinator's closure, e.g. to produce Jacobian blocks in a
+/// `generate_n` over observations.
+///
+/// ```
+/// use adjoint_array::{gradient_e, Builder};
+/// let b = Builder::new();
+/// let x = b.input(&[2]);
+/// let d = x.map(|v| gradient_e(&[v], |p| p[0].sin() * p[0])[0]);
+/// let out = b.build(&[&d]).unwrap().run(&[&[0.5, 1.0]]).unwrap();
+/// assert!((out[0].data()[0] - (0.5f64.cos() * 0.5 + 0.5f64.sin())).abs() < 1e-15);
+/// ```
+pub fn gradient_e(xs: &[Exp], f: impl FnOnce(&[Exp]) -> Exp) -> Vec<Exp> {
+    let rows = jacobian_e(xs, |v| vec![f(v)]);
+    rows.into_iter().next().unwrap_or_default()
+}
+
+/// Expression-level Jacobian: `result[r][i] = ∂f_r/∂xs[i]` (one reverse sweep per output).
+pub fn jacobian_e(xs: &[Exp], f: impl FnOnce(&[Exp]) -> Vec<Exp>) -> Vec<Vec<Exp>> {
+    let gen = with_top(|fr| fr.gen);
+    if xs.iter().any(|e| e.gen != gen) {
+        record_error(Error::Invalid(
+            "gradient_e was given an Exp of another closure".into(),
+        ));
+        return vec![];
+    }
+    // Fresh placeholder variables, so that the derivative is w.r.t. the arguments as
+    // independent variables, then substituted by the actual arguments.
+    let base = with_top(|fr| fr.ar.nodes.len() as u32);
+    let vars: Vec<Exp> = (0..xs.len())
+        .map(|k| {
+            with_top(|fr| Exp {
+                id: fr.ar.push(Node::Var(base + k as u32)),
+                gen,
+            })
+        })
+        .collect();
+    let ys = f(&vars);
+    if ys.iter().any(|e| e.gen != gen) {
+        record_error(Error::Invalid(
+            "gradient_e's function returned an Exp of another closure".into(),
+        ));
+        return vec![];
+    }
+    with_top(|fr| {
+        let mut out = Vec::new();
+        for y in &ys {
+            let one = fr.ar.konst(1.0);
+            let adj = match fr.ar.reverse(&[(y.id, one)]) {
+                Ok(a) => a,
+                Err(e) => {
+                    fr.error.get_or_insert(e);
+                    return vec![];
+                }
+            };
+            let zero = fr.ar.konst(0.0);
+            let row: Vec<Id> = vars
+                .iter()
+                .map(|v| adj.get(&v.id).copied().unwrap_or(zero))
+                .collect();
+            out.push(row);
+        }
+        // Substitute the variables by the arguments (copy the reachable DAG once).
+        let roots: Vec<Id> = out.iter().flatten().copied().collect();
+        let mut subst: HashMap<Id, Id> = vars.iter().zip(xs).map(|(v, x)| (v.id, x.id)).collect();
+        let src = fr.ar.clone();
+        let new = src.copy_into(&mut fr.ar, &roots, &mut subst, &|_| None);
+        let mut it = new.into_iter();
+        out.iter()
+            .map(|r| {
+                r.iter()
+                    .map(|_| Exp {
+                        id: it.next().expect("root"),
+                        gen,
+                    })
+                    .collect()
+            })
+            .collect()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn linear_partials_match_the_rule_table() {
+        for &x in &[-2.5, 0.0, 1.0, 3.7] {
+            for &y in &[-1.0, 0.5, 2.0] {
+                for op in [Op2::Add, Op2::Sub] {
+                    let r = rules::binary(op, x, y);
+                    assert_eq!(const_partials2(op), Some((r.dx, r.dy)));
+                }
+            }
+            assert_eq!(const_partial1(Op1::Neg), Some(rules::unary(Op1::Neg, x).d));
+        }
+    }
+}

@@ -1,0 +1,1255 @@
+//! Array programs: the [`Builder`], array handles ([`Acc`]), the built [`Program`].
+
+use crate::error::{Error, Result};
+use crate::expr::{capture, idx_exp, read_exp, Exp, Lambda, Node};
+use crate::kernel::Kernel;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+pub(crate) type NodeId = u32;
+
+/// How `permute` combines values that land on the same target element.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Combine {
+    /// `+` (the adjoint of `backpermute`); gradient: a gather of the adjoint.
+    Add,
+    /// `max`; gradient: to the winner (the default when it is not beaten, otherwise the
+    /// first source element, in index order, that attains the maximum).
+    Max,
+    /// `min`; gradient as for `Max`.
+    Min,
+}
+
+/// One entry of a `replicate` specification (Accelerate's slice index).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rep {
+    /// an axis of the source array
+    All,
+    /// a new axis of this many copies
+    New(usize),
+}
+
+/// One entry of a `slice` specification.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sl {
+    /// keep the axis
+    All,
+    /// fix the axis at this index (the axis disappears)
+    At(usize),
+}
+
+#[derive(Clone, Debug)]
+pub(crate) enum ANode {
+    Input {
+        index: usize,
+        diff: bool,
+    },
+    Use(Arc<Vec<f64>>),
+    /// element-wise/generate kernel over `space`; `args` (params) have shape `space`
+    Gen {
+        lam: Lambda,
+        args: Vec<NodeId>,
+        space: Vec<usize>,
+    },
+    Sum {
+        src: NodeId,
+    },
+    /// a sum over the innermost axis of a fused (not materialised) `Gen`
+    SumGen {
+        lam: Lambda,
+        args: Vec<NodeId>,
+        space: Vec<usize>,
+    },
+    Fold {
+        f: Lambda,
+        init: Option<Lambda>,
+        src: NodeId,
+    },
+    Scan {
+        f: Lambda,
+        init: Lambda,
+        src: NodeId,
+        right: bool,
+    },
+    Permute {
+        comb: Combine,
+        default: NodeId,
+        idx: Lambda,
+        src: NodeId,
+    },
+    Reshape {
+        src: NodeId,
+    },
+    StopGrad {
+        src: NodeId,
+    },
+    Acond {
+        cond: Lambda,
+        t: NodeId,
+        e: NodeId,
+    },
+    Awhile {
+        lp: Arc<Loop>,
+        init: Vec<NodeId>,
+        inv: Vec<NodeId>,
+    },
+    Proj {
+        src: NodeId,
+        k: usize,
+    },
+}
+
+impl ANode {
+    /// Array operands (not counting reads inside lambdas).
+    pub(crate) fn operands(&self) -> Vec<NodeId> {
+        match self {
+            ANode::Input { .. } | ANode::Use(_) => vec![],
+            ANode::Gen { args, .. } | ANode::SumGen { args, .. } => args.clone(),
+            ANode::Sum { src }
+            | ANode::Fold { src, .. }
+            | ANode::Scan { src, .. }
+            | ANode::Reshape { src }
+            | ANode::StopGrad { src }
+            | ANode::Proj { src, .. } => vec![*src],
+            ANode::Permute { default, src, .. } => vec![*default, *src],
+            ANode::Acond { t, e, .. } => vec![*t, *e],
+            ANode::Awhile { init, inv, .. } => init.iter().chain(inv).copied().collect(),
+        }
+    }
+    /// Arrays read inside the node's lambdas.
+    pub(crate) fn reads(&self) -> Vec<NodeId> {
+        let mut v = match self {
+            ANode::Gen { lam, .. } | ANode::SumGen { lam, .. } => lam.reads(),
+            ANode::Fold { f, init, .. } => {
+                let mut r = f.reads();
+                if let Some(i) = init {
+                    r.extend(i.reads());
+                }
+                r
+            }
+            ANode::Scan { f, init, .. } => {
+                let mut r = f.reads();
+                r.extend(init.reads());
+                r
+            }
+            ANode::Permute { idx, .. } => idx.reads(),
+            ANode::Acond { cond, .. } => cond.reads(),
+            _ => vec![],
+        };
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct NodeInfo {
+    pub kind: ANode,
+    pub shape: Vec<usize>,
+    pub store: bool,
+}
+
+/// A loop: condition and body graphs over (state ++ invariants).
+#[derive(Debug)]
+pub(crate) struct Loop {
+    pub cond: Graph,
+    pub body: Graph,
+    pub nstate: usize,
+}
+
+/// A built, optimised graph with its kernel caches.
+#[derive(Debug)]
+pub(crate) struct Graph {
+    pub nodes: Vec<NodeInfo>,
+    pub inputs: Vec<NodeId>,
+    pub outputs: Vec<NodeId>,
+    pub active: Vec<bool>,
+    pub primal: Vec<OnceLock<Arc<Kernel>>>,
+    pub adjoint: Vec<Mutex<HashMap<u32, Arc<Kernel>>>>,
+}
+
+impl Graph {
+    pub(crate) fn shape_of(&self, key: u32) -> Vec<usize> {
+        self.nodes[key as usize].shape.clone()
+    }
+}
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+#[derive(Debug)]
+struct GB {
+    id: u64,
+    nodes: Vec<NodeInfo>,
+    inputs: Vec<NodeId>,
+    error: Option<Error>,
+    recompute: usize,
+}
+
+/// Builds an array program. Combinators on [`Acc`] handles add nodes; errors (shape
+/// mismatches, misuse) are recorded and returned by [`Builder::build`].
+///
+/// ```
+/// use adjoint_array::Builder;
+/// let b = Builder::new();
+/// let a = b.input(&[4]);
+/// let s = a.map(|x| x * x).sum();           // Σ xᵢ²
+/// let p = b.build(&[&s]).unwrap();
+/// let g = p.gradient_a(&[&[1.0, 2.0, 3.0, 4.0]]).unwrap();
+/// assert_eq!(g.value, 30.0);
+/// assert_eq!(g.grads[0], vec![2.0, 4.0, 6.0, 8.0]);
+/// ```
+#[derive(Clone, Debug)]
+pub struct Builder {
+    g: Rc<RefCell<GB>>,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A handle to an array of a program being built (Accelerate's `Acc`): its node and shape.
+/// Combinators are methods; closures receive [`Exp`]s.
+#[derive(Clone, Debug)]
+pub struct Acc {
+    g: Rc<RefCell<GB>>,
+    owner: u64,
+    id: NodeId,
+    shape: Rc<Vec<usize>>,
+}
+
+impl Builder {
+    /// A new, empty program.
+    pub fn new() -> Self {
+        Builder {
+            g: Rc::new(RefCell::new(GB {
+                id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+                nodes: Vec::new(),
+                inputs: Vec::new(),
+                error: None,
+                recompute: 1,
+            })),
+        }
+    }
+
+    /// Element-wise nodes with at most this many arithmetic operations are recomputed in each
+    /// consumer instead of stored when they are used more than once (default 1; 0 stores every
+    /// shared node). [`Acc::materialize`] forces a node to be stored.
+    pub fn set_recompute_threshold(&self, ops: usize) {
+        self.g.borrow_mut().recompute = ops;
+    }
+
+    fn handle(&self, id: NodeId, shape: Vec<usize>) -> Acc {
+        Acc {
+            owner: self.g.borrow().id,
+            g: self.g.clone(),
+            id,
+            shape: Rc::new(shape),
+        }
+    }
+
+    fn push(&self, kind: ANode, shape: Vec<usize>) -> Acc {
+        let id = {
+            let mut g = self.g.borrow_mut();
+            g.nodes.push(NodeInfo {
+                kind,
+                shape: shape.clone(),
+                store: false,
+            });
+            g.nodes.len() as NodeId - 1
+        };
+        self.handle(id, shape)
+    }
+
+    fn fail(&self, e: Error, shape: Vec<usize>) -> Acc {
+        {
+            let mut g = self.g.borrow_mut();
+            if g.error.is_none() {
+                g.error = Some(e);
+            }
+        }
+        // A placeholder of the expected shape, so later combinators can go on.
+        self.push(
+            ANode::Use(Arc::new(vec![0.0; shape.iter().product()])),
+            shape,
+        )
+    }
+
+    fn owner(&self) -> u64 {
+        self.g.borrow().id
+    }
+
+    fn check(&self, a: &Acc) -> bool {
+        if a.owner != self.owner() {
+            let mut g = self.g.borrow_mut();
+            if g.error.is_none() {
+                g.error = Some(Error::Invalid(
+                    "an array handle of another program (or of the scope outside an awhile \
+                     body) was used"
+                        .into(),
+                ));
+            }
+            return false;
+        }
+        true
+    }
+
+    /// Declare an input array (differentiated by `gradient_a`).
+    pub fn input(&self, shape: &[usize]) -> Acc {
+        let idx = self.g.borrow().inputs.len();
+        let a = self.push(
+            ANode::Input {
+                index: idx,
+                diff: true,
+            },
+            shape.to_vec(),
+        );
+        self.g.borrow_mut().inputs.push(a.id);
+        a
+    }
+
+    /// Declare an input that is data, not a parameter: `gradient_a` returns zeros for it and
+    /// spends no work on its adjoint.
+    pub fn constant_input(&self, shape: &[usize]) -> Acc {
+        let idx = self.g.borrow().inputs.len();
+        let a = self.push(
+            ANode::Input {
+                index: idx,
+                diff: false,
+            },
+            shape.to_vec(),
+        );
+        self.g.borrow_mut().inputs.push(a.id);
+        a
+    }
+
+    /// A constant array baked into the program (Accelerate's `use`).
+    pub fn use_array(&self, shape: &[usize], data: Vec<f64>) -> Acc {
+        let n: usize = shape.iter().product();
+        if data.len() != n {
+            return self.fail(
+                Error::ShapeMismatch {
+                    combinator: "use_array",
+                    left: shape.to_vec(),
+                    right: vec![data.len()],
+                },
+                shape.to_vec(),
+            );
+        }
+        self.push(ANode::Use(Arc::new(data)), shape.to_vec())
+    }
+
+    fn lambda(&self, nparams: u32, f: impl FnOnce(&[Exp]) -> Vec<Exp>) -> Option<Lambda> {
+        match capture(self.owner(), nparams, f) {
+            Ok(l) => Some(l),
+            Err(e) => {
+                let mut g = self.g.borrow_mut();
+                if g.error.is_none() {
+                    g.error = Some(e);
+                }
+                None
+            }
+        }
+    }
+
+    fn gen(
+        &self,
+        space: Vec<usize>,
+        shape: Vec<usize>,
+        args: Vec<NodeId>,
+        lam: Option<Lambda>,
+    ) -> Acc {
+        match lam {
+            Some(lam) => self.push(ANode::Gen { lam, args, space }, shape),
+            None => self.fail(Error::Invalid("in a closure".into()), shape),
+        }
+    }
+
+    /// `generate shape f`: element `i` is `f(i)` (the index, one `Exp` per axis).
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// let b = Builder::new();
+    /// let g = b.generate(&[2, 3], |i| i[0] * 10.0 + i[1]);
+    /// let out = b.build(&[&g]).unwrap().run(&[]).unwrap();
+    /// assert_eq!(out[0].data(), &[0.0, 1.0, 2.0, 10.0, 11.0, 12.0]);
+    /// ```
+    pub fn generate(&self, shape: &[usize], f: impl FnOnce(&[Exp]) -> Exp) -> Acc {
+        let rank = shape.len() as u32;
+        let lam = self.lambda(0, |_| {
+            let idx: Vec<Exp> = (0..rank).map(idx_exp).collect();
+            vec![f(&idx)]
+        });
+        self.gen(shape.to_vec(), shape.to_vec(), vec![], lam)
+    }
+
+    /// `generate` of `n` values per index: the result has shape `shape ++ [n]` (a tuple-valued
+    /// generate; e.g. a Jacobian block per observation).
+    pub fn generate_n(&self, shape: &[usize], n: usize, f: impl FnOnce(&[Exp]) -> Vec<Exp>) -> Acc {
+        let rank = shape.len() as u32;
+        let mut full = shape.to_vec();
+        full.push(n);
+        let mut bad = None;
+        let lam = self.lambda(0, |_| {
+            let idx: Vec<Exp> = (0..rank).map(idx_exp).collect();
+            let v = f(&idx);
+            if v.len() != n {
+                bad = Some(v.len());
+            }
+            v
+        });
+        if let Some(got) = bad {
+            return self.fail(
+                Error::Invalid(format!(
+                    "generate_n: the closure returned {got} values, expected {n}"
+                )),
+                full,
+            );
+        }
+        self.gen(shape.to_vec(), full, vec![], lam)
+    }
+
+    /// `zipWith` over any number of arrays of one shape.
+    pub fn zip_with_n(&self, arrays: &[&Acc], f: impl FnOnce(&[Exp]) -> Exp) -> Acc {
+        let Some(first) = arrays.first() else {
+            return self.fail(Error::Invalid("zip_with_n of no arrays".into()), vec![]);
+        };
+        let shape = first.shape.to_vec();
+        for a in arrays {
+            if !self.check(a) {
+                return self.fail(Error::Invalid("foreign array".into()), shape);
+            }
+            if *a.shape != shape {
+                return self.fail(
+                    Error::ShapeMismatch {
+                        combinator: "zip_with",
+                        left: shape.clone(),
+                        right: a.shape.to_vec(),
+                    },
+                    shape,
+                );
+            }
+        }
+        let lam = self.lambda(arrays.len() as u32, |p| vec![f(p)]);
+        self.gen(
+            shape.clone(),
+            shape,
+            arrays.iter().map(|a| a.id).collect(),
+            lam,
+        )
+    }
+
+    /// `acond c t e`: `t` if the scalar expression `c()` is true (non-zero), else `e`. Only the
+    /// branch taken is computed; the gradient flows into it.
+    pub fn acond(&self, c: impl FnOnce() -> Exp, t: &Acc, e: &Acc) -> Acc {
+        if !self.check(t) || !self.check(e) {
+            return self.fail(Error::Invalid("foreign array".into()), t.shape.to_vec());
+        }
+        if t.shape != e.shape {
+            return self.fail(
+                Error::ShapeMismatch {
+                    combinator: "acond",
+                    left: t.shape.to_vec(),
+                    right: e.shape.to_vec(),
+                },
+                t.shape.to_vec(),
+            );
+        }
+        match self.lambda(0, |_| vec![c()]) {
+            Some(cond) => self.push(
+                ANode::Acond {
+                    cond,
+                    t: t.id,
+                    e: e.id,
+                },
+                t.shape.to_vec(),
+            ),
+            None => self.fail(Error::Invalid("acond".into()), t.shape.to_vec()),
+        }
+    }
+
+    /// `awhile`: starting from `init`, while `cond(state, inv)` (a scalar array) is non-zero,
+    /// `state = body(state, inv)`. `inv` are loop invariants the closures may use; arrays of the
+    /// outer program cannot be used inside directly. The body must keep the state's shapes.
+    /// The gradient stores every iteration's state and runs the body's adjoint backwards.
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// let b = Builder::new();
+    /// let x = b.input(&[2]);
+    /// // double x until its sum exceeds 10
+    /// let out = b.awhile(&[&x], &[], |s, _| s[0].sum().map(|t| t.lt(10.0)), |s, _| {
+    ///     vec![s[0].map(|v| v * 2.0)]
+    /// });
+    /// let p = b.build(&[&out[0].sum()]).unwrap();
+    /// let g = p.gradient_a(&[&[1.0, 2.0]]).unwrap();
+    /// assert_eq!(g.value, 12.0);
+    /// assert_eq!(g.grads[0], vec![4.0, 4.0]);
+    /// ```
+    pub fn awhile(
+        &self,
+        init: &[&Acc],
+        inv: &[&Acc],
+        cond: impl FnOnce(&[Acc], &[Acc]) -> Acc,
+        body: impl FnOnce(&[Acc], &[Acc]) -> Vec<Acc>,
+    ) -> Vec<Acc> {
+        let shapes: Vec<Vec<usize>> = init.iter().map(|a| a.shape.to_vec()).collect();
+        let placeholders = |s: &Self| -> Vec<Acc> {
+            shapes
+                .iter()
+                .map(|sh| s.fail(Error::Invalid("awhile".into()), sh.clone()))
+                .collect()
+        };
+        if init.iter().chain(inv).any(|a| !self.check(a)) {
+            return placeholders(self);
+        }
+        type Body<'a> = dyn FnMut(&Builder, &[Acc], &[Acc]) -> Vec<Acc> + 'a;
+        let sub = |f: &mut Body| -> Result<Graph> {
+            let b = Builder::new();
+            let s: Vec<Acc> = init.iter().map(|a| b.input(&a.shape)).collect();
+            let v: Vec<Acc> = inv.iter().map(|a| b.input(&a.shape)).collect();
+            let outs = f(&b, &s, &v);
+            let refs: Vec<&Acc> = outs.iter().collect();
+            b.finish(&refs, true)
+        };
+        let mut cond = Some(cond);
+        let cg = sub(&mut |_b, s, v| {
+            let c = (cond.take().expect("once"))(s, v);
+            vec![c]
+        });
+        let mut body = Some(body);
+        let mut out_shapes = Vec::new();
+        let bg = sub(&mut |_b, s, v| {
+            let o = (body.take().expect("once"))(s, v);
+            out_shapes = o.iter().map(|a| a.shape.to_vec()).collect();
+            o
+        });
+        let (cg, bg) = match (cg, bg) {
+            (Ok(c), Ok(b)) => (c, b),
+            (Err(e), _) | (_, Err(e)) => {
+                let mut g = self.g.borrow_mut();
+                if g.error.is_none() {
+                    g.error = Some(e);
+                }
+                drop(g);
+                return placeholders(self);
+            }
+        };
+        if !cg.outputs.is_empty() && !cg.nodes[cg.outputs[0] as usize].shape.is_empty() {
+            let sh = cg.nodes[cg.outputs[0] as usize].shape.clone();
+            self.fail(
+                Error::ShapeMismatch {
+                    combinator: "awhile (condition must be a scalar)",
+                    left: sh,
+                    right: vec![],
+                },
+                vec![],
+            );
+            return placeholders(self);
+        }
+        if out_shapes != shapes {
+            self.fail(
+                Error::ShapeMismatch {
+                    combinator: "awhile (body must keep the state's shapes)",
+                    left: shapes.iter().flatten().copied().collect(),
+                    right: out_shapes.iter().flatten().copied().collect(),
+                },
+                vec![],
+            );
+            return placeholders(self);
+        }
+        let lp = Arc::new(Loop {
+            cond: cg,
+            body: bg,
+            nstate: init.len(),
+        });
+        let w = self.push(
+            ANode::Awhile {
+                lp,
+                init: init.iter().map(|a| a.id).collect(),
+                inv: inv.iter().map(|a| a.id).collect(),
+            },
+            vec![],
+        );
+        shapes
+            .iter()
+            .enumerate()
+            .map(|(k, sh)| self.push(ANode::Proj { src: w.id, k }, sh.clone()))
+            .collect()
+    }
+
+    /// Finish the program with these outputs: checks, optimises (fusion) and returns the
+    /// runnable [`Program`], or the first error recorded while building.
+    pub fn build(&self, outputs: &[&Acc]) -> Result<Program> {
+        let g = self.finish(outputs, false)?;
+        Ok(Program { g: Arc::new(g) })
+    }
+
+    /// [`Builder::build`] for a program to differentiate with [`Program::gradient_a`]: also
+    /// checks that there is exactly one output and that it is a scalar.
+    pub fn build_scalar(&self, output: &Acc) -> Result<Program> {
+        if !output.shape.is_empty() {
+            return Err(Error::NonScalarOutput(vec![output.shape.to_vec()]));
+        }
+        self.build(&[output])
+    }
+
+    fn finish(&self, outputs: &[&Acc], all_diff: bool) -> Result<Graph> {
+        for o in outputs {
+            if !self.check(o) {
+                break;
+            }
+        }
+        let gb = self.g.borrow();
+        if let Some(e) = &gb.error {
+            return Err(e.clone());
+        }
+        let mut nodes = gb.nodes.clone();
+        let outs: Vec<NodeId> = outputs.iter().map(|o| o.id).collect();
+        if all_diff {
+            for n in nodes.iter_mut() {
+                if let ANode::Input { diff, .. } = &mut n.kind {
+                    *diff = true;
+                }
+            }
+        }
+        fuse(&mut nodes, &outs, gb.recompute);
+        let active = activity(&nodes);
+        let n = nodes.len();
+        Ok(Graph {
+            nodes,
+            inputs: gb.inputs.clone(),
+            outputs: outs,
+            active,
+            primal: (0..n).map(|_| OnceLock::new()).collect(),
+            adjoint: (0..n).map(|_| Mutex::new(HashMap::new())).collect(),
+        })
+    }
+}
+
+fn activity(nodes: &[NodeInfo]) -> Vec<bool> {
+    let mut act = vec![false; nodes.len()];
+    for i in 0..nodes.len() {
+        let k = &nodes[i].kind;
+        act[i] = match k {
+            ANode::Input { diff, .. } => *diff,
+            ANode::Use(_) | ANode::StopGrad { .. } => false,
+            _ => {
+                k.operands().iter().any(|&o| act[o as usize])
+                    || k.reads().iter().any(|&o| act[o as usize])
+            }
+        };
+    }
+    act
+}
+
+/// Fusion: element-wise producers used once (or cheap ones) are inlined into element-wise
+/// consumers, and a sum over a generate/map becomes one reduction kernel.
+fn fuse(nodes: &mut [NodeInfo], outputs: &[NodeId], recompute: usize) {
+    let n = nodes.len();
+    let mut uses = vec![0usize; n];
+    for nd in nodes.iter() {
+        for o in nd.kind.operands() {
+            uses[o as usize] += 1;
+        }
+        for o in nd.kind.reads() {
+            uses[o as usize] += 1;
+        }
+    }
+    for &o in outputs {
+        uses[o as usize] += 1;
+    }
+    let is_out = |i: NodeId| outputs.contains(&i);
+    for i in 0..n {
+        // Inline producers into a Gen.
+        if let ANode::Gen { .. } = nodes[i].kind {
+            loop {
+                let ANode::Gen { lam, args, space } = &nodes[i].kind else {
+                    unreachable!()
+                };
+                let pick = args.iter().enumerate().find_map(|(k, &p)| {
+                    let pn = &nodes[p as usize];
+                    match &pn.kind {
+                        ANode::Gen {
+                            lam: pl, space: ps, ..
+                        } if pl.outs.len() == 1
+                            && *ps == pn.shape
+                            && !pn.store
+                            && !is_out(p)
+                            && (uses[p as usize] == 1 || pl.cost() <= recompute) =>
+                        {
+                            Some((k, p))
+                        }
+                        _ => None,
+                    }
+                });
+                let Some((k, p)) = pick else { break };
+                let ANode::Gen {
+                    lam: pl, args: pa, ..
+                } = nodes[p as usize].kind.clone()
+                else {
+                    unreachable!()
+                };
+                let (nl, na) = inline(lam, args, k, &pl, &pa);
+                let space = space.clone();
+                uses[p as usize] -= 1;
+                for &a in &pa {
+                    uses[a as usize] += 1;
+                }
+                for r in pl.reads() {
+                    uses[r as usize] += 1;
+                }
+                nodes[i].kind = ANode::Gen {
+                    lam: nl,
+                    args: na,
+                    space,
+                };
+            }
+        }
+        // A sum over a Gen used once.
+        if let ANode::Sum { src } = nodes[i].kind {
+            let pn = &nodes[src as usize];
+            if let ANode::Gen { lam, args, space } = &pn.kind {
+                if lam.outs.len() == 1
+                    && *space == pn.shape
+                    && !pn.store
+                    && !is_out(src)
+                    && uses[src as usize] == 1
+                {
+                    let kind = ANode::SumGen {
+                        lam: lam.clone(),
+                        args: args.clone(),
+                        space: space.clone(),
+                    };
+                    uses[src as usize] -= 1;
+                    for &a in args {
+                        uses[a as usize] += 1;
+                    }
+                    nodes[i].kind = kind;
+                }
+            }
+        }
+    }
+}
+
+/// Substitute producer `p` (params `pa`) for parameter `k` of consumer `c` (params `ca`).
+fn inline(c: &Lambda, ca: &[NodeId], k: usize, p: &Lambda, pa: &[NodeId]) -> (Lambda, Vec<NodeId>) {
+    let mut ar = crate::expr::Arena::default();
+    let nc = c.nparams as usize - 1;
+    let mut args: Vec<NodeId> = ca
+        .iter()
+        .enumerate()
+        .filter(|(j, _)| *j != k)
+        .map(|(_, &a)| a)
+        .collect();
+    args.extend_from_slice(pa);
+    let new_params: Vec<u32> = (0..(nc + pa.len()) as u32)
+        .map(|j| ar.push(Node::Param(j)))
+        .collect();
+    let pout = {
+        let mut subst = HashMap::new();
+        let np = new_params.clone();
+        p.ar.copy_into(&mut ar, &p.outs, &mut subst, &|j| Some(np[nc + j as usize]))[0]
+    };
+    let outs = {
+        let mut subst = HashMap::new();
+        let np = new_params.clone();
+        let map = move |j: u32| -> Option<u32> {
+            let j = j as usize;
+            Some(match j.cmp(&k) {
+                std::cmp::Ordering::Equal => pout,
+                std::cmp::Ordering::Less => np[j],
+                std::cmp::Ordering::Greater => np[j - 1],
+            })
+        };
+        c.ar.copy_into(&mut ar, &c.outs, &mut subst, &map)
+    };
+    (
+        Lambda {
+            ar,
+            outs,
+            nparams: (nc + pa.len()) as u32,
+        },
+        args,
+    )
+}
+
+impl Acc {
+    /// The array's shape (fixed when the program is built).
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    fn b(&self) -> Builder {
+        Builder { g: self.g.clone() }
+    }
+
+    /// `map f a`.
+    pub fn map(&self, f: impl FnOnce(Exp) -> Exp) -> Acc {
+        self.b().zip_with_n(&[self], |p| f(p[0]))
+    }
+
+    /// `zipWith f a b` (shapes must be equal).
+    pub fn zip_with(&self, other: &Acc, f: impl FnOnce(Exp, Exp) -> Exp) -> Acc {
+        self.b().zip_with_n(&[self, other], |p| f(p[0], p[1]))
+    }
+
+    /// `a ! idx` inside a closure: read this array at an index (one `Exp` per axis; whole
+    /// numbers, truncated toward zero). An index outside the array is an
+    /// [`Error::OutOfBounds`] when the program runs (reads in a `select` branch not taken are
+    /// not performed). Its gradient is a deterministic scatter-add into this array's adjoint.
+    pub fn at(&self, idx: &[Exp]) -> Exp {
+        read_exp(self.owner, self.id, &self.shape, idx)
+    }
+
+    /// The single element of a rank-0 array (Accelerate's `the`), inside a closure.
+    pub fn the(&self) -> Exp {
+        self.at(&[])
+    }
+
+    /// Size of an axis as a constant expression (shapes are static).
+    pub fn dim(&self, axis: usize) -> Exp {
+        crate::expr::lit(self.shape.get(axis).copied().unwrap_or(0) as f64)
+    }
+
+    /// Sum along the innermost axis (rank − 1 result).
+    pub fn sum(&self) -> Acc {
+        let b = self.b();
+        if self.shape.is_empty() {
+            return b.fail(Error::Invalid("sum of a rank-0 array".into()), vec![]);
+        }
+        let shape = self.shape[..self.shape.len() - 1].to_vec();
+        b.push(ANode::Sum { src: self.id }, shape)
+    }
+
+    /// `fold f init` along the innermost axis; `f` must be associative (as in Accelerate).
+    pub fn fold(&self, init: f64, f: impl FnOnce(Exp, Exp) -> Exp) -> Acc {
+        self.fold_impl(Some(init), f)
+    }
+
+    /// `fold1 f` along the innermost axis (no initial value; the axis must be non-empty).
+    pub fn fold1(&self, f: impl FnOnce(Exp, Exp) -> Exp) -> Acc {
+        if self.shape.last() == Some(&0) {
+            return self.b().fail(
+                Error::Invalid("fold1 over an empty axis".into()),
+                self.shape[..self.shape.len() - 1].to_vec(),
+            );
+        }
+        self.fold_impl(None, f)
+    }
+
+    /// Maximum along the innermost axis.
+    pub fn maximum(&self) -> Acc {
+        self.fold1(|a, b| a.max(b))
+    }
+
+    /// Minimum along the innermost axis.
+    pub fn minimum(&self) -> Acc {
+        self.fold1(|a, b| a.min(b))
+    }
+
+    /// Product along the innermost axis.
+    pub fn product(&self) -> Acc {
+        self.fold(1.0, |a, b| a * b)
+    }
+
+    fn fold_impl(&self, init: Option<f64>, f: impl FnOnce(Exp, Exp) -> Exp) -> Acc {
+        let b = self.b();
+        if self.shape.is_empty() {
+            return b.fail(Error::Invalid("fold of a rank-0 array".into()), vec![]);
+        }
+        let shape = self.shape[..self.shape.len() - 1].to_vec();
+        let Some(fl) = b.lambda(2, |p| vec![f(p[0], p[1])]) else {
+            return b.fail(Error::Invalid("fold".into()), shape);
+        };
+        let init = init.map(|v| b.lambda(0, |_| vec![crate::expr::lit(v)]).expect("const"));
+        b.push(
+            ANode::Fold {
+                f: fl,
+                init,
+                src: self.id,
+            },
+            shape,
+        )
+    }
+
+    /// `scanl f init` along the innermost axis: length n + 1, element 0 is `init`, element
+    /// `j + 1` is `f(element j, a[j])`.
+    pub fn scanl(&self, init: f64, f: impl FnOnce(Exp, Exp) -> Exp) -> Acc {
+        self.scan_impl(init, f, false)
+    }
+
+    /// `scanr f init`: length n + 1, element n is `init`, element `j` is
+    /// `f(a[j], element j + 1)`.
+    pub fn scanr(&self, init: f64, f: impl FnOnce(Exp, Exp) -> Exp) -> Acc {
+        self.scan_impl(init, f, true)
+    }
+
+    fn scan_impl(&self, init: f64, f: impl FnOnce(Exp, Exp) -> Exp, right: bool) -> Acc {
+        let b = self.b();
+        if self.shape.is_empty() {
+            return b.fail(Error::Invalid("scan of a rank-0 array".into()), vec![]);
+        }
+        let mut shape = self.shape.to_vec();
+        *shape.last_mut().expect("rank ≥ 1") += 1;
+        let Some(fl) = b.lambda(2, |p| vec![f(p[0], p[1])]) else {
+            return b.fail(Error::Invalid("scan".into()), shape);
+        };
+        let init = b
+            .lambda(0, |_| vec![crate::expr::lit(init)])
+            .expect("const");
+        b.push(
+            ANode::Scan {
+                f: fl,
+                init,
+                src: self.id,
+                right,
+            },
+            shape,
+        )
+    }
+
+    /// `permute comb default f a`: start from `default`; each element `a[i]` for which
+    /// `f(i) = (keep, target)` has `keep` true is combined into `target`.
+    pub fn permute(
+        &self,
+        comb: Combine,
+        default: &Acc,
+        f: impl FnOnce(&[Exp]) -> (Exp, Vec<Exp>),
+    ) -> Acc {
+        let b = self.b();
+        let shape = default.shape.to_vec();
+        if !b.check(default) {
+            return b.fail(Error::Invalid("foreign array".into()), shape);
+        }
+        let rank = self.shape.len() as u32;
+        let mut bad = None;
+        let lam = b.lambda(0, |_| {
+            let idx: Vec<Exp> = (0..rank).map(idx_exp).collect();
+            let (keep, t) = f(&idx);
+            if t.len() != shape.len() {
+                bad = Some(t.len());
+            }
+            let mut v = vec![keep];
+            v.extend(t);
+            v
+        });
+        if let Some(got) = bad {
+            return b.fail(
+                Error::Invalid(format!(
+                    "permute: the index function returned {got} components for a target of \
+                     shape {shape:?}"
+                )),
+                shape,
+            );
+        }
+        let Some(idx) = lam else {
+            return b.fail(Error::Invalid("permute".into()), shape);
+        };
+        b.push(
+            ANode::Permute {
+                comb,
+                default: default.id,
+                idx,
+                src: self.id,
+            },
+            shape,
+        )
+    }
+
+    /// `backpermute shape f a`: element `i` of the result is `a[f(i)]` (a gather).
+    pub fn backpermute(&self, shape: &[usize], f: impl FnOnce(&[Exp]) -> Vec<Exp>) -> Acc {
+        let me = self.clone();
+        self.b().generate(shape, move |i| me.at(&f(i)))
+    }
+
+    /// `replicate`: `spec` lists the result's axes, `Rep::All` for each axis of this array (in
+    /// order) and `Rep::New(n)` for a new axis of `n` copies.
+    pub fn replicate(&self, spec: &[Rep]) -> Acc {
+        let b = self.b();
+        let shape: Vec<usize> = spec
+            .iter()
+            .scan(0usize, |k, r| {
+                Some(match r {
+                    Rep::All => {
+                        *k += 1;
+                        self.shape.get(*k - 1).copied().unwrap_or(0)
+                    }
+                    Rep::New(n) => *n,
+                })
+            })
+            .collect();
+        let alls: Vec<usize> = (0..spec.len()).filter(|&j| spec[j] == Rep::All).collect();
+        if alls.len() != self.shape.len() {
+            return b.fail(
+                Error::Invalid(format!(
+                    "replicate: the spec has {} `All` axes for an array of shape {:?}",
+                    alls.len(),
+                    self.shape
+                )),
+                shape,
+            );
+        }
+        let me = self.clone();
+        b.generate(&shape, move |i| {
+            let ix: Vec<Exp> = alls.iter().map(|&j| i[j]).collect();
+            me.at(&ix)
+        })
+    }
+
+    /// `slice`: `spec` has one entry per axis; `Sl::At(k)` removes the axis at index `k`.
+    pub fn slice(&self, spec: &[Sl]) -> Acc {
+        let b = self.b();
+        let shape: Vec<usize> = spec
+            .iter()
+            .zip(self.shape.iter())
+            .filter(|(s, _)| **s == Sl::All)
+            .map(|(_, &n)| n)
+            .collect();
+        if spec.len() != self.shape.len() {
+            return b.fail(
+                Error::Invalid(format!(
+                    "slice: the spec has {} entries for an array of shape {:?}",
+                    spec.len(),
+                    self.shape
+                )),
+                shape,
+            );
+        }
+        for (s, &n) in spec.iter().zip(self.shape.iter()) {
+            if let Sl::At(k) = s {
+                if *k >= n {
+                    return b.fail(
+                        Error::OutOfBounds {
+                            index: spec
+                                .iter()
+                                .map(|s| match s {
+                                    Sl::All => f64::NAN,
+                                    Sl::At(k) => *k as f64,
+                                })
+                                .collect(),
+                            shape: self.shape.to_vec(),
+                            context: "slice",
+                        },
+                        shape,
+                    );
+                }
+            }
+        }
+        let me = self.clone();
+        let spec = spec.to_vec();
+        b.generate(&shape, move |i| {
+            let mut k = 0;
+            let ix: Vec<Exp> = spec
+                .iter()
+                .map(|s| match s {
+                    Sl::All => {
+                        k += 1;
+                        i[k - 1]
+                    }
+                    Sl::At(v) => crate::expr::lit(*v as f64),
+                })
+                .collect();
+            me.at(&ix)
+        })
+    }
+
+    /// `reshape`: the same elements (row-major) in a new shape of the same size.
+    pub fn reshape(&self, shape: &[usize]) -> Acc {
+        let b = self.b();
+        if shape.iter().product::<usize>() != self.shape.iter().product::<usize>() {
+            return b.fail(
+                Error::ShapeMismatch {
+                    combinator: "reshape",
+                    left: self.shape.to_vec(),
+                    right: shape.to_vec(),
+                },
+                shape.to_vec(),
+            );
+        }
+        b.push(ANode::Reshape { src: self.id }, shape.to_vec())
+    }
+
+    /// The same values with no gradient flowing back through them.
+    pub fn stop_gradient(&self) -> Acc {
+        self.b()
+            .push(ANode::StopGrad { src: self.id }, self.shape.to_vec())
+    }
+
+    /// Always store this array (never recompute or fuse it into its consumers).
+    pub fn materialize(&self) -> Acc {
+        self.g.borrow_mut().nodes[self.id as usize].store = true;
+        self.clone()
+    }
+}
+
+/// A dense array: shape and row-major data.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Array {
+    shape: Vec<usize>,
+    data: Vec<f64>,
+}
+
+impl Array {
+    /// An array from its shape and row-major data.
+    pub fn new(shape: Vec<usize>, data: Vec<f64>) -> Self {
+        assert_eq!(shape.iter().product::<usize>(), data.len(), "shape vs data");
+        Array { shape, data }
+    }
+    /// The shape.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+    /// The elements, row-major.
+    pub fn data(&self) -> &[f64] {
+        &self.data
+    }
+    /// Take the elements.
+    pub fn into_data(self) -> Vec<f64> {
+        self.data
+    }
+}
+
+/// A built array program: run it on new inputs many times, or differentiate it.
+#[derive(Clone, Debug)]
+pub struct Program {
+    pub(crate) g: Arc<Graph>,
+}
+
+/// Value and gradient of a scalar program.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Gradient {
+    /// The program's (scalar) output.
+    pub value: f64,
+    /// One gradient per input, in declaration order (zeros for constant inputs).
+    pub grads: Vec<Vec<f64>>,
+}
+
+impl Program {
+    /// The declared input shapes.
+    pub fn input_shapes(&self) -> Vec<Vec<usize>> {
+        self.g
+            .inputs
+            .iter()
+            .map(|&i| self.g.nodes[i as usize].shape.clone())
+            .collect()
+    }
+
+    /// The output shapes.
+    pub fn output_shapes(&self) -> Vec<Vec<usize>> {
+        self.g
+            .outputs
+            .iter()
+            .map(|&i| self.g.nodes[i as usize].shape.clone())
+            .collect()
+    }
+
+    /// Run the program on `inputs` (one row-major slice per declared input).
+    pub fn run(&self, inputs: &[&[f64]]) -> Result<Vec<Array>> {
+        let ins = self.check_inputs(inputs)?;
+        let mut ex = crate::exec::Exec::new(&self.g, ins, false);
+        ex.run_outputs()?;
+        Ok(self
+            .g
+            .outputs
+            .iter()
+            .map(|&o| Array {
+                shape: self.g.nodes[o as usize].shape.clone(),
+                data: ex.value(o).to_vec(),
+            })
+            .collect())
+    }
+
+    /// Value and gradient (the seed's `gradientA`) of a program with one scalar output.
+    pub fn gradient_a(&self, inputs: &[&[f64]]) -> Result<Gradient> {
+        let shapes = self.output_shapes();
+        if shapes.len() != 1 || !shapes[0].is_empty() {
+            return Err(Error::NonScalarOutput(shapes));
+        }
+        let (outs, grads) = self.vjp(inputs, &[&[1.0]])?;
+        Ok(Gradient {
+            value: outs[0].data[0],
+            grads,
+        })
+    }
+
+    /// Vector–Jacobian product: outputs and `Σ_o seeds[o] · ∂output_o/∂input` per input.
+    pub fn vjp(&self, inputs: &[&[f64]], seeds: &[&[f64]]) -> Result<(Vec<Array>, Vec<Vec<f64>>)> {
+        let ins = self.check_inputs(inputs)?;
+        let shapes = self.output_shapes();
+        if seeds.len() != shapes.len() {
+            return Err(Error::InputCount {
+                expected: shapes.len(),
+                got: seeds.len(),
+            });
+        }
+        for (i, (s, sh)) in seeds.iter().zip(&shapes).enumerate() {
+            let n: usize = sh.iter().product();
+            if s.len() != n {
+                return Err(Error::InputSize {
+                    index: i,
+                    shape: sh.clone(),
+                    expected: n,
+                    got: s.len(),
+                });
+            }
+        }
+        let mut ex = crate::exec::Exec::new(&self.g, ins, true);
+        ex.run_outputs()?;
+        let outs: Vec<Array> = self
+            .g
+            .outputs
+            .iter()
+            .map(|&o| Array {
+                shape: self.g.nodes[o as usize].shape.clone(),
+                data: ex.value(o).to_vec(),
+            })
+            .collect();
+        let seeds: Vec<(NodeId, Vec<f64>)> = self
+            .g
+            .outputs
+            .iter()
+            .zip(seeds)
+            .map(|(&o, s)| (o, s.to_vec()))
+            .collect();
+        let grads = crate::exec::backward(&ex, seeds)?;
+        let grads = grads
+            .into_iter()
+            .zip(self.input_shapes())
+            .map(|(g, sh)| g.unwrap_or_else(|| vec![0.0; sh.iter().product()]))
+            .collect();
+        Ok((outs, grads))
+    }
+
+    fn check_inputs(&self, inputs: &[&[f64]]) -> Result<Vec<Arc<Vec<f64>>>> {
+        let shapes = self.input_shapes();
+        if inputs.len() != shapes.len() {
+            return Err(Error::InputCount {
+                expected: shapes.len(),
+                got: inputs.len(),
+            });
+        }
+        inputs
+            .iter()
+            .zip(shapes)
+            .enumerate()
+            .map(|(i, (x, sh))| {
+                let n: usize = sh.iter().product();
+                if x.len() != n {
+                    Err(Error::InputSize {
+                        index: i,
+                        shape: sh,
+                        expected: n,
+                        got: x.len(),
+                    })
+                } else {
+                    Ok(Arc::new(x.to_vec()))
+                }
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,1332 @@
+//! Block-wise evaluation of expression DAGs.
+//!
+//! A [`Kernel`] is an expression DAG compiled for an iteration space: each node becomes one
+//! operation over a *block* of elements (64–1024, chosen from the number of live buffers), with
+//! its result in a small buffer (a slot, reused once the node is dead). Interpretation overhead
+//! is one `match` per node per block; the loops inside are tight and vectorisable.
+//!
+//! Work is split into chunks whose boundaries depend only on the sizes; chunks run on rayon's
+//! pool and their results (outputs, row partial sums, scatter windows) are combined in chunk
+//! order, so every result is bit-identical for any number of threads.
+
+#![allow(
+    clippy::needless_range_loop,
+    clippy::type_complexity,
+    clippy::too_many_arguments
+)]
+
+use crate::error::{Error, Result};
+use crate::expr::{adj_mul, eval_d1, eval_d2, eval_dd1, eval_dd2, Arena, DOp, Id, Node};
+use adjoint_core::rules::{self, Op1, Op2};
+use rayon::prelude::*;
+use std::collections::HashMap;
+
+/// An operand: a slot buffer or a parameter (a caller-provided block slice).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Src {
+    S(u32),
+    P(u32),
+}
+
+#[derive(Clone, Debug)]
+enum Comp {
+    Var(Src, usize, usize),
+    Const(f64),
+}
+
+#[derive(Clone, Debug)]
+enum KOp {
+    Idx {
+        axis: usize,
+        dst: u32,
+    },
+    Un {
+        op: Op1,
+        a: Src,
+        dst: u32,
+        d: Option<u32>,
+    },
+    D1 {
+        op: Op1,
+        a: Src,
+        dst: u32,
+        second: bool,
+    },
+    Bin {
+        op: Op2,
+        a: Src,
+        b: Src,
+        dst: u32,
+        d: Option<(u32, u32)>,
+    },
+    D2 {
+        op: Op2,
+        w: u8,
+        a: Src,
+        b: Src,
+        dst: u32,
+        second: bool,
+    },
+    AdjMul {
+        g: Src,
+        d: Src,
+        dst: u32,
+    },
+    Disc {
+        op: DOp,
+        a: Src,
+        b: Src,
+        dst: u32,
+    },
+    Select {
+        c: Src,
+        a: Src,
+        b: Src,
+        dst: u32,
+    },
+    Offset {
+        arr: usize,
+        comps: Vec<Comp>,
+        guard: Option<Src>,
+        dst: u32,
+    },
+    Gather {
+        arr: usize,
+        off: Option<Src>,
+        c: usize,
+        guard: Option<Src>,
+        dst: u32,
+    },
+    Scatter {
+        target: usize,
+        off: Option<Src>,
+        c: usize,
+        guard: Option<Src>,
+        val: Src,
+    },
+}
+
+/// Where a kernel parameter's data comes from.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum ParamSrc {
+    /// the caller's k-th parameter
+    Caller(u32),
+    /// an array read at the identity index (same shape as the space): its data, contiguous
+    Array(u32),
+}
+
+/// A compiled kernel.
+#[derive(Clone, Debug)]
+pub(crate) struct Kernel {
+    ops: Vec<KOp>,
+    nslots: usize,
+    consts: Vec<(u32, f64)>,
+    space: Vec<usize>,
+    strides: Vec<usize>,
+    pub roots: Vec<Src>,
+    pub params: Vec<ParamSrc>,
+    /// keys of the arrays read (the caller passes their data in this order)
+    pub arrays: Vec<u32>,
+    array_shapes: Vec<Vec<usize>>,
+    /// keys of the scatter targets (windows come back in this order)
+    pub targets: Vec<u32>,
+    /// scatters at the identity index, turned into extra roots: (target index, root index)
+    pub dense_targets: Vec<(usize, usize)>,
+    pub block: usize,
+    /// for adjoint kernels: which parameter each leading root is the adjoint of
+    pub param_roots: Vec<u32>,
+}
+
+/// A scatter into the array with key `target` at the index of the read node `read`.
+pub(crate) struct ScatterSpec {
+    pub target: u32,
+    pub read: Id,
+    pub val: Id,
+}
+
+pub(crate) fn strides(shape: &[usize]) -> Vec<usize> {
+    let mut s = vec![1; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        s[i] = s[i + 1] * shape[i + 1];
+    }
+    s
+}
+
+/// Guards of the reads: the condition under which the primal DAG (roots `primal`) demands each
+/// node, through `Select` branches. Returns guard expression ids (absent = always).
+fn guards(ar: &mut Arena, primal: &[Id]) -> HashMap<Id, Option<Id>> {
+    // None = always; Some(e) = when e.
+    let mut g: HashMap<Id, Option<Id>> = HashMap::new();
+    for &r in primal {
+        g.insert(r, None);
+    }
+    let top = primal.iter().copied().max().map_or(0, |m| m as usize + 1);
+    let and = |ar: &mut Arena, x: Option<Id>, y: Id| -> Option<Id> {
+        match x {
+            None => Some(y),
+            Some(x) if x == y => Some(x),
+            Some(x) => Some(ar.disc(DOp::And, x, y)),
+        }
+    };
+    for i in (0..top).rev() {
+        let i = i as Id;
+        let Some(&gi) = g.get(&i) else { continue };
+        let node = ar.nodes[i as usize].clone();
+        let give = |ar: &mut Arena, g: &mut HashMap<Id, Option<Id>>, o: Id, v: Option<Id>| {
+            let new = match (g.get(&o), v) {
+                (None, v) => v,
+                (Some(None), _) | (_, None) => None,
+                (Some(Some(a)), Some(b)) if *a == b => Some(b),
+                (Some(Some(a)), Some(b)) => Some(ar.disc(DOp::Or, *a, b)),
+            };
+            g.insert(o, new);
+        };
+        if let Node::Select(c, a, b) = node {
+            give(ar, &mut g, c, gi);
+            let ga = and(ar, gi, c);
+            let nc = ar.disc(DOp::Not, c, c);
+            let gb = and(ar, gi, nc);
+            give(ar, &mut g, a, ga);
+            give(ar, &mut g, b, gb);
+        } else {
+            for o in node.operands() {
+                give(ar, &mut g, o, gi);
+            }
+        }
+    }
+    g
+}
+
+impl Kernel {
+    /// Compile the DAG `ar` for `space`: `roots` are read after each block, `scatters` add
+    /// into windows of their targets. `primal` are the roots of the primal part (they decide
+    /// which reads are guarded by `Select` conditions). `shape_of` gives array shapes by key.
+    pub(crate) fn compile(
+        mut ar: Arena,
+        roots: &[Id],
+        scatters: &[ScatterSpec],
+        primal: &[Id],
+        space: &[usize],
+        nparams: u32,
+        shape_of: &dyn Fn(u32) -> Vec<usize>,
+    ) -> Kernel {
+        let guard = guards(&mut ar, primal);
+        // Identity reads become parameters; identity scatters become dense roots.
+        let rank = space.len();
+        let is_identity = |ar: &Arena, ix: &[Id], key: u32| -> bool {
+            ix.len() == rank
+                && ix
+                    .iter()
+                    .enumerate()
+                    .all(|(a, &i)| ar.nodes[i as usize] == Node::Idx(a as u32))
+                && shape_of(key) == space
+        };
+        let mut params: Vec<ParamSrc> = (0..nparams).map(ParamSrc::Caller).collect();
+        let mut read_param: HashMap<Id, u32> = HashMap::new();
+        let mut roots: Vec<Id> = roots.to_vec();
+        let mut dense_targets = Vec::new();
+        let mut targets: Vec<u32> = Vec::new();
+        let mut sc: Vec<(usize, Id, Id)> = Vec::new(); // (target idx, read node, val)
+        for s in scatters {
+            let Node::Read(key, ix) = ar.nodes[s.read as usize].clone() else {
+                unreachable!("scatter of a non-read")
+            };
+            let ti = match targets.iter().position(|&t| t == s.target) {
+                Some(t) => t,
+                None => {
+                    targets.push(s.target);
+                    targets.len() - 1
+                }
+            };
+            if is_identity(&ar, &ix, key) {
+                dense_targets.push((ti, roots.len()));
+                roots.push(s.val);
+            } else {
+                sc.push((ti, s.read, s.val));
+            }
+        }
+        // Needed nodes: the roots, the scatters, and the guards of needed reads (to a fixpoint).
+        let mut need_roots: Vec<Id> = roots.clone();
+        for &(_, r, v) in &sc {
+            need_roots.push(r);
+            need_roots.push(v);
+        }
+        let n = ar.nodes.len();
+        let mut guard_of: Vec<Option<Id>> = vec![None; n];
+        let mut reach = ar.reachable(&need_roots);
+        loop {
+            let mut extra = Vec::new();
+            for i in 0..n {
+                if reach[i] && matches!(ar.nodes[i], Node::Read(..)) {
+                    if let Some(Some(gd)) = guard.get(&(i as Id)) {
+                        if guard_of[i].is_none() {
+                            guard_of[i] = Some(*gd);
+                            extra.push(*gd);
+                        }
+                    }
+                }
+            }
+            if extra.is_empty() {
+                break;
+            }
+            let r2 = ar.reachable(&extra);
+            for i in 0..n {
+                reach[i] |= r2[i];
+            }
+        }
+        // Which derivative nodes fuse into their primitive's loop.
+        let mut un_d: HashMap<Id, Id> = HashMap::new(); // Un id -> D1 id
+        let mut bin_d: HashMap<Id, (Option<Id>, Option<Id>)> = HashMap::new();
+        let mut fused_into: Vec<Option<Id>> = vec![None; n];
+        {
+            let mut index_of: HashMap<&Node, Id> = HashMap::new();
+            for (i, nd) in ar.nodes.iter().enumerate() {
+                if reach[i] {
+                    index_of.insert(nd, i as Id);
+                }
+            }
+            for (i, nd) in ar.nodes.iter().enumerate() {
+                if !reach[i] {
+                    continue;
+                }
+                match nd {
+                    Node::D1(op, a) => {
+                        if let Some(&u) = index_of.get(&Node::Un(*op, *a)) {
+                            un_d.insert(u, i as Id);
+                            fused_into[i] = Some(u);
+                        }
+                    }
+                    Node::D2(op, w, a, b) => {
+                        if let Some(&u) = index_of.get(&Node::Bin(*op, *a, *b)) {
+                            let e = bin_d.entry(u).or_insert((None, None));
+                            if *w == 0 {
+                                e.0 = Some(i as Id);
+                            } else {
+                                e.1 = Some(i as Id);
+                            }
+                            fused_into[i] = Some(u);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        // Dependencies: operands, a read's guard, a fused derivative's primitive.
+        let deps = |i: usize, guard_of: &[Option<Id>]| -> Vec<Id> {
+            let mut d = ar.nodes[i].operands();
+            if let Some(g) = guard_of[i] {
+                d.push(g);
+            }
+            if let Some(u) = fused_into[i] {
+                d.push(u);
+            }
+            d.sort_unstable();
+            d.dedup();
+            d
+        };
+        // Topological order (Kahn, smallest id first); a guard cycle drops the guard.
+        let mut indeg: Vec<usize> = vec![0; n];
+        let mut users: Vec<Vec<Id>> = vec![Vec::new(); n];
+        for i in 0..n {
+            if reach[i] {
+                for o in deps(i, &guard_of) {
+                    indeg[i] += 1;
+                    users[o as usize].push(i as Id);
+                }
+            }
+        }
+        let mut heap: std::collections::BinaryHeap<std::cmp::Reverse<Id>> = (0..n)
+            .filter(|&i| reach[i] && indeg[i] == 0)
+            .map(|i| std::cmp::Reverse(i as Id))
+            .collect();
+        let mut order: Vec<Id> = Vec::new();
+        let mut done = vec![false; n];
+        let total_needed = reach.iter().filter(|&&r| r).count();
+        while order.len() < total_needed {
+            let Some(std::cmp::Reverse(i)) = heap.pop() else {
+                // A cycle through guards: drop the guard of the first blocked read.
+                let r = (0..n)
+                    .find(|&i| {
+                        reach[i] && !done[i] && guard_of[i].is_some() && {
+                            let g = guard_of[i].expect("guard") as usize;
+                            !done[g]
+                        }
+                    })
+                    .expect("a blocked guarded read");
+                let g = guard_of[r].take().expect("guard") as usize;
+                users[g].retain(|&u| u as usize != r);
+                indeg[r] -= 1;
+                if indeg[r] == 0 {
+                    heap.push(std::cmp::Reverse(r as Id));
+                }
+                continue;
+            };
+            done[i as usize] = true;
+            order.push(i);
+            for &u in &users[i as usize] {
+                indeg[u as usize] -= 1;
+                if indeg[u as usize] == 0 {
+                    heap.push(std::cmp::Reverse(u));
+                }
+            }
+        }
+        let mut pos: Vec<u32> = vec![0; n];
+        for (p, &i) in order.iter().enumerate() {
+            pos[i as usize] = p as u32;
+        }
+        // Last use of each node, as a position in `order` (roots and scatter operands: end).
+        let end = u32::MAX;
+        let mut last: Vec<u32> = vec![0; n];
+        for &i in &order {
+            for o in deps(i as usize, &guard_of) {
+                last[o as usize] = last[o as usize].max(pos[i as usize]);
+            }
+        }
+        for &r in &roots {
+            last[r as usize] = end;
+        }
+        for &(_, r, v) in &sc {
+            last[v as usize] = end;
+            if let Node::Read(_, ix) = &ar.nodes[r as usize] {
+                for &i in ix {
+                    last[i as usize] = end;
+                }
+            }
+            if let Some(gd) = guard_of[r as usize] {
+                last[gd as usize] = end;
+            }
+        }
+        // Slot allocation.
+        let mut loc: Vec<Option<Src>> = vec![None; n];
+        let mut free: Vec<u32> = Vec::new();
+        let mut nslots: u32 = 0;
+        let mut consts: Vec<(u32, f64)> = Vec::new();
+        let mut alloc = |free: &mut Vec<u32>| -> u32 {
+            free.pop().unwrap_or_else(|| {
+                nslots += 1;
+                nslots - 1
+            })
+        };
+        let mut ops: Vec<KOp> = Vec::new();
+        let mut arrays: Vec<u32> = Vec::new();
+        let mut array_shapes: Vec<Vec<usize>> = Vec::new();
+        let arr_index = |key: u32, arrays: &mut Vec<u32>, shapes: &mut Vec<Vec<usize>>| match arrays
+            .iter()
+            .position(|&k| k == key)
+        {
+            Some(p) => p,
+            None => {
+                arrays.push(key);
+                shapes.push(shape_of(key));
+                arrays.len() - 1
+            }
+        };
+        // pending frees: slots whose node died at position i
+        let mut dies_at: HashMap<u32, Vec<u32>> = HashMap::new();
+        let mut offsets: HashMap<(usize, Vec<Id>, Option<Id>), (Option<Src>, usize)> =
+            HashMap::new();
+        let mut offset_info = |ar: &Arena,
+                               key: u32,
+                               ix: &[Id],
+                               gd: Option<Id>,
+                               loc: &Vec<Option<Src>>,
+                               ops: &mut Vec<KOp>,
+                               free: &mut Vec<u32>,
+                               alloc: &mut dyn FnMut(&mut Vec<u32>) -> u32,
+                               arrays: &mut Vec<u32>,
+                               shapes: &mut Vec<Vec<usize>>|
+         -> (usize, Option<Src>, usize) {
+            let ai = arr_index(key, arrays, shapes);
+            let shape = shapes[ai].clone();
+            let st = strides(&shape);
+            let mut c = 0usize;
+            let mut comps = Vec::new();
+            let mut var_ids = Vec::new();
+            for (a, &i) in ix.iter().enumerate() {
+                match ar.konst_of(i) {
+                    Some(v) => {
+                        // checked when recorded; re-check defensively
+                        if v >= 0.0 && (v as usize) < shape[a] {
+                            c += v as usize * st[a];
+                        }
+                        comps.push(Comp::Const(v));
+                    }
+                    None => {
+                        comps.push(Comp::Var(
+                            loc[i as usize].expect("operand"),
+                            st[a],
+                            shape[a],
+                        ));
+                        var_ids.push(i);
+                    }
+                }
+            }
+            if var_ids.is_empty() {
+                return (ai, None, c);
+            }
+            let keyv = (ai, ix.to_vec(), gd);
+            if let Some(&(s, c)) = offsets.get(&keyv) {
+                return (ai, s, c);
+            }
+            // One offset per (array, variable components, guard); constants are added at the
+            // gather. Offsets are not freed early (they may be shared); they live to the end.
+            let dst = alloc(free);
+            ops.push(KOp::Offset {
+                arr: ai,
+                comps,
+                guard: gd.map(|g| loc[g as usize].expect("guard")),
+                dst,
+            });
+            let s = Some(Src::S(dst));
+            offsets.insert(keyv, (s, c));
+            (ai, s, c)
+        };
+        for &id in &order {
+            let i = id as usize;
+            if fused_into[i].is_some() {
+                // computed with its primitive; free what died here
+                for o in deps(i, &guard_of) {
+                    if last[o as usize] == pos[i] {
+                        if let Some(Src::S(s)) = loc[o as usize] {
+                            free.push(s);
+                        }
+                    }
+                }
+                continue;
+            }
+            let node = ar.nodes[i].clone();
+            let src: Src = match &node {
+                Node::Const(b) => {
+                    let s = alloc(&mut Vec::new()); // a fresh slot: never shared
+                    consts.push((s, f64::from_bits(*b)));
+                    last[i] = end; // constants are filled once per chunk: never freed
+                    Src::S(s)
+                }
+                Node::Param(k) => Src::P(*k),
+                Node::Var(_) => unreachable!("gradient_e variables are substituted"),
+                Node::Idx(a) => {
+                    let dst = alloc(&mut free);
+                    ops.push(KOp::Idx {
+                        axis: *a as usize,
+                        dst,
+                    });
+                    Src::S(dst)
+                }
+                Node::Un(op, a) => {
+                    let dst = alloc(&mut free);
+                    let d = un_d.get(&id).map(|&did| {
+                        let s = alloc(&mut free);
+                        loc[did as usize] = Some(Src::S(s));
+                        s
+                    });
+                    ops.push(KOp::Un {
+                        op: *op,
+                        a: lo(&loc, *a),
+                        dst,
+                        d,
+                    });
+                    Src::S(dst)
+                }
+                Node::D1(op, a) | Node::DD1(op, a) => {
+                    let dst = alloc(&mut free);
+                    ops.push(KOp::D1 {
+                        op: *op,
+                        a: lo(&loc, *a),
+                        dst,
+                        second: matches!(node, Node::DD1(..)),
+                    });
+                    Src::S(dst)
+                }
+                Node::Bin(op, a, b) => {
+                    let dst = alloc(&mut free);
+                    let d = bin_d.get(&id).map(|&(dx, dy)| {
+                        let sx = alloc(&mut free);
+                        let sy = alloc(&mut free);
+                        if let Some(dx) = dx {
+                            loc[dx as usize] = Some(Src::S(sx));
+                        } else {
+                            dies_at.entry(id).or_default().push(sx);
+                        }
+                        if let Some(dy) = dy {
+                            loc[dy as usize] = Some(Src::S(sy));
+                        } else {
+                            dies_at.entry(id).or_default().push(sy);
+                        }
+                        (sx, sy)
+                    });
+                    ops.push(KOp::Bin {
+                        op: *op,
+                        a: lo(&loc, *a),
+                        b: lo(&loc, *b),
+                        dst,
+                        d,
+                    });
+                    Src::S(dst)
+                }
+                Node::D2(op, w, a, b) | Node::DD2(op, w, a, b) => {
+                    let dst = alloc(&mut free);
+                    ops.push(KOp::D2 {
+                        op: *op,
+                        w: *w,
+                        a: lo(&loc, *a),
+                        b: lo(&loc, *b),
+                        dst,
+                        second: matches!(node, Node::DD2(..)),
+                    });
+                    Src::S(dst)
+                }
+                Node::AdjMul(g, d) => {
+                    let dst = alloc(&mut free);
+                    ops.push(KOp::AdjMul {
+                        g: lo(&loc, *g),
+                        d: lo(&loc, *d),
+                        dst,
+                    });
+                    Src::S(dst)
+                }
+                Node::Disc(op, a, b) => {
+                    let dst = alloc(&mut free);
+                    ops.push(KOp::Disc {
+                        op: *op,
+                        a: lo(&loc, *a),
+                        b: lo(&loc, *b),
+                        dst,
+                    });
+                    Src::S(dst)
+                }
+                Node::Select(c, a, b) => {
+                    let dst = alloc(&mut free);
+                    ops.push(KOp::Select {
+                        c: lo(&loc, *c),
+                        a: lo(&loc, *a),
+                        b: lo(&loc, *b),
+                        dst,
+                    });
+                    Src::S(dst)
+                }
+                Node::Read(key, ix) => {
+                    if is_identity(&ar, ix, *key) {
+                        let p = *read_param.entry(id).or_insert_with(|| {
+                            params.push(ParamSrc::Array(*key));
+                            params.len() as u32 - 1
+                        });
+                        Src::P(p)
+                    } else {
+                        let gd = guard_of[i];
+                        let (ai, off, c) = offset_info(
+                            &ar,
+                            *key,
+                            ix,
+                            gd,
+                            &loc,
+                            &mut ops,
+                            &mut free,
+                            &mut alloc,
+                            &mut arrays,
+                            &mut array_shapes,
+                        );
+                        let dst = alloc(&mut free);
+                        ops.push(KOp::Gather {
+                            arr: ai,
+                            off,
+                            c,
+                            guard: gd.map(|g| lo(&loc, g)),
+                            dst,
+                        });
+                        Src::S(dst)
+                    }
+                }
+            };
+            loc[i] = Some(src);
+            // Free the slots of operands whose last use is this node.
+            for o in deps(i, &guard_of) {
+                if last[o as usize] == pos[i] {
+                    if let Some(Src::S(s)) = loc[o as usize] {
+                        free.push(s);
+                    }
+                }
+            }
+            if let Some(v) = dies_at.remove(&id) {
+                free.extend(v);
+            }
+            // A node nobody uses (e.g. a fused derivative's unused twin) frees at once.
+            if last[i] == 0 && !roots.contains(&id) && users[i].is_empty() {
+                if let Src::S(s) = src {
+                    if !matches!(node, Node::Const(_)) {
+                        free.push(s);
+                    }
+                }
+            }
+        }
+        // Scatters.
+        for &(ti, r, v) in &sc {
+            let Node::Read(key, ix) = ar.nodes[r as usize].clone() else {
+                unreachable!()
+            };
+            let gd = guard_of[r as usize];
+            let (ai, off, c) = offset_info(
+                &ar,
+                key,
+                &ix,
+                gd,
+                &loc,
+                &mut ops,
+                &mut free,
+                &mut alloc,
+                &mut arrays,
+                &mut array_shapes,
+            );
+            let _ = ai;
+            ops.push(KOp::Scatter {
+                target: ti,
+                off,
+                c,
+                guard: gd.map(|g| loc[g as usize].expect("guard")),
+                val: loc[v as usize].expect("val"),
+            });
+        }
+        let nslots = nslots as usize;
+        let block = (32_768 / nslots.max(1))
+            .clamp(64, 1024)
+            .next_power_of_two()
+            .min(1024);
+        Kernel {
+            ops,
+            nslots,
+            consts,
+            space: space.to_vec(),
+            strides: strides(space),
+            roots: roots
+                .iter()
+                .map(|&r| loc[r as usize].expect("root"))
+                .collect(),
+            params,
+            arrays,
+            array_shapes,
+            targets,
+            dense_targets,
+            block,
+            param_roots: Vec::new(),
+        }
+    }
+
+    pub(crate) fn space_total(&self) -> usize {
+        self.space.iter().product()
+    }
+
+    pub(crate) fn nscatter(&self) -> usize {
+        self.targets.len()
+    }
+}
+
+fn lo(loc: &[Option<Src>], o: Id) -> Src {
+    loc[o as usize].expect("operand computed")
+}
+
+/// A per-chunk dense accumulator over the touched index range of a scatter target.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Window {
+    pub lo: usize,
+    pub data: Vec<f64>,
+}
+
+impl Window {
+    fn ensure(&mut self, lo: usize, hi: usize) {
+        if self.data.is_empty() {
+            self.lo = lo;
+            self.data = vec![0.0; hi - lo];
+            return;
+        }
+        let cur_hi = self.lo + self.data.len();
+        if lo >= self.lo && hi <= cur_hi {
+            return;
+        }
+        let nlo = lo.min(self.lo);
+        let nhi = hi.max(cur_hi);
+        let mut d = vec![0.0; nhi - nlo];
+        d[self.lo - nlo..self.lo - nlo + self.data.len()].copy_from_slice(&self.data);
+        self.lo = nlo;
+        self.data = d;
+    }
+    /// Add into `target` (in the caller's fixed order).
+    pub(crate) fn add_into(&self, target: &mut [f64]) {
+        for (t, v) in target[self.lo..self.lo + self.data.len()]
+            .iter_mut()
+            .zip(&self.data)
+        {
+            *t += v;
+        }
+    }
+}
+
+/// The evaluation state of one task (one chunk): slot buffers and scatter windows.
+pub(crate) struct Eval<'k> {
+    k: &'k Kernel,
+    bufs: Vec<Vec<f64>>,
+    pub windows: Vec<Window>,
+}
+
+macro_rules! un_arms {
+    ($op:expr, $x:expr, $y:expr, |$r:ident, $o:ident| $body:expr, [$($v:ident),*]) => {
+        match $op {
+            $(Op1::$v => {
+                for ($o, &a) in $y.iter_mut().zip($x) {
+                    let $r = rules::unary(Op1::$v, a);
+                    $body
+                }
+            })*
+            Op1::Powi(2) => {
+                for ($o, &a) in $y.iter_mut().zip($x) {
+                    let $r = rules::unary(Op1::Powi(2), a);
+                    $body
+                }
+            }
+            op => {
+                for ($o, &a) in $y.iter_mut().zip($x) {
+                    let $r = rules::unary(op, a);
+                    $body
+                }
+            }
+        }
+    };
+}
+
+macro_rules! un_loop {
+    ($op:expr, $x:expr, $y:expr, |$r:ident, $o:ident| $body:expr) => {
+        un_arms!(
+            $op,
+            $x,
+            $y,
+            |$r, $o| $body,
+            [
+                Neg, Recip, Sqrt, Exp, Ln, Sin, Cos, Tanh, Abs, Log2, Log10, Ln1p, ExpM1, Tan,
+                Atan, Sinh, Cosh, Erf
+            ]
+        )
+    };
+}
+
+macro_rules! bin_arms {
+    ($op:expr, $x:expr, $y:expr, $out:expr, |$r:ident, $o:ident| $body:expr, [$($v:ident),*]) => {
+        match $op {
+            $(Op2::$v => {
+                for (($o, &a), &b) in $out.iter_mut().zip($x).zip($y) {
+                    let $r = rules::binary(Op2::$v, a, b);
+                    $body
+                }
+            })*
+        }
+    };
+}
+
+macro_rules! bin_loop {
+    ($op:expr, $x:expr, $y:expr, $out:expr, |$r:ident, $o:ident| $body:expr) => {
+        bin_arms!(
+            $op,
+            $x,
+            $y,
+            $out,
+            |$r, $o| $body,
+            [Add, Sub, Mul, Div, Powf, Atan2, Min, Max, Hypot]
+        )
+    };
+}
+
+macro_rules! disc_arms {
+    ($op:expr, $x:expr, $y:expr, $out:expr, [$($v:ident),*]) => {
+        match $op {
+            $(DOp::$v => {
+                for ((o, &a), &b) in $out.iter_mut().zip($x).zip($y) {
+                    *o = DOp::$v.eval(a, b);
+                }
+            })*
+        }
+    };
+}
+
+macro_rules! disc_loop {
+    ($op:expr, $x:expr, $y:expr, $out:expr) => {
+        disc_arms!(
+            $op,
+            $x,
+            $y,
+            $out,
+            [Floor, Ceil, Round, Trunc, Lt, Le, Gt, Ge, Eq, Ne, And, Or, Not, IDiv, IMod]
+        )
+    };
+}
+
+impl<'k> Eval<'k> {
+    pub(crate) fn new(k: &'k Kernel) -> Self {
+        let mut bufs = vec![Vec::new(); k.nslots];
+        for b in bufs.iter_mut() {
+            *b = vec![0.0; k.block];
+        }
+        for &(s, v) in &k.consts {
+            bufs[s as usize].fill(v);
+        }
+        Eval {
+            k,
+            bufs,
+            windows: vec![Window::default(); k.targets.len()],
+        }
+    }
+
+    /// Values of `s` for the last block.
+    pub(crate) fn get<'a>(&'a self, s: Src, params: &[&'a [f64]], len: usize) -> &'a [f64] {
+        match s {
+            Src::S(i) => &self.bufs[i as usize][..len],
+            Src::P(p) => &params[p as usize][..len],
+        }
+    }
+
+    /// Evaluate elements `start..start + len` (flat indices of the space; `len ≤ block`);
+    /// `params` are this block's slices of the parameters, `arrays` the read arrays' data.
+    pub(crate) fn run(
+        &mut self,
+        start: usize,
+        len: usize,
+        params: &[&[f64]],
+        arrays: &[&[f64]],
+    ) -> Result<()> {
+        debug_assert!(len <= self.k.block);
+        let k = self.k;
+        for op in &k.ops {
+            match op {
+                KOp::Idx { axis, dst } => {
+                    let mut out = std::mem::take(&mut self.bufs[*dst as usize]);
+                    let (st, dim) = (k.strides[*axis], k.space[*axis]);
+                    let mut q = start / st;
+                    let mut r = start % st;
+                    let mut v = (q % dim) as f64;
+                    for o in out[..len].iter_mut() {
+                        *o = v;
+                        r += 1;
+                        if r == st {
+                            r = 0;
+                            q += 1;
+                            v = (q % dim) as f64;
+                        }
+                    }
+                    self.bufs[*dst as usize] = out;
+                }
+                KOp::Un { op, a, dst, d } => {
+                    let mut out = std::mem::take(&mut self.bufs[*dst as usize]);
+                    match d {
+                        None => {
+                            let x = self.get(*a, params, len);
+                            un_loop!(*op, x, out[..len], |r, o| *o = r.value);
+                        }
+                        Some(ds) => {
+                            let mut dv = std::mem::take(&mut self.bufs[*ds as usize]);
+                            let x = self.get(*a, params, len);
+                            for ((o, dd), &a) in out[..len].iter_mut().zip(&mut dv[..len]).zip(x) {
+                                let r = rules::unary(*op, a);
+                                *o = r.value;
+                                *dd = r.d;
+                            }
+                            self.bufs[*ds as usize] = dv;
+                        }
+                    }
+                    self.bufs[*dst as usize] = out;
+                }
+                KOp::D1 { op, a, dst, second } => {
+                    let mut out = std::mem::take(&mut self.bufs[*dst as usize]);
+                    let x = self.get(*a, params, len);
+                    if *second {
+                        for (o, &a) in out[..len].iter_mut().zip(x) {
+                            *o = eval_dd1(*op, a);
+                        }
+                    } else {
+                        un_loop!(*op, x, out[..len], |r, o| *o = r.d);
+                        let _ = eval_d1;
+                    }
+                    self.bufs[*dst as usize] = out;
+                }
+                KOp::Bin { op, a, b, dst, d } => {
+                    let mut out = std::mem::take(&mut self.bufs[*dst as usize]);
+                    match d {
+                        None => {
+                            let x = self.get(*a, params, len);
+                            let y = self.get(*b, params, len);
+                            bin_loop!(*op, x, y, out[..len], |r, o| *o = r.value);
+                        }
+                        Some((sx, sy)) => {
+                            let mut dx = std::mem::take(&mut self.bufs[*sx as usize]);
+                            let mut dy = std::mem::take(&mut self.bufs[*sy as usize]);
+                            let x = self.get(*a, params, len);
+                            let y = self.get(*b, params, len);
+                            let (dx_, dy_) = (&mut dx[..len], &mut dy[..len]);
+                            macro_rules! arms2 {
+                                ($($v:ident),*) => {
+                                    match *op {
+                                        $(Op2::$v => {
+                                            for i in 0..len {
+                                                let r = rules::binary(Op2::$v, x[i], y[i]);
+                                                out[i] = r.value;
+                                                dx_[i] = r.dx;
+                                                dy_[i] = r.dy;
+                                            }
+                                        })*
+                                    }
+                                };
+                            }
+                            arms2!(Add, Sub, Mul, Div, Powf, Atan2, Min, Max, Hypot);
+                            self.bufs[*sx as usize] = dx;
+                            self.bufs[*sy as usize] = dy;
+                        }
+                    }
+                    self.bufs[*dst as usize] = out;
+                }
+                KOp::D2 {
+                    op,
+                    w,
+                    a,
+                    b,
+                    dst,
+                    second,
+                } => {
+                    let mut out = std::mem::take(&mut self.bufs[*dst as usize]);
+                    let x = self.get(*a, params, len);
+                    let y = self.get(*b, params, len);
+                    if *second {
+                        for ((o, &a), &b) in out[..len].iter_mut().zip(x).zip(y) {
+                            *o = eval_dd2(*op, *w, a, b);
+                        }
+                    } else if *w == 0 {
+                        bin_loop!(*op, x, y, out[..len], |r, o| *o = r.dx);
+                    } else {
+                        bin_loop!(*op, x, y, out[..len], |r, o| *o = r.dy);
+                        let _ = eval_d2;
+                    }
+                    self.bufs[*dst as usize] = out;
+                }
+                KOp::AdjMul { g, d, dst } => {
+                    let mut out = std::mem::take(&mut self.bufs[*dst as usize]);
+                    let x = self.get(*g, params, len);
+                    let y = self.get(*d, params, len);
+                    for ((o, &a), &b) in out[..len].iter_mut().zip(x).zip(y) {
+                        *o = adj_mul(a, b);
+                    }
+                    self.bufs[*dst as usize] = out;
+                }
+                KOp::Disc { op, a, b, dst } => {
+                    let mut out = std::mem::take(&mut self.bufs[*dst as usize]);
+                    let x = self.get(*a, params, len);
+                    let y = self.get(*b, params, len);
+                    disc_loop!(*op, x, y, out[..len]);
+                    self.bufs[*dst as usize] = out;
+                }
+                KOp::Select { c, a, b, dst } => {
+                    let mut out = std::mem::take(&mut self.bufs[*dst as usize]);
+                    let cv = self.get(*c, params, len);
+                    let x = self.get(*a, params, len);
+                    let y = self.get(*b, params, len);
+                    for (((o, &c), &a), &b) in out[..len].iter_mut().zip(cv).zip(x).zip(y) {
+                        *o = if c != 0.0 { a } else { b };
+                    }
+                    self.bufs[*dst as usize] = out;
+                }
+                KOp::Offset {
+                    arr,
+                    comps,
+                    guard,
+                    dst,
+                } => {
+                    let mut out = std::mem::take(&mut self.bufs[*dst as usize]);
+                    let out_ = &mut out[..len];
+                    out_.fill(0.0);
+                    let mut bad = false;
+                    for c in comps {
+                        if let Comp::Var(s, st, dim) = c {
+                            let v = self.get(*s, params, len);
+                            let (st, dimf) = (*st as f64, *dim as f64);
+                            for (o, &x) in out_.iter_mut().zip(v) {
+                                bad |= !(x >= 0.0 && x < dimf);
+                                *o += x.trunc() * st;
+                            }
+                        }
+                    }
+                    if let Some(g) = guard {
+                        let gv = self.get(*g, params, len);
+                        if bad {
+                            bad = false;
+                            for (e, (o, &gg)) in out_.iter_mut().zip(gv).enumerate() {
+                                if gg == 0.0 {
+                                    *o = 0.0;
+                                } else if !self.in_bounds(comps, params, e) {
+                                    bad = true;
+                                }
+                            }
+                        } else {
+                            for (o, &gg) in out_.iter_mut().zip(gv) {
+                                if gg == 0.0 {
+                                    *o = 0.0;
+                                }
+                            }
+                        }
+                    }
+                    if bad {
+                        let gv = guard.map(|g| self.get(g, params, len));
+                        let e = (0..len)
+                            .find(|&e| {
+                                gv.is_none_or(|g| g[e] != 0.0) && !self.in_bounds(comps, params, e)
+                            })
+                            .expect("a bad element");
+                        let index = comps
+                            .iter()
+                            .map(|c| match c {
+                                Comp::Var(s, _, _) => self.get(*s, params, len)[e],
+                                Comp::Const(v) => *v,
+                            })
+                            .collect();
+                        self.bufs[*dst as usize] = out;
+                        return Err(Error::OutOfBounds {
+                            index,
+                            shape: k.array_shapes[*arr].clone(),
+                            context: "indexing",
+                        });
+                    }
+                    self.bufs[*dst as usize] = out;
+                }
+                KOp::Gather {
+                    arr,
+                    off,
+                    c,
+                    guard,
+                    dst,
+                } => {
+                    let mut out = std::mem::take(&mut self.bufs[*dst as usize]);
+                    let data = arrays[*arr];
+                    match (off, guard) {
+                        (None, None) => out[..len].fill(data[*c]),
+                        (Some(o), None) => {
+                            let ov = self.get(*o, params, len);
+                            let data = &data[*c..];
+                            for (d, &o) in out[..len].iter_mut().zip(ov) {
+                                *d = data[o as usize];
+                            }
+                        }
+                        (o, Some(g)) => {
+                            let gv = self.get(*g, params, len);
+                            let ov = o.map(|o| self.get(o, params, len));
+                            for e in 0..len {
+                                out[e] = if gv[e] != 0.0 {
+                                    data[ov.map_or(0, |o| o[e] as usize) + *c]
+                                } else {
+                                    0.0
+                                };
+                            }
+                        }
+                    }
+                    self.bufs[*dst as usize] = out;
+                }
+                KOp::Scatter {
+                    target,
+                    off,
+                    c,
+                    guard,
+                    val,
+                } => {
+                    let mut wins = std::mem::take(&mut self.windows);
+                    let v = self.get(*val, params, len);
+                    let ov = off.map(|o| self.get(o, params, len));
+                    let gv = guard.map(|g| self.get(g, params, len));
+                    let live = |e: usize| gv.is_none_or(|g| g[e] != 0.0) && v[e] != 0.0;
+                    let at = |e: usize| ov.map_or(0, |o| o[e] as usize) + *c;
+                    let mut lo = usize::MAX;
+                    let mut hi = 0;
+                    for e in 0..len {
+                        if live(e) {
+                            let i = at(e);
+                            lo = lo.min(i);
+                            hi = hi.max(i + 1);
+                        }
+                    }
+                    if lo < hi {
+                        let w = &mut wins[*target];
+                        w.ensure(lo, hi);
+                        let base = w.lo;
+                        for e in 0..len {
+                            if live(e) {
+                                w.data[at(e) - base] += v[e];
+                            }
+                        }
+                    }
+                    self.windows = wins;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn in_bounds(&self, comps: &[Comp], params: &[&[f64]], e: usize) -> bool {
+        comps.iter().all(|c| match c {
+            Comp::Var(s, _, dim) => {
+                let x = match s {
+                    Src::S(i) => self.bufs[*i as usize][e],
+                    Src::P(p) => params[*p as usize][e],
+                };
+                x >= 0.0 && x < *dim as f64
+            }
+            Comp::Const(..) => true,
+        })
+    }
+}
+
+/// Fixed chunks of `0..total`: boundaries depend only on `total` and `block`.
+pub(crate) fn chunks(total: usize, block: usize) -> Vec<(usize, usize)> {
+    let target = total.div_ceil(64).max(2048);
+    let len = target.div_ceil(block).max(1) * block;
+    (0..total)
+        .step_by(len.max(1))
+        .map(|lo| (lo, (lo + len).min(total)))
+        .collect()
+}
+
+/// Data of a kernel's parameters and arrays for one run.
+pub(crate) struct Inputs<'a> {
+    /// whole-space data of each kernel parameter (`Kernel::params` order)
+    pub params: Vec<&'a [f64]>,
+    /// each read array's data (`Kernel::arrays` order)
+    pub arrays: Vec<&'a [f64]>,
+}
+
+/// Combine per-chunk windows into the targets, in chunk order.
+pub(crate) fn combine_windows(per_chunk: &[Vec<Window>], targets: &mut [&mut [f64]]) {
+    for ws in per_chunk {
+        for (w, t) in ws.iter().zip(targets.iter_mut()) {
+            if !w.data.is_empty() {
+                w.add_into(t);
+            }
+        }
+    }
+}
+
+/// Evaluate over the whole space, writing root groups: `groups[j]` lists root indices written
+/// interleaved into `outs[j]` (length `total · groups[j].len()`). Returns per-chunk windows.
+pub(crate) fn run_store(
+    k: &Kernel,
+    inp: &Inputs,
+    groups: &[Vec<usize>],
+    outs: &mut [Vec<f64>],
+) -> Result<Vec<Vec<Window>>> {
+    let total: usize = k.space.iter().product();
+    let ch = chunks(total, k.block);
+    // Split every output into per-chunk pieces.
+    let mut pieces: Vec<Vec<&mut [f64]>> = (0..ch.len()).map(|_| Vec::new()).collect();
+    for (g, out) in groups.iter().zip(outs.iter_mut()) {
+        let w = g.len();
+        let mut rest: &mut [f64] = &mut out[..];
+        for (ci, &(lo, hi)) in ch.iter().enumerate() {
+            let (a, b) = rest.split_at_mut((hi - lo) * w);
+            pieces[ci].push(a);
+            rest = b;
+        }
+    }
+    let results: Vec<Result<Vec<Window>>> = ch
+        .par_iter()
+        .zip(pieces.into_par_iter())
+        .map(|(&(lo, hi), mut outs)| {
+            let mut ev = Eval::new(k);
+            let mut pbuf: Vec<&[f64]> = Vec::with_capacity(inp.params.len());
+            let mut s = lo;
+            while s < hi {
+                let len = (hi - s).min(k.block);
+                pbuf.clear();
+                pbuf.extend(inp.params.iter().map(|p| &p[s..s + len]));
+                ev.run(s, len, &pbuf, &inp.arrays)?;
+                for (g, out) in groups.iter().zip(outs.iter_mut()) {
+                    let w = g.len();
+                    let base = (s - lo) * w;
+                    for (j, &r) in g.iter().enumerate() {
+                        let v = ev.get(k.roots[r], &pbuf, len);
+                        if w == 1 {
+                            out[base..base + len].copy_from_slice(v);
+                        } else {
+                            for (e, &x) in v.iter().enumerate() {
+                                out[base + e * w + j] = x;
+                            }
+                        }
+                    }
+                }
+                s += len;
+            }
+            Ok(std::mem::take(&mut ev.windows))
+        })
+        .collect();
+    results.into_iter().collect()
+}
+
+/// Sum root 0 over rows of length `inner` (the innermost axis of the space). Returns the row
+/// sums and per-chunk windows.
+pub(crate) fn run_sum(
+    k: &Kernel,
+    inp: &Inputs,
+    inner: usize,
+) -> Result<(Vec<f64>, Vec<Vec<Window>>)> {
+    let total: usize = k.space.iter().product();
+    let rows = total.checked_div(inner).unwrap_or(total);
+    if inner == 0 {
+        return Ok((vec![0.0; rows_of(&k.space)], vec![]));
+    }
+    let ch = chunks(total, k.block);
+    let parts: Vec<Result<(usize, Vec<f64>, Vec<Window>)>> = ch
+        .par_iter()
+        .map(|&(lo, hi)| {
+            let mut ev = Eval::new(k);
+            let r0 = lo / inner;
+            let mut part = vec![0.0; (hi - 1) / inner - r0 + 1];
+            let mut pbuf: Vec<&[f64]> = Vec::with_capacity(inp.params.len());
+            let mut s = lo;
+            while s < hi {
+                let len = (hi - s).min(k.block);
+                pbuf.clear();
+                pbuf.extend(inp.params.iter().map(|p| &p[s..s + len]));
+                ev.run(s, len, &pbuf, &inp.arrays)?;
+                let v = ev.get(k.roots[0], &pbuf, len);
+                let mut e = 0;
+                while e < len {
+                    let row = (s + e) / inner;
+                    let row_end = ((row + 1) * inner - s).min(len);
+                    part[row - r0] += sum_lanes(&v[e..row_end]);
+                    e = row_end;
+                }
+                s += len;
+            }
+            Ok((r0, part, std::mem::take(&mut ev.windows)))
+        })
+        .collect();
+    let mut out = vec![0.0; rows];
+    let mut wins = Vec::with_capacity(parts.len());
+    for p in parts {
+        let (r0, part, w) = p?;
+        for (o, v) in out[r0..r0 + part.len()].iter_mut().zip(&part) {
+            *o += v;
+        }
+        wins.push(w);
+    }
+    Ok((out, wins))
+}
+
+fn rows_of(space: &[usize]) -> usize {
+    space[..space.len().saturating_sub(1)].iter().product()
+}
+
+/// A sum with four interleaved accumulators (fixed order: depends only on the length).
+#[inline]
+pub(crate) fn sum_lanes(v: &[f64]) -> f64 {
+    let mut a = [0.0f64; 4];
+    let mut it = v.chunks_exact(4);
+    for c in &mut it {
+        a[0] += c[0];
+        a[1] += c[1];
+        a[2] += c[2];
+        a[3] += c[3];
+    }
+    let mut s = (a[0] + a[1]) + (a[2] + a[3]);
+    for &x in it.remainder() {
+        s += x;
+    }
+    s
+}

@@ -1,0 +1,834 @@
+//! Seed 004's unit-test programs (Appendix A), plus scan, permute and awhile: each gradient is
+//! compared with forward mode on a plain-Rust version of the same program, and with finite
+//! differences of the array program itself.
+
+use adjoint_array::{cond, lit, Acc, Builder, Combine, Exp, Program, Rep, Sl};
+use adjoint_core::check::check_gradient;
+use adjoint_core::forward::{self, Dual64};
+use adjoint_core::prelude::*;
+
+type Reference = Box<dyn Fn(&[Dual64]) -> Dual64>;
+
+fn data(n: usize, seed: u64) -> Vec<f64> {
+    let mut s = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 11) as f64 / (1u64 << 53) as f64) * 4.0 - 2.0
+        })
+        .collect()
+}
+
+fn close(a: f64, b: f64, tol: f64) -> bool {
+    (a - b).abs() <= tol * (1.0 + a.abs().max(b.abs()))
+}
+
+/// Value and gradient against forward mode of `reference`, and against finite differences.
+fn check1(p: &Program, x: &[f64], reference: impl Fn(&[Dual64]) -> Dual64, fd: bool) {
+    let g = p.gradient_a(&[x]).expect("gradient");
+    let v = p.run(&[x]).expect("run")[0].data()[0];
+    assert_eq!(v, g.value, "run and gradient_a agree on the value");
+    let xd: Vec<Dual64> = x.iter().map(|&v| Dual64::constant(v)).collect();
+    let rv = reference(&xd).re;
+    assert!(close(v, rv, 1e-12), "value {v} vs reference {rv}");
+    let gf = forward::gradient(&reference, x);
+    for (i, (a, b)) in g.grads[0].iter().zip(&gf).enumerate() {
+        assert!(
+            close(*a, *b, 1e-9),
+            "∂/∂x{i}: {a} vs forward {b}\n{:?}\n{:?}",
+            g.grads[0],
+            gf
+        );
+    }
+    if fd {
+        let f = |v: &[f64]| p.run(&[v]).expect("run")[0].data()[0];
+        check_gradient(f, x, &g.grads[0]).assert_passed();
+    }
+}
+
+fn build1(n: usize, f: impl FnOnce(&Builder, &Acc) -> Acc) -> Program {
+    let b = Builder::new();
+    let a = b.input(&[n]);
+    let out = f(&b, &a);
+    b.build_scalar(&out).expect("build")
+}
+
+fn sum_all(a: &Acc) -> Acc {
+    let n: usize = a.shape().iter().product();
+    a.reshape(&[n]).sum()
+}
+
+fn dsum<T: Real>(v: &[T]) -> T {
+    v.iter().fold(T::cst(0.0), |a, &b| a + b)
+}
+
+#[test]
+fn acond_0_and_0a() {
+    for (x, flip) in [(data(7, 1), false), (data(7, 2), true)] {
+        let p = build1(7, |b, a| {
+            let m = a.map(|v| v * 2.0);
+            let s = a.sum();
+            let (t, e) = if flip { (&m, a) } else { (a, &m) };
+            b.acond(|| s.the().gt(0.0), t, e).sum()
+        });
+        check1(
+            &p,
+            &x,
+            |v| {
+                let s = dsum(v);
+                let m: Vec<Dual64> = v.iter().map(|&x| x * 2.0).collect();
+                let pos = s.re > 0.0;
+                if pos != flip {
+                    dsum(v)
+                } else {
+                    dsum(&m)
+                }
+            },
+            true,
+        );
+    }
+}
+
+#[test]
+fn acond_1_shape_query() {
+    let x = data(6, 3);
+    let p = build1(6, |b, a| {
+        let bb = a.map(|v| v * 2.0);
+        let s = a.sum();
+        let a1 = b.acond(|| s.the().gt(0.0), a, &bb);
+        bb.map(|x| x * a1.dim(0)).sum()
+    });
+    check1(&p, &x, |v| dsum(v) * 2.0 * 6.0, true);
+}
+
+#[test]
+fn acond_2a_and_2b_friendly() {
+    for seed in [4, 5, 6] {
+        let x = data(5, seed);
+        for swap in [false, true] {
+            let p = build1(5, |b, a| {
+                let bb = a.map(|v| v * 2.0);
+                let s = a.sum();
+                let t = bb.map(|v| v + 1.0);
+                let e = bb.map(|v| v * 2.0).map(|v| v - 1.0);
+                let y = b.acond(|| s.the().le(2.0), &t, &e);
+                if swap {
+                    y.zip_with(&bb, |p, q| p * q).sum()
+                } else {
+                    bb.zip_with(&y, |p, q| p * q).sum()
+                }
+            });
+            check1(
+                &p,
+                &x,
+                |v| {
+                    let s = dsum(v);
+                    let bb: Vec<Dual64> = v.iter().map(|&x| x * 2.0).collect();
+                    let y: Vec<Dual64> = if s.re <= 2.0 {
+                        bb.iter().map(|&x| x + 1.0).collect()
+                    } else {
+                        bb.iter().map(|&x| x * 2.0 - 1.0).collect()
+                    };
+                    dsum(&bb.iter().zip(&y).map(|(&p, &q)| p * q).collect::<Vec<_>>())
+                },
+                true,
+            );
+        }
+    }
+}
+
+#[test]
+fn acond_3a_3b() {
+    let x = data(4, 7);
+    let p = build1(4, |b, a| {
+        let g = b.generate(&[4], |_| lit(42.0));
+        b.acond(|| lit(1.0), &g, a).sum()
+    });
+    check1(&p, &x, |_| Dual64::constant(168.0), false);
+    let p = build1(4, |b, a| {
+        let g = b.generate(&[], |_| lit(42.0));
+        let s1 = a.map(|v| v * 2.0).sum();
+        let s2 = a.map(|v| v + 3.0).sum();
+        let z = s1.zip_with(&s2, |p, q| p + q);
+        b.acond(|| lit(4.0).ge(0.0), &g, &z)
+    });
+    check1(&p, &x, |_| Dual64::constant(42.0), false);
+}
+
+#[test]
+fn map_and_zip_with() {
+    let x = data(9, 8);
+    let p = build1(9, |_, a| a.map(|v| v * 3.0).sum());
+    check1(&p, &x, |v| dsum(v) * 3.0, true);
+    let b = Builder::new();
+    let a = b.input(&[5]);
+    let c = b.input(&[5]);
+    let out = a.zip_with(&c, |x, y| x.sin() * (x + y).cos()).sum();
+    let p = b.build_scalar(&out).unwrap();
+    let (xa, xc) = (data(5, 9), data(5, 10));
+    let g = p.gradient_a(&[&xa, &xc]).unwrap();
+    let all: Vec<f64> = xa.iter().chain(&xc).copied().collect();
+    let gf = forward::gradient(
+        |v: &[Dual64]| {
+            (0..5)
+                .map(|i| v[i].sin() * (v[i] + v[5 + i]).cos())
+                .fold(Dual64::constant(0.0), |a, b| a + b)
+        },
+        &all,
+    );
+    let got: Vec<f64> = g.grads[0].iter().chain(&g.grads[1]).copied().collect();
+    for (a, b) in got.iter().zip(&gf) {
+        assert!(close(*a, *b, 1e-12));
+    }
+}
+
+#[test]
+fn folds() {
+    let x = data(6, 11);
+    // fold (*) 1 a
+    let p = build1(6, |_, a| a.fold(1.0, |x, y| x * y));
+    check1(
+        &p,
+        &x,
+        |v| v.iter().fold(Dual64::constant(1.0), |a, &b| a * b),
+        true,
+    );
+    // fold max 3 a, with an input where the max is unique
+    let xm: Vec<f64> = x.iter().enumerate().map(|(i, v)| v + i as f64).collect();
+    let p = build1(6, |_, a| a.fold(3.0, |x, y| x.max(y)));
+    check1(
+        &p,
+        &xm,
+        |v| v.iter().fold(Dual64::constant(3.0), |a, &b| a.max(b)),
+        true,
+    );
+    // fold with a conditional lambda (general kernel, not a recognised operator)
+    let p = build1(6, |_, a| {
+        a.fold(0.0, |x, y| {
+            let abs = |v: Exp| cond(v.lt(0.0), -v, v);
+            abs(x) + abs(y)
+        })
+    });
+    check1(
+        &p,
+        &x,
+        |v| {
+            v.iter().fold(Dual64::constant(0.0), |a, &b| {
+                let abs = |t: Dual64| if t.re < 0.0 { -t } else { t };
+                abs(a) + abs(b)
+            })
+        },
+        true,
+    );
+    // fold1 (*) and fold1 max
+    let p = build1(6, |_, a| a.fold1(|x, y| x * y));
+    check1(&p, &x, |v| v[1..].iter().fold(v[0], |a, &b| a * b), true);
+    let p = build1(6, |_, a| a.fold1(|x, y| x.max(y)));
+    check1(
+        &p,
+        &xm,
+        |v| v[1..].iter().fold(v[0], |a, &b| a.max(b)),
+        true,
+    );
+    // a general fold1 lambda: soft maximum-like associative op x + y + x*y
+    let p = build1(6, |_, a| a.map(|v| v * 0.1).fold1(|x, y| x + y + x * y));
+    check1(
+        &p,
+        &x,
+        |v| {
+            let w: Vec<Dual64> = v.iter().map(|&t| t * 0.1).collect();
+            w[1..].iter().fold(w[0], |a, &b| a + b + a * b)
+        },
+        true,
+    );
+}
+
+#[test]
+fn fold_whose_function_indexes() {
+    // fold (\acc y -> acc + w!0 * y) over rows: the function reads an array (beyond seed 004).
+    let b = Builder::new();
+    let a = b.input(&[3, 4]);
+    let w = b.input(&[2]);
+    let out = a
+        .fold(0.0, |acc, y| {
+            acc * w.at(&[lit(1.0)]) + w.at(&[lit(0.0)]) * y
+        })
+        .sum();
+    let p = b.build_scalar(&out).unwrap();
+    let (xa, xw) = (data(12, 12), vec![0.7, 0.9]);
+    let g = p.gradient_a(&[&xa, &xw]).unwrap();
+    let all: Vec<f64> = xa.iter().chain(&xw).copied().collect();
+    let r = |v: &[Dual64]| {
+        let (a, w) = v.split_at(12);
+        (0..3)
+            .map(|r| {
+                (0..4).fold(Dual64::constant(0.0), |acc, j| {
+                    acc * w[1] + w[0] * a[r * 4 + j]
+                })
+            })
+            .fold(Dual64::constant(0.0), |x, y| x + y)
+    };
+    let gf = forward::gradient(r, &all);
+    let got: Vec<f64> = g.grads[0].iter().chain(&g.grads[1]).copied().collect();
+    for (i, (a, b)) in got.iter().zip(&gf).enumerate() {
+        assert!(close(*a, *b, 1e-12), "{i}: {a} vs {b}");
+    }
+}
+
+#[test]
+fn replicates() {
+    let x = data(4, 13);
+    let p = build1(4, |_, a| {
+        a.map(|x| x * x + x)
+            .replicate(&[Rep::All, Rep::New(5)])
+            .map(|v| v * 2.0)
+            .sum()
+            .product()
+    });
+    check1(
+        &p,
+        &x,
+        |v| {
+            v.iter()
+                .map(|&x| (x * x + x) * 2.0 * 5.0)
+                .fold(Dual64::constant(1.0), |a, b| a * b)
+        },
+        true,
+    );
+    let p = build1(4, |_, a| {
+        sum_all(
+            &a.map(|x| x * x + x)
+                .replicate(&[Rep::New(5), Rep::All])
+                .map(|v| v / 20.0),
+        )
+    });
+    check1(
+        &p,
+        &x,
+        |v| dsum(&v.iter().map(|&x| (x * x + x) * 0.25).collect::<Vec<_>>()),
+        true,
+    );
+    let p = build1(4, |_, a| {
+        let r = a.replicate(&[Rep::All, Rep::New(2)]).map(|x| x * x + x);
+        sum_all(
+            &r.replicate(&[Rep::All, Rep::New(5), Rep::All, Rep::New(3)])
+                .map(|v| v * 2.0),
+        )
+    });
+    check1(
+        &p,
+        &x,
+        |v| dsum(&v.iter().map(|&x| (x * x + x) * 60.0).collect::<Vec<_>>()),
+        true,
+    );
+    let p = build1(4, |_, a| {
+        let r = a.replicate(&[Rep::All, Rep::New(2)]).map(|x| x * x + x);
+        sum_all(
+            &r.replicate(&[Rep::New(5), Rep::All, Rep::New(3), Rep::All])
+                .map(|v| v * 2.0),
+        )
+    });
+    check1(
+        &p,
+        &x,
+        |v| dsum(&v.iter().map(|&x| (x * x + x) * 60.0).collect::<Vec<_>>()),
+        true,
+    );
+}
+
+#[test]
+fn slices() {
+    let n = 6;
+    let x = data(n, 14);
+    let m = n / 4 + 3;
+    let p = build1(n, |_, a| {
+        a.replicate(&[Rep::New(m), Rep::New(m), Rep::All])
+            .slice(&[Sl::At(2), Sl::At(1), Sl::All])
+            .sum()
+    });
+    check1(&p, &x, |v| dsum(v), true);
+    for (p1, p2) in [(3usize, 40usize), (0, 0), (61, 17)] {
+        let p = build1(n, |_, a| {
+            let nn = n as f64;
+            let a1 = a.backpermute(&[n, n, n + 1], |i| vec![(i[0] + i[1] + i[2]).imod(nn)]);
+            a1.slice(&[Sl::At(p1 % n), Sl::At(p2 % n), Sl::All]).sum()
+        });
+        check1(
+            &p,
+            &x,
+            |v| {
+                (0..=n)
+                    .map(|k| v[(p1 % n + p2 % n + k) % n])
+                    .fold(Dual64::constant(0.0), |a, b| a + b)
+            },
+            true,
+        );
+    }
+}
+
+#[test]
+fn reshapes() {
+    let n = 8;
+    let x = data(n, 15);
+    let p = build1(n, |_, a| a.reshape(&[2, n / 2]).sum().product());
+    check1(&p, &x, |v| dsum(&v[..4]) * dsum(&v[4..]), true);
+    let p = build1(n, |_, a| {
+        a.reshape(&[2, n / 2]).reshape(&[n, 1]).product().sum()
+    });
+    check1(&p, &x, |v| dsum(v), true);
+}
+
+#[test]
+fn backpermutes() {
+    let n = 5;
+    let x = data(n, 16);
+    for m in [5usize, 7] {
+        let p = build1(n, |_, a| {
+            sum_all(&a.backpermute(&[m, 2 * m], |i| vec![(i[0] + i[1]).imod(n as f64)]))
+        });
+        check1(
+            &p,
+            &x,
+            |v| {
+                let mut s = Dual64::constant(0.0);
+                for i in 0..m {
+                    for j in 0..2 * m {
+                        s += v[(i + j) % n];
+                    }
+                }
+                s
+            },
+            true,
+        );
+        let p = build1(n, |_, a| {
+            let bb = a.backpermute(&[m, 2 * m], |i| vec![(i[0] + i[1]).imod(n as f64)]);
+            let c = bb.sum();
+            let d = c.backpermute(&[2, 3, m], |i| vec![(i[1] * i[2]).min((m - 1) as f64)]);
+            sum_all(&d.map(|v| v / 2.0).slice(&[Sl::All, Sl::All, Sl::At(2)]))
+        });
+        check1(
+            &p,
+            &x,
+            |v| {
+                let c: Vec<Dual64> = (0..m)
+                    .map(|i| (0..2 * m).fold(Dual64::constant(0.0), |s, j| s + v[(i + j) % n]))
+                    .collect();
+                let mut s = Dual64::constant(0.0);
+                for _ in 0..2 {
+                    for i in 0..3 {
+                        s += c[(i * 2).min(m - 1)] / 2.0;
+                    }
+                }
+                s
+            },
+            true,
+        );
+    }
+}
+
+#[test]
+fn indexing_in_generate_map_and_acond() {
+    let n = 7;
+    let x = data(n, 17);
+    let nf = n as f64;
+    let gens: Vec<(Program, Reference)> = vec![
+        (
+            build1(n, |b, a| {
+                b.generate(&[n / 2], |i| a.at(&[i[0] * 2.0])).sum()
+            }),
+            Box::new(move |v| (0..n / 2).fold(Dual64::constant(0.0), |s, i| s + v[2 * i])),
+        ),
+        (
+            build1(n, |b, a| {
+                b.generate(&[2 * n], |i| {
+                    a.at(&[i[0].idiv(2.0)]) + a.at(&[i[0].imod(2.0).min(nf - 1.0)])
+                })
+                .sum()
+            }),
+            Box::new(move |v| {
+                (0..2 * n).fold(Dual64::constant(0.0), |s, i| {
+                    s + v[i / 2] + v[(i % 2).min(n - 1)]
+                })
+            }),
+        ),
+        (
+            build1(n, |b, a| {
+                b.generate(&[2 * n], |i| {
+                    cond(i[0].lt(5.0), a.at(&[i[0].idiv(2.0)]), 42.0)
+                })
+                .sum()
+            }),
+            Box::new(move |v| {
+                (0..2 * n).fold(Dual64::constant(0.0), |s, i| {
+                    s + if i < 5 {
+                        v[i / 2]
+                    } else {
+                        Dual64::constant(42.0)
+                    }
+                })
+            }),
+        ),
+        (
+            // the branch not taken would index out of bounds
+            build1(n, |b, a| {
+                b.generate(&[2 * n], |i| {
+                    cond(i[0].lt(nf), a.at(&[i[0]]), a.at(&[i[0] - nf]))
+                })
+                .sum()
+            }),
+            Box::new(move |v| dsum(v) * 2.0),
+        ),
+        (
+            build1(n, |_, a| {
+                let a2 = a.clone();
+                a.map(|x| x + a2.at(&[lit(2.0)])).sum()
+            }),
+            Box::new(move |v| dsum(v) + v[2] * nf),
+        ),
+        (
+            // aindex_map_2_friendly: a data-dependent index
+            build1(n, |_, a| {
+                let a2 = a.clone();
+                a.map(|x| x + a2.at(&[x.round().abs().imod(nf)])).sum()
+            }),
+            Box::new(move |v| {
+                v.iter().fold(Dual64::constant(0.0), |s, &x| {
+                    s + x + v[(x.re.round().abs() as usize) % n]
+                })
+            }),
+        ),
+        (
+            // aindex_only
+            build1(n, |b, a| b.generate(&[5], |i| a.at(&[i[0].imod(nf)])).sum()),
+            Box::new(move |v| (0..5).fold(Dual64::constant(0.0), |s, i| s + v[i % n])),
+        ),
+    ];
+    for (p, r) in gens {
+        check1(&p, &x, r, false);
+    }
+    // aindex_acond: index chosen from the data, guarded by an acond
+    let p = build1(n, |b, a| {
+        let s = a.sum();
+        let idx = b.generate(&[], |_| s.the().round());
+        let t = b.generate(&[1], |_| a.at(&[idx.the()]));
+        let e = b.generate(&[1], |_| lit(0.0));
+        b.acond(|| idx.the().ge(0.0).and(idx.the().lt(nf)), &t, &e)
+            .sum()
+    });
+    let xs = [0.3, 0.9, 1.2, -0.5, 0.2, 0.1, 0.4];
+    check1(
+        &p,
+        &xs,
+        |v| {
+            let s = dsum(v).re.round();
+            if (0.0..nf).contains(&s) {
+                v[s as usize]
+            } else {
+                Dual64::constant(0.0)
+            }
+        },
+        false,
+    );
+}
+
+#[test]
+fn ignored_argument_and_nonfloat_lambdas() {
+    let x = data(4, 18);
+    let p = build1(4, |b, _| b.generate(&[], |_| lit(42.0)));
+    let g = p.gradient_a(&[&x]).unwrap();
+    assert_eq!(g.value, 42.0);
+    assert_eq!(g.grads[0], vec![0.0; 4]);
+    let p = build1(4, |_, a| a.map(|_| lit(42.0)).sum());
+    check1(&p, &x, |_| Dual64::constant(168.0), false);
+    // nonfloat_lam: b = map (\x -> (round x, sin x)); sum (map (\(i, x) -> i * x) b)
+    let xs = [0.3, 1.2, -1.7, 2.2];
+    let p = build1(4, |b, a| {
+        let pairs = b.generate_n(&[4], 2, |i| {
+            let x = a.at(&[i[0]]);
+            vec![x.round(), x.sin()]
+        });
+        b.generate(&[4], |i| {
+            pairs.at(&[i[0], lit(0.0)]) * pairs.at(&[i[0], lit(1.0)])
+        })
+        .sum()
+    });
+    check1(
+        &p,
+        &xs,
+        |v| {
+            v.iter()
+                .fold(Dual64::constant(0.0), |s, &x| s + x.sin() * x.re.round())
+        },
+        true,
+    );
+}
+
+#[test]
+fn logsumexps() {
+    let x = data(6, 19);
+    let lse = |b: &Builder, a: &Acc| {
+        let mx = a.maximum();
+        let shifted = b.generate(a.shape(), |i| a.at(&[i[0]]) - mx.the());
+        let s = shifted.map(|v| v.exp()).sum();
+        s.zip_with(&mx, |s, m| s.ln() + m)
+    };
+    let p = build1(6, lse);
+    let r = |v: &[Dual64]| {
+        let m = v.iter().fold(v[0], |a, &b| a.max(b));
+        v.iter()
+            .fold(Dual64::constant(0.0), |s, &x| s + (x - m).exp())
+            .ln()
+            + m
+    };
+    check1(&p, &x, r, true);
+    // logsumexp2: without adding the maximum back
+    let p = build1(6, |b, a| {
+        let mx = a.maximum();
+        let shifted = b.generate(a.shape(), |i| a.at(&[i[0]]) - mx.the());
+        shifted.map(|v| v.exp()).sum().map(|s| s.ln())
+    });
+    let r2 = |v: &[Dual64]| {
+        let m = v.iter().fold(v[0], |a, &b| a.max(b));
+        v.iter()
+            .fold(Dual64::constant(0.0), |s, &x| s + (x - m).exp())
+            .ln()
+    };
+    check1(&p, &x, r2, false);
+    // logsumexp3: maxx + maxx
+    let p = build1(6, |_, a| {
+        let m = a.maximum();
+        m.zip_with(&m, |p, q| p + q)
+    });
+    check1(
+        &p,
+        &x,
+        |v| v.iter().fold(v[0], |a, &b| a.max(b)) * 2.0,
+        false,
+    );
+}
+
+#[test]
+fn conditional_expressions() {
+    let x = data(8, 20);
+    let progs: Vec<(Program, Reference)> = vec![
+        (
+            build1(8, |_, a| a.map(|x| cond(x.gt(0.0), x, x * 2.0)).sum()),
+            Box::new(|v| {
+                v.iter().fold(Dual64::constant(0.0), |s, &x| {
+                    s + if x.re > 0.0 { x } else { x * 2.0 }
+                })
+            }),
+        ),
+        (
+            build1(8, |_, a| {
+                a.map(|x| 2.0 * cond(x.gt(0.0), (x * x).sin(), x * x * x.exp()))
+                    .sum()
+            }),
+            Box::new(|v| {
+                v.iter().fold(Dual64::constant(0.0), |s, &x| {
+                    s + (if x.re > 0.0 {
+                        (x * x).sin()
+                    } else {
+                        x * x * x.exp()
+                    }) * 2.0
+                })
+            }),
+        ),
+        (
+            build1(8, |_, a| {
+                a.map(|x| {
+                    let u = x * 2.0;
+                    let v = cond(x.le(2.0), u + 1.0, u * 2.0 - 1.0);
+                    u * v
+                })
+                .sum()
+            }),
+            Box::new(|v| {
+                v.iter().fold(Dual64::constant(0.0), |s, &x| {
+                    let u = x * 2.0;
+                    let w = if x.re <= 2.0 { u + 1.0 } else { u * 2.0 - 1.0 };
+                    s + u * w
+                })
+            }),
+        ),
+        (
+            // cond_4, with ln of a negative number in the branch not taken
+            build1(8, |_, a| {
+                a.map(|x| {
+                    let u = cond(
+                        x.ge(1.0),
+                        x.ln() + 1.0,
+                        cond((x - 2.0).lt(-3.0), (x + 1.0).exp() - 2.0, x),
+                    );
+                    let y = 2.0 * u.exp();
+                    u * cond(u.lt(-1.0), u + y, y)
+                })
+                .sum()
+            }),
+            Box::new(|v| {
+                v.iter().fold(Dual64::constant(0.0), |s, &x| {
+                    let u = if x.re >= 1.0 {
+                        x.ln() + 1.0
+                    } else if x.re - 2.0 < -3.0 {
+                        (x + 1.0).exp() - 2.0
+                    } else {
+                        x
+                    };
+                    let y = u.exp() * 2.0;
+                    s + u * if u.re < -1.0 { u + y } else { y }
+                })
+            }),
+        ),
+    ];
+    for (p, r) in progs {
+        check1(&p, &x, r, false);
+    }
+}
+
+#[test]
+fn scans() {
+    let b = Builder::new();
+    let a = b.input(&[2, 5]);
+    let s1 = a.scanl(1.0, |x, y| x * y); // native operator path
+    let s2 = a.scanr(0.5, |x, y| (x * y).sin() + y); // general lambda
+    let out = sum_all(&s1.zip_with(&s2, |p, q| p * q));
+    let p = b.build_scalar(&out).unwrap();
+    let x = data(10, 21);
+    check1(
+        &p,
+        &x,
+        |v| {
+            let mut s = Dual64::constant(0.0);
+            for r in 0..2 {
+                let row = &v[r * 5..r * 5 + 5];
+                let mut l = vec![Dual64::constant(1.0)];
+                for &y in row {
+                    let last = *l.last().unwrap();
+                    l.push(last * y);
+                }
+                let mut rr = [Dual64::constant(0.5); 6];
+                for j in (0..5).rev() {
+                    rr[j] = (row[j] * rr[j + 1]).sin() + rr[j + 1];
+                }
+                for j in 0..6 {
+                    s += l[j] * rr[j];
+                }
+            }
+            s
+        },
+        true,
+    );
+}
+
+#[test]
+fn permutes() {
+    // scatter-add into bins, then a nonlinear read-out
+    let b = Builder::new();
+    let a = b.input(&[8]);
+    let d = b.input(&[3]);
+    let hist = a.permute(Combine::Add, &d, |i| (i[0].ne(5.0), vec![i[0].imod(3.0)]));
+    let out = hist.map(|v| v * v).sum();
+    let p = b.build_scalar(&out).unwrap();
+    let (xa, xd) = (data(8, 22), data(3, 23));
+    let g = p.gradient_a(&[&xa, &xd]).unwrap();
+    let all: Vec<f64> = xa.iter().chain(&xd).copied().collect();
+    let r = |v: &[Dual64]| {
+        let mut h: Vec<Dual64> = v[8..].to_vec();
+        for i in 0..8 {
+            if i != 5 {
+                h[i % 3] += v[i];
+            }
+        }
+        h.iter().fold(Dual64::constant(0.0), |s, &x| s + x * x)
+    };
+    let gf = forward::gradient(r, &all);
+    let got: Vec<f64> = g.grads[0].iter().chain(&g.grads[1]).copied().collect();
+    for (a, b) in got.iter().zip(&gf) {
+        assert!(close(*a, *b, 1e-12), "{got:?} vs {gf:?}");
+    }
+    // max-combining permute: gradient to the winners
+    let b = Builder::new();
+    let a = b.input(&[8]);
+    let d = b.input(&[3]);
+    let hist = a.permute(Combine::Max, &d, |i| (lit(1.0), vec![i[0].imod(3.0)]));
+    let out = hist.map(|v| v * v * v).sum();
+    let p = b.build_scalar(&out).unwrap();
+    let g = p.gradient_a(&[&xa, &xd]).unwrap();
+    let r = |v: &[Dual64]| {
+        let mut h: Vec<Dual64> = v[8..].to_vec();
+        for i in 0..8 {
+            if v[i].re > h[i % 3].re {
+                h[i % 3] = v[i];
+            }
+        }
+        h.iter().fold(Dual64::constant(0.0), |s, &x| s + x * x * x)
+    };
+    let gf = forward::gradient(r, &all);
+    let got: Vec<f64> = g.grads[0].iter().chain(&g.grads[1]).copied().collect();
+    for (a, b) in got.iter().zip(&gf) {
+        assert!(close(*a, *b, 1e-12), "{got:?} vs {gf:?}");
+    }
+}
+
+#[test]
+fn awhile_loops() {
+    // Newton-like iteration: x ← x − 0.1·(x³ − c) until a fixed count kept in the state.
+    let b = Builder::new();
+    let x = b.input(&[3]);
+    let c = b.input(&[3]);
+    let cnt = b.generate(&[], |_| lit(0.0));
+    let out = b.awhile(
+        &[&x, &cnt],
+        &[&c],
+        |s, _| s[1].map(|k| k.lt(6.0)),
+        |s, inv| {
+            let nx = s[0].zip_with(&inv[0], |x, c| x - 0.1 * (x * x * x - c));
+            vec![nx, s[1].map(|k| k + 1.0)]
+        },
+    );
+    let obj = out[0].map(|v| v.sin()).sum();
+    let p = b.build_scalar(&obj).unwrap();
+    let (xv, cv) = (vec![0.5, 1.0, 1.5], vec![1.0, 2.0, 0.5]);
+    let g = p.gradient_a(&[&xv, &cv]).unwrap();
+    let all: Vec<f64> = xv.iter().chain(&cv).copied().collect();
+    let r = |v: &[Dual64]| {
+        let mut x: Vec<Dual64> = v[..3].to_vec();
+        for _ in 0..6 {
+            for (xi, &ci) in x.iter_mut().zip(&v[3..]) {
+                *xi = *xi - (*xi * *xi * *xi - ci) * 0.1;
+            }
+        }
+        x.iter().fold(Dual64::constant(0.0), |s, &t| s + t.sin())
+    };
+    let gf = forward::gradient(r, &all);
+    let got: Vec<f64> = g.grads[0].iter().chain(&g.grads[1]).copied().collect();
+    for (a, b) in got.iter().zip(&gf) {
+        assert!(close(*a, *b, 1e-12), "{got:?} vs {gf:?}");
+    }
+    // A data-dependent trip count: double until the sum exceeds 10.
+    let p = build1(2, |b, x| {
+        let o = b.awhile(
+            &[x],
+            &[],
+            |s, _| s[0].sum().map(|t| t.lt(10.0)),
+            |s, _| vec![s[0].map(|v| v * 2.0)],
+        );
+        o[0].map(|v| v * v).sum()
+    });
+    check1(
+        &p,
+        &[1.0, 0.5],
+        |v| {
+            let mut x = v.to_vec();
+            while dsum(&x).re < 10.0 {
+                x = x.iter().map(|&t| t * 2.0).collect();
+            }
+            x.iter().fold(Dual64::constant(0.0), |s, &t| s + t * t)
+        },
+        false,
+    );
+}
