@@ -1058,6 +1058,12 @@ impl Lower<'_> {
         }
         let is_cmp = matches!(b.op, Lt(_) | Le(_) | Gt(_) | Ge(_) | Eq(_) | Ne(_));
         let lh = if is_cmp { None } else { hint };
+        if lh.is_none() && self.is_unknown_const(&b.left) {
+            // `N * n`: the type of a constant comes from the other operand (both are pure)
+            let r = self.scalar(&b.right, None)?;
+            let a = self.scalar(&b.left, Some(self.ty(r)))?;
+            return self.binop(&b.op, a, r, b).map(Ev::V);
+        }
         let a = self.scalar(&b.left, lh)?;
         let bh = Some(self.ty(a));
         let r = self.scalar(&b.right, bh)?;
@@ -1173,6 +1179,22 @@ impl Lower<'_> {
         self.cur = merge;
         self.bind_params(merge, n);
         Ok(Ev::V(res))
+    }
+
+    fn is_unknown_const(&self, e: &Expr) -> bool {
+        match strip(e) {
+            Expr::Path(p) => match p.path.get_ident() {
+                Some(id) => {
+                    let n = id.to_string();
+                    self.lookup(&n).is_none()
+                        && n.chars()
+                            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+                }
+                None => false,
+            },
+            Expr::Binary(b) => self.is_unknown_const(&b.left) && self.is_unknown_const(&b.right),
+            _ => false,
+        }
     }
 
     fn unary(&mut self, u: &syn::ExprUnary, hint: Option<Ty>) -> Result<Ev> {
