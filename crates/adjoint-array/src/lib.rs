@@ -11,3 +11,5 @@ mod kernel;
 pub use error::{Error, Result};
 pub use expr::{cond, gradient_e, jacobian_e, lit, Exp};
 pub use graph::{Acc, Array, Builder, Combine, Gradient, Program, Rep, Sl};
+/// Benchmark programs (ADBench GMM) written with the combinators.
+pub mod models;

@@ -1,0 +1,147 @@
+//! The array-language GMM against a plain-Rust port of `adjoint-bench`'s `adbench::gmm`
+//! objective: value to 1e-12 relative, gradient against forward mode.
+#![allow(clippy::assign_op_pattern)] // the port keeps the reference's spelling
+
+use adjoint_array::models::Gmm;
+use adjoint_core::forward::{self, Dual64};
+use adjoint_core::prelude::*;
+
+#[allow(clippy::approx_constant)]
+const PI: f64 = 3.14159265359;
+
+fn logsumexp<T: Real>(x: &[T]) -> T {
+    let m = x
+        .iter()
+        .map(|v| v.to_f64().unwrap())
+        .fold(f64::NEG_INFINITY, f64::max);
+    x.iter()
+        .map(|&v| (v - m).exp())
+        .fold(T::zero(), |a, b| a + b)
+        .ln()
+        + m
+}
+
+/// `adbench::gmm::gmm_objective`, ported verbatim (generic over `Real`).
+fn reference<T: Real>(n: usize, d: usize, k: usize, gamma: f64, wm: f64, x: &[f64], p: &[T]) -> T {
+    let icf_sz = d * (d + 1) / 2;
+    let (alphas, rest) = p.split_at(k);
+    let (means, icf) = rest.split_at(k * d);
+    let c = |v: f64| T::cst(v);
+    let sum_qs: Vec<T> = (0..k)
+        .map(|ik| {
+            icf[ik * icf_sz..ik * icf_sz + d]
+                .iter()
+                .fold(c(0.0), |a, &b| a + b)
+        })
+        .collect();
+    let qdiags: Vec<T> = (0..k)
+        .flat_map(|ik| icf[ik * icf_sz..ik * icf_sz + d].iter().map(|q| q.exp()))
+        .collect();
+    let mut main_term = vec![c(0.0); k];
+    let mut xc = vec![c(0.0); d];
+    let mut qxc = vec![c(0.0); d];
+    let mut total = c(0.0);
+    for ix in 0..n {
+        let xi = &x[ix * d..(ix + 1) * d];
+        for ik in 0..k {
+            for j in 0..d {
+                xc[j] = c(xi[j]) - means[ik * d + j];
+            }
+            for j in 0..d {
+                qxc[j] = qdiags[ik * d + j] * xc[j];
+            }
+            let ltri = &icf[ik * icf_sz + d..(ik + 1) * icf_sz];
+            let mut li = 0;
+            for (i, &xv) in xc.iter().enumerate() {
+                for q in &mut qxc[i + 1..] {
+                    *q = *q + ltri[li] * xv;
+                    li += 1;
+                }
+            }
+            let sq = qxc.iter().fold(c(0.0), |a, &v| a + v * v);
+            main_term[ik] = alphas[ik] + sum_qs[ik] - sq * 0.5;
+        }
+        total = total + logsumexp(&main_term);
+    }
+    let df = d as f64;
+    let constant = -(n as f64) * df * 0.5 * (2.0 * PI).ln();
+    let nn = df + wm + 1.0;
+    let lgd = 0.25 * df * (df - 1.0) * PI.ln()
+        + (1..=d)
+            .map(|j| (0.5 * nn + 0.5 * (1.0 - j as f64)).lgamma())
+            .sum::<f64>();
+    let wishart_c = nn * df * (gamma.ln() - 0.5 * 2f64.ln()) - lgd;
+    let mut prior = c(0.0);
+    for ik in 0..k {
+        let block = &icf[ik * icf_sz..(ik + 1) * icf_sz];
+        let sum_q = block[..d].iter().fold(c(0.0), |a, &b| a + b);
+        let frob: T = block[..d]
+            .iter()
+            .map(|q| {
+                let e = q.exp();
+                e * e
+            })
+            .chain(block[d..].iter().map(|&l| l * l))
+            .fold(c(0.0), |a, b| a + b);
+        prior = prior + frob * (0.5 * gamma * gamma) - sum_q * wm;
+    }
+    total + logsumexp(alphas) * -(n as f64) + prior + (constant - k as f64 * wishart_c)
+}
+
+fn data(n: usize, seed: u64, scale: f64) -> Vec<f64> {
+    let mut s = seed.wrapping_mul(0x9E3779B97F4A7C15).wrapping_add(7);
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (((s >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0) * scale
+        })
+        .collect()
+}
+
+#[test]
+fn gmm_value_and_gradient_match_the_reference() {
+    for &(n, d, k) in &[(10, 3, 4), (7, 1, 2), (5, 5, 3)] {
+        let (gamma, wm) = (1.0, 0.0);
+        let icf_sz = d * (d + 1) / 2;
+        let p = data(k + k * d + k * icf_sz, (n * 31 + d * 7 + k) as u64, 0.5);
+        let x = data(n * d, 99, 1.0);
+        let gmm = Gmm::new(n, d, k, gamma, wm).unwrap();
+        let (a, rest) = p.split_at(k);
+        let (mu, icf) = rest.split_at(k * d);
+        let v = gmm.objective(a, mu, icf, &x).unwrap();
+        let r = reference::<f64>(n, d, k, gamma, wm, &x, &p);
+        assert!(
+            (v - r).abs() <= 1e-12 * r.abs(),
+            "value {v} vs reference {r}"
+        );
+        let (v2, g) = gmm.gradient(a, mu, icf, &x).unwrap();
+        assert_eq!(v, v2);
+        let gf = forward::gradient(|q: &[Dual64]| reference(n, d, k, gamma, wm, &x, q), &p);
+        for (i, (u, w)) in g.iter().zip(&gf).enumerate() {
+            assert!(
+                (u - w).abs() <= 1e-10 * (1.0 + w.abs()),
+                "({n},{d},{k}) ∂{i}: {u} vs {w}"
+            );
+        }
+    }
+}
+
+#[test]
+fn gmm_with_wishart_m() {
+    let (n, d, k) = (6, 2, 3);
+    let (gamma, wm) = (0.7, 2.0);
+    let p = data(k + k * d + k * 3, 5, 0.4);
+    let x = data(n * d, 6, 1.0);
+    let gmm = Gmm::new(n, d, k, gamma, wm).unwrap();
+    let (a, rest) = p.split_at(k);
+    let (mu, icf) = rest.split_at(k * d);
+    let (v, g) = gmm.gradient(a, mu, icf, &x).unwrap();
+    let r = reference::<f64>(n, d, k, gamma, wm, &x, &p);
+    assert!((v - r).abs() <= 1e-12 * r.abs());
+    let gf = forward::gradient(|q: &[Dual64]| reference(n, d, k, gamma, wm, &x, q), &p);
+    for (u, w) in g.iter().zip(&gf) {
+        assert!((u - w).abs() <= 1e-10 * (1.0 + w.abs()));
+    }
+}
