@@ -161,7 +161,10 @@ impl Tape {
         let session = Arc::get_mut(&mut self.session).expect("unique after the check above");
         session.restart(self.checked);
         let checked = session.checked;
-        let (job_idx, mut job) = session.graph_mut().new_job(checked, 0);
+        let (job_idx, mut job) =
+            session
+                .graph_mut()
+                .new_job(checked, 0, crate::record::JobSize::Large);
         self.inputs.clear();
         for (i, &v) in x.iter().enumerate() {
             let is_active = active.is_none_or(|a| a[i]);

@@ -10,7 +10,7 @@
 use crate::var::Var;
 use adjoint_core::rules::{Op1, Op2};
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -231,6 +231,15 @@ impl Job {
     }
 }
 
+/// Which recycled tape buffer a new job gets (see [`Graph::pool`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum JobSize {
+    /// A task's first job or a recording's root job: one of the largest buffers.
+    Large,
+    /// A join's continuation: one of the smallest.
+    Small,
+}
+
 /// One segment of a task: a job, or a fork into two sub-tasks (seed 003 Fig. 14).
 pub(crate) enum Segment {
     Job(u16),
@@ -259,41 +268,57 @@ pub(crate) struct Graph {
     pub task_fork: Vec<u32>,
     /// Spare job buffers for reuse (boxed on purpose: a job moves between here, a thread's
     /// context and `jobs` as one pointer).
-    #[allow(clippy::vec_box)]
-    pub pool: Vec<Box<Job>>,
+    /// Sorted by tape capacity (smallest first) when a recording starts, so that a task's
+    /// first job, which usually does the task's work, gets one of the largest buffers and a
+    /// join's continuation (usually a few additions) one of the smallest: in steady state no
+    /// job's tape grows. (Handing them out in any order made half the large tapes of a wide
+    /// `par_map` regrow on every call: fresh pages, faults, and no parallel speed-up.)
+    pub pool: VecDeque<Box<Job>>,
 }
 
 impl Graph {
-    /// The tasks from `t` up to the root.
-    fn chain(&self, mut t: u32) -> Vec<u32> {
-        let mut v = vec![t];
-        while self.task_parent[t as usize] != t {
-            t = self.task_parent[t as usize];
-            v.push(t);
-        }
-        v
+    /// The parent of task `t`, or `None` for the root.
+    fn parent(&self, t: u32) -> Option<u32> {
+        let p = self.task_parent[t as usize];
+        (p != t).then_some(p)
     }
 
     /// May a job in task `from` hand values to a job in task `to` (which runs later)? Only if
     /// they are not on the two sides of one fork that has not joined: below their lowest common
     /// task they must descend from different forks (an earlier fork has joined before a later
     /// one starts), or one of them must be that common task.
+    ///
+    /// Walks the two ancestor chains without allocating: it runs under the graph's lock, on
+    /// every first import of a value into a job (an allocation here serialised wide `par_map`s).
     pub fn precedes(&self, from: u32, to: u32) -> bool {
-        let (cf, ct) = (self.chain(from), self.chain(to));
-        for (it, t) in ct.iter().enumerate() {
-            if let Some(i_f) = cf.iter().position(|x| x == t) {
-                if i_f == 0 || it == 0 {
-                    return true;
+        // For each ancestor `t` of `to` (with `bt`, the child of `t` on the way from `to`),
+        // look for `t` among the ancestors of `from` (with `af`, the child on that side).
+        let (mut t, mut bt) = (to, None);
+        loop {
+            let (mut f, mut af) = (from, None);
+            loop {
+                if f == t {
+                    return match (af, bt) {
+                        (Some(a), Some(b)) => {
+                            self.task_fork[a as usize] != self.task_fork[b as usize]
+                        }
+                        _ => true,
+                    };
                 }
-                let (a, b) = (cf[i_f - 1], ct[it - 1]);
-                return self.task_fork[a as usize] != self.task_fork[b as usize];
+                match self.parent(f) {
+                    Some(p) => (af, f) = (Some(f), p),
+                    None => break,
+                }
+            }
+            match self.parent(t) {
+                Some(p) => (bt, t) = (Some(t), p),
+                None => return false,
             }
         }
-        false
     }
 
     /// Open a job in `task` with a recycled buffer.
-    pub fn new_job(&mut self, checked: bool, task: u32) -> (u16, Box<Job>) {
+    pub fn new_job(&mut self, checked: bool, task: u32, size: JobSize) -> (u16, Box<Job>) {
         let idx = self.jobs.len();
         assert!(
             idx < MAX_JOBS,
@@ -302,7 +327,11 @@ impl Graph {
         );
         self.jobs.push(None);
         self.job_task.push(task);
-        let mut job = self.pool.pop().unwrap_or_default();
+        let recycled = match size {
+            JobSize::Large => self.pool.pop_back(),
+            JobSize::Small => self.pool.pop_front(),
+        };
+        let mut job = recycled.unwrap_or_default();
         job.reset(idx as u16, checked);
         self.job_uid.push(job.uid);
         job.task = task;
@@ -347,6 +376,8 @@ impl Session {
             pool,
         } = g;
         pool.extend(jobs.drain(..).flatten());
+        pool.make_contiguous()
+            .sort_unstable_by_key(|j| j.entries.capacity());
         job_uid.clear();
         job_task.clear();
         task_parent.clear();
@@ -360,8 +391,8 @@ impl Session {
     }
 
     /// A fresh job in `task`.
-    pub fn new_job(&self, task: u32) -> (u16, Box<Job>) {
-        self.graph().new_job(self.checked, task)
+    pub fn new_job(&self, task: u32, size: JobSize) -> (u16, Box<Job>) {
+        self.graph().new_job(self.checked, task, size)
     }
 
     /// The graph, without locking, when this is the only handle to the session.
@@ -571,7 +602,7 @@ fn record2_slow(a: Var, pa: f64, b: Var, pb: f64, value: f64, label: Label) -> V
 
 /// Run `f` as a new task (its first job fresh) of `session`; returns its result and task.
 fn run_task<R>(session: &Arc<Session>, id: u32, f: impl FnOnce() -> R) -> (R, Task) {
-    let (job_idx, job) = session.new_job(id);
+    let (job_idx, job) = session.new_job(id, JobSize::Large);
     let ctx = Ctx {
         session: session.clone(),
         job_idx,
@@ -633,7 +664,7 @@ where
         || run_task(&session, task_a, a),
         || run_task(&session, task_b, b),
     );
-    let (job_idx, job) = session.new_job(parent);
+    let (job_idx, job) = session.new_job(parent, JobSize::Small);
     ctx.job_idx = job_idx;
     ctx.job = job;
     ctx.task.segs.push(Segment::Fork(ta, tb));
