@@ -181,7 +181,13 @@ impl Gen<'_> {
                 };
                 quote_spanned!(span=> { let #c: bool = #pre; #branch #check })
             }
-            Kind::While { pre, post, body } => {
+            Kind::While {
+                pre,
+                post,
+                post_text,
+                body,
+                ..
+            } => {
                 let (pre, post) = (self.rw(pre), self.rw(post));
                 let body = self.stmts(body, checks);
                 if !checks {
@@ -191,13 +197,13 @@ impl Gen<'_> {
                 let p = self.tmp();
                 quote_spanned!(span=> {
                     if #post {
-                        return ::core::result::Result::Err(#k::InvertibilityError::loop_entry(#site));
+                        return ::core::result::Result::Err(#k::InvertibilityError::loop_entry(#site, #post_text));
                     }
                     while #pre {
                         #body
                         let #p: bool = #post;
                         if !#p {
-                            return ::core::result::Result::Err(#k::InvertibilityError::loop_iteration(#site));
+                            return ::core::result::Result::Err(#k::InvertibilityError::loop_iteration(#site, #post_text));
                         }
                     }
                 })

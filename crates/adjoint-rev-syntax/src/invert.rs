@@ -59,9 +59,17 @@ fn invert_stmt(s: &Stmt) -> Stmt {
             then: invert(then),
             els: invert(els),
         },
-        Kind::While { pre, post, body } => Kind::While {
+        Kind::While {
+            pre,
+            post,
+            pre_text,
+            post_text,
+            body,
+        } => Kind::While {
             pre: post.clone(),
             post: pre.clone(),
+            pre_text: post_text.clone(),
+            post_text: pre_text.clone(),
             body: invert(body),
         },
         Kind::For {

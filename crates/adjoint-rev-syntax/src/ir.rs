@@ -103,6 +103,9 @@ pub enum Kind {
     While {
         pre: Expr,
         post: Expr,
+        /// `pre` and `post` as written (for error messages).
+        pre_text: String,
+        post_text: String,
         body: Vec<Stmt>,
     },
     /// `for var in start..end` (or `..=`), optionally `.step_by(step)` and `.rev()`.

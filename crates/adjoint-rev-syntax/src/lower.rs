@@ -56,9 +56,17 @@ pub fn expand(stmts: Vec<Stmt>) -> Result<Vec<Stmt>> {
                 then: expand(then)?,
                 els: expand(els)?,
             },
-            Kind::While { pre, post, body } => Kind::While {
+            Kind::While {
                 pre,
                 post,
+                pre_text,
+                post_text,
+                body,
+            } => Kind::While {
+                pre,
+                post,
+                pre_text,
+                post_text,
                 body: expand(body)?,
             },
             Kind::For {
@@ -267,7 +275,9 @@ fn stmt(s: &Stmt, scope: &mut Scope, params: &[String]) -> Result<()> {
             nested(then, scope, params, None)?;
             nested(els, scope, params, None)
         }
-        Kind::While { pre, post, body } => {
+        Kind::While {
+            pre, post, body, ..
+        } => {
             uses(pre, scope)?;
             uses(post, scope)?;
             nested(body, scope, params, None)

@@ -90,6 +90,18 @@ fn parse_func(input: ParseStream) -> Result<Func> {
     })
 }
 
+/// A parsed condition.
+struct Cond {
+    pre: Expr,
+    post: Expr,
+    /// Whether a post-condition (or `~`) was written.
+    explicit: bool,
+    /// The `~` standing for the post-condition, if written so.
+    tilde: Option<Span>,
+    /// The condition as written.
+    text: String,
+}
+
 /// Names seen so far (parameters, ancillas, loop variables): an expression that mentions none of
 /// them is a constant.
 struct Parser {
@@ -260,8 +272,21 @@ impl Parser {
         }
         if input.peek(Token![while]) {
             let _: Token![while] = input.parse()?;
-            let (pre, post, explicit) = self.cond(input)?;
-            if !explicit {
+            let cond = self.cond(input)?;
+            if let Some(t) = cond.tilde {
+                return Err(Error::new(
+                    t,
+                    format!(
+                        "a `while` loop needs an explicit post-condition: `~` would repeat the pre-condition \
+                         `{pre}`, which is true before every iteration and false after the last, so the loop \
+                         could never be run backwards. Write `while ({pre}, post) {{ … }}` with a `post` that is \
+                         false on entry and true after every iteration (for example a counter `n`, passed in \
+                         at 0 and `INC(n);` in the body: `while ({pre}, n > 0)`)",
+                        pre = pretty(&cond.pre)
+                    ),
+                ));
+            }
+            if !cond.explicit {
                 return Err(Error::new(
                     span,
                     "a reversible `while` needs a post-condition: `while (pre, post) { … }`, where `post` is \
@@ -269,9 +294,16 @@ impl Parser {
                 ));
             }
             let body = self.block(input)?;
-            let text = format!("while ({}, {})", pretty(&pre), pretty(&post));
+            let text = format!("while {}", cond.text);
+            let (pre_text, post_text) = (pretty(&cond.pre), pretty(&cond.post));
             return Ok(Stmt {
-                kind: Kind::While { pre, post, body },
+                kind: Kind::While {
+                    pre: cond.pre,
+                    post: cond.post,
+                    pre_text,
+                    post_text,
+                    body,
+                },
                 text,
                 span,
             });
@@ -368,7 +400,7 @@ impl Parser {
         let init: Expr = input.parse()?;
         let _: Token![;] = input.parse()?;
         let text = match &ty {
-            Some(t) => format!("{kw} {name}: {} = {}", t.to_token_stream(), pretty(&init)),
+            Some(t) => format!("{kw} {name}: {} = {}", pretty_type(t), pretty(&init)),
             None => format!("{kw} {name} = {}", pretty(&init)),
         };
         if !self.vars.contains(&name.to_string()) {
@@ -377,36 +409,62 @@ impl Parser {
         Ok((name, ty, init, text))
     }
 
-    /// `(pre, post)`, `(pre, ~)` or a bare `pre`; the flag says whether a post-condition was written.
-    fn cond(&mut self, input: ParseStream) -> Result<(Expr, Expr, bool)> {
+    /// `(pre, post)`, `(pre, ~)` or a bare `pre`.
+    fn cond(&mut self, input: ParseStream) -> Result<Cond> {
         if input.peek(syn::token::Paren) {
             let content;
             parenthesized!(content in input);
             let pre: Expr = content.parse()?;
             if content.is_empty() {
                 // A parenthesised plain condition: `if (x > 0) { … }`.
-                return Ok((pre.clone(), pre, false));
+                let text = format!("({})", pretty(&pre));
+                return Ok(Cond {
+                    post: pre.clone(),
+                    pre,
+                    explicit: false,
+                    tilde: None,
+                    text,
+                });
             }
             let _: Token![,] = content.parse()?;
-            let (post, explicit) = if content.peek(Token![~]) {
-                let _: Token![~] = content.parse()?;
-                (pre.clone(), true)
+            let (post, tilde) = if content.peek(Token![~]) {
+                let t: Token![~] = content.parse()?;
+                (pre.clone(), Some(t.span))
             } else {
-                (content.parse::<Expr>()?, true)
+                (content.parse::<Expr>()?, None)
             };
             if !content.is_empty() {
                 return Err(content.error("a reversible condition is `(pre, post)` or `(pre, ~)`"));
             }
-            return Ok((pre, post, explicit));
+            let text = match tilde {
+                Some(_) => format!("({}, ~)", pretty(&pre)),
+                None => format!("({}, {})", pretty(&pre), pretty(&post)),
+            };
+            return Ok(Cond {
+                pre,
+                post,
+                explicit: true,
+                tilde,
+                text,
+            });
         }
         let pre = Expr::parse_without_eager_brace(input)?;
-        Ok((pre.clone(), pre, false))
+        let text = pretty(&pre);
+        Ok(Cond {
+            post: pre.clone(),
+            pre,
+            explicit: false,
+            tilde: None,
+            text,
+        })
     }
 
     fn if_stmt(&mut self, input: ParseStream) -> Result<Stmt> {
         let span = input.span();
         let _: Token![if] = input.parse()?;
-        let (pre, post, _) = self.cond(input)?;
+        let Cond {
+            pre, post, text, ..
+        } = self.cond(input)?;
         let then = self.block(input)?;
         let els = if input.peek(Token![else]) {
             let _: Token![else] = input.parse()?;
@@ -418,7 +476,7 @@ impl Parser {
         } else {
             vec![]
         };
-        let text = format!("if ({}, {})", pretty(&pre), pretty(&post));
+        let text = format!("if {text}");
         Ok(Stmt {
             kind: Kind::If {
                 pre,
@@ -868,33 +926,191 @@ pub fn may_alias(a: &Expr, b: &Expr) -> bool {
     true
 }
 
-/// Source text of an expression, with the token spacing of `to_string` tidied up.
+/// Source text of an expression as written (see [`render`]).
 pub fn pretty(e: &impl ToTokens) -> String {
-    tidy(&e.to_token_stream().to_string())
+    render(e.to_token_stream(), false)
 }
 
-pub fn tidy(s: &str) -> String {
-    let mut out = s.to_string();
-    // Unary minus after an operator or an opening bracket: `x > - 10` → `x > -10`.
-    for op in [
-        "< -", "> -", "= -", "( -", ", -", "* -", "/ -", "+ -", "[ -",
-    ] {
-        let joined = format!("{}-", &op[..op.len() - 1]);
-        out = out.replace(&format!("{op} "), &joined);
+/// Source text of a type as written (`<` and `>` are generic brackets).
+pub fn pretty_type(t: &impl ToTokens) -> String {
+    render(t.to_token_stream(), true)
+}
+
+/// The tokens' source text: the span's own text when the compiler can join the first and last
+/// token's spans (then spacing and literals are exactly as written), otherwise the tokens
+/// re-printed the way they are usually written — `T::zero()`, `x.re`, `v[i]`, `f(a, b)`, `-1`,
+/// `a..b`, `x > -10`, `Vec<T>` in types and `::<T>` in expressions — with each literal's own text.
+pub fn render(ts: proc_macro2::TokenStream, type_mode: bool) -> String {
+    if let Some(text) = joined_source(&ts) {
+        return text;
     }
-    for (from, to) in [
-        (" [", "["),
-        ("[ ", "["),
-        (" ]", "]"),
-        (" (", "("),
-        ("( ", "("),
-        (" )", ")"),
-        (" .", "."),
-        (". ", "."),
-        (" ,", ","),
-        ("! ", "!"),
-    ] {
-        out = out.replace(from, to);
+    let mut atoms = Vec::new();
+    flatten(ts, &mut atoms);
+    print_atoms(&atoms, type_mode)
+}
+
+fn joined_source(ts: &proc_macro2::TokenStream) -> Option<String> {
+    let mut it = ts.clone().into_iter();
+    let first = it.next()?.span();
+    let last = it.last().map(|t| t.span()).unwrap_or(first);
+    let text = first.join(last)?.source_text()?;
+    // Only trust text that holds the same tokens (not a macro's call site, say).
+    let same = text
+        .parse::<proc_macro2::TokenStream>()
+        .map(|t| t.to_string() == ts.to_string())
+        .unwrap_or(false);
+    same.then(|| text.split_whitespace().collect::<Vec<_>>().join(" "))
+}
+
+#[derive(Clone, PartialEq)]
+enum Atom {
+    Open(char),
+    Close(char),
+    Word(String),
+    Lit(String),
+    Op(String),
+}
+
+fn flatten(ts: proc_macro2::TokenStream, out: &mut Vec<Atom>) {
+    use proc_macro2::{Delimiter, Spacing, TokenTree};
+    let mut pending = String::new();
+    for tt in ts {
+        let joint = match &tt {
+            TokenTree::Punct(p) => {
+                pending.push(p.as_char());
+                p.spacing() == Spacing::Joint
+            }
+            _ => false,
+        };
+        if let TokenTree::Punct(_) = &tt {
+            if joint && pending != "'" {
+                continue;
+            }
+            split_ops(&std::mem::take(&mut pending), out);
+            continue;
+        }
+        if !pending.is_empty() {
+            split_ops(&std::mem::take(&mut pending), out);
+        }
+        match tt {
+            TokenTree::Ident(i) => {
+                if let Some(Atom::Op(o)) = out.last() {
+                    if o == "'" {
+                        out.pop();
+                        out.push(Atom::Word(format!("'{i}")));
+                        continue;
+                    }
+                }
+                out.push(Atom::Word(i.to_string()))
+            }
+            TokenTree::Literal(l) => out.push(Atom::Lit(l.to_string())),
+            TokenTree::Group(g) => {
+                let (o, c) = match g.delimiter() {
+                    Delimiter::Parenthesis => ('(', ')'),
+                    Delimiter::Bracket => ('[', ']'),
+                    Delimiter::Brace => ('{', '}'),
+                    Delimiter::None => {
+                        flatten(g.stream(), out);
+                        continue;
+                    }
+                };
+                out.push(Atom::Open(o));
+                flatten(g.stream(), out);
+                out.push(Atom::Close(c));
+            }
+            TokenTree::Punct(_) => unreachable!(),
+        }
+    }
+    if !pending.is_empty() {
+        split_ops(&pending, out);
+    }
+}
+
+/// Joint punctuation into Rust's operators, longest first (`=-` is `=` then `-`).
+fn split_ops(mut s: &str, out: &mut Vec<Atom>) {
+    const OPS: &[&str] = &[
+        "..=", "...", "<<=", ">>=", "::", "..", "->", "=>", "==", "!=", "<=", ">=", "&&", "||",
+        "+=", "-=", "*=", "/=", "%=", "^=", "&=", "|=", "<<", ">>",
+    ];
+    while !s.is_empty() {
+        let n = OPS
+            .iter()
+            .find(|o| s.starts_with(**o))
+            .map(|o| o.len())
+            .unwrap_or_else(|| s.chars().next().map(char::len_utf8).unwrap_or(1));
+        out.push(Atom::Op(s[..n].to_string()));
+        s = &s[n..];
+    }
+}
+
+const KEYWORDS: &[&str] = &[
+    "if", "while", "in", "let", "return", "mut", "as", "for", "match", "else", "move", "ref",
+    "unlet", "dyn", "impl", "where", "const",
+];
+
+fn print_atoms(atoms: &[Atom], type_mode: bool) -> String {
+    let mut out = String::new();
+    // Whether the previous atom wants a space after it.
+    let mut space_after = false;
+    let mut prev: Option<&Atom> = None;
+    // Open generic brackets (`Vec<`, `::<`).
+    let mut generics = 0usize;
+    let (mut prev_generic_close, mut prev_macro_bang) = (false, false);
+    for a in atoms {
+        let is_word =
+            |p: Option<&Atom>| matches!(p, Some(Atom::Word(w)) if !KEYWORDS.contains(&w.as_str()));
+        // The previous atom ends an operand: a unary operator cannot follow.
+        let operand_before = is_word(prev)
+            || matches!(prev, Some(Atom::Lit(_) | Atom::Close(_)))
+            || matches!(prev, Some(Atom::Op(o)) if o == "?")
+            || prev_generic_close;
+        let (was_generic_close, was_bang) = (prev_generic_close, prev_macro_bang);
+        prev_generic_close = false;
+        prev_macro_bang = false;
+        let (before, after) = match a {
+            Atom::Word(_) | Atom::Lit(_) => (true, true),
+            Atom::Open(c) => {
+                let call = *c != '{'
+                    && (is_word(prev)
+                        || matches!(prev, Some(Atom::Close(_)))
+                        || was_bang
+                        || was_generic_close);
+                (!call, *c == '{')
+            }
+            Atom::Close(c) => (*c == '}', true),
+            Atom::Op(o) => match o.as_str() {
+                "::" | "." | ".." | "..=" => (false, false),
+                "," | ";" => (false, true),
+                ":" => (false, true),
+                "?" => (false, true),
+                "~" | "@" | "#" | "'" => (true, false),
+                "<" if type_mode || matches!(prev, Some(Atom::Op(p)) if p == "::") => {
+                    generics += 1;
+                    (false, false)
+                }
+                ">" if generics > 0 => {
+                    generics -= 1;
+                    prev_generic_close = true;
+                    (false, true)
+                }
+                "!" if is_word(prev) => {
+                    // A macro's bang.
+                    prev_macro_bang = true;
+                    (false, false)
+                }
+                "-" | "*" | "&" | "!" | "&&" if !operand_before => (true, false),
+                _ => (true, true),
+            },
+        };
+        if !out.is_empty() && space_after && before {
+            out.push(' ');
+        }
+        match a {
+            Atom::Open(c) | Atom::Close(c) => out.push(*c),
+            Atom::Word(s) | Atom::Lit(s) | Atom::Op(s) => out.push_str(s),
+        }
+        space_after = after;
+        prev = Some(a);
     }
     out
 }

@@ -248,3 +248,40 @@ fn literals_keep_their_type_and_every_digit() {
     let e = err(quote! { fn f(c: &mut u64) { c += 3u7; } });
     assert!(e.contains("unknown literal suffix"), "{e}");
 }
+
+#[test]
+fn statements_are_quoted_as_written() {
+    let s = ok(quote! {
+        fn f<T: Arith>(x: &mut T, v: &mut Vec<T>) {
+            let t: Vec<T> = Vec::<T>::new();
+            unlet t: Vec<T> = Vec::<T>::new();
+            let u = T::zero();
+            unlet u = T::zero();
+            if (x > -10, ~) { v[0] += x.abs(); }
+            @safe println!("{}", v.len());
+        }
+    });
+    for text in [
+        "\"unlet t: Vec<T> = Vec::<T>::new()\"",
+        "\"unlet u = T::zero()\"",
+        "\"if (x > -10, ~)\"",
+    ] {
+        assert!(s.contains(text), "{text} in {s}");
+    }
+    assert_eq!(
+        parse::pretty(&quote!(a.b[i] * (c - -1.5))),
+        "a.b[i] * (c - -1.5)"
+    );
+    assert_eq!(
+        parse::pretty(&quote!(f(x, &mut y[0..=n]))),
+        "f(x, &mut y[0..=n])"
+    );
+    assert_eq!(parse::pretty(&quote!(!a && b < c)), "!a && b < c");
+}
+
+#[test]
+fn while_with_tilde_post_is_an_error() {
+    let e = err(quote! { fn f(x: &mut f64) { while (x < 100.0, ~) { x *= 2.0; } } });
+    assert!(e.contains("explicit post-condition"), "{e}");
+    assert!(e.contains("while (x < 100.0, post)"), "{e}");
+}

@@ -71,15 +71,23 @@ pub enum InvertibilityError {
         /// The post-condition after the branch.
         post: bool,
     },
-    /// A `while (pre, post)` whose post-condition is already true on entry.
+    /// A `while (pre, post)` entered with its exit check already true: the post-condition
+    /// running forwards; running backwards (`while (post, pre)`), the pre-condition.
     LoopEntry {
         /// Where.
         site: Site,
+        /// The condition that was checked, as written (`post` forwards, `pre` backwards); it was
+        /// `true` and should have been `false`.
+        condition: &'static str,
     },
-    /// A `while (pre, post)` whose post-condition is false after an iteration.
+    /// A `while (pre, post)` whose exit check is false after an iteration: the post-condition
+    /// running forwards; running backwards, the pre-condition.
     LoopIteration {
         /// Where.
         site: Site,
+        /// The condition that was checked, as written (`post` forwards, `pre` backwards); it was
+        /// `false` and should have been `true`.
+        condition: &'static str,
     },
     /// A `for` loop whose bounds changed while it ran.
     Bounds {
@@ -121,12 +129,12 @@ impl InvertibilityError {
         Self::Condition { site, pre, post }
     }
     #[doc(hidden)]
-    pub fn loop_entry(site: Site) -> Self {
-        Self::LoopEntry { site }
+    pub fn loop_entry(site: Site, condition: &'static str) -> Self {
+        Self::LoopEntry { site, condition }
     }
     #[doc(hidden)]
-    pub fn loop_iteration(site: Site) -> Self {
-        Self::LoopIteration { site }
+    pub fn loop_iteration(site: Site, condition: &'static str) -> Self {
+        Self::LoopIteration { site, condition }
     }
     #[doc(hidden)]
     pub fn bounds(site: Site, before: String, after: String) -> Self {
@@ -142,8 +150,8 @@ impl InvertibilityError {
         match self {
             Self::Deallocation { site, .. }
             | Self::Condition { site, .. }
-            | Self::LoopEntry { site }
-            | Self::LoopIteration { site }
+            | Self::LoopEntry { site, .. }
+            | Self::LoopIteration { site, .. }
             | Self::Bounds { site, .. }
             | Self::Alias { site, .. } => site,
         }
@@ -161,12 +169,24 @@ impl fmt::Display for InvertibilityError {
                 "{site}: the pre-condition was {pre} but the post-condition is {post} after the branch \
                  (they must agree for the branch to be undone)"
             ),
-            Self::LoopEntry { site } => {
-                write!(f, "{site}: the post-condition is already true before the loop (it must be false on entry)")
-            }
-            Self::LoopIteration { site } => {
-                write!(f, "{site}: the post-condition is false after an iteration (it must be true after every iteration)")
-            }
+            Self::LoopEntry { site, condition } if site.backwards => write!(
+                f,
+                "{site}: the pre-condition `{condition}` is true before the loop runs backwards \
+                 (running backwards, `{condition}` must be false on entry: the loop ran forwards until it was)"
+            ),
+            Self::LoopEntry { site, condition } => write!(
+                f,
+                "{site}: the post-condition `{condition}` is true before the loop (it must be false on entry)"
+            ),
+            Self::LoopIteration { site, condition } if site.backwards => write!(
+                f,
+                "{site}: the pre-condition `{condition}` is false after an iteration backwards \
+                 (running backwards, `{condition}` must be true after every iteration: it was true before each one forwards)"
+            ),
+            Self::LoopIteration { site, condition } => write!(
+                f,
+                "{site}: the post-condition `{condition}` is false after an iteration (it must be true after every iteration)"
+            ),
             Self::Bounds { site, before, after } => {
                 write!(f, "{site}: the loop's range changed while it ran: {before} before, {after} after")
             }

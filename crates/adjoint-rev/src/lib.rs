@@ -138,7 +138,7 @@
 //! among its own arguments (`y += y * x`), a call whose arguments alias (`g(x, x)`), nested
 //! expressions (`z += f(g(x))`, `z += a * b * c`), plain assignment (`y = x`), re-allocating a
 //! live ancilla, using or deallocating a deallocated one, an ancilla never deallocated, a `while`
-//! without a post-condition. A target that may be one of its arguments only at run time
+//! without a post-condition (`while (pre, ~)` included: `pre` is false after the last iteration). A target that may be one of its arguments only at run time
 //! (`v[i] += v[j] * x` when `i == j`), and arguments of an instruction or call that may alias only
 //! at run time (`SWAP(x[i], x[j])`, `g(x[i], x[j])`), are checked at run time (an
 //! [`InvertibilityError::Alias`]) — in checked and unchecked code alike: skipping these checks
