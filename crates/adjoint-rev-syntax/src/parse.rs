@@ -598,8 +598,8 @@ impl Parser {
                                 p,
                                 format!(
                                     "`{}` is both the target and an argument of this instruction, which makes it \
-                                     irreversible: copy it into an ancilla first (`let t = 0.0; t += {};` … \
-                                     `t -= {}; unlet t = 0.0;`)",
+                                     irreversible: copy it into an ancilla of its type first (`let t = T::zero(); t += {};` … \
+                                     `t -= {}; unlet t = T::zero();`, with `0` for integers, `0.0` for floats)",
                                     pretty(p),
                                     pretty(p),
                                     pretty(p)
@@ -806,7 +806,8 @@ impl Parser {
             e,
             format!(
                 "nested expression `{}`: an instruction's arguments are variables, fields, elements or constants. \
-                 Compute it into an ancilla first (`let t = 0.0; t += …;`, then uncompute it)",
+                 Compute it into an ancilla of the operands' type first (`let t = T::zero(); t += …;`, then \
+                 uncompute it; `let t = 0;` for integers, `let t = 0.0;` for floats)",
                 pretty(e)
             ),
         ))

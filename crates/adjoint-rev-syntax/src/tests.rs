@@ -285,3 +285,18 @@ fn while_with_tilde_post_is_an_error() {
     assert!(e.contains("explicit post-condition"), "{e}");
     assert!(e.contains("while (x < 100.0, post)"), "{e}");
 }
+
+#[test]
+fn ancilla_hints_are_type_neutral() {
+    let e = err(quote! { fn f(z: &mut u64, x: &mut u64, w: &mut u64) { z += x * w * x; } });
+    assert!(
+        e.contains("ancilla of the operands' type") && e.contains("T::zero()"),
+        "{e}"
+    );
+    assert!(!e.contains("`let t = 0.0; t +="), "{e}");
+    let e = err(quote! { fn f(y: &mut u64, x: &mut u64) { y += y * x; } });
+    assert!(
+        e.contains("ancilla of its type") && e.contains("T::zero()"),
+        "{e}"
+    );
+}
