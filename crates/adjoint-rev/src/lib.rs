@@ -168,7 +168,6 @@
 //!
 //! ```
 //! use adjoint_rev::prelude::*;
-//! use num_complex::Complex;
 //!
 //! reversible! {
 //!     pub fn log_abs<T: RevReal>(y: &mut T, x: &mut Complex<T>) {
@@ -231,6 +230,31 @@ pub use lit::Literals;
 pub use num::{Arith, RevReal, Scale};
 pub use ulog::ULog;
 
+/// The `fixed` crate (fixed-point numbers), re-exported so that its types are the ones this crate
+/// implements its traits for, whatever version of `fixed` a user's `Cargo.toml` names.
+///
+/// ```
+/// use adjoint_rev::prelude::*;
+/// use adjoint_rev::fixed::types::I32F32;
+///
+/// reversible! {
+///     fn step<T: Arith>(y: &mut T, a: &mut T, b: &mut T) { y += a * b; }
+/// }
+/// let (mut y, mut a, mut b) = (I32F32::ZERO, I32F32::from_num(1.5), I32F32::from_num(2));
+/// step(&mut y, &mut a, &mut b)?;
+/// assert_eq!(y, I32F32::from_num(3));
+/// step::uncall(&mut y, &mut a, &mut b)?;
+/// assert_eq!(y, I32F32::ZERO);
+/// // The prelude names the complex type too.
+/// let z: Complex<f64> = Complex::new(1.0, 2.0);
+/// assert_eq!(z.re, 1.0);
+/// # Ok::<(), adjoint_rev::InvertibilityError>(())
+/// ```
+pub use fixed;
+/// Complex numbers (`num_complex::Complex`), re-exported: reversible code over `Complex<T>` uses
+/// this type.
+pub use num_complex::Complex;
+
 #[doc(hidden)]
 pub use error::{distinct, passive, same};
 #[doc(hidden)]
@@ -241,10 +265,11 @@ pub mod instr_types {
     pub use crate::instr::{CONJ, DEC, INC, IROT, NEG, ROT, SWAP};
 }
 
-/// What reversible code usually needs: the macro, the number traits, `GVar` and `ULog`.
+/// What reversible code usually needs: the macro, the number traits, `GVar`, `ULog`, `Complex`
+/// and the `fixed` crate.
 pub mod prelude {
     pub use crate::{
-        reversible, Ancilla, Arith, Differentiable, GVar, Instruction, InvertibilityError, RevReal,
-        Scale, ULog,
+        fixed, reversible, Ancilla, Arith, Complex, Differentiable, GVar, Instruction,
+        InvertibilityError, RevReal, Scale, ULog,
     };
 }
