@@ -15,6 +15,7 @@
 
 use crate::adjoint::{cheap_reads, Plan, TagMode};
 use crate::ir::*;
+use crate::structure::{structured, Cfg, Emit};
 use adjoint_core::rules::{Op1, Op2};
 use proc_macro2::{Ident, Span, TokenStream};
 use quote::{format_ident, quote};
@@ -39,6 +40,11 @@ struct Names {
 
 fn ms(s: &str) -> Ident {
     Ident::new(s, Span::mixed_site())
+}
+
+/// The cursors of the workspace's four stacks (reals, floats, ints, tags).
+fn cursors() -> [Ident; 4] {
+    [ms("c_reals"), ms("c_floats"), ms("c_ints"), ms("c_tags")]
 }
 
 fn op1_tokens(op: Op1, rules: &TokenStream, n: Option<TokenStream>) -> TokenStream {
@@ -602,22 +608,41 @@ impl<'a> Gen<'a> {
     }
 
     fn push(&self, v: Val) -> TokenStream {
-        let (ws, id) = (&self.names.ws, self.v(v));
+        let id = self.v(v);
+        let [cr, cf, ci, _] = cursors();
         match self.f.values[v].ty {
-            Ty::F64 if self.p.varied[v] => quote!(#ws.reals.push(#id);),
-            Ty::F64 => quote!(#ws.floats.push(#id);),
-            Ty::Int(_) | Ty::Bool => quote!(#ws.ints.push(#id as u64);),
+            Ty::F64 if self.p.varied[v] => quote!(#cr.push(#id);),
+            Ty::F64 => quote!(#cf.push(#id);),
+            Ty::Int(_) | Ty::Bool => quote!(#ci.push(#id as u64);),
         }
     }
 
     fn pop(&self, v: Val) -> TokenStream {
-        let (ws, id, t) = (&self.names.ws, self.v(v), self.ty(v));
+        let (id, t) = (self.v(v), self.ty(v));
+        let [cr, cf, ci, _] = cursors();
         match self.f.values[v].ty {
-            Ty::F64 if self.p.varied[v] => quote!(let #id: T = #ws.reals.pop();),
-            Ty::F64 => quote!(let #id: f64 = #ws.floats.pop();),
-            Ty::Bool => quote!(let #id: bool = #ws.ints.pop() != 0;),
-            Ty::Int(_) => quote!(let #id: #t = #ws.ints.pop() as #t;),
+            Ty::F64 if self.p.varied[v] => quote!(let #id: T = #cr.pop();),
+            Ty::F64 => quote!(let #id: f64 = #cf.pop();),
+            Ty::Bool => quote!(let #id: bool = #ci.pop() != 0;),
+            Ty::Int(_) => quote!(let #id: #t = #ci.pop() as #t;),
         }
+    }
+
+    fn acquire_cursors(&self, declare: bool) -> TokenStream {
+        let ws = &self.names.ws;
+        let [cr, cf, ci, ct] = cursors();
+        let l = if declare { quote!(let mut) } else { quote!() };
+        quote! {
+            #l #cr = #ws.reals.cursor();
+            #l #cf = #ws.floats.cursor();
+            #l #ci = #ws.ints.cursor();
+            #l #ct = #ws.tags.cursor();
+        }
+    }
+
+    fn commit_cursors(&self) -> TokenStream {
+        let [cr, cf, ci, ct] = cursors();
+        quote!(#cr.commit(); #cf.commit(); #ci.commit(); #ct.commit();)
     }
 
     /// Code for taking edge `(from, slot)` to `t`.
@@ -635,8 +660,8 @@ impl<'a> Gen<'a> {
                     out.extend(quote!(#tag = #e;));
                 }
                 TagMode::Stack => {
-                    let ws = &self.names.ws;
-                    out.extend(quote!(#ws.tags.push(#e);));
+                    let ct = &cursors()[3];
+                    out.extend(quote!(#ct.push(#e);));
                 }
             }
         }
@@ -669,44 +694,78 @@ impl<'a> Gen<'a> {
                 out.extend(quote!(#pid = #e;));
             }
         }
-        let b = t.block as u32;
-        let blk = ms("blk");
-        out.extend(quote!(#blk = #b;));
         out
     }
 
-    /// The forward state machine. `record`: pushes and tags (pullback), else plain primal.
-    fn forward(&self, record: bool) -> TokenStream {
+    fn edge_sm(&self, from: BlockId, slot: usize, t: &Target, record: bool) -> TokenStream {
+        let e = self.edge(from, slot, t, record);
+        let b = t.block as u32;
         let blk = ms("blk");
+        quote!(#e #blk = #b;)
+    }
+
+    fn fwd_body(&self, b: BlockId, record: bool) -> TokenStream {
+        let mut body = TokenStream::new();
+        for i in &self.f.blocks[b].insts {
+            body.extend(self.inst(i, !record));
+        }
+        if record {
+            for v in &self.p.pushes[b] {
+                body.extend(self.push(*v));
+            }
+        }
+        body
+    }
+
+    fn fwd_term(&self, b: BlockId, jump: &mut dyn FnMut(usize) -> TokenStream) -> TokenStream {
         let fwd = syn::Lifetime::new("'fwd", Span::mixed_site());
+        match &self.f.blocks[b].term {
+            Term::Jump(_) => jump(0),
+            Term::Branch(c, _, _) => {
+                let c = self.v(*c);
+                let (a, e) = (jump(0), jump(1));
+                quote!(if #c { #a } else { #e })
+            }
+            Term::Return(r) => {
+                let ret = ms("ret");
+                let set = r.map(|v| {
+                    let e = self.tv(v);
+                    quote!(#ret = #e;)
+                });
+                quote!(#set break #fwd;)
+            }
+            Term::Unreachable => quote!(::core::unreachable!()),
+        }
+    }
+
+    /// The forward sweep: structured code (always possible for the primal CFG), else a state
+    /// machine. `record`: pushes and tags (pullback), else the plain primal.
+    fn forward(&self, record: bool) -> TokenStream {
+        let fwd = syn::Lifetime::new("'fwd", Span::mixed_site());
+        let cfg = Cfg {
+            entry: 0,
+            succ: self
+                .f
+                .blocks
+                .iter()
+                .map(|b| b.term.targets().iter().map(|t| t.block).collect())
+                .collect(),
+        };
+        let emit = FwdEmit { g: self, record };
+        if let Some(code) = structured(&cfg, &emit) {
+            return quote!(#fwd: { #code });
+        }
+        let blk = ms("blk");
         let mut arms = TokenStream::new();
-        for (b, block) in self.f.blocks.iter().enumerate() {
-            let mut body = TokenStream::new();
-            for i in &block.insts {
-                body.extend(self.inst(i, !record));
-            }
-            if record {
-                for v in &self.p.pushes[b] {
-                    body.extend(self.push(*v));
-                }
-            }
-            let term = match &block.term {
-                Term::Jump(t) => self.edge(b, 0, t, record),
-                Term::Branch(c, t, e) => {
-                    let c = self.v(*c);
-                    let (et, ee) = (self.edge(b, 0, t, record), self.edge(b, 1, e, record));
-                    quote!(if #c { #et } else { #ee })
-                }
-                Term::Return(r) => {
-                    let ret = ms("ret");
-                    let set = r.map(|v| {
-                        let e = self.tv(v);
-                        quote!(#ret = #e;)
-                    });
-                    quote!(#set break #fwd;)
-                }
-                Term::Unreachable => quote!(::core::unreachable!()),
-            };
+        for b in 0..self.f.blocks.len() {
+            let body = self.fwd_body(b, record);
+            let targets: Vec<Target> = self.f.blocks[b]
+                .term
+                .targets()
+                .into_iter()
+                .cloned()
+                .collect();
+            let term = self.fwd_term(b, &mut |k| self.edge_sm(b, k, &targets[k], record));
             let bb = b as u32;
             arms.extend(quote!(#bb => { #body #term }));
         }
@@ -851,11 +910,15 @@ impl<'a> Gen<'a> {
                         }
                     }
                 }
+                let commit = self.commit_cursors();
+                let acquire = self.acquire_cursors(false);
                 quote!({
                     #pre
                     let g = #ad;
                     #ad = #z;
+                    #commit
                     let _ = #func::pullback::<T>(&mut *#ws, #(#pargs,)* #(#dargs,)* g);
+                    #acquire
                     #post
                 })
             }
@@ -879,98 +942,125 @@ impl<'a> Gen<'a> {
         }
     }
 
-    /// The reverse state machine.
-    fn reverse(&self) -> TokenStream {
-        let blk = ms("blk");
-        let rev = syn::Lifetime::new("'rev", Span::mixed_site());
+    fn rev_body(&self, b: BlockId) -> TokenStream {
+        let mut body = TokenStream::new();
+        for v in self.p.pushes[b].iter().rev() {
+            body.extend(self.pop(*v));
+        }
+        for v in &self.p.remat[b] {
+            let (ib, k) = self.p.def_inst[*v].unwrap();
+            let d = self.v(*v);
+            let t = self.ty(*v);
+            let code = self.inst(&self.f.blocks[ib].insts[k], true);
+            body.extend(quote!(let mut #d: #t; #code));
+        }
+        for i in self.f.blocks[b].insts.iter().rev() {
+            if self.p.inst_active(self.f, i) {
+                body.extend(self.rev_inst(i));
+            }
+        }
+        body
+    }
+
+    /// Adjoint transfers on reversed edge `k` of block `b` (to its `k`-th predecessor).
+    fn rev_edge(&self, b: BlockId, k: usize) -> TokenStream {
         let z = self.zero_t();
-        let mut arms = TokenStream::new();
-        for b in 0..self.f.blocks.len() {
-            let block = &self.f.blocks[b];
-            let mut body = TokenStream::new();
-            for v in self.p.pushes[b].iter().rev() {
-                body.extend(self.pop(*v));
+        let block = &self.f.blocks[b];
+        let (pb, slot) = self.p.preds[b][k];
+        let t = self.f.blocks[pb].term.targets()[slot];
+        let mut code = TokenStream::new();
+        let act: Vec<(Val, Val)> = block
+            .params
+            .iter()
+            .zip(&t.args)
+            .filter(|(pp, _)| self.active(**pp))
+            .map(|(pp, aa)| (*pp, *aa))
+            .collect();
+        let clash = act.iter().any(|(_, aa)| block.params.contains(aa));
+        if clash {
+            for (k, (pp, _)) in act.iter().enumerate() {
+                let (tmp, ap) = (ms(&format!("t{k}")), self.a(*pp));
+                code.extend(quote!(let #tmp = #ap; #ap = #z;));
             }
-            for v in &self.p.remat[b] {
-                let (ib, k) = self.p.def_inst[*v].unwrap();
-                let d = self.v(*v);
-                let t = self.ty(*v);
-                let code = self.inst(&self.f.blocks[ib].insts[k], true);
-                body.extend(quote!(let mut #d: #t; #code));
-            }
-            for i in block.insts.iter().rev() {
-                if self.p.inst_active(self.f, i) {
-                    body.extend(self.rev_inst(i));
+            for (k, (_, aa)) in act.iter().enumerate() {
+                if self.active(*aa) {
+                    let (tmp, aid) = (ms(&format!("t{k}")), self.a(*aa));
+                    code.extend(quote!(#aid += #tmp;));
                 }
             }
-            if b == 0 {
-                body.extend(quote!(break #rev;));
-            } else {
-                let preds = &self.p.preds[b];
-                let mut alts = vec![];
-                for &(pb, slot) in preds {
-                    let t = self.f.blocks[pb].term.targets()[slot];
-                    let mut code = TokenStream::new();
-                    let act: Vec<(Val, Val)> = block
-                        .params
-                        .iter()
-                        .zip(&t.args)
-                        .filter(|(pp, _)| self.active(**pp))
-                        .map(|(pp, aa)| (*pp, *aa))
-                        .collect();
-                    let clash = act.iter().any(|(_, aa)| block.params.contains(aa));
-                    if clash {
-                        for (k, (pp, _)) in act.iter().enumerate() {
-                            let (tmp, ap) = (ms(&format!("t{k}")), self.a(*pp));
-                            code.extend(quote!(let #tmp = #ap; #ap = #z;));
-                        }
-                        for (k, (_, aa)) in act.iter().enumerate() {
-                            if self.active(*aa) {
-                                let (tmp, aid) = (ms(&format!("t{k}")), self.a(*aa));
-                                code.extend(quote!(#aid += #tmp;));
-                            }
-                        }
+        } else {
+            for (pp, aa) in &act {
+                let ap = self.a(*pp);
+                if self.active(*aa) {
+                    let aid = self.a(*aa);
+                    code.extend(quote!(#aid += #ap;));
+                }
+                code.extend(quote!(#ap = #z;));
+            }
+        }
+        code
+    }
+
+    fn rev_term(&self, b: BlockId, jump: &mut dyn FnMut(usize) -> TokenStream) -> TokenStream {
+        let rev = syn::Lifetime::new("'rev", Span::mixed_site());
+        if b == 0 {
+            return quote!(break #rev;);
+        }
+        match self.p.tag[b] {
+            TagMode::None => jump(0),
+            m => {
+                let sel = if m == TagMode::Local {
+                    let t = ms(&format!("tag{b}"));
+                    quote!(#t)
+                } else {
+                    let ct = &cursors()[3];
+                    quote!(#ct.pop())
+                };
+                let n = self.p.preds[b].len();
+                let ks: Vec<u32> = (0..n as u32).collect();
+                let alts: Vec<TokenStream> = (0..n).map(jump).collect();
+                quote!(match #sel {
+                    #(#ks => { #alts })*
+                    _ => ::core::unreachable!(),
+                })
+            }
+        }
+    }
+
+    /// The reverse sweep: structured when the reversed CFG is reducible, else a state machine.
+    fn reverse(&self) -> TokenStream {
+        let rev = syn::Lifetime::new("'rev", Span::mixed_site());
+        let n = self.f.blocks.len();
+        let cfg = Cfg {
+            entry: self.p.ret_block,
+            succ: (0..n)
+                .map(|b| {
+                    if b == 0 {
+                        vec![]
                     } else {
-                        for (pp, aa) in &act {
-                            let ap = self.a(*pp);
-                            if self.active(*aa) {
-                                let aid = self.a(*aa);
-                                code.extend(quote!(#aid += #ap;));
-                            }
-                            code.extend(quote!(#ap = #z;));
-                        }
+                        self.p.preds[b].iter().map(|&(pb, _)| pb).collect()
                     }
-                    let pbb = pb as u32;
-                    code.extend(quote!(#blk = #pbb;));
-                    alts.push(code);
-                }
-                match self.p.tag[b] {
-                    TagMode::None => {
-                        let c = &alts[0];
-                        body.extend(quote!(#c));
-                    }
-                    m => {
-                        let sel = if m == TagMode::Local {
-                            let t = ms(&format!("tag{b}"));
-                            quote!(#t)
-                        } else {
-                            let ws = &self.names.ws;
-                            quote!(#ws.tags.pop())
-                        };
-                        let ks = (0..alts.len() as u32).collect::<Vec<_>>();
-                        body.extend(quote!(match #sel {
-                            #(#ks => { #alts })*
-                            _ => ::core::unreachable!(),
-                        }));
-                    }
-                }
-            }
+                })
+                .collect(),
+        };
+        if let Some(code) = structured(&cfg, &RevEmit { g: self }) {
+            return quote!(#rev: { #code });
+        }
+        let blk = ms("blk");
+        let mut arms = TokenStream::new();
+        for b in 0..n {
+            let body = self.rev_body(b);
+            let term = self.rev_term(b, &mut |k| {
+                let e = self.rev_edge(b, k);
+                let pb = self.p.preds[b][k].0 as u32;
+                quote!(#e #blk = #pb;)
+            });
             let bb = b as u32;
-            arms.extend(quote!(#bb => { #body }));
+            arms.extend(quote!(#bb => { #body #term }));
         }
         let start = self.p.ret_block as u32;
         quote! {
-            #blk = #start;
+            let mut #blk: u32 = #start;
             #rev: loop {
                 match #blk {
                     #arms
@@ -1000,7 +1090,7 @@ impl<'a> Gen<'a> {
         );
         quote! {
             #[doc = #doc]
-            #[allow(unused_mut, unused_variables, unused_assignments, unused_parens, clippy::all)]
+            #[allow(unused_mut, unused_variables, unused_assignments, unused_parens, unused_braces, unused_labels, unreachable_code, clippy::all)]
             #[inline]
             pub fn primal<T: #real>(#(#params),*) #ret_ty {
                 #ret_decl
@@ -1021,6 +1111,8 @@ impl<'a> Gen<'a> {
         let decls = self.decls(true);
         let fwd = self.forward(true);
         let rev = self.reverse();
+        let acquire = self.acquire_cursors(true);
+        let commit = self.commit_cursors();
         let ret = ms("ret");
         let dret = &self.names.dret;
         let z = self.zero_t();
@@ -1076,14 +1168,16 @@ impl<'a> Gen<'a> {
         };
         quote! {
             #[doc = #doc]
-            #[allow(unused_mut, unused_variables, unused_assignments, unused_parens, unused_braces, clippy::all)]
+            #[allow(unused_mut, unused_variables, unused_assignments, unused_parens, unused_braces, unused_labels, unreachable_code, clippy::all)]
             pub fn pullback<T: #real>(#ws: &mut #rt::Workspace<T>, #(#params,)* #(#dparams),* #sep #dret_param) #ret_ty {
                 #checks
                 #ret_decl
                 #decls
+                #acquire
                 #fwd
                 #seed
                 #rev
+                #commit
                 #outs
                 #ret_val
             }
@@ -1136,5 +1230,39 @@ impl<'a> Gen<'a> {
                 pullback::<f64>(#ws, #(#names,)* #(#dnames,)* 1.0)
             }
         }
+    }
+}
+
+struct FwdEmit<'g, 'a> {
+    g: &'g Gen<'a>,
+    record: bool,
+}
+
+impl Emit for FwdEmit<'_, '_> {
+    fn body(&self, b: usize) -> TokenStream {
+        self.g.fwd_body(b, self.record)
+    }
+    fn term(&self, b: usize, jump: &mut dyn FnMut(usize) -> TokenStream) -> TokenStream {
+        self.g.fwd_term(b, jump)
+    }
+    fn edge(&self, b: usize, k: usize) -> TokenStream {
+        let t = self.g.f.blocks[b].term.targets()[k].clone();
+        self.g.edge(b, k, &t, self.record)
+    }
+}
+
+struct RevEmit<'g, 'a> {
+    g: &'g Gen<'a>,
+}
+
+impl Emit for RevEmit<'_, '_> {
+    fn body(&self, b: usize) -> TokenStream {
+        self.g.rev_body(b)
+    }
+    fn term(&self, b: usize, jump: &mut dyn FnMut(usize) -> TokenStream) -> TokenStream {
+        self.g.rev_term(b, jump)
+    }
+    fn edge(&self, b: usize, k: usize) -> TokenStream {
+        self.g.rev_edge(b, k)
     }
 }

@@ -10,6 +10,7 @@ pub mod interp;
 pub mod ir;
 pub mod lower;
 pub mod passes;
+pub mod structure;
 
 #[cfg(test)]
 mod tests;

@@ -83,7 +83,7 @@ pub use adjoint_core::Real;
 pub use adjoint_ssa_macros::differentiable;
 
 mod workspace;
-pub use workspace::{with_workspace, Stack, Workspace};
+pub use workspace::{with_workspace, Cursor, Stack, Workspace};
 
 #[doc(hidden)]
 pub mod __private {

@@ -47,6 +47,92 @@ impl<T> Stack<T> {
     }
 }
 
+impl<T: Copy> Stack<T> {
+    /// A cursor for fast pushes and pops: it keeps pointer, length and capacity in locals (so in
+    /// registers) and writes the length back on [`Cursor::commit`]. The generated pullbacks use
+    /// one cursor per stack for each sweep.
+    #[inline(always)]
+    pub fn cursor(&mut self) -> Cursor<'_, T> {
+        Cursor {
+            ptr: self.items.as_mut_ptr(),
+            len: self.items.len(),
+            cap: self.items.capacity(),
+            stack: self,
+        }
+    }
+}
+
+/// A stack borrowed for fast pushes and pops (see [`Stack::cursor`]). Values pushed through it
+/// become visible in the stack at [`Cursor::commit`]; dropping it without committing leaves the
+/// stack as it was (no unsafety: the elements are `Copy`).
+pub struct Cursor<'a, T> {
+    ptr: *mut T,
+    len: usize,
+    cap: usize,
+    stack: &'a mut Stack<T>,
+}
+
+impl<T: Copy> Cursor<'_, T> {
+    /// Push a value.
+    #[inline(always)]
+    pub fn push(&mut self, v: T) {
+        if self.len == self.cap {
+            let (ptr, cap) = grow(self.stack, self.len);
+            self.ptr = ptr;
+            self.cap = cap;
+        }
+        // SAFETY: len < cap, and ptr is the buffer of `stack` with capacity cap (it is only
+        // replaced together with cap by `grow`, which reallocates that same vector).
+        unsafe { self.ptr.add(self.len).write(v) };
+        self.len += 1;
+    }
+
+    /// Pop the last value.
+    ///
+    /// # Panics
+    /// On an empty stack.
+    #[inline(always)]
+    pub fn pop(&mut self) -> T {
+        if self.len == 0 {
+            underflow();
+        }
+        self.len -= 1;
+        // SAFETY: every index below len was initialised: below the length the stack had when
+        // the cursor was made, by the vector; above it, by `push`.
+        unsafe { self.ptr.add(self.len).read() }
+    }
+
+    /// Number of values.
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// No values.
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Write the length back to the stack.
+    #[inline(always)]
+    pub fn commit(self) {
+        // SAFETY: len <= cap = the vector's capacity; all elements below len are initialised.
+        unsafe { self.stack.items.set_len(self.len) };
+    }
+}
+
+/// Make room for one more element after the first `len` (which are initialised); returns the
+/// new buffer and capacity.
+#[cold]
+#[inline(never)]
+fn grow<T: Copy>(stack: &mut Stack<T>, len: usize) -> (*mut T, usize) {
+    // SAFETY: the cursor initialised every element below len, and len <= capacity.
+    unsafe { stack.items.set_len(len) };
+    stack.items.reserve(len.max(64));
+    (stack.items.as_mut_ptr(), stack.items.capacity())
+}
+
 #[cold]
 #[inline(never)]
 fn underflow() -> ! {

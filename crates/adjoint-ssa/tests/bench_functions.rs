@@ -2,7 +2,6 @@
 //! GMM), written as users write them; every gradient is checked against forward mode over the
 //! generated `primal`, a hand gradient or finite differences.
 
-
 // Index loops and the reference implementation's π are written on purpose, as in gmm.rs.
 #![allow(clippy::needless_range_loop, clippy::approx_constant)]
 use adjoint_core::{check, forward, Real};
