@@ -39,10 +39,14 @@ pub fn expand(input: TokenStream, krate: TokenStream) -> TokenStream {
 pub fn try_expand(input: TokenStream, krate: &TokenStream) -> syn::Result<TokenStream> {
     let funcs: parse::Funcs = syn::parse2(input)?;
     let mut out = TokenStream::new();
+    let mut errors = funcs.1;
     for f in funcs.0 {
-        out.extend(function(f, krate)?);
+        match function(f, krate) {
+            Ok(ts) => out.extend(ts),
+            Err(e) => parse::push_error(&mut errors, e),
+        }
     }
-    Ok(out)
+    errors.map_or(Ok(out), Err)
 }
 
 fn function(f: ir::Func, krate: &TokenStream) -> syn::Result<TokenStream> {

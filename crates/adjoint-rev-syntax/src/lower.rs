@@ -131,11 +131,15 @@ fn leaks(scope: &Scope, params: &[String], outer: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// Every statement's errors, combined.
 fn block(stmts: &[Stmt], scope: &mut Scope, params: &[String]) -> Result<()> {
+    let mut errors = None;
     for s in stmts {
-        stmt(s, scope, params)?;
+        if let Err(e) = stmt(s, scope, params) {
+            crate::parse::push_error(&mut errors, e);
+        }
     }
-    Ok(())
+    errors.map_or(Ok(()), Err)
 }
 
 /// A nested scope (branch or loop body): what it allocates it must deallocate.

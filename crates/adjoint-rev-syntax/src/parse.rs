@@ -4,6 +4,7 @@
 use crate::ir::{Func, Kind, Operand, Rhs, Stmt};
 use proc_macro2::Span;
 use quote::{quote, ToTokens};
+use syn::parse::discouraged::Speculative;
 use syn::parse::{Parse, ParseStream};
 use syn::spanned::Spanned;
 use syn::visit::Visit;
@@ -11,16 +12,35 @@ use syn::{
     braced, parenthesized, BinOp, Error, Expr, FnArg, Ident, Pat, Result, Token, Type, UnOp,
 };
 
-/// Every function in one macro invocation.
-pub struct Funcs(pub Vec<Func>);
+/// Every function in one macro invocation, and the errors of those that did not parse (a
+/// function in error is skipped, so that the others' errors are reported too).
+pub struct Funcs(pub Vec<Func>, pub Option<Error>);
 
 impl Parse for Funcs {
     fn parse(input: ParseStream) -> Result<Self> {
         let mut out = Vec::new();
+        let mut errors = None;
         while !input.is_empty() {
-            out.push(parse_func(input)?);
+            let fork = input.fork();
+            match parse_func(&fork) {
+                Ok(f) => {
+                    input.advance_to(&fork);
+                    out.push(f);
+                }
+                Err(e) => {
+                    push_error(&mut errors, e);
+                    // Skip to the end of this function's body.
+                    while !input.is_empty() {
+                        let brace = input.peek(syn::token::Brace);
+                        let _: proc_macro2::TokenTree = input.parse()?;
+                        if brace {
+                            break;
+                        }
+                    }
+                }
+            }
         }
-        Ok(Funcs(out))
+        Ok(Funcs(out, errors))
     }
 }
 
@@ -90,6 +110,31 @@ fn parse_func(input: ParseStream) -> Result<Func> {
     })
 }
 
+/// Add `e` to the errors reported together.
+pub fn push_error(errors: &mut Option<Error>, e: Error) {
+    match errors {
+        Some(all) => all.combine(e),
+        None => *errors = Some(e),
+    }
+}
+
+/// Skip one statement after an error: up to and including its `;`, or its last block (a block
+/// followed by `else` goes on to the `else` branch).
+fn skip_stmt(input: ParseStream) -> Result<()> {
+    while !input.is_empty() {
+        if input.peek(Token![;]) {
+            let _: Token![;] = input.parse()?;
+            return Ok(());
+        }
+        let brace = input.peek(syn::token::Brace);
+        let _: proc_macro2::TokenTree = input.parse()?;
+        if brace && !input.peek(Token![else]) {
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
 /// A parsed condition.
 struct Cond {
     pre: Expr,
@@ -156,12 +201,28 @@ fn known_instructions() -> String {
 }
 
 impl Parser {
+    /// Statements until the end of `input`. A statement in error is skipped (up to its `;` or
+    /// its block) and parsing goes on, so that every error of a function is reported at once.
     fn stmts(&mut self, input: ParseStream) -> Result<Vec<Stmt>> {
         let mut out = Vec::new();
+        let mut errors: Option<Error> = None;
         while !input.is_empty() {
-            out.push(self.stmt(input)?);
+            let fork = input.fork();
+            match self.stmt(&fork) {
+                Ok(s) => {
+                    input.advance_to(&fork);
+                    out.push(s);
+                }
+                Err(e) => {
+                    push_error(&mut errors, e);
+                    skip_stmt(input)?;
+                }
+            }
         }
-        Ok(out)
+        match errors {
+            Some(e) => Err(e),
+            None => Ok(out),
+        }
     }
 
     fn block(&mut self, input: ParseStream) -> Result<Vec<Stmt>> {
@@ -465,16 +526,25 @@ impl Parser {
         let Cond {
             pre, post, text, ..
         } = self.cond(input)?;
-        let then = self.block(input)?;
+        // Both branches are parsed, so that the errors of both are reported.
+        let then = self.block(input);
         let els = if input.peek(Token![else]) {
             let _: Token![else] = input.parse()?;
             if input.peek(Token![if]) {
-                vec![self.if_stmt(input)?]
+                self.if_stmt(input).map(|s| vec![s])
             } else {
-                self.block(input)?
+                self.block(input)
             }
         } else {
-            vec![]
+            Ok(vec![])
+        };
+        let (then, els) = match (then, els) {
+            (Ok(t), Ok(e)) => (t, e),
+            (Err(mut a), Err(b)) => {
+                a.combine(b);
+                return Err(a);
+            }
+            (Err(e), _) | (_, Err(e)) => return Err(e),
         };
         let text = format!("if {text}");
         Ok(Stmt {

@@ -300,3 +300,29 @@ fn ancilla_hints_are_type_neutral() {
         "{e}"
     );
 }
+
+#[test]
+fn every_error_is_reported() {
+    let e = match try_expand(
+        quote! {
+            fn f(y: &mut f64, x: &mut f64, z: &mut f64) {
+                y += y * x;
+                while (x < 1.0, ~) { x += 1.0; }
+                if (x > 0.0, ~) { z = x; } else { z += foo(x); }
+                z += x;
+            }
+            fn g(y: &mut f64) { let t = 0.0; t += y.exp(); }
+        },
+        &quote!(::adjoint_rev),
+    ) {
+        Ok(ts) => panic!("expected errors, got {ts}"),
+        Err(e) => e,
+    };
+    let msgs: Vec<String> = e.into_iter().map(|e| e.to_string()).collect();
+    assert_eq!(msgs.len(), 5, "{msgs:#?}");
+    assert!(msgs[0].contains("both the target"), "{msgs:#?}");
+    assert!(msgs[1].contains("explicit post-condition"), "{msgs:#?}");
+    assert!(msgs[2].contains("plain assignment"), "{msgs:#?}");
+    assert!(msgs[3].contains("not an instruction"), "{msgs:#?}");
+    assert!(msgs[4].contains("never deallocated"), "{msgs:#?}");
+}

@@ -134,7 +134,8 @@
 //! # Ok::<(), adjoint_rev::InvertibilityError>(())
 //! ```
 //!
-//! **Rejected at compile time**, with the error at the offending tokens: a target that appears
+//! **Rejected at compile time**, with the error at the offending tokens (every such error of an
+//! invocation is reported at once, not only the first): a target that appears
 //! among its own arguments (`y += y * x`), a call whose arguments alias (`g(x, x)`), nested
 //! expressions (`z += f(g(x))`, `z += a * b * c`), plain assignment (`y = x`), re-allocating a
 //! live ancilla, using or deallocating a deallocated one, an ancilla never deallocated, a `while`
