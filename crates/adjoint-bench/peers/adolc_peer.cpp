@@ -172,6 +172,17 @@ static std::string agree(const std::vector<double>& x, const std::string& ref_pa
   return "ok (= tape)";
 }
 
+// Write what this peer computed beside the reference (`<input>.adolc.f64`), so agreement can be
+// checked from the files.
+static void write_result(const std::vector<double>& x, const std::string& ref_path) {
+  std::string suffix = ".reference.f64";
+  std::string out = ref_path.size() > suffix.size()
+                        ? ref_path.substr(0, ref_path.size() - suffix.size()) + ".adolc.f64"
+                        : ref_path + ".adolc.f64";
+  std::ofstream o(out, std::ios::binary);
+  o.write(reinterpret_cast<const char*>(x.data()), (std::streamsize)(x.size() * sizeof(double)));
+}
+
 static long maxrss() {
   rusage u;
   getrusage(RUSAGE_SELF, &u);
@@ -239,6 +250,7 @@ int main(int argc, char** argv) {
       (void)isz;
       derivative();
       check = agree(grad, ref);
+      write_result(grad, ref);
       ot = time_min(objective, quick);
       dt = time_min(derivative, quick);
     } else {
@@ -277,6 +289,7 @@ int main(int argc, char** argv) {
       };
       derivative();
       check = agree(vals, ref);
+      write_result(vals, ref);
       ot = time_min(objective, quick);
       dt = time_min(derivative, quick);
     }

@@ -22,7 +22,7 @@ struct Args {
     #[arg(long)]
     filter: Option<String>,
     /// Where to write bench.json and bench.md.
-    #[arg(long, default_value = "bench-results")]
+    #[arg(long, default_value = "bench-results", global = true)]
     out: PathBuf,
     #[command(subcommand)]
     cmd: Option<Cmd>,
@@ -47,6 +47,12 @@ enum Cmd {
         /// cores). Peers run once, with their own threading.
         #[arg(long, value_delimiter = ',')]
         threads: Vec<usize>,
+        /// Only inputs whose name contains this string (e.g. `d10`, `ba1`).
+        #[arg(long)]
+        filter: Option<String>,
+        /// Only these engines, comma-separated (adjoint's and peers', e.g. `tape,jax`).
+        #[arg(long, value_delimiter = ',')]
+        engines: Option<Vec<String>>,
     },
 }
 
@@ -71,8 +77,10 @@ fn adbench(
     full_grid: bool,
     data: Option<PathBuf>,
     threads: Vec<usize>,
+    sel: adjoint_bench::adbench::Selection,
     out: &std::path::Path,
 ) -> Result<(), Box<dyn std::error::Error>> {
+    sel.check_engines()?;
     let dir = adjoint_bench::adbench::data_dir(data.as_deref())?;
     match &dir {
         Some(d) => eprintln!("adbench: inputs from {}", d.display()),
@@ -84,8 +92,8 @@ fn adbench(
     for (i, &t) in thread_counts(threads)?.iter().enumerate() {
         eprintln!("adbench: adjoint's engines on {t} thread(s)");
         let pool = rayon::ThreadPoolBuilder::new().num_threads(t).build()?;
-        let (r, m) =
-            pool.install(|| adjoint_bench::adbench::run(dir.as_deref(), quick, full_grid, &work));
+        let (r, m) = pool
+            .install(|| adjoint_bench::adbench::run(dir.as_deref(), quick, full_grid, &sel, &work));
         rows.extend(r);
         if i == 0 {
             manifest = m;
@@ -108,7 +116,14 @@ fn adbench(
         })
         .collect();
     std::fs::write(work.join("manifest.txt"), tsv)?;
-    rows.extend(adjoint_bench::adbench::run_peers(&manifest_path, quick));
+    if manifest.is_empty() {
+        return Err(format!("adbench: no input matches --filter {:?}", sel.filter).into());
+    }
+    rows.extend(adjoint_bench::adbench::run_peers(
+        &manifest_path,
+        quick,
+        &sel,
+    ));
     rows.sort_by(|a, b| (&a.task, &a.input).cmp(&(&b.task, &b.input)));
     let machine = machine();
     let command = std::env::args().collect::<Vec<_>>().join(" ");
@@ -155,6 +170,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         data,
         full_grid,
         threads,
+        filter,
+        engines,
     }) = args.cmd
     {
         if args.filter.is_some() || args.quick {
@@ -164,7 +181,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     .into(),
             );
         }
-        return adbench(quick, full_grid, data, threads, &args.out);
+        let sel = adjoint_bench::adbench::Selection { filter, engines };
+        return adbench(quick, full_grid, data, threads, sel, &args.out);
     }
     let budget = if args.quick {
         Duration::from_millis(150)

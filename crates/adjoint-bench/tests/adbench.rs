@@ -403,10 +403,137 @@ fn gmm_gradient_is_chunked_for_parallelism_and_bit_identical_for_1_2_and_4_threa
 fn an_explicit_data_directory_that_does_not_exist_is_an_error() {
     use adjoint_bench::adbench::data_dir;
     let e = data_dir(Some(std::path::Path::new("/nonexistent/adbench"))).unwrap_err();
-    assert!(e.contains("/nonexistent/adbench") && e.contains("no such directory"), "{e}");
+    assert!(
+        e.contains("/nonexistent/adbench") && e.contains("no such directory"),
+        "{e}"
+    );
     let empty = std::env::temp_dir().join(format!("adjoint-empty-{}", std::process::id()));
     std::fs::create_dir_all(&empty).unwrap();
     let e = data_dir(Some(&empty)).unwrap_err();
     assert!(e.contains("not an ADBench data directory"), "{e}");
     std::fs::remove_dir(&empty).unwrap();
+}
+
+/// A scratch directory laid out like ADBench's data: `gmm/1k/` with one truncated file.
+fn scratch_adbench_dir(tag: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("adjoint-adbench-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("gmm/1k")).unwrap();
+    std::fs::create_dir_all(dir.join("ba")).unwrap();
+    let full = io::write_gmm(&io::generate_gmm(2, 5, 1000, 1));
+    std::fs::write(dir.join("gmm/1k/gmm_d2_K5.txt"), &full[..full.len() / 2]).unwrap();
+    dir
+}
+
+#[test]
+fn missing_and_truncated_inputs_are_substituted_by_named_generated_inputs() {
+    use adjoint_bench::adbench::{ba_inputs, gmm_inputs, Selection};
+    let dir = scratch_adbench_dir("inputs");
+    let sel = |f: &str| Selection {
+        filter: Some(f.into()),
+        engines: None,
+    };
+    // Truncated file: replaced, and the name and source say so.
+    let v = gmm_inputs(Some(&dir), true, &sel("d2_K5"));
+    assert_eq!(v.len(), 1);
+    assert_eq!(v[0].0, "gen-1k/gmm_d2_K5");
+    assert_eq!(v[0].1, "generated (file missing or unreadable)");
+    // Missing file: the same.
+    let v = gmm_inputs(Some(&dir), true, &sel("d10_K25"));
+    assert_eq!(
+        (v[0].0.as_str(), v[0].1.as_str()),
+        (
+            "gen-1k/gmm_d10_K25",
+            "generated (file missing or unreadable)"
+        )
+    );
+    // Not in ADBench's data at all: generated, named so, and not called missing.
+    let v = gmm_inputs(Some(&dir), false, &sel("1k/gmm_d64_K200"));
+    assert_eq!(
+        (v[0].0.as_str(), v[0].1.as_str()),
+        ("gen-1k/gmm_d64_K200", "generated")
+    );
+    let v = ba_inputs(Some(&dir), true, &sel("ba2"));
+    assert_eq!((v.len(), v[0].0.as_str()), (1, "gen-ba2"));
+    // Without a data directory every input is generated and named so; the filter selects.
+    let v = gmm_inputs(None, true, &sel("d10"));
+    assert!(
+        !v.is_empty()
+            && v.iter()
+                .all(|x| x.0.starts_with("gen-") && x.0.contains("d10"))
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn engine_selection_rejects_unknown_names() {
+    use adjoint_bench::adbench::Selection;
+    let sel = Selection {
+        filter: None,
+        engines: Some(vec!["tape".into(), "jax".into(), "tensorflow".into()]),
+    };
+    let e = sel.check_engines().unwrap_err();
+    assert!(e.contains("tensorflow") && e.contains("reversible"), "{e}");
+    assert!(sel.engine("tape") && !sel.engine("reversible"));
+    assert!(Selection::default().engine("anything"));
+}
+
+#[test]
+fn adbench_command_reports_substitutions_and_writes_every_engines_result() {
+    let dir = scratch_adbench_dir("cli");
+    let out = dir.join("out");
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_adjoint-bench"))
+        .args([
+            "adbench",
+            "--quick",
+            "--threads",
+            "1",
+            "--filter",
+            "gmm_d2_K5",
+        ])
+        .args(["--engines", "tape,reversible", "--data"])
+        .arg(&dir)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("gmm_d2_K5.txt unreadable")
+            && stderr.contains("measuring generated input gen-1k/gmm_d2_K5 instead"),
+        "{stderr}"
+    );
+    let table = std::fs::read_to_string(out.join("adbench.md")).unwrap();
+    assert!(
+        table.contains("gen-1k/gmm_d2_K5") && !table.contains("| 1k/gmm_d2_K5"),
+        "{table}"
+    );
+    // Each engine's gradient is written, and they agree.
+    let read = |e: &str| {
+        let b =
+            std::fs::read(out.join(format!("adbench-inputs/gen-1k_gmm_d2_K5.{e}.f64"))).unwrap();
+        b.chunks_exact(8)
+            .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
+            .collect::<Vec<_>>()
+    };
+    let (t, r) = (read("tape"), read("reversible"));
+    assert_eq!(t.len(), 5 * (1 + 2 + 3));
+    assert!(t
+        .iter()
+        .zip(&r)
+        .all(|(a, b)| (a - b).abs() <= 1e-9 * a.abs().max(1.0)));
+    // A missing --data directory and a filter before the subcommand are errors.
+    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_adjoint-bench"))
+        .args(["adbench", "--data", "/nonexistent/adbench"])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("no such directory"));
+    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_adjoint-bench"))
+        .args(["--filter", "d2", "adbench"])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("after the subcommand"));
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -146,8 +146,9 @@ pub struct Row {
     pub derivative_s: f64,
     /// Derivative ÷ objective.
     pub ratio: f64,
-    /// Peak heap bytes of one derivative evaluation above the level before it.
-    pub peak_bytes: usize,
+    /// Peak heap bytes of one derivative evaluation above the level before it (adjoint's
+    /// engines, measured on a separate untimed call; `None` for peers, see [`run_peers`]).
+    pub peak_bytes: Option<usize>,
     /// Result of the agreement check, `ok` or what failed.
     pub check: String,
     /// Size of the rayon pool the row ran in (0: not controlled by the harness, e.g. peers).
@@ -180,8 +181,81 @@ pub fn data_dir(explicit: Option<&Path>) -> Result<Option<PathBuf>, String> {
 /// An input of a run: its name, where it came from, the file it was read from (if any).
 pub type Named<T> = (String, String, Option<PathBuf>, T);
 
-/// The GMM inputs of a run.
-pub fn gmm_inputs(dir: Option<&Path>, quick: bool) -> Vec<Named<io::GmmInput>> {
+/// Whether ADBench's data has this GMM input: the 1k set has every d ≤ 128 and K ≤ 200 except
+/// d = 64, K = 200; the 10k set only d = 2 and 10. The rest of the measured grid is generated
+/// (and named so: `gen-…`).
+fn gmm_in_adbench(set: &str, d: usize, k: usize) -> bool {
+    match set {
+        "1k" => !(d == 64 && k == 200),
+        "10k" => d <= 10,
+        _ => false,
+    }
+}
+
+/// The name of a generated input: ADBench's name with `gen-` in front, so that a reader cannot
+/// mistake generated values for ADBench's files.
+fn generated_name(name: &str) -> String {
+    format!("gen-{name}")
+}
+
+/// Which inputs and engines to measure.
+#[derive(Clone, Debug, Default)]
+pub struct Selection {
+    /// Only inputs whose name contains this string.
+    pub filter: Option<String>,
+    /// Only these engines (adjoint's and peers'); `None`: all.
+    pub engines: Option<Vec<String>>,
+}
+
+impl Selection {
+    fn input(&self, name: &str) -> bool {
+        self.filter.as_deref().is_none_or(|f| name.contains(f))
+    }
+    /// Whether `engine` is selected.
+    pub fn engine(&self, engine: &str) -> bool {
+        self.engines
+            .as_ref()
+            .is_none_or(|e| e.iter().any(|x| x == engine))
+    }
+    /// An error naming the unknown engines, if any.
+    pub fn check_engines(&self) -> Result<(), String> {
+        let known = known_engines();
+        match &self.engines {
+            Some(list) => {
+                let unknown: Vec<&String> = list
+                    .iter()
+                    .filter(|e| !known.contains(&e.as_str()))
+                    .collect();
+                if unknown.is_empty() {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "--engines: unknown {unknown:?}; known engines: {}",
+                        known.join(", ")
+                    ))
+                }
+            }
+            None => Ok(()),
+        }
+    }
+}
+
+/// Every engine name `--engines` accepts: adjoint's and the peers'.
+pub fn known_engines() -> Vec<&'static str> {
+    let mut v: Vec<&'static str> = gmm_engines().iter().map(|e| e.name()).collect();
+    for e in ba_engines() {
+        if !v.contains(&e.name()) {
+            v.push(e.name());
+        }
+    }
+    v.extend(["pytorch", "jax", "autograd", "adolc"]);
+    v
+}
+
+/// The GMM inputs of a run. Every input that is not ADBench's file says so: it is named
+/// `gen-…`, its source is `generated` (with the reason when a file was expected), and a missing
+/// or unreadable file prints one line on stderr.
+pub fn gmm_inputs(dir: Option<&Path>, quick: bool, sel: &Selection) -> Vec<Named<io::GmmInput>> {
     let ds: &[usize] = if quick {
         &[2, 10, 20]
     } else {
@@ -202,30 +276,53 @@ pub fn gmm_inputs(dir: Option<&Path>, quick: bool) -> Vec<Named<io::GmmInput>> {
         for &d in ds.iter().filter(|&&d| d <= dmax) {
             for &k in ks {
                 let name = format!("{set}/gmm_d{d}_K{k}");
-                let file = dir.map(|p| p.join(format!("gmm/{set}/gmm_d{d}_K{k}.txt")));
-                match file.filter(|f| f.is_file()) {
-                    Some(f) => match io::read_gmm(&f) {
-                        Ok(g) => out.push((name, "shared".into(), Some(f), g)),
-                        Err(e) => eprintln!("skipping {name}: {e}"),
-                    },
-                    // ADBench ships no d64 K200 (1k) and no d ≥ 20 at 10k: generate them.
-                    // Round-trip through the file format so that every tool, in process or
-                    // reading the written file, sees the same (6-decimal) numbers.
-                    None if set == "10k" || dir.is_none() => {
-                        let g = io::generate_gmm(d, k, n, (d * 1000 + k) as u64);
-                        let g = io::parse_gmm(&io::write_gmm(&g), &name).expect("own format");
-                        out.push((name, "generated".into(), None, g))
-                    }
-                    None => {}
+                if !sel.input(&name) {
+                    continue;
                 }
+                // Inputs ADBench does not have are generated (and named so); files it should
+                // have are reported when missing or unreadable.
+                let expected = dir.is_some() && gmm_in_adbench(set, d, k);
+                let file = dir.map(|p| p.join(format!("gmm/{set}/gmm_d{d}_K{k}.txt")));
+                let why = match file.as_ref().filter(|f| f.is_file()) {
+                    Some(f) => match io::read_gmm(f) {
+                        Ok(g) => {
+                            out.push((name, "shared".into(), Some(f.clone()), g));
+                            continue;
+                        }
+                        Err(e) => Some(format!("{} unreadable ({e})", f.display())),
+                    },
+                    None if expected => Some(format!(
+                        "{} missing",
+                        file.as_ref().expect("expected only with a dir").display()
+                    )),
+                    None => None,
+                };
+                let gen = generated_name(&name);
+                let source = match &why {
+                    Some(why) => {
+                        eprintln!("adbench: {why}; measuring generated input {gen} instead");
+                        "generated (file missing or unreadable)".to_string()
+                    }
+                    None => {
+                        if dir.is_some() {
+                            eprintln!("adbench: {name} is not in ADBench's data; measuring generated input {gen}");
+                        }
+                        "generated".to_string()
+                    }
+                };
+                // Round-trip through the file format so that every tool, in process or reading
+                // the written file, sees the same (6-decimal) numbers.
+                let g = io::generate_gmm(d, k, n, (d * 1000 + k) as u64);
+                let g = io::parse_gmm(&io::write_gmm(&g), &gen).expect("own format");
+                out.push((gen, source, None, g));
             }
         }
     }
     out
 }
 
-/// The BA inputs of a run.
-pub fn ba_inputs(dir: Option<&Path>, quick: bool) -> Vec<Named<io::BaInput>> {
+/// The BA inputs of a run (missing or unreadable files: as for [`gmm_inputs`]).
+pub fn ba_inputs(dir: Option<&Path>, quick: bool, sel: &Selection) -> Vec<Named<io::BaInput>> {
     let count = if quick { 3 } else { 10 };
     let sizes = [
         (49, 7776, 31843),
@@ -239,24 +336,37 @@ pub fn ba_inputs(dir: Option<&Path>, quick: bool) -> Vec<Named<io::BaInput>> {
         (810, 88814, 393775),
         (1197, 126327, 563734),
     ];
-    (1..=count)
-        .map(|i| {
-            let (n, m, p) = sizes[i - 1];
-            let name = format!("ba{i}");
-            let file = dir
-                .map(|d| d.join(format!("ba/ba{i}_n{n}_m{m}_p{p}.txt")))
-                .filter(|f| f.is_file());
-            match file.as_ref().map(|f| io::read_ba(f)) {
-                Some(Ok(b)) => (name, "shared".to_string(), file, b),
-                _ => (
-                    name,
-                    "generated".to_string(),
-                    None,
-                    io::parse_ba(&io::write_ba(n, m, p), "generated").expect("well-formed"),
-                ),
+    let mut out = Vec::new();
+    for i in 1..=count {
+        let (n, m, p) = sizes[i - 1];
+        let name = format!("ba{i}");
+        if !sel.input(&name) {
+            continue;
+        }
+        let file = dir.map(|d| d.join(format!("ba/ba{i}_n{n}_m{m}_p{p}.txt")));
+        let why = match &file {
+            Some(f) if f.is_file() => match io::read_ba(f) {
+                Ok(b) => {
+                    out.push((name, "shared".to_string(), Some(f.clone()), b));
+                    continue;
+                }
+                Err(e) => Some(format!("{} unreadable ({e})", f.display())),
+            },
+            Some(f) => Some(format!("{} missing", f.display())),
+            None => None,
+        };
+        let gen = generated_name(&name);
+        let source = match why {
+            Some(why) => {
+                eprintln!("adbench: {why}; measuring generated input {gen} instead");
+                "generated (file missing or unreadable)"
             }
-        })
-        .collect()
+            None => "generated",
+        };
+        let b = io::parse_ba(&io::write_ba(n, m, p), &gen).expect("well-formed");
+        out.push((gen, source.to_string(), None, b));
+    }
+    out
 }
 
 /// Check a GMM gradient: against forward mode when the parameter count is small, otherwise
@@ -396,6 +506,14 @@ pub struct ManifestItem {
     pub reference: PathBuf,
 }
 
+/// Write one engine's derivative beside the inputs (a message, not a failure, when it cannot).
+fn write_result(work: &Path, input: &str, engine: &str, v: &[f64]) {
+    let path = work.join(format!("{}.{engine}.f64", input.replace('/', "_")));
+    if let Err(e) = std::fs::create_dir_all(work).and_then(|_| write_f64s(&path, v)) {
+        eprintln!("  cannot write {}: {e}", path.display());
+    }
+}
+
 fn write_f64s(path: &Path, v: &[f64]) -> std::io::Result<()> {
     let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
     std::fs::write(path, bytes)
@@ -432,11 +550,14 @@ fn manifest_item(
     })
 }
 
-/// Run GMM and BA with every landed engine; inputs and references for the peers go to `work`.
+/// Run GMM and BA with every selected engine; inputs and references for the peers go to `work`,
+/// and so does every engine's derivative (`<input>.<engine>.f64`, little-endian f64: the GMM
+/// gradient or the BA Jacobian's CSR values), so agreement can be checked from the files.
 pub fn run(
     dir: Option<&Path>,
     quick: bool,
     full_grid: bool,
+    sel: &Selection,
     work: &Path,
 ) -> (Vec<Row>, Vec<ManifestItem>) {
     let small = quick && !full_grid;
@@ -447,18 +568,23 @@ pub fn run(
         Budget::ADBENCH
     };
     let mut rows = Vec::new();
-    for (name, source, file, g) in gmm_inputs(dir, small) {
+    for (name, source, file, g) in gmm_inputs(dir, small, sel) {
         eprintln!("  gmm {name} ({source})");
         let p = g.params();
         let objective_s = time_min(|| gmm::gmm_objective(&g, &p), budget);
-        let mut reference: Option<Vec<f64>> = None;
-        for engine in gmm_engines() {
+        // The first selected engine's derivative: the others are compared with it, and the
+        // peers with the file written from it.
+        let mut reference: Option<(&'static str, Vec<f64>)> = None;
+        for engine in gmm_engines().into_iter().filter(|e| sel.engine(e.name())) {
             let mut grad = vec![0.0; p.len()];
             let (_, peak, _) = peak_during(|| engine.gmm(&g, &p, &mut grad));
+            write_result(work, &name, engine.name(), &grad);
             let check = match &reference {
                 None => check_gmm(&g, &p, &grad),
-                Some(r) => agree(&grad, r)
-                    .map_or_else(|e| format!("vs tape: {e}"), |_| "ok (= tape)".into()),
+                Some((first, r)) => agree(&grad, r).map_or_else(
+                    |e| format!("vs {first}: {e}"),
+                    |_| format!("ok (= {first})"),
+                ),
             };
             if reference.is_none() {
                 match manifest_item(
@@ -474,7 +600,7 @@ pub fn run(
                     Err(e) => eprintln!("  cannot write peer inputs for {name}: {e}"),
                 }
             }
-            reference.get_or_insert_with(|| grad.clone());
+            reference.get_or_insert_with(|| (engine.name(), grad.clone()));
             let derivative_s = time_min(|| engine.gmm(&g, &p, &mut grad), budget);
             rows.push(Row {
                 task: "gmm".into(),
@@ -485,23 +611,38 @@ pub fn run(
                 objective_s,
                 derivative_s,
                 ratio: derivative_s / objective_s,
-                peak_bytes: peak,
+                peak_bytes: Some(peak),
                 check,
                 threads: rayon::current_num_threads(),
             });
         }
+        if reference.is_none() {
+            // Only peers selected: they still need the input file and a reference to check.
+            let mut grad = vec![0.0; p.len()];
+            gmm::gmm_gradient_tape(&g, &p, &mut grad);
+            let text = || io::write_gmm(&g);
+            match manifest_item(work, "gmm", &name, &source, file.as_deref(), text, &grad) {
+                Ok(item) => manifest.push(item),
+                Err(e) => eprintln!("  cannot write peer inputs for {name}: {e}"),
+            }
+        }
     }
-    for (name, source, file, b) in ba_inputs(dir, small) {
+    for (name, source, file, b) in ba_inputs(dir, small, sel) {
         eprintln!("  ba {name} ({source})");
         let mut out = Vec::new();
         let objective_s = time_min(|| ba::ba_objective(&b, &mut out), budget);
-        let mut reference: Option<Vec<f64>> = None;
-        for engine in ba_engines() {
+        // The first selected engine's derivative: the others are compared with it, and the
+        // peers with the file written from it.
+        let mut reference: Option<(&'static str, Vec<f64>)> = None;
+        for engine in ba_engines().into_iter().filter(|e| sel.engine(e.name())) {
             let (j, peak, _) = peak_during(|| engine.ba(&b));
+            write_result(work, &name, engine.name(), &j.vals);
             let check = match &reference {
                 None => check_ba(&b, &j),
-                Some(r) => agree(&j.vals, r)
-                    .map_or_else(|e| format!("vs tape: {e}"), |_| "ok (= tape)".into()),
+                Some((first, r)) => agree(&j.vals, r).map_or_else(
+                    |e| format!("vs {first}: {e}"),
+                    |_| format!("ok (= {first})"),
+                ),
             };
             if reference.is_none() {
                 let text = || io::write_ba(b.n, b.m, b.p);
@@ -510,7 +651,7 @@ pub fn run(
                     Err(e) => eprintln!("  cannot write peer inputs for {name}: {e}"),
                 }
             }
-            reference.get_or_insert_with(|| j.vals.clone());
+            reference.get_or_insert_with(|| (engine.name(), j.vals.clone()));
             let derivative_s = time_min(|| engine.ba(&b), budget);
             rows.push(Row {
                 task: "ba".into(),
@@ -521,10 +662,18 @@ pub fn run(
                 objective_s,
                 derivative_s,
                 ratio: derivative_s / objective_s,
-                peak_bytes: peak,
+                peak_bytes: Some(peak),
                 check,
                 threads: rayon::current_num_threads(),
             });
+        }
+        if reference.is_none() {
+            let j = ba::ba_jacobian(&Tape, &b);
+            let text = || io::write_ba(b.n, b.m, b.p);
+            match manifest_item(work, "ba", &name, &source, file.as_deref(), text, &j.vals) {
+                Ok(item) => manifest.push(item),
+                Err(e) => eprintln!("  cannot write peer inputs for {name}: {e}"),
+            }
         }
     }
     (rows, manifest)
@@ -536,20 +685,27 @@ pub fn peers_dir() -> PathBuf {
 }
 
 /// Run every installed peer on the manifest; returns their rows (none when nothing is installed).
-pub fn run_peers(manifest: &Path, quick: bool) -> Vec<Row> {
+///
+/// Peers report no peak memory (`peak_bytes: None`): their process-wide peak is reached while
+/// loading the framework, before any derivative runs, so its growth during one call is 0 and
+/// says nothing.
+pub fn run_peers(manifest: &Path, quick: bool, sel: &Selection) -> Vec<Row> {
     let manifest = &std::fs::canonicalize(manifest).unwrap_or_else(|_| manifest.to_path_buf());
     let dir = peers_dir();
     let mut commands: Vec<(String, std::process::Command)> = Vec::new();
     let python = dir.join(".venv/bin/python");
     if python.is_file() {
-        for tool in ["pytorch", "jax", "autograd"] {
+        for tool in ["pytorch", "jax", "autograd"]
+            .into_iter()
+            .filter(|t| sel.engine(t))
+        {
             let mut c = std::process::Command::new(&python);
             c.arg(dir.join("adbench_py.py")).arg(tool).arg(manifest);
             commands.push((tool.to_string(), c));
         }
     }
     let adolc = dir.join("build/adolc_peer");
-    if adolc.is_file() {
+    if adolc.is_file() && sel.engine("adolc") {
         let mut c = std::process::Command::new(adolc);
         c.arg(manifest);
         commands.push(("adolc".to_string(), c));
@@ -570,7 +726,10 @@ pub fn run_peers(manifest: &Path, quick: bool) -> Vec<Row> {
         match c.stderr(std::process::Stdio::inherit()).output() {
             Ok(out) if out.status.success() => {
                 match serde_json::from_slice::<Vec<Row>>(&out.stdout) {
-                    Ok(r) => rows.extend(r),
+                    Ok(r) => rows.extend(r.into_iter().map(|r| Row {
+                        peak_bytes: None,
+                        ..r
+                    })),
                     Err(e) => eprintln!("  peer {tool}: unreadable output: {e}"),
                 }
             }
@@ -602,7 +761,8 @@ pub fn markdown(rows: &[Row]) -> String {
             crate::harness::fmt_time(r.objective_s),
             crate::harness::fmt_time(r.derivative_s),
             r.ratio,
-            crate::harness::fmt_bytes(r.peak_bytes),
+            r.peak_bytes
+                .map_or_else(|| "—".to_string(), crate::harness::fmt_bytes),
             r.check
         );
     }
