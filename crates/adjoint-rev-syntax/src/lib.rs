@@ -137,7 +137,27 @@ fn function(f: ir::Func, krate: &TokenStream) -> syn::Result<TokenStream> {
         let tys: Vec<&syn::Type> = f.params.iter().map(|(_, t)| t).collect();
         let idx: Vec<syn::Index> = (0..tys.len()).map(syn::Index::from).collect();
         let (impl_g, _, where_c) = f.sig.generics.split_for_impl();
+        // A second impl for a non-generic function, so that `grad` on it is an unmet
+        // `Reversible<(GVar<f64>, …)>` bound (whose diagnostic says to make it generic) rather
+        // than a type mismatch inferred from the only impl.
+        let not_generic = if f.sig.generics.params.is_empty() && !tys.is_empty() {
+            // Of the same arity, so that neither impl can be inferred from the other.
+            let ng: Vec<TokenStream> = tys.iter().map(|_| quote!(#krate::NotGeneric)).collect();
+            quote! {
+                impl #krate::Reversible<(#(#ng,)*)> for #name {
+                    fn call(args: &mut (#(#ng,)*)) -> ::core::result::Result<(), #krate::InvertibilityError> {
+                        match args.0 {}
+                    }
+                    fn uncall(args: &mut (#(#ng,)*)) -> ::core::result::Result<(), #krate::InvertibilityError> {
+                        match args.0 {}
+                    }
+                }
+            }
+        } else {
+            quote!()
+        };
         quote! {
+            #not_generic
             impl #impl_g #krate::Reversible<(#(#tys,)*)> for #name #where_c {
                 fn call(args: &mut (#(#tys,)*)) -> ::core::result::Result<(), #krate::InvertibilityError> {
                     #name(#(&mut args.#idx),*)

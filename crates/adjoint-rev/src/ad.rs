@@ -10,6 +10,14 @@ use num_complex::Complex;
 
 /// A reversible function over the argument tuple `Args` (the macro implements it for every
 /// function whose arguments are sized values, on the zero-sized type of the same name).
+///
+/// Gradients run the function on [`GVar`]s, so [`grad`] and friends need it generic over its
+/// number type: `fn f<T: RevReal>(y: &mut T, x: &mut T)`, not `fn f(y: &mut f64, x: &mut f64)`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot run on `{Args}`: a reversible function that is differentiated must be generic over its number type",
+    label = "`{Self}` is not reversible over `{Args}`",
+    note = "gradients run the function on `GVar`s (value and gradient): write it as `fn f<T: RevReal>(y: &mut T, …)` (or `T: Arith`) instead of over `f64`"
+)]
 pub trait Reversible<Args> {
     /// Run the function on the arguments in place.
     fn call(args: &mut Args) -> Result<(), InvertibilityError>;
@@ -24,6 +32,13 @@ pub trait Reversible<Args> {
         Self::uncall(args)
     }
 }
+
+/// An argument tuple no function is called with: the macro implements [`Reversible`] for it on
+/// every non-generic function too, so that a non-generic function handed to [`grad`] is reported
+/// as not generic (the trait's diagnostic) rather than as a type mismatch of
+/// `Differentiable::Map`.
+#[doc(hidden)]
+pub enum NotGeneric {}
 
 /// Data whose `f64` scalars can be swapped for other scalars (`GVar<f64>`, `GVar<Dual<f64>>`),
 /// so that the same reversible function runs on values and on gradients. Scalars are visited

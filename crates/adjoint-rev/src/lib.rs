@@ -257,6 +257,8 @@ pub use fixed;
 pub use num_complex::Complex;
 
 #[doc(hidden)]
+pub use ad::NotGeneric;
+#[doc(hidden)]
 pub use error::{distinct, passive, same};
 #[doc(hidden)]
 pub use lit::{like, lit, literal_bits};
