@@ -102,6 +102,10 @@ pub fn try_expand(
             #pullback
             #grad
         }
+        // the function may be used only through its module: not dead code
+        const _: () = {
+            let _ = #name;
+        };
     })
 }
 

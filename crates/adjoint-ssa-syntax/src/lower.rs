@@ -875,7 +875,12 @@ impl Lower<'_> {
             ),
             Expr::Field(f) => err(
                 f,
-                "struct fields are not supported yet: pass the data as `f64` / slice parameters",
+                "fields of structs and tuples are not supported yet: pass the data as `f64` / \
+                 slice parameters, call `sin()` and `cos()` separately",
+            ),
+            Expr::Struct(st) => err(
+                st,
+                "struct values are not supported yet: pass the fields as `f64` / slice parameters",
             ),
             Expr::Array(a) => err(
                 a,

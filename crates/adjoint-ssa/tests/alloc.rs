@@ -1,0 +1,67 @@
+//! A steady-state gradient call allocates nothing (counting global allocator).
+
+#![allow(clippy::needless_range_loop)]
+
+use adjoint_ssa::{differentiable, Workspace};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+struct Counting;
+static ALLOCS: AtomicUsize = AtomicUsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        System.alloc(l)
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        System.dealloc(p, l)
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        System.realloc(p, l, n)
+    }
+}
+
+#[global_allocator]
+static A: Counting = Counting;
+
+#[differentiable]
+fn f(x: &[f64], y: f64) -> f64 {
+    let mut s = 0.0;
+    for i in 0..x.len() {
+        let mut t = x[i] * y;
+        let mut k = 0;
+        while k < 3 {
+            t = t.sin() + 0.5 * t;
+            k += 1;
+        }
+        if t > 0.0 {
+            s += t.exp();
+        } else {
+            s -= t;
+        }
+    }
+    s
+}
+
+#[test]
+fn steady_state_calls_allocate_nothing() {
+    let x: Vec<f64> = (0..500).map(|i| (i as f64 * 0.37).sin()).collect();
+    let mut g = vec![0.0; x.len()];
+    let mut dy = 0.0;
+    let mut ws = Workspace::new();
+    f::grad_with(&mut ws, &x, 0.8, &mut g, &mut dy); // warm-up grows the stacks
+    f::grad(&x, 0.8, &mut g, &mut dy); // and the thread's workspace
+    let before = ALLOCS.load(Ordering::Relaxed);
+    for _ in 0..10 {
+        f::grad_with(&mut ws, &x, 0.8, &mut g, &mut dy);
+        f::grad(&x, 0.8, &mut g, &mut dy);
+    }
+    assert_eq!(
+        ALLOCS.load(Ordering::Relaxed),
+        before,
+        "a steady-state call allocated"
+    );
+    assert!(ws.capacity_bytes() > 0);
+}

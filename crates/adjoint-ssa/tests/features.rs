@@ -1,0 +1,272 @@
+//! Language features through the macro; gradients against forward mode over `primal`.
+
+#![allow(clippy::needless_range_loop, unstable_name_collisions)]
+
+use adjoint_core::forward::{self, Dual};
+use adjoint_core::{check, Real};
+use adjoint_ssa::{differentiable, Workspace};
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-10 * (1.0 + a.abs().max(b.abs()))
+}
+
+fn check_all(name: &str, g: &[f64], want: &[f64]) {
+    for (i, (a, b)) in g.iter().zip(want).enumerate() {
+        assert!(close(*a, *b), "{name}[{i}]: {a} vs {b}");
+    }
+}
+
+#[differentiable]
+fn piecewise(x: &[f64], mode: i64) -> f64 {
+    let mut s = 0.0;
+    for i in 0..x.len() {
+        let v = x[i];
+        s += match mode + i as i64 {
+            0 => v * v,
+            1 | 2 => v.sin(),
+            3..=5 => {
+                if v > 0.0 {
+                    v.sqrt()
+                } else {
+                    -v
+                }
+            }
+            _ => v.exp() * 0.5,
+        };
+    }
+    s
+}
+
+#[test]
+fn match_and_if_expressions() {
+    let x = [0.3, -0.7, 1.2, 2.0, -0.1, 0.4, 0.9];
+    for mode in [0i64, 1, 3] {
+        let mut g = [0.0; 7];
+        let v = piecewise::grad(&x, mode, &mut g);
+        assert!(close(v, piecewise(&x, mode)));
+        let want = forward::gradient(|x| piecewise::primal(x, mode), &x);
+        check_all("piecewise", &g, &want);
+    }
+}
+
+/// Labelled `break`/`continue`, `loop`, `while`, early `return`: the reversed CFG of a loop
+/// with several exits is irreducible, so this also exercises the state-machine fallback.
+#[differentiable]
+fn searchy(x: &[f64], limit: f64) -> f64 {
+    let mut acc = 0.0;
+    let mut i = 0;
+    'outer: while i < x.len() {
+        let mut j = 0;
+        loop {
+            if j >= x.len() {
+                break;
+            }
+            if j == i {
+                j += 1;
+                continue;
+            }
+            acc += x[i] * x[j].cos();
+            if acc > limit {
+                break 'outer;
+            }
+            if acc < -limit {
+                return acc * 2.0;
+            }
+            j += 1;
+        }
+        i += 1;
+    }
+    acc.tanh() + acc
+}
+
+#[test]
+fn break_continue_return() {
+    let x = [0.5, -0.25, 0.75, 0.1];
+    for limit in [0.2, 0.5, 100.0, -0.0] {
+        let (mut g, mut dl) = ([0.0; 4], 0.0);
+        let v = searchy::grad(&x, limit, &mut g, &mut dl);
+        assert!(close(v, searchy(&x, limit)), "value at limit {limit}");
+        let want = forward::gradient(|x| searchy::primal(x, Dual::constant(limit)), &x);
+        check_all("searchy", &g, &want);
+    }
+    let x = [-0.5, -0.25, -0.75, -0.1];
+    let (mut g, mut dl) = ([0.0; 4], 0.0);
+    searchy::grad(&x, 0.3, &mut g, &mut dl);
+    let want = forward::gradient(|x| searchy::primal(x, Dual::constant(0.3)), &x);
+    check_all("searchy early return", &g, &want);
+}
+
+/// In place: `out` is overwritten and read back (its old values matter to the adjoint only
+/// through the values loaded).
+#[differentiable]
+fn smooth(x: &[f64], out: &mut [f64]) {
+    for (i, &v) in x.iter().enumerate() {
+        out[i] = v * v;
+    }
+    for _ in 0..3 {
+        for i in 1..out.len() {
+            out[i] = 0.5 * (out[i] + out[i - 1].sin());
+        }
+    }
+    for o in out.iter_mut() {
+        *o *= 2.0;
+    }
+}
+
+#[test]
+fn in_place_vjp() {
+    let x = [0.3, -0.4, 0.9, 1.1];
+    let cot = [1.0, -2.0, 0.5, 0.25];
+    let mut out = [0.0; 4];
+    let (mut dx, mut dout) = ([0.0; 4], cot);
+    smooth::pullback(&mut Workspace::new(), &x, &mut out, &mut dx, &mut dout);
+    let mut plain = [0.0; 4];
+    smooth(&x, &mut plain);
+    assert_eq!(out, plain);
+    // ⟨cot, J e_i⟩ by forward mode
+    for i in 0..4 {
+        let xd: Vec<Dual<f64>> = x
+            .iter()
+            .enumerate()
+            .map(|(j, &v)| Dual::new(v, if i == j { 1.0 } else { 0.0 }))
+            .collect();
+        let mut o = [Dual::constant(0.0); 4];
+        smooth::primal(&xd, &mut o);
+        let jv: f64 = o.iter().zip(&cot).map(|(a, c)| a.eps * c).sum();
+        assert!(close(dx[i], jv), "dx[{i}] {} vs {jv}", dx[i]);
+    }
+    // every output was overwritten: the cotangent of the initial contents is zero
+    assert_eq!(dout, [0.0; 4]);
+}
+
+#[differentiable]
+fn norm2(v: &[f64]) -> f64 {
+    let mut s = 0.0;
+    for &a in v.iter() {
+        s += a * a;
+    }
+    s.sqrt()
+}
+
+/// Calls another differentiable function on sub-slices; its pullback runs in the reverse sweep.
+#[differentiable]
+fn row_norms(m: &[f64], n: usize, w: f64) -> f64 {
+    let mut t = 0.0;
+    for i in 0..m.len() / n {
+        t += w * norm2(&m[i * n..(i + 1) * n]);
+    }
+    t
+}
+
+#[test]
+fn calls_other_differentiable_functions() {
+    let m = [0.3, 0.4, -1.0, 2.0, 0.5, 0.5];
+    let (mut g, mut dw) = ([0.0; 6], 0.0);
+    let v = row_norms::grad(&m, 2, 1.5, &mut g, &mut dw);
+    assert!(close(v, row_norms(&m, 2, 1.5)));
+    let want = forward::gradient(|m| row_norms::primal(m, 2, Dual::constant(1.5)), &m);
+    check_all("row_norms", &g, &want);
+    assert!(close(dw, row_norms(&m, 2, 1.0)));
+}
+
+/// An opaque function with a user rule: value and partials.
+fn softplus(x: f64) -> f64 {
+    x.max(0.0) + (-x.abs()).exp().ln_1p()
+}
+
+fn softplus_rule<T: Real>(x: T) -> (T, [T; 1]) {
+    let v = x.max(T::cst(0.0)) + (-x.abs()).exp().ln_1p();
+    let s = T::cst(1.0) / ((-x).exp() + 1.0);
+    (v, [s])
+}
+
+#[differentiable(rule(softplus = softplus_rule))]
+fn sp_sum(x: &[f64]) -> f64 {
+    let mut s = 0.0;
+    for i in 0..x.len() {
+        s += softplus(x[i] * 2.0);
+    }
+    s
+}
+
+#[test]
+fn user_rules() {
+    let x = [0.3, -1.2, 4.0];
+    let mut g = [0.0; 3];
+    let v = sp_sum::grad(&x, &mut g);
+    assert!(close(v, sp_sum(&x)));
+    check::check_gradient(|x| sp_sum(x), &x, &g).assert_passed();
+}
+
+#[differentiable]
+fn quartic(x: &[f64]) -> f64 {
+    let mut s = 0.0;
+    for i in 0..x.len() {
+        s += x[i].powi(4) * (i as f64 + 1.0);
+        if i > 0 {
+            s += x[i] * x[i - 1];
+        }
+    }
+    s
+}
+
+#[test]
+fn hessian_vector_product_forward_over_reverse() {
+    let x = [0.5, -1.0, 2.0];
+    let v = [1.0, 0.5, -0.25];
+    let xd: Vec<Dual<f64>> = x.iter().zip(&v).map(|(&a, &b)| Dual::new(a, b)).collect();
+    let mut g = vec![Dual::constant(0.0); 3];
+    let mut ws = Workspace::new();
+    quartic::pullback(&mut ws, &xd, &mut g, Dual::constant(1.0));
+    let h = forward::hessian(|x| quartic::primal(x), &x);
+    for i in 0..3 {
+        let hv: f64 = (0..3).map(|j| h[i][j] * v[j]).sum();
+        assert!(close(g[i].eps, hv), "Hv[{i}]: {} vs {hv}", g[i].eps);
+    }
+}
+
+#[differentiable(wrt(x))]
+fn passive_params(x: &[f64], data: &[f64], idx: &[usize], c: f64, flag: bool) -> f64 {
+    let mut s = 0.0;
+    for k in 0..idx.len() {
+        let j = idx[k];
+        let t = if flag { x[j] * data[k] } else { x[j] - c };
+        s += t * t;
+    }
+    s
+}
+
+#[test]
+fn passive_parameters_and_index_arrays() {
+    let x = [1.0, 2.0, 3.0];
+    let data = [0.5, -1.0, 2.0, 0.25];
+    let idx = [2usize, 0, 2, 1];
+    for flag in [true, false] {
+        let mut g = [0.0; 3];
+        let v = passive_params::grad(&x, &data, &idx, 0.7, flag, &mut g);
+        assert!(close(v, passive_params(&x, &data, &idx, 0.7, flag)));
+        let want = forward::gradient(|x| passive_params::primal(x, &data, &idx, 0.7, flag), &x);
+        check_all("passive", &g, &want);
+    }
+}
+
+#[differentiable]
+fn all_primitives(x: f64, y: f64) -> f64 {
+    let a = x.sqrt() + x.cbrt() + x.exp() + x.exp2() + x.exp_m1() + x.ln() + x.ln_1p();
+    let b = x.log2() + x.log10() + x.sin() + x.cos() + x.tan() + (x * 0.5).asin();
+    let c = (x * 0.5).acos() + x.atan() + x.sinh() + x.cosh() + x.tanh() + (x + 1.0).asinh();
+    let d = (x + 1.5).acosh() + (x * 0.5).atanh() + (x - 2.0).abs() + x.recip() + x.erf();
+    let e = x.lgamma() + x.digamma() + x.powi(3) + x.powf(y) + x.atan2(y) + x.min(y);
+    let f = x.max(y) + x.hypot(y) + f64::sin(y) + x.mul_add(y, 1.0) + (-x) + x.floor();
+    a + b + c + d + e + f
+}
+
+#[test]
+fn every_primitive_of_the_rule_table() {
+    let (x, y) = (0.7, 1.3);
+    let (mut dx, mut dy) = (0.0, 0.0);
+    let v = all_primitives::grad(x, y, &mut dx, &mut dy);
+    assert!(close(v, all_primitives(x, y)));
+    let want = forward::gradient(|p| all_primitives::primal(p[0], p[1]), &[x, y]);
+    check_all("primitives", &[dx, dy], &want);
+}
