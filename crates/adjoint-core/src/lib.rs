@@ -8,7 +8,9 @@
 //!   [`impl_real!`]);
 //! * [`forward`] — forward-mode dual numbers, nestable for higher derivatives;
 //! * [`check`] — finite-difference gradient checking with Richardson extrapolation;
-//! * [`special`] — the polygamma functions behind `lgamma`'s derivatives.
+//! * [`special`] — the polygamma functions behind `lgamma`'s derivatives;
+//! * [`vector`] — slice-level primitives (`dot`, `sum`, `matvec`, `logsumexp`, `axpy`) that each
+//!   engine runs as a whole (one tape entry per result on the tape engine).
 //!
 //! Users normally reach these through the `adjoint` facade crate.
 //!
@@ -32,6 +34,7 @@ pub mod lift;
 mod real;
 pub mod rules;
 pub mod special;
+pub mod vector;
 
 pub use real::Real;
 

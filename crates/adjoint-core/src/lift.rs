@@ -59,6 +59,48 @@ pub trait Lift: Copy {
     fn lift2_const_right(self, c: Self::Inner, op: Op2) -> Self;
     /// Apply a binary primitive whose left operand is a constant: `2.0 - x`.
     fn lift2_const_left(c: Self::Inner, x: Self, op: Op2) -> Self;
+
+    /// [`vector::dot`](crate::vector::dot). The default runs the scalar definition through
+    /// the primitives above; an engine overrides it to handle the call as a whole.
+    #[inline]
+    fn lift_dot(a: &[Self], b: &[Self]) -> Self
+    where
+        Self: Real,
+    {
+        crate::vector::scalar::dot(a, b)
+    }
+    /// [`vector::sum`](crate::vector::sum); see [`Lift::lift_dot`].
+    #[inline]
+    fn lift_sum(a: &[Self]) -> Self
+    where
+        Self: Real,
+    {
+        crate::vector::scalar::sum(a)
+    }
+    /// [`vector::matvec`](crate::vector::matvec); see [`Lift::lift_dot`].
+    #[inline]
+    fn lift_matvec(m: &[Self], x: &[Self], out: &mut [Self])
+    where
+        Self: Real,
+    {
+        crate::vector::scalar::matvec(m, x, out)
+    }
+    /// [`vector::logsumexp`](crate::vector::logsumexp); see [`Lift::lift_dot`].
+    #[inline]
+    fn lift_logsumexp(a: &[Self]) -> Self
+    where
+        Self: Real,
+    {
+        crate::vector::scalar::logsumexp(a)
+    }
+    /// [`vector::axpy`](crate::vector::axpy); see [`Lift::lift_dot`].
+    #[inline]
+    fn lift_axpy(alpha: Self, x: &[Self], y: &mut [Self])
+    where
+        Self: Real,
+    {
+        crate::vector::scalar::axpy(alpha, x, y)
+    }
 }
 
 /// Implement arithmetic, comparisons, `num_traits::{Float, FloatConst, Num, NumCast, …}` and
@@ -248,6 +290,26 @@ macro_rules! impl_real {
             #[inline]
             fn polygamma(self, n: u32) -> Self {
                 $crate::lift::Lift::lift1(self, $crate::rules::Op1::Polygamma(n))
+            }
+            #[inline]
+            fn slice_dot(a: &[Self], b: &[Self]) -> Self {
+                <Self as $crate::lift::Lift>::lift_dot(a, b)
+            }
+            #[inline]
+            fn slice_sum(a: &[Self]) -> Self {
+                <Self as $crate::lift::Lift>::lift_sum(a)
+            }
+            #[inline]
+            fn slice_matvec(m: &[Self], x: &[Self], out: &mut [Self]) {
+                <Self as $crate::lift::Lift>::lift_matvec(m, x, out)
+            }
+            #[inline]
+            fn slice_logsumexp(a: &[Self]) -> Self {
+                <Self as $crate::lift::Lift>::lift_logsumexp(a)
+            }
+            #[inline]
+            fn slice_axpy(alpha: Self, x: &[Self], y: &mut [Self]) {
+                <Self as $crate::lift::Lift>::lift_axpy(alpha, x, y)
             }
         }
     };

@@ -82,12 +82,64 @@ pub trait Real:
     fn digamma(self) -> Self {
         self.polygamma(0)
     }
+
+    /// [`vector::dot`](crate::vector::dot) for this number type (call that function instead;
+    /// engines override this to record one entry per call).
+    #[doc(hidden)]
+    #[inline]
+    fn slice_dot(a: &[Self], b: &[Self]) -> Self {
+        crate::vector::scalar::dot(a, b)
+    }
+    /// See [`vector::sum`](crate::vector::sum).
+    #[doc(hidden)]
+    #[inline]
+    fn slice_sum(a: &[Self]) -> Self {
+        crate::vector::scalar::sum(a)
+    }
+    /// See [`vector::matvec`](crate::vector::matvec).
+    #[doc(hidden)]
+    #[inline]
+    fn slice_matvec(m: &[Self], x: &[Self], out: &mut [Self]) {
+        crate::vector::scalar::matvec(m, x, out)
+    }
+    /// See [`vector::logsumexp`](crate::vector::logsumexp).
+    #[doc(hidden)]
+    #[inline]
+    fn slice_logsumexp(a: &[Self]) -> Self {
+        crate::vector::scalar::logsumexp(a)
+    }
+    /// See [`vector::axpy`](crate::vector::axpy).
+    #[doc(hidden)]
+    #[inline]
+    fn slice_axpy(alpha: Self, x: &[Self], y: &mut [Self]) {
+        crate::vector::scalar::axpy(alpha, x, y)
+    }
 }
 
 impl Real for f64 {
     #[inline]
     fn value(&self) -> f64 {
         *self
+    }
+    #[inline]
+    fn slice_dot(a: &[f64], b: &[f64]) -> f64 {
+        crate::vector::fast::dot(a, b)
+    }
+    #[inline]
+    fn slice_sum(a: &[f64]) -> f64 {
+        crate::vector::fast::sum(a)
+    }
+    #[inline]
+    fn slice_matvec(m: &[f64], x: &[f64], out: &mut [f64]) {
+        crate::vector::fast::matvec(m, x, out)
+    }
+    #[inline]
+    fn slice_logsumexp(a: &[f64]) -> f64 {
+        crate::vector::fast::logsumexp(a)
+    }
+    #[inline]
+    fn slice_axpy(alpha: f64, x: &[f64], y: &mut [f64]) {
+        crate::vector::fast::axpy(alpha, x, y)
     }
     #[inline]
     fn erf(self) -> Self {

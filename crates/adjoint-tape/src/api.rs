@@ -70,6 +70,7 @@ impl NonFinite {
             Label::Leaf => "input or checkpoint output".to_string(),
             Label::Un(op) => format!("{op:?}"),
             Label::Bin(op) => format!("{op:?}"),
+            Label::Vector(name) => name.to_string(),
         };
         NonFinite {
             pass,
@@ -206,6 +207,29 @@ impl Tape {
         }
         self.root = Some(task);
         r
+    }
+
+    /// Tape entries of the last recording, over all its jobs (each 24 bytes, see
+    /// [`BYTES_PER_ENTRY`](crate::BYTES_PER_ENTRY); the per-job sink entries included). A slice
+    /// primitive ([`adjoint_core::vector::dot`], …) adds one entry per result, plus 8 bytes per
+    /// active operand for its partials.
+    ///
+    /// ```
+    /// use adjoint_tape::{Tape, Var};
+    /// use adjoint_core::vector;
+    /// let mut tape = Tape::new();
+    /// let x = [1.0, 2.0, 3.0, 4.0];
+    /// tape.value_and_grad(|v: &[Var]| vector::dot(&v[..2], &v[2..]), &x);
+    /// assert_eq!(tape.entries(), 1 + 4 + 1); // sink, four inputs, one dot
+    /// ```
+    pub fn entries(&self) -> usize {
+        self.session
+            .graph()
+            .jobs
+            .iter()
+            .flatten()
+            .map(|j| j.entries.len())
+            .sum()
     }
 
     /// The forward pass's first non-finite value, in checked mode.

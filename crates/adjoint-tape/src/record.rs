@@ -65,6 +65,27 @@ pub(crate) enum Label {
     Leaf,
     Un(Op1),
     Bin(Op2),
+    /// One result of a slice primitive (`vector::dot`, …).
+    Vector(&'static str),
+}
+
+/// A result with many operands (a slice primitive such as `vector::dot`): the result's entry is
+/// a leaf at `at`, and its operands are `runs[runs.0..runs.1]` of `Job::runs`, whose partials
+/// are consecutive in `Job::partials` from `p0`. The reverse pass handles it between the scalar
+/// entries before and after `at`, like a checkpoint.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Nary {
+    pub at: u32,
+    pub runs: (u32, u32),
+    pub p0: u32,
+}
+
+/// Operands at consecutive tape positions `first..first + len` (a slice of `Var`s recorded one
+/// after the other is one run): their adjoint update is one vectorisable loop.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Run {
+    pub first: u32,
+    pub len: u32,
 }
 
 impl From<Op1> for Label {
@@ -132,6 +153,11 @@ pub(crate) struct Job {
     /// Imported `Var`s (job id, position) → local slot.
     pub cache: HashMap<(u64, u32), u32, BuildHasherDefault<IdHasher>>,
     pub checkpoints: Vec<Checkpoint>,
+    /// Results of slice primitives, in tape order.
+    pub nary: Vec<Nary>,
+    /// Their operand runs and partials.
+    pub runs: Vec<Run>,
+    pub partials: Vec<f64>,
     pub adj: Vec<f64>,
     /// Checked mode only: what produced each entry.
     pub labels: Vec<Label>,
@@ -150,6 +176,9 @@ impl Job {
         self.imports.clear();
         self.cache.clear();
         self.checkpoints.clear();
+        self.nary.clear();
+        self.runs.clear();
+        self.partials.clear();
         self.labels.clear();
         if checked {
             self.labels.push(Label::Leaf);
@@ -721,4 +750,57 @@ fn par_chunks<T: Sync, R: Send, F: Fn(&T) -> R + Sync>(
     );
     out.append(&mut lo);
     out.extend(ro);
+}
+
+/// Record one result of a slice primitive: `value`, with partial `∂value/∂v` for each operand
+/// `(v, ∂)` (constants are skipped). One tape entry, whatever the number of operands.
+pub(crate) fn record_nary(
+    value: f64,
+    operands: impl IntoIterator<Item = (Var, f64)>,
+    label: &'static str,
+) -> Var {
+    with_state_mut(|s| {
+        let State::Recording(ctx) = s else {
+            // Outside a recording every operand must be a constant.
+            let mut operands = operands.into_iter();
+            match operands.find(|(v, _)| !v.is_constant()) {
+                Some((v, _)) => not_recording(s, v),
+                None => return Var::constant(value),
+            }
+        };
+        let job = &mut ctx.job;
+        let (r0, p0) = (job.runs.len() as u32, job.partials.len() as u32);
+        let mut first_operand = None;
+        for (v, p) in operands {
+            if v.is_constant() {
+                continue;
+            }
+            first_operand.get_or_insert(v.v);
+            let i = job.local(v, &ctx.session);
+            job.partials.push(p);
+            let mine = job.runs.len() as u32 > r0;
+            match job.runs.last_mut() {
+                Some(r) if mine && r.first + r.len == i => r.len += 1,
+                _ => job.runs.push(Run { first: i, len: 1 }),
+            }
+        }
+        if first_operand.is_none() {
+            return Var::constant(value);
+        }
+        let seq = job.push(Entry::default());
+        job.nary.push(Nary {
+            at: seq,
+            runs: (r0, job.runs.len() as u32),
+            p0,
+        });
+        if ctx.session.checked {
+            job.labels.push(Label::Vector(label));
+            let first = first_operand.unwrap_or(0.0);
+            let finite = job.partials[p0 as usize..].iter().all(|p| p.is_finite());
+            if finite {
+                check_value(job, Label::Vector(label), [first, 0.0], value, seq);
+            }
+        }
+        Var::at(value, job.uid, job.idx, seq)
+    })
 }

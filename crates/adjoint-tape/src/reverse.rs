@@ -112,28 +112,87 @@ pub(crate) fn return_jobs(g: &mut Graph, jobs: &mut Vec<Mutex<Box<Job>>>) {
     );
 }
 
-/// One job's sweep, stopping at checkpoints to recompute them.
+/// One job's sweep, stopping at checkpoints (to recompute them) and at the results of slice
+/// primitives (to apply their vector adjoints).
 pub(crate) fn sweep(job: &mut Job, checked: bool, idx: u16) -> Result<(), BadValue> {
     let Job {
         entries,
         adj,
         checkpoints,
+        nary,
+        runs,
+        partials,
         labels,
         ..
     } = job;
+    let labels = checked.then_some((&labels[..], idx));
     let mut hi = entries.len();
-    for cp in checkpoints.iter().rev() {
-        sweep_range(
-            entries,
-            adj,
-            cp.end as usize,
-            hi,
-            checked.then_some((&labels[..], idx)),
-        )?;
-        crate::checkpoint::reverse(cp, adj);
-        hi = cp.start as usize;
+    let (mut c, mut n) = (checkpoints.len(), nary.len());
+    // Walk both lists (each in tape order) from the end, taking the later stop first.
+    loop {
+        let cp_at = c.checked_sub(1).map(|i| checkpoints[i].start as usize);
+        let n_at = n.checked_sub(1).map(|i| nary[i].at as usize);
+        match (cp_at, n_at) {
+            (None, None) => break,
+            (Some(a), b) if b.is_none_or(|b| a > b) => {
+                let cp = &checkpoints[c - 1];
+                sweep_range(entries, adj, cp.end as usize, hi, labels)?;
+                crate::checkpoint::reverse(cp, adj);
+                hi = cp.start as usize;
+                c -= 1;
+            }
+            _ => {
+                let op = nary[n - 1];
+                sweep_range(entries, adj, op.at as usize + 1, hi, labels)?;
+                sweep_nary(op, runs, partials, adj, labels)?;
+                hi = op.at as usize;
+                n -= 1;
+            }
+        }
     }
-    sweep_range(entries, adj, 1, hi, checked.then_some((&labels[..], idx)))
+    sweep_range(entries, adj, 1, hi, labels)
+}
+
+/// The adjoint of one slice-primitive result: each operand run gets `partial × adjoint`, a
+/// contiguous, vectorisable loop.
+#[inline]
+fn sweep_nary(
+    op: crate::record::Nary,
+    runs: &[crate::record::Run],
+    partials: &[f64],
+    adj: &mut [f64],
+    labels: Option<(&[Label], u16)>,
+) -> Result<(), BadValue> {
+    let a = adj[op.at as usize];
+    if a == 0.0 {
+        return Ok(());
+    }
+    let mut p = op.p0 as usize;
+    for r in &runs[op.runs.0 as usize..op.runs.1 as usize] {
+        let (first, len) = (r.first as usize, r.len as usize);
+        let ps = &partials[p..p + len];
+        if let Some((labels, idx)) = labels {
+            if a.is_finite() && !ps.iter().all(|q| (q * a).is_finite()) {
+                let bad = ps
+                    .iter()
+                    .copied()
+                    .find(|q| !(q * a).is_finite())
+                    .unwrap_or(0.0);
+                return Err(BadValue {
+                    label: labels[op.at as usize],
+                    operands: [bad, 0.0],
+                    value: a,
+                    job: u32::from(idx),
+                    seq: op.at,
+                });
+            }
+        }
+        for (g, q) in adj[first..first + len].iter_mut().zip(ps) {
+            *g += q * a;
+        }
+        p += len;
+    }
+    Ok(())
 }
 
 /// The tape loop over entries `lo..hi`, last to first. In checked mode (`labels` given) it stops

@@ -1,8 +1,9 @@
 //! The active scalar.
 
-use crate::record::{record1, record2, CONST_UID};
+use crate::record::{record1, record2, record_nary, CONST_UID};
 use adjoint_core::lift::Lift;
 use adjoint_core::rules::{self, Op1, Op2};
+use adjoint_core::vector::fast;
 use core::fmt;
 
 /// The tape engine's active scalar: a value and its position on the tape.
@@ -143,6 +144,53 @@ impl Lift for Var {
             return Var::constant(r.value);
         }
         record1(x, r.dy, r.value, op)
+    }
+
+    // Slice primitives: one tape entry per result, operands in runs (see `record_nary`).
+
+    fn lift_dot(a: &[Self], b: &[Self]) -> Self {
+        let value = fast::dot_by(a, b, |x| x.v, |y| y.v);
+        let ops = a.iter().zip(b).map(|(x, y)| (*x, y.v));
+        let ops = ops.chain(a.iter().zip(b).map(|(x, y)| (*y, x.v)));
+        record_nary(value, ops, "dot")
+    }
+
+    fn lift_sum(a: &[Self]) -> Self {
+        let value = fast::sum_by(a, |x| x.v);
+        record_nary(value, a.iter().map(|x| (*x, 1.0)), "sum")
+    }
+
+    fn lift_matvec(m: &[Self], x: &[Self], out: &mut [Self]) {
+        let cols = x.len();
+        if cols == 0 {
+            out.iter_mut().for_each(|o| *o = Var::constant(0.0));
+            return;
+        }
+        for (o, row) in out.iter_mut().zip(m.chunks_exact(cols)) {
+            *o = Self::lift_dot(row, x);
+        }
+    }
+
+    fn lift_logsumexp(a: &[Self]) -> Self {
+        let m = a.iter().map(|x| x.v).fold(f64::NEG_INFINITY, f64::max);
+        if !m.is_finite() {
+            // Empty, all −∞, or a non-finite input: the scalar definition's limits.
+            return adjoint_core::vector::scalar::logsumexp(a);
+        }
+        let s = fast::sum_by(a, |x| (x.v - m).exp());
+        // The value as `f64`'s kernel computes it; ∂/∂aᵢ = softmax(a)ᵢ = exp(aᵢ − m) / s.
+        record_nary(
+            s.ln() + m,
+            a.iter().map(|x| (*x, (x.v - m).exp() / s)),
+            "logsumexp",
+        )
+    }
+
+    fn lift_axpy(alpha: Self, x: &[Self], y: &mut [Self]) {
+        for (yi, xi) in y.iter_mut().zip(x) {
+            let value = yi.v + alpha.v * xi.v;
+            *yi = record_nary(value, [(*yi, 1.0), (*xi, alpha.v), (alpha, xi.v)], "axpy");
+        }
     }
 }
 
