@@ -25,14 +25,36 @@ struct PermAux {
 
 struct LoopAux<'g> {
     iters: Vec<Exec<'g>>,
-    state: Vec<Arc<Vec<f64>>>,
+    state: Vec<Val<'g>>,
+}
+
+/// An array value: borrowed from the caller (inputs) or owned (shared by `Arc`).
+#[derive(Clone, Debug)]
+pub(crate) enum Val<'a> {
+    B(&'a [f64]),
+    O(Arc<Vec<f64>>),
+}
+
+impl Val<'_> {
+    pub(crate) fn as_slice(&self) -> &[f64] {
+        match self {
+            Val::B(s) => s,
+            Val::O(v) => v,
+        }
+    }
+    pub(crate) fn into_vec(self) -> Vec<f64> {
+        match self {
+            Val::B(s) => s.to_vec(),
+            Val::O(v) => Arc::try_unwrap(v).unwrap_or_else(|v| (*v).clone()),
+        }
+    }
 }
 
 /// The values of one run of a graph.
 pub(crate) struct Exec<'g> {
     g: &'g Graph,
-    inputs: Vec<Arc<Vec<f64>>>,
-    vals: Vec<Option<Arc<Vec<f64>>>>,
+    inputs: Vec<Val<'g>>,
+    vals: Vec<Option<Val<'g>>>,
     taken: Vec<bool>,
     record: bool,
     perm: HashMap<NodeId, PermAux>,
@@ -54,7 +76,7 @@ fn primal_kernel<'a>(g: &'a Graph, i: NodeId, lam: &Lambda, space: &[usize]) -> 
 }
 
 impl<'g> Exec<'g> {
-    pub(crate) fn new(g: &'g Graph, inputs: Vec<Arc<Vec<f64>>>, record: bool) -> Self {
+    pub(crate) fn new(g: &'g Graph, inputs: Vec<Val<'g>>, record: bool) -> Self {
         let n = g.nodes.len();
         Exec {
             g,
@@ -74,10 +96,25 @@ impl<'g> Exec<'g> {
         Ok(())
     }
 
+    /// Take an output's value (without a copy when nothing else holds it).
+    pub(crate) fn take_value(&mut self, n: NodeId) -> Vec<f64> {
+        let v = self.vals[n as usize].take().expect("computed");
+        let out = match &v {
+            Val::O(a) if Arc::strong_count(a) == 1 => v.into_vec(),
+            _ => {
+                let c = v.as_slice().to_vec();
+                self.vals[n as usize] = Some(v);
+                c
+            }
+        };
+        out
+    }
+
     pub(crate) fn value(&self, n: NodeId) -> &[f64] {
         self.vals[n as usize]
             .as_ref()
             .expect("value computed before use")
+            .as_slice()
     }
 
     fn computed(&self, n: NodeId) -> bool {
@@ -125,7 +162,7 @@ impl<'g> Exec<'g> {
                 return Ok(());
             }
             ANode::Use(d) => {
-                self.vals[i as usize] = Some(d.clone());
+                self.vals[i as usize] = Some(Val::O(d.clone()));
                 return Ok(());
             }
             ANode::Reshape { src } | ANode::StopGrad { src } => {
@@ -297,18 +334,18 @@ impl<'g> Exec<'g> {
                 for &a in init.iter().chain(inv) {
                     self.force(a)?;
                 }
-                let mut state: Vec<Arc<Vec<f64>>> = init
+                let mut state: Vec<Val<'g>> = init
                     .iter()
                     .map(|&a| self.vals[a as usize].clone().expect("forced"))
                     .collect();
-                let invv: Vec<Arc<Vec<f64>>> = inv
+                let invv: Vec<Val<'g>> = inv
                     .iter()
                     .map(|&a| self.vals[a as usize].clone().expect("forced"))
                     .collect();
                 let lp: &'g crate::graph::Loop = lp;
                 let mut iters = Vec::new();
                 loop {
-                    let ins: Vec<Arc<Vec<f64>>> = state.iter().chain(&invv).cloned().collect();
+                    let ins: Vec<Val<'g>> = state.iter().chain(&invv).cloned().collect();
                     let mut c = Exec::new(&lp.cond, ins.clone(), false);
                     c.run_outputs()?;
                     if c.value(lp.cond.outputs[0])[0] == 0.0 {
@@ -327,7 +364,7 @@ impl<'g> Exec<'g> {
                     }
                 }
                 self.loops.insert(i, LoopAux { iters, state });
-                self.vals[i as usize] = Some(Arc::new(Vec::new()));
+                self.vals[i as usize] = Some(Val::O(Arc::new(Vec::new())));
                 return Ok(());
             }
             ANode::Proj { src, k } => {
@@ -337,7 +374,7 @@ impl<'g> Exec<'g> {
                 return Ok(());
             }
         };
-        self.vals[i as usize] = Some(Arc::new(v));
+        self.vals[i as usize] = Some(Val::O(Arc::new(v)));
         Ok(())
     }
 

@@ -1148,6 +1148,46 @@ impl Program {
             .collect()
     }
 
+    /// A one-line-per-node description of the optimised program: the nodes that run (after
+    /// fusion) and the size of each kernel's expression DAG.
+    pub fn describe(&self) -> String {
+        let g = &self.g;
+        let mut live = vec![false; g.nodes.len()];
+        let mut stack: Vec<NodeId> = g.outputs.clone();
+        while let Some(i) = stack.pop() {
+            if std::mem::replace(&mut live[i as usize], true) {
+                continue;
+            }
+            let k = &g.nodes[i as usize].kind;
+            stack.extend(k.operands());
+            stack.extend(k.reads());
+        }
+        let mut out = String::new();
+        for (i, n) in g.nodes.iter().enumerate().filter(|(i, _)| live[*i]) {
+            let what = match &n.kind {
+                ANode::Input { index, .. } => format!("input {index}"),
+                ANode::Use(_) => "use".into(),
+                ANode::Gen { lam, args, .. } => {
+                    format!("gen ({} nodes, args {:?})", lam.ar.nodes.len(), args)
+                }
+                ANode::SumGen { lam, args, .. } => {
+                    format!("sum∘gen ({} nodes, args {:?})", lam.ar.nodes.len(), args)
+                }
+                ANode::Sum { src } => format!("sum {src}"),
+                ANode::Fold { src, .. } => format!("fold {src}"),
+                ANode::Scan { src, .. } => format!("scan {src}"),
+                ANode::Permute { default, src, .. } => format!("permute {src} into {default}"),
+                ANode::Reshape { src } => format!("reshape {src}"),
+                ANode::StopGrad { src } => format!("stop_gradient {src}"),
+                ANode::Acond { t, e, .. } => format!("acond {t} {e}"),
+                ANode::Awhile { init, inv, .. } => format!("awhile {init:?} {inv:?}"),
+                ANode::Proj { src, k } => format!("proj {src}.{k}"),
+            };
+            out.push_str(&format!("{i}: {:?} {what}\n", n.shape));
+        }
+        out
+    }
+
     /// Run the program on `inputs` (one row-major slice per declared input).
     pub fn run(&self, inputs: &[&[f64]]) -> Result<Vec<Array>> {
         let ins = self.check_inputs(inputs)?;
@@ -1159,7 +1199,7 @@ impl Program {
             .iter()
             .map(|&o| Array {
                 shape: self.g.nodes[o as usize].shape.clone(),
-                data: ex.value(o).to_vec(),
+                data: ex.take_value(o),
             })
             .collect())
     }
@@ -1225,7 +1265,7 @@ impl Program {
         Ok((outs, grads))
     }
 
-    fn check_inputs(&self, inputs: &[&[f64]]) -> Result<Vec<Arc<Vec<f64>>>> {
+    fn check_inputs<'a>(&self, inputs: &[&'a [f64]]) -> Result<Vec<crate::exec::Val<'a>>> {
         let shapes = self.input_shapes();
         if inputs.len() != shapes.len() {
             return Err(Error::InputCount {
@@ -1247,7 +1287,7 @@ impl Program {
                         got: x.len(),
                     })
                 } else {
-                    Ok(Arc::new(x.to_vec()))
+                    Ok(crate::exec::Val::B(x))
                 }
             })
             .collect()

@@ -130,6 +130,8 @@ pub(crate) struct Kernel {
     array_shapes: Vec<Vec<usize>>,
     /// keys of the scatter targets (windows come back in this order)
     pub targets: Vec<u32>,
+    /// lengths of the scatter targets
+    pub target_lens: Vec<usize>,
     /// scatters at the identity index, turned into extra roots: (target index, root index)
     pub dense_targets: Vec<(usize, usize)>,
     pub block: usize,
@@ -464,8 +466,21 @@ impl Kernel {
             if var_ids.is_empty() {
                 return (ai, None, c);
             }
-            let keyv = (ai, ix.to_vec(), gd);
-            if let Some(&(s, c)) = offsets.get(&keyv) {
+            // Shared by reads that differ only in constant components.
+            let keyv = (
+                ai,
+                ix.iter()
+                    .map(|&i| {
+                        if ar.konst_of(i).is_some() {
+                            u32::MAX
+                        } else {
+                            i
+                        }
+                    })
+                    .collect::<Vec<Id>>(),
+                gd,
+            );
+            if let Some(&(s, _)) = offsets.get(&keyv) {
                 return (ai, s, c);
             }
             // One offset per (array, variable components, guard); constants are added at the
@@ -703,11 +718,21 @@ impl Kernel {
             params,
             arrays,
             array_shapes,
+            target_lens: targets
+                .iter()
+                .map(|&t| shape_of(t).iter().product())
+                .collect(),
             targets,
             dense_targets,
             block,
             param_roots: Vec::new(),
         }
+    }
+
+    /// The kernel's fixed chunks: fewer when it scatters (each chunk has its own windows).
+    pub(crate) fn chunks(&self) -> Vec<(usize, usize)> {
+        let max = if self.targets.is_empty() { 64 } else { 16 };
+        chunks_n(self.space_total(), self.block, max)
     }
 
     pub(crate) fn space_total(&self) -> usize {
@@ -731,7 +756,9 @@ pub(crate) struct Window {
 }
 
 impl Window {
-    fn ensure(&mut self, lo: usize, hi: usize) {
+    /// Make `lo..hi` addressable; growth is geometric (never past `cap`, the target's length),
+    /// so a window that keeps widening costs amortised linear time.
+    fn ensure(&mut self, lo: usize, hi: usize, cap: usize) {
         if self.data.is_empty() {
             self.lo = lo;
             self.data = vec![0.0; hi - lo];
@@ -741,8 +768,17 @@ impl Window {
         if lo >= self.lo && hi <= cur_hi {
             return;
         }
-        let nlo = lo.min(self.lo);
-        let nhi = hi.max(cur_hi);
+        let len = self.data.len();
+        let nlo = if lo < self.lo {
+            lo.min(self.lo.saturating_sub(len))
+        } else {
+            self.lo
+        };
+        let nhi = if hi > cur_hi {
+            hi.max((cur_hi + len).min(cap))
+        } else {
+            cur_hi
+        };
         let mut d = vec![0.0; nhi - nlo];
         d[self.lo - nlo..self.lo - nlo + self.data.len()].copy_from_slice(&self.data);
         self.lo = nlo;
@@ -1043,7 +1079,7 @@ impl<'k> Eval<'k> {
                             let (st, dimf) = (*st as f64, *dim as f64);
                             for (o, &x) in out_.iter_mut().zip(v) {
                                 bad |= !(x >= 0.0 && x < dimf);
-                                *o += x.trunc() * st;
+                                *o += (x as usize) as f64 * st;
                             }
                         }
                     }
@@ -1145,7 +1181,7 @@ impl<'k> Eval<'k> {
                     }
                     if lo < hi {
                         let w = &mut wins[*target];
-                        w.ensure(lo, hi);
+                        w.ensure(lo, hi, k.target_lens[*target]);
                         let base = w.lo;
                         for e in 0..len {
                             if live(e) {
@@ -1176,7 +1212,12 @@ impl<'k> Eval<'k> {
 
 /// Fixed chunks of `0..total`: boundaries depend only on `total` and `block`.
 pub(crate) fn chunks(total: usize, block: usize) -> Vec<(usize, usize)> {
-    let target = total.div_ceil(64).max(2048);
+    chunks_n(total, block, 64)
+}
+
+/// Fixed chunks, at most about `max_chunks` of them.
+pub(crate) fn chunks_n(total: usize, block: usize, max_chunks: usize) -> Vec<(usize, usize)> {
+    let target = total.div_ceil(max_chunks).max(2048);
     let len = target.div_ceil(block).max(1) * block;
     (0..total)
         .step_by(len.max(1))
@@ -1211,8 +1252,7 @@ pub(crate) fn run_store(
     groups: &[Vec<usize>],
     outs: &mut [Vec<f64>],
 ) -> Result<Vec<Vec<Window>>> {
-    let total: usize = k.space.iter().product();
-    let ch = chunks(total, k.block);
+    let ch = k.chunks();
     // Split every output into per-chunk pieces.
     let mut pieces: Vec<Vec<&mut [f64]>> = (0..ch.len()).map(|_| Vec::new()).collect();
     for (g, out) in groups.iter().zip(outs.iter_mut()) {
@@ -1270,7 +1310,7 @@ pub(crate) fn run_sum(
     if inner == 0 {
         return Ok((vec![0.0; rows_of(&k.space)], vec![]));
     }
-    let ch = chunks(total, k.block);
+    let ch = k.chunks();
     let parts: Vec<Result<(usize, Vec<f64>, Vec<Window>)>> = ch
         .par_iter()
         .map(|&(lo, hi)| {
