@@ -28,6 +28,7 @@ pub mod harness;
 pub mod problems;
 pub mod revbench;
 pub mod sec13;
+pub mod vectorised;
 
 use harness::{problem, Problem};
 use problems::*;
@@ -41,11 +42,24 @@ pub fn registry(quick: bool) -> Vec<Problem> {
         problem(SinCos, quick),
         problem(PowLoop { p: 1000 }, quick),
         problem(LogSumExp { n: 1000 }, quick),
+        problem(vectorised::LogSumExpV { n: 1000 }, quick),
         problem(Logistic::new(10, 100), quick),
+        problem(vectorised::LogisticV(Logistic::new(10, 100)), quick),
         problem(Mlp::new(784, 32, 10), quick),
+        problem(vectorised::MlpV(Mlp::new(784, 32, 10)), quick),
     ]
     .into_iter()
     .chain(sec13::problems(quick))
+    .chain([
+        problem(
+            vectorised::DotV {
+                n: if quick { 100_000 } else { 1_000_000 },
+            },
+            quick,
+        ),
+        problem(vectorised::MatvecV { n: 1000 }, quick),
+        problem(vectorised::NetworkV, quick),
+    ])
     .collect()
 }
 

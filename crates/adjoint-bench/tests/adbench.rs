@@ -537,3 +537,27 @@ fn adbench_command_reports_substitutions_and_writes_every_engines_result() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("after the subcommand"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn gmm_with_slice_primitives_equals_the_scalar_source() {
+    for (d, k) in [(1, 3), (2, 5), (5, 4), (10, 2)] {
+        let g = io::generate_gmm(d, k, 40, 3);
+        let p = g.params();
+        let (a, b) = (
+            gmm::gmm_data_term_vector(&g, &p, 0, g.n),
+            gmm::gmm_data_term(&g, &p, 0, g.n),
+        );
+        assert!((a - b).abs() <= 1e-12 * b.abs(), "d={d} K={k}: {a} vs {b}");
+        let (_, gv) = adjoint::tape::value_and_grad(
+            |v: &[adjoint::tape::Var]| gmm::gmm_data_term_vector(&g, v, 0, g.n),
+            &p,
+        );
+        let gf = forward::gradient(|v| gmm::gmm_data_term(&g, v, 0, g.n), &p);
+        for (x, y) in gv.iter().zip(&gf) {
+            assert!(
+                (x - y).abs() <= 1e-10 * y.abs().max(1.0),
+                "d={d} K={k}: {x} vs {y}"
+            );
+        }
+    }
+}

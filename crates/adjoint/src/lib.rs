@@ -78,13 +78,27 @@
 //! ```
 #![warn(missing_docs)]
 
-pub use adjoint_core::{check, impl_real, lift, prelude, rules, special, Real};
+pub use adjoint_core::{check, impl_real, lift, prelude, rules, special, vector, Real};
 
 /// The reversible eDSL (NiLang, seeds 000 and 001): [`reversible!`](rev::reversible) functions,
 /// their inverses, and gradients by reverse computing. See the module docs for the language.
 pub mod rev {
     #[doc(inline)]
     pub use adjoint_rev::*;
+}
+
+/// The array engine (Accelerate AD, seed 004): array programs built from data-parallel
+/// combinators, differentiated as a whole and run on all cores. See the `adjoint-array` crate.
+pub mod array {
+    #[doc(inline)]
+    pub use adjoint_array::*;
+}
+
+/// The SSA source transform (Zygote, seed 002): compiled adjoints of ordinary Rust functions.
+/// See the `adjoint-ssa` crate.
+pub mod ssa {
+    #[doc(inline)]
+    pub use adjoint_ssa::*;
 }
 
 /// Forward-mode AD with dual numbers ([`Dual`](forward::Dual), nestable for higher order).

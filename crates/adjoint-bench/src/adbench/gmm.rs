@@ -64,6 +64,48 @@ pub fn gmm_data_term<T: Scalar>(g: &GmmInput, p: &[T], from: usize, to: usize) -
     total
 }
 
+/// [`gmm_data_term`] written with the shared slice primitives (`adjoint::vector`): `Q·xc` as one
+/// `axpy` per column of the triangle, `‖Q·xc‖²` as one `dot`, and one `logsumexp` over the
+/// components per point. On the tape each is one entry per result instead of one per scalar
+/// operation. The same value up to the order of additions.
+pub fn gmm_data_term_vector<T: adjoint::Real>(g: &GmmInput, p: &[T], from: usize, to: usize) -> T {
+    use adjoint::vector;
+    let (d, k) = (g.d, g.k);
+    let icf_sz = g.icf_size();
+    let (alphas, rest) = p.split_at(k);
+    let (means, icf) = rest.split_at(k * d);
+    let sum_qs: Vec<T> = (0..k)
+        .map(|ik| vector::sum(&icf[ik * icf_sz..ik * icf_sz + d]))
+        .collect();
+    let qdiags: Vec<T> = (0..k)
+        .flat_map(|ik| icf[ik * icf_sz..ik * icf_sz + d].iter().map(|q| q.exp()))
+        .collect();
+    let mut main_term = vec![T::cst(0.0); k];
+    let mut xc = vec![T::cst(0.0); d];
+    let mut qxc = vec![T::cst(0.0); d];
+    let mut total = T::cst(0.0);
+    for ix in from..to {
+        let x = &g.x[ix * d..(ix + 1) * d];
+        for ik in 0..k {
+            for j in 0..d {
+                xc[j] = T::cst(x[j]) - means[ik * d + j];
+                qxc[j] = qdiags[ik * d + j] * xc[j];
+            }
+            // The strictly lower triangle, column by column: qxc[i+1..] += xcᵢ · L[.., i].
+            let ltri = &icf[ik * icf_sz + d..(ik + 1) * icf_sz];
+            let mut li = 0;
+            for i in 0..d.saturating_sub(1) {
+                let len = d - i - 1;
+                vector::axpy(xc[i], &ltri[li..li + len], &mut qxc[i + 1..]);
+                li += len;
+            }
+            main_term[ik] = alphas[ik] + sum_qs[ik] - vector::dot(&qxc, &qxc) * 0.5;
+        }
+        total += vector::logsumexp(&main_term);
+    }
+    total
+}
+
 /// Everything but the data term: constant, −n·logsumexp(α) and the Wishart prior.
 pub fn gmm_rest<T: Scalar>(g: &GmmInput, p: &[T]) -> T {
     let (d, k) = (g.d, g.k);

@@ -55,7 +55,8 @@ pub trait Engine: Sync {
     fn ba_block(&self, input: &[f64; 15], feat: &[f64]) -> [[f64; 15]; 2];
 }
 
-/// adjoint's tape engine.
+/// adjoint's tape engine. Its GMM data term is written with the slice primitives
+/// ([`gmm::gmm_data_term_vector`]); [`TapeScalar`] runs the scalar source.
 pub struct Tape;
 
 impl Engine for Tape {
@@ -70,7 +71,7 @@ impl Engine for Tape {
         to: usize,
     ) -> (f64, Vec<f64>) {
         adjoint_tape::value_and_grad(
-            |v: &[adjoint_tape::Var]| gmm::gmm_data_term(g, v, from, to),
+            |v: &[adjoint_tape::Var]| gmm::gmm_data_term_vector(g, v, from, to),
             p,
         )
     }
@@ -86,6 +87,34 @@ impl Engine for Tape {
         out[0].copy_from_slice(&j[0]);
         out[1].copy_from_slice(&j[1]);
         out
+    }
+}
+
+/// adjoint's tape engine on the scalar GMM source (every operation one entry), for comparison
+/// with [`Tape`]'s slice primitives in the same run.
+pub struct TapeScalar;
+
+impl Engine for TapeScalar {
+    fn name(&self) -> &'static str {
+        "tape-scalar"
+    }
+    fn gmm_data_grad(
+        &self,
+        g: &io::GmmInput,
+        p: &[f64],
+        from: usize,
+        to: usize,
+    ) -> (f64, Vec<f64>) {
+        adjoint_tape::value_and_grad(
+            |v: &[adjoint_tape::Var]| gmm::gmm_data_term(g, v, from, to),
+            p,
+        )
+    }
+    fn gmm_rest_grad(&self, g: &io::GmmInput, p: &[f64]) -> (f64, Vec<f64>) {
+        Tape.gmm_rest_grad(g, p)
+    }
+    fn ba_block(&self, input: &[f64; 15], feat: &[f64]) -> [[f64; 15]; 2] {
+        Tape.ba_block(input, feat)
     }
 }
 
@@ -476,6 +505,7 @@ impl BaColumn for ForwardVec {
 fn gmm_engines() -> Vec<Box<dyn GmmColumn>> {
     vec![
         Box::new(Tape),
+        Box::new(TapeScalar),
         Box::new(reversible::Reversible),
         Box::new(Echidna),
     ]
