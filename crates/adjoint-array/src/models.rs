@@ -1,6 +1,6 @@
 //! Benchmark programs written with the combinators.
 //!
-//! [`Gmm`] — ADBench's Gaussian mixture model objective (seed 004 Appendix B.1), with the same
+//! [`Gmm`](crate::models::Gmm) — ADBench's Gaussian mixture model objective (seed 004 Appendix B.1), with the same
 //! parameter layout as `adjoint-bench`'s `adbench::gmm` (`p = [α (K), μ (K×d), icf (K×d(d+1)/2)]`,
 //! icf = d log-diagonal entries then the strictly lower triangle column by column).
 
