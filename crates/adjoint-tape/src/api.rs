@@ -175,6 +175,7 @@ impl Tape {
                 Var::constant(v)
             });
         }
+        job.leading_leaves = job.entries.len() as u32;
         let mut segs = match self.root.take() {
             Some(old) => old.segs,
             None => std::mem::take(&mut self.segs),

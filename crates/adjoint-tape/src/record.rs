@@ -50,8 +50,11 @@ pub fn __skip_job_ids(n: u64) {
 }
 
 /// One recorded operation: the partials of the result with respect to at most two earlier
-/// entries of the same job (unused operands point at the sink, entry 0, with partial 0).
-/// 24 bytes; the result's own position is implicit.
+/// entries of the same job. 24 bytes; the result's own position is implicit. An unused second
+/// operand of a one-operand result points at the entry itself with partial 0: its adjoint is
+/// never read again once the entry is swept, and (unlike pointing every such entry at one shared
+/// sink slot) it makes no chain of dependent additions through memory in the reverse loop.
+/// Leaves point both operands at the sink, entry 0.
 #[derive(Clone, Copy, Debug, Default)]
 #[repr(C)]
 pub(crate) struct Entry {
@@ -153,6 +156,9 @@ pub(crate) struct Job {
     /// Imported `Var`s (job id, position) → local slot.
     pub cache: HashMap<(u64, u32), u32, BuildHasherDefault<IdHasher>>,
     pub checkpoints: Vec<Checkpoint>,
+    /// Entries `0..leading_leaves` are the sink and the recording's inputs: leaves, which the
+    /// reverse sweep skips.
+    pub leading_leaves: u32,
     /// Results of slice primitives, in tape order.
     pub nary: Vec<Nary>,
     /// Their operand runs and partials.
@@ -176,6 +182,7 @@ impl Job {
         self.imports.clear();
         self.cache.clear();
         self.checkpoints.clear();
+        self.leading_leaves = 1;
         self.nary.clear();
         self.runs.clear();
         self.partials.clear();
@@ -550,9 +557,10 @@ pub(crate) fn record1(a: Var, pa: f64, value: f64, label: impl Into<Label>) -> V
         // live here, and nothing below re-enters `STATE` while `job` is in use.
         let job = unsafe { &mut *p };
         if a.uid == job.uid && (a.seq() as usize) < job.entries.len() {
+            let own = job.entries.len() as u32;
             let seq = job.push(Entry {
                 p: [pa, 0.0],
-                i: [a.seq(), 0],
+                i: [a.seq(), own],
             });
             return Var::at(value, job.uid, job.idx, seq);
         }
@@ -567,9 +575,10 @@ fn record1_slow(a: Var, pa: f64, value: f64, label: Label) -> Var {
             not_recording(s, a)
         };
         let ia = ctx.job.local(a, &ctx.session);
+        let own = ctx.job.entries.len() as u32;
         let seq = ctx.job.push(Entry {
             p: [pa, 0.0],
-            i: [ia, 0],
+            i: [ia, own],
         });
         if ctx.session.checked {
             ctx.job.labels.push(label);
@@ -770,7 +779,12 @@ pub(crate) fn record_nary(
         };
         let job = &mut ctx.job;
         let (r0, p0) = (job.runs.len() as u32, job.partials.len() as u32);
+        let operands = operands.into_iter();
+        job.partials.reserve(operands.size_hint().0);
         let mut first_operand = None;
+        // The run being extended, kept in registers; pushed when the next operand is not at the
+        // following position.
+        let mut run: Option<Run> = None;
         for (v, p) in operands {
             if v.is_constant() {
                 continue;
@@ -778,11 +792,20 @@ pub(crate) fn record_nary(
             first_operand.get_or_insert(v.v);
             let i = job.local(v, &ctx.session);
             job.partials.push(p);
-            let mine = job.runs.len() as u32 > r0;
-            match job.runs.last_mut() {
-                Some(r) if mine && r.first + r.len == i => r.len += 1,
-                _ => job.runs.push(Run { first: i, len: 1 }),
-            }
+            run = match run {
+                Some(r) if r.first + r.len == i => Some(Run {
+                    first: r.first,
+                    len: r.len + 1,
+                }),
+                Some(r) => {
+                    job.runs.push(r);
+                    Some(Run { first: i, len: 1 })
+                }
+                None => Some(Run { first: i, len: 1 }),
+            };
+        }
+        if let Some(r) = run {
+            job.runs.push(r);
         }
         if first_operand.is_none() {
             return Var::constant(value);

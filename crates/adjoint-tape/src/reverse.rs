@@ -119,12 +119,15 @@ pub(crate) fn sweep(job: &mut Job, checked: bool, idx: u16) -> Result<(), BadVal
         entries,
         adj,
         checkpoints,
+        leading_leaves,
         nary,
         runs,
         partials,
         labels,
         ..
     } = job;
+    // Leaves have no operands: the sweep stops above the leading ones (the inputs).
+    let lo = (*leading_leaves as usize).max(1);
     let labels = checked.then_some((&labels[..], idx));
     let mut hi = entries.len();
     let (mut c, mut n) = (checkpoints.len(), nary.len());
@@ -150,7 +153,7 @@ pub(crate) fn sweep(job: &mut Job, checked: bool, idx: u16) -> Result<(), BadVal
             }
         }
     }
-    sweep_range(entries, adj, 1, hi, labels)
+    sweep_range(entries, adj, lo.min(hi), hi, labels)
 }
 
 /// The adjoint of one slice-primitive result: each operand run gets `partial × adjoint`, a
