@@ -28,6 +28,7 @@ pub mod harness;
 pub mod problems;
 pub mod revbench;
 pub mod sec13;
+pub mod ssabench;
 pub mod vectorised;
 
 use harness::{problem, Problem};
@@ -60,6 +61,12 @@ pub fn registry(quick: bool) -> Vec<Problem> {
         problem(vectorised::MatvecV { n: 1000 }, quick),
         problem(vectorised::NetworkV, quick),
     ])
+    .map(|mut p| {
+        if let Some(c) = ssabench::column(&p) {
+            p.columns.push(c);
+        }
+        p
+    })
     .collect()
 }
 

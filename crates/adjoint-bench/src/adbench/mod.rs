@@ -507,6 +507,7 @@ fn gmm_engines() -> Vec<Box<dyn GmmColumn>> {
         Box::new(Tape),
         Box::new(TapeScalar),
         Box::new(reversible::Reversible),
+        Box::new(crate::ssabench::Ssa),
         Box::new(Echidna),
     ]
 }
@@ -517,6 +518,7 @@ fn ba_engines() -> Vec<Box<dyn BaColumn>> {
         Box::new(Tape),
         Box::new(ForwardVec),
         Box::new(reversible::Reversible),
+        Box::new(crate::ssabench::Ssa),
         Box::new(Echidna),
     ]
 }
