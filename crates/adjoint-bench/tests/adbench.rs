@@ -561,3 +561,25 @@ fn gmm_with_slice_primitives_equals_the_scalar_source() {
         }
     }
 }
+
+#[test]
+fn array_engine_gmm_column_matches_forward_mode_and_reuses_its_program() {
+    use adjoint_bench::adbench::{array::Array, GmmColumn};
+    let col = Array::default();
+    for (d, k) in [(2, 3), (3, 2)] {
+        let g = io::generate_gmm(d, k, 30, 5);
+        let p = g.params();
+        let mut grad = vec![0.0; p.len()];
+        for _ in 0..2 {
+            let v = col.gmm(&g, &p, &mut grad);
+            assert!((v - gmm::gmm_objective(&g, &p)).abs() <= 1e-10 * v.abs());
+            let reference = forward::gradient(|v| gmm::gmm_objective(&g, v), &p);
+            for (a, b) in grad.iter().zip(&reference) {
+                assert!(
+                    (a - b).abs() <= 1e-9 * b.abs().max(1.0),
+                    "d={d} K={k}: {a} vs {b}"
+                );
+            }
+        }
+    }
+}

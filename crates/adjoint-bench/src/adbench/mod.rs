@@ -4,6 +4,7 @@
 //! Inputs come from `../shared/adbench` (or `--data DIR`) when present, otherwise from the
 //! generator with ADBench's recipe, so a fresh clone runs too.
 
+pub mod array;
 pub mod ba;
 pub mod gmm;
 pub mod io;
@@ -460,8 +461,10 @@ fn check_ba(b: &io::BaInput, j: &ba::Csr) -> String {
 }
 
 /// A GMM gradient column as the runner sees it (object-safe).
-trait GmmColumn {
+pub trait GmmColumn {
+    /// Column name.
     fn name(&self) -> &'static str;
+    /// The GMM objective and its gradient (into `grad`) at parameters `p`.
     fn gmm(&self, g: &io::GmmInput, p: &[f64], grad: &mut [f64]) -> f64;
 }
 
@@ -508,6 +511,7 @@ fn gmm_engines() -> Vec<Box<dyn GmmColumn>> {
         Box::new(TapeScalar),
         Box::new(reversible::Reversible),
         Box::new(crate::ssabench::Ssa),
+        Box::new(array::Array::default()),
         Box::new(Echidna),
     ]
 }
