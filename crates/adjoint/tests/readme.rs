@@ -46,3 +46,46 @@ fn readme_reversible_example() -> Result<(), InvertibilityError> {
     assert_eq!(g, (1.0, 3.0, 2.0));
     Ok(())
 }
+
+// The README's SSA example.
+use adjoint::ssa::differentiable;
+
+#[differentiable]
+fn rosenbrock(x: &[f64]) -> f64 {
+    let mut s = 0.0;
+    for i in 0..x.len() - 1 {
+        let t = x[i + 1] - x[i] * x[i];
+        s += 100.0 * t * t + (1.0 - x[i]) * (1.0 - x[i]);
+    }
+    s
+}
+
+#[test]
+fn readme_ssa_example() {
+    let x = [0.5, 1.5, -0.3];
+    let mut g = [0.0; 3];
+    let y = rosenbrock::grad(&x, &mut g);
+    assert_eq!(y, rosenbrock(&x));
+    assert!((g[2] - 200.0 * (x[2] - x[1] * x[1])).abs() < 1e-12);
+    // Every component against finite differences.
+    check::check_gradient(|v| rosenbrock::primal(v), &x, &g).assert_passed();
+}
+
+// The README's array example.
+#[test]
+fn readme_array_example() -> adjoint::array::Result<()> {
+    use adjoint::array::Builder;
+    use adjoint::prelude::*;
+    let b = Builder::new();
+    let x = b.input(&[4]);
+    let loss = x.map(|v| (v * v).sin()).sum();
+    let program = b.build_scalar(&loss)?;
+    let xs = [0.1, 0.2, 0.3, 0.4];
+    let g = program.gradient_a(&[&xs])?;
+    assert!((g.grads[0][1] - 2.0 * 0.2 * (0.04f64).cos()).abs() < 1e-15);
+    let reference = forward::gradient(|v| v.iter().map(|&t| (t * t).sin()).sum(), &xs);
+    for (a, r) in g.grads[0].iter().zip(&reference) {
+        assert!((a - r).abs() < 1e-14);
+    }
+    Ok(())
+}
