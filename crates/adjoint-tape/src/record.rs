@@ -763,15 +763,74 @@ fn par_chunks<T: Sync, R: Send, F: Fn(&T) -> R + Sync>(
 
 /// Record one result of a slice primitive: `value`, with partial `∂value/∂v` for each operand
 /// `(v, ∂)` (constants are skipped). One tape entry, whatever the number of operands.
-pub(crate) fn record_nary(
+pub(crate) fn record_nary<I: Iterator<Item = (Var, f64)>>(
     value: f64,
-    operands: impl IntoIterator<Item = (Var, f64)>,
+    operands: impl Fn() -> I,
+    label: &'static str,
+) -> Var {
+    let p = FAST.get();
+    if !p.is_null() {
+        // SAFETY: as in `record1`: `FAST` points at this thread's current (unchecked) job.
+        let job = unsafe { &mut *p };
+        if let Some(v) = nary_fast(job, value, operands()) {
+            return v;
+        }
+    }
+    record_nary_slow(value, operands(), label)
+}
+
+/// [`record_nary`] when every active operand belongs to the current job (no imports, no
+/// checked mode): no access to the thread's state. `None` (with nothing recorded) otherwise.
+#[inline]
+fn nary_fast(job: &mut Job, value: f64, operands: impl Iterator<Item = (Var, f64)>) -> Option<Var> {
+    let (r0, p0) = (job.runs.len(), job.partials.len());
+    let len = job.entries.len() as u32;
+    job.partials.reserve(operands.size_hint().0);
+    let mut run: Option<Run> = None;
+    for (v, p) in operands {
+        if v.is_constant() {
+            continue;
+        }
+        if v.uid != job.uid || v.seq >= len {
+            job.runs.truncate(r0);
+            job.partials.truncate(p0);
+            return None;
+        }
+        let i = v.seq;
+        job.partials.push(p);
+        run = match run {
+            Some(r) if r.first + r.len == i => Some(Run {
+                first: r.first,
+                len: r.len + 1,
+            }),
+            Some(r) => {
+                job.runs.push(r);
+                Some(Run { first: i, len: 1 })
+            }
+            None => Some(Run { first: i, len: 1 }),
+        };
+    }
+    let r = run?; // no active operand: the slow path returns a constant
+    job.runs.push(r);
+    let seq = job.push(Entry::default());
+    job.nary.push(Nary {
+        at: seq,
+        runs: (r0 as u32, job.runs.len() as u32),
+        p0: p0 as u32,
+    });
+    Some(Var::at(value, job.uid, job.idx, seq))
+}
+
+#[inline(never)]
+fn record_nary_slow(
+    value: f64,
+    operands: impl Iterator<Item = (Var, f64)>,
     label: &'static str,
 ) -> Var {
     with_state_mut(|s| {
         let State::Recording(ctx) = s else {
             // Outside a recording every operand must be a constant.
-            let mut operands = operands.into_iter();
+            let mut operands = operands;
             match operands.find(|(v, _)| !v.is_constant()) {
                 Some((v, _)) => not_recording(s, v),
                 None => return Var::constant(value),
@@ -779,7 +838,6 @@ pub(crate) fn record_nary(
         };
         let job = &mut ctx.job;
         let (r0, p0) = (job.runs.len() as u32, job.partials.len() as u32);
-        let operands = operands.into_iter();
         job.partials.reserve(operands.size_hint().0);
         let mut first_operand = None;
         // The run being extended, kept in registers; pushed when the next operand is not at the

@@ -150,14 +150,16 @@ impl Lift for Var {
 
     fn lift_dot(a: &[Self], b: &[Self]) -> Self {
         let value = fast::dot_by(a, b, |x| x.v, |y| y.v);
-        let ops = a.iter().zip(b).map(|(x, y)| (*x, y.v));
-        let ops = ops.chain(a.iter().zip(b).map(|(x, y)| (*y, x.v)));
+        let ops = || {
+            let first = a.iter().zip(b).map(|(x, y)| (*x, y.v));
+            first.chain(a.iter().zip(b).map(|(x, y)| (*y, x.v)))
+        };
         record_nary(value, ops, "dot")
     }
 
     fn lift_sum(a: &[Self]) -> Self {
         let value = fast::sum_by(a, |x| x.v);
-        record_nary(value, a.iter().map(|x| (*x, 1.0)), "sum")
+        record_nary(value, || a.iter().map(|x| (*x, 1.0)), "sum")
     }
 
     fn lift_matvec(m: &[Self], x: &[Self], out: &mut [Self]) {
@@ -181,17 +183,13 @@ impl Lift for Var {
         // The value as `f64`'s kernel computes it; ∂/∂aᵢ = softmax(a)ᵢ = exp(aᵢ − m) / s.
         record_nary(
             s.ln() + m,
-            a.iter().map(|x| (*x, (x.v - m).exp() / s)),
+            || a.iter().map(|x| (*x, (x.v - m).exp() / s)),
             "logsumexp",
         )
     }
 
-    fn lift_axpy(alpha: Self, x: &[Self], y: &mut [Self]) {
-        for (yi, xi) in y.iter_mut().zip(x) {
-            let value = yi.v + alpha.v * xi.v;
-            *yi = record_nary(value, [(*yi, 1.0), (*xi, alpha.v), (alpha, xi.v)], "axpy");
-        }
-    }
+    // `axpy` keeps the default: it has one result per element, and two fast-path scalar entries
+    // per element cost less than one many-operand entry.
 }
 
 adjoint_core::impl_real!([] Var);

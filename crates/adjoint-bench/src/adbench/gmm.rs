@@ -64,9 +64,8 @@ pub fn gmm_data_term<T: Scalar>(g: &GmmInput, p: &[T], from: usize, to: usize) -
     total
 }
 
-/// [`gmm_data_term`] written with the shared slice primitives (`adjoint::vector`): `Q·xc` as one
-/// `axpy` per column of the triangle, `‖Q·xc‖²` as one `dot`, and one `logsumexp` over the
-/// components per point. On the tape each is one entry per result instead of one per scalar
+/// [`gmm_data_term`] written with the shared slice primitives (`adjoint::vector`): `‖Q·xc‖²` as
+/// one `dot` and one `logsumexp` over the components per point. On the tape each is one entry per result instead of one per scalar
 /// operation. The same value up to the order of additions.
 pub fn gmm_data_term_vector<T: adjoint::Real>(g: &GmmInput, p: &[T], from: usize, to: usize) -> T {
     use adjoint::vector;
@@ -91,13 +90,15 @@ pub fn gmm_data_term_vector<T: adjoint::Real>(g: &GmmInput, p: &[T], from: usize
                 xc[j] = T::cst(x[j]) - means[ik * d + j];
                 qxc[j] = qdiags[ik * d + j] * xc[j];
             }
-            // The strictly lower triangle, column by column: qxc[i+1..] += xcᵢ · L[.., i].
+            // The strictly lower triangle, column by column: qxc[i+1..] += xcᵢ · L[.., i]
+            // (scalar operations: `axpy` has one result per element, so it saves nothing).
             let ltri = &icf[ik * icf_sz + d..(ik + 1) * icf_sz];
             let mut li = 0;
-            for i in 0..d.saturating_sub(1) {
-                let len = d - i - 1;
-                vector::axpy(xc[i], &ltri[li..li + len], &mut qxc[i + 1..]);
-                li += len;
+            for (i, &xi) in xc.iter().enumerate() {
+                for q in &mut qxc[i + 1..] {
+                    *q += ltri[li] * xi;
+                    li += 1;
+                }
             }
             main_term[ik] = alphas[ik] + sum_qs[ik] - vector::dot(&qxc, &qxc) * 0.5;
         }
