@@ -445,8 +445,23 @@ impl Session {
         (a, a + 1)
     }
 
-    pub fn seal(&self, idx: u16, job: Box<Job>) {
-        self.graph().jobs[idx as usize] = Some(job);
+    /// Store a finished job. A job that used little of a large recycled buffer (a task whose
+    /// first job only forks, say) keeps its few entries in a small buffer and hands the large
+    /// one back to the pool for a later job of this recording, so the jobs that do the work find
+    /// large buffers and no tape regrows in steady state.
+    pub fn seal(&self, idx: u16, mut job: Box<Job>) {
+        let mut g = self.graph();
+        let used = job.entries.len();
+        if job.entries.capacity() >= 4096 && job.entries.capacity() > 8 * used {
+            let mut spare = g.pool.pop_front().unwrap_or_default();
+            std::mem::swap(&mut spare.entries, &mut job.entries);
+            std::mem::swap(&mut spare.adj, &mut job.adj);
+            job.entries.clear();
+            job.entries.extend_from_slice(&spare.entries);
+            spare.entries.clear();
+            g.pool.push_back(spare);
+        }
+        g.jobs[idx as usize] = Some(job);
     }
 }
 
