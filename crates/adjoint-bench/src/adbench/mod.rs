@@ -735,6 +735,19 @@ pub fn run_peers(manifest: &Path, quick: bool, sel: &Selection) -> Vec<Row> {
             .into_iter()
             .filter(|t| sel.engine(t))
         {
+            let module = if tool == "pytorch" { "torch" } else { tool };
+            let importable = std::process::Command::new(&python)
+                .args(["-c", &format!("import {module}")])
+                .stderr(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if !importable {
+                eprintln!(
+                    "  peer {tool}: `{module}` is not installed in peers/.venv (install.sh; \
+                     SKIP_TORCH=1 leaves PyTorch out); skipped"
+                );
+                continue;
+            }
             let mut c = std::process::Command::new(&python);
             c.arg(dir.join("adbench_py.py")).arg(tool).arg(manifest);
             commands.push((tool.to_string(), c));
@@ -746,7 +759,7 @@ pub fn run_peers(manifest: &Path, quick: bool, sel: &Selection) -> Vec<Row> {
         c.arg(manifest);
         commands.push(("adolc".to_string(), c));
     }
-    if commands.is_empty() {
+    if !python.is_file() && !dir.join("build/adolc_peer").is_file() {
         eprintln!("adbench: no peers installed (run crates/adjoint-bench/peers/install.sh)");
     }
     let mut rows = Vec::new();
