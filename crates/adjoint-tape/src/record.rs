@@ -794,6 +794,23 @@ pub(crate) fn record_nary<I: Iterator<Item = (Var, f64)>>(
     record_nary_slow(value, operands(), label)
 }
 
+/// Add the operand at position `i` to the run being built, pushing the finished run to `runs`
+/// when `i` does not follow it.
+#[inline(always)]
+fn extend_run(run: &mut Option<Run>, runs: &mut Vec<Run>, i: u32) {
+    *run = match *run {
+        Some(r) if r.first + r.len == i => Some(Run {
+            first: r.first,
+            len: r.len + 1,
+        }),
+        Some(r) => {
+            runs.push(r);
+            Some(Run { first: i, len: 1 })
+        }
+        None => Some(Run { first: i, len: 1 }),
+    };
+}
+
 /// [`record_nary`] when every active operand belongs to the current job (no imports, no
 /// checked mode): no access to the thread's state. `None` (with nothing recorded) otherwise.
 #[inline]
@@ -811,19 +828,8 @@ fn nary_fast(job: &mut Job, value: f64, operands: impl Iterator<Item = (Var, f64
             job.partials.truncate(p0);
             return None;
         }
-        let i = v.seq;
         job.partials.push(p);
-        run = match run {
-            Some(r) if r.first + r.len == i => Some(Run {
-                first: r.first,
-                len: r.len + 1,
-            }),
-            Some(r) => {
-                job.runs.push(r);
-                Some(Run { first: i, len: 1 })
-            }
-            None => Some(Run { first: i, len: 1 }),
-        };
+        extend_run(&mut run, &mut job.runs, v.seq);
     }
     let r = run?; // no active operand: the slow path returns a constant
     job.runs.push(r);
@@ -865,17 +871,7 @@ fn record_nary_slow(
             first_operand.get_or_insert(v.v);
             let i = job.local(v, &ctx.session);
             job.partials.push(p);
-            run = match run {
-                Some(r) if r.first + r.len == i => Some(Run {
-                    first: r.first,
-                    len: r.len + 1,
-                }),
-                Some(r) => {
-                    job.runs.push(r);
-                    Some(Run { first: i, len: 1 })
-                }
-                None => Some(Run { first: i, len: 1 }),
-            };
+            extend_run(&mut run, &mut job.runs, i);
         }
         if let Some(r) = run {
             job.runs.push(r);
