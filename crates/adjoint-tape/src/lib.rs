@@ -44,8 +44,15 @@
 //! * **Memory.** [`checkpoint`] recomputes a region in the reverse pass instead of storing it.
 //! * **Errors.** A `Var` used outside its recording panics with a message saying so;
 //!   [`checked_grad`] / [`Tape::checked`] report the first primitive that produced a NaN or an
-//!   infinity; a panic inside a parallel job propagates to the caller and the engine stays
+//!   infinity (the first in the program's sequential order, identical for any number of
+//!   threads); a panic inside a parallel job propagates to the caller and the engine stays
 //!   usable.
+//! * **Parallel code inside a recording** must use [`join`] and [`par_map`]. A plain
+//!   `rayon::join` or `par_iter` is not seen by the recording: a side that rayon runs on another
+//!   thread panics with a message pointing to [`join`] (always so when the recording runs
+//!   outside rayon's pool), while a side that happens to run on the recording thread is recorded
+//!   as sequential code, correctly. Which of the two happens inside the pool depends on
+//!   scheduling; making it deterministic is an open item.
 #![warn(missing_docs)]
 
 mod api;

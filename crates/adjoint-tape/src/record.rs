@@ -540,7 +540,9 @@ fn not_recording(state: &State, v: Var) -> ! {
         ),
         _ => panic!(
             "adjoint::tape: {v:?} used outside its recording; a Var is only valid inside the \
-             grad/vjp/jacobian call that created it"
+             grad/vjp/jacobian call that created it, on the thread running it (inside a \
+             recording, run parallel work with adjoint::tape::join or par_map, not \
+             rayon::join or par_iter)"
         ),
     }
 }

@@ -454,3 +454,24 @@ fn checked_reverse_pass_error_names_the_job_in_program_order() {
         }
     }
 }
+
+#[test]
+fn plain_rayon_join_from_a_recording_outside_the_pool_points_to_tape_join() {
+    // Recorded on a thread outside rayon's pool, `rayon::join` runs both sides on pool threads,
+    // which hold no recording: a clear panic that names the combinator to use. (Inside the pool
+    // a side that is not stolen records correctly; see the crate docs.)
+    let msg = std::thread::spawn(|| {
+        panic_message(catch_unwind(|| {
+            grad(
+                |x: &[Var]| {
+                    let (a, b) = rayon::join(|| x[0] * 2.0, || x[0] * 3.0);
+                    a + b
+                },
+                &[1.0],
+            )
+        }))
+    })
+    .join()
+    .unwrap();
+    assert!(msg.contains("adjoint::tape::join"), "{msg}");
+}
