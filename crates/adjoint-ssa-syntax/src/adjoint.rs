@@ -8,7 +8,8 @@
 //!   instructions' adjoints in reverse, then sends the adjoints of `B`'s parameters to the
 //!   arguments of the edge it was entered by and continues at that predecessor's adjoint block.
 //!   A block with several incoming edges records which edge was taken (a *tag*): in a local when
-//!   the block is not in a cycle (it runs at most once), on the tag stack otherwise.
+//!   the block is not in a cycle (it runs at most once), on the tag stack otherwise — except
+//!   the header of a counted loop ([`Counted`]), whose counter the reverse sweep replays.
 //! * **To-be-recorded.** `B̄` reads primal values (operands of cheap rules, recorded partials of
 //!   expensive ones, indices). A value defined in the same cycle (strongly connected component)
 //!   as `B` may be redefined before `B̄` runs, so `B` pushes it and `B̄` pops it; anything else
@@ -30,6 +31,30 @@ pub enum TagMode {
     Local,
     /// The block is in a cycle: the tag stack.
     Stack,
+    /// The header of a counted loop (see [`Counted`]): the reverse sweep replays the counter.
+    Counted,
+}
+
+/// A counted loop `k = start; while k < end { …; k += 1 }` whose only exit is the header's
+/// `false` edge (no `break`, no `return` inside): the number of iterations is known, so the
+/// forward sweep records neither the header's tag nor `k`; the reverse sweep counts `k` down
+/// from `max(start, end)` to `start`.
+#[derive(Clone, Debug)]
+pub struct Counted {
+    /// The counter (a parameter of the header).
+    pub k: Val,
+    /// Its initial value (the entry edge's argument).
+    pub start: Val,
+    /// The bound (defined outside the loop).
+    pub end: Val,
+    /// Index in `preds[header]` of the entry edge.
+    pub entry: usize,
+    /// Index in `preds[header]` of the back edge.
+    pub latch: usize,
+    /// The exit block (the header's `false` successor).
+    pub exit: BlockId,
+    /// Membership of each block in the loop.
+    pub body: Vec<bool>,
 }
 
 /// Analyses and recording decisions for one function.
@@ -51,8 +76,13 @@ pub struct Plan {
     pub tag: Vec<TagMode>,
     /// Values each block pushes at its end (popped at the start of its adjoint block, in reverse).
     pub pushes: Vec<Vec<Val>>,
-    /// Values each adjoint block recomputes (after the pops, in this order).
+    /// Values each adjoint block recomputes (after the pops and replays, in this order).
     pub remat: Vec<Vec<Val>>,
+    /// Counters each adjoint block binds from the replayed counter of a loop header
+    /// `(value, header)` (after the pops).
+    pub replay: Vec<Vec<(Val, BlockId)>>,
+    /// Counted loops by header.
+    pub counted: Vec<Option<Counted>>,
     /// Defining instruction of each value.
     pub def_inst: Vec<Option<(BlockId, usize)>>,
     /// Defining block of each value.
@@ -281,9 +311,14 @@ pub fn prepare(f: &mut Func) -> syn::Result<Plan> {
         .iter()
         .position(|b| matches!(b.term, Term::Return(_)))
         .expect("a function has a return block");
+    let counted: Vec<Option<Counted>> = (0..f.blocks.len())
+        .map(|h| counted_loop(f, &preds, &cyclic, &def_inst, &def_block, h))
+        .collect();
     let tag = (0..f.blocks.len())
         .map(|b| {
-            if preds[b].len() <= 1 {
+            if counted[b].is_some() {
+                TagMode::Counted
+            } else if preds[b].len() <= 1 {
                 TagMode::None
             } else if cyclic[b] {
                 TagMode::Stack
@@ -302,6 +337,8 @@ pub fn prepare(f: &mut Func) -> syn::Result<Plan> {
         tag,
         pushes: vec![vec![]; f.blocks.len()],
         remat: vec![vec![]; f.blocks.len()],
+        replay: vec![vec![]; f.blocks.len()],
+        counted,
         def_inst,
         def_block,
         ret_block,
@@ -316,28 +353,146 @@ pub fn prepare(f: &mut Func) -> syn::Result<Plan> {
                 need.extend(reads(f, &plan, i));
             }
         }
-        let (mut pushes, mut remat) = (vec![], vec![]);
-        for v in need {
-            record(f, &plan, b, v, &mut pushes, &mut remat, 0);
+        // the exit edge of a counted loop starts its counter from `start` and `end`
+        for c in plan.counted.iter().flatten() {
+            if c.exit == b {
+                need.extend([c.start, c.end]);
+            }
         }
-        plan.pushes[b] = pushes;
-        plan.remat[b] = remat;
+        let mut r = Rec::default();
+        for v in need {
+            record(f, &plan, b, v, &mut r, 0);
+        }
+        plan.pushes[b] = r.pushes;
+        plan.remat[b] = r.remat;
+        plan.replay[b] = r.replay;
     }
     Ok(plan)
 }
 
-/// Decide how `v` reaches adjoint block `b`: nothing (its local is still valid), recomputed, or
-/// pushed.
-fn record(
+/// Recording decisions of one block.
+#[derive(Default)]
+struct Rec {
+    pushes: Vec<Val>,
+    remat: Vec<Val>,
+    replay: Vec<(Val, BlockId)>,
+}
+
+/// The counted loop headed by `h`, if it is one.
+fn counted_loop(
     f: &Func,
-    p: &Plan,
-    b: BlockId,
-    v: Val,
-    pushes: &mut Vec<Val>,
-    remat: &mut Vec<Val>,
-    depth: usize,
-) {
-    if pushes.contains(&v) || remat.contains(&v) {
+    preds: &[Vec<(BlockId, usize)>],
+    cyclic: &[bool],
+    def_inst: &[Option<(BlockId, usize)>],
+    def_block: &[Option<BlockId>],
+    h: BlockId,
+) -> Option<Counted> {
+    if !cyclic[h] || preds[h].len() != 2 {
+        return None;
+    }
+    let Term::Branch(c, t, e) = &f.blocks[h].term else {
+        return None;
+    };
+    let (cb, ck) = def_inst[*c]?;
+    if cb != h {
+        return None;
+    }
+    let Inst::Cmp {
+        op: CmpOp::Lt,
+        a: k,
+        b: end,
+        ..
+    } = f.blocks[h].insts[ck]
+    else {
+        return None;
+    };
+    let kp = f.blocks[h].params.iter().position(|&x| x == k)?;
+    if !matches!(f.values[k].ty, Ty::Int(_)) {
+        return None;
+    }
+    // the natural loop of each incoming edge: blocks reaching it without passing `h`
+    let n = f.blocks.len();
+    let lp = |from: BlockId| -> Vec<bool> {
+        let mut m = vec![false; n];
+        m[h] = true;
+        let mut work = vec![from];
+        while let Some(x) = work.pop() {
+            if m[x] {
+                continue;
+            }
+            m[x] = true;
+            work.extend(preds[x].iter().map(|&(q, _)| q));
+        }
+        m
+    };
+    let l0 = lp(preds[h][0].0);
+    let l1 = lp(preds[h][1].0);
+    let (entry, latch, body) = match (l0[0] && h != 0, l1[0] && h != 0) {
+        (true, false) => (0, 1, l1),
+        (false, true) => (1, 0, l0),
+        _ => return None,
+    };
+    if h == 0 || !body[t.block] || body[e.block] {
+        return None;
+    }
+    // single entry, single exit (the header's `false` edge)
+    for x in (0..n).filter(|&x| body[x]) {
+        if x != h && preds[x].iter().any(|&(q, _)| !body[q]) {
+            return None;
+        }
+        for (slot, tg) in f.blocks[x].term.targets().iter().enumerate() {
+            let exit = x == h && slot == 1;
+            if !body[tg.block] && !exit {
+                return None;
+            }
+        }
+        if matches!(f.blocks[x].term, Term::Return(_) | Term::Unreachable) {
+            return None;
+        }
+    }
+    if def_block[end].is_some_and(|d| body[d]) {
+        return None;
+    }
+    let (eb, es) = preds[h][entry];
+    let start = f.blocks[eb].term.targets()[es].args[kp];
+    let (lb, ls) = preds[h][latch];
+    let k1 = f.blocks[lb].term.targets()[ls].args[kp];
+    let (ib, ik) = def_inst[k1]?;
+    let Inst::Int {
+        op: IntOp::Add,
+        a,
+        b: one,
+        ..
+    } = f.blocks[ib].insts[ik]
+    else {
+        return None;
+    };
+    if a != k {
+        return None;
+    }
+    let (ob, ok) = def_inst[one]?;
+    match &f.blocks[ob].insts[ok] {
+        Inst::Const { c, .. } if c.value == ConstVal::I(1) => {}
+        _ => return None,
+    }
+    if start == k || def_block[start].is_some_and(|d| body[d]) {
+        return None;
+    }
+    Some(Counted {
+        k,
+        start,
+        end,
+        entry,
+        latch,
+        exit: e.block,
+        body,
+    })
+}
+
+/// Decide how `v` reaches adjoint block `b`: nothing (its local is still valid), recomputed,
+/// replayed from a counted loop's counter, or pushed.
+fn record(f: &Func, p: &Plan, b: BlockId, v: Val, r: &mut Rec, depth: usize) {
+    if r.pushes.contains(&v) || r.remat.contains(&v) || r.replay.iter().any(|x| x.0 == v) {
         return;
     }
     let Some(db) = p.def_block[v] else {
@@ -345,6 +500,12 @@ fn record(
     };
     if p.scc[db] != p.scc[b] {
         return; // not redefined while b's cycle runs: the local is valid
+    }
+    if let Some(c) = &p.counted[db] {
+        if c.k == v && c.body[b] {
+            r.replay.push((v, db));
+            return;
+        }
     }
     if let Some((ib, k)) = p.def_inst[v] {
         let inst = &f.blocks[ib].insts[k];
@@ -361,13 +522,13 @@ fn record(
         };
         if cheap && depth < 8 && inst.dst() == Some(v) {
             for u in inst.uses() {
-                record(f, p, b, u, pushes, remat, depth + 1);
+                record(f, p, b, u, r, depth + 1);
             }
-            remat.push(v);
+            r.remat.push(v);
             return;
         }
     }
-    pushes.push(v);
+    r.pushes.push(v);
 }
 
 /// Forward activity: which values depend on active inputs; which slices hold such values.
@@ -587,6 +748,7 @@ pub fn dump(f: &Func, p: &Plan) -> String {
                 TagMode::None => String::new(),
                 TagMode::Local => "; entry edge in a local".into(),
                 TagMode::Stack => "; entry edge on the tag stack".into(),
+                TagMode::Counted => "; counted loop header (counter replayed)".into(),
             }
         );
     }
@@ -599,6 +761,9 @@ pub fn dump(f: &Func, p: &Plan) -> String {
         let _ = writeln!(s, "adjoint block #{b}:");
         for v in p.pushes[b].iter().rev() {
             let _ = writeln!(s, "  pop {}", f.vname(*v));
+        }
+        for (v, h) in &p.replay[b] {
+            let _ = writeln!(s, "  {} = counter of #{h}", f.vname(*v));
         }
         for v in &p.remat[b] {
             let (ib, k) = p.def_inst[*v].unwrap();
@@ -703,6 +868,7 @@ pub fn dump(f: &Func, p: &Plan) -> String {
             TagMode::None => "",
             TagMode::Local => "by the local tag: ",
             TagMode::Stack => "by the popped tag: ",
+            TagMode::Counted => "by the replayed counter: ",
         };
         let alts: Vec<String> = edges
             .iter()

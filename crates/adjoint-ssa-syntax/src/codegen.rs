@@ -356,6 +356,11 @@ impl<'a> Gen<'a> {
                     let t = ms(&format!("tag{b}"));
                     out.extend(quote!(let mut #t: u32 = 0;));
                 }
+                if let Some(c) = &self.p.counted[b] {
+                    let (cnt, lo, ty) =
+                        (ms(&format!("cnt{b}")), ms(&format!("lo{b}")), self.ty(c.k));
+                    out.extend(quote!(let mut #cnt: #ty = 0; let mut #lo: #ty = 0;));
+                }
             }
         }
         // entry parameters
@@ -654,7 +659,7 @@ impl<'a> Gen<'a> {
                 .position(|&x| x == (from, slot))
                 .unwrap() as u32;
             match self.p.tag[t.block] {
-                TagMode::None => {}
+                TagMode::None | TagMode::Counted => {}
                 TagMode::Local => {
                     let tag = ms(&format!("tag{}", t.block));
                     out.extend(quote!(#tag = #e;));
@@ -947,6 +952,10 @@ impl<'a> Gen<'a> {
         for v in self.p.pushes[b].iter().rev() {
             body.extend(self.pop(*v));
         }
+        for (v, h) in &self.p.replay[b] {
+            let (id, t, cnt) = (self.v(*v), self.ty(*v), ms(&format!("cnt{h}")));
+            body.extend(quote!(let #id: #t = #cnt;));
+        }
         for v in &self.p.remat[b] {
             let (ib, k) = self.p.def_inst[*v].unwrap();
             let d = self.v(*v);
@@ -969,6 +978,14 @@ impl<'a> Gen<'a> {
         let (pb, slot) = self.p.preds[b][k];
         let t = self.f.blocks[pb].term.targets()[slot];
         let mut code = TokenStream::new();
+        if let Some(c) = &self.p.counted[pb] {
+            if c.exit == b && slot == 1 {
+                // leaving the loop backwards: the counter restarts at its last value
+                let (cnt, lo) = (ms(&format!("cnt{pb}")), ms(&format!("lo{pb}")));
+                let (s, e) = (self.v(c.start), self.v(c.end));
+                code.extend(quote!(#lo = #s; #cnt = if #s < #e { #e } else { #s };));
+            }
+        }
         let act: Vec<(Val, Val)> = block
             .params
             .iter()
@@ -1008,6 +1025,12 @@ impl<'a> Gen<'a> {
         }
         match self.p.tag[b] {
             TagMode::None => jump(0),
+            TagMode::Counted => {
+                let c = self.p.counted[b].as_ref().expect("counted loop");
+                let (cnt, lo) = (ms(&format!("cnt{b}")), ms(&format!("lo{b}")));
+                let (back, entry) = (jump(c.latch), jump(c.entry));
+                quote!(if #cnt != #lo { #cnt -= 1; #back } else { #entry })
+            }
             m => {
                 let sel = if m == TagMode::Local {
                     let t = ms(&format!("tag{b}"));

@@ -407,7 +407,7 @@ pub fn adjoint(
             .position(|&e| e == (b, slot))
             .unwrap();
         match p.tag[t.block] {
-            TagMode::None => {}
+            TagMode::None | TagMode::Counted => {}
             TagMode::Local => {
                 tlocal.insert(t.block, edge);
             }
@@ -450,11 +450,15 @@ pub fn adjoint(
             a[r] += dret;
         }
     }
+    let mut counters: HashMap<BlockId, (i128, i128)> = HashMap::new();
     let mut blk = p.ret_block;
     loop {
         let mut shadow: HashMap<Val, V<f64>> = HashMap::new();
         for v in p.pushes[blk].iter().rev() {
             shadow.insert(*v, vstack.pop().expect("value stack underflow"));
+        }
+        for (v, h) in &p.replay[blk] {
+            shadow.insert(*v, V::I(counters[h].1));
         }
         for v in &p.remat[blk] {
             let (ib, k) = p.def_inst[*v].unwrap();
@@ -561,8 +565,25 @@ pub fn adjoint(
             TagMode::None => 0,
             TagMode::Local => tlocal[&blk],
             TagMode::Stack => tstack.pop().expect("tag stack underflow"),
+            TagMode::Counted => {
+                let c = p.counted[blk].as_ref().expect("counted loop");
+                let e = counters.get_mut(&blk).expect("counter started");
+                if e.1 != e.0 {
+                    e.1 -= 1;
+                    c.latch
+                } else {
+                    c.entry
+                }
+            }
         };
         let (pb, slot) = p.preds[blk][edge];
+        if let Some(c) = &p.counted[pb] {
+            if c.exit == blk && slot == 1 {
+                let s = g(&m, &shadow, c.start).i();
+                let e = g(&m, &shadow, c.end).i();
+                counters.insert(pb, (s, s.max(e)));
+            }
+        }
         let t = f.blocks[pb].term.targets()[slot];
         let params = &f.blocks[blk].params;
         let tmp: Vec<f64> = params

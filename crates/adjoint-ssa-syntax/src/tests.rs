@@ -44,6 +44,48 @@ fn branchy() {
     );
 }
 
+/// Counted loops replay their counter (no tags, no pushed indices) when the trip is fully
+/// determined; a `break` or an early `return` inside keeps the recording.
+#[test]
+fn counted_loops() {
+    use crate::adjoint::TagMode;
+    let x = [0.7, -0.4, 1.3, 0.2];
+    let counted = [
+        // triangular nest: the inner start is the outer counter
+        "fn f(x: &[f64]) -> f64 { let mut s = 0.0; for i in 0..x.len() { for j in i..x.len() { s += x[i] * x[j].sin(); } } s }",
+        // empty ranges (start > end) and a non-zero start
+        "fn f(x: &[f64]) -> f64 { let mut s = 1.0; for i in 3..1 { s *= x[i]; } for i in 2..x.len() { s = s * x[i] + x[i - 1]; } s }",
+        // `continue` keeps the trip determined (the latch, a join, still records its edge)
+        "fn f(x: &[f64]) -> f64 { let mut s = 0.0; for i in 0..x.len() { if x[i] < 0.0 { continue; } s += x[i].exp(); } s }",
+        // signed counter with a negative start
+        "fn f(x: &[f64]) -> f64 { let mut s = 0.0; let mut k = 0; for i in -2..2i32 { s += x[k] * (i as f64); k += 1; } s * s }",
+    ];
+    for src in counted {
+        let (f, p) = lower_str(src, "").unwrap_or_else(|e| panic!("{e}"));
+        assert!(p.tag.contains(&TagMode::Counted), "{src}");
+        grad_check(src, &x);
+        let mut args = vec![ArgVal::Floats(x.to_vec())];
+        let mut adj = vec![ArgVal::Floats(vec![0.0; x.len()])];
+        let (_, st) = interp::adjoint(&f, &p, &mut args, &mut adj, 1.0);
+        if !src.contains("continue") {
+            assert!(!p.tag.contains(&TagMode::Stack), "{src}");
+            assert_eq!(st.tags, 0, "{src}");
+        }
+    }
+    let recorded = [
+        "fn f(x: &[f64]) -> f64 { let mut s = 0.0; for i in 0..x.len() { if s > 1.0 { break; } s += x[i] * x[i]; } s }",
+        "fn f(x: &[f64]) -> f64 { let mut s = 0.0; for i in 0..x.len() { s += x[i].sin(); if s < -0.1 { return s * 3.0; } } s }",
+        "fn f(x: &[f64]) -> f64 { let mut s = 0.0; for i in 0..x.len() { for j in 0..x.len() { if j > i { break; } s += x[i] * x[j]; } } s }",
+    ];
+    for src in recorded {
+        grad_check(src, &x);
+        grad_check(src, &[-0.7, -0.4, 1.3, 0.2]);
+    }
+    // the nest with a `break` inside: the inner loop keeps its tags, the outer one is counted
+    let (_, p) = lower_str(recorded[2], "").unwrap();
+    assert!(p.tag.contains(&TagMode::Counted) && p.tag.contains(&TagMode::Stack));
+}
+
 // ---- random programs: the interpreter's adjoint equals forward mode ----
 
 struct Rng(u64);

@@ -96,6 +96,56 @@ fn break_continue_return() {
     check_all("searchy early return", &g, &want);
 }
 
+/// Counted loops (the reverse sweep replays the counter) beside ones whose trip depends on the
+/// data (`break`, early `return`: recorded), nested, triangular, empty, with negative starts.
+#[differentiable]
+fn counted(x: &[f64], lim: f64) -> f64 {
+    let n = x.len();
+    let mut s = 0.0;
+    for i in 0..n {
+        for j in i..n {
+            s += x[i] * x[j].sin();
+        }
+        for j in (i + 2)..(i + 1) {
+            s += x[j];
+        }
+    }
+    for i in -2..2i32 {
+        s += x[(i + 2) as usize] * (i as f64);
+    }
+    for i in 0..n {
+        if x[i] < 0.0 {
+            continue;
+        }
+        for j in 0..n {
+            if j > i {
+                break;
+            }
+            s += (x[i] * x[j]).cos();
+        }
+    }
+    for i in 1..n {
+        s = s * 0.9 + x[i - 1] * x[i];
+        if s > lim {
+            return s * 2.0;
+        }
+    }
+    s
+}
+
+#[test]
+fn counted_loops_replay_the_counter() {
+    for x in [[0.5, -0.25, 0.75, 0.1, 0.3], [-0.5, 0.25, -0.75, 0.9, 0.3]] {
+        for lim in [0.1, 1.0, 100.0] {
+            let (mut g, mut dl) = ([0.0; 5], 0.0);
+            let v = counted::grad(&x, lim, &mut g, &mut dl);
+            assert!(close(v, counted(&x, lim)));
+            let want = forward::gradient(|x| counted::primal(x, Dual::constant(lim)), &x);
+            check_all("counted", &g, &want);
+        }
+    }
+}
+
 /// In place: `out` is overwritten and read back (its old values matter to the adjoint only
 /// through the values loaded).
 #[differentiable]
