@@ -55,6 +55,18 @@ pub struct Counted {
     pub exit: BlockId,
     /// Membership of each block in the loop.
     pub body: Vec<bool>,
+    /// No cycle inside the loop but through its header: every block of the loop runs at most
+    /// once per iteration, so the forward sweep can reserve its pushes on entry.
+    pub innermost: bool,
+}
+
+impl Plan {
+    /// The innermost counted loop containing block `b`, if any.
+    pub fn reserved_loop(&self, b: BlockId) -> Option<BlockId> {
+        self.counted
+            .iter()
+            .position(|c| c.as_ref().is_some_and(|c| c.innermost && c.body[b]))
+    }
 }
 
 /// Analyses and recording decisions for one function.
@@ -478,6 +490,31 @@ fn counted_loop(
     if start == k || def_block[start].is_some_and(|d| body[d]) {
         return None;
     }
+    // innermost: the loop's blocks other than the header form a DAG (Kahn's algorithm)
+    let mut indeg = vec![0usize; n];
+    for x in (0..n).filter(|&x| body[x] && x != h) {
+        for tg in f.blocks[x].term.targets() {
+            if body[tg.block] && tg.block != h {
+                indeg[tg.block] += 1;
+            }
+        }
+    }
+    let mut ready: Vec<BlockId> = (0..n)
+        .filter(|&x| body[x] && x != h && indeg[x] == 0)
+        .collect();
+    let mut seen = 0;
+    while let Some(x) = ready.pop() {
+        seen += 1;
+        for tg in f.blocks[x].term.targets() {
+            if body[tg.block] && tg.block != h {
+                indeg[tg.block] -= 1;
+                if indeg[tg.block] == 0 {
+                    ready.push(tg.block);
+                }
+            }
+        }
+    }
+    let innermost = seen == body.iter().filter(|&&x| x).count() - 1;
     Some(Counted {
         k,
         start,
@@ -486,6 +523,7 @@ fn counted_loop(
         latch,
         exit: e.block,
         body,
+        innermost,
     })
 }
 

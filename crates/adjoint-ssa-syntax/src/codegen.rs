@@ -612,14 +612,65 @@ impl<'a> Gen<'a> {
         }
     }
 
-    fn push(&self, v: Val) -> TokenStream {
-        let id = self.v(v);
-        let [cr, cf, ci, _] = cursors();
+    /// The stack (index into [`cursors`]) a pushed value goes to.
+    fn stack_of(&self, v: Val) -> usize {
         match self.f.values[v].ty {
-            Ty::F64 if self.p.varied[v] => quote!(#cr.push(#id);),
-            Ty::F64 => quote!(#cf.push(#id);),
-            Ty::Int(_) | Ty::Bool => quote!(#ci.push(#id as u64);),
+            Ty::F64 if self.p.varied[v] => 0,
+            Ty::F64 => 1,
+            Ty::Int(_) | Ty::Bool => 2,
         }
+    }
+
+    /// Push `v`; `reserved`: into room reserved on entry to its innermost counted loop.
+    fn push(&self, v: Val, reserved: bool) -> TokenStream {
+        let id = self.v(v);
+        let c = &cursors()[self.stack_of(v)];
+        let m = if reserved {
+            quote!(push_reserved)
+        } else {
+            quote!(push)
+        };
+        match self.f.values[v].ty {
+            Ty::Int(_) | Ty::Bool => quote!(#c.#m(#id as u64);),
+            Ty::F64 => quote!(#c.#m(#id);),
+        }
+    }
+
+    /// On entry to an innermost counted loop `h` (whose blocks run at most once per
+    /// iteration): reserve the room its pushes and tags can take.
+    fn reserve(&self, h: BlockId, start: Val) -> TokenStream {
+        let c = self.p.counted[h].as_ref().expect("counted loop");
+        let mut per = [0usize; 4];
+        let mut tagged = vec![];
+        for b in (0..self.f.blocks.len()).filter(|&b| c.body[b]) {
+            for v in &self.p.pushes[b] {
+                per[self.stack_of(*v)] += 1;
+            }
+            for t in self.f.blocks[b].term.targets() {
+                if c.body[t.block]
+                    && self.p.tag[t.block] == TagMode::Stack
+                    && !tagged.contains(&t.block)
+                {
+                    tagged.push(t.block);
+                    per[3] += 1;
+                }
+            }
+        }
+        if per.iter().all(|&n| n == 0) {
+            return quote!();
+        }
+        let (s, e) = (self.v(start), self.v(c.end));
+        let trip = ms("trip");
+        let mut out = quote! {
+            let #trip: usize = if #s < #e { (#e as i128 - #s as i128) as usize } else { 0 } + 1;
+        };
+        for (k, cur) in cursors().iter().enumerate() {
+            let n = per[k];
+            if n > 0 {
+                out.extend(quote!(#cur.reserve(#trip.saturating_mul(#n));));
+            }
+        }
+        quote!({ #out })
     }
 
     fn pop(&self, v: Val) -> TokenStream {
@@ -653,6 +704,19 @@ impl<'a> Gen<'a> {
     /// Code for taking edge `(from, slot)` to `t`.
     fn edge(&self, from: BlockId, slot: usize, t: &Target, record: bool) -> TokenStream {
         let mut out = TokenStream::new();
+        let inner = self.p.reserved_loop(from);
+        if record {
+            if let Some(c) = &self.p.counted[t.block] {
+                if c.innermost && self.p.preds[t.block][c.entry] == (from, slot) {
+                    let kp = self.f.blocks[t.block]
+                        .params
+                        .iter()
+                        .position(|&x| x == c.k)
+                        .expect("the counter is a header parameter");
+                    out.extend(self.reserve(t.block, t.args[kp]));
+                }
+            }
+        }
         if record {
             let e = self.p.preds[t.block]
                 .iter()
@@ -666,7 +730,13 @@ impl<'a> Gen<'a> {
                 }
                 TagMode::Stack => {
                     let ct = &cursors()[3];
-                    out.extend(quote!(#ct.push(#e);));
+                    let reserved =
+                        inner.is_some_and(|h| self.p.counted[h].as_ref().unwrap().body[t.block]);
+                    if reserved {
+                        out.extend(quote!(#ct.push_reserved(#e);));
+                    } else {
+                        out.extend(quote!(#ct.push(#e);));
+                    }
                 }
             }
         }
@@ -715,8 +785,9 @@ impl<'a> Gen<'a> {
             body.extend(self.inst(i, !record));
         }
         if record {
+            let reserved = self.p.reserved_loop(b).is_some();
             for v in &self.p.pushes[b] {
-                body.extend(self.push(*v));
+                body.extend(self.push(*v, reserved));
             }
         }
         body

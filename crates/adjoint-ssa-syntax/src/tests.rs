@@ -81,6 +81,19 @@ fn counted_loops() {
         grad_check(src, &x);
         grad_check(src, &[-0.7, -0.4, 1.3, 0.2]);
     }
+    // an innermost counted loop reserves its pushes on entry; an outer one does not
+    let src =
+        "fn f(x: &[f64]) -> f64 { let mut s = 0.0; for i in 0..x.len() { s = s.sin() * x[i]; } s }";
+    let item: proc_macro2::TokenStream = src.parse().unwrap();
+    let text = crate::expand(quote::quote!(), item, quote::quote!(::adjoint_ssa)).to_string();
+    assert!(
+        text.contains("push_reserved") && text.contains("reserve"),
+        "{text}"
+    );
+    let src = "fn f(x: &[f64]) -> f64 { let mut s = 0.0; for _ in 0..2 { for i in 0..x.len() { if s > 1.0 { break; } s = s.sin() * x[i]; } } s }";
+    let item: proc_macro2::TokenStream = src.parse().unwrap();
+    let text = crate::expand(quote::quote!(), item, quote::quote!(::adjoint_ssa)).to_string();
+    assert!(!text.contains("push_reserved"), "{text}");
     // the nest with a `break` inside: the inner loop keeps its tags, the outer one is counted
     let (_, p) = lower_str(recorded[2], "").unwrap();
     assert!(p.tag.contains(&TagMode::Counted) && p.tag.contains(&TagMode::Stack));

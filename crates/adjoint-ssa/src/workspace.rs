@@ -87,6 +87,31 @@ impl<T: Copy> Cursor<'_, T> {
         self.len += 1;
     }
 
+    /// Make room for `n` more values (then [`Cursor::push_reserved`] needs no reallocation).
+    #[inline(always)]
+    pub fn reserve(&mut self, n: usize) {
+        if self.cap - self.len < n {
+            let (ptr, cap) = grow_by(self.stack, self.len, n);
+            self.ptr = ptr;
+            self.cap = cap;
+        }
+    }
+
+    /// Push a value into room made by [`Cursor::reserve`]: the full-stack path diverges
+    /// instead of reallocating, so no value has to live across a call (loops stay in registers).
+    ///
+    /// # Panics
+    /// When the room reserved is exhausted (a code-generation bug).
+    #[inline(always)]
+    pub fn push_reserved(&mut self, v: T) {
+        if self.len == self.cap {
+            overflow();
+        }
+        // SAFETY: as in `push`: len < cap and ptr is the buffer of capacity cap.
+        unsafe { self.ptr.add(self.len).write(v) };
+        self.len += 1;
+    }
+
     /// Pop the last value.
     ///
     /// # Panics
@@ -131,6 +156,22 @@ fn grow<T: Copy>(stack: &mut Stack<T>, len: usize) -> (*mut T, usize) {
     unsafe { stack.items.set_len(len) };
     stack.items.reserve(len.max(64));
     (stack.items.as_mut_ptr(), stack.items.capacity())
+}
+
+/// Make room for `n` more elements after the first `len`; returns the new buffer and capacity.
+#[cold]
+#[inline(never)]
+fn grow_by<T: Copy>(stack: &mut Stack<T>, len: usize, n: usize) -> (*mut T, usize) {
+    // SAFETY: the cursor initialised every element below len, and len <= capacity.
+    unsafe { stack.items.set_len(len) };
+    stack.items.reserve(n.max(64));
+    (stack.items.as_mut_ptr(), stack.items.capacity())
+}
+
+#[cold]
+#[inline(never)]
+fn overflow() -> ! {
+    panic!("adjoint_ssa: a pullback pushed more than the room it reserved")
 }
 
 #[cold]

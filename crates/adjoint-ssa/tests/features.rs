@@ -146,6 +146,40 @@ fn counted_loops_replay_the_counter() {
     }
 }
 
+/// Innermost counted loops reserve their pushes and tags on entry (`push_reserved`): with
+/// `continue` (a tag per iteration), recorded partials, a signed counter, inside a `while`.
+#[differentiable]
+fn reserved(x: &[f64], reps: usize) -> f64 {
+    let mut s: f64 = 0.0;
+    let mut r = 0;
+    while r < reps {
+        for i in 0..x.len() {
+            if x[i] < 0.0 && i % 3 == 0 {
+                continue;
+            }
+            s = (s * 0.5).sin() + x[i].exp() * s.cos();
+        }
+        for i in -3..(x.len() as i64 - 3) {
+            s += x[(i + 3) as usize] * (s * 0.1).tanh() * (i as f64);
+        }
+        r += 1;
+    }
+    s
+}
+
+#[test]
+fn reserved_pushes_in_counted_loops() {
+    let x: Vec<f64> = (0..500).map(|i| (i as f64 * 0.37).sin() * 0.5).collect();
+    for reps in [0, 1, 3] {
+        let mut ws = Workspace::new();
+        let mut g = vec![0.0; x.len()];
+        let v = reserved::grad_with(&mut ws, &x, reps, &mut g);
+        assert!(close(v, reserved(&x, reps)));
+        let want = forward::gradient(|x| reserved::primal(x, reps), &x);
+        check_all("reserved", &g, &want);
+    }
+}
+
 /// In place: `out` is overwritten and read back (its old values matter to the adjoint only
 /// through the values loaded).
 #[differentiable]
