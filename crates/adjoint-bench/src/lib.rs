@@ -24,6 +24,7 @@
 
 pub mod adbench;
 pub mod alloc;
+pub mod arraybench;
 pub mod harness;
 pub mod problems;
 pub mod revbench;

@@ -161,6 +161,7 @@ struct Report<'a> {
     quick: bool,
     records: &'a [Record],
     reversible: &'a [adjoint_bench::revbench::RevRow],
+    array: &'a [adjoint_bench::arraybench::ChainRow],
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -195,10 +196,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .as_ref()
             .is_none_or(|f| p.name.contains(f.as_str()))
     });
-    let rev_matches = args
-        .filter
-        .as_deref()
-        .is_none_or(|f| "graph-embedding".contains(f) || "sparse".contains(f));
+    let rev_matches = args.filter.as_deref().is_none_or(|f| {
+        "graph-embedding".contains(f) || "sparse".contains(f) || "map-chain".contains(f)
+    });
     if problems.is_empty() && !rev_matches {
         return Err(format!("no problem matches --filter {:?}", args.filter).into());
     }
@@ -211,13 +211,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         records.extend(run_problem(p, budget));
     }
     let rev_rows = adjoint_bench::revbench::run(args.quick, args.filter.as_deref());
+    let chain_rows = adjoint_bench::arraybench::run(args.quick, args.filter.as_deref());
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     let unix_time = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs();
     let md = format!(
         "# adjoint-bench results\n\nCommand: `{command}`  \nMachine: {machine}  \nUnix time: {unix_time}\n{}{}",
         markdown(&records),
         adjoint_bench::revbench::markdown(&rev_rows)
-    );
+    ) + &adjoint_bench::arraybench::markdown(&chain_rows);
     println!("{md}");
     std::fs::create_dir_all(&args.out)?;
     let report = Report {
@@ -227,6 +228,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         quick: args.quick,
         records: &records,
         reversible: &rev_rows,
+        array: &chain_rows,
     };
     std::fs::write(
         args.out.join("bench.json"),
