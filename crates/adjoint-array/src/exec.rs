@@ -593,6 +593,11 @@ fn add_to(slot: &mut Option<Vec<f64>>, v: Vec<f64>) {
     match slot {
         None => *slot = Some(v),
         Some(d) => {
+            assert_eq!(
+                d.len(),
+                v.len(),
+                "adjoint contributions of different lengths"
+            );
             for (a, b) in d.iter_mut().zip(&v) {
                 *a += b;
             }
@@ -614,6 +619,11 @@ impl Adj {
             None => d,
             Some(b) => {
                 let mut d = d.unwrap_or_else(|| vec![0.0; size]);
+                assert_eq!(
+                    size % b.len().max(1),
+                    0,
+                    "broadcast adjoint does not divide the size"
+                );
                 let inner = size / b.len().max(1);
                 for (r, &v) in b.iter().enumerate() {
                     for x in &mut d[r * inner..(r + 1) * inner] {

@@ -447,10 +447,15 @@ impl Kernel {
             for (a, &i) in ix.iter().enumerate() {
                 match ar.konst_of(i) {
                     Some(v) => {
-                        // checked when recorded; re-check defensively
-                        if v >= 0.0 && (v as usize) < shape[a] {
-                            c += v as usize * st[a];
-                        }
+                        // Checked when recorded; a constant made later (by folding or
+                        // substitution) must not be skipped silently: that would read another
+                        // element.
+                        assert!(
+                            v >= 0.0 && (v as usize) < shape[a],
+                            "adjoint::array: constant index {v} out of bounds for axis {a} of \
+                             shape {shape:?}"
+                        );
+                        c += v as usize * st[a];
                         comps.push(Comp::Const(v));
                     }
                     None => {

@@ -36,6 +36,7 @@ fn check1(p: &Program, x: &[f64], reference: impl Fn(&[Dual64]) -> Dual64, fd: b
     let rv = reference(&xd).re;
     assert!(close(v, rv, 1e-12), "value {v} vs reference {rv}");
     let gf = forward::gradient(&reference, x);
+    assert_eq!(g.grads[0].len(), gf.len(), "gradient length");
     for (i, (a, b)) in g.grads[0].iter().zip(&gf).enumerate() {
         assert!(
             close(*a, *b, 1e-9),
@@ -181,6 +182,7 @@ fn map_and_zip_with() {
         &all,
     );
     let got: Vec<f64> = g.grads[0].iter().chain(&g.grads[1]).copied().collect();
+    assert_eq!(got.len(), gf.len(), "gradient length");
     for (a, b) in got.iter().zip(&gf) {
         assert!(close(*a, *b, 1e-12));
     }
@@ -274,6 +276,7 @@ fn fold_whose_function_indexes() {
     };
     let gf = forward::gradient(r, &all);
     let got: Vec<f64> = g.grads[0].iter().chain(&g.grads[1]).copied().collect();
+    assert_eq!(got.len(), gf.len(), "gradient length");
     for (i, (a, b)) in got.iter().zip(&gf).enumerate() {
         assert!(close(*a, *b, 1e-12), "{i}: {a} vs {b}");
     }
@@ -747,6 +750,7 @@ fn permutes() {
     };
     let gf = forward::gradient(r, &all);
     let got: Vec<f64> = g.grads[0].iter().chain(&g.grads[1]).copied().collect();
+    assert_eq!(got.len(), gf.len(), "gradient length");
     for (a, b) in got.iter().zip(&gf) {
         assert!(close(*a, *b, 1e-12), "{got:?} vs {gf:?}");
     }
@@ -769,6 +773,7 @@ fn permutes() {
     };
     let gf = forward::gradient(r, &all);
     let got: Vec<f64> = g.grads[0].iter().chain(&g.grads[1]).copied().collect();
+    assert_eq!(got.len(), gf.len(), "gradient length");
     for (a, b) in got.iter().zip(&gf) {
         assert!(close(*a, *b, 1e-12), "{got:?} vs {gf:?}");
     }
@@ -806,6 +811,7 @@ fn awhile_loops() {
     };
     let gf = forward::gradient(r, &all);
     let got: Vec<f64> = g.grads[0].iter().chain(&g.grads[1]).copied().collect();
+    assert_eq!(got.len(), gf.len(), "gradient length");
     for (a, b) in got.iter().zip(&gf) {
         assert!(close(*a, *b, 1e-12), "{got:?} vs {gf:?}");
     }

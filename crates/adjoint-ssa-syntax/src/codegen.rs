@@ -662,7 +662,7 @@ impl<'a> Gen<'a> {
         let (s, e) = (self.v(start), self.v(c.end));
         let trip = ms("trip");
         let mut out = quote! {
-            let #trip: usize = if #s < #e { (#e as i128 - #s as i128) as usize } else { 0 } + 1;
+            let #trip: usize = if #s < #e { (#e as i128 - #s as i128) as usize } else { 0 }.saturating_add(1);
         };
         for (k, cur) in cursors().iter().enumerate() {
             let n = per[k];

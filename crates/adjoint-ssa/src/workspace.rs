@@ -63,8 +63,9 @@ impl<T: Copy> Stack<T> {
 }
 
 /// A stack borrowed for fast pushes and pops (see [`Stack::cursor`]). Values pushed through it
-/// become visible in the stack at [`Cursor::commit`]; dropping it without committing leaves the
-/// stack as it was (no unsafety: the elements are `Copy`).
+/// become visible in the stack at [`Cursor::commit`]. Dropping it without committing is safe
+/// (the elements are `Copy` and every element below the stack's length is initialised) but
+/// leaves the stack at its length before the cursor, or at the length of the last growth.
 pub struct Cursor<'a, T> {
     ptr: *mut T,
     len: usize,
@@ -233,4 +234,75 @@ pub fn with_workspace<R>(f: impl FnOnce(&mut Workspace<f64>) -> R) -> R {
         Ok(mut ws) => f(&mut ws),
         Err(_) => f(&mut Workspace::new()),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursor_pushes_pops_and_grows_like_a_vec() {
+        let mut s: Stack<u64> = Stack::new();
+        s.push(7);
+        let mut reference = vec![7u64];
+        let mut c = s.cursor();
+        // Growth from a non-empty stack, several times over.
+        for i in 0..1000 {
+            c.push(i);
+            reference.push(i);
+        }
+        // Pop part of it (across the growth points), push again, reserve and push reserved.
+        for _ in 0..600 {
+            assert_eq!(c.pop(), reference.pop().unwrap());
+        }
+        c.reserve(300);
+        for i in 0..300 {
+            c.push_reserved(10_000 + i);
+            reference.push(10_000 + i);
+        }
+        c.push(42);
+        reference.push(42);
+        assert_eq!(c.len(), reference.len());
+        c.commit();
+        assert_eq!(s.len(), reference.len());
+        let mut c = s.cursor();
+        while let Some(want) = reference.pop() {
+            assert_eq!(c.pop(), want);
+        }
+        assert!(c.is_empty());
+        c.commit();
+        assert!(s.is_empty());
+    }
+
+    #[test]
+    fn dropping_a_cursor_without_commit_keeps_an_initialised_stack() {
+        let mut s: Stack<u32> = Stack::new();
+        for i in 0..10 {
+            s.push(i);
+        }
+        {
+            let mut c = s.cursor();
+            for i in 0..5000 {
+                c.push(i); // grows: the stack's length is set to the cursor's at each growth
+            }
+        }
+        // Whatever length it kept, every element is readable and the first ten are intact.
+        let n = s.len();
+        assert!((10..=5010).contains(&n));
+        let mut popped = Vec::new();
+        while !s.is_empty() {
+            popped.push(s.pop());
+        }
+        assert_eq!(
+            &popped[popped.len() - 10..],
+            &[9, 8, 7, 6, 5, 4, 3, 2, 1, 0]
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "stack underflow")]
+    fn popping_an_empty_cursor_panics() {
+        let mut s: Stack<f64> = Stack::new();
+        s.cursor().pop();
+    }
 }

@@ -20,33 +20,60 @@ pub(crate) const CONST_UID: u64 = 0;
 /// Most jobs one recording may create (job indices are 16 bits inside a `Var`).
 pub(crate) const MAX_JOBS: usize = 0xFFFF;
 
-/// The next job id. Starts at 1: 0 is [`CONST_UID`].
+/// The next unreserved job id. Starts at 1: 0 is [`CONST_UID`].
 static NEXT_JOB_UID: AtomicU64 = AtomicU64::new(1);
+
+/// Job ids a thread takes from the shared counter at a time, so that recordings on many threads
+/// do not all hit one atomic.
+const UID_BLOCK: u64 = 1024;
+
+thread_local! {
+    /// This thread's reserved ids: `next..end`.
+    static UID_RANGE: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
+}
 
 /// A job id that no other job of this process has had or will have.
 ///
 /// Why a stale or foreign `Var` can never be mistaken for a value of the current recording: a
 /// `Var` carries the full 64-bit id of the job that recorded it, and every job (of every
-/// recording, on every thread) takes a fresh id from this one counter. `fetch_add` hands each
-/// id out once, and the counter cannot wrap: one increment per job, each job costs far more than
-/// a nanosecond, and 2⁶⁴ ns is 584 years; should it ever get there, this panics instead of
+/// recording, on every thread) takes a fresh id. Ids come from one process-wide counter in
+/// blocks of [`UID_BLOCK`], each block reserved by one thread with `fetch_add` and handed out by
+/// that thread only, so no id is given twice. The counter cannot wrap: it advances by at most
+/// one block per 1024 jobs plus one block per thread that ever recorded, and even one id per
+/// nanosecond would take 584 years to reach 2⁶⁴; should it get there, this panics instead of
 /// wrapping. So equal ids mean the same job, and a `Var` from a finished recording (or another
 /// thread's) never passes the fast path's `uid == job.uid` test: it takes the slow path, which
 /// panics unless the id is one of this recording's jobs. (The 16-bit nonce used before this
 /// repeated after 65 536 recordings and silently accepted leaked `Var`s.)
 pub(crate) fn next_job_uid() -> u64 {
-    let uid = NEXT_JOB_UID.fetch_add(1, Ordering::Relaxed);
-    assert!(
-        uid != u64::MAX && uid != CONST_UID,
-        "adjoint::tape: job ids exhausted"
-    );
-    uid
+    UID_RANGE.with(|r| {
+        let (next, end) = r.get();
+        if next < end {
+            r.set((next + 1, end));
+            return next;
+        }
+        let start = NEXT_JOB_UID.fetch_add(UID_BLOCK, Ordering::Relaxed);
+        assert!(
+            start < u64::MAX - UID_BLOCK,
+            "adjoint::tape: job ids exhausted"
+        );
+        r.set((start + 1, start + UID_BLOCK));
+        start
+    })
 }
 
-/// Skip `n` job ids (tests use it to simulate 2³² and more recordings cheaply).
+/// Skip `n` job ids (tests use it to simulate 2³² and more recordings cheaply): the calling
+/// thread's next job id is at least `n` past the last one handed out anywhere.
 #[doc(hidden)]
 pub fn __skip_job_ids(n: u64) {
-    NEXT_JOB_UID.fetch_add(n, Ordering::Relaxed);
+    UID_RANGE.with(|r| {
+        let (next, _) = r.get();
+        // Reserve g..=g+n; the next id is the later of g and this thread's next + n, which lies
+        // in that reserved range since next ≤ g.
+        let g = NEXT_JOB_UID.fetch_add(n + 1, Ordering::Relaxed);
+        let start = g.max(next + n);
+        r.set((start, start + 1));
+    });
 }
 
 /// One recorded operation: the partials of the result with respect to at most two earlier
