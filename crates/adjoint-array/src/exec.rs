@@ -298,11 +298,13 @@ impl<'g> Exec<'g> {
                         for (s, &t) in targets.iter().enumerate() {
                             if t >= 0 {
                                 let cur = out[t as usize];
+                                // As `f64::max`/`f64::min` folded in source order: a NaN
+                                // never wins against a number, and a number replaces a NaN.
                                 let better = if *comb == Combine::Max {
                                     x[s] > cur
                                 } else {
                                     x[s] < cur
-                                };
+                                } || (cur.is_nan() && !x[s].is_nan());
                                 if better {
                                     out[t as usize] = x[s];
                                     win[t as usize] = s as i64;

@@ -17,7 +17,9 @@ pub enum Combine {
     /// `+` (the adjoint of `backpermute`); gradient: a gather of the adjoint.
     Add,
     /// `max`; gradient: to the winner (the default when it is not beaten, otherwise the
-    /// first source element, in index order, that attains the maximum).
+    /// first source element, in index order, that attains the maximum). NaN behaves as in
+    /// `f64::max` folded in index order: a NaN source never wins, a NaN default is replaced by
+    /// the first number that lands on it.
     Max,
     /// `min`; gradient as for `Max`.
     Min,

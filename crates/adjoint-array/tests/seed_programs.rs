@@ -838,3 +838,29 @@ fn awhile_loops() {
         false,
     );
 }
+
+#[test]
+fn permute_max_min_treat_nan_as_f64_max_min() {
+    // `Combine::Max`/`Min` fold like `f64::max`/`f64::min` in source order: a NaN source never
+    // wins, and a NaN default is replaced by the first number.
+    let nan = f64::NAN;
+    let src = vec![nan, 2.0, 5.0, nan, -1.0, 3.0];
+    let def = vec![nan, 0.5, nan];
+    for comb in [Combine::Max, Combine::Min] {
+        let b = Builder::new();
+        let a = b.input(&[6]);
+        let d = b.input(&[3]);
+        let out = a.permute(comb, &d, |i| (lit(1.0), vec![i[0].imod(3.0)]));
+        let p = b.build(&[&out]).unwrap();
+        let got = p.run(&[&src, &def]).unwrap();
+        let mut want = def.clone();
+        for (i, &x) in src.iter().enumerate() {
+            let t = &mut want[i % 3];
+            *t = if comb == Combine::Max { t.max(x) } else { t.min(x) };
+        }
+        let got = got[0].data();
+        for (g, w) in got.iter().zip(&want) {
+            assert!(g == w || (g.is_nan() && w.is_nan()), "{comb:?}: {got:?} vs {want:?}");
+        }
+    }
+}

@@ -1435,8 +1435,33 @@ impl Lower<'_> {
                         nargs(2)?;
                         let lo = self.scalar(args[0], Some(Ty::F64))?;
                         let hi = self.scalar(args[1], Some(Ty::F64))?;
-                        let m = self.bin(Op2::Max, recv, lo);
-                        Ok(Ev::V(self.bin(Op2::Min, m, hi)))
+                        // `f64::clamp` keeps a NaN receiver (max/min would drop it): lowered
+                        // as `if x < lo { lo } else if x > hi { hi } else { x }`.
+                        let n = self.env.len();
+                        let saved = self.snapshot(n);
+                        let mut incoming = vec![];
+                        let mut rest = None;
+                        for (op, bound) in [(CmpOp::Lt, lo), (CmpOp::Gt, hi)] {
+                            let c = self.cmp(op, recv, bound);
+                            let (tb, eb) = (self.new_block(), self.new_block());
+                            self.finish(Term::Branch(
+                                c,
+                                Target {
+                                    block: tb,
+                                    args: vec![],
+                                },
+                                Target {
+                                    block: eb,
+                                    args: vec![],
+                                },
+                            ));
+                            incoming.push((tb, self.args(n), Ev::V(bound)));
+                            self.cur = eb;
+                            rest = Some(eb);
+                        }
+                        let rest = rest.expect("two bounds");
+                        incoming.push((rest, self.args(n), Ev::V(recv)));
+                        self.merge(n, incoming, &saved, at)
                     }
                     "fract" => {
                         nargs(0)?;

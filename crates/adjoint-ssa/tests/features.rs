@@ -354,3 +354,29 @@ fn every_primitive_of_the_rule_table() {
     let want = forward::gradient(|p| all_primitives::primal(p[0], p[1]), &[x, y]);
     check_all("primitives", &[dx, dy], &want);
 }
+
+#[differentiable]
+fn clamped(x: f64, lo: f64, hi: f64) -> f64 {
+    x.clamp(lo, hi) * x
+}
+
+#[test]
+fn clamp_keeps_nan_and_routes_the_gradient_to_the_active_bound() {
+    // closed form: below → lo·x, inside → x², above → hi·x; a NaN receiver stays NaN
+    // (as `f64::clamp`; max/min would have returned `lo`).
+    for (x, lo, hi, want) in [
+        (-2.0, -1.0, 3.0, [-1.0, -2.0, 0.0]),
+        (0.5, -1.0, 3.0, [1.0, 0.0, 0.0]),
+        (4.0, -1.0, 3.0, [3.0, 0.0, 4.0]),
+    ] {
+        let mut g = [0.0; 3];
+        let [ga, gb, gc] = &mut g;
+        let v = clamped::grad(x, lo, hi, ga, gb, gc);
+        assert!(close(v, x.clamp(lo, hi) * x));
+        check_all("clamp", &g, &want);
+    }
+    let (mut a, mut b, mut c) = (0.0, 0.0, 0.0);
+    assert!(clamped::grad(f64::NAN, 0.0, 1.0, &mut a, &mut b, &mut c).is_nan());
+    assert!(clamped(f64::NAN, 0.0, 1.0).is_nan());
+    assert!(clamped::primal(f64::NAN, 0.0, 1.0).is_nan());
+}
