@@ -3,6 +3,9 @@
 //! [`Gmm`](crate::models::Gmm) — ADBench's Gaussian mixture model objective (seed 004 Appendix B.1), with the same
 //! parameter layout as `adjoint-bench`'s `adbench::gmm` (`p = [α (K), μ (K×d), icf (K×d(d+1)/2)]`,
 //! icf = d log-diagonal entries then the strictly lower triangle column by column).
+//!
+//! [`Lstm`](crate::models::Lstm) — ADBench's diagonal LSTM, its time loop unrolled into the
+//! program (one node per layer and step, one per step for the loss).
 
 use crate::{lit, Acc, Builder, Exp, Program, Result};
 
@@ -150,4 +153,135 @@ pub fn logsumexp_rows(b: &Builder, a: &Acc) -> Acc {
         .generate(&shape, |i| (a.at(i) - mx.at(&i[..r - 1])).exp())
         .sum();
     e.zip_with(&mx, |s, m| s.ln() + m)
+}
+
+/// ADBench's diagonal LSTM loss as an array program, built once for sizes `(l, c, b)` with the
+/// time loop unrolled (the program has `(c − 1)(l + 1)` nodes, each an array of `b` elements).
+/// Inputs: `main [2l, 4b]`, `extra [3, b]` (differentiated), the initial `state [2l, b]` and the
+/// bit sequence `seq [c, b]` (data). The model and parameter layout are `adjoint-bench`'s
+/// `adbench::lstm`: per layer a row of gate weights (forget, input, output, change) and a row
+/// of biases; `extra` = input weights, output weights, output biases.
+///
+/// ```
+/// use adjoint_array::models::Lstm;
+/// let (l, c, b) = (1, 3, 2);
+/// let lstm = Lstm::new(l, c, b).unwrap();
+/// let main: Vec<f64> = (0..8 * l * b).map(|i| 0.1 * i as f64).collect();
+/// let extra = [0.5, 0.4, 0.3, 0.2, 0.1, 0.0];
+/// let state = [0.2, 0.1, 0.3, 0.4];
+/// let seq = [1.0, 0.0, 0.0, 1.0, 1.0, 1.0];
+/// let (v, g) = lstm.gradient(&main, &extra, &state, &seq).unwrap();
+/// assert_eq!(v, lstm.objective(&main, &extra, &state, &seq).unwrap());
+/// assert_eq!(g.len(), 8 * l * b + 3 * b);
+/// ```
+#[derive(Clone, Debug)]
+pub struct Lstm {
+    /// The program: one scalar output.
+    pub program: Program,
+    /// Layers.
+    pub l: usize,
+    /// Sequence length.
+    pub c: usize,
+    /// Hidden size (bits per character).
+    pub b: usize,
+}
+
+impl Lstm {
+    /// Build the program for `l` layers, `c` characters of `b` bits.
+    pub fn new(l: usize, c: usize, b: usize) -> Result<Self> {
+        let bld = Builder::new();
+        let main = bld.input(&[2 * l, 4 * b]);
+        let extra = bld.input(&[3, b]);
+        let state = bld.constant_input(&[2 * l, b]);
+        let seq = bld.constant_input(&[c, b]);
+        let k = |v: usize| lit(v as f64);
+        let sigmoid = |x: Exp| 1.0 / ((-x).exp() + 1.0);
+        // `layers[k]`: layer k's `[b, 2]` array of (h, cell) after the last step.
+        let mut layers: Vec<Option<Acc>> = vec![None; l];
+        let mut total: Option<Acc> = None;
+        for t in 0..c.saturating_sub(1) {
+            for layer in 0..l {
+                let prev = layers[layer].clone();
+                let below = if layer == 0 {
+                    None
+                } else {
+                    layers[layer - 1].clone()
+                };
+                let next = bld.generate_n(&[b], 2, |i| {
+                    let j = i[0];
+                    let x = match &below {
+                        None => extra.at(&[k(0), j]) * seq.at(&[k(t), j]),
+                        Some(a) => a.at(&[j, k(0)]),
+                    };
+                    let (h, cell) = match &prev {
+                        None => (
+                            state.at(&[k(2 * layer), j]),
+                            state.at(&[k(2 * layer + 1), j]),
+                        ),
+                        Some(a) => (a.at(&[j, k(0)]), a.at(&[j, k(1)])),
+                    };
+                    let w = |gate: usize| main.at(&[k(2 * layer), j + k(gate * b)]);
+                    let bias = |gate: usize| main.at(&[k(2 * layer + 1), j + k(gate * b)]);
+                    let forget = sigmoid(x * w(0) + bias(0));
+                    let ingate = sigmoid(h * w(1) + bias(1));
+                    let outgate = sigmoid(x * w(2) + bias(2));
+                    let change = (h * w(3) + bias(3)).tanh();
+                    let cell = cell * forget + ingate * change;
+                    vec![outgate * cell.tanh(), cell]
+                });
+                layers[layer] = Some(next);
+            }
+            let top = layers[l - 1].clone().expect("l ≥ 1");
+            let acc = total.clone();
+            total = Some(bld.generate(&[], |_| {
+                let y: Vec<Exp> = (0..b)
+                    .map(|j| {
+                        top.at(&[k(j), k(0)]) * extra.at(&[k(1), k(j)]) + extra.at(&[k(2), k(j)])
+                    })
+                    .collect();
+                let lse = (y[1..].iter().fold(y[0].exp(), |s, v| s + v.exp()) + 2.0).ln();
+                let step = (0..b).fold(lit(0.0), |s, j| {
+                    s + (y[j] - lse) * seq.at(&[k(t + 1), k(j)])
+                });
+                match &acc {
+                    None => step,
+                    Some(a) => a.the() + step,
+                }
+            }));
+        }
+        let scale = -1.0 / (c.saturating_sub(1) * b) as f64;
+        let loss = match total {
+            Some(t) => t.map(|v| v * scale),
+            None => bld.generate(&[], |_| lit(0.0)),
+        };
+        Ok(Lstm {
+            program: bld.build_scalar(&loss)?,
+            l,
+            c,
+            b,
+        })
+    }
+
+    /// The loss.
+    pub fn objective(
+        &self,
+        main: &[f64],
+        extra: &[f64],
+        state: &[f64],
+        seq: &[f64],
+    ) -> Result<f64> {
+        Ok(self.program.run(&[main, extra, state, seq])?[0].data()[0])
+    }
+
+    /// Loss and gradient, the gradient laid out as `[main, extra]`.
+    pub fn gradient(
+        &self,
+        main: &[f64],
+        extra: &[f64],
+        state: &[f64],
+        seq: &[f64],
+    ) -> Result<(f64, Vec<f64>)> {
+        let g = self.program.gradient_a(&[main, extra, state, seq])?;
+        Ok((g.value, [&g.grads[0][..], &g.grads[1]].concat()))
+    }
 }

@@ -856,11 +856,18 @@ fn permute_max_min_treat_nan_as_f64_max_min() {
         let mut want = def.clone();
         for (i, &x) in src.iter().enumerate() {
             let t = &mut want[i % 3];
-            *t = if comb == Combine::Max { t.max(x) } else { t.min(x) };
+            *t = if comb == Combine::Max {
+                t.max(x)
+            } else {
+                t.min(x)
+            };
         }
         let got = got[0].data();
         for (g, w) in got.iter().zip(&want) {
-            assert!(g == w || (g.is_nan() && w.is_nan()), "{comb:?}: {got:?} vs {want:?}");
+            assert!(
+                g == w || (g.is_nan() && w.is_nan()),
+                "{comb:?}: {got:?} vs {want:?}"
+            );
         }
     }
 }

@@ -30,7 +30,7 @@ struct Args {
 
 #[derive(Subcommand, Debug)]
 enum Cmd {
-    /// ADBench GMM and BA with ADBench's timing protocol (inputs from ../shared/adbench when
+    /// ADBench GMM, BA and LSTM with ADBench's timing protocol (inputs from ../shared/adbench when
     /// present, generated otherwise).
     Adbench {
         /// Small grid and short batches (under 5 minutes on 2 cores).

@@ -3,9 +3,10 @@
 //! `jit` model: building is not timed, as compilation is not for JAX) and differentiated as a
 //! whole program on rayon's threads.
 
-use super::io::GmmInput;
+use super::io::{GmmInput, LstmInput};
+use super::lstm::LstmColumn;
 use super::GmmColumn;
-use adjoint::array::models::Gmm;
+use adjoint::array::models::{Gmm, Lstm};
 use std::cell::RefCell;
 
 /// What a built program depends on: `(n, d, K, γ bits, m bits)`.
@@ -37,6 +38,35 @@ impl GmmColumn for Array {
         let (v, gr) = program
             .gradient(alphas, means, icf, &g.x)
             .unwrap_or_else(|e| panic!("array GMM gradient: {e}"));
+        grad.copy_from_slice(&gr);
+        v
+    }
+}
+
+/// The array engine's LSTM column: [`adjoint::array::models::Lstm`], the time loop unrolled,
+/// built once per `(l, c, b)`.
+#[derive(Default)]
+pub struct ArrayLstm {
+    built: RefCell<Option<((usize, usize, usize), Lstm)>>,
+}
+
+impl LstmColumn for ArrayLstm {
+    fn name(&self) -> &'static str {
+        "array"
+    }
+    fn lstm(&self, g: &LstmInput, p: &[f64], grad: &mut [f64]) -> f64 {
+        let key = (g.l, g.c, g.b);
+        let mut built = self.built.borrow_mut();
+        if built.as_ref().is_none_or(|(k, _)| *k != key) {
+            let program = Lstm::new(g.l, g.c, g.b)
+                .unwrap_or_else(|e| panic!("array LSTM for l = {}, c = {}: {e}", g.l, g.c));
+            *built = Some((key, program));
+        }
+        let (_, program) = built.as_ref().expect("built above");
+        let (main, extra) = p.split_at(8 * g.l * g.b);
+        let (v, gr) = program
+            .gradient(main, extra, &g.state, &g.seq)
+            .unwrap_or_else(|e| panic!("array LSTM gradient: {e}"));
         grad.copy_from_slice(&gr);
         v
     }

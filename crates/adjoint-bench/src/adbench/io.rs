@@ -247,3 +247,99 @@ pub fn write_ba(n: usize, m: usize, p: usize) -> String {
          271.760969 834.209256\n"
     )
 }
+
+/// An LSTM instance (`l c b`): ADBench's diagonal LSTM of `l` layers over `c` characters of `b`
+/// bits each.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LstmInput {
+    /// Layers.
+    pub l: usize,
+    /// Sequence length (characters).
+    pub c: usize,
+    /// Bits per character (hidden size).
+    pub b: usize,
+    /// `2l × 4b` main parameters: per layer a row of weights (forget, input, output, change
+    /// gates, `b` each), then a row of biases.
+    pub main: Vec<f64>,
+    /// `3 × b` extra parameters: input weights, output weights, output biases.
+    pub extra: Vec<f64>,
+    /// `2l × b` initial state: per layer the hidden row, then the cell row (not differentiated).
+    pub state: Vec<f64>,
+    /// `c × b` sequence (bits).
+    pub seq: Vec<f64>,
+}
+
+impl LstmInput {
+    /// The differentiated parameters in ADBench's order: main, then extra (`8lb + 3b`).
+    pub fn params(&self) -> Vec<f64> {
+        [&self.main[..], &self.extra].concat()
+    }
+}
+
+/// Parse an LSTM file's text.
+pub fn parse_lstm(text: &str, what: &str) -> Result<LstmInput, ReadError> {
+    let mut t = Tokens::new(text, what);
+    let (l, c, b) = (t.usize()?, t.usize()?, t.usize()?);
+    if l == 0 || c < 2 || b == 0 {
+        return Err(ReadError(format!(
+            "{what}: l = {l}, c = {c}, b = {b}: need l ≥ 1, c ≥ 2, b ≥ 1"
+        )));
+    }
+    Ok(LstmInput {
+        l,
+        c,
+        b,
+        main: t.vec(8 * l * b)?,
+        extra: t.vec(3 * b)?,
+        state: t.vec(2 * l * b)?,
+        seq: t.vec(c * b)?,
+    })
+}
+
+/// Read an LSTM file.
+pub fn read_lstm(path: &Path) -> Result<LstmInput, ReadError> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| ReadError(format!("{}: {e}", path.display())))?;
+    parse_lstm(&text, &path.display().to_string())
+}
+
+/// Write an LSTM instance in ADBench's format (blank lines between blocks).
+pub fn write_lstm(g: &LstmInput) -> String {
+    let mut s = format!("{} {} {}\n", g.l, g.c, g.b);
+    let block = |s: &mut String, v: &[f64], width: usize| {
+        s.push('\n');
+        for row in v.chunks(width) {
+            let line: Vec<String> = row.iter().map(|x| format!("{x}")).collect();
+            s.push_str(&line.join(" "));
+            s.push('\n');
+        }
+    };
+    block(&mut s, &g.main, 4 * g.b);
+    block(&mut s, &g.extra, g.b);
+    block(&mut s, &g.state, g.b);
+    block(&mut s, &g.seq, g.b);
+    s
+}
+
+/// Generate an LSTM instance with ADBench's recipe: parameters and state ~ U(0, 1), the
+/// sequence random bits.
+pub fn generate_lstm(l: usize, c: usize, b: usize, seed: u64) -> LstmInput {
+    let u01 = |seed: u64, n: usize| -> Vec<f64> {
+        uniform(seed, n)
+            .into_iter()
+            .map(|u| 0.5 * (u + 1.0))
+            .collect()
+    };
+    LstmInput {
+        l,
+        c,
+        b,
+        main: u01(seed, 8 * l * b),
+        extra: u01(seed + 1, 3 * b),
+        state: u01(seed + 2, 2 * l * b),
+        seq: uniform(seed + 3, c * b)
+            .into_iter()
+            .map(|u| if u > 0.0 { 1.0 } else { 0.0 })
+            .collect(),
+    }
+}

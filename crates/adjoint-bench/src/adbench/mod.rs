@@ -1,4 +1,4 @@
-//! ADBench GMM and BA (seed 001 Tables 1–2, seed 004 §5): readers, objectives, gradients in
+//! ADBench GMM, BA and LSTM (seed 001 Tables 1–2, seed 004 §5): readers, objectives, gradients in
 //! every landed engine, ADBench's timing protocol.
 //!
 //! Inputs come from `../shared/adbench` (or `--data DIR`) when present, otherwise from the
@@ -8,6 +8,7 @@ pub mod array;
 pub mod ba;
 pub mod gmm;
 pub mod io;
+pub mod lstm;
 pub mod plot;
 pub mod protocol;
 pub mod reversible;
@@ -399,6 +400,65 @@ pub fn ba_inputs(dir: Option<&Path>, quick: bool, sel: &Selection) -> Vec<Named<
     out
 }
 
+/// The LSTM inputs of a run: ADBench's four (`--quick`: l = 2, c = 1024 only), read from the
+/// data directory or generated with ADBench's recipe (named `gen-…`).
+pub fn lstm_inputs(dir: Option<&Path>, quick: bool, sel: &Selection) -> Vec<Named<io::LstmInput>> {
+    let sizes: &[(usize, usize)] = if quick {
+        &[(2, 1024)]
+    } else {
+        &[(2, 1024), (2, 4096), (4, 1024), (4, 4096)]
+    };
+    let b = 14;
+    let mut out = Vec::new();
+    for &(l, c) in sizes {
+        let name = format!("lstm_l{l}_c{c}");
+        if !sel.input(&name) {
+            continue;
+        }
+        let file = dir.map(|d| d.join(format!("lstm/{name}.txt")));
+        let why = match &file {
+            Some(f) if f.is_file() => match io::read_lstm(f) {
+                Ok(g) => {
+                    out.push((name, "shared".to_string(), Some(f.clone()), g));
+                    continue;
+                }
+                Err(e) => Some(format!("{} unreadable ({e})", f.display())),
+            },
+            Some(f) => Some(format!("{} missing", f.display())),
+            None => None,
+        };
+        let gen = generated_name(&name);
+        let source = match why {
+            Some(why) => {
+                eprintln!("adbench: {why}; measuring generated input {gen} instead");
+                "generated (file missing or unreadable)"
+            }
+            None => "generated",
+        };
+        let g = io::generate_lstm(l, c, b, (100 * l + c) as u64);
+        let g = io::parse_lstm(&io::write_lstm(&g), &gen).expect("own format");
+        out.push((gen, source.to_string(), None, g));
+    }
+    out
+}
+
+/// Check an LSTM gradient: against forward mode on a sample of coordinates (one directional
+/// derivative each).
+fn check_lstm(g: &io::LstmInput, p: &[f64], grad: &[f64]) -> String {
+    let mut worst = 0.0f64;
+    for i in (0..p.len()).step_by(p.len() / 9 + 1) {
+        let mut e = vec![0.0; p.len()];
+        e[i] = 1.0;
+        let (_, t) = adjoint::forward::jvp(|v| vec![lstm::lstm_loss(g, v)], p, &e);
+        worst = worst.max((t[0] - grad[i]).abs() / (t[0].abs() + grad[i].abs()).max(1.0));
+    }
+    if worst < 1e-8 {
+        "ok (sampled forward mode)".into()
+    } else {
+        format!("forward mode disagrees: {worst:.1e}")
+    }
+}
+
 /// Check a GMM gradient: against forward mode when the parameter count is small, otherwise
 /// against finite differences on a sample of coordinates.
 fn check_gmm(g: &io::GmmInput, p: &[f64], grad: &[f64]) -> String {
@@ -524,6 +584,15 @@ fn ba_engines() -> Vec<Box<dyn BaColumn>> {
         Box::new(reversible::Reversible),
         Box::new(crate::ssabench::Ssa),
         Box::new(Echidna),
+    ]
+}
+
+/// Every engine that computes the LSTM gradient, adjoint's first. New engines add one entry.
+fn lstm_engines() -> Vec<Box<dyn lstm::LstmColumn>> {
+    vec![
+        Box::new(lstm::Tape),
+        Box::new(array::ArrayLstm::default()),
+        Box::new(lstm::Echidna),
     ]
 }
 
@@ -710,6 +779,46 @@ pub fn run(
                 Ok(item) => manifest.push(item),
                 Err(e) => eprintln!("  cannot write peer inputs for {name}: {e}"),
             }
+        }
+    }
+    for (name, source, file, g) in lstm_inputs(dir, small, sel) {
+        eprintln!("  lstm {name} ({source})");
+        let p = g.params();
+        let objective_s = time_min(|| lstm::lstm_loss(&g, &p), budget);
+        let mut reference: Option<(&'static str, Vec<f64>)> = None;
+        for engine in lstm_engines().into_iter().filter(|e| sel.engine(e.name())) {
+            let mut grad = vec![0.0; p.len()];
+            let (_, peak, _) = peak_during(|| engine.lstm(&g, &p, &mut grad));
+            write_result(work, &name, engine.name(), &grad);
+            let check = match &reference {
+                None => check_lstm(&g, &p, &grad),
+                Some((first, r)) => agree(&grad, r).map_or_else(
+                    |e| format!("vs {first}: {e}"),
+                    |_| format!("ok (= {first})"),
+                ),
+            };
+            if reference.is_none() {
+                let text = || io::write_lstm(&g);
+                match manifest_item(work, "lstm", &name, &source, file.as_deref(), text, &grad) {
+                    Ok(item) => manifest.push(item),
+                    Err(e) => eprintln!("  cannot write peer inputs for {name}: {e}"),
+                }
+            }
+            reference.get_or_insert_with(|| (engine.name(), grad.clone()));
+            let derivative_s = time_min(|| engine.lstm(&g, &p, &mut grad), budget);
+            rows.push(Row {
+                task: "lstm".into(),
+                input: name.clone(),
+                source: source.clone(),
+                params: p.len(),
+                engine: engine.name().into(),
+                objective_s,
+                derivative_s,
+                ratio: derivative_s / objective_s,
+                peak_bytes: Some(peak),
+                check,
+                threads: rayon::current_num_threads(),
+            });
         }
     }
     (rows, manifest)
