@@ -142,7 +142,7 @@ impl<'g> Exec<'g> {
     }
 
     fn force_reads(&mut self, lam: &Lambda) -> Result<()> {
-        for r in lam.reads() {
+        for &r in lam.reads() {
             self.force(r)?;
         }
         Ok(())

@@ -423,11 +423,27 @@ pub(crate) struct Lambda {
     pub ar: Arena,
     pub outs: Vec<Id>,
     pub nparams: u32,
+    /// [`Lambda::reads`], computed on first use (a lambda is not changed after it is built).
+    pub reads: std::sync::OnceLock<Vec<u32>>,
 }
 
 impl Lambda {
-    /// Array keys read by the lambda.
-    pub(crate) fn reads(&self) -> Vec<u32> {
+    /// A lambda over `ar` with outputs `outs`.
+    pub(crate) fn new(ar: Arena, outs: Vec<Id>, nparams: u32) -> Self {
+        Lambda {
+            ar,
+            outs,
+            nparams,
+            reads: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Array keys read by the lambda (sorted, each once).
+    pub(crate) fn reads(&self) -> &[u32] {
+        self.reads.get_or_init(|| self.compute_reads())
+    }
+
+    fn compute_reads(&self) -> Vec<u32> {
         let reach = self.ar.reachable(&self.outs);
         let mut v: Vec<u32> = self
             .ar
@@ -695,11 +711,11 @@ pub(crate) fn capture(
             "a closure returned an Exp that belongs to another closure".into(),
         ));
     }
-    Ok(Lambda {
+    Ok(Lambda::new(
         ar,
-        outs: outs.iter().map(|e| e.id).collect(),
+        outs.iter().map(|e| e.id).collect(),
         nparams,
-    })
+    ))
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -124,21 +124,21 @@ impl ANode {
     /// Arrays read inside the node's lambdas.
     pub(crate) fn reads(&self) -> Vec<NodeId> {
         let mut v = match self {
-            ANode::Gen { lam, .. } | ANode::SumGen { lam, .. } => lam.reads(),
+            ANode::Gen { lam, .. } | ANode::SumGen { lam, .. } => lam.reads().to_vec(),
             ANode::Fold { f, init, .. } => {
-                let mut r = f.reads();
+                let mut r = f.reads().to_vec();
                 if let Some(i) = init {
                     r.extend(i.reads());
                 }
                 r
             }
             ANode::Scan { f, init, .. } => {
-                let mut r = f.reads();
+                let mut r = f.reads().to_vec();
                 r.extend(init.reads());
                 r
             }
-            ANode::Permute { idx, .. } => idx.reads(),
-            ANode::Acond { cond, .. } => cond.reads(),
+            ANode::Permute { idx, .. } => idx.reads().to_vec(),
+            ANode::Acond { cond, .. } => cond.reads().to_vec(),
             _ => vec![],
         };
         v.sort_unstable();
@@ -702,7 +702,7 @@ fn fuse(nodes: &mut [NodeInfo], outputs: &[NodeId], recompute: usize) {
                 for &a in &pa {
                     uses[a as usize] += 1;
                 }
-                for r in pl.reads() {
+                for &r in pl.reads() {
                     uses[r as usize] += 1;
                 }
                 nodes[i].kind = ANode::Gen {
@@ -770,14 +770,7 @@ fn inline(c: &Lambda, ca: &[NodeId], k: usize, p: &Lambda, pa: &[NodeId]) -> (La
         };
         c.ar.copy_into(&mut ar, &c.outs, &mut subst, &map)
     };
-    (
-        Lambda {
-            ar,
-            outs,
-            nparams: (nc + pa.len()) as u32,
-        },
-        args,
-    )
+    (Lambda::new(ar, outs, (nc + pa.len()) as u32), args)
 }
 
 impl Acc {

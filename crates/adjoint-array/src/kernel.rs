@@ -706,10 +706,15 @@ impl Kernel {
             });
         }
         let nslots = nslots as usize;
+        // Slots hold one block of the space each; a small space (an LSTM step's 14 elements)
+        // gets blocks of its own size, so that evaluators do not allocate and clear 1024-long
+        // buffers per call.
+        let total: usize = space.iter().product();
         let block = (32_768 / nslots.max(1))
             .clamp(64, 1024)
             .next_power_of_two()
-            .min(1024);
+            .min(1024)
+            .min(total.max(1).next_power_of_two());
         Kernel {
             ops,
             nslots,
