@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""ADBench GMM and BA peers for `adjoint-bench adbench`: PyTorch (eager, vectorised), JAX (jit)
+"""ADBench GMM, BA and LSTM peers for `adjoint-bench adbench`: PyTorch (eager, vectorised), JAX (jit)
 and autograd.
 
 Usage: adbench_py.py TOOL MANIFEST [--quick]
 
 MANIFEST is the JSON list written by adjoint-bench: {task, name, source, path, reference} per
-input, where `reference` is a little-endian f64 file with adjoint's tape gradient (GMM) or the
+input, where `reference` is a little-endian f64 file with adjoint's tape gradient (GMM, LSTM) or the
 CSR values of its Jacobian (BA). The script times objective and derivative with ADBench's
 protocol, checks its derivative against the reference with ADBench's rule, and prints rows in
 adjoint-bench's JSON row format on stdout.
@@ -38,6 +38,59 @@ def read_ba(path):
     idx = np.arange(p)
     return dict(n=n, m=m, p=p, cams=np.tile(cam, (n, 1)), x=np.tile(pt, (m, 1)),
                 w=np.full(p, w), obs=np.stack([idx % n, idx % m], 1), feats=np.tile(feat, (p, 1)))
+
+
+def read_lstm(path):
+    t = open(path).read().split()
+    l, c, b = int(t[0]), int(t[1]), int(t[2])
+    v = np.array(t[3:], dtype=np.float64)
+    o = 0
+    main = v[o:o + 8 * l * b].reshape(2 * l, 4 * b); o += 8 * l * b
+    extra = v[o:o + 3 * b].reshape(3, b); o += 3 * b
+    state = v[o:o + 2 * l * b].reshape(2 * l, b); o += 2 * l * b
+    seq = v[o:o + c * b].reshape(c, b)
+    return main, extra, state, seq
+
+
+def make_lstm(xp, scan=None):
+    """ADBench's diagonal LSTM loss over `xp`; `scan(step, carry, xs)` (JAX's lax.scan) runs the
+    time loop when given, a Python loop otherwise."""
+    def sigmoid(x):
+        return 1 / (1 + xp.exp(-x))
+
+    def step(main, extra, carry, chars):
+        hs, cs = carry
+        chr_, gold = chars
+        b = chr_.shape[0]
+        x = chr_ * extra[0]
+        nh, nc = [], []
+        for k in range(len(hs)):
+            w, bias = main[2 * k], main[2 * k + 1]
+            f = sigmoid(x * w[0:b] + bias[0:b])
+            i = sigmoid(hs[k] * w[b:2 * b] + bias[b:2 * b])
+            o = sigmoid(x * w[2 * b:3 * b] + bias[2 * b:3 * b])
+            ch = xp.tanh(hs[k] * w[3 * b:] + bias[3 * b:])
+            c = cs[k] * f + i * ch
+            h = o * xp.tanh(c)
+            nh.append(h); nc.append(c)
+            x = h
+        y = x * extra[1] + extra[2]
+        term = xp.sum(gold * (y - xp.log(xp.sum(xp.exp(y)) + 2)))
+        return (tuple(nh), tuple(nc)), term
+
+    def loss(main, extra, state, seq):
+        l = state.shape[0] // 2
+        carry = (tuple(state[2 * k] for k in range(l)), tuple(state[2 * k + 1] for k in range(l)))
+        if scan is not None:
+            _, terms = scan(lambda cr, xs: step(main, extra, cr, xs), carry, (seq[:-1], seq[1:]))
+            total = xp.sum(terms)
+        else:
+            total = 0.0
+            for t in range(seq.shape[0] - 1):
+                carry, term = step(main, extra, carry, (seq[t], seq[t + 1]))
+                total = total + term
+        return -total / ((seq.shape[0] - 1) * seq.shape[1])
+    return loss
 
 
 def log_gamma_distrib(a, d):
@@ -183,7 +236,19 @@ def tool_torch():
             z = torch.cat([cams, X, w[:, None], feats], 1)
             return assemble(ba, jac(z)[:, :, :15].numpy())
         return obj, jacobian
-    return gmm_fns, ba_fns
+
+    lstm = make_lstm(torch)
+
+    def lstm_fns(inp):
+        main, extra, state, seq = [torch.tensor(a) for a in inp]
+        obj = lambda: lstm(main, extra, state, seq).item()
+
+        def grad():
+            m, e = main.clone().requires_grad_(), extra.clone().requires_grad_()
+            lstm(m, e, state, seq).backward()
+            return np.concatenate([m.grad.numpy().ravel(), e.grad.numpy().ravel()])
+        return obj, grad
+    return gmm_fns, ba_fns, lstm_fns
 
 
 def tool_jax():
@@ -218,7 +283,17 @@ def tool_jax():
         jac = jax.jit(jax.vmap(jax.jacrev(f)))
         z = jnp.concatenate([cams, X, w[:, None], feats], 1)
         return obj, lambda: assemble(ba, np.asarray(jac(z))[:, :, :15])
-    return gmm_fns, ba_fns
+
+    lstm = make_lstm(jnp, jax.lax.scan)
+
+    def lstm_fns(inp):
+        main, extra, state, seq = [jnp.asarray(a) for a in inp]
+        f = jax.jit(lstm)
+        g = jax.jit(jax.grad(lstm, argnums=(0, 1)))
+        obj = lambda: float(f(main, extra, state, seq))
+        grad = lambda: np.concatenate([np.asarray(v).ravel() for v in g(main, extra, state, seq)])
+        return obj, grad
+    return gmm_fns, ba_fns, lstm_fns
 
 
 def tool_autograd():
@@ -243,13 +318,21 @@ def tool_autograd():
             z = np.concatenate([cams, X, w[:, None], feats], 1)
             return assemble(ba, np.stack([jac(zi)[:, :15] for zi in z]))
         return obj, jacobian
-    return gmm_fns, ba_fns
+
+    lstm = make_lstm(anp)
+
+    def lstm_fns(inp):
+        main, extra, state, seq = inp
+        obj = lambda: float(lstm(main, extra, state, seq))
+        g = autograd.grad(lambda m, e: lstm(m, e, state, seq), argnum=[0, 1])
+        return obj, lambda: np.concatenate([np.asarray(v).ravel() for v in g(main, extra)])
+    return gmm_fns, ba_fns, lstm_fns
 
 
 def main():
     tool, manifest = sys.argv[1], json.load(open(sys.argv[2]))
     quick = '--quick' in sys.argv
-    gmm_fns, ba_fns = {'pytorch': tool_torch, 'jax': tool_jax, 'autograd': tool_autograd}[tool]()
+    gmm_fns, ba_fns, lstm_fns = {'pytorch': tool_torch, 'jax': tool_jax, 'autograd': tool_autograd}[tool]()
     rows = []
     for item in manifest:
         if tool == 'autograd' and item['task'] == 'ba':
@@ -262,6 +345,10 @@ def main():
             inp = read_gmm(item['path'])
             obj, der = gmm_fns(inp)
             params = inp[0].size + inp[1].size + inp[2].size
+        elif item['task'] == 'lstm':
+            inp = read_lstm(item['path'])
+            obj, der = lstm_fns(inp)
+            params = inp[0].size + inp[1].size
         else:
             ba = read_ba(item['path'])
             obj, der = ba_fns(ba)
