@@ -6,8 +6,11 @@
 //!
 //! [`Lstm`](crate::models::Lstm) — ADBench's diagonal LSTM, its time loop unrolled into the
 //! program (one node per layer and step, one per step for the loss).
+//!
+//! [`Ba`](crate::models::Ba) — ADBench's bundle adjustment Jacobian blocks: [`jacobian_e`]
+//! inside a `generate_n` over observations (seed 004's `gradientE` use).
 
-use crate::{lit, Acc, Builder, Exp, Program, Result};
+use crate::{jacobian_e, lit, Acc, Builder, Exp, Program, Result};
 
 /// The reference implementation's π (a quirk of ADBench kept for comparable numbers).
 #[allow(clippy::approx_constant)]
@@ -283,5 +286,105 @@ impl Lstm {
     ) -> Result<(f64, Vec<f64>)> {
         let g = self.program.gradient_a(&[main, extra, state, seq])?;
         Ok((g.value, [&g.grads[0][..], &g.grads[1]].concat()))
+    }
+}
+
+/// `w · (project(cam, x) − feat)`, ADBench's reprojection residuals, over expressions
+/// (`v` = 11 camera parameters r, C, f, u0 v0, k1 k2; the point; the weight).
+fn reproj_exp(v: &[Exp], feat: [Exp; 2]) -> Vec<Exp> {
+    let (cam, x, w) = (&v[..11], &v[11..14], v[14]);
+    let xo = [x[0] - cam[3], x[1] - cam[4], x[2] - cam[5]];
+    let rot = [cam[0], cam[1], cam[2]];
+    let cross = |a: &[Exp; 3], b: &[Exp; 3]| {
+        [
+            a[1] * b[2] - a[2] * b[1],
+            a[2] * b[0] - a[0] * b[2],
+            a[0] * b[1] - a[1] * b[0],
+        ]
+    };
+    let sq = rot[0] * rot[0] + rot[1] * rot[1] + rot[2] * rot[2];
+    // Rodrigues; for θ² = 0 the reference uses x + r × x (only the branch taken is evaluated
+    // and differentiated).
+    let theta = sq.sqrt();
+    let (s, co) = (theta.sin(), theta.cos());
+    let inv = 1.0 / theta;
+    let wv = [rot[0] * inv, rot[1] * inv, rot[2] * inv];
+    let wx = cross(&wv, &xo);
+    let tmp = (wv[0] * xo[0] + wv[1] * xo[1] + wv[2] * xo[2]) * (1.0 - co);
+    let small = cross(&rot, &xo);
+    let zero = sq.eq(0.0);
+    let xcam: Vec<Exp> = (0..3)
+        .map(|k| zero.select(xo[k] + small[k], xo[k] * co + wx[k] * s + wv[k] * tmp))
+        .collect();
+    let p = [xcam[0] / xcam[2], xcam[1] / xcam[2]];
+    let rsq = p[0] * p[0] + p[1] * p[1];
+    let l = 1.0 + cam[9] * rsq + cam[10] * rsq * rsq;
+    vec![
+        w * (p[0] * l * cam[6] + cam[7] - feat[0]),
+        w * (p[1] * l * cam[6] + cam[8] - feat[1]),
+    ]
+}
+
+/// ADBench's bundle adjustment: every observation's 2 × 15 Jacobian block of the reprojection
+/// residuals with respect to (camera, point, weight), computed by [`jacobian_e`] inside a
+/// `generate_n` over the `p` observations. Inputs: `cams [n, 11]`, `x [m, 3]`, `w [p]`,
+/// `feats [p, 2]` and `obs [p, 2]` (camera and point index of each observation, as numbers);
+/// output `[p, 30]` (row 0 of the block, then row 1).
+///
+/// ```
+/// use adjoint_array::models::Ba;
+/// let ba = Ba::new(1, 1, 1).unwrap();
+/// let cam = [0.1, -0.2, 0.3, 0.0, 0.1, -5.0, 400.0, 5.0, -8.0, 0.08, 0.002];
+/// let blocks = ba.blocks(&cam, &[1.0, 2.0, 3.0], &[0.5], &[270.0, 830.0], &[0.0, 0.0]).unwrap();
+/// assert_eq!(blocks.len(), 30);
+/// ```
+#[derive(Clone, Debug)]
+pub struct Ba {
+    /// The program: one `[p, 30]` output.
+    pub program: Program,
+    /// Cameras, points, observations.
+    pub sizes: (usize, usize, usize),
+}
+
+impl Ba {
+    /// Build the program for `n` cameras, `m` points and `p` observations.
+    pub fn new(n: usize, m: usize, p: usize) -> Result<Self> {
+        let b = Builder::new();
+        let cams = b.constant_input(&[n, 11]);
+        let x = b.constant_input(&[m, 3]);
+        let w = b.constant_input(&[p]);
+        let feats = b.constant_input(&[p, 2]);
+        let obs = b.constant_input(&[p, 2]);
+        let k = |v: usize| lit(v as f64);
+        let blocks = b.generate_n(&[p], 30, |i| {
+            let (o, c, pt) = (i[0], obs.at(&[i[0], k(0)]), obs.at(&[i[0], k(1)]));
+            let ins: Vec<Exp> = (0..11)
+                .map(|j| cams.at(&[c, k(j)]))
+                .chain((0..3).map(|j| x.at(&[pt, k(j)])))
+                .chain([w.at(&[o])])
+                .collect();
+            let feat = [feats.at(&[o, k(0)]), feats.at(&[o, k(1)])];
+            jacobian_e(&ins, |v| reproj_exp(v, feat))
+                .into_iter()
+                .flatten()
+                .collect()
+        });
+        Ok(Ba {
+            program: b.build(&[&blocks])?,
+            sizes: (n, m, p),
+        })
+    }
+
+    /// The `p × 30` Jacobian blocks, row-major.
+    pub fn blocks(
+        &self,
+        cams: &[f64],
+        x: &[f64],
+        w: &[f64],
+        feats: &[f64],
+        obs: &[f64],
+    ) -> Result<Vec<f64>> {
+        let mut out = self.program.run(&[cams, x, w, feats, obs])?;
+        Ok(out.swap_remove(0).into_data())
     }
 }

@@ -1,12 +1,13 @@
-//! The array engine (`adjoint::array`, seed 004) as an ADBench GMM column: the objective written
+//! The array engine (`adjoint::array`, seed 004) as an ADBench GMM, BA and LSTM column: the objective written
 //! with the combinators ([`adjoint::array::models::Gmm`]), built once per input size (JAX's
 //! `jit` model: building is not timed, as compilation is not for JAX) and differentiated as a
 //! whole program on rayon's threads.
 
-use super::io::{GmmInput, LstmInput};
+use super::ba::{self, Csr};
+use super::io::{BaInput, GmmInput, LstmInput};
 use super::lstm::LstmColumn;
-use super::GmmColumn;
-use adjoint::array::models::{Gmm, Lstm};
+use super::{BaColumn, GmmColumn};
+use adjoint::array::models::{Ba, Gmm, Lstm};
 use std::cell::RefCell;
 
 /// What a built program depends on: `(n, d, K, γ bits, m bits)`.
@@ -69,5 +70,71 @@ impl LstmColumn for ArrayLstm {
             .unwrap_or_else(|e| panic!("array LSTM gradient: {e}"));
         grad.copy_from_slice(&gr);
         v
+    }
+}
+
+/// The array engine's BA column: [`adjoint::array::models::Ba`] (`jacobian_e` inside a
+/// `generate_n` over observations), built once per `(n, m, p)`; the CSR assembly is timed.
+#[derive(Default)]
+pub struct ArrayBa {
+    built: RefCell<Option<((usize, usize, usize), Ba)>>,
+}
+
+impl BaColumn for ArrayBa {
+    fn name(&self) -> &'static str {
+        "array"
+    }
+    fn ba(&self, b: &BaInput) -> Csr {
+        let key = (b.n, b.m, b.p);
+        let mut built = self.built.borrow_mut();
+        if built.as_ref().is_none_or(|(k, _)| *k != key) {
+            let program = Ba::new(b.n, b.m, b.p)
+                .unwrap_or_else(|e| panic!("array BA for n = {}, m = {}: {e}", b.n, b.m));
+            *built = Some((key, program));
+        }
+        let (_, program) = built.as_ref().expect("built above");
+        let obs: Vec<f64> = b
+            .obs
+            .iter()
+            .flat_map(|o| [o[0] as f64, o[1] as f64])
+            .collect();
+        let flat = program
+            .blocks(&b.cams, &b.x, &b.w, &b.feats, &obs)
+            .unwrap_or_else(|e| panic!("array BA Jacobian: {e}"));
+        let blocks: Vec<[[f64; 15]; 2]> = flat
+            .chunks_exact(30)
+            .map(|c| {
+                let mut blk = [[0.0; 15]; 2];
+                blk[0].copy_from_slice(&c[..15]);
+                blk[1].copy_from_slice(&c[15..]);
+                blk
+            })
+            .collect();
+        ba::assemble(b, &blocks)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::adbench::io;
+
+    #[test]
+    fn ba_blocks_match_vector_forward_mode_including_a_zero_rotation() {
+        let mut b = io::parse_ba(&io::write_ba(3, 4, 7), "generated").unwrap();
+        // Camera 1: θ = 0, the reference's `x + r × x` branch.
+        b.cams[11..14].fill(0.0);
+        for (i, v) in b.x.iter_mut().enumerate() {
+            *v += 0.1 * i as f64;
+        }
+        let got = ArrayBa::default().ba(&b);
+        let want = ba::ba_jacobian_forward(&b);
+        assert_eq!(got.col_idx, want.col_idx);
+        for (k, (a, w)) in got.vals.iter().zip(&want.vals).enumerate() {
+            assert!(
+                (a - w).abs() <= 1e-10 * (1.0 + w.abs()),
+                "value {k}: {a} vs {w}"
+            );
+        }
     }
 }

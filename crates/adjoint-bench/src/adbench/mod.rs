@@ -529,8 +529,10 @@ pub trait GmmColumn {
 }
 
 /// A BA Jacobian column as the runner sees it (object-safe).
-trait BaColumn {
+pub trait BaColumn {
+    /// Column name.
     fn name(&self) -> &'static str;
+    /// The whole sparse Jacobian, assembled.
     fn ba(&self, b: &io::BaInput) -> ba::Csr;
 }
 
@@ -583,6 +585,7 @@ fn ba_engines() -> Vec<Box<dyn BaColumn>> {
         Box::new(ForwardVec),
         Box::new(reversible::Reversible),
         Box::new(crate::ssabench::Ssa),
+        Box::new(array::ArrayBa::default()),
         Box::new(Echidna),
     ]
 }
