@@ -10,6 +10,9 @@ use super::{BaColumn, GmmColumn};
 use adjoint::array::models::{Ba, Gmm, Lstm};
 use std::cell::RefCell;
 
+/// A program built for the sizes of the last input (three sizes), rebuilt when they change.
+type Built<T> = RefCell<Option<((usize, usize, usize), T)>>;
+
 /// What a built program depends on: `(n, d, K, γ bits, m bits)`.
 type Sizes = (usize, usize, usize, u64, u64);
 
@@ -48,7 +51,7 @@ impl GmmColumn for Array {
 /// built once per `(l, c, b)`.
 #[derive(Default)]
 pub struct ArrayLstm {
-    built: RefCell<Option<((usize, usize, usize), Lstm)>>,
+    built: Built<Lstm>,
 }
 
 impl LstmColumn for ArrayLstm {
@@ -77,7 +80,7 @@ impl LstmColumn for ArrayLstm {
 /// `generate_n` over observations), built once per `(n, m, p)`; the CSR assembly is timed.
 #[derive(Default)]
 pub struct ArrayBa {
-    built: RefCell<Option<((usize, usize, usize), Ba)>>,
+    built: Built<Ba>,
 }
 
 impl BaColumn for ArrayBa {
