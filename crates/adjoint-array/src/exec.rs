@@ -59,6 +59,9 @@ pub(crate) struct Exec<'g> {
     record: bool,
     perm: HashMap<NodeId, PermAux>,
     loops: HashMap<NodeId, LoopAux<'g>>,
+    /// Caller buffers for output nodes ([`Program::run_into`](crate::Program::run_into)):
+    /// an element-wise node writes into its buffer instead of a fresh allocation.
+    out_bufs: HashMap<NodeId, Vec<f64>>,
 }
 
 fn primal_kernel<'a>(g: &'a Graph, i: NodeId, lam: &Lambda, space: &[usize]) -> &'a Kernel {
@@ -86,6 +89,24 @@ impl<'g> Exec<'g> {
             record,
             perm: HashMap::new(),
             loops: HashMap::new(),
+            out_bufs: HashMap::new(),
+        }
+    }
+
+    /// Hand the run a caller's buffer for output node `n` (reused when `n` is element-wise).
+    pub(crate) fn give_buffer(&mut self, n: NodeId, buf: Vec<f64>) {
+        self.out_bufs.insert(n, buf);
+    }
+
+    /// An output buffer of `len` elements for node `i`: the caller's (contents unspecified, every
+    /// element is written by the kernel), else a fresh zeroed one.
+    fn out_buffer(&mut self, i: NodeId, len: usize) -> Vec<f64> {
+        match self.out_bufs.remove(&i) {
+            Some(mut b) => {
+                b.resize(len, 0.0);
+                b
+            }
+            None => vec![0.0; len],
         }
     }
 
@@ -176,10 +197,15 @@ impl<'g> Exec<'g> {
                 }
                 self.force_reads(lam)?;
                 let k = primal_kernel(g, i, lam, space);
+                let buf = if self.out_bufs.is_empty() {
+                    vec![0.0; total]
+                } else {
+                    self.out_buffer(i, total)
+                };
                 let caller: Vec<&[f64]> = args.iter().map(|&a| self.value(a)).collect();
                 let inp = self.kernel_inputs(k, &caller, &|_| None);
                 let groups = vec![(0..lam.outs.len()).collect::<Vec<_>>()];
-                let mut outs = vec![vec![0.0; total]];
+                let mut outs = vec![buf];
                 run_store(k, &inp, &groups, &mut outs)?;
                 outs.pop().expect("one output")
             }

@@ -1199,6 +1199,42 @@ impl Program {
             .collect())
     }
 
+    /// [`run`](Program::run) into the caller's buffers, one per output (resized as needed):
+    /// a program run many times reuses its output memory, so a steady-state run of an
+    /// element-wise program (a fused map chain) allocates no output array.
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// let b = Builder::new();
+    /// let x = b.input(&[3]);
+    /// let y = x.map(|v| v * 2.0).map(|v| v + 1.0);
+    /// let p = b.build(&[&y]).unwrap();
+    /// let mut out = vec![Vec::new()];
+    /// for k in 0..3 {
+    ///     p.run_into(&[&[1.0, 2.0, k as f64]], &mut out).unwrap();
+    /// }
+    /// assert_eq!(out[0], vec![3.0, 5.0, 5.0]);
+    /// ```
+    pub fn run_into(&self, inputs: &[&[f64]], outputs: &mut [Vec<f64>]) -> Result<()> {
+        let ins = self.check_inputs(inputs)?;
+        if outputs.len() != self.g.outputs.len() {
+            return Err(Error::Invalid(format!(
+                "run_into: the program has {} outputs, {} buffers were given",
+                self.g.outputs.len(),
+                outputs.len()
+            )));
+        }
+        let mut ex = crate::exec::Exec::new(&self.g, ins, false);
+        for (&o, buf) in self.g.outputs.iter().zip(outputs.iter_mut()) {
+            ex.give_buffer(o, std::mem::take(buf));
+        }
+        ex.run_outputs()?;
+        for (&o, buf) in self.g.outputs.iter().zip(outputs.iter_mut()) {
+            *buf = ex.take_value(o);
+        }
+        Ok(())
+    }
+
     /// Value and gradient (the seed's `gradientA`) of a program with one scalar output.
     pub fn gradient_a(&self, inputs: &[&[f64]]) -> Result<Gradient> {
         let shapes = self.output_shapes();

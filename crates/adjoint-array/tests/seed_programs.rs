@@ -871,3 +871,36 @@ fn permute_max_min_treat_nan_as_f64_max_min() {
         }
     }
 }
+
+#[test]
+fn run_into_reuses_output_buffers_and_equals_run() {
+    let b = Builder::new();
+    let x = b.input(&[1000]);
+    let y = x.map(|v| v * 1.5 + 0.25).map(|v| v.max(0.1));
+    let s = y.sum();
+    let p = b.build(&[&y, &s]).unwrap();
+    let xs = data(1000, 5);
+    let want = p.run(&[&xs]).unwrap();
+    let mut bufs = vec![Vec::new(), Vec::new()];
+    p.run_into(&[&xs], &mut bufs).unwrap();
+    let ptr = bufs[0].as_ptr();
+    for _ in 0..3 {
+        p.run_into(&[&xs], &mut bufs).unwrap();
+        assert_eq!(
+            bufs[0].as_ptr(),
+            ptr,
+            "the element-wise output's buffer is reused"
+        );
+    }
+    assert_eq!(bufs[0], want[0].data());
+    assert_eq!(bufs[1], want[1].data());
+    // independent reference for the values
+    for (o, v) in bufs[0].iter().zip(&xs) {
+        assert_eq!(*o, (v * 1.5 + 0.25).max(0.1));
+    }
+    let err = p.run_into(&[&xs], &mut bufs[..1]).unwrap_err().to_string();
+    assert!(
+        err.contains("2 outputs") && err.contains("1 buffers"),
+        "{err}"
+    );
+}

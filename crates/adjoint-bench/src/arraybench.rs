@@ -95,6 +95,15 @@ pub fn run(quick: bool, filter: Option<&str>) -> Vec<ChainRow> {
         budget,
     )
     .median_s;
+    let mut bufs = vec![Vec::new()];
+    let arr_into = measure(
+        || {
+            objective.run_into(&[&x], &mut bufs).expect("runs");
+            black_box(&bufs);
+        },
+        budget,
+    )
+    .median_s;
     let grad = measure(
         || {
             black_box(gradient.gradient_a(&[&x]).expect("runs"));
@@ -120,6 +129,12 @@ pub fn run(quick: bool, filter: Option<&str>) -> Vec<ChainRow> {
             n,
             seconds: arr,
             ratio: arr / hand,
+        },
+        ChainRow {
+            what: "array program, output buffer reused (run_into)",
+            n,
+            seconds: arr_into,
+            ratio: arr_into / hand,
         },
         ChainRow {
             what: "array gradient of the sum",
