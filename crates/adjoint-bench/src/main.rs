@@ -197,7 +197,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .is_none_or(|f| p.name.contains(f.as_str()))
     });
     let rev_matches = args.filter.as_deref().is_none_or(|f| {
-        "graph-embedding".contains(f) || "sparse".contains(f) || "map-chain".contains(f)
+        ["graph-embedding", "leapfrog", "sparse", "map-chain"]
+            .iter()
+            .any(|name| name.contains(f))
     });
     if problems.is_empty() && !rev_matches {
         return Err(format!("no problem matches --filter {:?}", args.filter).into());

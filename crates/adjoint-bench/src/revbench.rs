@@ -1,11 +1,11 @@
 //! Benchmarks of the reversible engine (seed 001 Appendix): the Petersen graph embedding loss
-//! (objective, uncall, gradient, Hessian) and sparse CSR `dot` and complex `mul!`, each beside
-//! the plain Rust program and the other engines.
+//! (objective, uncall, gradient, Hessian), a leapfrog integrator, and sparse CSR `dot` and
+//! complex `mul!`, each beside the plain Rust program and the other engines.
 
 use crate::harness::{fmt_time, measure};
 use crate::problems::uniform;
 use adjoint::forward;
-use adjoint::rev::examples::{i_petersen, petersen};
+use adjoint::rev::examples::{i_leapfrog, i_petersen, leapfrog, petersen};
 use adjoint::rev::library::{i_sparse_dot, i_spmv, Csr};
 use adjoint::rev::{Differentiable, GVar};
 use num_complex::Complex;
@@ -41,6 +41,10 @@ pub fn run(quick: bool, filter: Option<&str>) -> Vec<RevRow> {
             eprintln!("[rev] graph-embedding k = {k}");
             rows.extend(graph_embedding(k, budget, quick));
         }
+    }
+    if filter.is_none_or(|f| "leapfrog".contains(f)) {
+        eprintln!("[rev] leapfrog 200 steps");
+        rows.extend(leapfrog_rows(budget));
     }
     if filter.is_none_or(|f| "sparse".contains(f)) {
         eprintln!("[rev] sparse dot and mul! 1000×1000");
@@ -158,6 +162,55 @@ fn graph_embedding(k: usize, budget: Duration, quick: bool) -> Vec<RevRow> {
     });
     t.time("tape Hessian", hb, || {
         black_box(adjoint::tape::hessian(|v| petersen(v, k), black_box(&x)));
+    });
+    t.rows
+}
+
+/// The leapfrog integrator (issue #13): 200 kick–drift–kick steps of `x'' = −k·x − 0.1·x³`,
+/// gradient of the final position with respect to `(x₀, v₀, k)`.
+fn leapfrog_rows(budget: Duration) -> Vec<RevRow> {
+    let (x0, v0, k0, steps) = (0.8f64, -0.3f64, 1.7f64, 200usize);
+    let mut t = Table::new("leapfrog", format!("{steps} steps"));
+    t.time("primal (plain Rust)", budget, || {
+        black_box(leapfrog(black_box(x0), v0, k0, steps));
+    });
+    t.time("rev objective", budget, || {
+        let (mut x, mut v, mut k, mut n) = (black_box(x0), v0, k0, steps);
+        i_leapfrog::call_unchecked(&mut x, &mut v, &mut k, &mut n).unwrap();
+        black_box(x);
+    });
+    let rev_grad = |p: [f64; 3]| -> [f64; 3] {
+        let (mut x, mut v, mut k, mut n) = (p[0], p[1], p[2], steps);
+        i_leapfrog::call_unchecked(&mut x, &mut v, &mut k, &mut n).unwrap();
+        let (mut gx, mut gv, mut gk) = (GVar::new(x, 1.0), GVar::new(v, 0.0), GVar::new(k, 0.0));
+        i_leapfrog::uncall_unchecked(&mut gx, &mut gv, &mut gk, &mut n).unwrap();
+        [gx.g, gv.g, gk.g]
+    };
+    let g = rev_grad([x0, v0, k0]);
+    let fg = forward::gradient(|p| leapfrog(p[0], p[1], p[2], steps), &[x0, v0, k0]);
+    assert!(
+        g.iter()
+            .zip(&fg)
+            .all(|(a, b)| (a - b).abs() <= 1e-10 * (1.0 + b.abs())),
+        "leapfrog: reversible {g:?} vs forward {fg:?}"
+    );
+    t.time("rev gradient", budget, || {
+        black_box(rev_grad(black_box([x0, v0, k0])));
+    });
+    let mut tape = adjoint::tape::Tape::new();
+    let mut out = [0.0; 3];
+    t.time("tape gradient", budget, || {
+        tape.grad_into(
+            |p| leapfrog(p[0], p[1], p[2], steps),
+            black_box(&[x0, v0, k0]),
+            &mut out,
+        );
+    });
+    t.time("forward gradient", budget, || {
+        black_box(forward::gradient(
+            |p| leapfrog(p[0], p[1], p[2], steps),
+            black_box(&[x0, v0, k0]),
+        ));
     });
     t.rows
 }

@@ -880,3 +880,24 @@ fn unchecked_twins_compute_the_same_values_and_gradients() -> R {
     assert_eq!(o1.to_bits(), o2.to_bits());
     Ok(())
 }
+
+#[test]
+fn leapfrog_inverts_and_its_gradient_matches_finite_differences() {
+    use adjoint_rev::examples::{i_leapfrog, leapfrog};
+    let (x0, v0, k0) = (0.8f64, -0.3f64, 1.7f64);
+    let (mut x, mut v, mut k, mut n) = (x0, v0, k0, 200usize);
+    i_leapfrog(&mut x, &mut v, &mut k, &mut n).unwrap();
+    assert!((x - leapfrog(x0, v0, k0, 200)).abs() < 1e-13);
+    i_leapfrog::uncall(&mut x, &mut v, &mut k, &mut n).unwrap();
+    assert!(
+        (x - x0).abs() < 1e-12 && (v - v0).abs() < 1e-12,
+        "({x}, {v})"
+    );
+    let (gx, gv, gk, _) = adjoint_rev::grad(i_leapfrog {}, (x0, v0, k0, 200usize), 0).unwrap();
+    let report = adjoint_core::check::check_gradient(
+        |p| leapfrog(p[0], p[1], p[2], 200),
+        &[x0, v0, k0],
+        &[gx, gv, gk],
+    );
+    assert!(report.passed(), "{report:?}");
+}
