@@ -13,7 +13,9 @@ use syn::visit_mut::VisitMut;
 use syn::Expr;
 
 /// Built-in instructions: their types live in the runtime's `instr` module.
-const BUILTIN: &[&str] = &["SWAP", "ROT", "IROT", "NEG", "INC", "DEC", "CONJ"];
+const BUILTIN: &[&str] = &[
+    "SWAP", "ROT", "IROT", "NEG", "INC", "DEC", "CONJ", "ROTL", "ROTR",
+];
 
 pub struct Gen<'a> {
     pub krate: &'a TokenStream,
@@ -44,6 +46,16 @@ impl Gen<'_> {
             params: &self.params,
         }
         .visit_expr_mut(&mut e);
+        e
+    }
+
+    /// A condition: [`rw`](Self::rw), and every comparison of a value with an unsuffixed float
+    /// literal (`x > 0.0`, `-1.5 <= y[i]`) compares the value's primal
+    /// (`RevReal::value(&x) > 0.0`), so conditions on `T: RevReal` read like NiLang's without
+    /// `.value()`. Comparisons without a float literal are left as written.
+    fn cond(&self, e: &Expr) -> Expr {
+        let mut e = self.rw(e);
+        LiteralComparisons { krate: self.krate }.visit_expr_mut(&mut e);
         e
     }
 
@@ -160,7 +172,7 @@ impl Gen<'_> {
                 els,
             } => {
                 let c = self.tmp();
-                let (pre, post) = (self.rw(pre), self.rw(post));
+                let (pre, post) = (self.cond(pre), self.cond(post));
                 let (then, els) = (self.stmts(then, checks), self.stmts(els, checks));
                 let check = if checks {
                     let site = self.site(s);
@@ -188,7 +200,7 @@ impl Gen<'_> {
                 body,
                 ..
             } => {
-                let (pre, post) = (self.rw(pre), self.rw(post));
+                let (pre, post) = (self.cond(pre), self.cond(post));
                 let body = self.stmts(body, checks);
                 if !checks {
                     return quote_spanned!(span=> while #pre { #body });
@@ -603,6 +615,43 @@ fn respan(ts: &TokenStream, span: Span) -> TokenStream {
 }
 
 /// Rewrites `p` to `(*p)` for every parameter `p`, including inside macro calls (`@safe println!`).
+/// Rewrites `a ⋈ 1.5` (and `1.5 ⋈ a`, `a ⋈ -1.5`) to compare `RevReal::value(&a)` with the
+/// literal.
+struct LiteralComparisons<'a> {
+    krate: &'a TokenStream,
+}
+
+/// Whether `e` is an unsuffixed float literal, possibly negated or parenthesised.
+fn is_float_literal(e: &Expr) -> bool {
+    match e {
+        Expr::Lit(l) => matches!(&l.lit, syn::Lit::Float(f) if f.suffix().is_empty()),
+        Expr::Unary(u) if matches!(u.op, syn::UnOp::Neg(_)) => is_float_literal(&u.expr),
+        Expr::Paren(p) => is_float_literal(&p.expr),
+        _ => false,
+    }
+}
+
+impl VisitMut for LiteralComparisons<'_> {
+    fn visit_expr_mut(&mut self, e: &mut Expr) {
+        syn::visit_mut::visit_expr_mut(self, e);
+        let Expr::Binary(b) = e else { return };
+        use syn::BinOp::*;
+        if !matches!(b.op, Lt(_) | Le(_) | Gt(_) | Ge(_) | Eq(_) | Ne(_)) {
+            return;
+        }
+        let k = self.krate;
+        let wrap = |x: &Expr| -> Expr {
+            let span = syn::spanned::Spanned::span(x);
+            syn::parse_quote_spanned!(span=> #k::RevReal::value(&(#x)))
+        };
+        match (is_float_literal(&b.left), is_float_literal(&b.right)) {
+            (false, true) => *b.left = wrap(&b.left),
+            (true, false) => *b.right = wrap(&b.right),
+            _ => {}
+        }
+    }
+}
+
 struct Deref<'a> {
     params: &'a [String],
 }

@@ -65,6 +65,75 @@ pub struct DEC;
 #[allow(clippy::upper_case_acronyms)]
 pub struct CONJ;
 
+/// `ROTL(x, k)`: rotate the bits of the integer `x` left by `k` (modulo its width; `k: u32`);
+/// inverse `ROTR`. Exact on every integer width, as hash mixers need.
+///
+/// ```
+/// adjoint_rev::reversible! {
+///     fn mix(h: &mut u64, k: &mut u32) {
+///         ROTL(h, k);
+///         h ^= 0x9E37_79B9_7F4A_7C15u64;
+///         ROTR(h, 7);
+///     }
+/// }
+/// let (mut h, mut k) = (0x0123_4567_89AB_CDEFu64, 13u32);
+/// mix(&mut h, &mut k).unwrap();
+/// assert_eq!(h, (0x0123_4567_89AB_CDEFu64.rotate_left(13) ^ 0x9E37_79B9_7F4A_7C15).rotate_right(7));
+/// mix::uncall(&mut h, &mut k).unwrap();
+/// assert_eq!(h, 0x0123_4567_89AB_CDEF);
+/// ```
+#[allow(clippy::upper_case_acronyms)]
+pub struct ROTL;
+/// `ROTR(x, k)`: rotate the bits of `x` right by `k`; inverse `ROTL`.
+#[allow(clippy::upper_case_acronyms)]
+pub struct ROTR;
+
+/// Integers whose bits [`ROTL`]/[`ROTR`] rotate.
+pub trait RotateBits: Copy {
+    /// `self.rotate_left(k)`.
+    fn rotl(self, k: u32) -> Self;
+    /// `self.rotate_right(k)`.
+    fn rotr(self, k: u32) -> Self;
+}
+
+macro_rules! rotate_bits {
+    ($($t:ty)*) => {$(
+        impl RotateBits for $t {
+            #[inline(always)]
+            fn rotl(self, k: u32) -> Self {
+                self.rotate_left(k)
+            }
+            #[inline(always)]
+            fn rotr(self, k: u32) -> Self {
+                self.rotate_right(k)
+            }
+        }
+    )*};
+}
+rotate_bits!(u8 u16 u32 u64 u128 usize i8 i16 i32 i64 i128 isize);
+
+impl<'a, T: RotateBits> Instruction<(&'a mut T, &'a mut u32)> for ROTL {
+    #[inline(always)]
+    fn forward((x, k): (&'a mut T, &'a mut u32)) {
+        *x = x.rotl(*k);
+    }
+    #[inline(always)]
+    fn inverse((x, k): (&'a mut T, &'a mut u32)) {
+        *x = x.rotr(*k);
+    }
+}
+
+impl<'a, T: RotateBits> Instruction<(&'a mut T, &'a mut u32)> for ROTR {
+    #[inline(always)]
+    fn forward((x, k): (&'a mut T, &'a mut u32)) {
+        *x = x.rotr(*k);
+    }
+    #[inline(always)]
+    fn inverse((x, k): (&'a mut T, &'a mut u32)) {
+        *x = x.rotl(*k);
+    }
+}
+
 impl<'a, T> Instruction<(&'a mut T, &'a mut T)> for SWAP {
     #[inline(always)]
     fn forward((a, b): (&'a mut T, &'a mut T)) {

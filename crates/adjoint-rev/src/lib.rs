@@ -47,6 +47,7 @@
 //! | `SWAP(a, b)`, `NEG(x)`, `CONJ(x)` | exchange, negate, conjugate | themselves |
 //! | `ROT(a, b, θ)` / `IROT(a, b, θ)` | rotate `(a, b)` by `±θ` | `IROT` / `ROT` |
 //! | `INC(x)` / `DEC(x)` | `x ± 1` | `DEC` / `INC` |
+//! | `ROTL(x, k)` / `ROTR(x, k)` | rotate an integer's bits by `k: u32` | `ROTR` / `ROTL` |
 //! | `NAME(args)` | your [`Instruction`] | its `inverse` |
 //! | `g(args)` | call a reversible function | `~g(args)` (`g::uncall`) |
 //! | `let x = v;` | allocate an ancilla (NiLang `x ← v`) | `unlet x = v;` |
@@ -59,6 +60,11 @@
 //! | `for i in a..b { S }` (`..=`, `(a..b).step_by(s)`, `.rev()`) | bounds must not change | `for i in (a..b).rev() { ~S }` |
 //! | `@safe stmt;` | external statement (printing, asserts) | itself |
 //! | `@invcheckoff stmt` | `stmt` without run-time checks (alias checks stay) | likewise |
+//!
+//! **Conditions** are Rust `bool` expressions over the arguments. A comparison with an
+//! unsuffixed float literal compares the value's primal, so generic code reads as NiLang's:
+//! `if (x > 0.0, ~)`, `while (x < 10.0, n != 0.0)` work for every `T: RevReal` (on [`GVar`]s
+//! too) without `.value()`; comparisons between two values use `PartialOrd` (`if (a < b, ~)`).
 //!
 //! **Instructions** (`y += …`): a variable, `a + b`, `a - b`, `a * b`, `a / b`, `-a`,
 //! `identity(a)`, and every function of the shared rule table ([`adjoint_core::rules`]) in method
@@ -226,7 +232,7 @@ pub use adjoint_core::rules::{Op1, Op2};
 pub use adjoint_rev_macros::reversible;
 pub use error::{Ancilla, InvertibilityError, Site};
 pub use gvar::{ExactZero, GVar};
-pub use instr::{steps, Instruction, Steps};
+pub use instr::{steps, Instruction, RotateBits, Steps};
 pub use lit::Literals;
 pub use num::{Arith, RevReal, Scale};
 pub use ulog::ULog;
@@ -265,7 +271,7 @@ pub use lit::{like, lit, literal_bits};
 
 /// The built-in instructions, as types implementing [`Instruction`].
 pub mod instr_types {
-    pub use crate::instr::{CONJ, DEC, INC, IROT, NEG, ROT, SWAP};
+    pub use crate::instr::{CONJ, DEC, INC, IROT, NEG, ROT, ROTL, ROTR, SWAP};
 }
 
 /// What reversible code usually needs: the macro, the number traits, `GVar`, `ULog`, `Complex`

@@ -76,7 +76,8 @@ pub trait RevReal: Arith + PartialOrd {
     fn acc2_same(y: &mut Self, op: Op2, a: &mut Self, plus: bool);
     /// Rotate `(a, b)` by `θ` (`inverse`: by `−θ`).
     fn rot(a: &mut Self, b: &mut Self, theta: &mut Self, inverse: bool);
-    /// The primal value as `f64` (for conditions: `if (x.value() > 0.0, ~)`).
+    /// The primal value as `f64` (a condition's comparison with a float literal, `x > 0.0`, reads
+    /// it without being asked).
     fn value(&self) -> f64;
 }
 

@@ -1,0 +1,100 @@
+//! Conveniences NiLang users reach for (issue #13 item 5): conditions that compare values with
+//! float literals without `.value()`.
+
+use adjoint_core::check::check_gradient;
+use adjoint_rev::grad;
+use adjoint_rev::prelude::*;
+
+reversible! {
+    /// `y += x²` for positive `x`, `y -= x` below `-0.5`, `y += 3x` in between.
+    fn piecewise<T: RevReal>(y: &mut T, x: &mut T) {
+        if (x > 0.0, ~) {
+            y += x * x;
+        } else {
+            if (-0.5 > x, ~) {
+                y -= x;
+            } else {
+                y += x * 3.0;
+            }
+        }
+    }
+
+    /// Doubles `x` until it is at least 10 (reversibly: the loop counter is the post-condition).
+    fn grow<T: RevReal + Scale>(x: &mut T, n: &mut T) {
+        @safe assert!(n.value() == 0.0, "grow starts from n = 0");
+        while (x < 10.0, n != 0.0) {
+            x *= 2.0;
+            n += 1.0;
+        }
+    }
+}
+
+fn piecewise_plain(x: f64) -> f64 {
+    if x > 0.0 {
+        x * x
+    } else if -0.5 > x {
+        -x
+    } else {
+        3.0 * x
+    }
+}
+
+#[test]
+fn float_literal_comparisons_in_conditions() {
+    for x0 in [1.3, -0.2, -2.0] {
+        let (mut y, mut x) = (0.0f64, x0);
+        piecewise(&mut y, &mut x).unwrap();
+        assert_eq!(y, piecewise_plain(x0));
+        piecewise::uncall(&mut y, &mut x).unwrap();
+        assert_eq!((y, x), (0.0, x0));
+        // on gradient-carrying values, in the inverse run
+        let (_, gx) = grad(piecewise {}, (0.0f64, x0), 0).unwrap();
+        let r = check_gradient(|p| piecewise_plain(p[0]), &[x0], &[gx]);
+        assert!(r.passed(), "x0 = {x0}: {r:?}");
+    }
+    let (mut x, mut n) = (0.7f64, 0.0f64);
+    grow(&mut x, &mut n).unwrap();
+    assert_eq!((x, n), (11.2, 4.0));
+    grow::uncall(&mut x, &mut n).unwrap();
+    assert_eq!((x, n), (0.7, 0.0));
+    let (gx, _) = grad(grow {}, (0.7f64, 0.0f64), 0).unwrap();
+    assert_eq!(gx, 16.0);
+}
+
+reversible! {
+    fn rot8(x: &mut u8, k: &mut u32) {
+        ROTL(x, k);
+    }
+    fn rot_i32(x: &mut i32, k: &mut u32) {
+        ROTR(x, k);
+        ROTL(x, 3);
+    }
+    fn rot128(x: &mut u128, k: &mut u32) {
+        ROTL(x, k);
+        x ^= 0xFFu128;
+    }
+}
+
+#[test]
+fn bit_rotations_are_exact_and_invertible_on_every_width() {
+    for k0 in [0u32, 1, 7, 8, 13, 200] {
+        let (mut x, mut k) = (0b1001_0110u8, k0);
+        rot8(&mut x, &mut k).unwrap();
+        assert_eq!(x, 0b1001_0110u8.rotate_left(k0));
+        rot8::uncall(&mut x, &mut k).unwrap();
+        assert_eq!(x, 0b1001_0110);
+
+        let (mut y, mut k) = (-123_456_789i32, k0);
+        rot_i32(&mut y, &mut k).unwrap();
+        assert_eq!(y, (-123_456_789i32).rotate_right(k0).rotate_left(3));
+        rot_i32::uncall(&mut y, &mut k).unwrap();
+        assert_eq!(y, -123_456_789);
+
+        let z0 = u128::MAX / 3;
+        let (mut z, mut k) = (z0, k0);
+        rot128(&mut z, &mut k).unwrap();
+        assert_eq!(z, z0.rotate_left(k0) ^ 0xFF);
+        rot128::uncall(&mut z, &mut k).unwrap();
+        assert_eq!(z, z0);
+    }
+}
