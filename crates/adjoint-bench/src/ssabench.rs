@@ -254,6 +254,90 @@ pub fn ba_residual(inp: &[f64], feat: &[f64], r: usize) -> f64 {
     }
 }
 
+/// Largest hidden size `b` of [`lstm_loss`] (local arrays have constant lengths).
+pub const LSTM_MAX_B: usize = 32;
+/// Largest layer count `l` of [`lstm_loss`].
+pub const LSTM_MAX_L: usize = 4;
+/// Length of [`lstm_loss`]'s state array (`2 · LSTM_MAX_L · LSTM_MAX_B`).
+pub const LSTM_MAX_STATE: usize = 2 * LSTM_MAX_L * LSTM_MAX_B;
+
+/// ADBench's LSTM loss (as [`crate::adbench::lstm::lstm_objective`]): `main` (`8lb`) and
+/// `extra` (`3b`) differentiated, the initial `state` (`2lb`) and the bit sequence `seq` (`c·b`)
+/// data.
+#[differentiable(wrt(main, extra))]
+pub fn lstm_loss(
+    main: &[f64],
+    extra: &[f64],
+    state0: &[f64],
+    seq: &[f64],
+    l: usize,
+    b: usize,
+) -> f64 {
+    let c = seq.len() / b;
+    let mut state = [0.0; LSTM_MAX_STATE];
+    for i in 0..2 * l * b {
+        state[i] = state0[i];
+    }
+    let mut x = [0.0; LSTM_MAX_B];
+    let mut y = [0.0; LSTM_MAX_B];
+    let mut total = 0.0;
+    for t in 0..c - 1 {
+        for j in 0..b {
+            x[j] = extra[j] * seq[t * b + j];
+        }
+        for layer in 0..l {
+            let (wo, bo) = (8 * layer * b, 8 * layer * b + 4 * b);
+            let (ho, co) = (2 * layer * b, 2 * layer * b + b);
+            for j in 0..b {
+                let xin = x[j];
+                let h = state[ho + j];
+                let forget = 1.0 / ((-(xin * main[wo + j] + main[bo + j])).exp() + 1.0);
+                let ingate = 1.0 / ((-(h * main[wo + b + j] + main[bo + b + j])).exp() + 1.0);
+                let outgate =
+                    1.0 / ((-(xin * main[wo + 2 * b + j] + main[bo + 2 * b + j])).exp() + 1.0);
+                let change = (h * main[wo + 3 * b + j] + main[bo + 3 * b + j]).tanh();
+                let cell = state[co + j] * forget + ingate * change;
+                state[co + j] = cell;
+                let hn = outgate * cell.tanh();
+                state[ho + j] = hn;
+                x[j] = hn;
+            }
+        }
+        let mut se = 0.0;
+        for j in 0..b {
+            y[j] = x[j] * extra[b + j] + extra[2 * b + j];
+            se += y[j].exp();
+        }
+        let lse = (se + 2.0).ln();
+        for j in 0..b {
+            total += (y[j] - lse) * seq[(t + 1) * b + j];
+        }
+    }
+    total * (-1.0 / ((c - 1) * b) as f64)
+}
+
+/// The SSA transform's LSTM column.
+pub struct SsaLstm;
+
+impl crate::adbench::lstm::LstmColumn for SsaLstm {
+    fn name(&self) -> &'static str {
+        "ssa"
+    }
+    fn lstm(&self, g: &crate::adbench::io::LstmInput, p: &[f64], grad: &mut [f64]) -> f64 {
+        assert!(
+            g.b <= LSTM_MAX_B && g.l <= LSTM_MAX_L,
+            "ssa LSTM: l = {} or b = {} above the compiled limits",
+            g.l,
+            g.b
+        );
+        let (main, extra) = p.split_at(8 * g.l * g.b);
+        let (gm, ge) = grad.split_at_mut(8 * g.l * g.b);
+        gm.fill(0.0);
+        ge.fill(0.0);
+        lstm_loss::grad(main, extra, &g.state, &g.seq, g.l, g.b, gm, ge)
+    }
+}
+
 /// The SSA column of a registered problem, when the SSA transform has that function.
 pub fn column(p: &Problem) -> Option<Column> {
     let size = p.size.as_str();

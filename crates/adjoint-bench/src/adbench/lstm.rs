@@ -138,6 +138,21 @@ mod tests {
     }
 
     #[test]
+    fn ssa_engine_matches_forward_mode() {
+        for (l, c, b) in [(1, 4, 3), (3, 5, 2)] {
+            let g = io::generate_lstm(l, c, b, 13);
+            let p = g.params();
+            let mut grad = vec![0.0; p.len()];
+            let v = crate::ssabench::SsaLstm.lstm(&g, &p, &mut grad);
+            assert!((v - lstm_loss(&g, &p)).abs() < 1e-13 * (1.0 + v.abs()));
+            let fwd = adjoint::forward::gradient(|x| lstm_loss(&g, x), &p);
+            for (a, b) in grad.iter().zip(&fwd) {
+                assert!((a - b).abs() < 1e-12 * (1.0 + b.abs()), "{a} vs {b}");
+            }
+        }
+    }
+
+    #[test]
     fn file_format_round_trips() {
         let g = io::generate_lstm(2, 5, 4, 3);
         let back = io::parse_lstm(&io::write_lstm(&g), "generated").unwrap();

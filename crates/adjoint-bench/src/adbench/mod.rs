@@ -594,6 +594,7 @@ fn ba_engines() -> Vec<Box<dyn BaColumn>> {
 fn lstm_engines() -> Vec<Box<dyn lstm::LstmColumn>> {
     vec![
         Box::new(lstm::Tape),
+        Box::new(crate::ssabench::SsaLstm),
         Box::new(array::ArrayLstm::default()),
         Box::new(lstm::Echidna),
     ]
