@@ -3,8 +3,9 @@
 //! every other engine. Each function computes what the matching [`Objective`](crate::problems)
 //! or ADBench term computes; the harness's agreement column checks it on every run.
 
-// The functions are written with index loops, as the SSA transform's users write numeric code.
-#![allow(clippy::needless_range_loop)]
+// The functions are written with index loops, as the SSA transform's users write numeric code
+// (the transform's subset has no `copy_from_slice`).
+#![allow(clippy::needless_range_loop, clippy::manual_memcpy)]
 
 use crate::harness::{Column, Problem};
 use crate::problems::{Logistic, Mlp};
