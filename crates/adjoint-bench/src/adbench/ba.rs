@@ -87,23 +87,76 @@ pub fn ba_jacobian<E: Engine>(engine: &E, b: &BaInput) -> Csr {
     ba_jacobian_with(|input, feat| engine.ba_block(input, feat), b)
 }
 
-/// [`ba_jacobian`] with any block function (parallel over observations, CSR assembly).
+/// [`ba_jacobian`] with any block function: each observation's block is computed and written
+/// into its place of the CSR arrays in parallel (the layout is fixed by `p`, so there is no
+/// serial assembly step).
 pub fn ba_jacobian_with<B>(block: B, b: &BaInput) -> Csr
 where
     B: Fn(&[f64; 15], &[f64]) -> [[f64; 15]; 2] + Sync,
 {
-    let blocks: Vec<[[f64; 15]; 2]> = (0..b.p)
+    csr_from_blocks(b, |i| {
+        let o = b.obs[i];
+        let mut input = [0.0; 15];
+        input[..11].copy_from_slice(&b.cams[11 * o[0]..11 * o[0] + 11]);
+        input[11..14].copy_from_slice(&b.x[3 * o[1]..3 * o[1] + 3]);
+        input[14] = b.w[i];
+        block(&input, &b.feats[2 * i..2 * i + 2])
+    })
+}
+
+/// The CSR matrix whose observation `i` has block `block_of(i)`: reprojection rows first
+/// (15 nonzeros each: camera, point, weight columns), then the weight rows (1 each). Rows are
+/// filled in parallel, each observation's 30 values and columns in place.
+fn csr_from_blocks(b: &BaInput, block_of: impl Fn(usize) -> [[f64; 15]; 2] + Sync) -> Csr {
+    let p = b.p;
+    let mut col_idx = vec![0usize; 31 * p];
+    let mut vals = vec![0.0; 31 * p];
+    let (c_obs, c_w) = col_idx.split_at_mut(30 * p);
+    let (v_obs, v_w) = vals.split_at_mut(30 * p);
+    let wcol = 11 * b.n + 3 * b.m;
+    c_obs
+        .par_chunks_mut(30)
+        .zip(v_obs.par_chunks_mut(30))
+        .enumerate()
+        .for_each(|(i, (cols, vs))| {
+            let [c, pt] = b.obs[i];
+            let blk = block_of(i);
+            for (r, row) in blk.iter().enumerate() {
+                let cs = &mut cols[15 * r..15 * r + 15];
+                for (k, col) in cs[..11].iter_mut().enumerate() {
+                    *col = 11 * c + k;
+                }
+                for (k, col) in cs[11..14].iter_mut().enumerate() {
+                    *col = 11 * b.n + 3 * pt + k;
+                }
+                cs[14] = wcol + i;
+                vs[15 * r..15 * r + 15].copy_from_slice(row);
+            }
+        });
+    c_w.par_iter_mut()
+        .zip(v_w.par_iter_mut())
+        .enumerate()
+        .for_each(|(i, (c, v))| {
+            *c = wcol + i;
+            *v = -2.0 * b.w[i];
+        });
+    let row_ptr = (0..=3 * p)
         .into_par_iter()
-        .map(|i| {
-            let o = b.obs[i];
-            let mut input = [0.0; 15];
-            input[..11].copy_from_slice(&b.cams[11 * o[0]..11 * o[0] + 11]);
-            input[11..14].copy_from_slice(&b.x[3 * o[1]..3 * o[1] + 3]);
-            input[14] = b.w[i];
-            block(&input, &b.feats[2 * i..2 * i + 2])
+        .map(|r| {
+            if r <= 2 * p {
+                15 * r
+            } else {
+                30 * p + (r - 2 * p)
+            }
         })
         .collect();
-    assemble(b, &blocks)
+    Csr {
+        rows: 3 * p,
+        cols: b.n_cols(),
+        row_ptr,
+        col_idx,
+        vals,
+    }
 }
 
 /// One BA block by vector forward mode: a single evaluation on `DualVec<15>`.
@@ -125,33 +178,63 @@ pub fn ba_jacobian_tape(b: &BaInput) -> Csr {
     ba_jacobian(&super::Tape, b)
 }
 
-/// Lay out the blocks: reprojection rows first (15 nonzeros each), then weight rows (1 each).
+/// Lay out precomputed blocks (one per observation) as the CSR matrix.
 pub fn assemble(b: &BaInput, blocks: &[[[f64; 15]; 2]]) -> Csr {
-    let nnz = 30 * b.p + b.p;
-    let mut m = Csr {
-        rows: 3 * b.p,
-        cols: b.n_cols(),
-        row_ptr: Vec::with_capacity(3 * b.p + 1),
-        col_idx: Vec::with_capacity(nnz),
-        vals: Vec::with_capacity(nnz),
-    };
-    m.row_ptr.push(0);
-    for (i, blk) in blocks.iter().enumerate() {
-        let [c, pt] = b.obs[i];
-        let cols: Vec<usize> = (11 * c..11 * c + 11)
-            .chain(11 * b.n + 3 * pt..11 * b.n + 3 * pt + 3)
-            .chain([11 * b.n + 3 * b.m + i])
-            .collect();
-        for row in blk {
-            m.col_idx.extend(&cols);
-            m.vals.extend(row);
+    assert_eq!(blocks.len(), b.p, "one block per observation");
+    csr_from_blocks(b, |i| blocks[i])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::adbench::io;
+
+    /// The CSR layout written out serially, row by row, as ADBench's reference builds it.
+    fn serial(b: &BaInput, blocks: &[[[f64; 15]; 2]]) -> Csr {
+        let mut m = Csr {
+            rows: 3 * b.p,
+            cols: b.n_cols(),
+            row_ptr: vec![0],
+            ..Csr::default()
+        };
+        for (i, blk) in blocks.iter().enumerate() {
+            let [c, pt] = b.obs[i];
+            for row in blk {
+                for k in 0..11 {
+                    m.col_idx.push(11 * c + k);
+                }
+                for k in 0..3 {
+                    m.col_idx.push(11 * b.n + 3 * pt + k);
+                }
+                m.col_idx.push(11 * b.n + 3 * b.m + i);
+                m.vals.extend(row);
+                m.row_ptr.push(m.col_idx.len());
+            }
+        }
+        for i in 0..b.p {
+            m.col_idx.push(11 * b.n + 3 * b.m + i);
+            m.vals.push(-2.0 * b.w[i]);
             m.row_ptr.push(m.col_idx.len());
         }
+        m
     }
-    for i in 0..b.p {
-        m.col_idx.push(11 * b.n + 3 * b.m + i);
-        m.vals.push(-2.0 * b.w[i]);
-        m.row_ptr.push(m.col_idx.len());
+
+    #[test]
+    fn parallel_assembly_equals_the_serial_layout() {
+        let b = io::parse_ba(&io::write_ba(4, 7, 23), "generated").unwrap();
+        let blocks: Vec<[[f64; 15]; 2]> = (0..b.p)
+            .map(|i| {
+                let mut blk = [[0.0; 15]; 2];
+                for (r, row) in blk.iter_mut().enumerate() {
+                    for (k, v) in row.iter_mut().enumerate() {
+                        *v = (i * 100 + r * 20 + k) as f64;
+                    }
+                }
+                blk
+            })
+            .collect();
+        assert_eq!(assemble(&b, &blocks), serial(&b, &blocks));
+        let j = ba_jacobian_forward(&b);
+        assert_eq!(j.row_ptr, serial(&b, &blocks).row_ptr);
     }
-    m
 }
