@@ -352,6 +352,34 @@ pub fn gmm_inputs(dir: Option<&Path>, quick: bool, sel: &Selection) -> Vec<Named
     out
 }
 
+/// ADBench's file for input `name` when there is a data directory (`file`), else a generated
+/// input named `gen-<name>`; a missing or unreadable file is said on stderr and in the source.
+fn read_or_generate<T>(
+    name: String,
+    file: Option<PathBuf>,
+    read: impl Fn(&Path) -> Result<T, io::ReadError>,
+    generate: impl FnOnce(&str) -> T,
+) -> Named<T> {
+    let why = match &file {
+        Some(f) if f.is_file() => match read(f) {
+            Ok(v) => return (name, "shared".to_string(), Some(f.clone()), v),
+            Err(e) => Some(format!("{} unreadable ({e})", f.display())),
+        },
+        Some(f) => Some(format!("{} missing", f.display())),
+        None => None,
+    };
+    let gen = generated_name(&name);
+    let source = match why {
+        Some(why) => {
+            eprintln!("adbench: {why}; measuring generated input {gen} instead");
+            "generated (file missing or unreadable)"
+        }
+        None => "generated",
+    };
+    let v = generate(&gen);
+    (gen, source.to_string(), None, v)
+}
+
 /// The BA inputs of a run (missing or unreadable files: as for [`gmm_inputs`]).
 pub fn ba_inputs(dir: Option<&Path>, quick: bool, sel: &Selection) -> Vec<Named<io::BaInput>> {
     let count = if quick { 3 } else { 10 };
@@ -375,27 +403,9 @@ pub fn ba_inputs(dir: Option<&Path>, quick: bool, sel: &Selection) -> Vec<Named<
             continue;
         }
         let file = dir.map(|d| d.join(format!("ba/ba{i}_n{n}_m{m}_p{p}.txt")));
-        let why = match &file {
-            Some(f) if f.is_file() => match io::read_ba(f) {
-                Ok(b) => {
-                    out.push((name, "shared".to_string(), Some(f.clone()), b));
-                    continue;
-                }
-                Err(e) => Some(format!("{} unreadable ({e})", f.display())),
-            },
-            Some(f) => Some(format!("{} missing", f.display())),
-            None => None,
-        };
-        let gen = generated_name(&name);
-        let source = match why {
-            Some(why) => {
-                eprintln!("adbench: {why}; measuring generated input {gen} instead");
-                "generated (file missing or unreadable)"
-            }
-            None => "generated",
-        };
-        let b = io::parse_ba(&io::write_ba(n, m, p), &gen).expect("well-formed");
-        out.push((gen, source.to_string(), None, b));
+        out.push(read_or_generate(name, file, io::read_ba, |gen| {
+            io::parse_ba(&io::write_ba(n, m, p), gen).expect("well-formed")
+        }));
     }
     out
 }
@@ -416,28 +426,10 @@ pub fn lstm_inputs(dir: Option<&Path>, quick: bool, sel: &Selection) -> Vec<Name
             continue;
         }
         let file = dir.map(|d| d.join(format!("lstm/{name}.txt")));
-        let why = match &file {
-            Some(f) if f.is_file() => match io::read_lstm(f) {
-                Ok(g) => {
-                    out.push((name, "shared".to_string(), Some(f.clone()), g));
-                    continue;
-                }
-                Err(e) => Some(format!("{} unreadable ({e})", f.display())),
-            },
-            Some(f) => Some(format!("{} missing", f.display())),
-            None => None,
-        };
-        let gen = generated_name(&name);
-        let source = match why {
-            Some(why) => {
-                eprintln!("adbench: {why}; measuring generated input {gen} instead");
-                "generated (file missing or unreadable)"
-            }
-            None => "generated",
-        };
-        let g = io::generate_lstm(l, c, b, (100 * l + c) as u64);
-        let g = io::parse_lstm(&io::write_lstm(&g), &gen).expect("own format");
-        out.push((gen, source.to_string(), None, g));
+        out.push(read_or_generate(name, file, io::read_lstm, |gen| {
+            let g = io::generate_lstm(l, c, b, (100 * l + c) as u64);
+            io::parse_lstm(&io::write_lstm(&g), gen).expect("own format")
+        }));
     }
     out
 }
