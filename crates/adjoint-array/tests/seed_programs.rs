@@ -904,3 +904,26 @@ fn run_into_reuses_output_buffers_and_equals_run() {
         "{err}"
     );
 }
+
+#[test]
+fn a_branch_not_taken_contributes_no_nan_to_the_gradient() {
+    // d/dx sqrt(x) is NaN for x < 0 and ln(x)'s is finite but ln(x) is NaN: the select routes a
+    // zero adjoint there, which must stay zero (0 · NaN would poison the gradient).
+    let b = Builder::new();
+    let x = b.input(&[4]);
+    let y = x.map(|v| cond(v.gt(0.0), v.sqrt() + v.ln(), v * 2.0)).sum();
+    let p = b.build_scalar(&y).unwrap();
+    let xs = [-1.0, 4.0, -0.5, 0.25];
+    let g = p.gradient_a(&[&xs]).unwrap();
+    let want: Vec<f64> = xs
+        .iter()
+        .map(|&v: &f64| {
+            if v > 0.0 {
+                0.5 / v.sqrt() + 1.0 / v
+            } else {
+                2.0
+            }
+        })
+        .collect();
+    assert_eq!(g.grads[0], want);
+}

@@ -13,12 +13,15 @@ use std::time::Duration;
 #[derive(Clone, Debug, Serialize)]
 pub struct ChainRow {
     /// What was timed.
-    pub what: &'static str,
+    pub what: String,
     /// Elements.
     pub n: usize,
+    /// Threads of the rayon pool it ran in (0: a peer, its own threading).
+    pub threads: usize,
     /// Median seconds per call.
     pub seconds: f64,
-    /// Time over the hand-fused loop's.
+    /// Time over the hand-fused loop's at the same thread count (at the most threads, for a
+    /// peer).
     pub ratio: f64,
 }
 
@@ -65,32 +68,77 @@ pub fn chain_programs(n: usize) -> (Program, Program) {
     (build(false), build(true))
 }
 
-/// Time the chain over 10⁷ elements (10⁶ with `quick`).
+/// Time the chain over 10⁷ elements (10⁶ with `quick`) at 1 thread and at all threads, and
+/// JAX and PyTorch on the same chain when `peers/install.sh` has installed them.
 pub fn run(quick: bool, filter: Option<&str>) -> Vec<ChainRow> {
     if filter.is_some_and(|f| !"map-chain".contains(f)) {
         return Vec::new();
     }
     let n = if quick { 1_000_000 } else { 10_000_000 };
     let budget = Duration::from_millis(if quick { 300 } else { 2000 });
-    eprintln!("  map-chain n={n}");
     let x: Vec<f64> = (0..n).map(|i| (i as f64 * 1e-7).sin()).collect();
+    let (objective, gradient) = chain_programs(n);
+    let mut rows = Vec::new();
+    let all = rayon::current_num_threads();
+    let mut counts = vec![1, all];
+    counts.dedup();
+    let mut hand_at_most = f64::NAN;
+    for threads in counts {
+        eprintln!("  map-chain n={n}, {threads} thread(s)");
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .expect("a rayon pool");
+        let timed = pool.install(|| chain_rows(&x, &objective, &gradient, budget));
+        hand_at_most = timed[0].1;
+        for (what, seconds) in &timed {
+            rows.push(ChainRow {
+                what: what.to_string(),
+                n,
+                threads,
+                seconds: *seconds,
+                ratio: seconds / timed[0].1,
+            });
+        }
+    }
+    for (what, seconds) in peers(n, quick) {
+        rows.push(ChainRow {
+            what,
+            n,
+            threads: 0,
+            seconds,
+            ratio: seconds / hand_at_most,
+        });
+    }
+    rows
+}
+
+/// The timed variants in the current rayon pool: (what, median seconds), the hand-fused loop
+/// first.
+fn chain_rows(
+    x: &[f64],
+    objective: &Program,
+    gradient: &Program,
+    budget: Duration,
+) -> Vec<(&'static str, f64)> {
+    let n = x.len();
     let mut out = vec![0.0; n];
-    let hand = measure(|| hand_fused(black_box(&x), &mut out), budget).median_s;
-    // The array program returns a fresh output array per run: the same loop allocating its
-    // output is the like-for-like comparison (the page faults of a fresh 80 MB dominate).
+    let hand = measure(|| hand_fused(black_box(x), &mut out), budget).median_s;
+    // `Program::run` returns a fresh output array per call: the same loop allocating its
+    // output is the like-for-like comparison (the page faults of a fresh 80 MB dominate);
+    // `run_into` reuses the caller's buffer like the first loop.
     let hand_alloc = measure(
         || {
             let mut o = vec![0.0; n];
-            hand_fused(black_box(&x), &mut o);
+            hand_fused(black_box(x), &mut o);
             black_box(o);
         },
         budget,
     )
     .median_s;
-    let (objective, gradient) = chain_programs(n);
     let arr = measure(
         || {
-            black_box(objective.run(&[&x]).expect("runs"));
+            black_box(objective.run(&[x]).expect("runs"));
         },
         budget,
     )
@@ -98,7 +146,7 @@ pub fn run(quick: bool, filter: Option<&str>) -> Vec<ChainRow> {
     let mut bufs = vec![Vec::new()];
     let arr_into = measure(
         || {
-            objective.run_into(&[&x], &mut bufs).expect("runs");
+            objective.run_into(&[x], &mut bufs).expect("runs");
             black_box(&bufs);
         },
         budget,
@@ -106,43 +154,53 @@ pub fn run(quick: bool, filter: Option<&str>) -> Vec<ChainRow> {
     .median_s;
     let grad = measure(
         || {
-            black_box(gradient.gradient_a(&[&x]).expect("runs"));
+            black_box(gradient.gradient_a(&[x]).expect("runs"));
         },
         budget,
     )
     .median_s;
     vec![
-        ChainRow {
-            what: "hand-fused Rust loop (rayon)",
-            n,
-            seconds: hand,
-            ratio: 1.0,
-        },
-        ChainRow {
-            what: "hand-fused loop allocating its output",
-            n,
-            seconds: hand_alloc,
-            ratio: hand_alloc / hand,
-        },
-        ChainRow {
-            what: "array program (objective)",
-            n,
-            seconds: arr,
-            ratio: arr / hand,
-        },
-        ChainRow {
-            what: "array program, output buffer reused (run_into)",
-            n,
-            seconds: arr_into,
-            ratio: arr_into / hand,
-        },
-        ChainRow {
-            what: "array gradient of the sum",
-            n,
-            seconds: grad,
-            ratio: grad / hand,
-        },
+        ("hand-fused Rust loop (rayon)", hand),
+        ("hand-fused loop allocating its output", hand_alloc),
+        ("array program (objective)", arr),
+        ("array program, output buffer reused (run_into)", arr_into),
+        ("array gradient of the sum", grad),
     ]
+}
+
+/// JAX (jit) and PyTorch on the chain, from `peers/chain_py.py`, when installed: nothing
+/// otherwise (never needed by CI).
+fn peers(n: usize, quick: bool) -> Vec<(String, f64)> {
+    let dir = crate::adbench::peers_dir();
+    let python = dir.join(".venv/bin/python");
+    if !python.is_file() {
+        return Vec::new();
+    }
+    let mut rows = Vec::new();
+    for tool in ["jax", "pytorch"] {
+        let mut c = std::process::Command::new(&python);
+        c.arg(dir.join("chain_py.py")).arg(tool).arg(n.to_string());
+        if quick {
+            c.arg("--quick");
+        }
+        eprintln!("  map-chain peer {tool}");
+        let out = match c.stderr(std::process::Stdio::inherit()).output() {
+            Ok(o) if o.status.success() => o.stdout,
+            Ok(o) => {
+                eprintln!("  map-chain peer {tool}: exited with {}; skipped", o.status);
+                continue;
+            }
+            Err(e) => {
+                eprintln!("  map-chain peer {tool}: {e}; skipped");
+                continue;
+            }
+        };
+        match serde_json::from_slice::<Vec<(String, f64)>>(&out) {
+            Ok(r) => rows.extend(r),
+            Err(e) => eprintln!("  map-chain peer {tool}: unreadable output ({e}); skipped"),
+        }
+    }
+    rows
 }
 
 /// The rows as a markdown table.
@@ -151,12 +209,17 @@ pub fn markdown(rows: &[ChainRow]) -> String {
         return String::new();
     }
     let mut s = String::from(
-        "\n### map-chain (array engine): five element-wise maps\n\n| n | what | time | × hand-fused |\n|---|---|---|---|\n",
+        "\n### map-chain (array engine): five element-wise maps\n\n| n | threads | what | time | × hand-fused |\n|---|---|---|---|---|\n",
     );
     for r in rows {
+        let threads = match r.threads {
+            0 => "—".to_string(),
+            t => t.to_string(),
+        };
         s += &format!(
-            "| {} | {} | {} | {:.2} |\n",
+            "| {} | {} | {} | {} | {:.2} |\n",
             r.n,
+            threads,
             r.what,
             fmt_time(r.seconds),
             r.ratio
