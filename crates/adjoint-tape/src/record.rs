@@ -438,9 +438,14 @@ impl Session {
             task_fork,
             pool,
         } = g;
-        pool.extend(jobs.drain(..).flatten());
-        pool.make_contiguous()
-            .sort_unstable_by_key(|j| j.entries.capacity());
+        if jobs.len() == 1 && pool.is_empty() {
+            // The common case, a recording without forks: nothing to sort.
+            pool.extend(jobs.pop().flatten());
+        } else {
+            pool.extend(jobs.drain(..).flatten());
+            pool.make_contiguous()
+                .sort_unstable_by_key(|j| j.entries.capacity());
+        }
         job_uid.clear();
         job_task.clear();
         task_parent.clear();
