@@ -105,7 +105,16 @@ impl Gen<'_> {
                 let guard = self.alias_check(Some(target), &[x], s);
                 let (pre, names, post) = self.load(Some(target), &[x], s);
                 let (y, a) = (&names[0], &names[1]);
-                quote_spanned!(span=> { #guard #pre #k::Scale::scale(&mut #y, &mut #a, #mul); #post })
+                // A factor without an exact inverse is an error in unchecked code too: skipping
+                // the check would change the result.
+                let site = self.site(s);
+                quote_spanned!(span=> {
+                    #guard #pre
+                    if let ::core::result::Result::Err(why) = #k::Scale::try_scale(&mut #y, &mut #a, #mul) {
+                        return ::core::result::Result::Err(#k::InvertibilityError::scale(#site, why));
+                    }
+                    #post
+                })
             }
             Kind::Xor {
                 target,

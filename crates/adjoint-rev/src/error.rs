@@ -98,6 +98,14 @@ pub enum InvertibilityError {
         /// The bounds after the loop.
         after: String,
     },
+    /// `y *= x` / `y /= x` with a factor that has no exact inverse (an even factor on a
+    /// wrapping integer).
+    Scale {
+        /// Where.
+        site: Site,
+        /// Why the factor is not invertible.
+        why: String,
+    },
     /// Two arguments of an instruction or call are the same element.
     Alias {
         /// Where.
@@ -145,6 +153,11 @@ impl InvertibilityError {
         }
     }
 
+    #[doc(hidden)]
+    pub fn scale(site: Site, why: String) -> Self {
+        Self::Scale { site, why }
+    }
+
     /// Where the check failed.
     pub fn site(&self) -> &Site {
         match self {
@@ -153,6 +166,7 @@ impl InvertibilityError {
             | Self::LoopEntry { site, .. }
             | Self::LoopIteration { site, .. }
             | Self::Bounds { site, .. }
+            | Self::Scale { site, .. }
             | Self::Alias { site, .. } => site,
         }
     }
@@ -190,6 +204,7 @@ impl fmt::Display for InvertibilityError {
             Self::Bounds { site, before, after } => {
                 write!(f, "{site}: the loop's range changed while it ran: {before} before, {after} after")
             }
+            Self::Scale { site, why } => write!(f, "{site}: {why}"),
             Self::Alias { site, a, b } => {
                 write!(f, "{site}: `{a}` and `{b}` are the same element; the arguments of a reversible statement must not alias")
             }

@@ -82,11 +82,83 @@ pub trait RevReal: Arith + PartialOrd {
 }
 
 /// Numbers where `y *= x` and `y /= x` are instructions: exactly reversible for
-/// [`ULog`](crate::ULog) over integers or fixed point, reversible up to rounding for floats.
+/// [`ULog`](crate::ULog) over integers or fixed point, reversible up to rounding for floats, and
+/// exactly reversible on wrapping integers for odd factors, where `y /= x` is the inverse of
+/// `y *= x` (multiplication by `x`'s inverse modulo 2ⁿ, not floor division):
+///
+/// ```
+/// adjoint_rev::reversible! {
+///     fn mix(h: &mut u64) {
+///         h *= 0x9E37_79B9_7F4A_7C15u64;   // odd: a bijection of u64
+///         h ^= 0xFF;
+///     }
+///     fn halve(h: &mut u32) {
+///         h *= 2;                          // even: no inverse
+///     }
+/// }
+/// let mut h = 12345u64;
+/// mix(&mut h).unwrap();
+/// assert_eq!(h, (12345u64.wrapping_mul(0x9E37_79B9_7F4A_7C15)) ^ 0xFF);
+/// mix::uncall(&mut h).unwrap();
+/// assert_eq!(h, 12345);
+/// let err = halve(&mut 7).unwrap_err().to_string();
+/// assert_eq!(err, "in `halve`, statement `h *= 2`: `*=`/`/=` by 2 on u32 is not invertible: \
+///     only odd factors have an inverse modulo 2^32");
+/// ```
 pub trait Scale: Copy {
     /// `y *= x` (`mul`) or `y /= x`.
     fn scale(y: &mut Self, x: &mut Self, mul: bool);
+    /// [`scale`](Scale::scale), or why `x` has no exact inverse (then `y` is unchanged). The
+    /// generated code calls this one, in checked and unchecked code alike.
+    #[inline(always)]
+    fn try_scale(y: &mut Self, x: &mut Self, mul: bool) -> Result<(), String> {
+        Self::scale(y, x, mul);
+        Ok(())
+    }
 }
+
+/// Wrapping integers: `y *= x` for odd `x` is a bijection (`x` is a unit modulo 2ⁿ); `y /= x`
+/// multiplies by `x⁻¹ mod 2ⁿ`, found by Newton's iteration `v ← v·(2 − x·v)`, which doubles
+/// the number of correct low bits from the 3 that `v = x` has for every odd `x`.
+macro_rules! int_scale {
+    ($($t:ty => $u:ty),*) => {$(
+        impl Scale for $t {
+            #[inline(always)]
+            fn scale(y: &mut Self, x: &mut Self, mul: bool) {
+                if let Err(why) = Self::try_scale(y, x, mul) {
+                    panic!("{why}");
+                }
+            }
+            #[inline(always)]
+            fn try_scale(y: &mut Self, x: &mut Self, mul: bool) -> Result<(), String> {
+                if *x & 1 == 0 {
+                    return Err(format!(
+                        "`*=`/`/=` by {} on {} is not invertible: only odd factors have an \
+                         inverse modulo 2^{}",
+                        x,
+                        stringify!($t),
+                        <$t>::BITS
+                    ));
+                }
+                let f = if mul {
+                    *x
+                } else {
+                    let a = *x as $u;
+                    let mut v = a;
+                    for _ in 0..7 {
+                        v = v.wrapping_mul((2 as $u).wrapping_sub(a.wrapping_mul(v)));
+                    }
+                    v as $t
+                };
+                *y = y.wrapping_mul(f);
+                Ok(())
+            }
+        }
+    )*};
+}
+
+int_scale!(u8 => u8, u16 => u16, u32 => u32, u64 => u64, u128 => u128, usize => usize,
+    i8 => u8, i16 => u16, i32 => u32, i64 => u64, i128 => u128, isize => usize);
 
 #[inline(always)]
 fn arith<

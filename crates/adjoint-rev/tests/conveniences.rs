@@ -98,3 +98,54 @@ fn bit_rotations_are_exact_and_invertible_on_every_width() {
         assert_eq!(z, z0);
     }
 }
+
+reversible! {
+    fn scale_u64(h: &mut u64, f: &mut u64) {
+        h *= f;
+        h /= 0x0123_4567_89AB_CDEFu64;
+    }
+    fn scale_i8(h: &mut i8, f: &mut i8) {
+        h *= f;
+    }
+    fn scale_u128(h: &mut u128, f: &mut u128) {
+        h /= f;
+    }
+}
+
+#[test]
+fn odd_factors_scale_wrapping_integers_exactly_and_even_ones_are_errors() {
+    let mut s = 0x2545_F491_4F6C_DD1Du64;
+    for _ in 0..200 {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        let (h0, f0) = (s, s.rotate_left(17) | 1);
+        let (mut h, mut f) = (h0, f0);
+        scale_u64(&mut h, &mut f).unwrap();
+        // independent reference: (h·f)·c⁻¹ is h·f·c⁻¹, and ·c undoes ·c⁻¹
+        assert_eq!(h.wrapping_mul(0x0123_4567_89AB_CDEF), h0.wrapping_mul(f0));
+        scale_u64::uncall(&mut h, &mut f).unwrap();
+        assert_eq!(h, h0);
+        let (mut g, mut f) = (h0 as u128 * 3, (f0 as u128) << 64 | 1);
+        scale_u128(&mut g, &mut f).unwrap();
+        assert_eq!(g.wrapping_mul(f), h0 as u128 * 3);
+    }
+    for h0 in i8::MIN..=i8::MAX {
+        for f0 in [-127i8, -3, -1, 1, 3, 101] {
+            let (mut h, mut f) = (h0, f0);
+            scale_i8(&mut h, &mut f).unwrap();
+            assert_eq!(h, h0.wrapping_mul(f0));
+            scale_i8::uncall(&mut h, &mut f).unwrap();
+            assert_eq!(h, h0);
+        }
+    }
+    // an even factor: an error naming the statement, checked or not, and nothing changed
+    let (mut h, mut f) = (77u64, 6u64);
+    let e = scale_u64(&mut h, &mut f).unwrap_err().to_string();
+    assert!(e.contains("`h *= f`") && e.contains("by 6 on u64"), "{e}");
+    let e = scale_u64::call_unchecked(&mut h, &mut f)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("only odd factors"), "{e}");
+    assert_eq!((h, f), (77, 6));
+}
