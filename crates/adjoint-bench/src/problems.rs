@@ -168,16 +168,14 @@ pub struct LogSumExp {
     pub n: usize,
 }
 
-/// `ln Σ exp xᵢ`, shifted by the maximum (shared by [`LogSumExp`], [`Mlp`] and ADBench's GMM).
-/// The shift cancels in value and derivative, so it is a plain `f64` constant. Written over
-/// `num_traits::Float` with `f64` operands so that peer crates' scalars run it too.
-pub fn logsumexp<T>(x: &[T]) -> T
-where
-    T: num_traits::Float + std::ops::Sub<f64, Output = T> + std::ops::Add<f64, Output = T>,
-{
+/// `ln Σ exp xᵢ`, shifted by the maximum (shared by [`LogSumExp`] and [`Mlp`]). The shift
+/// cancels in value and derivative, so it is a plain `f64` constant. ADBench's GMM, which peer
+/// crates' scalars run too, has the same function over `num_traits::Float`
+/// ([`crate::adbench::gmm::logsumexp`]).
+pub fn logsumexp<T: Real>(x: &[T]) -> T {
     let m = x
         .iter()
-        .map(|v| v.to_f64().expect("a real number"))
+        .map(|v| v.value())
         .fold(f64::NEG_INFINITY, f64::max);
     x.iter()
         .map(|&v| (v - m).exp())

@@ -138,7 +138,6 @@ impl<T: Real> fmt::Display for Dual<T> {
 ///
 /// ```
 /// use adjoint_core::forward::DualVec;
-/// use adjoint_core::prelude::*;
 /// let x = DualVec::<2>::variable(3.0, 0);
 /// let y = DualVec::<2>::variable(2.0, 1);
 /// let z = (x * y).sin();
@@ -230,7 +229,6 @@ impl<const N: usize> fmt::Display for DualVec<N> {
 ///
 /// ```
 /// use adjoint_core::forward::jacobian;
-/// use adjoint_core::prelude::*;
 /// let j = jacobian(|x| vec![x[0] * x[1], x[0].exp()], &[2.0, 3.0]);
 /// assert_eq!(j, vec![[3.0, 2.0], [2f64.exp(), 0.0]]);
 /// ```
@@ -246,7 +244,6 @@ where
 ///
 /// ```
 /// use adjoint_core::forward::derivative;
-/// use adjoint_core::prelude::*;
 /// let d = derivative(|x| x.sin() * x, 2.0);
 /// assert!((d - (2f64.cos() * 2.0 + 2f64.sin())).abs() < 1e-15);
 /// ```
@@ -258,7 +255,6 @@ pub fn derivative<F: FnOnce(Dual64) -> Dual64>(f: F, x: f64) -> f64 {
 ///
 /// ```
 /// use adjoint_core::forward::jvp;
-/// use adjoint_core::prelude::*;
 /// let (y, t) = jvp(|x| vec![x[0] * x[1], x[0].exp()], &[2.0, 3.0], &[1.0, 0.0]);
 /// assert_eq!(y, vec![6.0, 2f64.exp()]);
 /// assert_eq!(t, vec![3.0, 2f64.exp()]);
@@ -364,7 +360,6 @@ mod tests {
 
     #[test]
     fn piecewise_constant_functions_have_zero_derivative() {
-        use num_traits::Float;
         let x = Dual::variable(2.7);
         assert_eq!(x.floor().eps, 0.0);
         assert_eq!(x.round().eps, 0.0);
@@ -376,7 +371,6 @@ mod tests {
 #[cfg(test)]
 mod dualvec_tests {
     use super::*;
-    use num_traits::Float;
 
     fn f<T: Real>(x: &[T]) -> Vec<T> {
         vec![

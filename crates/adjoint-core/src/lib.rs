@@ -38,8 +38,10 @@ pub mod vector;
 
 pub use real::Real;
 
-/// `use adjoint_core::prelude::*;` brings [`Real`] and the `num_traits` traits whose methods
-/// (`sin`, `exp`, `PI()`, …) concrete number types such as `Dual<f64>` need in scope.
+/// `use adjoint_core::prelude::*;` brings [`Real`], `num_traits::FloatConst` (`T::PI()`) and
+/// `num_traits::Float`. Neither is needed for math methods any more: `Real` carries them for
+/// generic code, and every engine type has them as inherent methods (`Dual64::variable(1.0).sin()`
+/// with no import).
 pub mod prelude {
     pub use crate::Real;
     pub use num_traits::{Float, FloatConst};

@@ -103,11 +103,15 @@ pub trait Lift: Copy {
     }
 }
 
-/// Implement arithmetic, comparisons, `num_traits::{Float, FloatConst, Num, NumCast, …}` and
-/// [`Real`] for a type that implements [`Lift`].
+/// Implement arithmetic, comparisons, [`Real`], `num_traits::{Float, FloatConst, Num, NumCast, …}`
+/// and inherent math methods for a type that implements [`Lift`].
 ///
 /// Syntax: `impl_real!([generics] Type)`, e.g. `impl_real!([T: Real] Dual<T>)` or
-/// `impl_real!([] Var)`. See [`Lift`] for a complete example.
+/// `impl_real!([] Var)`. See [`Lift`] for a complete example. Besides the traits, the type gets
+/// every math method of [`Real`] as an inherent method (so `x.sin()` and `x.max(0.0)` work on
+/// the concrete type with no import and no ambiguity with `num_traits::Float`), operators on
+/// references (`&a * &b`, `s += &v`), `f64` on either side of an operator or comparison
+/// (`2.0 * x`, `0.0 < x`), and `Sum`/`Product` over values and references.
 #[macro_export]
 macro_rules! impl_real {
     ([$($gen:tt)*] $ty:ty) => {
@@ -124,14 +128,22 @@ macro_rules! impl_real {
             }
         }
 
+        impl<'a, $($gen)*> ::core::ops::Neg for &'a $ty {
+            type Output = $ty;
+            #[inline]
+            fn neg(self) -> $ty {
+                -*self
+            }
+        }
+
         impl<$($gen)*> ::core::ops::Rem for $ty {
             type Output = Self;
             /// `x % y = x − trunc(x / y)·y`, with the quotient's integer part a constant.
             #[inline]
             fn rem(self, rhs: Self) -> Self {
-                let q = <Self as $crate::lift::Lift>::constant(
-                    ($crate::lift::Lift::primal(&self) / $crate::lift::Lift::primal(&rhs)).trunc(),
-                );
+                let q = <Self as $crate::lift::Lift>::constant($crate::Real::trunc(
+                    $crate::lift::Lift::primal(&self) / $crate::lift::Lift::primal(&rhs),
+                ));
                 self - q * rhs
             }
         }
@@ -147,6 +159,13 @@ macro_rules! impl_real {
         impl<$($gen)*> ::core::ops::RemAssign for $ty {
             #[inline]
             fn rem_assign(&mut self, rhs: Self) {
+                *self = *self % rhs;
+            }
+        }
+
+        impl<$($gen)*> ::core::ops::RemAssign<f64> for $ty {
+            #[inline]
+            fn rem_assign(&mut self, rhs: f64) {
                 *self = *self % rhs;
             }
         }
@@ -195,6 +214,20 @@ macro_rules! impl_real {
             }
         }
 
+        impl<$($gen)*> ::core::cmp::PartialEq<$ty> for f64 {
+            #[inline]
+            fn eq(&self, other: &$ty) -> bool {
+                *self == $crate::Real::value(&$crate::lift::Lift::primal(other))
+            }
+        }
+
+        impl<$($gen)*> ::core::cmp::PartialOrd<$ty> for f64 {
+            #[inline]
+            fn partial_cmp(&self, other: &$ty) -> Option<::core::cmp::Ordering> {
+                self.partial_cmp(&$crate::Real::value(&$crate::lift::Lift::primal(other)))
+            }
+        }
+
         impl<$($gen)*> ::core::iter::Sum for $ty {
             fn sum<I: Iterator<Item = Self>>(iter: I) -> Self {
                 let mut it = iter;
@@ -205,6 +238,12 @@ macro_rules! impl_real {
             }
         }
 
+        impl<'a, $($gen)*> ::core::iter::Sum<&'a $ty> for $ty {
+            fn sum<I: Iterator<Item = &'a $ty>>(iter: I) -> Self {
+                iter.copied().sum()
+            }
+        }
+
         impl<$($gen)*> ::core::iter::Product for $ty {
             fn product<I: Iterator<Item = Self>>(iter: I) -> Self {
                 let mut it = iter;
@@ -212,6 +251,12 @@ macro_rules! impl_real {
                     None => <Self as From<f64>>::from(1.0),
                     Some(first) => it.fold(first, |a, b| a * b),
                 }
+            }
+        }
+
+        impl<'a, $($gen)*> ::core::iter::Product<&'a $ty> for $ty {
+            fn product<I: Iterator<Item = &'a $ty>>(iter: I) -> Self {
+                iter.copied().product()
             }
         }
 
@@ -244,11 +289,15 @@ macro_rules! impl_real {
         impl<$($gen)*> $crate::num_traits::ToPrimitive for $ty {
             #[inline]
             fn to_i64(&self) -> Option<i64> {
-                $crate::Real::value(&$crate::lift::Lift::primal(self)).to_i64()
+                $crate::num_traits::ToPrimitive::to_i64(
+                    &$crate::Real::value(&$crate::lift::Lift::primal(self)),
+                )
             }
             #[inline]
             fn to_u64(&self) -> Option<u64> {
-                $crate::Real::value(&$crate::lift::Lift::primal(self)).to_u64()
+                $crate::num_traits::ToPrimitive::to_u64(
+                    &$crate::Real::value(&$crate::lift::Lift::primal(self)),
+                )
             }
             #[inline]
             fn to_f64(&self) -> Option<f64> {
@@ -270,8 +319,14 @@ macro_rules! impl_real {
             );
         }
 
+        /// The math methods of `Real` as inherent methods: they work on
+        /// this type with no import (`x.sin()`, `x.max(0.0)`, `x.powf(1.5)`).
+        impl<$($gen)*> $ty {
+            $crate::__impl_real_methods!();
+        }
+
         impl<$($gen)*> $crate::num_traits::Float for $ty {
-            $crate::__impl_real_float_body!();
+            $crate::__impl_real_forward!(float);
         }
 
         impl<$($gen)*> $crate::Real for $ty {
@@ -311,6 +366,7 @@ macro_rules! impl_real {
             fn slice_axpy(alpha: Self, x: &[Self], y: &mut [Self]) {
                 <Self as $crate::lift::Lift>::lift_axpy(alpha, x, y)
             }
+            $crate::__impl_real_forward!(real);
         }
     };
 }
@@ -348,10 +404,51 @@ macro_rules! __impl_real_binop {
                 )
             }
         }
+        impl<'a, $($gen)*> ::core::ops::$Tr<&'a $ty> for $ty {
+            type Output = $ty;
+            #[inline(always)]
+            fn $m(self, rhs: &'a $ty) -> $ty {
+                ::core::ops::$Tr::$m(self, *rhs)
+            }
+        }
+        impl<'a, $($gen)*> ::core::ops::$Tr<$ty> for &'a $ty {
+            type Output = $ty;
+            #[inline(always)]
+            fn $m(self, rhs: $ty) -> $ty {
+                ::core::ops::$Tr::$m(*self, rhs)
+            }
+        }
+        impl<'a, 'b, $($gen)*> ::core::ops::$Tr<&'b $ty> for &'a $ty {
+            type Output = $ty;
+            #[inline(always)]
+            fn $m(self, rhs: &'b $ty) -> $ty {
+                ::core::ops::$Tr::$m(*self, *rhs)
+            }
+        }
+        impl<'a, $($gen)*> ::core::ops::$Tr<f64> for &'a $ty {
+            type Output = $ty;
+            #[inline(always)]
+            fn $m(self, rhs: f64) -> $ty {
+                ::core::ops::$Tr::$m(*self, rhs)
+            }
+        }
+        impl<'a, $($gen)*> ::core::ops::$Tr<&'a $ty> for f64 {
+            type Output = $ty;
+            #[inline(always)]
+            fn $m(self, rhs: &'a $ty) -> $ty {
+                ::core::ops::$Tr::$m(self, *rhs)
+            }
+        }
         impl<$($gen)*> ::core::ops::$TrA for $ty {
             #[inline(always)]
             fn $ma(&mut self, rhs: Self) {
                 *self = ::core::ops::$Tr::$m(*self, rhs);
+            }
+        }
+        impl<'a, $($gen)*> ::core::ops::$TrA<&'a $ty> for $ty {
+            #[inline(always)]
+            fn $ma(&mut self, rhs: &'a $ty) {
+                *self = ::core::ops::$Tr::$m(*self, *rhs);
             }
         }
         impl<$($gen)*> ::core::ops::$TrA<f64> for $ty {
@@ -378,109 +475,202 @@ macro_rules! __impl_real_consts {
     };
 }
 
+/// The inherent math methods every `impl_real!` type gets (the bodies of `Real`'s methods).
 #[doc(hidden)]
 #[macro_export]
-macro_rules! __impl_real_float_body {
+macro_rules! __impl_real_methods {
     () => {
-        $crate::__impl_real_float_body!(@const nan infinity neg_infinity neg_zero min_value
+        $crate::__impl_real_methods!(@const nan infinity neg_infinity neg_zero min_value
             min_positive_value max_value epsilon);
-        $crate::__impl_real_float_body!(@pred is_nan is_infinite is_finite is_normal
+        $crate::__impl_real_methods!(@pred is_nan is_infinite is_finite is_normal
             is_sign_positive is_sign_negative);
-        $crate::__impl_real_float_body!(@flat floor ceil round trunc signum);
-        $crate::__impl_real_float_body!(@un recip Recip sqrt Sqrt cbrt Cbrt exp Exp exp2 Exp2
+        $crate::__impl_real_methods!(@flat floor ceil round trunc signum);
+        $crate::__impl_real_methods!(@un recip Recip sqrt Sqrt cbrt Cbrt exp Exp exp2 Exp2
             exp_m1 ExpM1 ln Ln ln_1p Ln1p log2 Log2 log10 Log10 sin Sin cos Cos tan Tan asin Asin
             acos Acos atan Atan sinh Sinh cosh Cosh tanh Tanh asinh Asinh acosh Acosh atanh Atanh
-            abs Abs);
-        $crate::__impl_real_float_body!(@bin powf Powf atan2 Atan2 max Max min Min hypot Hypot);
+            abs Abs erf Erf lgamma Lgamma);
+        $crate::__impl_real_methods!(@bin powf Powf atan2 Atan2 max Max min Min hypot Hypot);
 
+        /// The floating-point category of the primal value.
         #[inline]
-        fn classify(self) -> ::core::num::FpCategory {
-            $crate::num_traits::Float::classify($crate::lift::Lift::primal(&self))
+        pub fn classify(self) -> ::core::num::FpCategory {
+            $crate::Real::classify($crate::lift::Lift::primal(&self))
         }
+        /// The primal value's mantissa, exponent and sign.
         #[inline]
-        fn integer_decode(self) -> (u64, i16, i8) {
-            $crate::num_traits::Float::integer_decode($crate::lift::Lift::primal(&self))
+        pub fn integer_decode(self) -> (u64, i16, i8) {
+            $crate::Real::integer_decode($crate::lift::Lift::primal(&self))
         }
+        /// Fractional part `x − trunc(x)` (derivative 1).
         #[inline]
-        fn fract(self) -> Self {
-            self - $crate::num_traits::Float::trunc(self)
+        pub fn fract(self) -> Self {
+            self - self.trunc()
         }
+        /// `self · a + b` (unfused).
         #[inline]
-        fn mul_add(self, a: Self, b: Self) -> Self {
-            self * a + b
+        pub fn mul_add<A: Into<Self>, B: Into<Self>>(self, a: A, b: B) -> Self {
+            self * a.into() + b.into()
         }
+        /// `xⁿ` for an integer `n`.
         #[inline]
-        fn powi(self, n: i32) -> Self {
+        pub fn powi(self, n: i32) -> Self {
             $crate::lift::Lift::lift1(self, $crate::rules::Op1::Powi(n))
         }
+        /// The polygamma function ψ⁽ⁿ⁾(x).
         #[inline]
-        fn log(self, base: Self) -> Self {
-            $crate::num_traits::Float::ln(self) / $crate::num_traits::Float::ln(base)
+        pub fn polygamma(self, n: u32) -> Self {
+            $crate::lift::Lift::lift1(self, $crate::rules::Op1::Polygamma(n))
         }
+        /// `log_base x`.
         #[inline]
-        fn abs_sub(self, other: Self) -> Self {
-            if self > other {
-                self - other
+        pub fn log<B: Into<Self>>(self, base: B) -> Self {
+            self.ln() / base.into().ln()
+        }
+        /// `max(self − y, 0)`.
+        #[inline]
+        pub fn abs_sub<Y: Into<Self>>(self, y: Y) -> Self {
+            let y = y.into();
+            if self > y {
+                self - y
             } else {
                 <Self as From<f64>>::from(0.0)
             }
         }
+        /// `(sin x, cos x)`.
         #[inline]
-        fn sin_cos(self) -> (Self, Self) {
-            ($crate::num_traits::Float::sin(self), $crate::num_traits::Float::cos(self))
+        pub fn sin_cos(self) -> (Self, Self) {
+            (self.sin(), self.cos())
         }
+        /// Radians to degrees.
         #[inline]
-        fn to_degrees(self) -> Self {
+        pub fn to_degrees(self) -> Self {
             self * (180.0 / ::core::f64::consts::PI)
         }
+        /// Degrees to radians.
         #[inline]
-        fn to_radians(self) -> Self {
+        pub fn to_radians(self) -> Self {
             self * (::core::f64::consts::PI / 180.0)
+        }
+        /// `self` restricted to `[lo, hi]`; NaN stays NaN. Panics if `lo > hi` or a bound is NaN.
+        #[inline]
+        pub fn clamp<L: Into<Self>, H: Into<Self>>(self, lo: L, hi: H) -> Self {
+            <Self as $crate::Real>::clamp(self, lo, hi)
+        }
+        /// `|self|` with the sign of `sign`.
+        #[inline]
+        pub fn copysign<S: Into<Self>>(self, sign: S) -> Self {
+            <Self as $crate::Real>::copysign(self, sign)
         }
     };
     (@const $($m:ident)*) => {
         $(
+            #[doc = concat!("`", stringify!($m), "` of the number type (a constant).")]
             #[inline]
-            fn $m() -> Self {
+            pub fn $m() -> Self {
                 <Self as $crate::lift::Lift>::constant(
-                    <<Self as $crate::lift::Lift>::Inner as $crate::num_traits::Float>::$m(),
+                    <<Self as $crate::lift::Lift>::Inner as $crate::Real>::$m(),
                 )
             }
         )*
     };
     (@pred $($m:ident)*) => {
         $(
+            #[doc = concat!("`", stringify!($m), "` of the primal value.")]
             #[inline]
-            fn $m(self) -> bool {
-                $crate::num_traits::Float::$m($crate::lift::Lift::primal(&self))
+            pub fn $m(self) -> bool {
+                $crate::Real::$m($crate::lift::Lift::primal(&self))
             }
         )*
     };
     (@flat $($m:ident)*) => {
         $(
-            /// Piecewise constant: the result is a constant (derivative 0).
+            #[doc = concat!("`", stringify!($m), "`: piecewise constant, so the result is a constant (derivative 0).")]
             #[inline]
-            fn $m(self) -> Self {
+            pub fn $m(self) -> Self {
                 <Self as $crate::lift::Lift>::constant(
-                    $crate::num_traits::Float::$m($crate::lift::Lift::primal(&self)),
+                    $crate::Real::$m($crate::lift::Lift::primal(&self)),
                 )
             }
         )*
     };
     (@un $($m:ident $op:ident)*) => {
         $(
+            #[doc = concat!("`", stringify!($m), "`, differentiated by the shared rule table.")]
             #[inline(always)]
-            fn $m(self) -> Self {
+            pub fn $m(self) -> Self {
                 $crate::lift::Lift::lift1(self, $crate::rules::Op1::$op)
             }
         )*
     };
     (@bin $($m:ident $op:ident)*) => {
         $(
+            #[doc = concat!("`", stringify!($m), "`; the other operand may be `Self` or `f64`.")]
             #[inline]
-            fn $m(self, other: Self) -> Self {
-                $crate::lift::Lift::lift2(self, other, $crate::rules::Op2::$op)
+            pub fn $m<Y: Into<Self>>(self, other: Y) -> Self {
+                $crate::lift::Lift::lift2(self, other.into(), $crate::rules::Op2::$op)
             }
         )*
+    };
+}
+
+/// `num_traits::Float` and `Real` forwarded to the inherent methods.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __impl_real_forward {
+    (float) => {
+        $crate::__impl_real_forward!(@common);
+        $crate::__impl_real_forward!(@bin_self powf log atan2 hypot max min abs_sub);
+        #[inline]
+        fn mul_add(self, a: Self, b: Self) -> Self {
+            Self::mul_add(self, a, b)
+        }
+    };
+    (real) => {
+        $crate::__impl_real_forward!(@common);
+        $crate::__impl_real_forward!(@bin_into powf log atan2 hypot max min abs_sub);
+        #[inline]
+        fn mul_add<A: Into<Self>, B: Into<Self>>(self, a: A, b: B) -> Self {
+            Self::mul_add(self, a, b)
+        }
+    };
+    (@common) => {
+        $crate::__impl_real_forward!(@const nan infinity neg_infinity neg_zero min_value
+            min_positive_value max_value epsilon);
+        $crate::__impl_real_forward!(@pred is_nan is_infinite is_finite is_normal
+            is_sign_positive is_sign_negative);
+        $crate::__impl_real_forward!(@un floor ceil round trunc signum fract recip sqrt cbrt
+            exp exp2 exp_m1 ln ln_1p log2 log10 sin cos tan asin acos atan sinh cosh tanh asinh
+            acosh atanh abs to_degrees to_radians);
+        #[inline]
+        fn classify(self) -> ::core::num::FpCategory {
+            Self::classify(self)
+        }
+        #[inline]
+        fn integer_decode(self) -> (u64, i16, i8) {
+            Self::integer_decode(self)
+        }
+        #[inline]
+        fn powi(self, n: i32) -> Self {
+            Self::powi(self, n)
+        }
+        #[inline]
+        fn sin_cos(self) -> (Self, Self) {
+            Self::sin_cos(self)
+        }
+    };
+    (@const $($m:ident)*) => {
+        $( #[inline] fn $m() -> Self { Self::$m() } )*
+    };
+    (@pred $($m:ident)*) => {
+        $( #[inline] fn $m(self) -> bool { Self::$m(self) } )*
+    };
+    (@un $($m:ident)*) => {
+        $( #[inline(always)] fn $m(self) -> Self { Self::$m(self) } )*
+    };
+    (@bin_self $($m:ident)*) => {
+        $( #[inline] fn $m(self, other: Self) -> Self { Self::$m(self, other) } )*
+    };
+    (@bin_into $($m:ident)*) => {
+        $( #[inline] fn $m<Y: Into<Self>>(self, other: Y) -> Self { Self::$m(self, other) } )*
     };
 }

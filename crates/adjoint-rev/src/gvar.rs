@@ -60,6 +60,20 @@ impl<T: PartialOrd<f64>> PartialOrd<f64> for GVar<T> {
     }
 }
 
+/// `0.0 < g` as well as `g > 0.0`.
+impl<T: PartialEq<f64>> PartialEq<GVar<T>> for f64 {
+    fn eq(&self, other: &GVar<T>) -> bool {
+        other.x == *self
+    }
+}
+
+/// `0.0 < g` as well as `g > 0.0`.
+impl<T: PartialOrd<f64>> PartialOrd<GVar<T>> for f64 {
+    fn partial_cmp(&self, other: &GVar<T>) -> Option<Ordering> {
+        other.x.partial_cmp(self).map(Ordering::reverse)
+    }
+}
+
 /// Whether a gradient is exactly zero — every component, tangents included — so an instruction
 /// can skip computing its partials: in the compute half of a routine, the ancillas' gradients
 /// are still zero, and most of the adjoint work there would add `0 · ∂`.
@@ -200,10 +214,7 @@ impl<T: Real + Ancilla + ExactZero> RevReal for GVar<T> {
     /// `θ̄` by the cross product `a·ḡ_b − b·ḡ_a` (invariant under the rotation itself).
     #[inline(always)]
     fn rot(a: &mut Self, b: &mut Self, theta: &mut Self, inverse: bool) {
-        let (s, c) = (
-            num_traits::Float::sin(theta.x),
-            num_traits::Float::cos(theta.x),
-        );
+        let (s, c) = (Real::sin(theta.x), Real::cos(theta.x));
         let s = if inverse { -s } else { s };
         let cross = b.g * a.x - a.g * b.x;
         if inverse {

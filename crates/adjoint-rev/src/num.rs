@@ -224,7 +224,7 @@ macro_rules! real_impls {
             }
             #[inline(always)]
             fn rot(a: &mut Self, b: &mut Self, theta: &mut Self, inverse: bool) {
-                let (s, c) = (num_traits::Float::sin(*theta), num_traits::Float::cos(*theta));
+                let (s, c) = (Real::sin(*theta), Real::cos(*theta));
                 let s = if inverse { -s } else { s };
                 let (x, y) = (*a, *b);
                 *a = x * c - y * s;

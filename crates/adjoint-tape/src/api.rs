@@ -14,7 +14,6 @@ use std::sync::{Arc, Mutex};
 ///
 /// ```
 /// use adjoint_tape::{Tape, Var};
-/// use adjoint_core::prelude::*;
 /// let mut tape = Tape::new();
 /// let mut g = [0.0; 2];
 /// for k in 0..3 {
@@ -137,7 +136,6 @@ impl Tape {
     ///
     /// ```
     /// use adjoint_tape::{Tape, Var, Pass};
-    /// use adjoint_core::prelude::*;
     /// let mut tape = Tape::new().checked();
     /// let err = tape.try_value_and_grad(|x: &[Var]| (x[0] - 1.0).ln() * x[1], &[0.5, 2.0]).unwrap_err();
     /// assert_eq!(err.pass, Pass::Forward);
@@ -371,7 +369,6 @@ impl Tape {
     ///
     /// ```
     /// use adjoint_tape::{Tape, Var};
-    /// use adjoint_core::prelude::*;
     /// let mut tape = Tape::new().checked();
     /// let (y, g) = tape.try_value_and_grad(|x: &[Var]| x[0].ln(), &[2.0]).unwrap();
     /// assert_eq!((y, g), (2f64.ln(), vec![0.5]));
@@ -586,7 +583,7 @@ fn with_tape<R>(body: impl FnOnce(&mut Tape) -> R) -> R {
 ///
 /// ```
 /// use adjoint_tape::{grad, Var};
-/// use adjoint_core::prelude::*;
+/// use adjoint_core::Real;
 /// fn f<T: Real>(x: &[T]) -> T { x.iter().map(|&v| v * v).sum::<T>().sqrt() }
 /// let g = grad(|x: &[Var]| f(x), &[3.0, 4.0]);
 /// assert!((g[0] - 0.6).abs() < 1e-15 && (g[1] - 0.8).abs() < 1e-15);
@@ -599,7 +596,6 @@ pub fn grad<F: FnOnce(&[Var]) -> Var>(f: F, x: &[f64]) -> Vec<f64> {
 ///
 /// ```
 /// use adjoint_tape::{value_and_grad, Var};
-/// use adjoint_core::prelude::*;
 /// let (y, g) = value_and_grad(|x: &[Var]| x[0].exp() * x[1], &[0.0, 3.0]);
 /// assert_eq!((y, g), (3.0, vec![3.0, 1.0]));
 /// ```
@@ -611,7 +607,6 @@ pub fn value_and_grad<F: FnOnce(&[Var]) -> Var>(f: F, x: &[f64]) -> (f64, Vec<f6
 ///
 /// ```
 /// use adjoint_tape::{checked_grad, Var, Pass};
-/// use adjoint_core::prelude::*;
 /// // sqrt at 0 has an infinite derivative: found in the reverse pass.
 /// let err = checked_grad(|x: &[Var]| x[0].sqrt() * 2.0, &[0.0]).unwrap_err();
 /// assert_eq!((err.pass, err.primitive.as_str()), (Pass::Reverse, "Sqrt"));
@@ -662,7 +657,6 @@ pub fn hvp<F: FnOnce(&[Dual<Var>]) -> Dual<Var>>(f: F, x: &[f64], v: &[f64]) -> 
 ///
 /// ```
 /// use adjoint_tape::hessian;
-/// use adjoint_core::prelude::*;
 /// let h = hessian(|x| x[0].sin() * x[1], &[0.0, 2.0]);
 /// assert_eq!(h, vec![vec![0.0, 1.0], vec![1.0, 0.0]]);
 /// ```

@@ -18,7 +18,6 @@ pub(crate) type RegionFn = Arc<dyn Fn(&[Var]) -> Vec<Var> + Send + Sync>;
 ///
 /// ```
 /// use adjoint_tape::{checkpoint, grad, Var};
-/// use adjoint_core::prelude::*;
 ///
 /// fn step(s: &[Var]) -> Vec<Var> {
 ///     vec![s[0] + s[1] * 0.1, s[1] - s[0].sin() * 0.1]

@@ -9,7 +9,7 @@
 //!
 //! ```
 //! use adjoint_tape::{grad, hessian, join, Var};
-//! use adjoint_core::prelude::*;
+//! use adjoint_core::Real;
 //!
 //! fn f<T: Real>(x: &[T]) -> T {
 //!     let mut acc = T::cst(0.0);

@@ -716,7 +716,6 @@ fn run_task<R>(session: &Arc<Session>, id: u32, f: impl FnOnce() -> R) -> (R, Ta
 ///
 /// ```
 /// use adjoint_tape::{grad, join, Var};
-/// use adjoint_core::prelude::*;
 /// let g = grad(|x: &[Var]| {
 ///     let (a, b) = join(|| x[0].sin() * x[1], || x[0] * x[0]);
 ///     a + b
@@ -766,7 +765,6 @@ where
 ///
 /// ```
 /// use adjoint_tape::{grad, par_map, Var};
-/// use adjoint_core::prelude::*;
 /// let g = grad(|x: &[Var]| par_map(x, |v| v.exp()).into_iter().sum::<Var>(), &[0.0, 1.0, 2.0]);
 /// assert_eq!(g, vec![1.0, 1f64.exp(), 2f64.exp()]);
 /// ```

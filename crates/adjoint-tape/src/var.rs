@@ -17,7 +17,6 @@ use core::fmt;
 ///
 /// ```
 /// use adjoint_tape::{grad, Var};
-/// use adjoint_core::prelude::*;
 /// let g = grad(|x: &[Var]| (x[0] * x[1]).sin() + 1.0, &[2.0, 3.0]);
 /// assert!((g[0] - 3.0 * 6f64.cos()).abs() < 1e-15);
 /// ```

@@ -21,6 +21,46 @@
 //! slices that you differentiate in a hot loop: [`ssa`]. Bulk array code: [`array`](mod@array). Code that
 //! must run backwards, or whose intermediates do not fit in memory: [`rev`].
 //!
+//! ## Writing code that every engine can run: five spellings
+//!
+//! Generic code needs one import, `use adjoint::Real`; concrete code on an engine's number type
+//! (`tape::Var`, `forward::Dual64`) needs only that type's module: math methods are inherent.
+//!
+//! 1. **Constants**: `T::from(3.0)` (or `T::cst(3.0)`), `T::zero()`, `T::one()`, `T::PI()`.
+//! 2. **`f64` on the right**: `x * 2.0`, `x + 1.0`, `x % 2.0`, `x.max(0.0)`, `x.powf(1.5)`,
+//!    `x.clamp(0.0, 1.0)`. On the left, generic code writes `T::from(1.0) - x` (Rust cannot
+//!    implement `f64 - T` for a generic `T`); concrete types accept `1.0 - x` and `2.0 * x`.
+//! 3. **Iterators and references**: `x.iter().sum::<T>()`, `.product::<T>()`, `s += &v`,
+//!    `a + &b`; in a closure over `&T`, take the value: `x.iter().map(|&v| v * v)` (generic
+//!    code cannot multiply `&T` by `&T`; concrete types can).
+//! 4. **Branches** compare by primal value, with `Self` or `f64`: `if x > 0.0 { … }`,
+//!    `if a < b { … }`; derivatives follow the branch taken.
+//! 5. **Arrays**: write `&[T]` inputs and `Vec<T>` locals; use [`vector`] (`dot`, `sum`,
+//!    `matvec`, `logsumexp`, `axpy`) for slice-level work, which the tape records as one entry.
+//!
+//! ```
+//! use adjoint::Real;
+//!
+//! fn loss<T: Real>(w: &[T], xs: &[[f64; 2]], ys: &[f64]) -> T {
+//!     let mut total = T::zero();
+//!     for (x, &y) in xs.iter().zip(ys) {
+//!         let z = w[0] * x[0] + w[1] * x[1] + w[2];          // f64 on the right
+//!         let p = T::one() / (T::one() + (-z).exp());         // constants
+//!         let p = p.clamp(1e-12, 1.0 - 1e-12);                 // mixed-operand methods
+//!         total -= if y > 0.5 { p.ln() } else { (T::one() - p).ln() };
+//!     }
+//!     total / xs.len() as f64 + w.iter().map(|&v| v * v).sum::<T>() * 1e-3
+//! }
+//!
+//! let (xs, ys) = ([[0.5, 1.0], [-1.0, 0.3], [2.0, -0.5]], [1.0, 0.0, 1.0]);
+//! let w = [0.1, -0.2, 0.05];
+//! let g = adjoint::tape::grad(|w| loss(w, &xs, &ys), &w);
+//! adjoint::check::check_gradient(|w| loss(w, &xs, &ys), &w, &g).assert_passed();
+//! ```
+//!
+//! The spellings Rust forbids in generic code, with the error each gives and what to write
+//! instead, are listed on [`Real`].
+//!
 //! ## Forward mode
 //!
 //! ```

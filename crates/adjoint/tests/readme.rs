@@ -75,7 +75,6 @@ fn readme_ssa_example() {
 #[test]
 fn readme_array_example() -> adjoint::array::Result<()> {
     use adjoint::array::Builder;
-    use adjoint::prelude::*;
     let b = Builder::new();
     let x = b.input(&[4]);
     let loss = x.map(|v| (v * v).sin()).sum();

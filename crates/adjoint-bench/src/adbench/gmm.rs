@@ -2,7 +2,6 @@
 
 use super::io::GmmInput;
 use super::{c, Engine, Scalar};
-use crate::problems::logsumexp;
 use rayon::prelude::*;
 
 /// The reference implementation's π (a quirk we keep for comparable numbers).
@@ -16,6 +15,21 @@ pub fn log_gamma_distrib(a: f64, d: usize) -> f64 {
         + (1..=d)
             .map(|j| libm::lgamma(a + 0.5 * (1.0 - j as f64)))
             .sum::<f64>()
+}
+
+/// `ln Σ exp xᵢ`, shifted by the maximum (a plain `f64` constant: the shift cancels in value
+/// and derivative). The same function over `Real` is [`crate::problems::logsumexp`]; this one is
+/// over [`Scalar`] so that peer crates' numbers run it.
+pub fn logsumexp<T: Scalar>(x: &[T]) -> T {
+    let m = x
+        .iter()
+        .map(|v| v.to_f64().expect("a real number"))
+        .fold(f64::NEG_INFINITY, f64::max);
+    x.iter()
+        .map(|&v| (v - m).exp())
+        .fold(T::zero(), |a, b| a + b)
+        .ln()
+        + m
 }
 
 /// Σ over points `from..to` of logsumexp_k(αₖ + Σqₖ − ½‖Qₖ(x − μₖ)‖²).

@@ -1,0 +1,126 @@
+//! Issue 10, item 1: the spellings a new user writes first compile, with only `use adjoint::Real`
+//! in generic code and only the type's own module for concrete types, and give the right
+//! derivatives (each checked against another engine or finite differences).
+//!
+//! The spellings Rust forbids in generic code (`2.0 * x`, `&a * &b`, `0.0 < x`, `T::from(3)`)
+//! are `compile_fail` doctests on `adjoint::Real`, next to the spelling to use instead.
+
+mod generic {
+    use adjoint::Real;
+
+    /// Constants: `T::from(3.0)` (not ambiguous: `Real` is not `NumCast`) and `T::cst`.
+    pub fn constants<T: Real>(x: &[T]) -> T {
+        T::from(3.0) * x[0] + T::cst(0.5) * x[1] + T::zero() + T::one() + T::PI() * x[2]
+    }
+
+    /// References: `iter().sum()`, `iter().product()`, `s += v` with `v: &T`, `a + &b`.
+    pub fn references<T: Real>(x: &[T]) -> T {
+        let s: T = x.iter().sum();
+        let p: T = x.iter().product();
+        let mut acc = T::zero();
+        for v in x {
+            acc += v;
+            acc *= &x[0];
+        }
+        let q = x[0] + &x[1] - &x[2];
+        let r = x[1] * &x[2] / &x[0];
+        s + p + acc + q + r
+    }
+
+    /// `f64` operands: `max`, `min`, `powf`, `clamp`, `%`, `atan2`, `hypot`, `mul_add`, `log`.
+    pub fn mixed<T: Real>(x: &[T]) -> T {
+        let a = x[0].max(0.0) + x[1].min(1.0) + x[2].powf(1.5);
+        let b = x[0].clamp(0.0, 1.0) + x[1] % 2.0 + x[2].atan2(1.0) + x[0].hypot(3.0);
+        let c = x[1].mul_add(2.0, 1.0) + x[2].log(10.0) + x[0].max(x[1]);
+        let d = if x[0] > 0.0 && x[1] < x[2] {
+            x[0]
+        } else {
+            x[1]
+        };
+        a + b + c + d
+    }
+
+    /// Everything above, as the concrete modules below spell it in generic form.
+    pub fn all<T: Real>(x: &[T]) -> T {
+        constants(x) + references(x) + mixed(x)
+    }
+}
+
+/// A point where every piece above is smooth (x₀ ∈ (0, 1), x₁ % 2 away from a jump, x₂ > 0).
+const X: [f64; 3] = [0.7, 1.3, 2.1];
+
+fn close(a: &[f64], b: &[f64]) {
+    for (i, (p, q)) in a.iter().zip(b).enumerate() {
+        assert!(
+            (p - q).abs() <= 1e-12 * (1.0 + q.abs()),
+            "component {i}: {p} vs {q}"
+        );
+    }
+}
+
+#[test]
+fn generic_spellings_give_gradients_that_match_finite_differences() {
+    use adjoint::{check, forward, tape};
+    for f in [
+        generic::constants::<f64> as fn(&[f64]) -> f64,
+        generic::references::<f64>,
+        generic::mixed::<f64>,
+    ] {
+        let _ = f(&X);
+    }
+    let g = tape::grad(|x| generic::all(x), &X);
+    check::check_gradient(|x| generic::all(x), &X, &g).assert_passed();
+    close(&g, &forward::gradient(|x| generic::all(x), &X));
+}
+
+/// The tape's `Var` with only `adjoint::tape` imported: methods are inherent, operators work on
+/// references and with `f64` on either side, comparisons with `f64` on either side.
+mod on_var {
+    use adjoint::tape::{self, Var};
+
+    fn f(x: &[Var]) -> Var {
+        let a = &x[0] * &x[1] + x[2].sin().max(0.0) - 2.0 * x[0];
+        let b: Var = x.iter().map(|v| v * v).sum();
+        let c: Var = x.iter().product();
+        let mut s = Var::from(1.0);
+        for v in x {
+            s += v;
+        }
+        let d = if 0.0 < x[0] { x[0].powf(1.5) } else { -x[0] };
+        let e = x[1].clamp(0.0, 1.0) + x[2] % 2.0 + 1.0 / x[2] + x[0].min(x[2]);
+        a + b + c + s + d + e
+    }
+
+    fn reference<T: adjoint::Real>(x: &[T]) -> T {
+        let a = x[0] * x[1] + x[2].sin().max(0.0) - x[0] * 2.0;
+        let b = x[0] * x[0] + x[1] * x[1] + x[2] * x[2];
+        let c = x[0] * x[1] * x[2];
+        let s = T::from(1.0) + x[0] + x[1] + x[2];
+        let d = if x[0] > 0.0 { x[0].powf(1.5) } else { -x[0] };
+        let e = x[1].clamp(0.0, 1.0) + x[2] % 2.0 + x[2].recip() + x[0].min(x[2]);
+        a + b + c + s + d + e
+    }
+
+    #[test]
+    fn concrete_var_spellings_match_forward_mode() {
+        let (y, g) = tape::value_and_grad(|x| f(x), &super::X);
+        assert!((y - reference(&super::X)).abs() < 1e-12);
+        super::close(&g, &adjoint::forward::gradient(|x| reference(x), &super::X));
+    }
+}
+
+/// `Dual<f64>` with only `adjoint::forward` imported.
+mod on_dual {
+    use adjoint::forward::Dual64;
+
+    #[test]
+    fn concrete_dual_spellings_match_closed_forms() {
+        let x = Dual64::variable(0.7);
+        let y = 2.0 * x.sin() + &x * &x - x.max(0.0) + x.powf(2.5) + x.clamp(0.0, 1.0);
+        let dy = 2.0 * 0.7f64.cos() + 2.0 * 0.7 - 1.0 + 2.5 * 0.7f64.powf(1.5) + 1.0;
+        assert!((y.eps - dy).abs() < 1e-14, "{} vs {dy}", y.eps);
+        assert!(0.0 < x && 1.0 > x && 0.7 == x);
+        let s: Dual64 = [x, x, x].iter().sum();
+        assert_eq!((s.re, s.eps), (0.7 + 0.7 + 0.7, 3.0));
+    }
+}
