@@ -5,6 +5,9 @@
 //! The spellings Rust forbids in generic code (`2.0 * x`, `&a * &b`, `0.0 < x`, `T::from(3)`)
 //! are `compile_fail` doctests on `adjoint::Real`, next to the spelling to use instead.
 
+// The point of this file is that these spellings compile; clippy would rewrite some of them.
+#![allow(clippy::op_ref)]
+
 mod generic {
     use adjoint::Real;
 
