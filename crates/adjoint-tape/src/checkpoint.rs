@@ -16,6 +16,23 @@ pub(crate) type RegionFn = Arc<dyn Fn(&[Var]) -> Vec<Var> + Send + Sync>;
 /// region reads must come in through `inputs` (a captured active `Var` is a panic with a message
 /// saying so); `f` must be deterministic. Outside a recording this is just `f(inputs)`.
 ///
+/// `f` must be `'static`: the reverse pass calls it again after the recording closure has
+/// returned, when locals it borrowed would be gone, so a closure that borrows the caller's data
+/// is rejected (E0521). Move in what it reads — a clone, or an `Arc` for large data:
+///
+/// ```
+/// use adjoint_tape::{checkpoint, grad, Var};
+/// use std::sync::Arc;
+///
+/// let weights = Arc::new(vec![0.5, -0.25]);
+/// let g = grad(|x: &[Var]| {
+///     let w = Arc::clone(&weights);
+///     let out = checkpoint(x, move |s| vec![s[0] * w[0] + s[1] * w[1]]);
+///     out[0].sin()
+/// }, &[1.0, 2.0]);
+/// assert!((g[0] - 0.5 * 0.0f64.cos()).abs() < 1e-15);
+/// ```
+///
 /// ```
 /// use adjoint_tape::{checkpoint, grad, Var};
 ///
