@@ -80,7 +80,53 @@
 //! recording decisions and adjoint blocks.
 
 pub use adjoint_core::Real;
-pub use adjoint_ssa_macros::differentiable;
+pub use adjoint_ssa_macros::{differentiable, Differentiable};
+
+/// A struct of differentiable fields, written once over its number type:
+/// `#[derive(Differentiable)] struct Params<T = f64> { w: T, b: [T; 3] }` (every field `T` or
+/// `[T; N]`). `Params` — that is `Params<f64>` — holds values *and* gradients;
+/// `#[differentiable]` functions taking `&Params` get `primal` and `pullback` over
+/// `Params<T>` for any [`Real`] `T` (`Params<Dual<f64>>` is forward mode). Implement it with the
+/// derive, which checks the shape.
+///
+/// ```
+/// use adjoint_ssa::{differentiable, Differentiable};
+///
+/// #[derive(Clone, Copy, Debug, PartialEq, Differentiable)]
+/// struct Line<T = f64> {
+///     w: T,
+///     b: [T; 2],
+/// }
+///
+/// #[differentiable(wrt(p))]
+/// fn loss(p: &Line, x: f64) -> f64 {
+///     let r = p.w * x + p.b[0] - p.b[1];
+///     r * r
+/// }
+///
+/// # fn main() {
+/// let p = Line { w: 2.0, b: [0.5, 1.0] };
+/// let mut dp = Line::zero(); // a gradient is a `Line` too
+/// let v = loss::grad(&p, 3.0, &mut dp);
+/// let r: f64 = 2.0 * 3.0 + 0.5 - 1.0;
+/// assert_eq!(v, r * r);
+/// assert_eq!(dp, Line { w: 2.0 * r * 3.0, b: [2.0 * r, -2.0 * r] });
+/// # }
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a `#[derive(Differentiable)]` struct",
+    note = "write `#[derive(Differentiable)] struct Name<T = f64> {{ field: T, array: [T; N] }}`"
+)]
+pub trait Differentiable: Sized {
+    /// The same struct over another number type.
+    type Of<U: Real>: Differentiable;
+    /// Every field zero.
+    fn zero() -> Self;
+    /// Set every field to zero (`grad` clears gradient buffers with it).
+    fn set_zero(&mut self) {
+        *self = Self::zero();
+    }
+}
 
 mod workspace;
 pub use workspace::{with_workspace, Cursor, Stack, Workspace};
