@@ -331,7 +331,7 @@ impl<'a> Gen<'a> {
                 quote!((#(#es,)*))
             }
             syn::Type::Paren(p) => self.zero_of_ty(&p.elem),
-            t if matches!(t, syn::Type::Path(p) if p.path.is_ident("f64")) => self.zero_t(),
+            syn::Type::Path(p) if p.path.is_ident("f64") => self.zero_t(),
             t => {
                 let m = self.map_ty(t, &quote!(T));
                 quote!(<#m as #rt::Differentiable>::zero())

@@ -547,7 +547,7 @@ pub enum SigItem {
     /// `Func::params[k]` as is.
     Leaf(usize),
     /// A tuple or struct.
-    Agg(AggParam),
+    Agg(Box<AggParam>),
 }
 
 /// A leaf of an aggregate result: the access path and the hidden one-element (scalar) or

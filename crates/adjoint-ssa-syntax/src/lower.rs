@@ -634,13 +634,13 @@ pub fn lower(item: &syn::ItemFn, opts: &Options) -> Result<Func> {
             if !t.elems.is_empty() {
                 let mut leaves = vec![];
                 let ev = tuple_leaves(&mut f, &ident, t, &mut vec![], in_wrt, &mut leaves)?;
-                f.sig.push(SigItem::Agg(AggParam {
+                f.sig.push(SigItem::Agg(Box::new(AggParam {
                     name: ident.clone(),
                     ty: (*pt.ty).clone(),
                     active: in_wrt,
                     is_struct: false,
                     leaves,
-                }));
+                })));
                 let Ev::Agg(a) = ev else { unreachable!() };
                 env.push(Var {
                     name,
@@ -650,13 +650,13 @@ pub fn lower(item: &syn::ItemFn, opts: &Options) -> Result<Func> {
             }
         }
         if struct_type(&pt.ty)? {
-            f.sig.push(SigItem::Agg(AggParam {
+            f.sig.push(SigItem::Agg(Box::new(AggParam {
                 name: ident.clone(),
                 ty: (*pt.ty).clone(),
                 active: in_wrt,
                 is_struct: true,
                 leaves: vec![],
-            }));
+            })));
             env.push(Var {
                 name,
                 b: Binding::Struct(f.sig.len() - 1),
@@ -2184,7 +2184,15 @@ impl Lower<'_> {
                         let c = self.konst(Ty::F64, tok, ConstVal::F(v));
                         Ok(Ev::V(self.bin(Op2::Mul, recv, c)))
                     }
-                    "sin_cos" => err(at, "`sin_cos` returns a tuple: call `sin()` and `cos()`"),
+                    "sin_cos" => {
+                        nargs(0)?;
+                        let sin = self.un(Op1::Sin, recv, None);
+                        let cos = self.un(Op1::Cos, recv, None);
+                        Ok(Ev::Agg(AggV {
+                            members: vec![("0".into(), Ev::V(sin)), ("1".into(), Ev::V(cos))],
+                            path: None,
+                        }))
+                    }
                     "clone" => Ok(Ev::V(recv)),
                     _ => err(
                         at,

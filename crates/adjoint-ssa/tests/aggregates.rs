@@ -156,6 +156,21 @@ fn tuple_param(p: (f64, [f64; 2]), s: f64) -> f64 {
     a * a * s + u * v.sin() + p.0.exp()
 }
 
+#[differentiable]
+fn sc(x: f64) -> f64 {
+    let (s, c) = x.sin_cos();
+    s * c
+}
+
+#[test]
+fn sin_cos_is_a_tuple() {
+    let x = 0.7;
+    let mut dx = 0.0;
+    let v = sc::grad(x, &mut dx);
+    assert!(close(v, x.sin() * x.cos()));
+    assert!(close(dx, (2.0 * x).cos()), "{dx}"); // d/dx sin x cos x = cos 2x
+}
+
 #[test]
 fn tuple_parameters() {
     let (p, s) = ((0.7, [1.3, -0.4]), 1.9);
@@ -245,7 +260,9 @@ fn struct_parameters() {
     let mut dx = [7.0; 4];
     let v = loss::grad(&p, &x, &mut dp, &mut dx);
     assert!(close(v, loss(&p, &x)));
-    let all = [p.w, p.b[0], p.b[1], p.b[2], p.unused, x[0], x[1], x[2], x[3]];
+    let all = [
+        p.w, p.b[0], p.b[1], p.b[2], p.unused, x[0], x[1], x[2], x[3],
+    ];
     let want = forward::gradient(|v| loss::primal(&params_d(v), &v[5..]), &all);
     let got = [
         dp.w, dp.b[0], dp.b[1], dp.b[2], dp.unused, dx[0], dx[1], dx[2], dx[3],
@@ -346,10 +363,18 @@ fn struct_hessian_vector_product() {
     loss::pullback(&mut Workspace::new(), &pd, &xd, &mut dp, &mut dx, c(1.0));
     let all = [p.w, p.b[0], p.b[1], p.b[2], p.unused, x[0], x[1], x[2]];
     let h = forward::hessian(|v| loss::primal(&params_d(v), &v[5..]), &all);
-    let got = [dp.w.eps, dp.b[0].eps, dp.b[1].eps, dp.b[2].eps, dp.unused.eps];
+    let got = [
+        dp.w.eps,
+        dp.b[0].eps,
+        dp.b[1].eps,
+        dp.b[2].eps,
+        dp.unused.eps,
+    ];
     let want: Vec<f64> = (0..5).map(|i| h[i][0]).collect();
     check_all("hvp", &got, &want);
     // the real parts are the gradient, in closed form for w
-    let dw: f64 = (0..3).map(|i| 2.0 * (p.w * x[i] + p.b[i] - 1.0) * x[i]).sum();
+    let dw: f64 = (0..3)
+        .map(|i| 2.0 * (p.w * x[i] + p.b[i] - 1.0) * x[i])
+        .sum();
     assert!(close(Real::value(&dp.w), dw));
 }
