@@ -542,6 +542,21 @@ pub struct AggParam {
 }
 
 /// A parameter of the signature: one flat parameter or an aggregate of several.
+///
+/// ```
+/// use adjoint_ssa_syntax::ir::{Param, SigItem};
+/// let (f, _) = adjoint_ssa_syntax::lower_str(
+///     "fn f(p: (f64, [f64; 2]), q: &Params, n: usize) -> f64 { p.0 * q.w + p.1[1] }",
+///     "",
+/// )
+/// .unwrap();
+/// // p's leaves p.0 and p.1, n, then q.w (struct fields become leaves when read)
+/// assert_eq!(f.params.len(), 4);
+/// assert!(matches!(&f.params[1], Param::Slice { .. }));
+/// let SigItem::Agg(q) = &f.sig[1] else { panic!() };
+/// assert!(q.is_struct && q.leaves.len() == 1);
+/// assert!(matches!(f.sig[2], SigItem::Leaf(2)));
+/// ```
 #[derive(Clone, Debug)]
 pub enum SigItem {
     /// `Func::params[k]` as is.
