@@ -14,6 +14,14 @@ pub fn differentiable(attr: TokenStream, item: TokenStream) -> TokenStream {
     adjoint_ssa_syntax::expand(attr.into(), item.into(), runtime_path()).into()
 }
 
+/// `#[derive(Differentiable)]` on `struct Params<T = f64> { w: T, b: [T; 3] }`: implements
+/// `Differentiable` so that `#[differentiable]` functions take `&Params` (gradient: a `Params`).
+/// See the `adjoint_ssa` docs.
+#[proc_macro_derive(Differentiable)]
+pub fn derive_differentiable(item: TokenStream) -> TokenStream {
+    adjoint_ssa_syntax::derive::expand(item.into(), &runtime_path()).into()
+}
+
 /// The path of the runtime crate as the caller sees it: `::adjoint_ssa` when the caller depends
 /// on it (or is it), else `::adjoint::ssa` through the facade.
 fn runtime_path() -> proc_macro2::TokenStream {

@@ -18,7 +18,7 @@ use crate::ir::*;
 use crate::structure::{structured, Cfg, Emit};
 use adjoint_core::rules::{Op1, Op2};
 use proc_macro2::{Ident, Span, TokenStream};
-use quote::{format_ident, quote};
+use quote::{format_ident, quote, quote_spanned};
 
 /// Code generator for one function.
 pub struct Gen<'a> {
@@ -36,6 +36,10 @@ struct Names {
     dret: Ident,
     /// adjoint parameter per function parameter (active ones)
     dparam: Vec<Option<Ident>>,
+    /// adjoint parameter per active aggregate of the signature
+    dagg: Vec<Option<Ident>>,
+    /// flat parameters that are leaves of an aggregate
+    in_agg: Vec<bool>,
 }
 
 fn ms(s: &str) -> Ident {
@@ -68,13 +72,18 @@ fn op2_tokens(op: Op2, rules: &TokenStream) -> TokenStream {
 impl<'a> Gen<'a> {
     /// A generator for `f` with plan `p`.
     pub fn new(f: &'a Func, p: &'a Plan, rt: &'a TokenStream) -> Self {
-        let taken: Vec<String> = f
+        let mut taken: Vec<String> = f
             .params
             .iter()
             .map(|p| match p {
                 Param::Scalar { name, .. } | Param::Slice { name, .. } => name.to_string(),
             })
             .collect();
+        for it in &f.sig {
+            if let SigItem::Agg(a) = it {
+                taken.push(a.name.to_string());
+            }
+        }
         let fresh = |base: String| {
             let mut s = base;
             while taken.contains(&s) {
@@ -97,10 +106,28 @@ impl<'a> Gen<'a> {
                 _ => None,
             })
             .collect();
+        let dagg = f
+            .sig
+            .iter()
+            .map(|it| match it {
+                SigItem::Agg(a) if a.active => Some(fresh(format!("d_{}", a.name))),
+                _ => None,
+            })
+            .collect();
+        let mut in_agg = vec![false; f.params.len()];
+        for it in &f.sig {
+            if let SigItem::Agg(a) = it {
+                for l in &a.leaves {
+                    in_agg[l.param] = true;
+                }
+            }
+        }
         let names = Names {
             ws: fresh("ws".into()),
             dret: fresh("dret".into()),
             dparam,
+            dagg,
+            in_agg,
         };
         Gen { f, p, rt, names }
     }
@@ -254,35 +281,115 @@ impl<'a> Gen<'a> {
 
     // ---- signatures ----
 
+    /// A type as written with `f64` replaced by `t` and each struct `S` by
+    /// `<S as Differentiable>::Of<t>`.
+    fn map_ty(&self, ty: &syn::Type, t: &TokenStream) -> TokenStream {
+        let rt = self.rt;
+        match ty {
+            syn::Type::Path(p) if p.qself.is_none() => match p.path.get_ident() {
+                Some(id) if id == "f64" => t.clone(),
+                Some(id) if IntTy::from_name(&id.to_string()).is_some() || id == "bool" => {
+                    quote!(#p)
+                }
+                _ => quote!(<#p as #rt::Differentiable>::Of<#t>),
+            },
+            syn::Type::Array(a) => {
+                let (e, n) = (self.map_ty(&a.elem, t), &a.len);
+                quote!([#e; #n])
+            }
+            syn::Type::Slice(a) => {
+                let e = self.map_ty(&a.elem, t);
+                quote!([#e])
+            }
+            syn::Type::Tuple(tt) => {
+                let es: Vec<TokenStream> = tt.elems.iter().map(|e| self.map_ty(e, t)).collect();
+                quote!((#(#es,)*))
+            }
+            syn::Type::Reference(r) => {
+                let e = self.map_ty(&r.elem, t);
+                if r.mutability.is_some() {
+                    quote!(&mut #e)
+                } else {
+                    quote!(&#e)
+                }
+            }
+            syn::Type::Paren(p) => self.map_ty(&p.elem, t),
+            other => quote!(#other),
+        }
+    }
+
+    /// The zero of a (mapped) type: `T::cst(0.0)`, arrays, tuples, `Differentiable::zero()`.
+    fn zero_of_ty(&self, ty: &syn::Type) -> TokenStream {
+        let rt = self.rt;
+        match ty {
+            syn::Type::Array(a) => {
+                let (e, n) = (self.zero_of_ty(&a.elem), &a.len);
+                quote!([#e; #n])
+            }
+            syn::Type::Tuple(tt) => {
+                let es: Vec<TokenStream> = tt.elems.iter().map(|e| self.zero_of_ty(e)).collect();
+                quote!((#(#es,)*))
+            }
+            syn::Type::Paren(p) => self.zero_of_ty(&p.elem),
+            syn::Type::Path(p) if p.path.is_ident("f64") => self.zero_t(),
+            t => {
+                let m = self.map_ty(t, &quote!(T));
+                quote!(<#m as #rt::Differentiable>::zero())
+            }
+        }
+    }
+
+    fn leaf_decl(&self, k: usize, generic: bool) -> TokenStream {
+        match &self.f.params[k] {
+            Param::Scalar { name, val, .. } => {
+                let t = if generic {
+                    self.ty(*val)
+                } else {
+                    match self.f.values[*val].ty {
+                        Ty::F64 => quote!(f64),
+                        _ => self.ty(*val),
+                    }
+                };
+                quote!(#name: #t)
+            }
+            Param::Slice { name, slice } => {
+                let e = if generic {
+                    self.slice_elem_ty(*slice)
+                } else {
+                    match self.f.slices[*slice].elem {
+                        Ty::F64 => quote!(f64),
+                        _ => self.slice_elem_ty(*slice),
+                    }
+                };
+                let si = &self.f.slices[*slice];
+                let m = if si.mutable() {
+                    quote!(&mut)
+                } else {
+                    quote!(&)
+                };
+                match &si.array {
+                    Some(ArrayTy { len, by_ref: true }) => quote!(#name: #m [#e; #len]),
+                    Some(ArrayTy { len, by_ref: false }) => quote!(#name: [#e; #len]),
+                    None => quote!(#name: #m [#e]),
+                }
+            }
+        }
+    }
+
     fn param_decls(&self, generic: bool) -> Vec<TokenStream> {
         self.f
-            .params
+            .sig
             .iter()
-            .map(|pa| match pa {
-                Param::Scalar { name, val, .. } => {
-                    let t = if generic {
-                        self.ty(*val)
+            .map(|it| match it {
+                SigItem::Leaf(k) => self.leaf_decl(*k, generic),
+                SigItem::Agg(a) => {
+                    let name = &a.name;
+                    if generic && a.active {
+                        let t = self.map_ty(&a.ty, &quote!(T));
+                        quote!(#name: #t)
                     } else {
-                        match self.f.values[*val].ty {
-                            Ty::F64 => quote!(f64),
-                            _ => self.ty(*val),
-                        }
-                    };
-                    quote!(#name: #t)
-                }
-                Param::Slice { name, slice } => {
-                    let e = if generic {
-                        self.slice_elem_ty(*slice)
-                    } else {
-                        match self.f.slices[*slice].elem {
-                            Ty::F64 => quote!(f64),
-                            _ => self.slice_elem_ty(*slice),
-                        }
-                    };
-                    if self.f.slices[*slice].mutable() {
-                        quote!(#name: &mut [#e])
-                    } else {
-                        quote!(#name: &[#e])
+                        let t = &a.ty;
+                        quote!(#name: #t)
                     }
                 }
             })
@@ -291,31 +398,131 @@ impl<'a> Gen<'a> {
 
     fn dparam_decls(&self, t: TokenStream) -> Vec<TokenStream> {
         self.f
-            .params
+            .sig
             .iter()
-            .zip(&self.names.dparam)
-            .filter_map(|(pa, d)| {
-                let d = d.as_ref()?;
-                Some(match pa {
-                    Param::Scalar { .. } => quote!(#d: &mut #t),
-                    Param::Slice { .. } => quote!(#d: &mut [#t]),
-                })
+            .zip(&self.names.dagg)
+            .filter_map(|(it, da)| match it {
+                SigItem::Leaf(k) => {
+                    let d = self.names.dparam[*k].as_ref()?;
+                    Some(match &self.f.params[*k] {
+                        Param::Scalar { .. } => quote!(#d: &mut #t),
+                        Param::Slice { slice, .. } => match &self.f.slices[*slice].array {
+                            Some(ArrayTy { len, .. }) => quote!(#d: &mut [#t; #len]),
+                            None => quote!(#d: &mut [#t]),
+                        },
+                    })
+                }
+                SigItem::Agg(a) => {
+                    let d = da.as_ref()?;
+                    let inner = match &a.ty {
+                        syn::Type::Reference(r) => &*r.elem,
+                        ty => ty,
+                    };
+                    let ty = if t.to_string() == "f64" {
+                        quote!(#inner)
+                    } else {
+                        self.map_ty(inner, &t)
+                    };
+                    Some(quote!(#d: &mut #ty))
+                }
             })
             .collect()
     }
 
     fn param_names(&self) -> Vec<TokenStream> {
         self.f
-            .params
+            .sig
             .iter()
-            .map(|pa| match pa {
-                Param::Scalar { name, .. } | Param::Slice { name, .. } => quote!(#name),
+            .map(|it| match it {
+                SigItem::Leaf(k) => match &self.f.params[*k] {
+                    Param::Scalar { name, .. } | Param::Slice { name, .. } => quote!(#name),
+                },
+                SigItem::Agg(a) => {
+                    let n = &a.name;
+                    quote!(#n)
+                }
             })
             .collect()
     }
 
     fn dparam_names(&self) -> Vec<Ident> {
-        self.names.dparam.iter().flatten().cloned().collect()
+        self.f
+            .sig
+            .iter()
+            .zip(&self.names.dagg)
+            .filter_map(|(it, da)| match it {
+                SigItem::Leaf(k) => self.names.dparam[*k].clone(),
+                SigItem::Agg(_) => da.clone(),
+            })
+            .collect()
+    }
+
+    fn leaf_in_agg(&self, pa: &Param) -> bool {
+        let k = self
+            .f
+            .params
+            .iter()
+            .position(|q| std::ptr::eq(q, pa))
+            .expect("a parameter of this function");
+        self.names.in_agg[k]
+    }
+
+    /// Bind the leaves of aggregate parameters (and, in the pullback, of their adjoints).
+    fn agg_prologue(&self, adjoints: bool) -> TokenStream {
+        let mut out = TokenStream::new();
+        for (it, da) in self.f.sig.iter().zip(&self.names.dagg) {
+            let SigItem::Agg(a) = it else { continue };
+            let name = &a.name;
+            for l in &a.leaves {
+                let path = &l.path;
+                let span = l.span;
+                match &self.f.params[l.param] {
+                    Param::Scalar { name: ln, val, .. } => {
+                        let t = self.ty(*val);
+                        out.extend(quote_spanned!(span=> let #ln: #t = #name #(.#path)*;));
+                    }
+                    Param::Slice { name: ln, slice } => {
+                        let e = self.slice_elem_ty(*slice);
+                        out.extend(quote_spanned!(span=> let #ln: &[#e] = &#name #(.#path)*;));
+                    }
+                }
+                if !adjoints {
+                    continue;
+                }
+                let (Some(d), Some(dl)) = (da, &self.names.dparam[l.param]) else {
+                    continue;
+                };
+                match &self.f.params[l.param] {
+                    Param::Scalar { .. } => {
+                        out.extend(quote_spanned!(span=> let #dl: &mut T = &mut #d #(.#path)*;))
+                    }
+                    Param::Slice { .. } => {
+                        out.extend(quote_spanned!(span=> let #dl: &mut [T] = &mut #d #(.#path)*;))
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The result built from the hidden result arrays.
+    fn build_ret(&self) -> TokenStream {
+        let Some(ra) = &self.f.ret_agg else {
+            return quote!();
+        };
+        let ty = self.map_ty(&ra.ty, &quote!(T));
+        let z = self.zero_of_ty(&ra.ty);
+        let r = ms("r");
+        let mut sets = TokenStream::new();
+        for l in &ra.leaves {
+            let (path, s) = (&l.path, self.slice(l.slice));
+            if l.scalar {
+                sets.extend(quote!(#r #(.#path)* = #s[0];));
+            } else {
+                sets.extend(quote!(#r #(.#path)* = #s;));
+            }
+        }
+        quote!({ let mut #r: #ty = #z; #sets #r })
     }
 
     // ---- bodies ----
@@ -1174,9 +1381,13 @@ impl<'a> Gen<'a> {
         let (ret_decl, ret_ty, ret_val) = if self.f.returns_f64 {
             let z = self.zero_t();
             (quote!(let mut #ret: T = #z;), quote!(-> T), quote!(#ret))
+        } else if let Some(ra) = &self.f.ret_agg {
+            let t = self.map_ty(&ra.ty, &quote!(T));
+            (quote!(), quote!(-> #t), self.build_ret())
         } else {
             (quote!(), quote!(), quote!())
         };
+        let prologue = self.agg_prologue(false);
         let doc = format!(
             " `{}` at any [`Real`]({}) type: `f64`, `Dual<f64>` for forward mode, …",
             self.f.name,
@@ -1188,6 +1399,7 @@ impl<'a> Gen<'a> {
             #[inline]
             pub fn primal<T: #real>(#(#params),*) #ret_ty {
                 #ret_decl
+                #prologue
                 #decls
                 #fwd
                 #ret_val
@@ -1228,9 +1440,33 @@ impl<'a> Gen<'a> {
                 quote!(#dret: T),
                 seed,
             )
+        } else if let Some(ra) = &self.f.ret_agg {
+            let t = self.map_ty(&ra.ty, &quote!(T));
+            let build = self.build_ret();
+            let mut seed = quote!(let #ret = #build;);
+            for l in &ra.leaves {
+                let (path, ds) = (&l.path, self.dslice(l.slice));
+                if l.scalar {
+                    seed.extend(quote!(#ds[0] += #dret #(.#path)*;));
+                } else {
+                    seed.extend(quote! {
+                        for (d, x) in #ds.iter_mut().zip(#dret #(.#path)*.iter()) {
+                            *d += *x;
+                        }
+                    });
+                }
+            }
+            (
+                quote!(),
+                quote!(-> #t),
+                quote!(#ret),
+                quote!(#dret: #t),
+                seed,
+            )
         } else {
             (quote!(), quote!(), quote!(), quote!(), quote!())
         };
+        let prologue = self.agg_prologue(true);
         // adjoint outputs of scalar parameters; length checks of slices
         let mut outs = TokenStream::new();
         let mut checks = TokenStream::new();
@@ -1243,7 +1479,10 @@ impl<'a> Gen<'a> {
                         outs.extend(quote!(*#d += #a;));
                     }
                 }
-                Param::Slice { name, .. } => {
+                Param::Slice { name, slice } => {
+                    if self.f.slices[*slice].array.is_some() || self.leaf_in_agg(pa) {
+                        continue;
+                    }
                     let msg = format!("`{d}` must have the length of `{name}`");
                     checks.extend(quote!(assert_eq!(#d.len(), #name.len(), #msg);));
                 }
@@ -1266,6 +1505,7 @@ impl<'a> Gen<'a> {
             pub fn pullback<T: #real>(#ws: &mut #rt::Workspace<T>, #(#params,)* #(#dparams),* #sep #dret_param) #ret_ty {
                 #checks
                 #ret_decl
+                #prologue
                 #decls
                 #acquire
                 #fwd
@@ -1296,11 +1536,33 @@ impl<'a> Gen<'a> {
         let names = self.param_names();
         let dnames = self.dparam_names();
         let mut zero = TokenStream::new();
-        for (pa, d) in self.f.params.iter().zip(&self.names.dparam) {
-            let Some(d) = d else { continue };
-            match pa {
-                Param::Scalar { .. } => zero.extend(quote!(*#d = 0.0;)),
-                Param::Slice { .. } => zero.extend(quote!(#d.fill(0.0);)),
+        for (it, da) in self.f.sig.iter().zip(&self.names.dagg) {
+            match it {
+                SigItem::Leaf(k) => {
+                    let Some(d) = &self.names.dparam[*k] else {
+                        continue;
+                    };
+                    match &self.f.params[*k] {
+                        Param::Scalar { .. } => zero.extend(quote!(*#d = 0.0;)),
+                        Param::Slice { .. } => zero.extend(quote!(#d.fill(0.0);)),
+                    }
+                }
+                SigItem::Agg(a) => {
+                    let Some(d) = da else { continue };
+                    if a.is_struct {
+                        zero.extend(quote!(#rt::Differentiable::set_zero(#d);));
+                    } else {
+                        for l in &a.leaves {
+                            let path = &l.path;
+                            match &self.f.params[l.param] {
+                                Param::Scalar { .. } => zero.extend(quote!(#d #(.#path)* = 0.0;)),
+                                Param::Slice { .. } => {
+                                    zero.extend(quote!(#d #(.#path)*.fill(0.0);))
+                                }
+                            }
+                        }
+                    }
+                }
             }
         }
         let doc1 = format!(

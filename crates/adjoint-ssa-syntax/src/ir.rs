@@ -468,6 +468,18 @@ pub struct SliceInfo {
     /// Declared active (`&[f64]` in `wrt`, every `&mut [f64]`); local arrays are decided by the
     /// activity analysis.
     pub declared_active: bool,
+    /// A parameter of fixed-size array type (`[f64; N]`, `&[f64; N]`, `&mut [f64; N]`): its
+    /// length as written and whether it is passed by reference. `None` for slices.
+    pub array: Option<ArrayTy>,
+}
+
+/// The type of a fixed-size array parameter.
+#[derive(Clone, Debug)]
+pub struct ArrayTy {
+    /// The length as written (a literal or a `const`).
+    pub len: TokenStream,
+    /// `&[f64; N]` / `&mut [f64; N]` rather than `[f64; N]`.
+    pub by_ref: bool,
 }
 
 impl SliceInfo {
@@ -498,15 +510,98 @@ pub enum Param {
     },
 }
 
+/// One step of the access path from an aggregate to one of its leaves: `.0` or `.w`.
+pub type Member = syn::Member;
+
+/// A leaf of an aggregate parameter: the access path and the flat parameter it became.
+#[derive(Clone, Debug)]
+pub struct AggLeaf {
+    /// `.0.1`, `.w`, …
+    pub path: Vec<Member>,
+    /// Index into [`Func::params`].
+    pub param: usize,
+    /// Where it is read (or declared), for errors in the generated code.
+    pub span: Span,
+}
+
+/// A tuple or struct parameter as the user wrote it. Its `f64` and array leaves are ordinary
+/// (flat) entries of [`Func::params`]; the generated code binds them from the aggregate.
+#[derive(Clone, Debug)]
+pub struct AggParam {
+    /// The parameter's name.
+    pub name: syn::Ident,
+    /// Its type as written (`(f64, [f64; 3])`, `&Params`, `Params`).
+    pub ty: syn::Type,
+    /// Differentiated with respect to (in `wrt`).
+    pub active: bool,
+    /// A `#[derive(Differentiable)]` struct (its leaves are the fields the body reads), else a
+    /// tuple (every leaf is known from the type).
+    pub is_struct: bool,
+    /// The leaves read.
+    pub leaves: Vec<AggLeaf>,
+}
+
+/// A parameter of the signature: one flat parameter or an aggregate of several.
+///
+/// ```
+/// use adjoint_ssa_syntax::ir::{Param, SigItem};
+/// let (f, _) = adjoint_ssa_syntax::lower_str(
+///     "fn f(p: (f64, [f64; 2]), q: &Params, n: usize) -> f64 { p.0 * q.w + p.1[1] }",
+///     "",
+/// )
+/// .unwrap();
+/// // p's leaves p.0 and p.1, n, then q.w (struct fields become leaves when read)
+/// assert_eq!(f.params.len(), 4);
+/// assert!(matches!(&f.params[1], Param::Slice { .. }));
+/// let SigItem::Agg(q) = &f.sig[1] else { panic!() };
+/// assert!(q.is_struct && q.leaves.len() == 1);
+/// assert!(matches!(f.sig[2], SigItem::Leaf(2)));
+/// ```
+#[derive(Clone, Debug)]
+pub enum SigItem {
+    /// `Func::params[k]` as is.
+    Leaf(usize),
+    /// A tuple or struct.
+    Agg(Box<AggParam>),
+}
+
+/// A leaf of an aggregate result: the access path and the hidden one-element (scalar) or
+/// array-length local array that the function stores it in.
+#[derive(Clone, Debug)]
+pub struct RetLeaf {
+    /// `.0`, `.w`, or empty for an array result.
+    pub path: Vec<Member>,
+    /// The hidden local array.
+    pub slice: SliceId,
+    /// A scalar (stored at index 0) rather than an array.
+    pub scalar: bool,
+}
+
+/// A tuple, array or struct result: every `return` stores its leaves into hidden local arrays,
+/// whose adjoints the pullback seeds from the result's cotangent.
+#[derive(Clone, Debug)]
+pub struct RetAgg {
+    /// The return type as written.
+    pub ty: syn::Type,
+    /// A `#[derive(Differentiable)]` struct (leaves fixed by the first `return`).
+    pub is_struct: bool,
+    /// Its leaves.
+    pub leaves: Vec<RetLeaf>,
+}
+
 /// A function in SSA form.
 #[derive(Clone, Debug)]
 pub struct Func {
     /// Its name.
     pub name: syn::Ident,
-    /// Parameters in order.
+    /// Flat parameters (scalars and slices); aggregates contribute their leaves.
     pub params: Vec<Param>,
-    /// Returns `f64` (else `()`).
+    /// The signature as written, in order.
+    pub sig: Vec<SigItem>,
+    /// Returns `f64` (else `()` or an aggregate).
     pub returns_f64: bool,
+    /// A tuple, array or struct result.
+    pub ret_agg: Option<RetAgg>,
     /// Values.
     pub values: Vec<ValInfo>,
     /// Slices.

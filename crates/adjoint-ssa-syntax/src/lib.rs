@@ -6,6 +6,7 @@
 //! ([`interp`]) checking adjoints against forward mode.
 
 pub mod adjoint;
+pub mod derive;
 pub mod interp;
 pub mod ir;
 pub mod lower;

@@ -68,6 +68,19 @@ enum Binding {
     Slice(SliceArg),
     /// A mutable element (`for o in out.iter_mut()`).
     Elem(SliceId, Val),
+    /// A tuple or a struct value (immutable: its leaves are values and slices).
+    Agg(AggV),
+    /// A `#[derive(Differentiable)]` struct parameter: `Func::sig[k]` (fields become leaves
+    /// when read).
+    Struct(usize),
+}
+
+/// A tuple (members `0`, `1`, …) or struct literal (named members) value.
+#[derive(Clone, Debug)]
+struct AggV {
+    members: Vec<(String, Ev)>,
+    /// The struct's path for a struct literal.
+    path: Option<syn::Path>,
 }
 
 #[derive(Clone, Debug)]
@@ -89,6 +102,22 @@ enum Ev {
     V(Val),
     S(SliceArg),
     Unit,
+    /// A tuple or struct value.
+    Agg(AggV),
+    /// A struct parameter (`Func::sig[k]`).
+    Struct(usize),
+}
+
+impl Ev {
+    fn binding(self) -> Option<Binding> {
+        Some(match self {
+            Ev::V(v) => Binding::Val(v),
+            Ev::S(s) => Binding::Slice(s),
+            Ev::Agg(a) => Binding::Agg(a),
+            Ev::Struct(k) => Binding::Struct(k),
+            Ev::Unit => return None,
+        })
+    }
 }
 
 /// The items an iterator yields per iteration.
@@ -113,6 +142,8 @@ enum It {
 struct Lower<'a> {
     f: Func,
     opts: &'a Options,
+    /// `(base, field)` of struct fields read as arrays (indexed, `.len()`, `.iter()`, `&`).
+    array_fields: HashSet<(String, String)>,
     cur: BlockId,
     env: Vec<Var>,
     loops: Vec<LoopCtx>,
@@ -220,6 +251,257 @@ fn type_of(ty: &syn::Type) -> Option<Ty> {
     None
 }
 
+/// The length of `[e; N]`: its tokens, and its value when it is a literal.
+fn array_len(len: &Expr) -> Result<(TokenStream, Option<usize>)> {
+    match strip(len) {
+        Expr::Lit(syn::ExprLit {
+            lit: Lit::Int(i), ..
+        }) => Ok((len.to_token_stream(), i.base10_parse::<usize>().ok())),
+        Expr::Path(_) => Ok((len.to_token_stream(), None)),
+        e => err(
+            e,
+            "array lengths are literals or `const` items (use a slice for run-time sizes)",
+        ),
+    }
+}
+
+/// `&[e]`, `&mut [e]`, `[e; N]`, `&[e; N]`, `&mut [e; N]`: element type, `&mut`, array type.
+fn slice_type(ty: &syn::Type) -> Result<Option<(Ty, bool, Option<ArrayTy>)>> {
+    let (inner, mutable, by_ref) = match ty {
+        syn::Type::Reference(r) => (&*r.elem, r.mutability.is_some(), true),
+        t => (t, false, false),
+    };
+    let (elem_ty, array) = match inner {
+        syn::Type::Slice(s) if by_ref => (&*s.elem, None),
+        syn::Type::Array(a) => {
+            let (len, _) = array_len(&a.len)?;
+            (&*a.elem, Some(ArrayTy { len, by_ref }))
+        }
+        _ => return Ok(None),
+    };
+    let Some(elem) = type_of(elem_ty) else {
+        return Ok(None);
+    };
+    if elem == Ty::Bool {
+        return err(elem_ty, "slices of `bool` are not supported");
+    }
+    if mutable && elem != Ty::F64 {
+        return err(
+            ty,
+            "only `&mut [f64]` mutable slices are supported (integer data is passive input: take \
+             `&[usize]`)",
+        );
+    }
+    Ok(Some((elem, mutable, array)))
+}
+
+/// A `#[derive(Differentiable)]` struct type: `Name`, `&Name`, `Name<f64>`, `path::Name`.
+fn struct_type(ty: &syn::Type) -> Result<bool> {
+    let (inner, r) = match ty {
+        syn::Type::Reference(r) => (&*r.elem, Some(r)),
+        t => (t, None),
+    };
+    let syn::Type::Path(tp) = inner else {
+        return Ok(false);
+    };
+    if tp.qself.is_some() {
+        return Ok(false);
+    }
+    let Some(last) = tp.path.segments.last() else {
+        return Ok(false);
+    };
+    let name = last.ident.to_string();
+    let std = [
+        "Vec", "Box", "Option", "String", "Rc", "Arc", "Cow", "Cell", "RefCell", "HashMap",
+        "BTreeMap", "VecDeque", "Result",
+    ];
+    if std.contains(&name.as_str()) || !name.starts_with(|c: char| c.is_ascii_uppercase()) {
+        return Ok(false);
+    }
+    match &last.arguments {
+        syn::PathArguments::None => {}
+        syn::PathArguments::AngleBracketed(a)
+            if a.args.len() == 1
+                && matches!(&a.args[0], syn::GenericArgument::Type(t) if type_of(t) == Some(Ty::F64)) =>
+            {}
+        a => {
+            return err(
+                a,
+                "a differentiable struct parameter is `&Name` or `&Name<f64>` (other generic \
+                 arguments, nested generics and lifetimes are not supported)",
+            )
+        }
+    }
+    if let Some(r) = r {
+        if r.mutability.is_some() {
+            return err(
+                ty,
+                "struct parameters are read-only: take `&Name` (write outputs into a \
+                 `&mut [f64]` parameter, or return the struct)",
+            );
+        }
+    }
+    Ok(true)
+}
+
+/// What a return type is: `Some(false)` a tuple or array, `Some(true)` a struct, `None` other.
+fn ret_agg_kind(t: &syn::Type) -> Result<Option<bool>> {
+    Ok(match t {
+        syn::Type::Tuple(tt) if !tt.elems.is_empty() => Some(false),
+        syn::Type::Array(_) => Some(false),
+        syn::Type::Path(_) if struct_type(t)? => Some(true),
+        _ => None,
+    })
+}
+
+fn scalar_leaf(f: &mut Func, name: syn::Ident, t: Ty, active: bool) -> Val {
+    let val = f.new_val(t, Some(name.to_string()));
+    f.blocks[0].params.push(val);
+    f.params.push(Param::Scalar { name, val, active });
+    val
+}
+
+fn slice_leaf(
+    f: &mut Func,
+    name: syn::Ident,
+    elem: Ty,
+    mutable: bool,
+    declared_active: bool,
+    array: Option<ArrayTy>,
+) -> SliceId {
+    f.slices.push(SliceInfo {
+        name: name.to_string(),
+        elem,
+        kind: SliceKind::Param { mutable },
+        declared_active,
+        array,
+    });
+    let slice = f.slices.len() - 1;
+    f.params.push(Param::Slice { name, slice });
+    slice
+}
+
+/// `.0` → `0`, `.w` → `w`.
+pub fn member_name(m: &syn::Member) -> String {
+    match m {
+        syn::Member::Named(i) => i.to_string(),
+        syn::Member::Unnamed(x) => x.index.to_string(),
+    }
+}
+
+/// The flat parameter name of an aggregate's leaf: `p__0_1`, `p__w`.
+fn leaf_ident(base: &syn::Ident, path: &[syn::Member]) -> syn::Ident {
+    let names: Vec<String> = path.iter().map(member_name).collect();
+    syn::Ident::new(&format!("{base}__{}", names.join("_")), Span::call_site())
+}
+
+/// The leaves of a tuple parameter (every element is `f64`, `[f64; N]` or a tuple of these).
+fn tuple_leaves(
+    f: &mut Func,
+    base: &syn::Ident,
+    t: &syn::TypeTuple,
+    path: &mut Vec<syn::Member>,
+    active: bool,
+    leaves: &mut Vec<AggLeaf>,
+) -> Result<Ev> {
+    let mut members = vec![];
+    for (k, et) in t.elems.iter().enumerate() {
+        path.push(syn::Member::Unnamed(syn::Index {
+            index: k as u32,
+            span: Span::call_site(),
+        }));
+        let ev =
+            match et {
+                _ if type_of(et) == Some(Ty::F64) => {
+                    Ev::V(scalar_leaf(f, leaf_ident(base, path), Ty::F64, active))
+                }
+                syn::Type::Array(a) if type_of(&a.elem) == Some(Ty::F64) => {
+                    array_len(&a.len)?;
+                    let s = slice_leaf(f, leaf_ident(base, path), Ty::F64, false, active, None);
+                    Ev::S(SliceArg {
+                        slice: s,
+                        lo: None,
+                        hi: None,
+                    })
+                }
+                syn::Type::Tuple(tt) if !tt.elems.is_empty() => {
+                    tuple_leaves(f, base, tt, path, active, leaves)?
+                }
+                _ => return err(
+                    et,
+                    "tuple parameters hold `f64`, `[f64; N]` or tuples of these (pass integers, \
+                     slices and structs as separate parameters)",
+                ),
+            };
+        if let Ev::V(_) | Ev::S(_) = ev {
+            leaves.push(AggLeaf {
+                path: path.clone(),
+                param: f.params.len() - 1,
+                span: et.span(),
+            });
+        }
+        members.push((k.to_string(), ev));
+        path.pop();
+    }
+    Ok(Ev::Agg(AggV {
+        members,
+        path: None,
+    }))
+}
+
+/// Struct fields used as arrays: indexed, `.len()`, `.iter()`, `&p.b`, `for v in p.b`.
+struct ArrayUses<'a>(&'a mut HashSet<(String, String)>);
+
+impl ArrayUses<'_> {
+    fn mark(&mut self, e: &Expr) {
+        if let Expr::Field(f) = strip(e) {
+            if let (Expr::Path(p), syn::Member::Named(m)) = (strip(&f.base), &f.member) {
+                if let Some(id) = p.path.get_ident() {
+                    self.0.insert((id.to_string(), m.to_string()));
+                }
+            }
+        }
+    }
+}
+
+impl<'ast> syn::visit::Visit<'ast> for ArrayUses<'_> {
+    fn visit_expr_index(&mut self, i: &'ast syn::ExprIndex) {
+        self.mark(&i.expr);
+        syn::visit::visit_expr_index(self, i);
+    }
+    fn visit_expr_method_call(&mut self, m: &'ast syn::ExprMethodCall) {
+        if matches!(
+            m.method.to_string().as_str(),
+            "len" | "iter" | "iter_mut" | "into_iter"
+        ) {
+            self.mark(&m.receiver);
+        }
+        syn::visit::visit_expr_method_call(self, m);
+    }
+    fn visit_expr_reference(&mut self, r: &'ast syn::ExprReference) {
+        self.mark(&r.expr);
+        syn::visit::visit_expr_reference(self, r);
+    }
+    fn visit_expr_for_loop(&mut self, f: &'ast syn::ExprForLoop) {
+        self.mark(&f.expr);
+        syn::visit::visit_expr_for_loop(self, f);
+    }
+}
+
+/// Flatten an aggregate value into `(member path, leaf)`.
+fn flatten_ev(ev: Ev, path: &mut Vec<String>, out: &mut Vec<(Vec<String>, Ev)>) {
+    match ev {
+        Ev::Agg(a) => {
+            for (m, e) in a.members {
+                path.push(m);
+                flatten_ev(e, path, out);
+                path.pop();
+            }
+        }
+        e => out.push((path.clone(), e)),
+    }
+}
+
 /// Lower a function.
 pub fn lower(item: &syn::ItemFn, opts: &Options) -> Result<Func> {
     let sig = &item.sig;
@@ -233,16 +515,25 @@ pub fn lower(item: &syn::ItemFn, opts: &Options) -> Result<Func> {
     if sig.asyncness.is_some() || sig.unsafety.is_some() || sig.variadic.is_some() {
         return err(sig, "only plain `fn` items are supported");
     }
+    let mut ret_agg = None;
     let returns_f64 = match &sig.output {
         syn::ReturnType::Default => false,
         syn::ReturnType::Type(_, t) => {
             if type_of(t) == Some(Ty::F64) {
                 true
+            } else if let Some(is_struct) = ret_agg_kind(t)? {
+                ret_agg = Some(RetAgg {
+                    ty: (**t).clone(),
+                    is_struct,
+                    leaves: vec![],
+                });
+                false
             } else {
                 return err(
                     t,
-                    "a #[differentiable] function returns `f64` or nothing (write outputs into a \
-                     `&mut [f64]` parameter)",
+                    "a #[differentiable] function returns `f64`, a tuple of `f64` and `[f64; N]`, \
+                     an array `[f64; N]`, a `#[derive(Differentiable)]` struct, or nothing \
+                     (write other outputs into a `&mut [f64]` parameter)",
                 );
             }
         }
@@ -250,7 +541,9 @@ pub fn lower(item: &syn::ItemFn, opts: &Options) -> Result<Func> {
     let mut f = Func {
         name: sig.ident.clone(),
         params: vec![],
+        sig: vec![],
         returns_f64,
+        ret_agg,
         values: vec![],
         slices: vec![],
         blocks: vec![],
@@ -297,78 +590,96 @@ pub fn lower(item: &syn::ItemFn, opts: &Options) -> Result<Func> {
             .unwrap_or(true);
         let name = ident.to_string();
         if let Some(t) = type_of(&pt.ty) {
-            let val = f.new_val(t, Some(name.clone()));
-            f.blocks[0].params.push(val);
-            let active = t == Ty::F64 && in_wrt;
             if opts.wrt.is_some() && in_wrt && t != Ty::F64 {
                 return err(
                     &ident,
                     "`wrt` lists a parameter that is not `f64` or `&[f64]`",
                 );
             }
-            f.params.push(Param::Scalar {
-                name: ident.clone(),
-                val,
-                active,
-            });
+            let val = scalar_leaf(&mut f, ident.clone(), t, t == Ty::F64 && in_wrt);
+            f.sig.push(SigItem::Leaf(f.params.len() - 1));
             env.push(Var {
                 name,
                 b: Binding::Val(val),
             });
             continue;
         }
-        if let syn::Type::Reference(r) = &*pt.ty {
-            if let syn::Type::Slice(s) = &*r.elem {
-                if let Some(elem) = type_of(&s.elem) {
-                    if elem == Ty::Bool {
-                        return err(&s.elem, "slices of `bool` are not supported");
-                    }
-                    let mutable = r.mutability.is_some();
-                    if mutable && elem != Ty::F64 {
-                        return err(
-                            &pt.ty,
-                            "only `&mut [f64]` mutable slices are supported (integer data is \
-                             passive input: take `&[usize]`)",
-                        );
-                    }
-                    if opts.wrt.is_some() && in_wrt && elem != Ty::F64 {
-                        return err(
-                            &ident,
-                            "`wrt` lists a parameter that is not `f64` or `&[f64]`",
-                        );
-                    }
-                    f.slices.push(SliceInfo {
-                        name: name.clone(),
-                        elem,
-                        kind: SliceKind::Param { mutable },
-                        declared_active: elem == Ty::F64 && (in_wrt || mutable),
-                    });
-                    let slice = f.slices.len() - 1;
-                    f.params.push(Param::Slice {
-                        name: ident.clone(),
-                        slice,
-                    });
-                    env.push(Var {
-                        name,
-                        b: Binding::Slice(SliceArg {
-                            slice,
-                            lo: None,
-                            hi: None,
-                        }),
-                    });
-                    continue;
-                }
+        if let Some((elem, mutable, array)) = slice_type(&pt.ty)? {
+            if opts.wrt.is_some() && in_wrt && elem != Ty::F64 {
+                return err(
+                    &ident,
+                    "`wrt` lists a parameter that is not `f64` or `&[f64]`",
+                );
             }
+            let slice = slice_leaf(
+                &mut f,
+                ident.clone(),
+                elem,
+                mutable,
+                elem == Ty::F64 && (in_wrt || mutable),
+                array,
+            );
+            f.sig.push(SigItem::Leaf(f.params.len() - 1));
+            env.push(Var {
+                name,
+                b: Binding::Slice(SliceArg {
+                    slice,
+                    lo: None,
+                    hi: None,
+                }),
+            });
+            continue;
+        }
+        if let syn::Type::Tuple(t) = &*pt.ty {
+            if !t.elems.is_empty() {
+                let mut leaves = vec![];
+                let ev = tuple_leaves(&mut f, &ident, t, &mut vec![], in_wrt, &mut leaves)?;
+                f.sig.push(SigItem::Agg(Box::new(AggParam {
+                    name: ident.clone(),
+                    ty: (*pt.ty).clone(),
+                    active: in_wrt,
+                    is_struct: false,
+                    leaves,
+                })));
+                let Ev::Agg(a) = ev else { unreachable!() };
+                env.push(Var {
+                    name,
+                    b: Binding::Agg(a),
+                });
+                continue;
+            }
+        }
+        if struct_type(&pt.ty)? {
+            f.sig.push(SigItem::Agg(Box::new(AggParam {
+                name: ident.clone(),
+                ty: (*pt.ty).clone(),
+                active: in_wrt,
+                is_struct: true,
+                leaves: vec![],
+            })));
+            env.push(Var {
+                name,
+                b: Binding::Struct(f.sig.len() - 1),
+            });
+            continue;
         }
         return err(
             &pt.ty,
             "unsupported parameter type: use `f64`, an integer type, `bool`, `&[f64]`, \
-             `&mut [f64]` or `&[usize]` (pass structures as slices)",
+             `&mut [f64]`, `&[usize]`, `[f64; N]` (or `&[f64; N]`), a tuple of `f64` and \
+             `[f64; N]`, or a `#[derive(Differentiable)]` struct",
         );
+    }
+    let mut array_fields = HashSet::new();
+    {
+        use syn::visit::Visit;
+        let mut v = ArrayUses(&mut array_fields);
+        v.visit_block(&item.block);
     }
     let mut l = Lower {
         f,
         opts,
+        array_fields,
         cur: 0,
         env,
         loops: vec![],
@@ -385,26 +696,35 @@ pub fn lower(item: &syn::ItemFn, opts: &Options) -> Result<Func> {
     } else {
         l.f.blocks[ret].term = Term::Return(None);
     }
+    if let Some(ra) = l.f.ret_agg.clone() {
+        if !ra.is_struct {
+            l.ret_leaves(&ra.ty, &mut vec![])?;
+        }
+    }
     let tail = l.block(&item.block)?;
     if !l.is_dead(l.cur) {
+        let last = || {
+            item.block
+                .stmts
+                .last()
+                .map(|s| s.to_token_stream())
+                .unwrap_or_else(|| item.block.to_token_stream())
+        };
         if returns_f64 {
             match tail {
                 Ev::V(v) if l.f.values[v].ty == Ty::F64 => l.set_term(Term::Jump(Target {
                     block: ret,
                     args: vec![v],
                 })),
-                _ => {
-                    return err(
-                        item.block
-                            .stmts
-                            .last()
-                            .map(|s| s.to_token_stream())
-                            .unwrap_or_else(|| item.block.to_token_stream()),
-                        "the function must end in an `f64` expression",
-                    )
-                }
+                _ => return err(last(), "the function must end in an `f64` expression"),
             }
         } else {
+            if l.f.ret_agg.is_some() {
+                if let Ev::Unit = tail {
+                    return err(last(), "the function must end in its result");
+                }
+                l.store_ret(tail, &last())?;
+            }
             l.set_term(Term::Jump(Target {
                 block: ret,
                 args: vec![],
@@ -660,6 +980,7 @@ impl Lower<'_> {
                     len_value,
                 },
                 declared_active: false,
+                array: None,
             });
             let slice = self.f.slices.len() - 1;
             self.emit(Inst::Fill { slice, val: v });
@@ -674,14 +995,12 @@ impl Lower<'_> {
             return Ok(());
         }
         let hint = match ty {
-            Some(t) => match type_of(t) {
-                Some(t) => Some(t),
-                None => {
-                    if let syn::Type::Reference(_) = t {
-                        None
-                    } else {
-                        return err(t, "unsupported type: locals are `f64`, integers, `bool`, slices of parameters or `[f64; N]` arrays");
-                    }
+            Some(t) => match (type_of(t), t) {
+                (Some(t), _) => Some(t),
+                (None, syn::Type::Reference(_) | syn::Type::Tuple(_)) => None,
+                (None, syn::Type::Array(a)) => type_of(&a.elem),
+                _ => {
+                    return err(t, "unsupported type: locals are `f64`, integers, `bool`, slices of parameters, `[f64; N]` arrays or tuples");
                 }
             },
             None => None,
@@ -713,13 +1032,35 @@ impl Lower<'_> {
                         }
                         Binding::Val(v)
                     }
-                    Ev::S(s) => Binding::Slice(s),
+                    Ev::S(s) => {
+                        // `let b = a;` copies a local array (a reference `&a` aliases it)
+                        let copy = matches!(self.f.slices[s.slice].kind, SliceKind::Local { .. })
+                            && !matches!(strip(init), Expr::Reference(_) | Expr::Array(_));
+                        if copy && s.lo.is_none() && s.hi.is_none() {
+                            let src = &self.f.slices[s.slice];
+                            let info = SliceInfo {
+                                name: name.clone(),
+                                ..src.clone()
+                            };
+                            self.f.slices.push(info);
+                            let dst = self.f.slices.len() - 1;
+                            self.copy_into(dst, s)?;
+                            Binding::Slice(SliceArg {
+                                slice: dst,
+                                lo: None,
+                                hi: None,
+                            })
+                        } else {
+                            Binding::Slice(s)
+                        }
+                    }
                     Ev::Unit => {
                         if self.is_dead(self.cur) {
                             return Ok(());
                         }
                         return err(init, "this expression has no value");
                     }
+                    ev => ev.binding().expect("a value"),
                 };
                 self.env.push(Var { name, b });
                 Ok(())
@@ -728,40 +1069,12 @@ impl Lower<'_> {
                 self.expr(init, hint)?;
                 Ok(())
             }
-            Pat::Tuple(pt) => {
-                let Expr::Tuple(et) = strip(init) else {
-                    return err(
-                        init,
-                        "destructure only tuple expressions `let (a, b) = (x, y);` (functions \
-                         return one `f64`)",
-                    );
-                };
-                if et.elems.len() != pt.elems.len() {
-                    return err(pt, "the tuple pattern and the tuple have different lengths");
+            Pat::Tuple(_) => {
+                let ev = self.expr(init, None)?;
+                if self.is_dead(self.cur) && matches!(ev, Ev::Unit) {
+                    return Ok(());
                 }
-                // evaluate all first (like Rust), then bind
-                let mut vals = vec![];
-                for e in &et.elems {
-                    vals.push(self.expr(e, None)?);
-                }
-                for (p, ev) in pt.elems.iter().zip(vals) {
-                    match p {
-                        Pat::Ident(pi) => {
-                            let b = match ev {
-                                Ev::V(v) => Binding::Val(v),
-                                Ev::S(s) => Binding::Slice(s),
-                                Ev::Unit => return err(p, "this element has no value"),
-                            };
-                            self.env.push(Var {
-                                name: pi.ident.to_string(),
-                                b,
-                            });
-                        }
-                        Pat::Wild(_) => {}
-                        p => return err(p, "bind plain names in tuple patterns"),
-                    }
-                }
-                Ok(())
+                self.bind_ev(pat, ev, init)
             }
             p => err(
                 p,
@@ -770,12 +1083,351 @@ impl Lower<'_> {
         }
     }
 
+    /// Bind a pattern to an evaluated value (tuples destructure).
+    fn bind_ev(&mut self, pat: &Pat, ev: Ev, at: &dyn ToTokens) -> Result<()> {
+        match pat {
+            Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
+                let Some(b) = ev.binding() else {
+                    return err(pat, "this element has no value");
+                };
+                self.env.push(Var {
+                    name: pi.ident.to_string(),
+                    b,
+                });
+                Ok(())
+            }
+            Pat::Wild(_) => Ok(()),
+            Pat::Tuple(pt) => {
+                let Ev::Agg(AggV {
+                    members,
+                    path: None,
+                }) = ev
+                else {
+                    return err(
+                        at,
+                        "destructure tuples only (`let (a, b) = (x, y);`, a tuple parameter or \
+                         a tuple variable); calls to #[differentiable] functions return one `f64`",
+                    );
+                };
+                if members.len() != pt.elems.len() {
+                    return err(pt, "the tuple pattern and the tuple have different lengths");
+                }
+                for (p, (_, e)) in pt.elems.iter().zip(members) {
+                    self.bind_ev(p, e, p)?;
+                }
+                Ok(())
+            }
+            p => err(p, "bind plain names, `_` or tuples of these"),
+        }
+    }
+
+    /// `for k in 0..src.len() { dst[k] = src[k]; }`
+    fn copy_into(&mut self, dst: SliceId, src: SliceArg) -> Result<()> {
+        let n0 = self.env.len();
+        self.env.push(Var {
+            name: "__adjoint_dst".into(),
+            b: Binding::Slice(SliceArg {
+                slice: dst,
+                lo: None,
+                hi: None,
+            }),
+        });
+        self.env.push(Var {
+            name: "__adjoint_src".into(),
+            b: Binding::Slice(src),
+        });
+        let e: Expr = syn::parse_quote! {
+            for __adjoint_k in 0..__adjoint_src.len() {
+                __adjoint_dst[__adjoint_k] = __adjoint_src[__adjoint_k];
+            }
+        };
+        self.expr(&e, None)?;
+        self.env.truncate(n0);
+        Ok(())
+    }
+
+    /// A hidden local array holding a leaf of the result.
+    fn ret_slice(&mut self, len: TokenStream, len_value: Option<usize>) -> SliceId {
+        self.f.slices.push(SliceInfo {
+            name: "ret".into(),
+            elem: Ty::F64,
+            kind: SliceKind::Local { len, len_value },
+            declared_active: true,
+            array: None,
+        });
+        self.f.slices.len() - 1
+    }
+
+    /// The leaves of a tuple or array return type.
+    fn ret_leaves(&mut self, ty: &syn::Type, path: &mut Vec<syn::Member>) -> Result<()> {
+        let leaf = match ty {
+            syn::Type::Paren(p) => return self.ret_leaves(&p.elem, path),
+            t if type_of(t) == Some(Ty::F64) => RetLeaf {
+                path: path.clone(),
+                slice: self.ret_slice(quote!(1), Some(1)),
+                scalar: true,
+            },
+            syn::Type::Array(a) if type_of(&a.elem) == Some(Ty::F64) => {
+                let (len, len_value) = array_len(&a.len)?;
+                RetLeaf {
+                    path: path.clone(),
+                    slice: self.ret_slice(len, len_value),
+                    scalar: false,
+                }
+            }
+            syn::Type::Tuple(t) if !t.elems.is_empty() => {
+                for (k, e) in t.elems.iter().enumerate() {
+                    path.push(syn::Member::Unnamed(syn::Index {
+                        index: k as u32,
+                        span: Span::call_site(),
+                    }));
+                    self.ret_leaves(e, path)?;
+                    path.pop();
+                }
+                return Ok(());
+            }
+            t => {
+                return err(
+                    t,
+                    "a returned tuple or array holds `f64`, `[f64; N]` or tuples of these",
+                )
+            }
+        };
+        self.f
+            .ret_agg
+            .as_mut()
+            .expect("aggregate result")
+            .leaves
+            .push(leaf);
+        Ok(())
+    }
+
+    /// Store a result into the hidden result arrays.
+    fn store_ret(&mut self, ev: Ev, at: &dyn ToTokens) -> Result<()> {
+        let ra = self.f.ret_agg.clone().expect("aggregate result");
+        if ra.is_struct && !matches!(ev, Ev::Agg(AggV { path: Some(_), .. })) {
+            return err(
+                at,
+                "return a struct literal `Name { field: value, … }` (of the declared type)",
+            );
+        }
+        let mut flat = vec![];
+        flatten_ev(ev, &mut vec![], &mut flat);
+        if ra.is_struct && ra.leaves.is_empty() {
+            // the first `return` fixes the struct's leaves
+            for (path, e) in &flat {
+                let [name] = &path[..] else {
+                    return err(
+                        at,
+                        "the fields of a returned struct are `f64` or `[f64; N]`",
+                    );
+                };
+                let member = syn::Member::Named(syn::Ident::new(name, Span::call_site()));
+                let leaf = match e {
+                    Ev::V(_) => RetLeaf {
+                        path: vec![member],
+                        slice: self.ret_slice(quote!(1), Some(1)),
+                        scalar: true,
+                    },
+                    Ev::S(sa) if sa.lo.is_none() && sa.hi.is_none() => {
+                        let si = &self.f.slices[sa.slice];
+                        let (len, len_value) = match (&si.kind, &si.array) {
+                            (SliceKind::Local { len, len_value }, _) => (len.clone(), *len_value),
+                            (_, Some(a)) => (a.len.clone(), None),
+                            _ => {
+                                return err(
+                                    at,
+                                    format!(
+                                        "field `{name}`: return a local array, an array literal \
+                                         or an array parameter"
+                                    ),
+                                )
+                            }
+                        };
+                        RetLeaf {
+                            path: vec![member],
+                            slice: self.ret_slice(len, len_value),
+                            scalar: false,
+                        }
+                    }
+                    _ => {
+                        return err(
+                            at,
+                            format!("field `{name}`: struct fields are `f64` or `[f64; N]`"),
+                        )
+                    }
+                };
+                self.f
+                    .ret_agg
+                    .as_mut()
+                    .expect("aggregate result")
+                    .leaves
+                    .push(leaf);
+            }
+        }
+        let leaves = self
+            .f
+            .ret_agg
+            .as_ref()
+            .expect("aggregate result")
+            .leaves
+            .clone();
+        if flat.len() != leaves.len() {
+            return err(at, "the result does not have the declared return type");
+        }
+        for leaf in leaves {
+            let want: Vec<String> = leaf.path.iter().map(member_name).collect();
+            let Some((_, e)) = flat.iter().find(|(p, _)| *p == want) else {
+                return err(at, "the result does not have the declared return type");
+            };
+            match (leaf.scalar, e.clone()) {
+                (true, Ev::V(v)) if self.ty(v) == Ty::F64 => {
+                    let idx = self.usize_const(0);
+                    self.emit(Inst::Store {
+                        slice: leaf.slice,
+                        idx,
+                        val: v,
+                    });
+                }
+                (false, Ev::S(sa)) => self.copy_into(leaf.slice, sa)?,
+                _ => return err(at, "the result does not have the declared return type"),
+            }
+        }
+        Ok(())
+    }
+
+    /// `p.w` on a struct parameter: the leaf for the field (created on first read).
+    fn struct_field(&mut self, k: usize, base: &Expr, id: &syn::Ident) -> Result<Ev> {
+        let base_name = match strip(base) {
+            Expr::Path(p) => p
+                .path
+                .get_ident()
+                .map(|i| i.to_string())
+                .unwrap_or_default(),
+            _ => String::new(),
+        };
+        let array = self.array_fields.contains(&(base_name, id.to_string()));
+        let SigItem::Agg(ap) = &self.f.sig[k] else {
+            unreachable!("a struct parameter")
+        };
+        let found = ap
+            .leaves
+            .iter()
+            .find(|l| matches!(&l.path[..], [syn::Member::Named(n)] if n == id));
+        if let Some(l) = found {
+            return match (&self.f.params[l.param], array) {
+                (Param::Scalar { val, .. }, false) => Ok(Ev::V(*val)),
+                (Param::Slice { slice, .. }, true) => Ok(Ev::S(SliceArg {
+                    slice: *slice,
+                    lo: None,
+                    hi: None,
+                })),
+                _ => err(
+                    id,
+                    format!(
+                        "field `{id}` is read both as a number and as an array (index it, or \
+                         borrow it with `&`, wherever it is an array)"
+                    ),
+                ),
+            };
+        }
+        let (base, active) = (ap.name.clone(), ap.active);
+        let path = vec![syn::Member::Named(id.clone())];
+        let lname = leaf_ident(&base, &path);
+        let ev = if array {
+            let s = slice_leaf(&mut self.f, lname, Ty::F64, false, active, None);
+            Ev::S(SliceArg {
+                slice: s,
+                lo: None,
+                hi: None,
+            })
+        } else {
+            Ev::V(scalar_leaf(&mut self.f, lname, Ty::F64, active))
+        };
+        let param = self.f.params.len() - 1;
+        let SigItem::Agg(ap) = &mut self.f.sig[k] else {
+            unreachable!("a struct parameter")
+        };
+        ap.leaves.push(AggLeaf {
+            path,
+            param,
+            span: id.span(),
+        });
+        Ok(ev)
+    }
+
+    fn field(&mut self, fe: &syn::ExprField) -> Result<Ev> {
+        let base = self.expr(&fe.base, None)?;
+        let m = member_name(&fe.member);
+        match base {
+            Ev::Agg(a) => match a.members.iter().find(|(n, _)| *n == m) {
+                Some((_, e)) => Ok(e.clone()),
+                None => err(&fe.member, format!("no field `{m}`")),
+            },
+            Ev::Struct(k) => match &fe.member {
+                syn::Member::Named(id) => self.struct_field(k, &fe.base, id),
+                m => err(m, "struct fields have names"),
+            },
+            _ => err(
+                fe,
+                "fields are read from tuples, struct literals and `#[derive(Differentiable)]` \
+                 struct parameters",
+            ),
+        }
+    }
+
+    /// `[a, b, c]`: a fresh local array.
+    fn array_lit(&mut self, a: &syn::ExprArray, hint: Option<Ty>) -> Result<Ev> {
+        if a.elems.is_empty() {
+            return err(a, "empty arrays are not supported");
+        }
+        let mut h = hint.filter(|t| *t != Ty::Bool);
+        let mut vals = vec![];
+        for e in &a.elems {
+            let v = self.scalar(e, h)?;
+            let t = self.ty(v);
+            if t == Ty::Bool {
+                return err(e, "arrays of `bool` are not supported");
+            }
+            if let Some(h) = h {
+                if !h.same_kind(t) {
+                    return err(e, "the elements of an array have one type");
+                }
+            }
+            h = Some(t);
+            vals.push(v);
+        }
+        let n = vals.len();
+        let lit = proc_macro2::Literal::usize_unsuffixed(n);
+        self.f.slices.push(SliceInfo {
+            name: "array".into(),
+            elem: self.ty(vals[0]),
+            kind: SliceKind::Local {
+                len: quote!(#lit),
+                len_value: Some(n),
+            },
+            declared_active: false,
+            array: None,
+        });
+        let slice = self.f.slices.len() - 1;
+        for (k, v) in vals.into_iter().enumerate() {
+            let idx = self.usize_const(k);
+            self.emit(Inst::Store { slice, idx, val: v });
+        }
+        Ok(Ev::S(SliceArg {
+            slice,
+            lo: None,
+            hi: None,
+        }))
+    }
+
     // ---- expressions ----
 
     fn scalar(&mut self, e: &Expr, hint: Option<Ty>) -> Result<Val> {
         match self.expr(e, hint)? {
             Ev::V(v) => Ok(v),
             Ev::S(_) => err(e, "expected a number, found a slice"),
+            Ev::Agg(_) | Ev::Struct(_) => err(e, "expected a number, found a tuple or struct"),
             Ev::Unit => {
                 if self.is_dead(self.cur) {
                     // unreachable code: any placeholder will do
@@ -832,6 +1484,19 @@ impl Lower<'_> {
                         block: ret,
                         args: vec![v],
                     }));
+                } else if self.f.ret_agg.is_some() {
+                    let Some(v) = &r.expr else {
+                        return err(r, "return the result");
+                    };
+                    let ev = self.expr(v, None)?;
+                    if !self.is_dead(self.cur) {
+                        self.store_ret(ev, v)?;
+                    }
+                    let ret = self.ret;
+                    self.finish(Term::Jump(Target {
+                        block: ret,
+                        args: vec![],
+                    }));
                 } else {
                     if let Some(v) = &r.expr {
                         return err(v, "this function returns nothing");
@@ -873,20 +1538,42 @@ impl Lower<'_> {
                 "macros are not supported in #[differentiable] functions (write the code they \
                  expand to)",
             ),
-            Expr::Field(f) => err(
-                f,
-                "fields of structs and tuples are not supported yet: pass the data as `f64` / \
-                 slice parameters, call `sin()` and `cos()` separately",
-            ),
-            Expr::Struct(st) => err(
-                st,
-                "struct values are not supported yet: pass the fields as `f64` / slice parameters",
-            ),
-            Expr::Array(a) => err(
-                a,
-                "array literals are not supported: use `[v; N]` and assign elements",
-            ),
-            Expr::Tuple(t) => err(t, "tuples are supported only in `let (a, b) = (x, y);`"),
+            Expr::Field(f) => self.field(f),
+            Expr::Struct(st) => {
+                if let Some(r) = &st.rest {
+                    return err(r, "`..base` is not supported: give every field");
+                }
+                if st.qself.is_some() {
+                    return err(st, "qualified struct paths are not supported");
+                }
+                let mut members = vec![];
+                for fv in &st.fields {
+                    let ev = self.expr(&fv.expr, None)?;
+                    if let Ev::Unit = ev {
+                        return err(&fv.expr, "this field has no value");
+                    }
+                    members.push((member_name(&fv.member), ev));
+                }
+                Ok(Ev::Agg(AggV {
+                    members,
+                    path: Some(st.path.clone()),
+                }))
+            }
+            Expr::Array(a) => self.array_lit(a, hint),
+            Expr::Tuple(t) => {
+                let mut members = vec![];
+                for (k, e) in t.elems.iter().enumerate() {
+                    let ev = self.expr(e, None)?;
+                    if let Ev::Unit = ev {
+                        return err(e, "this element has no value");
+                    }
+                    members.push((k.to_string(), ev));
+                }
+                Ok(Ev::Agg(AggV {
+                    members,
+                    path: None,
+                }))
+            }
             Expr::Unsafe(u) => err(u, "`unsafe` blocks are not supported"),
             Expr::Range(r) => err(r, "ranges are supported in `for` loops and slice indexing"),
             e => err(
@@ -969,6 +1656,8 @@ impl Lower<'_> {
                         self.emit(Inst::Load { dst, slice: s, idx });
                         Ev::V(dst)
                     }
+                    Binding::Agg(a) => Ev::Agg(a),
+                    Binding::Struct(k) => Ev::Struct(k),
                 });
             }
             if name
@@ -1351,6 +2040,12 @@ impl Lower<'_> {
                 );
             }
             Ev::V(v) => v,
+            Ev::Agg(_) | Ev::Struct(_) => {
+                return err(
+                    &m.method,
+                    "methods on tuples and structs are not supported: call them on fields",
+                )
+            }
             Ev::Unit => return err(&m.receiver, "this expression has no value"),
         };
         let args: Vec<&Expr> = m.args.iter().collect();
@@ -1489,7 +2184,15 @@ impl Lower<'_> {
                         let c = self.konst(Ty::F64, tok, ConstVal::F(v));
                         Ok(Ev::V(self.bin(Op2::Mul, recv, c)))
                     }
-                    "sin_cos" => err(at, "`sin_cos` returns a tuple: call `sin()` and `cos()`"),
+                    "sin_cos" => {
+                        nargs(0)?;
+                        let sin = self.un(Op1::Sin, recv, None);
+                        let cos = self.un(Op1::Cos, recv, None);
+                        Ok(Ev::Agg(AggV {
+                            members: vec![("0".into(), Ev::V(sin)), ("1".into(), Ev::V(cos))],
+                            path: None,
+                        }))
+                    }
                     "clone" => Ok(Ev::V(recv)),
                     _ => err(
                         at,
@@ -1585,6 +2288,13 @@ impl Lower<'_> {
                     }
                     args.push(Arg::Slice(s))
                 }
+                Ev::Agg(_) | Ev::Struct(_) => {
+                    return err(
+                        a,
+                        "passing tuples or structs to another #[differentiable] function is not \
+                         supported: pass their fields",
+                    )
+                }
                 Ev::Unit => return err(a, "this argument has no value"),
             }
         }
@@ -1623,6 +2333,11 @@ impl Lower<'_> {
                     }
                     Binding::Elem(s, idx) => self.store(s, idx, op, rhs),
                     Binding::Slice(_) => err(lhs, "assigning whole slices is not supported"),
+                    Binding::Agg(_) | Binding::Struct(_) => err(
+                        lhs,
+                        "tuples and structs are read-only: destructure them into variables \
+                         (`let (mut a, mut b) = t;`)",
+                    ),
                 }
             }
             Expr::Unary(u) if matches!(u.op, UnOp::Deref(_)) => {
@@ -1653,6 +2368,10 @@ impl Lower<'_> {
                 let idx = self.offset(&base, i);
                 self.store(base.slice, idx, op, rhs)
             }
+            Expr::Field(f) => err(
+                f,
+                "fields of tuples and structs are read-only: copy them into variables",
+            ),
             e => err(e, "assign to variables, slice elements `x[i]` or `*elem`"),
         }
     }
@@ -1770,10 +2489,15 @@ impl Lower<'_> {
             let p = self.f.new_val(tys[0], None);
             self.f.blocks[m].params.push(p);
             result = Ev::V(p);
-        } else if let Some((_, _, Ev::S(_))) =
-            incoming.iter().find(|(_, _, e)| matches!(e, Ev::S(_)))
+        } else if incoming
+            .iter()
+            .any(|(_, _, e)| matches!(e, Ev::S(_) | Ev::Agg(_) | Ev::Struct(_)))
         {
-            return err(at, "branches that produce slices are not supported");
+            return err(
+                at,
+                "branches that produce slices, tuples or structs are not supported: assign \
+                 variables in each branch",
+            );
         }
         for (b, mut args, ev) in incoming {
             if let (true, Ev::V(v)) = (all_vals, ev) {

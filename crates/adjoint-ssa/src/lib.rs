@@ -38,8 +38,9 @@
 //! * `f::grad(x, y, n, d_x, d_y) -> f64` — value and gradient (buffers overwritten), with the
 //!   thread's workspace; `f::grad_with(ws, …)` with yours. Steady-state calls allocate nothing.
 //!
-//! Parameters: `f64` and `&[f64]` are differentiated (restrict with
-//! `#[differentiable(wrt(x))]`); integers, `bool` and `&[usize]` are passive; `&mut [f64]` are
+//! Parameters: `f64`, `&[f64]`, `[f64; N]`, tuples and `#[derive(Differentiable)]` structs are
+//! differentiated (restrict with `#[differentiable(wrt(x))]`); integers, `bool` and `&[usize]`
+//! are passive; `&mut [f64]` are
 //! in-place outputs: `pullback` takes their cotangent in `d_out` and leaves there the cotangent of
 //! their initial contents. Functions with `&mut` outputs get `primal` and `pullback` only.
 //!
@@ -60,13 +61,69 @@
 //! assert_eq!((dx[0], dx[1], da), (0.5 * 0.1f64.cos(), 0.0, 0.1f64.sin()));
 //! ```
 //!
+//! # Arrays, tuples and structs
+//!
+//! Fixed-size arrays `[f64; N]`, `&[f64; N]`, `&mut [f64; N]` (`N` a literal or a `const`) are
+//! parameters like slices, with gradients in `&mut [f64; N]` buffers. Tuples of `f64` and
+//! `[f64; N]` (nested too) are parameters (gradient: a `&mut` tuple of the same type) and
+//! results; an aggregate result's `pullback` takes its cotangent (a value of the result type)
+//! as `dret` and returns the result. Structs of differentiable fields are written once over their
+//! number type with [`derive(Differentiable)`](Differentiable): `Params` means `Params<f64>`
+//! (values and gradients), and `primal`/`pullback` take `&Params<T>` at any [`Real`] `T`.
+//!
+//! ```
+//! use adjoint_ssa::{differentiable, Differentiable, Workspace};
+//!
+//! #[derive(Clone, Copy, Debug, PartialEq, Differentiable)]
+//! struct Params<T = f64> {
+//!     w: T,
+//!     b: [T; 2],
+//! }
+//!
+//! #[differentiable]
+//! fn loss(p: &Params, x: [f64; 2]) -> f64 {
+//!     let (u, v) = (p.w * x[0] + p.b[0], p.w * x[1] + p.b[1]);
+//!     u * u + v * v
+//! }
+//!
+//! #[differentiable]
+//! fn polar(r: f64, t: f64) -> (f64, f64) {
+//!     let (s, c) = t.sin_cos();
+//!     (r * c, r * s)
+//! }
+//!
+//! # fn main() {
+//! let p = Params { w: 2.0, b: [0.5, -1.0] };
+//! let (mut dp, mut dx) = (Params::zero(), [0.0; 2]); // the gradient is a `Params`
+//! let value = loss::grad(&p, [1.0, 3.0], &mut dp, &mut dx);
+//! assert_eq!(value, 2.5 * 2.5 + 5.0 * 5.0);
+//! assert_eq!(dp, Params { w: 2.0 * 2.5 + 2.0 * 5.0 * 3.0, b: [5.0, 10.0] });
+//!
+//! let (mut dr, mut dt) = (0.0, 0.0);
+//! let (x, y) = polar::pullback(&mut Workspace::new(), 2.0, 0.0, &mut dr, &mut dt, (0.0, 1.0));
+//! assert_eq!((x, y, dr, dt), (2.0, 0.0, 0.0, 2.0)); // cotangent (0, 1): ∂y/∂r, ∂y/∂t
+//! # }
+//! ```
+//!
+//! In the body: `p.w` and `p.b[i]` on struct parameters (a field that is indexed, `.len()`-ed,
+//! iterated or borrowed with `&` is an array field, any other read is a number), `t.0` and
+//! `let (a, (b, c)) = t;` on tuples, tuple and struct literals (`Params { w, b }` as a result),
+//! array literals `[a, b]`, `let b = a;` copying a local array, `x.sin_cos()`. Aggregates are
+//! read-only values (destructure into `let mut` variables to change them). Not supported, each a
+//! compile error saying what to write instead: structs whose fields are not `T` or `[T; N]`
+//! (nested structs, references, integers), struct parameters by `&mut`, methods called on
+//! structs, tuples or structs produced by `if`/`match` branches or passed to or returned from
+//! calls of other `#[differentiable]` functions (pass fields; callees take slices, not arrays).
+//! The struct must be visible (with its fields) where the function is.
+//!
 //! # Supported Rust
 //!
 //! `let` (with tuples `let (a, b) = (x, y);`), assignment and compound assignment, `if`/`else`
 //! (also as expressions), `match` on integers and bools, `while`, `loop` with labelled
 //! `break`/`continue`, `for` over ranges (`a..b`, `a..=b`, `.rev()`, `.step_by(k)`) and slices
 //! (`.iter()`, `.iter_mut()`, `.enumerate()`, `.zip()`), early `return`; slice indexing and
-//! sub-slices `&x[a..b]`, `x.len()`, local arrays `[0.0; N]`; every primitive of the shared rule
+//! sub-slices `&x[a..b]`, `x.len()`, local arrays `[0.0; N]` and `[a, b, c]`; tuples, arrays and
+//! structs (above); every primitive of the shared rule
 //! table as a method (`x.sin()`, `x.powi(2)`, `a.max(b)`, `x.powf(y)`, `x.erf()` with
 //! [`Real`] in scope, …) or as `f64::sin(x)`; piecewise-constant `floor`, `ceil`, `round`,
 //! `trunc`, `signum` (derivative 0); calls to other `#[differentiable]` functions (their pullback
@@ -80,7 +137,53 @@
 //! recording decisions and adjoint blocks.
 
 pub use adjoint_core::Real;
-pub use adjoint_ssa_macros::differentiable;
+pub use adjoint_ssa_macros::{differentiable, Differentiable};
+
+/// A struct of differentiable fields, written once over its number type:
+/// `#[derive(Differentiable)] struct Params<T = f64> { w: T, b: [T; 3] }` (every field `T` or
+/// `[T; N]`). `Params` — that is `Params<f64>` — holds values *and* gradients;
+/// `#[differentiable]` functions taking `&Params` get `primal` and `pullback` over
+/// `Params<T>` for any [`Real`] `T` (`Params<Dual<f64>>` is forward mode). Implement it with the
+/// derive, which checks the shape.
+///
+/// ```
+/// use adjoint_ssa::{differentiable, Differentiable};
+///
+/// #[derive(Clone, Copy, Debug, PartialEq, Differentiable)]
+/// struct Line<T = f64> {
+///     w: T,
+///     b: [T; 2],
+/// }
+///
+/// #[differentiable(wrt(p))]
+/// fn loss(p: &Line, x: f64) -> f64 {
+///     let r = p.w * x + p.b[0] - p.b[1];
+///     r * r
+/// }
+///
+/// # fn main() {
+/// let p = Line { w: 2.0, b: [0.5, 1.0] };
+/// let mut dp = Line::zero(); // a gradient is a `Line` too
+/// let v = loss::grad(&p, 3.0, &mut dp);
+/// let r: f64 = 2.0 * 3.0 + 0.5 - 1.0;
+/// assert_eq!(v, r * r);
+/// assert_eq!(dp, Line { w: 2.0 * r * 3.0, b: [2.0 * r, -2.0 * r] });
+/// # }
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a `#[derive(Differentiable)]` struct",
+    note = "write `#[derive(Differentiable)] struct Name<T = f64> {{ field: T, array: [T; N] }}`"
+)]
+pub trait Differentiable: Sized {
+    /// The same struct over another number type.
+    type Of<U: Real>: Differentiable;
+    /// Every field zero.
+    fn zero() -> Self;
+    /// Set every field to zero (`grad` clears gradient buffers with it).
+    fn set_zero(&mut self) {
+        *self = Self::zero();
+    }
+}
 
 mod workspace;
 pub use workspace::{with_workspace, Cursor, Stack, Workspace};

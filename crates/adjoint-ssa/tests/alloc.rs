@@ -2,7 +2,7 @@
 
 #![allow(clippy::needless_range_loop)]
 
-use adjoint_ssa::{differentiable, Workspace};
+use adjoint_ssa::{differentiable, Differentiable, Workspace};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -57,6 +57,64 @@ fn steady_state_calls_allocate_nothing() {
     for _ in 0..10 {
         f::grad_with(&mut ws, &x, 0.8, &mut g, &mut dy);
         f::grad(&x, 0.8, &mut g, &mut dy);
+    }
+    assert_eq!(
+        ALLOCS.load(Ordering::Relaxed),
+        before,
+        "a steady-state call allocated"
+    );
+    assert!(ws.capacity_bytes() > 0);
+}
+
+#[derive(Clone, Copy, Differentiable)]
+struct Layer<T = f64> {
+    w: [T; 4],
+    b: T,
+}
+
+/// A struct parameter, an array parameter and a tuple result, in a loop that pushes.
+#[differentiable]
+fn layer(p: &Layer, x: &[f64], scale: [f64; 2]) -> (f64, [f64; 2]) {
+    let mut s = 0.0;
+    let mut acc = [0.0; 2];
+    for i in 0..x.len() {
+        let mut t = p.b;
+        for k in 0..4 {
+            t = (t + p.w[k] * x[i]).tanh();
+        }
+        s += t * scale[0];
+        acc[i % 2] += t * t * scale[1];
+    }
+    (s, acc)
+}
+
+#[test]
+fn steady_state_struct_and_array_calls_allocate_nothing() {
+    let x: Vec<f64> = (0..300).map(|i| (i as f64 * 0.21).cos()).collect();
+    let p = Layer {
+        w: [0.3, -0.2, 0.5, 0.1],
+        b: 0.05,
+    };
+    let mut ws = Workspace::new();
+    let (mut dp, mut dx, mut ds) = (Layer::zero(), vec![0.0; x.len()], [0.0; 2]);
+    let mut run = |ws: &mut Workspace<f64>| {
+        ws.clear();
+        dp.set_zero();
+        layer::pullback(
+            ws,
+            &p,
+            &x,
+            [1.5, 0.5],
+            &mut dp,
+            &mut dx,
+            &mut ds,
+            (1.0, [0.5, -0.25]),
+        )
+    };
+    run(&mut ws); // warm-up grows the stacks
+    let before = ALLOCS.load(Ordering::Relaxed);
+    for _ in 0..10 {
+        run(&mut ws);
     }
     assert_eq!(
         ALLOCS.load(Ordering::Relaxed),

@@ -1,8 +1,8 @@
 use adjoint_ssa::differentiable;
 
 #[differentiable]
-fn f(x: f64) -> (f64, f64) {
-    (x, x)
+fn f(x: f64) -> Option<f64> {
+    Some(x)
 }
 
 fn main() {}

@@ -1,10 +1,13 @@
 use adjoint_ssa::differentiable;
 
-struct P { a: f64 }
+struct P {
+    a: f64,
+}
 
 #[differentiable]
 fn f(x: f64) -> f64 {
-    let p = P { a: x };
+    let mut p = P { a: x };
+    p.a = 2.0 * x;
     p.a
 }
 

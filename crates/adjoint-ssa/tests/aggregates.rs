@@ -1,0 +1,380 @@
+//! Fixed-size arrays, tuples and `#[derive(Differentiable)]` structs as parameters and results;
+//! every gradient against forward mode over `primal`, finite differences or a closed form.
+
+#![allow(clippy::needless_range_loop)]
+
+use adjoint_core::forward::{self, Dual};
+use adjoint_core::{check, Real};
+use adjoint_ssa::{differentiable, Differentiable, Workspace};
+
+type D = Dual<f64>;
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-10 * (1.0 + a.abs().max(b.abs()))
+}
+
+fn check_all(name: &str, g: &[f64], want: &[f64]) {
+    assert_eq!(g.len(), want.len(), "{name}: lengths");
+    for (i, (a, b)) in g.iter().zip(want).enumerate() {
+        assert!(close(*a, *b), "{name}[{i}]: {a} vs {b}");
+    }
+}
+
+fn c(x: f64) -> D {
+    Dual::constant(x)
+}
+
+fn arr<const N: usize>(v: &[D]) -> [D; N] {
+    std::array::from_fn(|i| v[i])
+}
+
+// ---- fixed-size arrays ----
+
+const N: usize = 3;
+
+#[differentiable]
+fn weighted(x: [f64; 3], w: &[f64; N], k: f64) -> f64 {
+    let mut s = 0.0;
+    for i in 0..x.len() {
+        s += w[i] * x[i].sin() * k;
+    }
+    let local: [f64; 2] = [x[0] * x[1], k];
+    s + local[0] * local[1]
+}
+
+#[test]
+fn array_parameters() {
+    let (x, w, k) = ([0.3, -1.2, 0.8], [1.5, 0.25, -2.0], 0.7);
+    let (mut dx, mut dw, mut dk) = ([9.0; 3], [9.0; 3], 9.0); // overwritten by grad
+    let v = weighted::grad(x, &w, k, &mut dx, &mut dw, &mut dk);
+    assert!(close(v, weighted(x, &w, k)));
+    let all = [x[0], x[1], x[2], w[0], w[1], w[2], k];
+    let want = forward::gradient(|v| weighted::primal(arr(v), &arr(&v[3..]), v[6]), &all);
+    let got: Vec<f64> = dx.iter().chain(&dw).copied().chain([dk]).collect();
+    check_all("weighted", &got, &want);
+}
+
+#[differentiable]
+fn softmax(x: &[f64; N]) -> [f64; N] {
+    let mut m = x[0];
+    for i in 1..N {
+        m = m.max(x[i]);
+    }
+    let mut e = [0.0; N];
+    let mut s = 0.0;
+    for i in 0..N {
+        e[i] = (x[i] - m).exp();
+        s += e[i];
+    }
+    for i in 0..N {
+        e[i] /= s;
+    }
+    e
+}
+
+#[differentiable]
+fn rotate(x: f64, y: f64, t: f64) -> [f64; 2] {
+    [t.cos() * x - t.sin() * y, t.sin() * x + t.cos() * y]
+}
+
+/// ⟨cot, J e_i⟩ for every input i, by forward mode: the VJP each pullback must equal.
+fn vjp_by_forward<const M: usize>(
+    n: usize,
+    f: impl Fn(&[D]) -> [D; M],
+    x: &[f64],
+    cot: &[f64; M],
+) -> Vec<f64> {
+    (0..n)
+        .map(|i| {
+            let v: Vec<D> = (0..n)
+                .map(|j| Dual::new(x[j], if i == j { 1.0 } else { 0.0 }))
+                .collect();
+            f(&v).iter().zip(cot).map(|(y, c)| y.eps * c).sum()
+        })
+        .collect()
+}
+
+#[test]
+fn array_results() {
+    let x = [0.4, -1.0, 2.2];
+    let cot = [0.3, -0.8, 1.1];
+    let mut dx = [0.0; N];
+    let y = softmax::pullback(&mut Workspace::new(), &x, &mut dx, cot);
+    let plain = softmax(&x);
+    check_all("softmax value", &y, &plain);
+    assert!(close(y.iter().sum::<f64>(), 1.0));
+    let want = vjp_by_forward(3, |v| softmax::primal(&arr(v)), &x, &cot);
+    check_all("softmax vjp", &dx, &want);
+
+    let (px, py, t) = (1.5, -0.5, 0.9);
+    let (mut dpx, mut dpy, mut dt) = (0.0, 0.0, 0.0);
+    let cot2 = [0.7, 1.3];
+    let r = rotate::pullback(
+        &mut Workspace::new(),
+        px,
+        py,
+        t,
+        &mut dpx,
+        &mut dpy,
+        &mut dt,
+        cot2,
+    );
+    assert_eq!(r, rotate(px, py, t));
+    let want = vjp_by_forward(3, |v| rotate::primal(v[0], v[1], v[2]), &[px, py, t], &cot2);
+    check_all("rotate vjp", &[dpx, dpy, dt], &want);
+}
+
+// ---- tuples ----
+
+#[differentiable]
+fn polar(r: f64, t: f64) -> (f64, f64) {
+    if r < 0.0 {
+        return (0.0, 0.0);
+    }
+    (r * t.cos(), r * t.sin())
+}
+
+#[test]
+fn tuple_results_closed_form() {
+    let (r, t) = (2.0, 0.6);
+    let (cx, cy) = (0.4, -1.5);
+    let (mut dr, mut dt) = (0.0, 0.0);
+    let (x, y) = polar::pullback(&mut Workspace::new(), r, t, &mut dr, &mut dt, (cx, cy));
+    assert_eq!((x, y), polar(r, t));
+    assert!(close(dr, cx * t.cos() + cy * t.sin()), "dr {dr}");
+    assert!(close(dt, -cx * r * t.sin() + cy * r * t.cos()), "dt {dt}");
+    // the early return: constant result, zero gradient
+    let (mut dr, mut dt) = (0.0, 0.0);
+    let z = polar::pullback(&mut Workspace::new(), -1.0, t, &mut dr, &mut dt, (cx, cy));
+    assert_eq!((z, dr, dt), ((0.0, 0.0), 0.0, 0.0));
+}
+
+#[differentiable]
+fn tuple_param(p: (f64, [f64; 2]), s: f64) -> f64 {
+    let (a, b) = p;
+    let (u, v) = (b[0], p.1[1]);
+    a * a * s + u * v.sin() + p.0.exp()
+}
+
+#[differentiable]
+fn sc(x: f64) -> f64 {
+    let (s, c) = x.sin_cos();
+    s * c
+}
+
+#[test]
+fn sin_cos_is_a_tuple() {
+    let x = 0.7;
+    let mut dx = 0.0;
+    let v = sc::grad(x, &mut dx);
+    assert!(close(v, x.sin() * x.cos()));
+    assert!(close(dx, (2.0 * x).cos()), "{dx}"); // d/dx sin x cos x = cos 2x
+}
+
+#[test]
+fn tuple_parameters() {
+    let (p, s) = ((0.7, [1.3, -0.4]), 1.9);
+    let (mut dp, mut ds) = ((5.0, [5.0, 5.0]), 5.0); // overwritten by grad
+    let v = tuple_param::grad(p, s, &mut dp, &mut ds);
+    assert!(close(v, tuple_param(p, s)));
+    let want = forward::gradient(
+        |v| tuple_param::primal((v[0], [v[1], v[2]]), v[3]),
+        &[p.0, p.1[0], p.1[1], s],
+    );
+    check_all("tuple_param", &[dp.0, dp.1[0], dp.1[1], ds], &want);
+}
+
+#[differentiable]
+fn mix(p: ((f64, f64), [f64; 2]), k: f64) -> (f64, [f64; 2]) {
+    let ((a, b), v) = p;
+    let mut out = [0.0; 2];
+    for i in 0..2 {
+        out[i] = v[i] * a + b * k;
+    }
+    (a * b, out)
+}
+
+#[test]
+fn nested_tuples_with_arrays_in_and_out() {
+    let (p, k) = (((0.5, -1.25), [2.0, 0.75]), 1.5);
+    let cot = (0.9, [-0.3, 1.7]);
+    let (mut dp, mut dk) = (((0.0, 0.0), [0.0; 2]), 0.0);
+    let (m, out) = mix::pullback(&mut Workspace::new(), p, k, &mut dp, &mut dk, cot);
+    assert_eq!((m, out), mix(p, k));
+    let x = [p.0 .0, p.0 .1, p.1[0], p.1[1], k];
+    let want = vjp_by_forward(
+        5,
+        |v| {
+            let (m, o) = mix::primal(((v[0], v[1]), [v[2], v[3]]), v[4]);
+            [m, o[0], o[1]]
+        },
+        &x,
+        &[cot.0, cot.1[0], cot.1[1]],
+    );
+    check_all("mix vjp", &[dp.0 .0, dp.0 .1, dp.1[0], dp.1[1], dk], &want);
+}
+
+// ---- structs ----
+
+#[derive(Clone, Copy, Debug, PartialEq, Differentiable)]
+struct Params<T = f64> {
+    w: T,
+    b: [T; 3],
+    unused: T,
+}
+
+#[differentiable]
+fn loss(p: &Params, x: &[f64]) -> f64 {
+    let mut s = 0.0;
+    for i in 0..x.len() {
+        let r = p.w * x[i] + p.b[i % 3] - 1.0;
+        s += r * r;
+    }
+    for bi in p.b.iter() {
+        s += 0.1 * bi * bi;
+    }
+    s + p.b.len() as f64
+}
+
+fn params_d<T: Copy>(v: &[T]) -> Params<T> {
+    Params {
+        w: v[0],
+        b: [v[1], v[2], v[3]],
+        unused: v[4],
+    }
+}
+
+#[test]
+fn struct_parameters() {
+    let p = Params {
+        w: 0.8,
+        b: [0.1, -0.4, 0.9],
+        unused: 3.0,
+    };
+    let x = [0.5, 1.5, -2.0, 0.25];
+    let mut dp = Params {
+        w: 7.0,
+        b: [7.0; 3],
+        unused: 7.0,
+    }; // overwritten by grad: `unused` must come back 0
+    let mut dx = [7.0; 4];
+    let v = loss::grad(&p, &x, &mut dp, &mut dx);
+    assert!(close(v, loss(&p, &x)));
+    let all = [
+        p.w, p.b[0], p.b[1], p.b[2], p.unused, x[0], x[1], x[2], x[3],
+    ];
+    let want = forward::gradient(|v| loss::primal(&params_d(v), &v[5..]), &all);
+    let got = [
+        dp.w, dp.b[0], dp.b[1], dp.b[2], dp.unused, dx[0], dx[1], dx[2], dx[3],
+    ];
+    check_all("loss", &got, &want);
+    assert_eq!(dp.unused, 0.0);
+    // and against finite differences, through the plain function
+    check::check_gradient(
+        |v| {
+            let q = Params {
+                w: v[0],
+                b: [v[1], v[2], v[3]],
+                unused: v[4],
+            };
+            loss(&q, &v[5..])
+        },
+        &all,
+        &got,
+    )
+    .assert_passed();
+}
+
+#[differentiable]
+fn step(p: &Params, lr: f64, g: &[f64]) -> Params {
+    let mut b = [0.0; 3];
+    for i in 0..3 {
+        b[i] = p.b[i] - lr * g[i + 1] * p.w;
+    }
+    Params {
+        w: p.w - lr * g[0],
+        b,
+        unused: p.unused * 2.0,
+    }
+}
+
+#[test]
+fn struct_results() {
+    let p = Params {
+        w: 1.2,
+        b: [0.3, -0.6, 2.0],
+        unused: -0.5,
+    };
+    let (lr, g) = (0.1, [0.4, -1.0, 0.5, 2.5]);
+    let cot = Params {
+        w: 0.7,
+        b: [1.0, -2.0, 0.5],
+        unused: 1.5,
+    };
+    let mut dp = Params::zero();
+    let (mut dlr, mut dg) = (0.0, [0.0; 4]);
+    let q = step::pullback(
+        &mut Workspace::new(),
+        &p,
+        lr,
+        &g,
+        &mut dp,
+        &mut dlr,
+        &mut dg,
+        cot,
+    );
+    assert_eq!(q, step(&p, lr, &g));
+    let x = [
+        p.w, p.b[0], p.b[1], p.b[2], p.unused, lr, g[0], g[1], g[2], g[3],
+    ];
+    let want = vjp_by_forward(
+        10,
+        |v| {
+            let q = step::primal(&params_d(v), v[5], &v[6..]);
+            [q.w, q.b[0], q.b[1], q.b[2], q.unused]
+        },
+        &x,
+        &[cot.w, cot.b[0], cot.b[1], cot.b[2], cot.unused],
+    );
+    let got = [
+        dp.w, dp.b[0], dp.b[1], dp.b[2], dp.unused, dlr, dg[0], dg[1], dg[2], dg[3],
+    ];
+    check_all("step vjp", &got, &want);
+}
+
+/// Forward over reverse on a struct: the pullback at `Dual` gives Hessian-vector products.
+#[test]
+fn struct_hessian_vector_product() {
+    let p = Params {
+        w: 0.8,
+        b: [0.1, -0.4, 0.9],
+        unused: 3.0,
+    };
+    let x = [0.5, 1.5, -2.0];
+    // direction: along w only
+    let pd = Params {
+        w: Dual::new(p.w, 1.0),
+        b: p.b.map(c),
+        unused: c(p.unused),
+    };
+    let xd: Vec<D> = x.iter().map(|&v| c(v)).collect();
+    let mut dp = Params::<D>::zero();
+    let mut dx = vec![c(0.0); 3];
+    loss::pullback(&mut Workspace::new(), &pd, &xd, &mut dp, &mut dx, c(1.0));
+    let all = [p.w, p.b[0], p.b[1], p.b[2], p.unused, x[0], x[1], x[2]];
+    let h = forward::hessian(|v| loss::primal(&params_d(v), &v[5..]), &all);
+    let got = [
+        dp.w.eps,
+        dp.b[0].eps,
+        dp.b[1].eps,
+        dp.b[2].eps,
+        dp.unused.eps,
+    ];
+    let want: Vec<f64> = (0..5).map(|i| h[i][0]).collect();
+    check_all("hvp", &got, &want);
+    // the real parts are the gradient, in closed form for w
+    let dw: f64 = (0..3)
+        .map(|i| 2.0 * (p.w * x[i] + p.b[i] - 1.0) * x[i])
+        .sum();
+    assert!(close(Real::value(&dp.w), dw));
+}
