@@ -1,6 +1,7 @@
 //! nalgebra's scalar traits on `Dual<T>` and `DualVec<N>`: forward mode through nalgebra's
 //! algorithms, against finite differences and closed forms; comparisons and conversions.
 #![cfg(feature = "nalgebra")]
+#![allow(clippy::needless_range_loop)] // (i, j) indices read as in the formulas
 
 use adjoint_core::check::{check_gradient, numeric_gradient};
 use adjoint_core::forward::{self, Dual, Dual64, DualVec};

@@ -1,6 +1,7 @@
 //! nalgebra on active scalars: linear solves, log-determinants, inverses and norms differentiated
 //! on the tape and in forward mode, against finite differences and closed forms.
 #![cfg(feature = "nalgebra")]
+#![allow(clippy::needless_range_loop)] // (i, j) indices read as in the formulas
 
 use adjoint_core::check::check_gradient;
 use adjoint_core::forward::{self, Dual64};

@@ -1,6 +1,7 @@
 //! ndarray on active scalars: an array expression differentiated on the tape and in forward mode,
 //! against finite differences and the closed form.
 #![cfg(feature = "ndarray")]
+#![allow(clippy::needless_range_loop)] // (i, j) indices read as in the formulas
 
 use adjoint_core::check::check_gradient;
 use adjoint_core::forward::{self, Dual64};

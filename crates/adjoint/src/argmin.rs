@@ -7,8 +7,8 @@
 //! argmin's
 //!
 //! * `CostFunction` — the objective on `f64` (the plain program);
-//! * `Gradient` — one reverse sweep on the tape ([`tape::grad`](crate::tape::grad));
-//! * `Hessian` — reverse over forward ([`tape::hessian`](crate::tape::hessian), n sweeps),
+//! * `Gradient` — one reverse sweep on the tape ([`tape::grad`]);
+//! * `Hessian` — reverse over forward ([`tape::hessian`], n sweeps),
 //!
 //! over argmin-math's `vec` backend: parameters and gradients are `Vec<f64>`; the Hessian is a
 //! [`Matrix`] (rows of `Vec<f64>`) that adds the matrix inverse the `vec` backend lacks, so

@@ -1,6 +1,7 @@
 //! The argmin adapter: the examples' optimisations converge to the known minima, and the tape
 //! gradients and Hessians argmin sees agree with finite differences.
 #![cfg(feature = "argmin")]
+#![allow(clippy::needless_range_loop)] // (i, j) indices read as in the formulas
 
 #[allow(dead_code)]
 #[path = "../examples/logistic_lbfgs.rs"]

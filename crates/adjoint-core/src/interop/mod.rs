@@ -2,15 +2,15 @@
 //!
 //! | feature | what you get | for which types |
 //! |---|---|---|
-//! | `nalgebra` | [`nalgebra`](mod@self::nalgebra): nalgebra's scalar traits (`RealField`, `ComplexField`, `SimdValue`, `SubsetOf`/`SupersetOf<f64>`, `approx`'s comparisons, …): matrices, products, `LU`/`Cholesky`/`QR` solves, `norm()` | `Dual<T>`, `DualVec<N>`; `Var` (adjoint-tape's `nalgebra` feature) |
-//! | `ndarray` | [`ndarray`](mod@self::ndarray): `ScalarOperand` (scalar × array) and, through it, `LinalgScalar` (`.dot()`) | the same types (adjoint-tape's `ndarray` feature for `Var`) |
+//! | `nalgebra` | module `nalgebra`: nalgebra's scalar traits (`RealField`, `ComplexField`, `SimdValue`, `SubsetOf`/`SupersetOf<f64>`, `approx`'s comparisons, …): matrices, products, `LU`/`Cholesky`/`QR` solves, `norm()` | `Dual<T>`, `DualVec<N>`; `Var` (adjoint-tape's `nalgebra` feature) |
+//! | `ndarray` | module `ndarray`: `ScalarOperand` (scalar × array) and, through it, `LinalgScalar` (`.dot()`) | the same types (adjoint-tape's `ndarray` feature for `Var`) |
 //!
 //! Every number type also implements `num_traits::FromPrimitive` (no feature needed; see
 //! [`impl_from_primitive!`](crate::impl_from_primitive)), which nalgebra and ndarray use to
 //! make constants (`mean`, `from_usize`).
 //!
 //! The impls are written once, as macros over the [`Lift`](crate::lift::Lift) contract
-//! ([`impl_nalgebra!`](crate::impl_nalgebra), [`impl_ndarray!`](crate::impl_ndarray)), and
+//! (`impl_nalgebra!`, `impl_ndarray!`, documented with their features), and
 //! every engine invokes them: each nalgebra method calls the number type's own
 //! `num_traits::Float` method, so every derivative comes from the shared rule table.
 //! Comparisons (`approx`'s `relative_eq`, `PartialOrd`) look at primal values only.
