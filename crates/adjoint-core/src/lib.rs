@@ -10,7 +10,9 @@
 //! * [`check`] — finite-difference gradient checking with Richardson extrapolation;
 //! * [`special`] — the polygamma functions behind `lgamma`'s derivatives;
 //! * [`vector`] — slice-level primitives (`dot`, `sum`, `matvec`, `logsumexp`, `axpy`) that each
-//!   engine runs as a whole (one tape entry per result on the tape engine).
+//!   engine runs as a whole (one tape entry per result on the tape engine);
+//! * [`interop`] — nalgebra (feature `nalgebra`) and ndarray (feature `ndarray`) support for every
+//!   number type.
 //!
 //! Users normally reach these through the `adjoint` facade crate.
 //!
@@ -27,9 +29,11 @@
 //! check::check_gradient(|x| logsumexp(x), &x, &g).assert_passed();
 //! ```
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod check;
 pub mod forward;
+pub mod interop;
 pub mod lift;
 mod real;
 pub mod rules;
@@ -49,3 +53,15 @@ pub mod prelude {
 
 #[doc(hidden)]
 pub use num_traits;
+
+/// What the interop macros (`impl_nalgebra!`, `impl_ndarray!`) name from other crates, so that a
+/// crate invoking them needs no direct dependency of its own.
+#[doc(hidden)]
+pub mod __private {
+    #[cfg(feature = "nalgebra")]
+    pub use ::approx;
+    #[cfg(feature = "ndarray")]
+    pub use ::ndarray;
+    #[cfg(feature = "nalgebra")]
+    pub use ::simba;
+}

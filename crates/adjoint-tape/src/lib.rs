@@ -53,10 +53,62 @@
 //!   outside rayon's pool), while a side that happens to run on the recording thread is recorded
 //!   as sequential code, correctly. Which of the two happens inside the pool depends on
 //!   scheduling; making it deterministic is an open item.
+//!
+//! ## nalgebra and ndarray (features `nalgebra`, `ndarray`)
+//!
+//! With the `nalgebra` feature `Var` is a `nalgebra::RealField` (so is `Dual<Var>`, for
+//! [`hessian`]): nalgebra matrices of `Var` multiply, solve (`lu`, `cholesky`, `qr`), invert and
+//! take norms on the tape. With `ndarray`, arrays of `Var` do arithmetic, `mapv`, `sum` and
+//! `.dot()`. The impls are adjoint-core's (`adjoint_core::interop`), shared with `Dual`: every
+//! derivative comes from the rule table. Build the matrices inside the recording, from its
+//! inputs and `f64` constants (a `Var` is only valid in the recording that made it).
+//!
+#![cfg_attr(feature = "nalgebra", doc = "```")]
+#![cfg_attr(not(feature = "nalgebra"), doc = "```ignore")]
+//! use adjoint_tape::{grad, Var};
+//! use adjoint_core::prelude::*;
+//! use nalgebra::{DMatrix, DVector};
+//!
+//! // ∇ of ln det A(x) for A(x) = [[x₀, x₁], [x₁, x₂]] (symmetric positive definite), by Cholesky.
+//! let g = grad(|x: &[Var]| {
+//!     let a = DMatrix::from_row_slice(2, 2, &[x[0], x[1], x[1], x[2]]);
+//!     let l = a.cholesky().unwrap();
+//!     l.l().diagonal().map(|d| d.ln()).sum() * 2.0
+//! }, &[2.0, 1.0, 3.0]);
+//! // d ln det A / dA = A⁻¹ = [[3, −1], [−1, 2]] / 5; x₁ sits in two entries.
+//! let expect = [0.6, -0.4, 0.4];
+//! assert!(g.iter().zip(expect).all(|(g, e)| (g - e).abs() < 1e-14));
+//!
+//! // ∇ of ‖A·x‖ for a constant A.
+//! let g = grad(|x: &[Var]| {
+//!     let a = DMatrix::from_row_slice(2, 2, &[1.0, 2.0, 0.0, 1.0]).map(Var::constant);
+//!     (a * DVector::from_column_slice(x)).norm()
+//! }, &[3.0, 4.0]);
+//! // A·x = (11, 4); ∇ = Aᵀ(A·x) / ‖A·x‖ = (11, 26) / √137.
+//! assert!((g[0] - 11.0 / 137f64.sqrt()).abs() < 1e-14 && (g[1] - 26.0 / 137f64.sqrt()).abs() < 1e-14);
+//! ```
+//!
+#![cfg_attr(feature = "ndarray", doc = "```")]
+#![cfg_attr(not(feature = "ndarray"), doc = "```ignore")]
+//! use adjoint_tape::{grad, Var};
+//! use adjoint_core::prelude::*;
+//! use ndarray::{array, Array1};
+//!
+//! // ∇ of sum(tanh(A·x)).
+//! let a = array![[1.0, 2.0], [-0.5, 0.25]];
+//! let g = grad(|x: &[Var]| {
+//!     let x = Array1::from(x.to_vec());
+//!     a.mapv(Var::constant).dot(&x).mapv(|v| v.tanh()).sum()
+//! }, &[0.3, -0.1]);
+//! let z = a.dot(&array![0.3, -0.1]).mapv(|v: f64| 1.0 / v.cosh().powi(2));
+//! assert!((g[0] - (z[0] * 1.0 + z[1] * -0.5)).abs() < 1e-14);
+//! ```
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod api;
 mod checkpoint;
+mod interop;
 mod record;
 mod reverse;
 mod var;

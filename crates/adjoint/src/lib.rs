@@ -124,9 +124,76 @@
 //! assert!((g.2 - 0.6).abs() < 1e-15 && (g.3 - 0.8).abs() < 1e-15); // ∂r/∂(x, y)
 //! # Ok::<(), adjoint::rev::InvertibilityError>(())
 //! ```
+//!
+//! ## Using adjoint with nalgebra, ndarray and argmin
+//!
+//! Three cargo features connect the engines to Rust's numeric crates; `--all-features` turns on
+//! all three.
+//!
+//! | feature | what works | where |
+//! |---|---|---|
+//! | `nalgebra` (0.35) | `forward::Dual<T>`, `DualVec<N>` and `tape::Var` are `nalgebra::RealField`: matrices, products, `lu`/`cholesky`/`qr` solves, `try_inverse`, `determinant`, `norm` | [`interop`] |
+//! | `ndarray` (0.17) | arrays of `Dual`/`Var`: arithmetic, `mapv`, `sum`, `mean`, `.dot()` (`ScalarOperand`, `LinalgScalar`) | [`interop`] |
+//! | `argmin` (0.11, argmin-math's `vec` backend) | an objective written once over [`Real`] is an argmin problem with tape gradients and Hessians | `adjoint::argmin` |
+//!
+//! The nalgebra and ndarray impls are written once in `adjoint-core` on top of the
+//! [`Lift`](lift::Lift) contract, for every engine's number type: nalgebra's `ln` or `sqrt` on a
+//! `Var` is the `Var`'s own, so every derivative still comes from the one rule table. The
+//! derivative is that of the floating-point algorithm nalgebra runs (pivot choices compare primal
+//! values, like any branch).
+//!
+#![cfg_attr(feature = "nalgebra", doc = "```")]
+#![cfg_attr(not(feature = "nalgebra"), doc = "```ignore")]
+//! use adjoint::{check, forward, tape, Real};
+//! use nalgebra::{DMatrix, DVector, RealField};
+//!
+//! // sum(A(x)⁻¹ b), written once for f64, Dual and Var.
+//! fn f<T: Real + RealField>(x: &[T]) -> T {
+//!     let c = T::cst;
+//!     let a = DMatrix::from_row_slice(2, 2, &[c(3.0) + x[0], x[1], x[1], c(2.0) - x[0]]);
+//!     let b = DVector::from_vec(vec![c(1.0), c(2.0)]);
+//!     a.lu().solve(&b).unwrap().sum()
+//! }
+//! let x = [0.2, 0.5];
+//! let g = tape::grad(|x: &[tape::Var]| f(x), &x);
+//! let gf = forward::gradient(|x| f(x), &x);
+//! check::check_gradient(|x| f(x), &x, &g).assert_passed();
+//! assert!((g[1] - gf[1]).abs() < 1e-14);
+//! ```
+//!
+#![cfg_attr(feature = "argmin", doc = "```")]
+#![cfg_attr(not(feature = "argmin"), doc = "```ignore")]
+//! use adjoint::argmin::{Objective, Problem};
+//! use adjoint::Real;
+//! use argmin::core::{Executor, State};
+//! use argmin::solver::{linesearch::MoreThuenteLineSearch, quasinewton::LBFGS};
+//!
+//! struct Bowl;
+//! impl Objective for Bowl {
+//!     fn eval<T: Real>(&self, x: &[T]) -> T {
+//!         (x[0] - 1.0).powi(2) + (x[1] + 2.0).powi(4) + x[0] * x[1] * 0.1
+//!     }
+//! }
+//! let lbfgs = LBFGS::new(MoreThuenteLineSearch::new(), 5);
+//! let res = Executor::new(Problem::new(Bowl), lbfgs)
+//!     .configure(|s| s.param(vec![0.0, 0.0]).max_iters(200))
+//!     .run()?;
+//! let x = res.state().get_best_param().unwrap();
+//! let g = adjoint::tape::grad(|x: &[adjoint::tape::Var]| Bowl.eval(x), x);
+//! assert!(g.iter().all(|gi| gi.abs() < 1e-4));
+//! # Ok::<(), argmin::core::Error>(())
+//! ```
+//!
+//! Worked examples: `cargo run -p adjoint --example logistic_lbfgs --features argmin` (logistic
+//! regression by L-BFGS), `--example rosenbrock_newton` (Newton-CG with exact Hessians).
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
-pub use adjoint_core::{check, impl_real, lift, prelude, rules, special, vector, Real};
+pub use adjoint_core::{check, impl_real, interop, lift, prelude, rules, special, vector, Real};
+
+#[cfg(feature = "argmin")]
+#[cfg_attr(docsrs, doc(cfg(feature = "argmin")))]
+pub mod argmin;
 
 /// The reversible eDSL (NiLang, seeds 000 and 001): [`reversible!`](rev::reversible) functions,
 /// their inverses, and gradients by reverse computing. See the module docs for the language.

@@ -1,0 +1,549 @@
+//! nalgebra's scalar traits for adjoint's number types (feature `nalgebra`, nalgebra 0.35).
+//!
+//! With this feature [`Dual<T>`](crate::forward::Dual) (any nesting depth),
+//! [`DualVec<N>`](crate::forward::DualVec) and, with adjoint-tape's `nalgebra` feature, the
+//! tape's `Var` implement `nalgebra::RealField` and everything it needs (`ComplexField`,
+//! `Field`, `SimdValue`, `SubsetOf`/`SupersetOf<f64>` and `<f32>`, `num_traits::Signed` and
+//! `FromPrimitive`, `approx`'s `AbsDiffEq`/`RelativeEq`/`UlpsEq`). So nalgebra matrices of
+//! active numbers add, multiply, solve (`lu()`, `cholesky()`, `qr()`), invert and take norms, and
+//! the derivative flows through nalgebra's own algorithm: you get the exact derivative of the
+//! floating-point program nalgebra runs.
+//!
+//! Semantics worth knowing:
+//!
+//! * every math method calls the number type's `num_traits::Float` method, so derivatives come
+//!   from the shared rule table ([`rules`](crate::rules));
+//! * comparisons (`PartialOrd`, `relative_eq`, pivoting by `abs`) look at primal values, so a
+//!   pivoting decomposition differentiates the branch it took;
+//! * `f64`/`f32` embed as constants (`SupersetOf::from_subset`); `to_subset` returns the primal
+//!   value and drops the derivative, like [`Real::value`](crate::Real::value);
+//! * it is a real field: `imaginary()` is 0, `conjugate()` is the identity, `argument()` is 0 or
+//!   π (a constant).
+//!
+//! ```
+//! use adjoint_core::forward::{self, Dual64};
+//! use nalgebra::{DMatrix, DVector};
+//!
+//! // d/dt of sum(A(t)⁻¹ b) with A(t) = [[2 + t, 1], [1, 3]], b = [1, 2], by one forward sweep.
+//! let d = forward::derivative(
+//!     |t: Dual64| {
+//!         let a = DMatrix::from_row_slice(2, 2, &[t + 2.0, 1.0.into(), 1.0.into(), 3.0.into()]);
+//!         let b = DVector::from_vec(vec![1.0.into(), 2.0.into()]);
+//!         a.lu().solve(&b).unwrap().sum()
+//!     },
+//!     0.0,
+//! );
+//! // x = A⁻¹b = (0.2, 0.6); d(A⁻¹b)/dt = −A⁻¹ (dA/dt) x = −A⁻¹ (0.2, 0) = (−0.12, 0.04).
+//! assert!((d - (-0.08)).abs() < 1e-15);
+//! ```
+
+/// Implement nalgebra's scalar traits (`RealField`, `ComplexField`, `Field`, `SimdValue`,
+/// `SubsetOf`/`SupersetOf<f64>`/`<f32>`, `num_traits::Signed`, `approx`'s comparisons) for a
+/// type that implements [`Lift`](crate::lift::Lift) and [`impl_real!`](crate::impl_real) and
+/// [`impl_from_primitive!`](crate::impl_from_primitive) (feature `nalgebra`).
+///
+/// Syntax as [`impl_real!`](crate::impl_real): `impl_nalgebra!([T: Real] Dual<T>)`,
+/// `impl_nalgebra!([] Var)`. adjoint's own number types already invoke it; an engine outside
+/// this workspace invokes it for its type (its crate needs `nalgebra` 0.35 and `approx` 0.5).
+/// Each method calls the type's `num_traits::Float` (or [`Real`](crate::Real)) method, so no
+/// derivative is written here.
+///
+/// ```
+/// # use adjoint_core::lift::Lift;
+/// # use adjoint_core::rules::{self, Op1, Op2};
+/// # #[derive(Clone, Copy, Debug)]
+/// # struct Counted { v: f64, ops: u32 }
+/// # impl Lift for Counted {
+/// #     type Inner = f64;
+/// #     fn primal(&self) -> f64 { self.v }
+/// #     fn constant(v: f64) -> Self { Counted { v, ops: 0 } }
+/// #     fn lift1(self, op: Op1) -> Self {
+/// #         Counted { v: rules::unary(op, self.v).value, ops: self.ops + 1 }
+/// #     }
+/// #     fn lift2(self, o: Self, op: Op2) -> Self {
+/// #         Counted { v: rules::binary(op, self.v, o.v).value, ops: self.ops + o.ops + 1 }
+/// #     }
+/// #     fn lift2_const_right(self, c: f64, op: Op2) -> Self { self.lift2(Self::constant(c), op) }
+/// #     fn lift2_const_left(c: f64, x: Self, op: Op2) -> Self { Self::constant(c).lift2(x, op) }
+/// # }
+/// # impl std::fmt::Display for Counted {
+/// #     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result { write!(f, "{}", self.v) }
+/// # }
+/// // `Counted` is the toy engine of `Lift`'s example: a number that counts its primitives.
+/// adjoint_core::impl_real!([] Counted);
+/// adjoint_core::impl_from_primitive!([] Counted);
+/// adjoint_core::impl_nalgebra!([] Counted);
+///
+/// let c = |v| Counted { v, ops: 0 };
+/// let v = nalgebra::Vector2::new(c(3.0), c(4.0));
+/// let n = v.norm();
+/// assert_eq!(n.v, 5.0);
+/// assert!(n.ops >= 3); // two squares, one sum, one square root: all through `Lift`
+/// ```
+#[macro_export]
+#[cfg_attr(docsrs, doc(cfg(feature = "nalgebra")))]
+macro_rules! impl_nalgebra {
+    ([$($gen:tt)*] $ty:ty) => {
+        const _: () = {
+            use $crate::__private::simba::scalar::{ComplexField, Field, RealField, SubsetOf};
+            use $crate::__private::simba::simd::SimdValue;
+            use $crate::__private::approx::{AbsDiffEq, RelativeEq, UlpsEq};
+            use $crate::num_traits::{Float, FloatConst, Signed};
+
+            impl<$($gen)*> SimdValue for $ty {
+                const LANES: usize = 1;
+                type Element = Self;
+                type SimdBool = bool;
+
+                #[inline(always)]
+                fn splat(val: Self) -> Self {
+                    val
+                }
+                #[inline(always)]
+                fn extract(&self, _: usize) -> Self {
+                    *self
+                }
+                // `unsafe` only because simba's trait declares it so: the body is safe.
+                #[inline(always)]
+                unsafe fn extract_unchecked(&self, _: usize) -> Self {
+                    *self
+                }
+                #[inline(always)]
+                fn replace(&mut self, _: usize, val: Self) {
+                    *self = val;
+                }
+                #[inline(always)]
+                unsafe fn replace_unchecked(&mut self, _: usize, val: Self) {
+                    *self = val;
+                }
+                #[inline(always)]
+                fn select(self, cond: bool, other: Self) -> Self {
+                    if cond {
+                        self
+                    } else {
+                        other
+                    }
+                }
+            }
+
+            impl<$($gen)*> Field for $ty {}
+
+            impl<$($gen)*> SubsetOf<$ty> for $ty {
+                #[inline]
+                fn to_superset(&self) -> Self {
+                    *self
+                }
+                #[inline]
+                fn from_superset_unchecked(element: &Self) -> Self {
+                    *element
+                }
+                #[inline]
+                fn is_in_subset(_: &Self) -> bool {
+                    true
+                }
+            }
+
+            /// `f64` embeds as a constant; back to `f64` is the primal value.
+            impl<$($gen)*> SubsetOf<$ty> for f64 {
+                #[inline]
+                fn to_superset(&self) -> $ty {
+                    <$ty as ::core::convert::From<f64>>::from(*self)
+                }
+                #[inline]
+                fn from_superset_unchecked(element: &$ty) -> f64 {
+                    $crate::Real::value(element)
+                }
+                #[inline]
+                fn is_in_subset(_: &$ty) -> bool {
+                    true
+                }
+            }
+
+            /// `f32` embeds as a constant; back to `f32` rounds the primal value.
+            impl<$($gen)*> SubsetOf<$ty> for f32 {
+                #[inline]
+                fn to_superset(&self) -> $ty {
+                    <$ty as ::core::convert::From<f64>>::from(f64::from(*self))
+                }
+                #[inline]
+                fn from_superset_unchecked(element: &$ty) -> f32 {
+                    $crate::Real::value(element) as f32
+                }
+                #[inline]
+                fn is_in_subset(_: &$ty) -> bool {
+                    true
+                }
+            }
+
+            impl<$($gen)*> Signed for $ty {
+                #[inline]
+                fn abs(&self) -> Self {
+                    <Self as Float>::abs(*self)
+                }
+                #[inline]
+                fn abs_sub(&self, other: &Self) -> Self {
+                    #[allow(deprecated)]
+                    <Self as Float>::abs_sub(*self, *other)
+                }
+                #[inline]
+                fn signum(&self) -> Self {
+                    <Self as Float>::signum(*self)
+                }
+                #[inline]
+                fn is_positive(&self) -> bool {
+                    $crate::Real::value(self) > 0.0
+                }
+                #[inline]
+                fn is_negative(&self) -> bool {
+                    $crate::Real::value(self) < 0.0
+                }
+            }
+
+            impl<$($gen)*> AbsDiffEq for $ty {
+                type Epsilon = Self;
+                #[inline]
+                fn default_epsilon() -> Self {
+                    <Self as ::core::convert::From<f64>>::from(f64::EPSILON)
+                }
+                #[inline]
+                fn abs_diff_eq(&self, other: &Self, epsilon: Self) -> bool {
+                    $crate::Real::value(self).abs_diff_eq(
+                        &$crate::Real::value(other),
+                        $crate::Real::value(&epsilon),
+                    )
+                }
+            }
+
+            impl<$($gen)*> RelativeEq for $ty {
+                #[inline]
+                fn default_max_relative() -> Self {
+                    <Self as ::core::convert::From<f64>>::from(f64::EPSILON)
+                }
+                #[inline]
+                fn relative_eq(&self, other: &Self, epsilon: Self, max_relative: Self) -> bool {
+                    $crate::Real::value(self).relative_eq(
+                        &$crate::Real::value(other),
+                        $crate::Real::value(&epsilon),
+                        $crate::Real::value(&max_relative),
+                    )
+                }
+            }
+
+            impl<$($gen)*> UlpsEq for $ty {
+                #[inline]
+                fn default_max_ulps() -> u32 {
+                    4
+                }
+                #[inline]
+                fn ulps_eq(&self, other: &Self, epsilon: Self, max_ulps: u32) -> bool {
+                    $crate::Real::value(self).ulps_eq(
+                        &$crate::Real::value(other),
+                        $crate::Real::value(&epsilon),
+                        max_ulps,
+                    )
+                }
+            }
+
+            impl<$($gen)*> ComplexField for $ty {
+                type RealField = Self;
+
+                #[inline]
+                fn from_real(re: Self) -> Self {
+                    re
+                }
+                #[inline]
+                fn real(self) -> Self {
+                    self
+                }
+                #[inline]
+                fn imaginary(self) -> Self {
+                    <Self as ::core::convert::From<f64>>::from(0.0)
+                }
+                #[inline]
+                fn modulus(self) -> Self {
+                    <Self as Float>::abs(self)
+                }
+                #[inline]
+                fn modulus_squared(self) -> Self {
+                    self * self
+                }
+                #[inline]
+                fn argument(self) -> Self {
+                    let pi = if $crate::Real::value(&self) < 0.0 { ::core::f64::consts::PI } else { 0.0 };
+                    <Self as ::core::convert::From<f64>>::from(pi)
+                }
+                #[inline]
+                fn norm1(self) -> Self {
+                    <Self as Float>::abs(self)
+                }
+                #[inline]
+                fn scale(self, factor: Self) -> Self {
+                    self * factor
+                }
+                #[inline]
+                fn unscale(self, factor: Self) -> Self {
+                    self / factor
+                }
+                #[inline]
+                fn signum(self) -> Self {
+                    <Self as Float>::signum(self)
+                }
+                #[inline]
+                fn floor(self) -> Self {
+                    <Self as Float>::floor(self)
+                }
+                #[inline]
+                fn ceil(self) -> Self {
+                    <Self as Float>::ceil(self)
+                }
+                #[inline]
+                fn round(self) -> Self {
+                    <Self as Float>::round(self)
+                }
+                #[inline]
+                fn trunc(self) -> Self {
+                    <Self as Float>::trunc(self)
+                }
+                #[inline]
+                fn fract(self) -> Self {
+                    <Self as Float>::fract(self)
+                }
+                #[inline]
+                fn mul_add(self, a: Self, b: Self) -> Self {
+                    <Self as Float>::mul_add(self, a, b)
+                }
+                #[inline]
+                fn abs(self) -> Self {
+                    <Self as Float>::abs(self)
+                }
+                #[inline]
+                fn hypot(self, other: Self) -> Self {
+                    <Self as Float>::hypot(self, other)
+                }
+                #[inline]
+                fn recip(self) -> Self {
+                    <Self as Float>::recip(self)
+                }
+                #[inline]
+                fn conjugate(self) -> Self {
+                    self
+                }
+                #[inline]
+                fn sin(self) -> Self {
+                    <Self as Float>::sin(self)
+                }
+                #[inline]
+                fn cos(self) -> Self {
+                    <Self as Float>::cos(self)
+                }
+                #[inline]
+                fn sin_cos(self) -> (Self, Self) {
+                    <Self as Float>::sin_cos(self)
+                }
+                #[inline]
+                fn tan(self) -> Self {
+                    <Self as Float>::tan(self)
+                }
+                #[inline]
+                fn asin(self) -> Self {
+                    <Self as Float>::asin(self)
+                }
+                #[inline]
+                fn acos(self) -> Self {
+                    <Self as Float>::acos(self)
+                }
+                #[inline]
+                fn atan(self) -> Self {
+                    <Self as Float>::atan(self)
+                }
+                #[inline]
+                fn sinh(self) -> Self {
+                    <Self as Float>::sinh(self)
+                }
+                #[inline]
+                fn cosh(self) -> Self {
+                    <Self as Float>::cosh(self)
+                }
+                #[inline]
+                fn tanh(self) -> Self {
+                    <Self as Float>::tanh(self)
+                }
+                #[inline]
+                fn asinh(self) -> Self {
+                    <Self as Float>::asinh(self)
+                }
+                #[inline]
+                fn acosh(self) -> Self {
+                    <Self as Float>::acosh(self)
+                }
+                #[inline]
+                fn atanh(self) -> Self {
+                    <Self as Float>::atanh(self)
+                }
+                #[inline]
+                fn log(self, base: Self) -> Self {
+                    <Self as Float>::log(self, base)
+                }
+                #[inline]
+                fn log2(self) -> Self {
+                    <Self as Float>::log2(self)
+                }
+                #[inline]
+                fn log10(self) -> Self {
+                    <Self as Float>::log10(self)
+                }
+                #[inline]
+                fn ln(self) -> Self {
+                    <Self as Float>::ln(self)
+                }
+                #[inline]
+                fn ln_1p(self) -> Self {
+                    <Self as Float>::ln_1p(self)
+                }
+                #[inline]
+                fn sqrt(self) -> Self {
+                    <Self as Float>::sqrt(self)
+                }
+                #[inline]
+                fn exp(self) -> Self {
+                    <Self as Float>::exp(self)
+                }
+                #[inline]
+                fn exp2(self) -> Self {
+                    <Self as Float>::exp2(self)
+                }
+                #[inline]
+                fn exp_m1(self) -> Self {
+                    <Self as Float>::exp_m1(self)
+                }
+                #[inline]
+                fn powi(self, n: i32) -> Self {
+                    <Self as Float>::powi(self, n)
+                }
+                #[inline]
+                fn powf(self, n: Self) -> Self {
+                    <Self as Float>::powf(self, n)
+                }
+                #[inline]
+                fn powc(self, n: Self) -> Self {
+                    <Self as Float>::powf(self, n)
+                }
+                #[inline]
+                fn cbrt(self) -> Self {
+                    <Self as Float>::cbrt(self)
+                }
+                #[inline]
+                fn is_finite(&self) -> bool {
+                    <Self as Float>::is_finite(*self)
+                }
+                #[inline]
+                fn try_sqrt(self) -> Option<Self> {
+                    if $crate::Real::value(&self) >= 0.0 {
+                        Some(<Self as Float>::sqrt(self))
+                    } else {
+                        None
+                    }
+                }
+            }
+
+            impl<$($gen)*> RealField for $ty {
+                #[inline]
+                fn is_sign_positive(&self) -> bool {
+                    <Self as Float>::is_sign_positive(*self)
+                }
+                #[inline]
+                fn is_sign_negative(&self) -> bool {
+                    <Self as Float>::is_sign_negative(*self)
+                }
+                #[inline]
+                fn copysign(self, sign: Self) -> Self {
+                    <Self as Float>::copysign(self, sign)
+                }
+                #[inline]
+                fn max(self, other: Self) -> Self {
+                    <Self as Float>::max(self, other)
+                }
+                #[inline]
+                fn min(self, other: Self) -> Self {
+                    <Self as Float>::min(self, other)
+                }
+                #[inline]
+                fn clamp(self, min: Self, max: Self) -> Self {
+                    <Self as Float>::min(<Self as Float>::max(self, min), max)
+                }
+                #[inline]
+                fn atan2(self, other: Self) -> Self {
+                    <Self as Float>::atan2(self, other)
+                }
+                #[inline]
+                fn min_value() -> Option<Self> {
+                    Some(<Self as Float>::min_value())
+                }
+                #[inline]
+                fn max_value() -> Option<Self> {
+                    Some(<Self as Float>::max_value())
+                }
+                #[inline]
+                fn pi() -> Self {
+                    <Self as FloatConst>::PI()
+                }
+                #[inline]
+                fn two_pi() -> Self {
+                    <Self as FloatConst>::TAU()
+                }
+                #[inline]
+                fn frac_pi_2() -> Self {
+                    <Self as FloatConst>::FRAC_PI_2()
+                }
+                #[inline]
+                fn frac_pi_3() -> Self {
+                    <Self as FloatConst>::FRAC_PI_3()
+                }
+                #[inline]
+                fn frac_pi_4() -> Self {
+                    <Self as FloatConst>::FRAC_PI_4()
+                }
+                #[inline]
+                fn frac_pi_6() -> Self {
+                    <Self as FloatConst>::FRAC_PI_6()
+                }
+                #[inline]
+                fn frac_pi_8() -> Self {
+                    <Self as FloatConst>::FRAC_PI_8()
+                }
+                #[inline]
+                fn frac_1_pi() -> Self {
+                    <Self as FloatConst>::FRAC_1_PI()
+                }
+                #[inline]
+                fn frac_2_pi() -> Self {
+                    <Self as FloatConst>::FRAC_2_PI()
+                }
+                #[inline]
+                fn frac_2_sqrt_pi() -> Self {
+                    <Self as FloatConst>::FRAC_2_SQRT_PI()
+                }
+                #[inline]
+                fn e() -> Self {
+                    <Self as FloatConst>::E()
+                }
+                #[inline]
+                fn log2_e() -> Self {
+                    <Self as FloatConst>::LOG2_E()
+                }
+                #[inline]
+                fn log10_e() -> Self {
+                    <Self as FloatConst>::LOG10_E()
+                }
+                #[inline]
+                fn ln_2() -> Self {
+                    <Self as FloatConst>::LN_2()
+                }
+                #[inline]
+                fn ln_10() -> Self {
+                    <Self as FloatConst>::LN_10()
+                }
+            }
+        };
+    };
+}

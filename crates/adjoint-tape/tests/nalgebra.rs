@@ -1,0 +1,245 @@
+//! nalgebra on active scalars: linear solves, log-determinants, inverses and norms differentiated
+//! on the tape and in forward mode, against finite differences and closed forms.
+#![cfg(feature = "nalgebra")]
+#![allow(clippy::needless_range_loop)] // (i, j) indices read as in the formulas
+
+use adjoint_core::check::check_gradient;
+use adjoint_core::forward::{self, Dual64};
+use adjoint_core::Real;
+use adjoint_tape::{grad, hessian, Var};
+use nalgebra::{ComplexField, DMatrix, DVector, RealField};
+
+const N: usize = 3;
+
+/// A fixed, well-conditioned base matrix.
+fn a0() -> DMatrix<f64> {
+    DMatrix::from_row_slice(N, N, &[4.0, 1.0, -0.5, 0.3, 3.0, 0.7, -0.2, 0.4, 5.0])
+}
+
+/// The direction matrices: A(x) = A0 + Σₖ xₖ Eₖ (so ∂A/∂xₖ = Eₖ).
+fn e(k: usize) -> DMatrix<f64> {
+    let mut m = DMatrix::zeros(N, N);
+    match k {
+        0 => {
+            m[(0, 0)] = 1.0;
+            m[(1, 2)] = 0.5;
+        }
+        1 => {
+            m[(0, 1)] = 1.0;
+            m[(2, 0)] = -1.0;
+        }
+        2 => {
+            m[(2, 2)] = 2.0;
+            m[(1, 0)] = 0.25;
+        }
+        _ => {
+            m[(1, 1)] = -1.0;
+            m[(0, 2)] = 0.75;
+        }
+    }
+    m
+}
+
+fn b() -> DVector<f64> {
+    DVector::from_column_slice(&[1.0, -2.0, 0.5])
+}
+
+/// A(x) for any scalar: constants embedded with `Real::cst`.
+fn a_of<T: Real + RealField>(x: &[T]) -> DMatrix<T> {
+    let mut a = a0().map(T::cst);
+    for (k, &xk) in x.iter().enumerate() {
+        a += e(k).map(|v| xk * v);
+    }
+    a
+}
+
+/// x ↦ sum(A(x)⁻¹ b) by LU with partial pivoting.
+fn solve_sum<T: Real + RealField>(x: &[T]) -> T {
+    let rhs = b().map(T::cst);
+    a_of(x).lu().solve(&rhs).expect("A(x) is invertible").sum()
+}
+
+/// The same through QR and through the explicit inverse: three algorithms, one function.
+fn solve_sum_qr<T: Real + RealField>(x: &[T]) -> T {
+    let rhs = b().map(T::cst);
+    a_of(x).qr().solve(&rhs).expect("A(x) is invertible").sum()
+}
+fn solve_sum_inv<T: Real + RealField>(x: &[T]) -> T {
+    let rhs = b().map(T::cst);
+    (a_of(x).try_inverse().expect("A(x) is invertible") * rhs).sum()
+}
+
+const X: [f64; 4] = [0.3, -0.7, 0.2, 0.9];
+
+#[test]
+fn linear_solve_gradient_tape_forward_fd_and_closed_form() {
+    let g = grad(|x: &[Var]| solve_sum(x), &X);
+    let gf = forward::gradient(|x: &[Dual64]| solve_sum(x), &X);
+    check_gradient(|x: &[f64]| solve_sum(x), &X, &g).assert_passed();
+    check_gradient(|x: &[f64]| solve_sum(x), &X, &gf).assert_passed();
+
+    // Closed form: ∂/∂xₖ 1ᵀA⁻¹b = −(A⁻ᵀ1)ᵀ Eₖ (A⁻¹b).
+    let a = a_of(&X);
+    let z = a.clone().lu().solve(&b()).unwrap();
+    let y = a
+        .transpose()
+        .lu()
+        .solve(&DVector::from_element(N, 1.0))
+        .unwrap();
+    for k in 0..X.len() {
+        let exact = -y.dot(&(e(k) * &z));
+        assert!(
+            (g[k] - exact).abs() < 1e-13,
+            "tape ∂{k}: {} vs {exact}",
+            g[k]
+        );
+        assert!(
+            (gf[k] - exact).abs() < 1e-13,
+            "fwd ∂{k}: {} vs {exact}",
+            gf[k]
+        );
+    }
+    // The value is the plain program's (to rounding: the rule table divides as x·(1/y)).
+    let v = adjoint_tape::value_and_grad(|x: &[Var]| solve_sum(x), &X).0;
+    assert!((v - solve_sum(&X)).abs() < 1e-14);
+}
+
+#[test]
+fn qr_and_explicit_inverse_give_the_lu_gradient() {
+    let g = grad(|x: &[Var]| solve_sum(x), &X);
+    let gq = grad(|x: &[Var]| solve_sum_qr(x), &X);
+    let gi = grad(|x: &[Var]| solve_sum_inv(x), &X);
+    for k in 0..X.len() {
+        assert!(
+            (g[k] - gq[k]).abs() < 1e-12,
+            "qr ∂{k}: {} vs {}",
+            gq[k],
+            g[k]
+        );
+        assert!(
+            (g[k] - gi[k]).abs() < 1e-12,
+            "inv ∂{k}: {} vs {}",
+            gi[k],
+            g[k]
+        );
+    }
+}
+
+/// The symmetric matrix whose upper triangle is `p` (row by row).
+fn sym<T: Real + RealField>(p: &[T]) -> DMatrix<T> {
+    let mut a = DMatrix::from_element(N, N, T::cst(0.0));
+    let mut it = p.iter();
+    for i in 0..N {
+        for j in i..N {
+            let v = *it.next().expect("N(N+1)/2 parameters");
+            a[(i, j)] = v;
+            a[(j, i)] = v;
+        }
+    }
+    a
+}
+
+/// ln det A by Cholesky: 2 Σ ln Lᵢᵢ.
+fn log_det<T: Real + RealField>(p: &[T]) -> T {
+    let l = sym(p).cholesky().expect("A is positive definite").l();
+    l.diagonal().map(ComplexField::ln).sum() * 2.0
+}
+
+/// Upper triangle of a positive definite matrix.
+const P: [f64; 6] = [4.0, 1.0, -0.5, 3.0, 0.7, 5.0];
+
+#[test]
+fn log_det_cholesky_gradient_is_the_inverse() {
+    let g = grad(|p: &[Var]| log_det(p), &P);
+    let gf = forward::gradient(|p: &[Dual64]| log_det(p), &P);
+    check_gradient(|p: &[f64]| log_det(p), &P, &g).assert_passed();
+    check_gradient(|p: &[f64]| log_det(p), &P, &gf).assert_passed();
+
+    // d ln det A / dA = A⁻ᵀ; an off-diagonal parameter sits in two entries.
+    let inv = sym(&P).try_inverse().unwrap();
+    let mut k = 0;
+    for i in 0..N {
+        for j in i..N {
+            let exact = if i == j {
+                inv[(i, j)]
+            } else {
+                2.0 * inv[(i, j)]
+            };
+            assert!(
+                (g[k] - exact).abs() < 1e-13,
+                "tape ({i},{j}): {} vs {exact}",
+                g[k]
+            );
+            assert!(
+                (gf[k] - exact).abs() < 1e-13,
+                "fwd ({i},{j}): {} vs {exact}",
+                gf[k]
+            );
+            k += 1;
+        }
+    }
+    // The value: ln det by Cholesky equals ln of LU's determinant.
+    assert!((log_det(&P) - sym(&P).determinant().ln()).abs() < 1e-13);
+}
+
+#[test]
+fn log_det_hessian_reverse_over_forward_matches_nested_duals() {
+    // tape::hessian runs the function on Dual<Var>, forward::hessian on Dual<Dual<f64>>: both
+    // through nalgebra's Cholesky.
+    let h = hessian(|p| log_det(p), &P);
+    let hf = forward::hessian(|p| log_det(p), &P);
+    // Closed form: ∂²/∂Aᵢⱼ∂Aₖₗ ln det A = −(A⁻¹)ₗᵢ (A⁻¹)ⱼₖ, summed over both positions of each
+    // off-diagonal parameter.
+    let inv = sym(&P).try_inverse().unwrap();
+    let idx: Vec<(usize, usize)> = (0..N).flat_map(|i| (i..N).map(move |j| (i, j))).collect();
+    let positions = |(i, j): (usize, usize)| {
+        if i == j {
+            vec![(i, j)]
+        } else {
+            vec![(i, j), (j, i)]
+        }
+    };
+    for (r, &pr) in idx.iter().enumerate() {
+        for (c, &pc) in idx.iter().enumerate() {
+            let mut exact = 0.0;
+            for (i, j) in positions(pr) {
+                for (k, l) in positions(pc) {
+                    exact -= inv[(l, i)] * inv[(j, k)];
+                }
+            }
+            assert!(
+                (h[r][c] - exact).abs() < 1e-12,
+                "H[{r}][{c}] {} vs {exact}",
+                h[r][c]
+            );
+            assert!(
+                (hf[r][c] - exact).abs() < 1e-12,
+                "Hf[{r}][{c}] {} vs {exact}",
+                hf[r][c]
+            );
+        }
+    }
+}
+
+#[test]
+fn norms_products_and_conversions() {
+    // ∇ ‖M x‖₂ = Mᵀ M x / ‖M x‖ for a constant M.
+    let m = DMatrix::from_row_slice(2, 3, &[1.0, 2.0, 0.0, -1.0, 0.5, 3.0]);
+    let x = [0.4, -1.1, 2.0];
+    let g = grad(
+        |x: &[Var]| (m.map(Var::constant) * DVector::from_column_slice(x)).norm(),
+        &x,
+    );
+    let mx = &m * DVector::from_column_slice(&x);
+    let exact = m.transpose() * &mx / mx.norm();
+    for k in 0..3 {
+        assert!((g[k] - exact[k]).abs() < 1e-14);
+    }
+    // Conversions: f64 in as a constant, the primal value out.
+    let c: Dual64 = nalgebra::convert(2.5);
+    assert_eq!((c.re, c.eps), (2.5, 0.0));
+    let back: f64 = nalgebra::try_convert(Dual64::new(3.0, 1.0)).unwrap();
+    assert_eq!(back, 3.0);
+    let v: f64 = nalgebra::try_convert(Var::constant(-1.5)).unwrap();
+    assert_eq!(v, -1.5);
+}
