@@ -381,8 +381,10 @@ pub fn binary<T: Real>(op: Op2, x: T, y: T) -> Rule2<T> {
         Op2::Sub => rule(x - y, one, -one, zero, zero, zero),
         Op2::Mul => rule(x * y, y, x, zero, one, zero),
         Op2::Div => {
+            // The value is `x / y`, not `x · (1/y)`: the latter differs from the plain
+            // program's quotient in the last bit, and an engine's primal must equal it.
             let inv = y.recip();
-            let v = x * inv;
+            let v = x / y;
             let dy = -(v * inv);
             rule(v, inv, dy, zero, -(inv * inv), v * inv * inv * 2.0)
         }

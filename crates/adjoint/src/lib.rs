@@ -132,7 +132,7 @@
 //!
 //! | feature | what works | where |
 //! |---|---|---|
-//! | `nalgebra` (0.35) | `forward::Dual<T>`, `DualVec<N>` and `tape::Var` are `nalgebra::RealField`: matrices, products, `lu`/`cholesky`/`qr` solves, `try_inverse`, `determinant`, `norm` | [`interop`] |
+//! | `nalgebra` (0.35; needs Rust ≥ 1.89, the rest of adjoint 1.85) | `forward::Dual<T>`, `DualVec<N>` and `tape::Var` are `nalgebra::RealField`: matrices, products, `lu`/`cholesky`/`qr` solves, `try_inverse`, `determinant`, `norm` | [`interop`] |
 //! | `ndarray` (0.17) | arrays of `Dual`/`Var`: arithmetic, `mapv`, `sum`, `mean`, `.dot()` (`ScalarOperand`, `LinalgScalar`) | [`interop`] |
 //! | `argmin` (0.11, argmin-math's `vec` backend) | an objective written once over [`Real`] is an argmin problem with tape gradients and Hessians | `adjoint::argmin` |
 //!
