@@ -60,6 +60,7 @@
 mod error;
 mod exec;
 mod expr;
+mod f32ops;
 mod graph;
 mod kernel;
 /// Benchmark programs (ADBench GMM) written with the combinators.
@@ -67,4 +68,6 @@ pub mod models;
 
 pub use error::{Error, Result};
 pub use expr::{cond, gradient_e, jacobian_e, lit, Exp};
-pub use graph::{Acc, Array, Builder, Combine, Gradient, Program, Rep, Sl};
+pub use graph::{
+    Acc, Array, Buffer, Builder, Combine, DType, Gradient, Input, Program, Rep, Sl, TypedGradient,
+};
