@@ -2,11 +2,11 @@
 //! taken) and its reverse pass (adjoints accumulated per node, last node first).
 
 use crate::error::{Error, Result};
-use crate::expr::{Arena, Id, Lambda, Node};
-use crate::graph::{ANode, Combine, Graph, NodeId};
 use crate::expr::Ty;
+use crate::expr::{Arena, Id, Lambda, Node};
 use crate::f32ops::{add_t, sum_lanes32};
 use crate::graph::DType;
+use crate::graph::{ANode, Combine, Graph, NodeId};
 use crate::kernel::{
     chunks, combine_windows, run_store, run_sum, sum_lanes, Eval, Inputs, Kernel, ParamSrc,
     ScatterSpec, Types, Window,

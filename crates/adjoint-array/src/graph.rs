@@ -443,7 +443,12 @@ impl Builder {
 
     /// Types of a lambda's nodes (parameters of types `params`, reads by their arrays); a
     /// mix of `f32` and `f64` is recorded as a [`Error::DTypeMismatch`] of `combinator`.
-    fn type_lambda(&self, combinator: &'static str, lam: &Lambda, params: &[Ty]) -> Option<Vec<Ty>> {
+    fn type_lambda(
+        &self,
+        combinator: &'static str,
+        lam: &Lambda,
+        params: &[Ty],
+    ) -> Option<Vec<Ty>> {
         let r = infer(
             &lam.ar,
             &|k| params.get(k as usize).copied().unwrap_or(Ty::F64),
@@ -519,7 +524,12 @@ impl Builder {
             return self.fail(Error::Invalid(name.into()), shape);
         };
         let mut out = Ty::Weak;
-        for ty in lam.outs.iter().map(|&o| t[o as usize]).chain(std::iter::once(Ty::Weak)) {
+        for ty in lam
+            .outs
+            .iter()
+            .map(|&o| t[o as usize])
+            .chain(std::iter::once(Ty::Weak))
+        {
             match out.join(ty) {
                 Ok(j) => out = j,
                 Err((a, b)) => return self.fail(mismatch(name, a, b), shape),
@@ -533,7 +543,11 @@ impl Builder {
                 }
             }
         }
-        let dtype = if out == Ty::F32 { DType::F32 } else { DType::F64 };
+        let dtype = if out == Ty::F32 {
+            DType::F32
+        } else {
+            DType::F64
+        };
         let lam = if dtype == DType::F32 && lam.outs.iter().any(|&o| t[o as usize] == Ty::Weak) {
             // weak outputs (constants, indices) are rounded into the f32 array
             let mut ar = lam.ar.clone();
@@ -604,12 +618,7 @@ impl Builder {
         self.zip_named("zip_with", arrays, f)
     }
 
-    fn zip_named(
-        &self,
-        name: &'static str,
-        arrays: &[&Acc],
-        f: impl FnOnce(&[Exp]) -> Exp,
-    ) -> Acc {
+    fn zip_named(&self, name: &'static str, arrays: &[&Acc], f: impl FnOnce(&[Exp]) -> Exp) -> Acc {
         let Some(first) = arrays.first() else {
             return self.fail(Error::Invalid("zip_with_n of no arrays".into()), vec![]);
         };
@@ -1045,7 +1054,8 @@ impl Acc {
 
     /// `zipWith f a b` (shapes must be equal).
     pub fn zip_with(&self, other: &Acc, f: impl FnOnce(Exp, Exp) -> Exp) -> Acc {
-        self.b().zip_named("zip_with", &[self, other], |p| f(p[0], p[1]))
+        self.b()
+            .zip_named("zip_with", &[self, other], |p| f(p[0], p[1]))
     }
 
     /// `a ! idx` inside a closure: read this array at an index (one `Exp` per axis; whole
@@ -1573,7 +1583,11 @@ impl Program {
     /// Vector–Jacobian product on typed inputs: outputs and `Σ_o seeds[o] · ∂output_o/∂input`
     /// per input, each in its array's element type (seeds of either type; a seed of an `f32`
     /// output is rounded to `f32`).
-    pub fn vjp_typed(&self, inputs: &[Input], seeds: &[Input]) -> Result<(Vec<Buffer>, Vec<Buffer>)> {
+    pub fn vjp_typed(
+        &self,
+        inputs: &[Input],
+        seeds: &[Input],
+    ) -> Result<(Vec<Buffer>, Vec<Buffer>)> {
         let ins = self.check_typed(inputs)?;
         let seeds: Vec<Vec<f64>> = seeds
             .iter()
@@ -1629,9 +1643,9 @@ impl Program {
                 Ok(match x {
                     Input::F64(x) => crate::exec::Val::B(x),
                     // stored widened (exactly); f32 arithmetic rounds every operation
-                    Input::F32(x) => crate::exec::Val::O(Arc::new(
-                        x.iter().map(|&v| f64::from(v)).collect(),
-                    )),
+                    Input::F32(x) => {
+                        crate::exec::Val::O(Arc::new(x.iter().map(|&v| f64::from(v)).collect()))
+                    }
                 })
             })
             .collect()
@@ -1782,13 +1796,7 @@ impl Program {
                 data: ex.value(o).to_vec(),
             })
             .collect();
-        let seeds: Vec<(NodeId, Vec<f64>)> = self
-            .g
-            .outputs
-            .iter()
-            .copied()
-            .zip(seeds)
-            .collect();
+        let seeds: Vec<(NodeId, Vec<f64>)> = self.g.outputs.iter().copied().zip(seeds).collect();
         let grads = crate::exec::backward(&ex, seeds)?;
         let grads = grads
             .into_iter()

@@ -815,7 +815,10 @@ impl Kernel {
                 .iter()
                 .map(|&t| shape_of(t).iter().product())
                 .collect(),
-            target_f32: targets.iter().map(|&t| (types.read)(t) == Ty::F32).collect(),
+            target_f32: targets
+                .iter()
+                .map(|&t| (types.read)(t) == Ty::F32)
+                .collect(),
             root_f32: roots.iter().map(|&r| is32(r)).collect(),
             targets,
             dense_targets,
@@ -1380,7 +1383,12 @@ impl<'k> Eval<'k> {
                 }
             }
             KOp::D2 {
-                op, w, a, b, second, ..
+                op,
+                w,
+                a,
+                b,
+                second,
+                ..
             } => {
                 let x = self.get(*a, params, len);
                 let y = self.get(*b, params, len);
@@ -1459,11 +1467,7 @@ pub(crate) struct Inputs<'a> {
 }
 
 /// Combine per-chunk windows into the targets, in chunk order.
-pub(crate) fn combine_windows(
-    per_chunk: &[Vec<Window>],
-    targets: &mut [&mut [f64]],
-    f32: &[bool],
-) {
+pub(crate) fn combine_windows(per_chunk: &[Vec<Window>], targets: &mut [&mut [f64]], f32: &[bool]) {
     for ws in per_chunk {
         for ((w, t), &f) in ws.iter().zip(targets.iter_mut()).zip(f32) {
             if !w.data.is_empty() {

@@ -150,7 +150,9 @@ fn logistic(dt: DType, n: usize, d: usize) -> adjoint_array::Program {
 fn logistic_regression_gradient_in_f32() {
     let (n, d) = (64, 5);
     let x = f32s(n * d, 4);
-    let y: Vec<f32> = (0..n).map(|i| if i % 3 == 0 { 1.0 } else { -1.0 }).collect();
+    let y: Vec<f32> = (0..n)
+        .map(|i| if i % 3 == 0 { 1.0 } else { -1.0 })
+        .collect();
     let w: Vec<f32> = vec![0.3, -0.2, 0.5, 0.1, -0.4];
     let p32 = logistic(DType::F32, n, d);
     assert_eq!(p32.input_dtypes(), vec![DType::F32; 3]);
@@ -285,14 +287,20 @@ fn mixing_f32_and_f64_is_a_build_error() {
         }
     );
     let msg = e.to_string();
-    assert!(msg.contains("zip_with") && msg.contains("f32") && msg.contains("f64"), "{msg}");
+    assert!(
+        msg.contains("zip_with") && msg.contains("f32") && msg.contains("f64"),
+        "{msg}"
+    );
     // reading an f64 array inside a map over f32
     let b = Builder::new();
     let x = b.input_f32(&[3]);
     let y = b.input(&[3]);
     let z = x.map(|a| a * y.at(&[adjoint_array::lit(0.0)]));
     let msg = b.build(&[&z]).unwrap_err().to_string();
-    assert!(msg.contains("map") && msg.contains("f32") && msg.contains("f64"), "{msg}");
+    assert!(
+        msg.contains("map") && msg.contains("f32") && msg.contains("f64"),
+        "{msg}"
+    );
     // acond branches of different types
     let b = Builder::new();
     let x = b.input_f32(&[2]);
@@ -366,14 +374,9 @@ fn f32_results_are_bit_identical_for_any_thread_count() {
     let ix = b.constant_input_f32(&[n]);
     // a gather (scatter-add in the gradient), a long sum, an element-wise chain
     let g = ix.map(|i| a.at(&[i]));
-    let s = g
-        .zip_with(&a, |u, v| (u * v).sin() + u.exp() * 0.01)
-        .sum();
+    let s = g.zip_with(&a, |u, v| (u * v).sin() + u.exp() * 0.01).sum();
     let p = b.build_scalar(&s).unwrap();
-    let run = || {
-        p.gradient_typed(&[(&x).into(), (&idx).into()])
-            .unwrap()
-    };
+    let run = || p.gradient_typed(&[(&x).into(), (&idx).into()]).unwrap();
     let g1 = with_threads(1, run);
     for t in [2, 3, 4] {
         let gt = with_threads(t, run);
