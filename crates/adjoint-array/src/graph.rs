@@ -1386,6 +1386,14 @@ impl Array {
 /// The data of one input for [`Program::run_typed`] / [`Program::gradient_typed`]: `f64` or
 /// `f32`, matching the input's declared [`DType`]. `&[f32]`, `&Vec<f32>`, `&[f32; N]` (and
 /// the `f64` ones) convert with `.into()`.
+///
+/// ```
+/// use adjoint_array::{DType, Input};
+/// let x = vec![1.0f32, 2.0];
+/// let i: Input = (&x).into();
+/// assert_eq!(i.dtype(), DType::F32);
+/// assert_eq!(Input::from(&[1.0f64][..]).dtype(), DType::F64);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Input<'a> {
     /// `f64` data
@@ -1433,6 +1441,15 @@ input_from!(f64, F64);
 input_from!(f32, F32);
 
 /// Typed data of an output or a gradient: `f32` for `f32` arrays, `f64` otherwise.
+///
+/// ```
+/// use adjoint_array::{Buffer, DType};
+/// let b = Buffer::F32(vec![0.5, 1.5]);
+/// assert_eq!(b.dtype(), DType::F32);
+/// assert_eq!(b.as_f32(), Some(&[0.5f32, 1.5][..]));
+/// assert_eq!(b.as_f64(), None);
+/// assert_eq!(b.to_f64_vec(), vec![0.5, 1.5]);
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub enum Buffer {
     /// `f64` elements
@@ -1568,6 +1585,19 @@ impl Program {
 
     /// Value and gradient of a program with one scalar output, on typed inputs: each gradient
     /// is in its input's element type (`f32` for an `f32` input).
+    ///
+    /// ```
+    /// use adjoint_array::{Buffer, Builder, Input};
+    /// let b = Builder::new();
+    /// let w = b.input_f32(&[2]);
+    /// let x = b.constant_input(&[2]); // f64 data
+    /// let s = w.zip_with(&x.cast_f32(), |a, c| a * c).sum();
+    /// let p = b.build_scalar(&s).unwrap();
+    /// let g = p.gradient_typed(&[Input::F32(&[2.0, 3.0]), Input::F64(&[0.5, 0.25])]).unwrap();
+    /// assert_eq!(g.value, Buffer::F32(vec![1.75]));
+    /// assert_eq!(g.grads[0], Buffer::F32(vec![0.5, 0.25]));
+    /// assert_eq!(g.grads[1], Buffer::F64(vec![0.0, 0.0])); // a constant input
+    /// ```
     pub fn gradient_typed(&self, inputs: &[Input]) -> Result<TypedGradient> {
         let shapes = self.output_shapes();
         if shapes.len() != 1 || !shapes[0].is_empty() {
@@ -1583,6 +1613,19 @@ impl Program {
     /// Vector–Jacobian product on typed inputs: outputs and `Σ_o seeds[o] · ∂output_o/∂input`
     /// per input, each in its array's element type (seeds of either type; a seed of an `f32`
     /// output is rounded to `f32`).
+    ///
+    /// ```
+    /// use adjoint_array::{Buffer, Builder, Input};
+    /// let b = Builder::new();
+    /// let x = b.input_f32(&[2]);
+    /// let y = x.map(|v| v * v);
+    /// let p = b.build(&[&y]).unwrap();
+    /// let (out, g) = p
+    ///     .vjp_typed(&[Input::F32(&[3.0, 4.0])], &[Input::F32(&[1.0, 0.5])])
+    ///     .unwrap();
+    /// assert_eq!(out[0], Buffer::F32(vec![9.0, 16.0]));
+    /// assert_eq!(g[0], Buffer::F32(vec![6.0, 4.0]));
+    /// ```
     pub fn vjp_typed(
         &self,
         inputs: &[Input],
