@@ -18,6 +18,33 @@ pub enum Error {
         /// The second shape.
         right: Vec<usize>,
     },
+    /// A combinator met arrays (or expressions) of different element types; convert one with
+    /// [`Acc::cast_f32`](crate::Acc::cast_f32) / [`Acc::cast_f64`](crate::Acc::cast_f64).
+    #[error(
+        "element type mismatch in {combinator}: {left} vs {right} (convert one with cast_f32() \
+         or cast_f64())"
+    )]
+    DTypeMismatch {
+        /// The combinator that was being built (`zip_with`, `map`, `acond`, …).
+        combinator: &'static str,
+        /// The first element type.
+        left: crate::DType,
+        /// The second element type.
+        right: crate::DType,
+    },
+    /// The data passed for an input is not of its declared element type.
+    #[error(
+        "input {index}: declared {expected}, got {got} data (pass f32 data with Input::F32 to \
+         run_typed/gradient_typed)"
+    )]
+    InputType {
+        /// Which input.
+        index: usize,
+        /// Its declared element type.
+        expected: crate::DType,
+        /// The type of the data given.
+        got: crate::DType,
+    },
     /// An index outside an array (in indexing, `backpermute` or `permute`).
     #[error("index {index:?} out of bounds for shape {shape:?} in {context}")]
     OutOfBounds {

@@ -2,11 +2,14 @@
 //! taken) and its reverse pass (adjoints accumulated per node, last node first).
 
 use crate::error::{Error, Result};
+use crate::expr::Ty;
 use crate::expr::{Arena, Id, Lambda, Node};
+use crate::f32ops::{add_t, sum_lanes32};
+use crate::graph::DType;
 use crate::graph::{ANode, Combine, Graph, NodeId};
 use crate::kernel::{
     chunks, combine_windows, run_store, run_sum, sum_lanes, Eval, Inputs, Kernel, ParamSrc,
-    ScatterSpec, Window,
+    ScatterSpec, Types, Window,
 };
 use adjoint_core::rules::{self, Op2};
 use rayon::prelude::*;
@@ -64,8 +67,22 @@ pub(crate) struct Exec<'g> {
     out_bufs: HashMap<NodeId, Vec<f64>>,
 }
 
-fn primal_kernel<'a>(g: &'a Graph, i: NodeId, lam: &Lambda, space: &[usize]) -> &'a Kernel {
+/// The element type of node `key`'s array.
+pub(crate) fn node_ty(g: &Graph, key: u32) -> Ty {
+    g.nodes
+        .get(key as usize)
+        .map_or(Ty::F64, |n| Ty::of(n.dtype))
+}
+
+fn primal_kernel<'a>(
+    g: &'a Graph,
+    i: NodeId,
+    lam: &Lambda,
+    args: &[NodeId],
+    space: &[usize],
+) -> &'a Kernel {
     g.primal[i as usize].get_or_init(|| {
+        let params: Vec<Ty> = args.iter().map(|&a| node_ty(g, a)).collect();
         Arc::new(Kernel::compile(
             lam.ar.clone(),
             &lam.outs,
@@ -74,6 +91,10 @@ fn primal_kernel<'a>(g: &'a Graph, i: NodeId, lam: &Lambda, space: &[usize]) -> 
             space,
             lam.nparams,
             &|k| g.shape_of(k),
+            &Types {
+                params: &params,
+                read: &|k| node_ty(g, k),
+            },
         ))
     })
 }
@@ -196,7 +217,7 @@ impl<'g> Exec<'g> {
                     self.force(a)?;
                 }
                 self.force_reads(lam)?;
-                let k = primal_kernel(g, i, lam, space);
+                let k = primal_kernel(g, i, lam, args, space);
                 let buf = if self.out_bufs.is_empty() {
                     vec![0.0; total]
                 } else {
@@ -214,7 +235,7 @@ impl<'g> Exec<'g> {
                     self.force(a)?;
                 }
                 self.force_reads(lam)?;
-                let k = primal_kernel(g, i, lam, space);
+                let k = primal_kernel(g, i, lam, args, space);
                 let caller: Vec<&[f64]> = args.iter().map(|&a| self.value(a)).collect();
                 let inp = self.kernel_inputs(k, &caller, &|_| None);
                 run_sum(k, &inp, *space.last().expect("rank ≥ 1"))?.0
@@ -224,7 +245,7 @@ impl<'g> Exec<'g> {
                 let sshape = &g.nodes[*src as usize].shape;
                 let inner = *sshape.last().expect("rank ≥ 1");
                 let data = self.value(*src);
-                sum_rows(data, inner, total)
+                sum_rows(data, inner, total, info.dtype == DType::F32)
             }
             ANode::Fold { f, init, src } => {
                 self.force(*src)?;
@@ -280,7 +301,7 @@ impl<'g> Exec<'g> {
                 self.force(*src)?;
                 self.force_reads(idx)?;
                 let sspace = g.nodes[*src as usize].shape.clone();
-                let k = primal_kernel(g, i, idx, &sspace);
+                let k = primal_kernel(g, i, idx, &[], &sspace);
                 let inp = self.kernel_inputs(k, &[], &|_| None);
                 let w = idx.outs.len();
                 let ns: usize = sspace.iter().product();
@@ -347,7 +368,7 @@ impl<'g> Exec<'g> {
             }
             ANode::Acond { cond, t, e } => {
                 self.force_reads(cond)?;
-                let k = primal_kernel(g, i, cond, &[]);
+                let k = primal_kernel(g, i, cond, &[], &[]);
                 let inp = self.kernel_inputs(k, &[], &|_| None);
                 let mut outs = vec![vec![0.0; 1]];
                 run_store(k, &inp, &[vec![0]], &mut outs)?;
@@ -422,6 +443,10 @@ impl<'g> Exec<'g> {
                     outer,
                     0,
                     &|k| self.g.shape_of(k),
+                    &Types {
+                        params: &[],
+                        read: &|k| node_ty(self.g, k),
+                    },
                 ))
             })
             .clone();
@@ -447,6 +472,10 @@ impl<'g> Exec<'g> {
                     &[1],
                     2,
                     &|k| self.g.shape_of(k),
+                    &Types {
+                        params: &[],
+                        read: &|k| node_ty(self.g, k),
+                    },
                 ))
             })
             .clone()
@@ -528,7 +557,8 @@ fn split_first_col(data: &[f64], rows: usize, inner: usize) -> (Vec<f64>, Vec<f6
 }
 
 /// Row sums of a materialised array, rows in parallel with fixed groups.
-fn sum_rows(data: &[f64], inner: usize, rows: usize) -> Vec<f64> {
+fn sum_rows(data: &[f64], inner: usize, rows: usize, f32: bool) -> Vec<f64> {
+    let lanes = if f32 { sum_lanes32 } else { sum_lanes };
     if inner == 0 {
         return vec![0.0; rows];
     }
@@ -537,16 +567,16 @@ fn sum_rows(data: &[f64], inner: usize, rows: usize) -> Vec<f64> {
         let ch = chunks(inner, 1024);
         let parts: Vec<f64> = ch
             .par_iter()
-            .map(|&(lo, hi)| sum_lanes(&data[lo..hi]))
+            .map(|&(lo, hi)| lanes(&data[lo..hi]))
             .collect();
-        return vec![parts.iter().fold(0.0, |a, &b| a + b)];
+        return vec![parts.iter().fold(0.0, |a, &b| add_t(f32, a, b))];
     }
     let mut out = vec![0.0; rows];
     let per = rows.div_ceil(64).max(1);
     out.par_chunks_mut(per).enumerate().for_each(|(c, o)| {
         for (r, v) in o.iter_mut().enumerate() {
             let row = c * per + r;
-            *v = sum_lanes(&data[row * inner..(row + 1) * inner]);
+            *v = lanes(&data[row * inner..(row + 1) * inner]);
         }
     });
     out
@@ -615,19 +645,32 @@ fn scan_native(
 struct Adj {
     dense: Vec<Option<Vec<f64>>>,
     bc: Vec<Option<Vec<f64>>>,
+    /// which nodes are `f32` arrays (their adjoints are `f32`, accumulated in `f32`)
+    f32: Vec<bool>,
 }
 
-fn add_to(slot: &mut Option<Vec<f64>>, v: Vec<f64>) {
+fn add_to(slot: &mut Option<Vec<f64>>, mut v: Vec<f64>, f32: bool) {
     match slot {
-        None => *slot = Some(v),
+        None => {
+            if f32 {
+                v.iter_mut().for_each(|x| *x = crate::f32ops::r32(*x));
+            }
+            *slot = Some(v)
+        }
         Some(d) => {
             assert_eq!(
                 d.len(),
                 v.len(),
                 "adjoint contributions of different lengths"
             );
-            for (a, b) in d.iter_mut().zip(&v) {
-                *a += b;
+            if f32 {
+                for (a, &b) in d.iter_mut().zip(&v) {
+                    *a = add_t(true, *a, b);
+                }
+            } else {
+                for (a, b) in d.iter_mut().zip(&v) {
+                    *a += b;
+                }
             }
         }
     }
@@ -635,10 +678,10 @@ fn add_to(slot: &mut Option<Vec<f64>>, v: Vec<f64>) {
 
 impl Adj {
     fn add(&mut self, n: NodeId, v: Vec<f64>) {
-        add_to(&mut self.dense[n as usize], v)
+        add_to(&mut self.dense[n as usize], v, self.f32[n as usize])
     }
     fn add_bc(&mut self, n: NodeId, v: Vec<f64>) {
-        add_to(&mut self.bc[n as usize], v)
+        add_to(&mut self.bc[n as usize], v, self.f32[n as usize])
     }
     /// The node's adjoint as one dense array (broadcast contributions expanded).
     fn take(&mut self, n: NodeId, size: usize) -> Option<Vec<f64>> {
@@ -653,9 +696,10 @@ impl Adj {
                     "broadcast adjoint does not divide the size"
                 );
                 let inner = size / b.len().max(1);
+                let f32 = self.f32[n as usize];
                 for (r, &v) in b.iter().enumerate() {
                     for x in &mut d[r * inner..(r + 1) * inner] {
-                        *x += v;
+                        *x = add_t(f32, *x, v);
                     }
                 }
                 Some(d)
@@ -687,6 +731,7 @@ fn adjoint_kernel(
     want_param: &dyn Fn(u32) -> bool,
     scatter: bool,
     shape_of: &dyn Fn(u32) -> Vec<usize>,
+    types: &Types,
 ) -> Result<Kernel> {
     let mut ar = lam.ar.clone();
     let base = ar.nodes.len();
@@ -732,6 +777,7 @@ fn adjoint_kernel(
         space,
         nparams_total,
         shape_of,
+        types,
     );
     k.param_roots = param_roots;
     Ok(k)
@@ -771,6 +817,7 @@ pub(crate) fn backward(ex: &Exec, seeds: Vec<(NodeId, Vec<f64>)>) -> Result<Vec<
     let mut adj = Adj {
         dense: vec![None; n],
         bc: vec![None; n],
+        f32: g.nodes.iter().map(|x| x.dtype == DType::F32).collect(),
     };
     let mut loop_seeds: HashMap<NodeId, Vec<Option<Vec<f64>>>> = HashMap::new();
     for (o, s) in seeds {
@@ -805,7 +852,7 @@ pub(crate) fn backward(ex: &Exec, seeds: Vec<(NodeId, Vec<f64>)>) -> Result<Vec<
                 st = (0..lp.nstate).map(|_| r.next().expect("state")).collect();
                 for (acc, v) in inv_adj.iter_mut().zip(r) {
                     if let Some(v) = v {
-                        add_to(acc, v);
+                        add_to(acc, v, false);
                     }
                 }
             }
@@ -836,6 +883,8 @@ pub(crate) fn backward(ex: &Exec, seeds: Vec<(NodeId, Vec<f64>)>) -> Result<Vec<
                 let bc_shape: Vec<usize> =
                     node_shape[..node_shape.len().saturating_sub(1)].to_vec();
                 let ak = cached_adjoint(g, i, mode, || {
+                    let mut ptys: Vec<Ty> = args.iter().map(|&a| node_ty(g, a)).collect();
+                    ptys.push(node_ty(g, i));
                     let has_d = dense.is_some();
                     let has_b = bc.is_some();
                     let sp = space.clone();
@@ -879,6 +928,13 @@ pub(crate) fn backward(ex: &Exec, seeds: Vec<(NodeId, Vec<f64>)>) -> Result<Vec<
                             AUX_BC => bs.clone(),
                             k => g.shape_of(k),
                         },
+                        &Types {
+                            params: &ptys,
+                            read: &|key| match key {
+                                AUX_DENSE | AUX_BC => node_ty(g, i),
+                                k => node_ty(g, k),
+                            },
+                        },
                     )
                 })?;
                 let mut caller: Vec<&[f64]> = args.iter().map(|&a| ex.value(a)).collect();
@@ -903,6 +959,7 @@ pub(crate) fn backward(ex: &Exec, seeds: Vec<(NodeId, Vec<f64>)>) -> Result<Vec<
                 };
                 let rows_shape = info.shape.clone();
                 let ak = cached_adjoint(g, i, 2, || {
+                    let ptys: Vec<Ty> = args.iter().map(|&a| node_ty(g, a)).collect();
                     let rs = rows_shape.clone();
                     adjoint_kernel(
                         g,
@@ -920,6 +977,13 @@ pub(crate) fn backward(ex: &Exec, seeds: Vec<(NodeId, Vec<f64>)>) -> Result<Vec<
                         &|key| match key {
                             AUX_BC => rs.clone(),
                             k => g.shape_of(k),
+                        },
+                        &Types {
+                            params: &ptys,
+                            read: &|key| match key {
+                                AUX_BC => node_ty(g, i),
+                                k => node_ty(g, k),
+                            },
                         },
                     )
                 })?;
@@ -950,7 +1014,7 @@ pub(crate) fn backward(ex: &Exec, seeds: Vec<(NodeId, Vec<f64>)>) -> Result<Vec<
                     _ => unreachable!(),
                 };
                 let e = loop_seeds.entry(*src).or_insert_with(|| vec![None; nstate]);
-                add_to(&mut e[*k], gv);
+                add_to(&mut e[*k], gv, false);
             }
             ANode::Sum { src } => {
                 if g.active[*src as usize] {
@@ -1117,6 +1181,10 @@ fn init_backward(
             &|_| false,
             true,
             &|k| g.shape_of(k),
+            &Types {
+                params: &[],
+                read: &|k| node_ty(g, k),
+            },
         )
     })?;
     apply_adjoint(ex, adj, &ak, &[&seed], &|_| None, &|_| None)
@@ -1164,6 +1232,10 @@ fn scan_backward(
             &|k| k == p_acc,
             false,
             &|k| g.shape_of(k),
+            &Types {
+                params: &[],
+                read: &|k| node_ty(g, k),
+            },
         )
     })?;
     let dacc = if kd.param_roots.is_empty() {
@@ -1215,6 +1287,10 @@ fn scan_backward(
             &|k| k == p_x,
             true,
             &|k| g.shape_of(k),
+            &Types {
+                params: &[],
+                read: &|k| node_ty(g, k),
+            },
         )
     })?;
     let mut adj_x = vec![0.0; n];
@@ -1246,7 +1322,7 @@ fn add_windows(ex: &Exec, adj: &mut Adj, k: &Kernel, wins: &[Vec<Window>]) {
         .collect();
     {
         let mut refs: Vec<&mut [f64]> = bufs.iter_mut().map(|b| &mut b[..]).collect();
-        combine_windows(wins, &mut refs);
+        combine_windows(wins, &mut refs, &k.target_f32);
     }
     for (&t, b) in k.targets.iter().zip(bufs) {
         adj.dense[t as usize] = Some(b);

@@ -88,6 +88,70 @@ pub(crate) enum Node {
     Select(Id, Id, Id),
     /// read an array (by key) at an index, one operand per axis
     Read(u32, Vec<Id>),
+    /// convert to an element type: `Cast(true, a)` rounds to `f32`, `Cast(false, a)` widens to
+    /// `f64` (exact; it only changes the type)
+    Cast(bool, Id),
+}
+
+/// The element type of an expression node, inferred from its operands: parameters and reads
+/// have their array's type; constants and indices are *weak* (as JAX's Python scalars): they
+/// take the type of what they meet, rounded once when they meet `f32`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Ty {
+    Weak,
+    F32,
+    F64,
+}
+
+impl Ty {
+    pub(crate) fn of(d: crate::graph::DType) -> Ty {
+        match d {
+            crate::graph::DType::F32 => Ty::F32,
+            crate::graph::DType::F64 => Ty::F64,
+        }
+    }
+    /// `Weak ⊔ t = t`; `F32 ⊔ F64` is an error (returned as the pair).
+    pub(crate) fn join(self, o: Ty) -> std::result::Result<Ty, (Ty, Ty)> {
+        match (self, o) {
+            (Ty::Weak, t) | (t, Ty::Weak) => Ok(t),
+            (a, b) if a == b => Ok(a),
+            (a, b) => Err((a, b)),
+        }
+    }
+}
+
+/// The type of every node of `ar` (parameters typed by `param`, reads by `read`). A mixed
+/// operation is an error: the pair of types met.
+pub(crate) fn infer(
+    ar: &Arena,
+    param: &dyn Fn(u32) -> Ty,
+    read: &dyn Fn(u32) -> Ty,
+) -> std::result::Result<Vec<Ty>, (Ty, Ty)> {
+    let mut t: Vec<Ty> = Vec::with_capacity(ar.nodes.len());
+    for n in &ar.nodes {
+        let ty = match n {
+            Node::Const(_) | Node::Var(_) | Node::Idx(_) => Ty::Weak,
+            Node::Param(k) => param(*k),
+            Node::Read(k, _) => read(*k),
+            Node::Un(_, a) | Node::D1(_, a) | Node::DD1(_, a) => t[*a as usize],
+            Node::Bin(_, a, b)
+            | Node::D2(_, _, a, b)
+            | Node::DD2(_, _, a, b)
+            | Node::AdjMul(a, b)
+            | Node::Select(_, a, b) => t[*a as usize].join(t[*b as usize])?,
+            Node::Disc(op, a, b) => {
+                let j = t[*a as usize].join(t[*b as usize])?;
+                match op {
+                    DOp::Floor | DOp::Ceil | DOp::Round | DOp::Trunc | DOp::IDiv | DOp::IMod => j,
+                    _ => Ty::Weak,
+                }
+            }
+            Node::Cast(true, _) => Ty::F32,
+            Node::Cast(false, _) => Ty::F64,
+        };
+        t.push(ty);
+    }
+    Ok(t)
 }
 
 impl Node {
@@ -102,6 +166,7 @@ impl Node {
             | Node::Disc(_, a, b) => vec![*a, *b],
             Node::Select(c, a, b) => vec![*c, *a, *b],
             Node::Read(_, ix) => ix.clone(),
+            Node::Cast(_, a) => vec![*a],
         }
     }
 
@@ -118,6 +183,7 @@ impl Node {
             Node::Disc(o, a, b) => Node::Disc(*o, f(*a), f(*b)),
             Node::Select(c, a, b) => Node::Select(f(*c), f(*a), f(*b)),
             Node::Read(k, ix) => Node::Read(*k, ix.iter().map(|&i| f(i)).collect()),
+            Node::Cast(t, a) => Node::Cast(*t, f(*a)),
         }
     }
 }
@@ -241,6 +307,11 @@ impl Arena {
             Node::Disc(op, a, b) => {
                 if let (Some(x), Some(y)) = (c(self, *a), c(self, *b)) {
                     return self.konst(op.eval(x, y));
+                }
+            }
+            Node::Cast(to32, a) => {
+                if let Some(x) = c(self, *a) {
+                    return self.konst(if *to32 { x as f32 as f64 } else { x });
                 }
             }
             Node::Select(s, a, b) => {
@@ -402,6 +473,11 @@ impl Arena {
                     let cb = self.push(Node::AdjMul(g, x));
                     acc(self, &mut adj, x, ca);
                     acc(self, &mut adj, y, cb);
+                }
+                // The adjoint of a cast is the reverse cast.
+                Node::Cast(to32, a) => {
+                    let c = self.push(Node::Cast(!to32, g));
+                    acc(self, &mut adj, a, c);
                 }
                 Node::Select(c, a, b) => {
                     let z = self.konst(0.0);
@@ -843,6 +919,33 @@ impl Exp {
     /// `hypot`
     pub fn hypot(self, y: impl Into<Exp>) -> Exp {
         self.bin(Op2::Hypot, y)
+    }
+    /// Convert to `f32` (rounded to nearest): inside a closure, to combine an `f64` value with
+    /// `f32` ones, or to make a `generate` produce an `f32` array. The adjoint is widened back.
+    ///
+    /// ```
+    /// use adjoint_array::{Builder, DType};
+    /// let b = Builder::new();
+    /// let g = b.generate(&[3], |i| (i[0] * 0.1).cast_f32());
+    /// assert_eq!(g.dtype(), DType::F32);
+    /// let out = b.build(&[&g]).unwrap().run(&[]).unwrap();
+    /// assert_eq!(out[0].data()[1], f64::from(0.1f32));
+    /// ```
+    pub fn cast_f32(self) -> Exp {
+        node_of(&[self], |i| Node::Cast(true, i[0]))
+    }
+    /// Convert to `f64` (exact for an `f32` value); the adjoint is rounded to `f32`.
+    ///
+    /// ```
+    /// use adjoint_array::{Builder, DType};
+    /// let b = Builder::new();
+    /// let x = b.input_f32(&[2]);
+    /// let y = b.input(&[2]);
+    /// let z = x.zip_with(&y, |a, c| a.cast_f64() * c);
+    /// assert_eq!(z.dtype(), DType::F64);
+    /// ```
+    pub fn cast_f64(self) -> Exp {
+        node_of(&[self], |i| Node::Cast(false, i[0]))
     }
     /// `floor` (derivative 0)
     pub fn floor(self) -> Exp {

@@ -1,7 +1,7 @@
 //! Array programs: the [`Builder`], array handles ([`Acc`]), the built [`Program`].
 
 use crate::error::{Error, Result};
-use crate::expr::{capture, idx_exp, read_exp, Exp, Lambda, Node};
+use crate::expr::{capture, idx_exp, infer, read_exp, Exp, Lambda, Node, Ty};
 use crate::kernel::Kernel;
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -23,6 +23,40 @@ pub enum Combine {
     Max,
     /// `min`; gradient as for `Max`.
     Min,
+}
+
+/// The element type of an array: every array of a program has one, fixed when it is built.
+///
+/// Inputs are `f64` unless declared otherwise ([`Builder::input_f32`],
+/// [`Builder::input_with`]); an element-wise combinator's result has its arguments' type; a
+/// combinator that meets an `f32` and an `f64` array (or expression) is a build error
+/// ([`Error::DTypeMismatch`]): convert one with [`Acc::cast_f32`] / [`Acc::cast_f64`] (or
+/// [`Exp::cast_f32`] / [`Exp::cast_f64`] inside a closure). Constants and indices inside
+/// closures are *weak*, as Python scalars in JAX: they take the type of what they meet.
+///
+/// ```
+/// use adjoint_array::{Builder, DType};
+/// let b = Builder::new();
+/// let x = b.input_f32(&[3]);
+/// let y = x.map(|v| v * 0.1);
+/// assert_eq!(y.dtype(), DType::F32);
+/// assert_eq!(y.cast_f64().dtype(), DType::F64);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DType {
+    /// `f64` (the default)
+    F64,
+    /// `f32`: stored and computed in single precision
+    F32,
+}
+
+impl std::fmt::Display for DType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            DType::F64 => "f64",
+            DType::F32 => "f32",
+        })
+    }
 }
 
 /// One entry of a `replicate` specification (Accelerate's slice index).
@@ -152,6 +186,7 @@ pub(crate) struct NodeInfo {
     pub kind: ANode,
     pub shape: Vec<usize>,
     pub store: bool,
+    pub dtype: DType,
 }
 
 /// A loop: condition and body graphs over (state ++ invariants).
@@ -176,6 +211,22 @@ pub(crate) struct Graph {
 impl Graph {
     pub(crate) fn shape_of(&self, key: u32) -> Vec<usize> {
         self.nodes[key as usize].shape.clone()
+    }
+}
+
+fn ty_name(t: Ty) -> DType {
+    if t == Ty::F32 {
+        DType::F32
+    } else {
+        DType::F64
+    }
+}
+
+fn mismatch(combinator: &'static str, a: Ty, b: Ty) -> Error {
+    Error::DTypeMismatch {
+        combinator,
+        left: ty_name(a),
+        right: ty_name(b),
     }
 }
 
@@ -254,13 +305,33 @@ impl Builder {
         }
     }
 
+    /// Push a node whose element type follows from its operands.
     fn push(&self, kind: ANode, shape: Vec<usize>) -> Acc {
+        let dtype = {
+            let g = self.g.borrow();
+            let d = |i: NodeId| g.nodes[i as usize].dtype;
+            match &kind {
+                ANode::Sum { src }
+                | ANode::Fold { src, .. }
+                | ANode::Scan { src, .. }
+                | ANode::Reshape { src }
+                | ANode::StopGrad { src }
+                | ANode::Permute { src, .. } => d(*src),
+                ANode::Acond { t, .. } => d(*t),
+                _ => DType::F64,
+            }
+        };
+        self.push_t(kind, shape, dtype)
+    }
+
+    fn push_t(&self, kind: ANode, shape: Vec<usize>, dtype: DType) -> Acc {
         let id = {
             let mut g = self.g.borrow_mut();
             g.nodes.push(NodeInfo {
                 kind,
                 shape: shape.clone(),
                 store: false,
+                dtype,
             });
             g.nodes.len() as NodeId - 1
         };
@@ -302,31 +373,109 @@ impl Builder {
 
     /// Declare an input array (differentiated by `gradient_a`).
     pub fn input(&self, shape: &[usize]) -> Acc {
-        let idx = self.g.borrow().inputs.len();
-        let a = self.push(
-            ANode::Input {
-                index: idx,
-                diff: true,
-            },
-            shape.to_vec(),
-        );
-        self.g.borrow_mut().inputs.push(a.id);
-        a
+        self.input_impl(shape, DType::F64, true)
     }
 
     /// Declare an input that is data, not a parameter: `gradient_a` returns zeros for it and
     /// spends no work on its adjoint.
     pub fn constant_input(&self, shape: &[usize]) -> Acc {
+        self.input_impl(shape, DType::F64, false)
+    }
+
+    /// Declare an `f32` input array (differentiated). Runs take its data as `&[f32]`
+    /// ([`Input::F32`], through [`Program::run_typed`] / [`Program::gradient_typed`]);
+    /// arithmetic on it is done in `f32`, and its gradient comes back as `f32`.
+    ///
+    /// ```
+    /// use adjoint_array::{Buffer, Builder};
+    /// let b = Builder::new();
+    /// let x = b.input_f32(&[3]);
+    /// let s = x.map(|v| v * v * 0.5).sum();
+    /// let p = b.build_scalar(&s).unwrap();
+    /// let xs: &[f32] = &[1.0, 2.0, 3.0];
+    /// let g = p.gradient_typed(&[xs.into()]).unwrap();
+    /// assert_eq!(g.value, Buffer::F32(vec![7.0]));
+    /// assert_eq!(g.grads[0].as_f32().unwrap(), &[1.0f32, 2.0, 3.0]);
+    /// ```
+    pub fn input_f32(&self, shape: &[usize]) -> Acc {
+        self.input_impl(shape, DType::F32, true)
+    }
+
+    /// Declare a constant (not differentiated) `f32` input.
+    pub fn constant_input_f32(&self, shape: &[usize]) -> Acc {
+        self.input_impl(shape, DType::F32, false)
+    }
+
+    /// Declare a differentiated input of element type `dtype`.
+    ///
+    /// ```
+    /// use adjoint_array::{Builder, DType};
+    /// let b = Builder::new();
+    /// let x = b.input_with(&[2], DType::F32);
+    /// assert_eq!(x.dtype(), DType::F32);
+    /// ```
+    pub fn input_with(&self, shape: &[usize], dtype: DType) -> Acc {
+        self.input_impl(shape, dtype, true)
+    }
+
+    fn input_impl(&self, shape: &[usize], dtype: DType, diff: bool) -> Acc {
         let idx = self.g.borrow().inputs.len();
-        let a = self.push(
-            ANode::Input {
-                index: idx,
-                diff: false,
-            },
-            shape.to_vec(),
-        );
+        let a = self.push_t(ANode::Input { index: idx, diff }, shape.to_vec(), dtype);
         self.g.borrow_mut().inputs.push(a.id);
         a
+    }
+
+    fn dtype_of(&self, id: NodeId) -> DType {
+        self.g
+            .borrow()
+            .nodes
+            .get(id as usize)
+            .map_or(DType::F64, |n| n.dtype)
+    }
+
+    /// Record an error (the first one wins).
+    fn record(&self, e: Error) {
+        let mut g = self.g.borrow_mut();
+        if g.error.is_none() {
+            g.error = Some(e);
+        }
+    }
+
+    /// Types of a lambda's nodes (parameters of types `params`, reads by their arrays); a
+    /// mix of `f32` and `f64` is recorded as a [`Error::DTypeMismatch`] of `combinator`.
+    fn type_lambda(
+        &self,
+        combinator: &'static str,
+        lam: &Lambda,
+        params: &[Ty],
+    ) -> Option<Vec<Ty>> {
+        let r = infer(
+            &lam.ar,
+            &|k| params.get(k as usize).copied().unwrap_or(Ty::F64),
+            &|k| Ty::of(self.dtype_of(k)),
+        );
+        match r {
+            Ok(t) => Some(t),
+            Err((a, b)) => {
+                self.record(mismatch(combinator, a, b));
+                None
+            }
+        }
+    }
+
+    /// Fail for an `f32` operand (or read) of a combinator that has no `f32` version yet.
+    fn f32_unsupported(&self, combinator: &'static str, ops: &[NodeId], lams: &[&Lambda]) -> bool {
+        let any = ops
+            .iter()
+            .chain(lams.iter().flat_map(|l| l.reads()))
+            .any(|&o| self.dtype_of(o) == DType::F32);
+        if any {
+            self.record(Error::Invalid(format!(
+                "{combinator} over f32 arrays is not supported yet: convert with cast_f64() \
+                 (and back with cast_f32())"
+            )));
+        }
+        any
     }
 
     /// A constant array baked into the program (Accelerate's `use`).
@@ -360,15 +509,64 @@ impl Builder {
 
     fn gen(
         &self,
+        name: &'static str,
         space: Vec<usize>,
         shape: Vec<usize>,
         args: Vec<NodeId>,
         lam: Option<Lambda>,
     ) -> Acc {
-        match lam {
-            Some(lam) => self.push(ANode::Gen { lam, args, space }, shape),
-            None => self.fail(Error::Invalid("in a closure".into()), shape),
+        let Some(lam) = lam else {
+            return self.fail(Error::Invalid("in a closure".into()), shape);
+        };
+        // The element type: the outputs', else (all weak) the arguments', else f64.
+        let ptys: Vec<Ty> = args.iter().map(|&a| Ty::of(self.dtype_of(a))).collect();
+        let Some(t) = self.type_lambda(name, &lam, &ptys) else {
+            return self.fail(Error::Invalid(name.into()), shape);
+        };
+        let mut out = Ty::Weak;
+        for ty in lam
+            .outs
+            .iter()
+            .map(|&o| t[o as usize])
+            .chain(std::iter::once(Ty::Weak))
+        {
+            match out.join(ty) {
+                Ok(j) => out = j,
+                Err((a, b)) => return self.fail(mismatch(name, a, b), shape),
+            }
         }
+        if out == Ty::Weak {
+            for &ty in &ptys {
+                match out.join(ty) {
+                    Ok(j) => out = j,
+                    Err((a, b)) => return self.fail(mismatch(name, a, b), shape),
+                }
+            }
+        }
+        let dtype = if out == Ty::F32 {
+            DType::F32
+        } else {
+            DType::F64
+        };
+        let lam = if dtype == DType::F32 && lam.outs.iter().any(|&o| t[o as usize] == Ty::Weak) {
+            // weak outputs (constants, indices) are rounded into the f32 array
+            let mut ar = lam.ar.clone();
+            let outs = lam
+                .outs
+                .iter()
+                .map(|&o| {
+                    if t[o as usize] == Ty::Weak {
+                        ar.push(Node::Cast(true, o))
+                    } else {
+                        o
+                    }
+                })
+                .collect();
+            Lambda::new(ar, outs, lam.nparams)
+        } else {
+            lam
+        };
+        self.push_t(ANode::Gen { lam, args, space }, shape, dtype)
     }
 
     /// `generate shape f`: element `i` is `f(i)` (the index, one `Exp` per axis).
@@ -386,7 +584,7 @@ impl Builder {
             let idx: Vec<Exp> = (0..rank).map(idx_exp).collect();
             vec![f(&idx)]
         });
-        self.gen(shape.to_vec(), shape.to_vec(), vec![], lam)
+        self.gen("generate", shape.to_vec(), shape.to_vec(), vec![], lam)
     }
 
     /// `generate` of `n` values per index: the result has shape `shape ++ [n]` (a tuple-valued
@@ -412,11 +610,15 @@ impl Builder {
                 full,
             );
         }
-        self.gen(shape.to_vec(), full, vec![], lam)
+        self.gen("generate_n", shape.to_vec(), full, vec![], lam)
     }
 
     /// `zipWith` over any number of arrays of one shape.
     pub fn zip_with_n(&self, arrays: &[&Acc], f: impl FnOnce(&[Exp]) -> Exp) -> Acc {
+        self.zip_named("zip_with", arrays, f)
+    }
+
+    fn zip_named(&self, name: &'static str, arrays: &[&Acc], f: impl FnOnce(&[Exp]) -> Exp) -> Acc {
         let Some(first) = arrays.first() else {
             return self.fail(Error::Invalid("zip_with_n of no arrays".into()), vec![]);
         };
@@ -438,6 +640,7 @@ impl Builder {
         }
         let lam = self.lambda(arrays.len() as u32, |p| vec![f(p)]);
         self.gen(
+            name,
             shape.clone(),
             shape,
             arrays.iter().map(|a| a.id).collect(),
@@ -461,8 +664,18 @@ impl Builder {
                 t.shape.to_vec(),
             );
         }
+        if t.dtype() != e.dtype() {
+            return self.fail(
+                Error::DTypeMismatch {
+                    combinator: "acond",
+                    left: t.dtype(),
+                    right: e.dtype(),
+                },
+                t.shape.to_vec(),
+            );
+        }
         match self.lambda(0, |_| vec![c()]) {
-            Some(cond) => self.push(
+            Some(cond) if self.type_lambda("acond", &cond, &[]).is_some() => self.push(
                 ANode::Acond {
                     cond,
                     t: t.id,
@@ -470,7 +683,7 @@ impl Builder {
                 },
                 t.shape.to_vec(),
             ),
-            None => self.fail(Error::Invalid("acond".into()), t.shape.to_vec()),
+            _ => self.fail(Error::Invalid("acond".into()), t.shape.to_vec()),
         }
     }
 
@@ -507,6 +720,10 @@ impl Builder {
                 .collect()
         };
         if init.iter().chain(inv).any(|a| !self.check(a)) {
+            return placeholders(self);
+        }
+        let ids: Vec<NodeId> = init.iter().chain(inv).map(|a| a.id).collect();
+        if self.f32_unsupported("awhile", &ids, &[]) {
             return placeholders(self);
         }
         type Body<'a> = dyn FnMut(&Builder, &[Acc], &[Acc]) -> Vec<Acc> + 'a;
@@ -783,14 +1000,62 @@ impl Acc {
         Builder { g: self.g.clone() }
     }
 
+    /// The element type ([`DType::F64`] unless the array derives from an `f32` input or a
+    /// cast).
+    pub fn dtype(&self) -> DType {
+        self.b().dtype_of(self.id)
+    }
+
+    /// This array converted to `f32` (rounded to nearest; no-op when it already is `f32`).
+    /// Differentiable: the adjoint of a cast is the reverse cast (the `f32` adjoint widened).
+    ///
+    /// ```
+    /// use adjoint_array::{Buffer, Builder, DType, Input};
+    /// let b = Builder::new();
+    /// let x = b.input(&[2]); // f64
+    /// let y = x.cast_f32().map(|v| v * 3.0).sum();
+    /// assert_eq!(y.dtype(), DType::F32);
+    /// let p = b.build_scalar(&y).unwrap();
+    /// let g = p.gradient_typed(&[Input::F64(&[0.1, 0.2])]).unwrap();
+    /// assert_eq!(g.value, Buffer::F32(vec![0.1f32 * 3.0 + 0.2f32 * 3.0]));
+    /// assert_eq!(g.grads[0], Buffer::F64(vec![3.0, 3.0])); // f64 gradient of an f64 input
+    /// ```
+    pub fn cast_f32(&self) -> Acc {
+        self.cast(DType::F32)
+    }
+
+    /// This array converted to `f64` (exact). The adjoint rounds the `f64` adjoint to `f32`.
+    ///
+    /// ```
+    /// use adjoint_array::{Builder, DType};
+    /// let b = Builder::new();
+    /// let x = b.input_f32(&[2]);
+    /// assert_eq!(x.cast_f64().dtype(), DType::F64);
+    /// ```
+    pub fn cast_f64(&self) -> Acc {
+        self.cast(DType::F64)
+    }
+
+    /// This array converted to `dtype` ([`Acc::cast_f32`], [`Acc::cast_f64`]).
+    pub fn cast(&self, dtype: DType) -> Acc {
+        if self.dtype() == dtype {
+            return self.clone();
+        }
+        self.b().zip_named("cast", &[self], |p| match dtype {
+            DType::F32 => p[0].cast_f32(),
+            DType::F64 => p[0].cast_f64(),
+        })
+    }
+
     /// `map f a`.
     pub fn map(&self, f: impl FnOnce(Exp) -> Exp) -> Acc {
-        self.b().zip_with_n(&[self], |p| f(p[0]))
+        self.b().zip_named("map", &[self], |p| f(p[0]))
     }
 
     /// `zipWith f a b` (shapes must be equal).
     pub fn zip_with(&self, other: &Acc, f: impl FnOnce(Exp, Exp) -> Exp) -> Acc {
-        self.b().zip_with_n(&[self, other], |p| f(p[0], p[1]))
+        self.b()
+            .zip_named("zip_with", &[self, other], |p| f(p[0], p[1]))
     }
 
     /// `a ! idx` inside a closure: read this array at an index (one `Exp` per axis; whole
@@ -861,6 +1126,9 @@ impl Acc {
         let Some(fl) = b.lambda(2, |p| vec![f(p[0], p[1])]) else {
             return b.fail(Error::Invalid("fold".into()), shape);
         };
+        if b.f32_unsupported("fold", &[self.id], &[&fl]) {
+            return b.fail(Error::Invalid("fold".into()), shape);
+        }
         let init = init.map(|v| b.lambda(0, |_| vec![crate::expr::lit(v)]).expect("const"));
         b.push(
             ANode::Fold {
@@ -894,6 +1162,9 @@ impl Acc {
         let Some(fl) = b.lambda(2, |p| vec![f(p[0], p[1])]) else {
             return b.fail(Error::Invalid("scan".into()), shape);
         };
+        if b.f32_unsupported("scan", &[self.id], &[&fl]) {
+            return b.fail(Error::Invalid("scan".into()), shape);
+        }
         let init = b
             .lambda(0, |_| vec![crate::expr::lit(init)])
             .expect("const");
@@ -945,6 +1216,9 @@ impl Acc {
         let Some(idx) = lam else {
             return b.fail(Error::Invalid("permute".into()), shape);
         };
+        if b.f32_unsupported("permute", &[self.id, default.id], &[&idx]) {
+            return b.fail(Error::Invalid("permute".into()), shape);
+        }
         b.push(
             ANode::Permute {
                 comb,
@@ -1109,6 +1383,127 @@ impl Array {
     }
 }
 
+/// The data of one input for [`Program::run_typed`] / [`Program::gradient_typed`]: `f64` or
+/// `f32`, matching the input's declared [`DType`]. `&[f32]`, `&Vec<f32>`, `&[f32; N]` (and
+/// the `f64` ones) convert with `.into()`.
+///
+/// ```
+/// use adjoint_array::{DType, Input};
+/// let x = vec![1.0f32, 2.0];
+/// let i: Input = (&x).into();
+/// assert_eq!(i.dtype(), DType::F32);
+/// assert_eq!(Input::from(&[1.0f64][..]).dtype(), DType::F64);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Input<'a> {
+    /// `f64` data
+    F64(&'a [f64]),
+    /// `f32` data
+    F32(&'a [f32]),
+}
+
+impl Input<'_> {
+    /// The element type of the data.
+    pub fn dtype(&self) -> DType {
+        match self {
+            Input::F64(_) => DType::F64,
+            Input::F32(_) => DType::F32,
+        }
+    }
+    fn len(&self) -> usize {
+        match self {
+            Input::F64(x) => x.len(),
+            Input::F32(x) => x.len(),
+        }
+    }
+}
+
+macro_rules! input_from {
+    ($t:ty, $v:ident) => {
+        impl<'a> From<&'a [$t]> for Input<'a> {
+            fn from(x: &'a [$t]) -> Self {
+                Input::$v(x)
+            }
+        }
+        impl<'a> From<&'a Vec<$t>> for Input<'a> {
+            fn from(x: &'a Vec<$t>) -> Self {
+                Input::$v(x)
+            }
+        }
+        impl<'a, const N: usize> From<&'a [$t; N]> for Input<'a> {
+            fn from(x: &'a [$t; N]) -> Self {
+                Input::$v(x)
+            }
+        }
+    };
+}
+input_from!(f64, F64);
+input_from!(f32, F32);
+
+/// Typed data of an output or a gradient: `f32` for `f32` arrays, `f64` otherwise.
+///
+/// ```
+/// use adjoint_array::{Buffer, DType};
+/// let b = Buffer::F32(vec![0.5, 1.5]);
+/// assert_eq!(b.dtype(), DType::F32);
+/// assert_eq!(b.as_f32(), Some(&[0.5f32, 1.5][..]));
+/// assert_eq!(b.as_f64(), None);
+/// assert_eq!(b.to_f64_vec(), vec![0.5, 1.5]);
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub enum Buffer {
+    /// `f64` elements
+    F64(Vec<f64>),
+    /// `f32` elements
+    F32(Vec<f32>),
+}
+
+impl Buffer {
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        match self {
+            Buffer::F64(_) => DType::F64,
+            Buffer::F32(_) => DType::F32,
+        }
+    }
+    /// The `f64` elements, or `None` for an `f32` buffer.
+    pub fn as_f64(&self) -> Option<&[f64]> {
+        match self {
+            Buffer::F64(v) => Some(v),
+            Buffer::F32(_) => None,
+        }
+    }
+    /// The `f32` elements, or `None` for an `f64` buffer.
+    pub fn as_f32(&self) -> Option<&[f32]> {
+        match self {
+            Buffer::F32(v) => Some(v),
+            Buffer::F64(_) => None,
+        }
+    }
+    /// The elements as `f64` (exact for `f32`).
+    pub fn to_f64_vec(&self) -> Vec<f64> {
+        match self {
+            Buffer::F64(v) => v.clone(),
+            Buffer::F32(v) => v.iter().map(|&x| f64::from(x)).collect(),
+        }
+    }
+    fn of(dtype: DType, v: Vec<f64>) -> Buffer {
+        match dtype {
+            DType::F64 => Buffer::F64(v),
+            DType::F32 => Buffer::F32(v.into_iter().map(|x| x as f32).collect()),
+        }
+    }
+}
+
+/// Value and gradient of a scalar program with typed data ([`Program::gradient_typed`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TypedGradient {
+    /// The program's scalar output, in its element type.
+    pub value: Buffer,
+    /// One gradient per input, in the input's element type (zeros for constant inputs).
+    pub grads: Vec<Buffer>,
+}
+
 /// A built array program: run it on new inputs many times, or differentiate it.
 #[derive(Clone, Debug)]
 pub struct Program {
@@ -1140,6 +1535,162 @@ impl Program {
             .outputs
             .iter()
             .map(|&i| self.g.nodes[i as usize].shape.clone())
+            .collect()
+    }
+
+    /// The declared inputs' element types.
+    pub fn input_dtypes(&self) -> Vec<DType> {
+        self.g
+            .inputs
+            .iter()
+            .map(|&i| self.g.nodes[i as usize].dtype)
+            .collect()
+    }
+
+    /// The outputs' element types.
+    pub fn output_dtypes(&self) -> Vec<DType> {
+        self.g
+            .outputs
+            .iter()
+            .map(|&i| self.g.nodes[i as usize].dtype)
+            .collect()
+    }
+
+    /// Run the program on typed inputs (one per declared input, of its [`DType`]); each output
+    /// comes back in its element type.
+    ///
+    /// ```
+    /// use adjoint_array::{Buffer, Builder, Input};
+    /// let b = Builder::new();
+    /// let x = b.input_f32(&[2]);
+    /// let w = b.input(&[2]);
+    /// let y = x.map(|v| v.exp());
+    /// let z = w.zip_with(&x.cast_f64(), |a, c| a * c);
+    /// let p = b.build(&[&y, &z]).unwrap();
+    /// let out = p.run_typed(&[Input::F32(&[0.5, 1.0]), Input::F64(&[2.0, 3.0])]).unwrap();
+    /// assert_eq!(out[0], Buffer::F32(vec![0.5f32.exp(), 1f32.exp()]));
+    /// assert_eq!(out[1], Buffer::F64(vec![1.0, 3.0]));
+    /// ```
+    pub fn run_typed(&self, inputs: &[Input]) -> Result<Vec<Buffer>> {
+        let ins = self.check_typed(inputs)?;
+        let mut ex = crate::exec::Exec::new(&self.g, ins, false);
+        ex.run_outputs()?;
+        Ok(self
+            .g
+            .outputs
+            .iter()
+            .map(|&o| Buffer::of(self.g.nodes[o as usize].dtype, ex.take_value(o)))
+            .collect())
+    }
+
+    /// Value and gradient of a program with one scalar output, on typed inputs: each gradient
+    /// is in its input's element type (`f32` for an `f32` input).
+    ///
+    /// ```
+    /// use adjoint_array::{Buffer, Builder, Input};
+    /// let b = Builder::new();
+    /// let w = b.input_f32(&[2]);
+    /// let x = b.constant_input(&[2]); // f64 data
+    /// let s = w.zip_with(&x.cast_f32(), |a, c| a * c).sum();
+    /// let p = b.build_scalar(&s).unwrap();
+    /// let g = p.gradient_typed(&[Input::F32(&[2.0, 3.0]), Input::F64(&[0.5, 0.25])]).unwrap();
+    /// assert_eq!(g.value, Buffer::F32(vec![1.75]));
+    /// assert_eq!(g.grads[0], Buffer::F32(vec![0.5, 0.25]));
+    /// assert_eq!(g.grads[1], Buffer::F64(vec![0.0, 0.0])); // a constant input
+    /// ```
+    pub fn gradient_typed(&self, inputs: &[Input]) -> Result<TypedGradient> {
+        let shapes = self.output_shapes();
+        if shapes.len() != 1 || !shapes[0].is_empty() {
+            return Err(Error::NonScalarOutput(shapes));
+        }
+        let (mut outs, grads) = self.vjp_typed(inputs, &[Input::F64(&[1.0])])?;
+        Ok(TypedGradient {
+            value: outs.pop().expect("one output"),
+            grads,
+        })
+    }
+
+    /// Vector–Jacobian product on typed inputs: outputs and `Σ_o seeds[o] · ∂output_o/∂input`
+    /// per input, each in its array's element type (seeds of either type; a seed of an `f32`
+    /// output is rounded to `f32`).
+    ///
+    /// ```
+    /// use adjoint_array::{Buffer, Builder, Input};
+    /// let b = Builder::new();
+    /// let x = b.input_f32(&[2]);
+    /// let y = x.map(|v| v * v);
+    /// let p = b.build(&[&y]).unwrap();
+    /// let (out, g) = p
+    ///     .vjp_typed(&[Input::F32(&[3.0, 4.0])], &[Input::F32(&[1.0, 0.5])])
+    ///     .unwrap();
+    /// assert_eq!(out[0], Buffer::F32(vec![9.0, 16.0]));
+    /// assert_eq!(g[0], Buffer::F32(vec![6.0, 4.0]));
+    /// ```
+    pub fn vjp_typed(
+        &self,
+        inputs: &[Input],
+        seeds: &[Input],
+    ) -> Result<(Vec<Buffer>, Vec<Buffer>)> {
+        let ins = self.check_typed(inputs)?;
+        let seeds: Vec<Vec<f64>> = seeds
+            .iter()
+            .map(|s| match s {
+                Input::F64(x) => x.to_vec(),
+                Input::F32(x) => x.iter().map(|&v| f64::from(v)).collect(),
+            })
+            .collect();
+        let (outs, grads) = self.vjp_vals(ins, seeds)?;
+        let outs = outs
+            .into_iter()
+            .zip(self.output_dtypes())
+            .map(|(a, d)| Buffer::of(d, a.data))
+            .collect();
+        let grads = grads
+            .into_iter()
+            .zip(self.input_dtypes())
+            .map(|(g, d)| Buffer::of(d, g))
+            .collect();
+        Ok((outs, grads))
+    }
+
+    fn check_typed<'a>(&self, inputs: &[Input<'a>]) -> Result<Vec<crate::exec::Val<'a>>> {
+        let shapes = self.input_shapes();
+        if inputs.len() != shapes.len() {
+            return Err(Error::InputCount {
+                expected: shapes.len(),
+                got: inputs.len(),
+            });
+        }
+        inputs
+            .iter()
+            .zip(shapes)
+            .zip(self.input_dtypes())
+            .enumerate()
+            .map(|(i, ((x, sh), dt))| {
+                let n: usize = sh.iter().product();
+                if x.len() != n {
+                    return Err(Error::InputSize {
+                        index: i,
+                        shape: sh,
+                        expected: n,
+                        got: x.len(),
+                    });
+                }
+                if x.dtype() != dt {
+                    return Err(Error::InputType {
+                        index: i,
+                        expected: dt,
+                        got: x.dtype(),
+                    });
+                }
+                Ok(match x {
+                    Input::F64(x) => crate::exec::Val::B(x),
+                    // stored widened (exactly); f32 arithmetic rounds every operation
+                    Input::F32(x) => {
+                        crate::exec::Val::O(Arc::new(x.iter().map(|&v| f64::from(v)).collect()))
+                    }
+                })
+            })
             .collect()
     }
 
@@ -1251,6 +1802,14 @@ impl Program {
     /// Vector–Jacobian product: outputs and `Σ_o seeds[o] · ∂output_o/∂input` per input.
     pub fn vjp(&self, inputs: &[&[f64]], seeds: &[&[f64]]) -> Result<(Vec<Array>, Vec<Vec<f64>>)> {
         let ins = self.check_inputs(inputs)?;
+        self.vjp_vals(ins, seeds.iter().map(|s| s.to_vec()).collect())
+    }
+
+    fn vjp_vals(
+        &self,
+        ins: Vec<crate::exec::Val>,
+        seeds: Vec<Vec<f64>>,
+    ) -> Result<(Vec<Array>, Vec<Vec<f64>>)> {
         let shapes = self.output_shapes();
         if seeds.len() != shapes.len() {
             return Err(Error::InputCount {
@@ -1280,13 +1839,7 @@ impl Program {
                 data: ex.value(o).to_vec(),
             })
             .collect();
-        let seeds: Vec<(NodeId, Vec<f64>)> = self
-            .g
-            .outputs
-            .iter()
-            .zip(seeds)
-            .map(|(&o, s)| (o, s.to_vec()))
-            .collect();
+        let seeds: Vec<(NodeId, Vec<f64>)> = self.g.outputs.iter().copied().zip(seeds).collect();
         let grads = crate::exec::backward(&ex, seeds)?;
         let grads = grads
             .into_iter()
@@ -1297,6 +1850,15 @@ impl Program {
     }
 
     fn check_inputs<'a>(&self, inputs: &[&'a [f64]]) -> Result<Vec<crate::exec::Val<'a>>> {
+        for (i, d) in self.input_dtypes().into_iter().enumerate() {
+            if d != DType::F64 && i < inputs.len() {
+                return Err(Error::InputType {
+                    index: i,
+                    expected: d,
+                    got: DType::F64,
+                });
+            }
+        }
         let shapes = self.input_shapes();
         if inputs.len() != shapes.len() {
             return Err(Error::InputCount {

@@ -16,7 +16,8 @@
 )]
 
 use crate::error::{Error, Result};
-use crate::expr::{adj_mul, eval_d1, eval_d2, eval_dd1, eval_dd2, Arena, DOp, Id, Node};
+use crate::expr::{adj_mul, eval_d1, eval_d2, eval_dd1, eval_dd2, infer, Arena, DOp, Id, Node, Ty};
+use crate::f32ops::{add_t, bin32, disc32, r32, sum_lanes32, un32};
 use adjoint_core::rules::{self, Op1, Op2};
 use rayon::prelude::*;
 use std::collections::HashMap;
@@ -84,6 +85,15 @@ enum KOp {
         b: Src,
         dst: u32,
     },
+    /// the `f32` version of an arithmetic node (`Un`, `D1`, `Bin`, `D2`, `AdjMul`, `Disc`,
+    /// `Select`): operands rounded to `f32`, the value computed in `f32`
+    F32(Box<KOp>),
+    /// round to `f32` (`to32`) or copy (a widening cast)
+    Cast {
+        a: Src,
+        dst: u32,
+        to32: bool,
+    },
     Offset {
         arr: usize,
         comps: Vec<Comp>,
@@ -104,6 +114,26 @@ enum KOp {
         guard: Option<Src>,
         val: Src,
     },
+}
+
+impl KOp {
+    fn dst(&self) -> u32 {
+        match self {
+            KOp::Un { dst, .. }
+            | KOp::D1 { dst, .. }
+            | KOp::Bin { dst, .. }
+            | KOp::D2 { dst, .. }
+            | KOp::AdjMul { dst, .. }
+            | KOp::Disc { dst, .. }
+            | KOp::Select { dst, .. }
+            | KOp::Cast { dst, .. }
+            | KOp::Idx { dst, .. }
+            | KOp::Offset { dst, .. }
+            | KOp::Gather { dst, .. } => *dst,
+            KOp::F32(op) => op.dst(),
+            KOp::Scatter { .. } => unreachable!("a scatter has no destination"),
+        }
+    }
 }
 
 /// Where a kernel parameter's data comes from.
@@ -137,6 +167,18 @@ pub(crate) struct Kernel {
     pub block: usize,
     /// for adjoint kernels: which parameter each leading root is the adjoint of
     pub param_roots: Vec<u32>,
+    /// which roots are `f32` values (sums over them accumulate in `f32`)
+    pub root_f32: Vec<bool>,
+    /// which scatter targets are `f32` arrays (their windows accumulate in `f32`)
+    pub target_f32: Vec<bool>,
+}
+
+/// Element types of a kernel's parameters and read arrays.
+pub(crate) struct Types<'a> {
+    /// the caller's parameters (missing ones are `f64`)
+    pub params: &'a [Ty],
+    /// an array (or aux array) by key
+    pub read: &'a dyn Fn(u32) -> Ty,
 }
 
 /// A scatter into the array with key `target` at the index of the read node `read`.
@@ -211,8 +253,17 @@ impl Kernel {
         space: &[usize],
         nparams: u32,
         shape_of: &dyn Fn(u32) -> Vec<usize>,
+        types: &Types,
     ) -> Kernel {
         let guard = guards(&mut ar, primal);
+        // Element types (a mix, rejected when the program was built, is evaluated in f64).
+        let ty: Vec<Ty> = infer(
+            &ar,
+            &|k| types.params.get(k as usize).copied().unwrap_or(Ty::F64),
+            types.read,
+        )
+        .unwrap_or_else(|_| vec![Ty::F64; ar.nodes.len()]);
+        let is32 = |i: Id| ty[i as usize] == Ty::F32;
         // Identity reads become parameters; identity scatters become dense roots.
         let rank = space.len();
         let is_identity = |ar: &Arena, ix: &[Id], key: u32| -> bool {
@@ -539,22 +590,28 @@ impl Kernel {
                         loc[did as usize] = Some(Src::S(s));
                         s
                     });
-                    ops.push(KOp::Un {
-                        op: *op,
-                        a: lo(&loc, *a),
-                        dst,
-                        d,
-                    });
+                    ops.push(wrap32(
+                        is32(id),
+                        KOp::Un {
+                            op: *op,
+                            a: lo(&loc, *a),
+                            dst,
+                            d,
+                        },
+                    ));
                     Src::S(dst)
                 }
                 Node::D1(op, a) | Node::DD1(op, a) => {
                     let dst = alloc(&mut free);
-                    ops.push(KOp::D1 {
-                        op: *op,
-                        a: lo(&loc, *a),
-                        dst,
-                        second: matches!(node, Node::DD1(..)),
-                    });
+                    ops.push(wrap32(
+                        is32(id),
+                        KOp::D1 {
+                            op: *op,
+                            a: lo(&loc, *a),
+                            dst,
+                            second: matches!(node, Node::DD1(..)),
+                        },
+                    ));
                     Src::S(dst)
                 }
                 Node::Bin(op, a, b) => {
@@ -574,53 +631,79 @@ impl Kernel {
                         }
                         (sx, sy)
                     });
-                    ops.push(KOp::Bin {
-                        op: *op,
-                        a: lo(&loc, *a),
-                        b: lo(&loc, *b),
-                        dst,
-                        d,
-                    });
+                    ops.push(wrap32(
+                        is32(id),
+                        KOp::Bin {
+                            op: *op,
+                            a: lo(&loc, *a),
+                            b: lo(&loc, *b),
+                            dst,
+                            d,
+                        },
+                    ));
                     Src::S(dst)
                 }
                 Node::D2(op, w, a, b) | Node::DD2(op, w, a, b) => {
                     let dst = alloc(&mut free);
-                    ops.push(KOp::D2 {
-                        op: *op,
-                        w: *w,
-                        a: lo(&loc, *a),
-                        b: lo(&loc, *b),
-                        dst,
-                        second: matches!(node, Node::DD2(..)),
-                    });
+                    ops.push(wrap32(
+                        is32(id),
+                        KOp::D2 {
+                            op: *op,
+                            w: *w,
+                            a: lo(&loc, *a),
+                            b: lo(&loc, *b),
+                            dst,
+                            second: matches!(node, Node::DD2(..)),
+                        },
+                    ));
                     Src::S(dst)
                 }
                 Node::AdjMul(g, d) => {
                     let dst = alloc(&mut free);
-                    ops.push(KOp::AdjMul {
-                        g: lo(&loc, *g),
-                        d: lo(&loc, *d),
-                        dst,
-                    });
+                    ops.push(wrap32(
+                        is32(id),
+                        KOp::AdjMul {
+                            g: lo(&loc, *g),
+                            d: lo(&loc, *d),
+                            dst,
+                        },
+                    ));
                     Src::S(dst)
                 }
                 Node::Disc(op, a, b) => {
                     let dst = alloc(&mut free);
-                    ops.push(KOp::Disc {
-                        op: *op,
-                        a: lo(&loc, *a),
-                        b: lo(&loc, *b),
-                        dst,
-                    });
+                    // compared (or floored) in f32 when an operand is f32
+                    let j = ty[*a as usize].join(ty[*b as usize]) == Ok(Ty::F32);
+                    ops.push(wrap32(
+                        j,
+                        KOp::Disc {
+                            op: *op,
+                            a: lo(&loc, *a),
+                            b: lo(&loc, *b),
+                            dst,
+                        },
+                    ));
                     Src::S(dst)
                 }
                 Node::Select(c, a, b) => {
                     let dst = alloc(&mut free);
-                    ops.push(KOp::Select {
-                        c: lo(&loc, *c),
+                    ops.push(wrap32(
+                        is32(id),
+                        KOp::Select {
+                            c: lo(&loc, *c),
+                            a: lo(&loc, *a),
+                            b: lo(&loc, *b),
+                            dst,
+                        },
+                    ));
+                    Src::S(dst)
+                }
+                Node::Cast(to32, a) => {
+                    let dst = alloc(&mut free);
+                    ops.push(KOp::Cast {
                         a: lo(&loc, *a),
-                        b: lo(&loc, *b),
                         dst,
+                        to32: *to32,
                     });
                     Src::S(dst)
                 }
@@ -696,7 +779,6 @@ impl Kernel {
                 &mut arrays,
                 &mut array_shapes,
             );
-            let _ = ai;
             ops.push(KOp::Scatter {
                 target: ti,
                 off,
@@ -704,6 +786,7 @@ impl Kernel {
                 guard: gd.map(|g| loc[g as usize].expect("guard")),
                 val: loc[v as usize].expect("val"),
             });
+            let _ = ai;
         }
         let nslots = nslots as usize;
         // Slots hold one block of the space each; a small space (an LSTM step's 14 elements)
@@ -732,6 +815,11 @@ impl Kernel {
                 .iter()
                 .map(|&t| shape_of(t).iter().product())
                 .collect(),
+            target_f32: targets
+                .iter()
+                .map(|&t| (types.read)(t) == Ty::F32)
+                .collect(),
+            root_f32: roots.iter().map(|&r| is32(r)).collect(),
             targets,
             dense_targets,
             block,
@@ -751,6 +839,14 @@ impl Kernel {
 
     pub(crate) fn nscatter(&self) -> usize {
         self.targets.len()
+    }
+}
+
+fn wrap32(f32: bool, op: KOp) -> KOp {
+    if f32 {
+        KOp::F32(Box::new(op))
+    } else {
+        op
     }
 }
 
@@ -795,12 +891,16 @@ impl Window {
         self.data = d;
     }
     /// Add into `target` (in the caller's fixed order).
-    pub(crate) fn add_into(&self, target: &mut [f64]) {
-        for (t, v) in target[self.lo..self.lo + self.data.len()]
-            .iter_mut()
-            .zip(&self.data)
-        {
-            *t += v;
+    pub(crate) fn add_into(&self, target: &mut [f64], f32: bool) {
+        let t = &mut target[self.lo..self.lo + self.data.len()];
+        if f32 {
+            for (t, &v) in t.iter_mut().zip(&self.data) {
+                *t = add_t(true, *t, v);
+            }
+        } else {
+            for (t, v) in t.iter_mut().zip(&self.data) {
+                *t += v;
+            }
         }
     }
 }
@@ -1167,6 +1267,19 @@ impl<'k> Eval<'k> {
                     }
                     self.bufs[*dst as usize] = out;
                 }
+                KOp::F32(op) => self.run32(op, len, params),
+                KOp::Cast { a, dst, to32 } => {
+                    let mut out = std::mem::take(&mut self.bufs[*dst as usize]);
+                    let x = self.get(*a, params, len);
+                    if *to32 {
+                        for (o, &a) in out[..len].iter_mut().zip(x) {
+                            *o = r32(a);
+                        }
+                    } else {
+                        out[..len].copy_from_slice(x);
+                    }
+                    self.bufs[*dst as usize] = out;
+                }
                 KOp::Scatter {
                     target,
                     off,
@@ -1193,9 +1306,18 @@ impl<'k> Eval<'k> {
                         let w = &mut wins[*target];
                         w.ensure(lo, hi, k.target_lens[*target]);
                         let base = w.lo;
-                        for e in 0..len {
-                            if live(e) {
-                                w.data[at(e) - base] += v[e];
+                        if k.target_f32[*target] {
+                            for e in 0..len {
+                                if live(e) {
+                                    let t = &mut w.data[at(e) - base];
+                                    *t = add_t(true, *t, v[e]);
+                                }
+                            }
+                        } else {
+                            for e in 0..len {
+                                if live(e) {
+                                    w.data[at(e) - base] += v[e];
+                                }
                             }
                         }
                     }
@@ -1204,6 +1326,107 @@ impl<'k> Eval<'k> {
             }
         }
         Ok(())
+    }
+
+    /// An arithmetic node of an `f32` value: operands rounded to `f32` (a no-op for `f32`
+    /// values; weak constants and indices round here), the value computed in `f32`, the
+    /// partials in `f64` at the `f32` point and rounded.
+    fn run32(&mut self, op: &KOp, len: usize, params: &[&[f64]]) {
+        let dst = op.dst() as usize;
+        let mut out = std::mem::take(&mut self.bufs[dst]);
+        let f = |x: f64| x as f32;
+        match op {
+            KOp::Un { op, a, d, .. } => {
+                let mut dv = d.map(|ds| std::mem::take(&mut self.bufs[ds as usize]));
+                let x = self.get(*a, params, len);
+                for (e, (o, &a)) in out[..len].iter_mut().zip(x).enumerate() {
+                    *o = f64::from(un32(*op, f(a)));
+                    if let Some(dv) = dv.as_mut() {
+                        dv[e] = r32(eval_d1(*op, r32(a)));
+                    }
+                }
+                if let (Some(ds), Some(dv)) = (d, dv) {
+                    self.bufs[*ds as usize] = dv;
+                }
+            }
+            KOp::D1 { op, a, second, .. } => {
+                let x = self.get(*a, params, len);
+                for (o, &a) in out[..len].iter_mut().zip(x) {
+                    let a = r32(a);
+                    *o = r32(if *second {
+                        eval_dd1(*op, a)
+                    } else {
+                        eval_d1(*op, a)
+                    });
+                }
+            }
+            KOp::Bin { op, a, b, d, .. } => {
+                let mut dv = d.map(|(sx, sy)| {
+                    (
+                        std::mem::take(&mut self.bufs[sx as usize]),
+                        std::mem::take(&mut self.bufs[sy as usize]),
+                    )
+                });
+                let x = self.get(*a, params, len);
+                let y = self.get(*b, params, len);
+                for e in 0..len {
+                    out[e] = f64::from(bin32(*op, f(x[e]), f(y[e])));
+                    if let Some((dx, dy)) = dv.as_mut() {
+                        let r = rules::binary(*op, r32(x[e]), r32(y[e]));
+                        dx[e] = r32(r.dx);
+                        dy[e] = r32(r.dy);
+                    }
+                }
+                if let (Some((sx, sy)), Some((dx, dy))) = (d, dv) {
+                    self.bufs[*sx as usize] = dx;
+                    self.bufs[*sy as usize] = dy;
+                }
+            }
+            KOp::D2 {
+                op,
+                w,
+                a,
+                b,
+                second,
+                ..
+            } => {
+                let x = self.get(*a, params, len);
+                let y = self.get(*b, params, len);
+                for e in 0..len {
+                    let (p, q) = (r32(x[e]), r32(y[e]));
+                    out[e] = r32(if *second {
+                        eval_dd2(*op, *w, p, q)
+                    } else {
+                        eval_d2(*op, *w, p, q)
+                    });
+                }
+            }
+            KOp::AdjMul { g, d, .. } => {
+                // the product of two f32 values is exact in f64: rounding it is f32's product
+                let x = self.get(*g, params, len);
+                let y = self.get(*d, params, len);
+                for ((o, &a), &b) in out[..len].iter_mut().zip(x).zip(y) {
+                    *o = r32(adj_mul(r32(a), r32(b)));
+                }
+            }
+            KOp::Disc { op, a, b, .. } => {
+                let x = self.get(*a, params, len);
+                let y = self.get(*b, params, len);
+                for ((o, &a), &b) in out[..len].iter_mut().zip(x).zip(y) {
+                    *o = f64::from(disc32(*op, f(a), f(b)));
+                }
+            }
+            KOp::Select { c, a, b, .. } => {
+                let cv = self.get(*c, params, len);
+                let x = self.get(*a, params, len);
+                let y = self.get(*b, params, len);
+                for (((o, &c), &a), &b) in out[..len].iter_mut().zip(cv).zip(x).zip(y) {
+                    *o = r32(if c != 0.0 { a } else { b });
+                }
+            }
+            _ => unreachable!("only arithmetic nodes have f32 versions"),
+        }
+        self.bufs[dst] = out;
     }
 
     fn in_bounds(&self, comps: &[Comp], params: &[&[f64]], e: usize) -> bool {
@@ -1244,11 +1467,11 @@ pub(crate) struct Inputs<'a> {
 }
 
 /// Combine per-chunk windows into the targets, in chunk order.
-pub(crate) fn combine_windows(per_chunk: &[Vec<Window>], targets: &mut [&mut [f64]]) {
+pub(crate) fn combine_windows(per_chunk: &[Vec<Window>], targets: &mut [&mut [f64]], f32: &[bool]) {
     for ws in per_chunk {
-        for (w, t) in ws.iter().zip(targets.iter_mut()) {
+        for ((w, t), &f) in ws.iter().zip(targets.iter_mut()).zip(f32) {
             if !w.data.is_empty() {
-                w.add_into(t);
+                w.add_into(t, f);
             }
         }
     }
@@ -1321,6 +1544,7 @@ pub(crate) fn run_sum(
         return Ok((vec![0.0; rows_of(&k.space)], vec![]));
     }
     let ch = k.chunks();
+    let f32 = k.root_f32[0];
     let parts: Vec<Result<(usize, Vec<f64>, Vec<Window>)>> = ch
         .par_iter()
         .map(|&(lo, hi)| {
@@ -1339,7 +1563,12 @@ pub(crate) fn run_sum(
                 while e < len {
                     let row = (s + e) / inner;
                     let row_end = ((row + 1) * inner - s).min(len);
-                    part[row - r0] += sum_lanes(&v[e..row_end]);
+                    let p = &mut part[row - r0];
+                    if f32 {
+                        *p = add_t(true, *p, sum_lanes32(&v[e..row_end]));
+                    } else {
+                        *p += sum_lanes(&v[e..row_end]);
+                    }
                     e = row_end;
                 }
                 s += len;
@@ -1351,8 +1580,8 @@ pub(crate) fn run_sum(
     let mut wins = Vec::with_capacity(parts.len());
     for p in parts {
         let (r0, part, w) = p?;
-        for (o, v) in out[r0..r0 + part.len()].iter_mut().zip(&part) {
-            *o += v;
+        for (o, &v) in out[r0..r0 + part.len()].iter_mut().zip(&part) {
+            *o = add_t(f32, *o, v);
         }
         wins.push(w);
     }

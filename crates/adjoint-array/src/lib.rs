@@ -4,8 +4,10 @@
 //! AD (Smeding, *Reverse AD for Accelerate*, seed 004), run block-wise on all cores.
 //!
 //! **The language.** A [`Builder`] records an array program once. Arrays ([`Acc`]) have any
-//! rank over `f64`; shapes are static and checked when the program is built. Combinators:
-//! inputs ([`Builder::input`], [`Builder::constant_input`], [`Builder::use_array`]),
+//! rank over `f64` or `f32` ([`DType`]); shapes and element types are static and checked when
+//! the program is built. Combinators:
+//! inputs ([`Builder::input`], [`Builder::constant_input`], [`Builder::use_array`];
+//! `f32` ones with [`Builder::input_f32`] / [`Builder::input_with`], see below),
 //! [`Builder::generate`] / [`Builder::generate_n`], [`Acc::map`], [`Acc::zip_with`] /
 //! [`Builder::zip_with_n`], folds along the innermost axis ([`Acc::sum`], [`Acc::fold`],
 //! [`Acc::fold1`], [`Acc::maximum`], [`Acc::product`]), [`Acc::scanl`] / [`Acc::scanr`],
@@ -39,6 +41,34 @@
 //! runs the body's adjoint backwards. [`gradient_e`] / [`jacobian_e`] differentiate an
 //! expression inside a closure (Jacobian blocks in a `generate_n`).
 //!
+//! **`f32` arrays.** Declare an input `f32` ([`Builder::input_f32`]) and everything computed
+//! from it is `f32`: each operation is done in `f32` (`+ − × ÷` and `sqrt` rounded once,
+//! `exp`/`sin`/… with Rust's `f32` functions — bit-identical to the same loop written over
+//! `f32`), sums accumulate in `f32`, and the gradient is computed and returned in `f32`. Run
+//! with typed data: [`Program::run_typed`] / [`Program::gradient_typed`] take [`Input`]s
+//! (`&[f32]` or `&[f64]`) and return [`Buffer`]s of each array's type. Mixing `f32` and `f64`
+//! in one combinator is a build error ([`Error::DTypeMismatch`], naming the combinator and
+//! both types) unless converted with [`Acc::cast_f32`] / [`Acc::cast_f64`] (differentiable:
+//! the adjoint of a cast is the reverse cast). Constants in closures are weak, as in JAX.
+//! `f32` values are stored widened in the `f64` slots and buffers (every one is exactly an
+//! `f32`), so the `f64` kernels are unchanged. Not yet over `f32` (a build error suggesting a
+//! cast): `fold`/`fold1`/`maximum`/`product` (but `sum` is), scans, `permute`, `awhile`.
+//!
+//! ```
+//! use adjoint_array::{Buffer, Builder};
+//! let b = Builder::new();
+//! let x = b.input_f32(&[3]);
+//! let y = x.map(|v| (v * 0.5).exp()).sum();
+//! let p = b.build_scalar(&y).unwrap();
+//! let xs: &[f32] = &[0.0, 1.0, 2.0];
+//! let g = p.gradient_typed(&[xs.into()]).unwrap();
+//! let e: Vec<f32> = xs.iter().map(|v| (v * 0.5).exp()).collect();
+//! assert_eq!(g.value, Buffer::F32(vec![e[0] + e[1] + e[2]]));
+//! for (d, e) in g.grads[0].as_f32().unwrap().iter().zip(&e) {
+//!     assert!((d - e * 0.5).abs() <= 1e-6 * e); // f32 partials
+//! }
+//! ```
+//!
 //! ```
 //! use adjoint_array::{Builder, Rep};
 //! // f(w, x) = Σᵢ softplus(Σⱼ wⱼ xᵢⱼ)  for a 3×2 data matrix x
@@ -60,6 +90,7 @@
 mod error;
 mod exec;
 mod expr;
+mod f32ops;
 mod graph;
 mod kernel;
 /// Benchmark programs (ADBench GMM) written with the combinators.
@@ -67,4 +98,6 @@ pub mod models;
 
 pub use error::{Error, Result};
 pub use expr::{cond, gradient_e, jacobian_e, lit, Exp};
-pub use graph::{Acc, Array, Builder, Combine, Gradient, Program, Rep, Sl};
+pub use graph::{
+    Acc, Array, Buffer, Builder, Combine, DType, Gradient, Input, Program, Rep, Sl, TypedGradient,
+};
