@@ -18,7 +18,15 @@ pub(crate) type RegionFn = Arc<dyn Fn(&[Var]) -> Vec<Var> + Send + Sync>;
 ///
 /// `f` must be `'static`: the reverse pass calls it again after the recording closure has
 /// returned, when locals it borrowed would be gone, so a closure that borrows the caller's data
-/// is rejected (E0521). Move in what it reads — a clone, or an `Arc` for large data:
+/// is rejected at compile time:
+///
+/// ```compile_fail
+/// use adjoint_tape::{checkpoint, grad, Var};
+/// let weights = vec![0.5, -0.25];
+/// let g = grad(|x: &[Var]| checkpoint(x, |s| vec![s[0] * weights[0]])[0], &[1.0, 2.0]);
+/// ```
+///
+/// Move in what it reads — a clone, or an `Arc` for large data:
 ///
 /// ```
 /// use adjoint_tape::{checkpoint, grad, Var};
