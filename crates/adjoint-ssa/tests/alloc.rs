@@ -1,24 +1,38 @@
-//! A steady-state gradient call allocates nothing (counting global allocator).
+//! A steady-state gradient call allocates nothing (counting global allocator). The count is
+//! per thread, so tests running in parallel (and the harness) do not add to each other's.
 
 #![allow(clippy::needless_range_loop)]
 
 use adjoint_ssa::{differentiable, Differentiable, Workspace};
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::cell::Cell;
 
 struct Counting;
-static ALLOCS: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    /// Allocations made by this thread (const-initialised, no destructor: usable from the
+    /// allocator at any point of a thread's life).
+    static ALLOCS: Cell<usize> = const { Cell::new(0) };
+}
+
+fn count() {
+    let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+}
+
+fn allocs() -> usize {
+    ALLOCS.with(Cell::get)
+}
 
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        count();
         System.alloc(l)
     }
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
         System.dealloc(p, l)
     }
     unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        count();
         System.realloc(p, l, n)
     }
 }
@@ -53,16 +67,12 @@ fn steady_state_calls_allocate_nothing() {
     let mut ws = Workspace::new();
     f::grad_with(&mut ws, &x, 0.8, &mut g, &mut dy); // warm-up grows the stacks
     f::grad(&x, 0.8, &mut g, &mut dy); // and the thread's workspace
-    let before = ALLOCS.load(Ordering::Relaxed);
+    let before = allocs();
     for _ in 0..10 {
         f::grad_with(&mut ws, &x, 0.8, &mut g, &mut dy);
         f::grad(&x, 0.8, &mut g, &mut dy);
     }
-    assert_eq!(
-        ALLOCS.load(Ordering::Relaxed),
-        before,
-        "a steady-state call allocated"
-    );
+    assert_eq!(allocs(), before, "a steady-state call allocated");
     assert!(ws.capacity_bytes() > 0);
 }
 
@@ -112,14 +122,10 @@ fn steady_state_struct_and_array_calls_allocate_nothing() {
         )
     };
     run(&mut ws); // warm-up grows the stacks
-    let before = ALLOCS.load(Ordering::Relaxed);
+    let before = allocs();
     for _ in 0..10 {
         run(&mut ws);
     }
-    assert_eq!(
-        ALLOCS.load(Ordering::Relaxed),
-        before,
-        "a steady-state call allocated"
-    );
+    assert_eq!(allocs(), before, "a steady-state call allocated");
     assert!(ws.capacity_bytes() > 0);
 }
