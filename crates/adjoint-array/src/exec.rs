@@ -4,12 +4,12 @@
 use crate::error::{Error, Result};
 use crate::expr::Ty;
 use crate::expr::{Arena, Id, Lambda, Node};
-use crate::f32ops::{add_t, sum_lanes32};
+use crate::f32ops::add_t;
 use crate::graph::DType;
 use crate::graph::{ANode, Combine, Graph, NodeId};
 use crate::kernel::{
-    chunks, combine_windows, run_store, run_sum, sum_lanes, Eval, Inputs, Kernel, ParamSrc,
-    ScatterSpec, Types, Window,
+    chunks, combine_windows, run_store, run_sum, sum_lanes, sum_lanes_as, Eval, Inputs, Kernel,
+    ParamSrc, ScatterSpec, Types, Window,
 };
 use adjoint_core::rules::{self, Op2};
 use rayon::prelude::*;
@@ -558,7 +558,7 @@ fn split_first_col(data: &[f64], rows: usize, inner: usize) -> (Vec<f64>, Vec<f6
 
 /// Row sums of a materialised array, rows in parallel with fixed groups.
 fn sum_rows(data: &[f64], inner: usize, rows: usize, f32: bool) -> Vec<f64> {
-    let lanes = if f32 { sum_lanes32 } else { sum_lanes };
+    let lanes = if f32 { sum_lanes_as::<f32> } else { sum_lanes };
     if inner == 0 {
         return vec![0.0; rows];
     }

@@ -36,8 +36,8 @@ pub(crate) enum DOp {
 
 impl DOp {
     #[inline(always)]
-    pub(crate) fn eval(self, a: f64, b: f64) -> f64 {
-        let t = |c: bool| if c { 1.0 } else { 0.0 };
+    pub(crate) fn eval<F: num_traits::Float>(self, a: F, b: F) -> F {
+        let t = |c: bool| if c { F::one() } else { F::zero() };
         match self {
             DOp::Floor => a.floor(),
             DOp::Ceil => a.ceil(),
@@ -49,9 +49,9 @@ impl DOp {
             DOp::Ge => t(a >= b),
             DOp::Eq => t(a == b),
             DOp::Ne => t(a != b),
-            DOp::And => t(a != 0.0 && b != 0.0),
-            DOp::Or => t(a != 0.0 || b != 0.0),
-            DOp::Not => t(a == 0.0),
+            DOp::And => t(a != F::zero() && b != F::zero()),
+            DOp::Or => t(a != F::zero() || b != F::zero()),
+            DOp::Not => t(a == F::zero()),
             DOp::IDiv => (a / b).floor(),
             DOp::IMod => a - (a / b).floor() * b,
         }

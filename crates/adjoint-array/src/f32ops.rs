@@ -5,7 +5,6 @@
 //! `std`, are evaluated in `f64` and rounded once. Partial derivatives (the rule table's `d`,
 //! `dx`, `dy`, …) are evaluated in `f64` at the `f32` point and rounded to `f32`.
 
-use crate::expr::DOp;
 use adjoint_core::rules::{self, Op1, Op2};
 
 /// Round an `f64` to the nearest `f32` (kept widened, exactly, in an `f64` slot).
@@ -61,48 +60,6 @@ pub(crate) fn bin32(op: Op2, x: f32, y: f32) -> f32 {
         Op2::Max => x.max(y),
         Op2::Hypot => x.hypot(y),
     }
-}
-
-/// A discrete operation on `f32` operands (booleans are `0`/`1`).
-#[inline(always)]
-pub(crate) fn disc32(op: DOp, a: f32, b: f32) -> f32 {
-    let t = |c: bool| if c { 1.0 } else { 0.0 };
-    match op {
-        DOp::Floor => a.floor(),
-        DOp::Ceil => a.ceil(),
-        DOp::Round => a.round(),
-        DOp::Trunc => a.trunc(),
-        DOp::Lt => t(a < b),
-        DOp::Le => t(a <= b),
-        DOp::Gt => t(a > b),
-        DOp::Ge => t(a >= b),
-        DOp::Eq => t(a == b),
-        DOp::Ne => t(a != b),
-        DOp::And => t(a != 0.0 && b != 0.0),
-        DOp::Or => t(a != 0.0 || b != 0.0),
-        DOp::Not => t(a == 0.0),
-        DOp::IDiv => (a / b).floor(),
-        DOp::IMod => a - (a / b).floor() * b,
-    }
-}
-
-/// A sum in `f32` with four interleaved accumulators (the order of
-/// [`sum_lanes`](crate::kernel::sum_lanes)).
-#[inline]
-pub(crate) fn sum_lanes32(v: &[f64]) -> f64 {
-    let mut a = [0.0f32; 4];
-    let mut it = v.chunks_exact(4);
-    for c in &mut it {
-        a[0] += c[0] as f32;
-        a[1] += c[1] as f32;
-        a[2] += c[2] as f32;
-        a[3] += c[3] as f32;
-    }
-    let mut s = (a[0] + a[1]) + (a[2] + a[3]);
-    for &x in it.remainder() {
-        s += x as f32;
-    }
-    f64::from(s)
 }
 
 /// `a + b` in the element type (`f32` rounds).

@@ -17,7 +17,7 @@
 
 use crate::error::{Error, Result};
 use crate::expr::{adj_mul, eval_d1, eval_d2, eval_dd1, eval_dd2, infer, Arena, DOp, Id, Node, Ty};
-use crate::f32ops::{add_t, bin32, disc32, r32, sum_lanes32, un32};
+use crate::f32ops::{add_t, bin32, r32, un32};
 use adjoint_core::rules::{self, Op1, Op2};
 use rayon::prelude::*;
 use std::collections::HashMap;
@@ -1413,7 +1413,7 @@ impl<'k> Eval<'k> {
                 let x = self.get(*a, params, len);
                 let y = self.get(*b, params, len);
                 for ((o, &a), &b) in out[..len].iter_mut().zip(x).zip(y) {
-                    *o = f64::from(disc32(*op, f(a), f(b)));
+                    *o = f64::from(op.eval(f(a), f(b)));
                 }
             }
             KOp::Select { c, a, b, .. } => {
@@ -1565,7 +1565,7 @@ pub(crate) fn run_sum(
                     let row_end = ((row + 1) * inner - s).min(len);
                     let p = &mut part[row - r0];
                     if f32 {
-                        *p = add_t(true, *p, sum_lanes32(&v[e..row_end]));
+                        *p = add_t(true, *p, sum_lanes_as::<f32>(&v[e..row_end]));
                     } else {
                         *p += sum_lanes(&v[e..row_end]);
                     }
@@ -1595,17 +1595,29 @@ fn rows_of(space: &[usize]) -> usize {
 /// A sum with four interleaved accumulators (fixed order: depends only on the length).
 #[inline]
 pub(crate) fn sum_lanes(v: &[f64]) -> f64 {
-    let mut a = [0.0f64; 4];
+    sum_lanes_as::<f64>(v)
+}
+
+/// [`sum_lanes`] computed in the element type `F` (`f32` arrays live widened in `f64` slots, and
+/// their sums round to `f32` after every addition, as a plain `f32` loop in this order would).
+#[inline]
+pub(crate) fn sum_lanes_as<F>(v: &[f64]) -> f64
+where
+    F: num_traits::Float + Into<f64> + 'static,
+    f64: num_traits::AsPrimitive<F>,
+{
+    use num_traits::AsPrimitive;
+    let mut a = [F::zero(); 4];
     let mut it = v.chunks_exact(4);
     for c in &mut it {
-        a[0] += c[0];
-        a[1] += c[1];
-        a[2] += c[2];
-        a[3] += c[3];
+        a[0] = a[0] + c[0].as_();
+        a[1] = a[1] + c[1].as_();
+        a[2] = a[2] + c[2].as_();
+        a[3] = a[3] + c[3].as_();
     }
     let mut s = (a[0] + a[1]) + (a[2] + a[3]);
     for &x in it.remainder() {
-        s += x;
+        s = s + x.as_();
     }
-    s
+    s.into()
 }

@@ -1193,13 +1193,14 @@ impl Lower<'_> {
                 )
             }
         };
-        self.f
-            .ret_agg
-            .as_mut()
-            .expect("aggregate result")
-            .leaves
-            .push(leaf);
+        self.push_ret_leaf(leaf);
         Ok(())
+    }
+
+    /// Record one leaf of the aggregate result.
+    fn push_ret_leaf(&mut self, leaf: RetLeaf) {
+        let ra = self.f.ret_agg.as_mut().expect("aggregate result");
+        ra.leaves.push(leaf);
     }
 
     /// Store a result into the hidden result arrays.
@@ -1257,12 +1258,7 @@ impl Lower<'_> {
                         )
                     }
                 };
-                self.f
-                    .ret_agg
-                    .as_mut()
-                    .expect("aggregate result")
-                    .leaves
-                    .push(leaf);
+                self.push_ret_leaf(leaf);
             }
         }
         let leaves = self

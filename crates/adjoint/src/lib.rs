@@ -140,19 +140,21 @@
 //! [`Lift`](lift::Lift) contract, for every engine's number type: nalgebra's `ln` or `sqrt` on a
 //! `Var` is the `Var`'s own, so every derivative still comes from the one rule table. The
 //! derivative is that of the floating-point algorithm nalgebra runs (pivot choices compare primal
-//! values, like any branch).
+//! values, like any branch). In a function bounded by both `Real` and `RealField`, a method
+//! both traits have (`ln`, `sqrt`, `sin`, `abs`, `max`, …) is ambiguous (E0034): write
+//! `Real::ln(x)`, or bound by one of the two traits.
 //!
 #![cfg_attr(feature = "nalgebra", doc = "```")]
 #![cfg_attr(not(feature = "nalgebra"), doc = "```ignore")]
 //! use adjoint::{check, forward, tape, Real};
 //! use nalgebra::{DMatrix, DVector, RealField};
 //!
-//! // sum(A(x)⁻¹ b), written once for f64, Dual and Var.
+//! // sum(A(x)⁻¹ b) + ln(1 + x₀), written once for f64, Dual and Var.
 //! fn f<T: Real + RealField>(x: &[T]) -> T {
-//!     let c = T::cst;
-//!     let a = DMatrix::from_row_slice(2, 2, &[c(3.0) + x[0], x[1], x[1], c(2.0) - x[0]]);
-//!     let b = DVector::from_vec(vec![c(1.0), c(2.0)]);
-//!     a.lu().solve(&b).unwrap().sum()
+//!     let a = DMatrix::from_row_slice(2, 2, &[x[0] + 3.0, x[1], x[1], T::from(2.0) - x[0]]);
+//!     let b = DVector::from_vec(vec![T::from(1.0), T::from(2.0)]);
+//!     // `ln` is a method of both `Real` and nalgebra's `ComplexField`: name the trait.
+//!     a.lu().solve(&b).unwrap().sum() + Real::ln(x[0] + 1.0)
 //! }
 //! let x = [0.2, 0.5];
 //! let g = tape::grad(|x: &[tape::Var]| f(x), &x);
