@@ -1,0 +1,176 @@
+//! Loop shapes at the edge of the counted-loop detection: a `while` whose index steps by two,
+
+#![allow(clippy::needless_range_loop)]
+//! a bound changed inside the body, a shadowed index, a `for` over a range whose bound is a
+//! loop-carried value, and a `step_by`. Each gradient against forward mode over the untouched
+//! user function written generically (not the macro's own `primal`).
+
+use adjoint_core::forward::{self, Dual};
+use adjoint_core::Real;
+use adjoint_ssa::differentiable;
+
+fn check(name: &str, g: &[f64], want: &[f64]) {
+    assert_eq!(g.len(), want.len());
+    for (i, (a, b)) in g.iter().zip(want).enumerate() {
+        assert!((a - b).abs() <= 1e-10 * (1.0 + b.abs()), "{name}[{i}]: {a} vs {b}");
+    }
+}
+
+#[differentiable]
+fn step_two(x: &[f64]) -> f64 {
+    let mut s = 0.0;
+    let mut i = 0;
+    while i < x.len() {
+        s += x[i] * x[i].sin();
+        i += 2;
+    }
+    s
+}
+fn step_two_ref<T: Real>(x: &[T]) -> T {
+    let mut s = T::zero();
+    let mut i = 0;
+    while i < x.len() {
+        s += x[i] * x[i].sin();
+        i += 2;
+    }
+    s
+}
+
+#[differentiable]
+fn moving_bound(x: &[f64]) -> f64 {
+    let mut s = 0.0;
+    let mut n = x.len();
+    let mut i = 0;
+    while i < n {
+        s = s * 0.5 + x[i].exp();
+        if x[i] > 0.0 {
+            n -= 1;
+        }
+        i += 1;
+    }
+    s
+}
+fn moving_bound_ref<T: Real>(x: &[T]) -> T {
+    let mut s = T::zero();
+    let mut n = x.len();
+    let mut i = 0;
+    while i < n {
+        s = s * 0.5 + x[i].exp();
+        if x[i] > 0.0 {
+            n -= 1;
+        }
+        i += 1;
+    }
+    s
+}
+
+#[differentiable]
+fn shadowed(x: &[f64]) -> f64 {
+    let mut s = 0.0;
+    for i in 0..x.len() {
+        let i = x.len() - 1 - i;
+        s = s * x[i] + 1.0;
+    }
+    for i in 1..x.len() {
+        let i = i - 1;
+        s += x[i] * x[i + 1];
+    }
+    s
+}
+fn shadowed_ref<T: Real>(x: &[T]) -> T {
+    let mut s = T::zero();
+    for i in 0..x.len() {
+        let i = x.len() - 1 - i;
+        s = s * x[i] + 1.0;
+    }
+    for i in 1..x.len() {
+        let i = i - 1;
+        s += x[i] * x[i + 1];
+    }
+    s
+}
+
+#[differentiable]
+fn carried_bound(x: &[f64]) -> f64 {
+    let mut s = 0.0;
+    let mut m = 1;
+    for _r in 0..3 {
+        for i in 0..m {
+            s += x[i] * s.cos();
+        }
+        m += 1;
+    }
+    s
+}
+fn carried_bound_ref<T: Real>(x: &[T]) -> T {
+    let mut s = T::zero();
+    let mut m = 1;
+    for _r in 0..3 {
+        for i in 0..m {
+            s += x[i] * s.cos();
+        }
+        m += 1;
+    }
+    s
+}
+
+#[test]
+fn loop_shapes_match_forward_mode_on_the_user_function() {
+    for x in [
+        vec![0.5, -0.25, 0.75, 0.1, 0.3],
+        vec![-0.5, 0.25, -0.75, 0.9, 0.3, 0.2],
+        vec![0.4, 0.6, 0.8],
+    ] {
+        let mut g = vec![0.0; x.len()];
+        let v = step_two::grad(&x, &mut g);
+        assert_eq!(v, step_two(&x));
+        check("step_two", &g, &forward::gradient(|x: &[Dual<f64>]| step_two_ref(x), &x));
+
+        let mut g = vec![0.0; x.len()];
+        let v = moving_bound::grad(&x, &mut g);
+        assert_eq!(v, moving_bound(&x));
+        check("moving_bound", &g, &forward::gradient(|x: &[Dual<f64>]| moving_bound_ref(x), &x));
+
+        let mut g = vec![0.0; x.len()];
+        let v = shadowed::grad(&x, &mut g);
+        assert_eq!(v, shadowed(&x));
+        check("shadowed", &g, &forward::gradient(|x: &[Dual<f64>]| shadowed_ref(x), &x));
+
+        let mut g = vec![0.0; x.len()];
+        let v = carried_bound::grad(&x, &mut g);
+        assert_eq!(v, carried_bound(&x));
+        check("carried_bound", &g, &forward::gradient(|x: &[Dual<f64>]| carried_bound_ref(x), &x));
+    }
+}
+
+#[differentiable]
+fn stepped(x: &[f64]) -> f64 {
+    let mut s = 0.0;
+    for i in (0..x.len()).step_by(2) {
+        s = s * x[i] + x[i].cos();
+    }
+    for i in (0..x.len()).rev() {
+        s = s * 0.5 + x[i] * s.sin();
+    }
+    s
+}
+fn stepped_ref<T: Real>(x: &[T]) -> T {
+    let mut s = T::zero();
+    for i in (0..x.len()).step_by(2) {
+        s = s * x[i] + x[i].cos();
+    }
+    for i in (0..x.len()).rev() {
+        s = s * 0.5 + x[i] * s.sin();
+    }
+    s
+}
+
+#[test]
+fn step_by_and_rev_ranges() {
+    for x in [vec![0.5, -0.25, 0.75, 0.1, 0.3], vec![0.4, 0.6]] {
+        let mut g = vec![0.0; x.len()];
+        let v = stepped::grad(&x, &mut g);
+        assert_eq!(v, stepped(&x));
+        check("stepped", &g, &forward::gradient(|x: &[Dual<f64>]| stepped_ref(x), &x));
+    }
+}
