@@ -12,7 +12,10 @@ use adjoint_ssa::differentiable;
 fn check(name: &str, g: &[f64], want: &[f64]) {
     assert_eq!(g.len(), want.len());
     for (i, (a, b)) in g.iter().zip(want).enumerate() {
-        assert!((a - b).abs() <= 1e-10 * (1.0 + b.abs()), "{name}[{i}]: {a} vs {b}");
+        assert!(
+            (a - b).abs() <= 1e-10 * (1.0 + b.abs()),
+            "{name}[{i}]: {a} vs {b}"
+        );
     }
 }
 
@@ -124,22 +127,38 @@ fn loop_shapes_match_forward_mode_on_the_user_function() {
         let mut g = vec![0.0; x.len()];
         let v = step_two::grad(&x, &mut g);
         assert_eq!(v, step_two(&x));
-        check("step_two", &g, &forward::gradient(|x: &[Dual<f64>]| step_two_ref(x), &x));
+        check(
+            "step_two",
+            &g,
+            &forward::gradient(|x: &[Dual<f64>]| step_two_ref(x), &x),
+        );
 
         let mut g = vec![0.0; x.len()];
         let v = moving_bound::grad(&x, &mut g);
         assert_eq!(v, moving_bound(&x));
-        check("moving_bound", &g, &forward::gradient(|x: &[Dual<f64>]| moving_bound_ref(x), &x));
+        check(
+            "moving_bound",
+            &g,
+            &forward::gradient(|x: &[Dual<f64>]| moving_bound_ref(x), &x),
+        );
 
         let mut g = vec![0.0; x.len()];
         let v = shadowed::grad(&x, &mut g);
         assert_eq!(v, shadowed(&x));
-        check("shadowed", &g, &forward::gradient(|x: &[Dual<f64>]| shadowed_ref(x), &x));
+        check(
+            "shadowed",
+            &g,
+            &forward::gradient(|x: &[Dual<f64>]| shadowed_ref(x), &x),
+        );
 
         let mut g = vec![0.0; x.len()];
         let v = carried_bound::grad(&x, &mut g);
         assert_eq!(v, carried_bound(&x));
-        check("carried_bound", &g, &forward::gradient(|x: &[Dual<f64>]| carried_bound_ref(x), &x));
+        check(
+            "carried_bound",
+            &g,
+            &forward::gradient(|x: &[Dual<f64>]| carried_bound_ref(x), &x),
+        );
     }
 }
 
@@ -171,6 +190,10 @@ fn step_by_and_rev_ranges() {
         let mut g = vec![0.0; x.len()];
         let v = stepped::grad(&x, &mut g);
         assert_eq!(v, stepped(&x));
-        check("stepped", &g, &forward::gradient(|x: &[Dual<f64>]| stepped_ref(x), &x));
+        check(
+            "stepped",
+            &g,
+            &forward::gradient(|x: &[Dual<f64>]| stepped_ref(x), &x),
+        );
     }
 }

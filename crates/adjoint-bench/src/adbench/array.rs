@@ -87,7 +87,7 @@ impl BaColumn for ArrayBa {
     fn name(&self) -> &'static str {
         "array"
     }
-    fn ba(&self, b: &BaInput) -> Csr {
+    fn ba(&self, b: &BaInput, out: &mut Csr) {
         let key = (b.n, b.m, b.p);
         let mut built = self.built.borrow_mut();
         if built.as_ref().is_none_or(|(k, _)| *k != key) {
@@ -113,7 +113,7 @@ impl BaColumn for ArrayBa {
                 blk
             })
             .collect();
-        ba::assemble(b, &blocks)
+        ba::assemble(b, &blocks, out)
     }
 }
 
@@ -130,7 +130,8 @@ mod tests {
         for (i, v) in b.x.iter_mut().enumerate() {
             *v += 0.1 * i as f64;
         }
-        let got = ArrayBa::default().ba(&b);
+        let mut got = Csr::default();
+        ArrayBa::default().ba(&b, &mut got);
         let want = ba::ba_jacobian_forward(&b);
         assert_eq!(got.col_idx, want.col_idx);
         for (k, (a, w)) in got.vals.iter().zip(&want.vals).enumerate() {
