@@ -355,6 +355,7 @@ pub fn prepare(f: &mut Func) -> syn::Result<Plan> {
         def_block,
         ret_block,
     };
+    let mut recs: Vec<Rec> = (0..f.blocks.len()).map(|_| Rec::default()).collect();
     for b in 0..f.blocks.len() {
         if !plan.cyclic[b] {
             continue;
@@ -371,10 +372,11 @@ pub fn prepare(f: &mut Func) -> syn::Result<Plan> {
                 need.extend([c.start, c.end]);
             }
         }
-        let mut r = Rec::default();
         for v in need {
-            record(f, &plan, b, v, &mut r, 0);
+            record(f, &plan, b, v, &mut recs, 0);
         }
+    }
+    for (b, r) in recs.into_iter().enumerate() {
         plan.pushes[b] = r.pushes;
         plan.remat[b] = r.remat;
         plan.replay[b] = r.replay;
@@ -528,8 +530,11 @@ fn counted_loop(
 }
 
 /// Decide how `v` reaches adjoint block `b`: nothing (its local is still valid), recomputed,
-/// replayed from a counted loop's counter, or pushed.
-fn record(f: &Func, p: &Plan, b: BlockId, v: Val, r: &mut Rec, depth: usize) {
+/// replayed from a counted loop's counter, or pushed. A value defined outside a counted loop
+/// around `b` is constant while the loop runs: it is recorded once, at the loop's exit block
+/// (whose adjoint runs just before the loop's reversed iterations), not once per iteration.
+fn record(f: &Func, p: &Plan, b: BlockId, v: Val, recs: &mut [Rec], depth: usize) {
+    let r = &recs[b];
     if r.pushes.contains(&v) || r.remat.contains(&v) || r.replay.iter().any(|x| x.0 == v) {
         return;
     }
@@ -541,9 +546,13 @@ fn record(f: &Func, p: &Plan, b: BlockId, v: Val, r: &mut Rec, depth: usize) {
     }
     if let Some(c) = &p.counted[db] {
         if c.k == v && c.body[b] {
-            r.replay.push((v, db));
+            recs[b].replay.push((v, db));
             return;
         }
+    }
+    if let Some(exit) = invariant_exit(p, b, db) {
+        record(f, p, exit, v, recs, depth);
+        return;
     }
     if let Some((ib, k)) = p.def_inst[v] {
         let inst = &f.blocks[ib].insts[k];
@@ -560,13 +569,27 @@ fn record(f: &Func, p: &Plan, b: BlockId, v: Val, r: &mut Rec, depth: usize) {
         };
         if cheap && depth < 8 && inst.dst() == Some(v) {
             for u in inst.uses() {
-                record(f, p, b, u, r, depth + 1);
+                record(f, p, b, u, recs, depth + 1);
             }
-            r.remat.push(v);
+            recs[b].remat.push(v);
             return;
         }
     }
-    r.pushes.push(v);
+    recs[b].pushes.push(v);
+}
+
+/// The exit block of the outermost counted loop that contains `b` but not `db`, when that exit
+/// is entered only from the loop's header. `db` then dominates the header (every path to `b`
+/// enters the loop there) and so the exit: a value defined in `db` keeps one value from the
+/// loop's entry to its exit, and the exit's adjoint block, which runs right before the loop's
+/// reversed iterations, can restore it for all of them.
+fn invariant_exit(p: &Plan, b: BlockId, db: BlockId) -> Option<BlockId> {
+    p.counted
+        .iter()
+        .flatten()
+        .filter(|c| c.body[b] && !c.body[db] && p.preds[c.exit].len() == 1)
+        .max_by_key(|c| c.body.iter().filter(|&&x| x).count())
+        .map(|c| c.exit)
 }
 
 /// Forward activity: which values depend on active inputs; which slices hold such values.

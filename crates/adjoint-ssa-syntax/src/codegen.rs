@@ -884,10 +884,10 @@ impl<'a> Gen<'a> {
         let (id, t) = (self.v(v), self.ty(v));
         let [cr, cf, ci, _] = cursors();
         match self.f.values[v].ty {
-            Ty::F64 if self.p.varied[v] => quote!(let #id: T = #cr.pop();),
-            Ty::F64 => quote!(let #id: f64 = #cf.pop();),
-            Ty::Bool => quote!(let #id: bool = #ci.pop() != 0;),
-            Ty::Int(_) => quote!(let #id: #t = #ci.pop() as #t;),
+            Ty::F64 if self.p.varied[v] => quote!(#id = #cr.pop();),
+            Ty::F64 => quote!(#id = #cf.pop();),
+            Ty::Bool => quote!(#id = #ci.pop() != 0;),
+            Ty::Int(_) => quote!(#id = #ci.pop() as #t;),
         }
     }
 
@@ -1236,10 +1236,8 @@ impl<'a> Gen<'a> {
         }
         for v in &self.p.remat[b] {
             let (ib, k) = self.p.def_inst[*v].unwrap();
-            let d = self.v(*v);
-            let t = self.ty(*v);
             let code = self.inst(&self.f.blocks[ib].insts[k], true);
-            body.extend(quote!(let mut #d: #t; #code));
+            body.extend(code);
         }
         for i in self.f.blocks[b].insts.iter().rev() {
             if self.p.inst_active(self.f, i) {

@@ -452,8 +452,11 @@ pub fn adjoint(
     }
     let mut counters: HashMap<BlockId, (i128, i128)> = HashMap::new();
     let mut blk = p.ret_block;
+    // Restored values (popped, replayed, recomputed) stay restored for the adjoint blocks that
+    // follow, as the generated code assigns them to the function's locals: a value recorded at
+    // a counted loop's exit serves all of the loop's reversed iterations.
+    let mut shadow: HashMap<Val, V<f64>> = HashMap::new();
     loop {
-        let mut shadow: HashMap<Val, V<f64>> = HashMap::new();
         for v in p.pushes[blk].iter().rev() {
             shadow.insert(*v, vstack.pop().expect("value stack underflow"));
         }

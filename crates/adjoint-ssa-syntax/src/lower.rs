@@ -733,6 +733,7 @@ pub fn lower(item: &syn::ItemFn, opts: &Options) -> Result<Func> {
     }
     let mut f = l.f;
     crate::passes::cleanup(&mut f);
+    crate::passes::cse_loads(&mut f);
     crate::passes::infer_ints(&mut f);
     Ok(f)
 }

@@ -1,6 +1,7 @@
 //! Clean-up passes after lowering: drop unreachable blocks, order blocks in reverse post-order,
-//! remove trivial block parameters (phis whose incoming values are all the same), and infer the
-//! integer types that Rust would infer.
+//! remove trivial block parameters (phis whose incoming values are all the same), reuse a load
+//! of an element already loaded in the same block, and infer the integer types that Rust would
+//! infer.
 
 use crate::ir::*;
 
@@ -104,6 +105,43 @@ pub fn cleanup(f: &mut Func) {
     }
     f.blocks = blocks;
     remove_trivial_params(f);
+}
+
+/// Within each block, a load of `s[i]` that repeats an earlier load of `s[i]` (the same index
+/// value, no store to `s` or call in between) reuses the earlier value. `x[j] * x[j]` then
+/// reads, and in a loop records for the reverse sweep, one value instead of two.
+pub fn cse_loads(f: &mut Func) {
+    let mut repl: Vec<Val> = (0..f.values.len()).collect();
+    for blk in &mut f.blocks {
+        let mut seen: Vec<(SliceId, Val, Val)> = vec![];
+        blk.insts.retain_mut(|inst| {
+            map_inst_uses(inst, &mut |v| find(&mut repl, v));
+            match *inst {
+                Inst::Load { dst, slice, idx } => {
+                    if let Some(&(_, _, first)) =
+                        seen.iter().find(|&&(s, i, _)| s == slice && i == idx)
+                    {
+                        repl[dst] = first;
+                        return false;
+                    }
+                    seen.push((slice, idx, dst));
+                }
+                Inst::Store { slice, .. } | Inst::Fill { slice, .. } => {
+                    seen.retain(|&(s, _, _)| s != slice)
+                }
+                Inst::Call { .. } => seen.clear(),
+                _ => {}
+            }
+            true
+        });
+    }
+    let mut m = |v: Val| find(&mut repl, v);
+    for blk in &mut f.blocks {
+        for i in &mut blk.insts {
+            map_inst_uses(i, &mut m);
+        }
+        map_term_uses(&mut blk.term, &mut m);
+    }
 }
 
 fn find(repl: &mut [Val], v: Val) -> Val {

@@ -465,3 +465,84 @@ fn aggregate_misuse_is_an_error_not_a_panic() {
         }
     }
 }
+
+/// A value defined outside a counted loop and read by its reverse code is recorded once per run
+/// of the loop, at the loop's exit, not once per iteration: the triangular product of ADBench's
+/// GMM pushes `d` values per row instead of `d²/2`. Nests, several invariant values, an
+/// invariant used by two sibling loops, a loop run zero times, and a `while` (not counted:
+/// still pushed per iteration) — each adjoint against forward mode.
+#[test]
+fn loop_invariant_values_are_recorded_once_per_loop_run() {
+    let tri = "fn f(x: &[f64]) -> f64 {
+        let d = x.len();
+        let mut q = [0.0; 8];
+        let mut s = 0.0;
+        for rep in 0..3 {
+            for j in 0..d { q[j] = x[j] * (rep as f64 + 1.0); }
+            for i in 0..d {
+                let xi = q[i].sin();
+                let w = xi * xi;
+                for r in i + 1..d { q[r] += x[r] * xi * w; }
+                for r in 0..i { s += q[r] * w; }
+            }
+            for j in 0..d { s += q[j] * q[j]; }
+        }
+        s
+    }";
+    let (f, p) = lower_str(tri, "").unwrap_or_else(|e| panic!("{e}"));
+    for x in [
+        &[0.3, -0.6, 0.8, 0.2, -0.1][..],
+        &[0.5][..],
+        &[0.4, 0.9][..],
+    ] {
+        grad_check(tri, x);
+    }
+    // no block of a counted loop pushes a value defined outside that loop: `xi` and `w` are
+    // pushed by the inner loops' exit blocks, once per row
+    for c in p.counted.iter().flatten() {
+        for b in (0..f.blocks.len()).filter(|&b| c.body[b]) {
+            for &v in &p.pushes[b] {
+                let db = p.def_block[v].unwrap();
+                assert!(c.body[db], "%{v} pushed per iteration in block {b}");
+            }
+        }
+    }
+    let pushed_at_exits: Vec<_> = p
+        .counted
+        .iter()
+        .flatten()
+        .flat_map(|c| p.pushes[c.exit].iter().map(|&v| f.values[v].name.clone()))
+        .collect();
+    for name in ["xi", "w"] {
+        assert!(
+            pushed_at_exits.iter().any(|n| n.as_deref() == Some(name)),
+            "{name} not pushed at a loop exit: {pushed_at_exits:?}\n{}",
+            crate::adjoint::dump(&f, &p)
+        );
+    }
+    // a `while` loop has no replayed counter: its invariants are still pushed per iteration
+    grad_check(
+        "fn f(x: &[f64]) -> f64 { let mut s = 0.0; for i in 0..x.len() { let a = x[i].exp(); let mut k = 0; while k < 3 { s = s * 0.5 + a * s.cos(); k += 1; if s > 10.0 { break; } } } s }",
+        &[0.3, -0.6, 0.8],
+    );
+}
+
+/// A repeated load of the same element in a block is one value; a store to the slice (or a
+/// call) in between forces a fresh load. Adjoints against forward mode either way.
+#[test]
+fn repeated_loads_are_shared_until_a_store() {
+    let loads = |src: &str| {
+        let (f, _) = lower_str(src, "").unwrap_or_else(|e| panic!("{e}"));
+        f.blocks
+            .iter()
+            .flat_map(|b| &b.insts)
+            .filter(|i| matches!(i, crate::ir::Inst::Load { .. }))
+            .count()
+    };
+    let shared = "fn f(x: &[f64]) -> f64 { let mut s = 0.0; for j in 0..x.len() { s += x[j] * x[j] + x[0] * x[j]; } s }";
+    assert_eq!(loads(shared), 2, "x[j] once, x[0] once");
+    grad_check(shared, &[0.3, -0.6, 0.8]);
+    let stored = "fn f(x: &[f64]) -> f64 { let mut q = [0.0; 3]; let mut s = 0.0; for j in 0..x.len() { q[j] = x[j].sin(); s += q[j] * q[j]; q[j] = q[j] * x[j]; s += q[j] * q[j]; } s }";
+    assert_eq!(loads(stored), 3, "x[j], and q[j] once after each store");
+    grad_check(stored, &[0.3, -0.6, 0.8]);
+}

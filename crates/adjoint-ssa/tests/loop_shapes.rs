@@ -197,3 +197,65 @@ fn step_by_and_rev_ranges() {
         );
     }
 }
+
+/// ADBench GMM's triangular product with the row's value read once (`let xi = …` before the
+/// inner loop): the generated code records `xi` once per row (see the syntax crate's
+/// `loop_invariant_values_are_recorded_once_per_loop_run`); the gradient is unchanged.
+#[differentiable]
+fn triangular(x: &[f64], l: &[f64]) -> f64 {
+    let d = x.len();
+    let mut q = [0.0; 16];
+    for j in 0..d {
+        q[j] = x[j].exp();
+    }
+    for i in 0..d {
+        let xi = q[i] * x[i];
+        let base = i * (2 * d - i - 1) / 2;
+        for r in i + 1..d {
+            q[r] += l[base + r - i - 1] * xi;
+        }
+    }
+    let mut s = 0.0;
+    for j in 0..d {
+        s += q[j] * q[j];
+    }
+    s
+}
+fn triangular_ref<T: Real>(x: &[T], l: &[T]) -> T {
+    let d = x.len();
+    let mut q = vec![T::zero(); d];
+    for j in 0..d {
+        q[j] = x[j].exp();
+    }
+    let mut li = 0;
+    for i in 0..d {
+        for r in i + 1..d {
+            let qi = q[i];
+            q[r] += l[li] * qi * x[i];
+            li += 1;
+        }
+    }
+    let mut s = T::zero();
+    for j in 0..d {
+        s += q[j] * q[j];
+    }
+    s
+}
+
+#[test]
+fn triangular_product_with_a_hoisted_row_value() {
+    for d in [1usize, 2, 5, 9] {
+        let x: Vec<f64> = (0..d).map(|i| 0.3 * (i as f64 * 0.7).sin()).collect();
+        let l: Vec<f64> = (0..d * (d - 1) / 2)
+            .map(|i| (i as f64 * 0.37).cos())
+            .collect();
+        let (mut gx, mut gl) = (vec![0.0; d], vec![0.0; l.len()]);
+        let v = triangular::grad(&x, &l, &mut gx, &mut gl);
+        assert!((v - triangular(&x, &l)).abs() <= 1e-12 * v.abs());
+        let mut all = x.clone();
+        all.extend(&l);
+        let want = forward::gradient(|z: &[Dual<f64>]| triangular_ref(&z[..d], &z[d..]), &all);
+        check("triangular x", &gx, &want[..d]);
+        check("triangular l", &gl, &want[d..]);
+    }
+}
