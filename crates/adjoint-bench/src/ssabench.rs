@@ -198,16 +198,15 @@ pub fn gmm_data(p: &[f64], x: &[f64], d: usize, k: usize) -> f64 {
                 sum_q += q;
                 qxc[j] = q.exp() * xc[j];
             }
-            // The row's value is read once per row and the row's offset computed from `i`
-            // (ADBench's C++ counts `li += 1` and reads `xc[i]` in the inner loop): the
-            // transform records a value defined outside a counted loop once per loop run, but
-            // a loop-carried `li` and a load inside the loop once per iteration (6.6× the
-            // objective instead of 4.0× on 1k d20 K25, 2026-11-24).
+            // As ADBench's C++ writes it: the transform recomputes `li` from the loop counter
+            // and records `xc[i]` once per row (it is invariant in the inner loop). Hoisting
+            // `xc[i]` and the row offset by hand measured 4.0× instead of 4.8× its objective
+            // on 1k d20 K25 (the reverse sweep recomputes this index chain per element).
+            let mut li = 0;
             for i in 0..d {
-                let xi = xc[i];
-                let row = icf + ik * icf_sz + d + i * (2 * d - i - 1) / 2 - i - 1;
                 for r in i + 1..d {
-                    qxc[r] += p[row + r] * xi;
+                    qxc[r] += p[icf + ik * icf_sz + d + li] * xc[i];
+                    li += 1;
                 }
             }
             let mut sq = 0.0;

@@ -15,6 +15,9 @@
 //!   as `B` may be redefined before `B̄` runs, so `B` pushes it and `B̄` pops it; anything else
 //!   is still in its local. Cheap passive values (integer arithmetic, loads from immutable
 //!   slices, casts, lengths) are recomputed in `B̄` from their operands instead of being pushed.
+//!   A value invariant in a counted loop around `B` is recorded at the loop's exit instead,
+//!   once per run of the loop ([`invariant_exit`]); induction variables of a counted loop are
+//!   recomputed from its replayed counter ([`Counted::inductions`]).
 //! * **Partials.** Expensive primitives (`sin`, `exp`, `/`, `powf`, …) compute their rule in the
 //!   forward sweep and record the partials; cheap ones (`+`, `-`, `*`, `neg`, `abs`, `min`,
 //!   `max`) call the rule again in the reverse sweep from their operands.
@@ -58,9 +61,30 @@ pub struct Counted {
     /// No cycle inside the loop but through its header: every block of the loop runs at most
     /// once per iteration, so the forward sweep can reserve its pushes on entry.
     pub innermost: bool,
+    /// Other integer parameters of the header that step by a constant each iteration
+    /// (`li += 1` beside the counter): `(parameter, its entry value, step)`. The reverse sweep
+    /// recomputes them from the replayed counter, `entry + (k − start) · step`.
+    pub inductions: Vec<(Val, Val, i128)>,
+}
+
+impl Counted {
+    /// The entry value and step of `v` if it is one of the loop's induction variables.
+    pub fn induction(&self, v: Val) -> Option<(Val, i128)> {
+        self.inductions
+            .iter()
+            .find(|x| x.0 == v)
+            .map(|&(_, e, s)| (e, s))
+    }
 }
 
 impl Plan {
+    /// `(header, entry value, step)` when `v` is an induction variable of a counted loop.
+    pub fn induction(&self, v: Val) -> Option<(BlockId, Val, i128)> {
+        let h = self.def_block[v]?;
+        let (entry, step) = self.counted[h].as_ref()?.induction(v)?;
+        Some((h, entry, step))
+    }
+
     /// The innermost counted loop containing block `b`, if any.
     pub fn reserved_loop(&self, b: BlockId) -> Option<BlockId> {
         self.counted
@@ -517,6 +541,41 @@ fn counted_loop(
         }
     }
     let innermost = seen == body.iter().filter(|&&x| x).count() - 1;
+    // induction variables: `p` enters with a value defined outside, the latch passes `p ± c`
+    let mut inductions = vec![];
+    for (pi, &pv) in f.blocks[h].params.iter().enumerate() {
+        if pi == kp || !matches!(f.values[pv].ty, Ty::Int(_)) {
+            continue;
+        }
+        let ea = f.blocks[eb].term.targets()[es].args[pi];
+        let la = f.blocks[lb].term.targets()[ls].args[pi];
+        if ea == pv || def_block[ea].is_some_and(|d| body[d]) {
+            continue;
+        }
+        let Some((db, di)) = def_inst[la] else {
+            continue;
+        };
+        let Inst::Int { op, a, b: c, .. } = f.blocks[db].insts[di] else {
+            continue;
+        };
+        if a != pv || !matches!(op, IntOp::Add | IntOp::Sub) {
+            continue;
+        }
+        let Some((cb, ci)) = def_inst[c] else {
+            continue;
+        };
+        if let Inst::Const {
+            c: Const {
+                value: ConstVal::I(step),
+                ..
+            },
+            ..
+        } = &f.blocks[cb].insts[ci]
+        {
+            let step = if op == IntOp::Sub { -*step } else { *step };
+            inductions.push((pv, ea, step));
+        }
+    }
     Some(Counted {
         k,
         start,
@@ -526,6 +585,7 @@ fn counted_loop(
         exit: e.block,
         body,
         innermost,
+        inductions,
     })
 }
 
@@ -549,9 +609,29 @@ fn record(f: &Func, p: &Plan, b: BlockId, v: Val, recs: &mut [Rec], depth: usize
             recs[b].replay.push((v, db));
             return;
         }
+        if let (Some((entry, _)), true) = (c.induction(v), c.body[b]) {
+            // recomputed from the replayed counter (after its operands, like a rematerialised
+            // value)
+            record(f, p, b, entry, recs, depth + 1);
+            record(f, p, b, c.start, recs, depth + 1);
+            recs[b].remat.push(v);
+            return;
+        }
     }
-    if let Some(exit) = invariant_exit(p, b, db) {
-        record(f, p, exit, v, recs, depth);
+    if let Some(mut exit) = invariant_exit(f, p, b, v) {
+        if p.cyclic[db] && p.scc[db] == p.scc[exit] && is_in_loop_of(p, db, exit) {
+            // computed inside the loop: pushed as it is at the exit (never recomputed there: a
+            // loop that ran no iteration left no valid operands), hoisted past any enclosing
+            // loop in which it is invariant too
+            while let Some(outer) = invariant_exit(f, p, exit, v) {
+                exit = outer;
+            }
+            if !recs[exit].pushes.contains(&v) {
+                recs[exit].pushes.push(v);
+            }
+        } else {
+            record(f, p, exit, v, recs, depth);
+        }
         return;
     }
     if let Some((ib, k)) = p.def_inst[v] {
@@ -578,18 +658,68 @@ fn record(f: &Func, p: &Plan, b: BlockId, v: Val, recs: &mut [Rec], depth: usize
     recs[b].pushes.push(v);
 }
 
-/// The exit block of the outermost counted loop that contains `b` but not `db`, when that exit
-/// is entered only from the loop's header. `db` then dominates the header (every path to `b`
-/// enters the loop there) and so the exit: a value defined in `db` keeps one value from the
-/// loop's entry to its exit, and the exit's adjoint block, which runs right before the loop's
-/// reversed iterations, can restore it for all of them.
-fn invariant_exit(p: &Plan, b: BlockId, db: BlockId) -> Option<BlockId> {
+/// The exit block of the outermost counted loop around `b` in which `v` is invariant, when that
+/// exit is entered only from the loop's header. `v` is invariant when it is defined outside the
+/// loop, or loaded inside it from a slice the loop does not write at an invariant index (or
+/// computed by integer arithmetic from invariant operands). A definition outside the loop
+/// dominates its header (every path to `b` enters the loop there) and so the exit; a value
+/// computed inside keeps the value of the last iteration. Either way the local holds, at the
+/// exit, the value every iteration saw, and the exit's adjoint block, which runs right before
+/// the loop's reversed iterations, can restore it for all of them (after a loop that ran no
+/// iteration the restored value is never read).
+fn invariant_exit(f: &Func, p: &Plan, b: BlockId, v: Val) -> Option<BlockId> {
     p.counted
         .iter()
         .flatten()
-        .filter(|c| c.body[b] && !c.body[db] && p.preds[c.exit].len() == 1)
+        .filter(|c| c.body[b] && p.preds[c.exit].len() == 1 && invariant_in(f, p, c, v, 0))
         .max_by_key(|c| c.body.iter().filter(|&&x| x).count())
         .map(|c| c.exit)
+}
+
+/// Whether `db` lies inside the counted loop whose exit block is `exit`.
+fn is_in_loop_of(p: &Plan, db: BlockId, exit: BlockId) -> bool {
+    p.counted
+        .iter()
+        .flatten()
+        .any(|c| c.exit == exit && c.body[db])
+}
+
+/// Whether `v` has one value during all iterations of loop `c` (see [`invariant_exit`]).
+fn invariant_in(f: &Func, p: &Plan, c: &Counted, v: Val, depth: usize) -> bool {
+    let Some(db) = p.def_block[v] else {
+        return true;
+    };
+    if !c.body[db] {
+        return true;
+    }
+    if depth >= 8 {
+        return false;
+    }
+    let Some((ib, k)) = p.def_inst[v] else {
+        return false; // a block parameter of the loop
+    };
+    match &f.blocks[ib].insts[k] {
+        Inst::Load { slice, idx, .. } => {
+            !writes(f, c, *slice) && invariant_in(f, p, c, *idx, depth + 1)
+        }
+        Inst::Int { a, b, .. } => {
+            invariant_in(f, p, c, *a, depth + 1) && invariant_in(f, p, c, *b, depth + 1)
+        }
+        Inst::Cast { a, .. } => invariant_in(f, p, c, *a, depth + 1),
+        Inst::Const { .. } => true,
+        _ => false,
+    }
+}
+
+/// Whether loop `c` may write slice `s` (a store, a fill, or any call).
+fn writes(f: &Func, c: &Counted, s: SliceId) -> bool {
+    (0..f.blocks.len()).filter(|&b| c.body[b]).any(|b| {
+        f.blocks[b].insts.iter().any(|i| match i {
+            Inst::Store { slice, .. } | Inst::Fill { slice, .. } => *slice == s,
+            Inst::Call { .. } => true,
+            _ => false,
+        })
+    })
 }
 
 /// Forward activity: which values depend on active inputs; which slices hold such values.
@@ -827,6 +957,17 @@ pub fn dump(f: &Func, p: &Plan) -> String {
             let _ = writeln!(s, "  {} = counter of #{h}", f.vname(*v));
         }
         for v in &p.remat[b] {
+            if let Some((h, entry, step)) = p.induction(*v) {
+                let start = p.counted[h].as_ref().expect("counted").start;
+                let _ = writeln!(
+                    s,
+                    "  {} = {} + (counter of #{h} − {}) · {step}",
+                    f.vname(*v),
+                    f.vname(entry),
+                    f.vname(start)
+                );
+                continue;
+            }
             let (ib, k) = p.def_inst[*v].unwrap();
             let _ = writeln!(s, "  recompute {}", f.inst_text(&f.blocks[ib].insts[k]));
         }

@@ -1235,6 +1235,16 @@ impl<'a> Gen<'a> {
             body.extend(quote!(let #id: #t = #cnt;));
         }
         for v in &self.p.remat[b] {
+            if let Some((h, entry, step)) = self.p.induction(*v) {
+                let start = self.p.counted[h].as_ref().expect("counted loop").start;
+                let (id, t, cnt) = (self.v(*v), self.ty(*v), ms(&format!("cnt{h}")));
+                let (e, s0) = (self.v(entry), self.v(start));
+                let step: syn::Expr = syn::parse_str(&format!("({step}i128)")).expect("an integer");
+                body.extend(quote! {
+                    #id = ((#e as i128) + ((#cnt as i128) - (#s0 as i128)) * #step) as #t;
+                });
+                continue;
+            }
             let (ib, k) = self.p.def_inst[*v].unwrap();
             let code = self.inst(&self.f.blocks[ib].insts[k], true);
             body.extend(code);

@@ -464,6 +464,12 @@ pub fn adjoint(
             shadow.insert(*v, V::I(counters[h].1));
         }
         for v in &p.remat[blk] {
+            if let Some((h, entry, step)) = p.induction(*v) {
+                let start = p.counted[h].as_ref().expect("counted").start;
+                let (e, s0) = (m.get(&shadow, entry).i(), m.get(&shadow, start).i());
+                shadow.insert(*v, V::I(e + (counters[&h].1 - s0) * step));
+                continue;
+            }
             let (ib, k) = p.def_inst[*v].unwrap();
             let mut out = vec![];
             m.exec(f, &f.blocks[ib].insts[k], &shadow, &mut out);

@@ -1,9 +1,9 @@
 //! Loop shapes at the edge of the counted-loop detection: a `while` whose index steps by two,
-
-#![allow(clippy::needless_range_loop)]
 //! a bound changed inside the body, a shadowed index, a `for` over a range whose bound is a
 //! loop-carried value, and a `step_by`. Each gradient against forward mode over the untouched
 //! user function written generically (not the macro's own `primal`).
+
+#![allow(clippy::needless_range_loop, clippy::explicit_counter_loop)]
 
 use adjoint_core::forward::{self, Dual};
 use adjoint_core::Real;
@@ -257,5 +257,60 @@ fn triangular_product_with_a_hoisted_row_value() {
         let want = forward::gradient(|z: &[Dual<f64>]| triangular_ref(&z[..d], &z[d..]), &all);
         check("triangular x", &gx, &want[..d]);
         check("triangular l", &gl, &want[d..]);
+    }
+}
+
+/// Integers stepping by a constant beside a loop's counter (`li += 1`, `m -= 2`, a signed
+/// one): the reverse sweep recomputes them from the replayed counter; gradients against
+/// forward mode over the user function.
+#[differentiable]
+fn inductions(x: &[f64], l: &[f64]) -> f64 {
+    let d = x.len();
+    let mut s = 0.0;
+    let mut li = 0;
+    for i in 0..d {
+        let mut m = 2 * d;
+        let mut k: i64 = -3;
+        for r in i + 1..d {
+            s += l[li] * x[i] * x[r] + x[m / 2 - 1] * (k as f64);
+            li += 1;
+            m -= 2;
+            k += 2;
+        }
+    }
+    s
+}
+fn inductions_ref<T: Real>(x: &[T], l: &[T]) -> T {
+    let d = x.len();
+    let mut s = T::zero();
+    let mut li = 0;
+    for i in 0..d {
+        let mut m = 2 * d;
+        let mut k: i64 = -3;
+        for r in i + 1..d {
+            s += l[li] * x[i] * x[r] + x[m / 2 - 1] * (k as f64);
+            li += 1;
+            m -= 2;
+            k += 2;
+        }
+    }
+    s
+}
+
+#[test]
+fn induction_variables_replayed() {
+    for d in [1usize, 2, 4, 7] {
+        let x: Vec<f64> = (0..d).map(|i| 0.4 * (i as f64 * 0.9).cos()).collect();
+        let l: Vec<f64> = (0..d * (d - 1) / 2)
+            .map(|i| (i as f64 * 0.23).sin())
+            .collect();
+        let (mut gx, mut gl) = (vec![0.0; d], vec![0.0; l.len()]);
+        let v = inductions::grad(&x, &l, &mut gx, &mut gl);
+        assert_eq!(v, inductions(&x, &l));
+        let mut all = x.clone();
+        all.extend(&l);
+        let want = forward::gradient(|z: &[Dual<f64>]| inductions_ref(&z[..d], &z[d..]), &all);
+        check("inductions x", &gx, &want[..d]);
+        check("inductions l", &gl, &want[d..]);
     }
 }
