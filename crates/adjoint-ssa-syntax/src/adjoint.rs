@@ -16,7 +16,7 @@
 //!   is still in its local. Cheap passive values (integer arithmetic, loads from immutable
 //!   slices, casts, lengths) are recomputed in `B̄` from their operands instead of being pushed.
 //!   A value invariant in a counted loop around `B` is recorded at the loop's exit instead,
-//!   once per run of the loop ([`invariant_exit`]); induction variables of a counted loop are
+//!   once per run of the loop (`invariant_exit`); induction variables of a counted loop are
 //!   recomputed from its replayed counter ([`Counted::inductions`]).
 //! * **Partials.** Expensive primitives (`sin`, `exp`, `/`, `powf`, …) compute their rule in the
 //!   forward sweep and record the partials; cheap ones (`+`, `-`, `*`, `neg`, `abs`, `min`,
