@@ -2,6 +2,7 @@
 
 use crate::error::{Error, Result};
 use crate::expr::{capture, idx_exp, infer, read_exp, Exp, Lambda, Node, Ty};
+use crate::f32ops::r32;
 use crate::kernel::Kernel;
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -463,23 +464,58 @@ impl Builder {
         }
     }
 
-    /// Fail for an `f32` operand (or read) of a combinator that has no `f32` version yet.
-    fn f32_unsupported(&self, combinator: &'static str, ops: &[NodeId], lams: &[&Lambda]) -> bool {
-        let any = ops
-            .iter()
-            .chain(lams.iter().flat_map(|l| l.reads()))
-            .any(|&o| self.dtype_of(o) == DType::F32);
-        if any {
-            self.record(Error::Invalid(format!(
-                "{combinator} over f32 arrays is not supported yet: convert with cast_f64() \
-                 (and back with cast_f32())"
-            )));
+    /// Type a fold/scan step function `f(acc, x)` over arrays of element type `dtype`: both
+    /// parameters have that type, reads have their arrays' types; the result must be of that
+    /// type too (a weak result — a constant — is rounded into an `f32` accumulator). A mix is
+    /// recorded as a [`Error::DTypeMismatch`] of `combinator` and gives `None`.
+    fn type_step(&self, combinator: &'static str, f: Lambda, dtype: DType) -> Option<Lambda> {
+        let ty = Ty::of(dtype);
+        let t = self.type_lambda(combinator, &f, &[ty, ty])?;
+        let out = t[f.outs[0] as usize];
+        if let Err((a, b)) = ty.join(out) {
+            self.record(mismatch(combinator, a, b));
+            return None;
         }
-        any
+        if out == Ty::Weak && dtype == DType::F32 {
+            let mut ar = f.ar.clone();
+            let o = ar.push(Node::Cast(true, f.outs[0]));
+            return Some(Lambda::new(ar, vec![o], f.nparams));
+        }
+        Some(f)
     }
 
-    /// A constant array baked into the program (Accelerate's `use`).
+    /// A constant of element type `dtype`: a weak literal rounded to `f32` for `f32`.
+    fn init_lambda(&self, v: f64, dtype: DType) -> Lambda {
+        let v = if dtype == DType::F32 { r32(v) } else { v };
+        self.lambda(0, |_| vec![crate::expr::lit(v)])
+            .expect("a constant lambda")
+    }
+
+    /// A constant `f64` array baked into the program (Accelerate's `use`); for an `f32` one,
+    /// [`Builder::use_array_f32`].
     pub fn use_array(&self, shape: &[usize], data: Vec<f64>) -> Acc {
+        self.use_impl(shape, data, DType::F64)
+    }
+
+    /// A constant `f32` array baked into the program (stored widened, exactly, like every
+    /// `f32` array). Its values take part in `f32` arithmetic without a cast.
+    ///
+    /// ```
+    /// use adjoint_array::{Buffer, Builder, DType};
+    /// let b = Builder::new();
+    /// let x = b.input_f32(&[3]);
+    /// let w = b.use_array_f32(&[3], vec![0.1, 0.2, 0.3]);
+    /// assert_eq!(w.dtype(), DType::F32);
+    /// let p = b.build(&[&x.zip_with(&w, |a, c| a * c)]).unwrap();
+    /// let out = p.run_typed(&[(&[1.0f32, 2.0, 3.0]).into()]).unwrap();
+    /// assert_eq!(out[0], Buffer::F32(vec![0.1, 2.0 * 0.2, 3.0 * 0.3]));
+    /// ```
+    pub fn use_array_f32(&self, shape: &[usize], data: Vec<f32>) -> Acc {
+        let wide = data.into_iter().map(f64::from).collect();
+        self.use_impl(shape, wide, DType::F32)
+    }
+
+    fn use_impl(&self, shape: &[usize], data: Vec<f64>, dtype: DType) -> Acc {
         let n: usize = shape.iter().product();
         if data.len() != n {
             return self.fail(
@@ -491,7 +527,7 @@ impl Builder {
                 shape.to_vec(),
             );
         }
-        self.push(ANode::Use(Arc::new(data)), shape.to_vec())
+        self.push_t(ANode::Use(Arc::new(data)), shape.to_vec(), dtype)
     }
 
     fn lambda(&self, nparams: u32, f: impl FnOnce(&[Exp]) -> Vec<Exp>) -> Option<Lambda> {
@@ -722,15 +758,17 @@ impl Builder {
         if init.iter().chain(inv).any(|a| !self.check(a)) {
             return placeholders(self);
         }
-        let ids: Vec<NodeId> = init.iter().chain(inv).map(|a| a.id).collect();
-        if self.f32_unsupported("awhile", &ids, &[]) {
-            return placeholders(self);
-        }
         type Body<'a> = dyn FnMut(&Builder, &[Acc], &[Acc]) -> Vec<Acc> + 'a;
         let sub = |f: &mut Body| -> Result<Graph> {
             let b = Builder::new();
-            let s: Vec<Acc> = init.iter().map(|a| b.input(&a.shape)).collect();
-            let v: Vec<Acc> = inv.iter().map(|a| b.input(&a.shape)).collect();
+            let s: Vec<Acc> = init
+                .iter()
+                .map(|a| b.input_with(&a.shape, a.dtype()))
+                .collect();
+            let v: Vec<Acc> = inv
+                .iter()
+                .map(|a| b.input_with(&a.shape, a.dtype()))
+                .collect();
             let outs = f(&b, &s, &v);
             let refs: Vec<&Acc> = outs.iter().collect();
             b.finish(&refs, true)
@@ -742,9 +780,11 @@ impl Builder {
         });
         let mut body = Some(body);
         let mut out_shapes = Vec::new();
+        let mut out_types = Vec::new();
         let bg = sub(&mut |_b, s, v| {
             let o = (body.take().expect("once"))(s, v);
             out_shapes = o.iter().map(|a| a.shape.to_vec()).collect();
+            out_types = o.iter().map(|a| a.dtype()).collect();
             o
         });
         let (cg, bg) = match (cg, bg) {
@@ -781,6 +821,15 @@ impl Builder {
             );
             return placeholders(self);
         }
+        let types: Vec<DType> = init.iter().map(|a| a.dtype()).collect();
+        if let Some((&l, &r)) = types.iter().zip(&out_types).find(|(l, r)| l != r) {
+            self.record(Error::DTypeMismatch {
+                combinator: "awhile (body must keep the state's element types)",
+                left: l,
+                right: r,
+            });
+            return placeholders(self);
+        }
         let lp = Arc::new(Loop {
             cond: cg,
             body: bg,
@@ -796,8 +845,9 @@ impl Builder {
         );
         shapes
             .iter()
+            .zip(types)
             .enumerate()
-            .map(|(k, sh)| self.push(ANode::Proj { src: w.id, k }, sh.clone()))
+            .map(|(k, (sh, t))| self.push_t(ANode::Proj { src: w.id, k }, sh.clone(), t))
             .collect()
     }
 
@@ -1123,13 +1173,14 @@ impl Acc {
             return b.fail(Error::Invalid("fold of a rank-0 array".into()), vec![]);
         }
         let shape = self.shape[..self.shape.len() - 1].to_vec();
-        let Some(fl) = b.lambda(2, |p| vec![f(p[0], p[1])]) else {
+        let dtype = self.dtype();
+        let Some(fl) = b
+            .lambda(2, |p| vec![f(p[0], p[1])])
+            .and_then(|fl| b.type_step("fold", fl, dtype))
+        else {
             return b.fail(Error::Invalid("fold".into()), shape);
         };
-        if b.f32_unsupported("fold", &[self.id], &[&fl]) {
-            return b.fail(Error::Invalid("fold".into()), shape);
-        }
-        let init = init.map(|v| b.lambda(0, |_| vec![crate::expr::lit(v)]).expect("const"));
+        let init = init.map(|v| b.init_lambda(v, dtype));
         b.push(
             ANode::Fold {
                 f: fl,
@@ -1159,15 +1210,14 @@ impl Acc {
         }
         let mut shape = self.shape.to_vec();
         *shape.last_mut().expect("rank ≥ 1") += 1;
-        let Some(fl) = b.lambda(2, |p| vec![f(p[0], p[1])]) else {
+        let dtype = self.dtype();
+        let Some(fl) = b
+            .lambda(2, |p| vec![f(p[0], p[1])])
+            .and_then(|fl| b.type_step("scan", fl, dtype))
+        else {
             return b.fail(Error::Invalid("scan".into()), shape);
         };
-        if b.f32_unsupported("scan", &[self.id], &[&fl]) {
-            return b.fail(Error::Invalid("scan".into()), shape);
-        }
-        let init = b
-            .lambda(0, |_| vec![crate::expr::lit(init)])
-            .expect("const");
+        let init = b.init_lambda(init, dtype);
         b.push(
             ANode::Scan {
                 f: fl,
@@ -1216,7 +1266,18 @@ impl Acc {
         let Some(idx) = lam else {
             return b.fail(Error::Invalid("permute".into()), shape);
         };
-        if b.f32_unsupported("permute", &[self.id, default.id], &[&idx]) {
+        if default.dtype() != self.dtype() {
+            return b.fail(
+                Error::DTypeMismatch {
+                    combinator: "permute",
+                    left: self.dtype(),
+                    right: default.dtype(),
+                },
+                shape,
+            );
+        }
+        // The index function's reads may be of either type, but not mixed.
+        if b.type_lambda("permute", &idx, &[]).is_none() {
             return b.fail(Error::Invalid("permute".into()), shape);
         }
         b.push(
