@@ -1308,8 +1308,8 @@ fn scan_backward(
         run_store(&kd, &inp, &[vec![0]], &mut outs)?;
         let mut d = outs.pop().expect("one");
         if f32 {
-            // a partial that folded to a (weak) constant, e.g. 0.1 in `acc * 0.1 + x`, is
-            // the f32 constant
+            // A guard: f32 partials are f32 values. Partials that fold to (weak) constants are
+            // ±1 today (`+`, `−`, negation), which this leaves unchanged.
             d.iter_mut().for_each(|v| *v = r32(*v));
         }
         d

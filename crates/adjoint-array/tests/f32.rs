@@ -604,6 +604,11 @@ fn scans_are_plain_f32() {
     let x = f32s(r * c, 11);
     let b = Builder::new();
     let a = b.input_f32(&[r, c]);
+    // the initial value is an f32 constant (seen through a widening cast)
+    let first = a.scanl(0.1, |acc, v| acc + v).cast_f64();
+    let p = b.build(&[&first]).unwrap();
+    let got = p.run_typed(&[(&x).into()]).unwrap();
+    assert_eq!(got[0].as_f64().unwrap()[0], f64::from(0.1f32));
     let outs = [
         a.scanl(1.0, |acc, v| acc * 0.5 + v.cos()),
         a.scanr(0.25, |v, acc| v - acc * 0.75),
@@ -713,6 +718,32 @@ fn the_reverse_pass_of_a_fold_is_f32_arithmetic() {
         .map(|&v| v as f32)
         .collect();
     assert_ne!(bits(&r), bits(&want));
+    // a constant partial meets f32: ∂(acc · 0.1 + x)/∂acc is 0.1f32, so ∂/∂xⱼ is 0.1f32
+    // multiplied in f32 (c − 1 − j) times
+    let b = Builder::new();
+    let a = b.input_f32(&[c]);
+    let p = b
+        .build_scalar(&a.fold(0.0, |acc, v| acc * 0.1 + v))
+        .unwrap();
+    let g = p.gradient_typed(&[(&x).into()]).unwrap();
+    let mut want = vec![1.0f32; c];
+    for j in (0..c - 1).rev() {
+        want[j] = want[j + 1] * 0.1;
+    }
+    assert_eq!(bits(g.grads[0].as_f32().unwrap()), bits(&want));
+    // the step's adjoint kernel is f32: ∂(acc + sin x · x)/∂x = sin x + x · cos x, with sin in
+    // f32 and the rule table's cos(x) rounded
+    let b = Builder::new();
+    let a = b.input_f32(&[c]);
+    let p = b
+        .build_scalar(&a.fold(0.0, |acc, v| acc + v.sin() * v))
+        .unwrap();
+    let g = p.gradient_typed(&[(&x).into()]).unwrap();
+    let want: Vec<f32> = x
+        .iter()
+        .map(|&v| v.sin() + v * (f64::from(v).cos() as f32))
+        .collect();
+    assert_eq!(bits(g.grads[0].as_f32().unwrap()), bits(&want));
 }
 
 #[test]
@@ -860,6 +891,54 @@ fn awhile_over_f32() {
         b.build_scalar(&l).unwrap()
     };
     check_grads(&build, &[x, w], 1e-5);
+}
+
+#[test]
+fn the_reverse_pass_of_an_awhile_is_f32_arithmetic() {
+    // s ← s · w while Σ s < 30; loss Σ s. Backwards over the iterations (last first):
+    // ∂/∂w += ḡ · sₖ (accumulated in f32), ḡ ← ḡ · w.
+    let n = 4;
+    let x: Vec<f32> = f32s(n, 27).iter().map(|v| v.abs() + 0.3).collect();
+    let w: Vec<f32> = f32s(n, 28).iter().map(|v| v.abs() * 0.3 + 1.2).collect();
+    let b = Builder::new();
+    let xa = b.input_f32(&[n]);
+    let wa = b.input_f32(&[n]);
+    let out = b.awhile(
+        &[&xa],
+        &[&wa],
+        |s, _| s[0].sum().map(|t| t.lt(30.0)),
+        |s, v| vec![s[0].zip_with(&v[0], |a, c| a * c)],
+    );
+    let p = b.build_scalar(&out[0].sum()).unwrap();
+    let g = p.gradient_typed(&[(&x).into(), (&w).into()]).unwrap();
+    let mut states = vec![x.clone()];
+    while sum_lanes(states.last().unwrap()) < 30.0 {
+        let s: Vec<f32> = states
+            .last()
+            .unwrap()
+            .iter()
+            .zip(&w)
+            .map(|(a, c)| a * c)
+            .collect();
+        states.push(s);
+    }
+    assert!(states.len() > 4, "{} iterations", states.len() - 1);
+    let mut gs = vec![1.0f32; n];
+    let mut gw: Option<Vec<f32>> = None;
+    for sk in states[..states.len() - 1].iter().rev() {
+        let c: Vec<f32> = gs.iter().zip(sk).map(|(g, s)| g * s).collect();
+        gw = Some(match gw {
+            None => c,
+            Some(a) => a.iter().zip(&c).map(|(a, c)| a + c).collect(),
+        });
+        gs = gs.iter().zip(&w).map(|(g, c)| g * c).collect();
+    }
+    assert_eq!(
+        g.value,
+        Buffer::F32(vec![sum_lanes(states.last().unwrap())])
+    );
+    assert_eq!(bits(g.grads[0].as_f32().unwrap()), bits(&gs));
+    assert_eq!(bits(g.grads[1].as_f32().unwrap()), bits(&gw.unwrap()));
 }
 
 #[test]
