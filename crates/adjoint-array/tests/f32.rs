@@ -609,6 +609,17 @@ fn scans_are_plain_f32() {
     let p = b.build(&[&first]).unwrap();
     let got = p.run_typed(&[(&x).into()]).unwrap();
     assert_eq!(got[0].as_f64().unwrap()[0], f64::from(0.1f32));
+    // so is a step's constant result
+    let b2 = Builder::new();
+    let a2 = b2.input_f32(&[2, 3]);
+    let k = a2.scanl(0.5, |_, _| adjoint_array::lit(0.1)).cast_f64();
+    let got = b2
+        .build(&[&k])
+        .unwrap()
+        .run_typed(&[(&x[..6]).into()])
+        .unwrap();
+    let want = [0.5, 0.1f32.into(), 0.1f32.into(), 0.1f32.into()].repeat(2);
+    assert_eq!(got[0], Buffer::F64(want));
     let outs = [
         a.scanl(1.0, |acc, v| acc * 0.5 + v.cos()),
         a.scanr(0.25, |v, acc| v - acc * 0.75),
