@@ -29,19 +29,30 @@ pub enum Combine {
 /// The element type of an array: every array of a program has one, fixed when it is built.
 ///
 /// Inputs are `f64` unless declared otherwise ([`Builder::input_f32`],
-/// [`Builder::input_with`]); an element-wise combinator's result has its arguments' type; a
-/// combinator that meets an `f32` and an `f64` array (or expression) is a build error
-/// ([`Error::DTypeMismatch`]): convert one with [`Acc::cast_f32`] / [`Acc::cast_f64`] (or
-/// [`Exp::cast_f32`] / [`Exp::cast_f64`] inside a closure). Constants and indices inside
-/// closures are *weak*, as Python scalars in JAX: they take the type of what they meet.
+/// [`Builder::input_with`], [`Builder::use_array_f32`]); a combinator's result has its
+/// arguments' type. Every combinator works over `f32` — element-wise ones, `sum`, `fold`,
+/// `fold1`, `maximum`, `minimum`, `product`, `scanl`, `scanr`, `permute`, `acond`, `awhile` —
+/// computing in `f32` (bit-identical to a plain `f32` loop in the same order), and so does the
+/// gradient. A combinator that meets an `f32` and an `f64` array (or expression) is a build
+/// error ([`Error::DTypeMismatch`]): convert one with [`Acc::cast_f32`] / [`Acc::cast_f64`]
+/// (or [`Exp::cast_f32`] / [`Exp::cast_f64`] inside a closure). Constants and indices inside
+/// closures are *weak*, as Python scalars in JAX: they take the type of what they meet (so a
+/// `generate` from indices and constants alone is `f64`), and fold/scan initial values are
+/// rounded to the array's type.
 ///
 /// ```
-/// use adjoint_array::{Builder, DType};
+/// use adjoint_array::{Buffer, Builder, DType};
 /// let b = Builder::new();
 /// let x = b.input_f32(&[3]);
 /// let y = x.map(|v| v * 0.1);
 /// assert_eq!(y.dtype(), DType::F32);
 /// assert_eq!(y.cast_f64().dtype(), DType::F64);
+/// // a fold over f32 steps in f32
+/// let s = x.fold(0.5, |acc, v| acc * 0.9 + v);
+/// assert_eq!(s.dtype(), DType::F32);
+/// let out = b.build(&[&s]).unwrap().run_typed(&[(&[1.0f32, 2.0, 3.0]).into()]).unwrap();
+/// let want = [1.0f32, 2.0, 3.0].iter().fold(0.5f32, |a, &v| a * 0.9 + v);
+/// assert_eq!(out[0], Buffer::F32(vec![want]));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DType {
@@ -385,7 +396,8 @@ impl Builder {
 
     /// Declare an `f32` input array (differentiated). Runs take its data as `&[f32]`
     /// ([`Input::F32`], through [`Program::run_typed`] / [`Program::gradient_typed`]);
-    /// arithmetic on it is done in `f32`, and its gradient comes back as `f32`.
+    /// arithmetic on it is done in `f32` by every combinator (see [`DType`]), and its gradient
+    /// is computed and comes back in `f32`.
     ///
     /// ```
     /// use adjoint_array::{Buffer, Builder};
@@ -605,7 +617,9 @@ impl Builder {
         self.push_t(ANode::Gen { lam, args, space }, shape, dtype)
     }
 
-    /// `generate shape f`: element `i` is `f(i)` (the index, one `Exp` per axis).
+    /// `generate shape f`: element `i` is `f(i)` (the index, one `Exp` per axis). The element
+    /// type is that of the arrays the closure reads; from indices and constants alone it is
+    /// `f64` (end the closure with [`Exp::cast_f32`] for an `f32` array).
     ///
     /// ```
     /// use adjoint_array::Builder;
@@ -725,8 +739,9 @@ impl Builder {
 
     /// `awhile`: starting from `init`, while `cond(state, inv)` (a scalar array) is non-zero,
     /// `state = body(state, inv)`. `inv` are loop invariants the closures may use; arrays of the
-    /// outer program cannot be used inside directly. The body must keep the state's shapes.
-    /// The gradient stores every iteration's state and runs the body's adjoint backwards.
+    /// outer program cannot be used inside directly. The body must keep the state's shapes
+    /// and element types (`f32` state is computed in `f32`, in both passes). The gradient
+    /// stores every iteration's state and runs the body's adjoint backwards.
     ///
     /// ```
     /// use adjoint_array::Builder;
@@ -1137,6 +1152,9 @@ impl Acc {
     }
 
     /// `fold f init` along the innermost axis; `f` must be associative (as in Accelerate).
+    /// It runs sequentially along each row (`+` with four interleaved accumulators), in the
+    /// array's element type: over `f32`, `init` is rounded to `f32` and `f(acc, x)` gets and
+    /// returns `f32` values.
     pub fn fold(&self, init: f64, f: impl FnOnce(Exp, Exp) -> Exp) -> Acc {
         self.fold_impl(Some(init), f)
     }
@@ -1192,7 +1210,7 @@ impl Acc {
     }
 
     /// `scanl f init` along the innermost axis: length n + 1, element 0 is `init`, element
-    /// `j + 1` is `f(element j, a[j])`.
+    /// `j + 1` is `f(element j, a[j])`. In the array's element type (as [`Acc::fold`]).
     pub fn scanl(&self, init: f64, f: impl FnOnce(Exp, Exp) -> Exp) -> Acc {
         self.scan_impl(init, f, false)
     }
@@ -1230,7 +1248,8 @@ impl Acc {
     }
 
     /// `permute comb default f a`: start from `default`; each element `a[i]` for which
-    /// `f(i) = (keep, target)` has `keep` true is combined into `target`.
+    /// `f(i) = (keep, target)` has `keep` true is combined into `target`, in index order of
+    /// `i`, in the arrays' element type (`default` must have `a`'s).
     pub fn permute(
         &self,
         comb: Combine,
