@@ -4,7 +4,7 @@
 use crate::error::{Error, Result};
 use crate::expr::Ty;
 use crate::expr::{Arena, Id, Lambda, Node};
-use crate::f32ops::add_t;
+use crate::f32ops::{add_t, bin32, r32};
 use crate::graph::DType;
 use crate::graph::{ANode, Combine, Graph, NodeId};
 use crate::kernel::{
@@ -257,8 +257,9 @@ impl<'g> Exec<'g> {
                     None => None,
                 };
                 let data = self.value(*src);
+                let f32 = info.dtype == DType::F32;
                 match f.as_binop() {
-                    Some(op) => fold_native(op, data, rows, inner, init_v.as_deref()),
+                    Some(op) => fold_native(op, data, rows, inner, init_v.as_deref(), f32),
                     None => {
                         let (x0, xs, inn) = match &init_v {
                             Some(v) => (v.clone(), data.to_vec(), inner),
@@ -283,7 +284,10 @@ impl<'g> Exec<'g> {
                 let data = self.value(*src);
                 let mut out = vec![0.0; total];
                 match f.as_binop() {
-                    Some(op) => scan_native(op, data, rows, inner, &init_v, *right, &mut out),
+                    Some(op) => {
+                        let f32 = info.dtype == DType::F32;
+                        scan_native(op, data, rows, inner, &init_v, *right, &mut out, f32)
+                    }
                     None => {
                         let k = self.step_kernel(i, f);
                         self.scan_general(k, data, rows, inner, &init_v, *right, Some(&mut out))?;
@@ -332,6 +336,15 @@ impl<'g> Exec<'g> {
                 let mut out = self.value(*default).to_vec();
                 let x = self.value(*src);
                 let winners = match comb {
+                    Combine::Add if info.dtype == DType::F32 => {
+                        for (s, &t) in targets.iter().enumerate() {
+                            if t >= 0 {
+                                let o = &mut out[t as usize];
+                                *o = add_t(true, *o, x[s]);
+                            }
+                        }
+                        None
+                    }
                     Combine::Add => {
                         for (s, &t) in targets.iter().enumerate() {
                             if t >= 0 {
@@ -457,13 +470,15 @@ impl<'g> Exec<'g> {
         Ok(outs.pop().expect("one"))
     }
 
-    /// The kernel of a fold/scan step `f(p0, p1)` over a 1-D space.
+    /// The kernel of a fold/scan step `f(p0, p1)` over a 1-D space (both parameters of the
+    /// node's element type).
     fn step_kernel(&self, i: NodeId, f: &Lambda) -> Arc<Kernel> {
         self.g.adjoint[i as usize]
             .lock()
             .expect("kernel cache")
             .entry(101)
             .or_insert_with(|| {
+                let t = node_ty(self.g, i);
                 Arc::new(Kernel::compile(
                     f.ar.clone(),
                     &f.outs,
@@ -473,7 +488,7 @@ impl<'g> Exec<'g> {
                     2,
                     &|k| self.g.shape_of(k),
                     &Types {
-                        params: &[],
+                        params: &[t, t],
                         read: &|k| node_ty(self.g, k),
                     },
                 ))
@@ -582,7 +597,16 @@ fn sum_rows(data: &[f64], inner: usize, rows: usize, f32: bool) -> Vec<f64> {
     out
 }
 
-fn fold_native(op: Op2, data: &[f64], rows: usize, inner: usize, init: Option<&[f64]>) -> Vec<f64> {
+/// Folds with a recognised operator (`+` in four interleaved lanes, `*`, `max`, `min` in
+/// order), rows in parallel; `f32` rows are computed in `f32`.
+fn fold_native(
+    op: Op2,
+    data: &[f64],
+    rows: usize,
+    inner: usize,
+    init: Option<&[f64]>,
+    f32: bool,
+) -> Vec<f64> {
     let mut out = vec![0.0; rows];
     let per = rows.div_ceil(64).max(1);
     out.par_chunks_mut(per).enumerate().for_each(|(c, o)| {
@@ -593,6 +617,10 @@ fn fold_native(op: Op2, data: &[f64], rows: usize, inner: usize, init: Option<&[
                 Some(i) => (i[row], x),
                 None => (x[0], &x[1..]),
             };
+            if f32 {
+                *v = fold_row_f32(op, acc, rest);
+                continue;
+            }
             match op {
                 Op2::Add => acc += sum_lanes(rest),
                 Op2::Mul => rest.iter().for_each(|&y| acc *= y),
@@ -610,6 +638,19 @@ fn fold_native(op: Op2, data: &[f64], rows: usize, inner: usize, init: Option<&[
     out
 }
 
+/// One `f32` row of [`fold_native`]: the same order, every operation in `f32`.
+fn fold_row_f32(op: Op2, acc: f64, rest: &[f64]) -> f64 {
+    if op == Op2::Add {
+        return add_t(true, acc, sum_lanes_as::<f32>(rest));
+    }
+    let mut a = acc as f32;
+    for &y in rest {
+        a = bin32(op, a, y as f32);
+    }
+    f64::from(a)
+}
+
+/// Scans with a recognised operator, rows in parallel (in `f32` for `f32` arrays).
 #[allow(clippy::too_many_arguments)]
 fn scan_native(
     op: Op2,
@@ -619,24 +660,36 @@ fn scan_native(
     init: &[f64],
     right: bool,
     out: &mut [f64],
+    f32: bool,
 ) {
     let w = inner + 1;
     out.par_chunks_mut(w).enumerate().for_each(|(r, o)| {
         let x = &data[r * inner..(r + 1) * inner];
-        let f = |a: f64, b: f64| rules::binary(op, a, b).value;
-        if right {
-            o[inner] = init[r];
-            for j in (0..inner).rev() {
-                o[j] = f(x[j], o[j + 1]);
-            }
+        if f32 {
+            let f = |a: f64, b: f64| f64::from(bin32(op, a as f32, b as f32));
+            scan_row(x, init[r], right, o, f);
         } else {
-            o[0] = init[r];
-            for j in 0..inner {
-                o[j + 1] = f(o[j], x[j]);
-            }
+            let f = |a: f64, b: f64| rules::binary(op, a, b).value;
+            scan_row(x, init[r], right, o, f);
         }
     });
     let _ = rows;
+}
+
+#[inline(always)]
+fn scan_row(x: &[f64], init: f64, right: bool, o: &mut [f64], f: impl Fn(f64, f64) -> f64) {
+    let inner = x.len();
+    if right {
+        o[inner] = init;
+        for j in (0..inner).rev() {
+            o[j] = f(x[j], o[j + 1]);
+        }
+    } else {
+        o[0] = init;
+        for j in 0..inner {
+            o[j + 1] = f(o[j], x[j]);
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -850,9 +903,9 @@ pub(crate) fn backward(ex: &Exec, seeds: Vec<(NodeId, Vec<f64>)>) -> Result<Vec<
                 let r = backward(it, seeds)?;
                 let mut r = r.into_iter();
                 st = (0..lp.nstate).map(|_| r.next().expect("state")).collect();
-                for (acc, v) in inv_adj.iter_mut().zip(r) {
+                for ((acc, v), &a) in inv_adj.iter_mut().zip(r).zip(inv) {
                     if let Some(v) = v {
-                        add_to(acc, v, false);
+                        add_to(acc, v, adj.f32[a as usize]);
                     }
                 }
             }
@@ -1014,7 +1067,7 @@ pub(crate) fn backward(ex: &Exec, seeds: Vec<(NodeId, Vec<f64>)>) -> Result<Vec<
                     _ => unreachable!(),
                 };
                 let e = loop_seeds.entry(*src).or_insert_with(|| vec![None; nstate]);
-                add_to(&mut e[*k], gv, false);
+                add_to(&mut e[*k], gv, adj.f32[i as usize]);
             }
             ANode::Sum { src } => {
                 if g.active[*src as usize] {
@@ -1045,7 +1098,10 @@ pub(crate) fn backward(ex: &Exec, seeds: Vec<(NodeId, Vec<f64>)>) -> Result<Vec<
                 };
                 let mut out = vec![0.0; rows * (inn + 1)];
                 match f.as_binop() {
-                    Some(op) => scan_native(op, &xs, rows, inn, &x0, false, &mut out),
+                    Some(op) => {
+                        let f32 = info.dtype == DType::F32;
+                        scan_native(op, &xs, rows, inn, &x0, false, &mut out, f32)
+                    }
                     None => {
                         let k = ex.step_kernel(i, f);
                         ex.scan_general(k, &xs, rows, inn, &x0, false, Some(&mut out))?;
@@ -1064,11 +1120,14 @@ pub(crate) fn backward(ex: &Exec, seeds: Vec<(NodeId, Vec<f64>)>) -> Result<Vec<
                             init_backward(ex, &mut adj, i, l, &info.shape, adj_init)?;
                         }
                         None => {
+                            let f32 = adj.f32[*src as usize];
                             let d = adj.dense_mut(*src, rows * inner);
                             for r in 0..rows {
-                                d[r * inner] += adj_init[r];
+                                let d0 = &mut d[r * inner];
+                                *d0 = add_t(f32, *d0, adj_init[r]);
                                 for j in 0..inn {
-                                    d[r * inner + 1 + j] += adj_x[r * inn + j];
+                                    let dj = &mut d[r * inner + 1 + j];
+                                    *dj = add_t(f32, *dj, adj_x[r * inn + j]);
                                 }
                             }
                         }
@@ -1209,6 +1268,9 @@ fn scan_backward(
     let w = inner + 1;
     let n = rows * inner;
     let (p_acc, p_x) = if right { (1u32, 0u32) } else { (0, 1) };
+    // An f32 scan's adjoint is computed in f32: its step's parameters and seed are f32.
+    let t = node_ty(g, i);
+    let f32 = t == Ty::F32;
     // Accumulator value fed to each application.
     let mut u = vec![0.0; n];
     for r in 0..rows {
@@ -1233,7 +1295,7 @@ fn scan_backward(
             false,
             &|k| g.shape_of(k),
             &Types {
-                params: &[],
+                params: &[t, t],
                 read: &|k| node_ty(g, k),
             },
         )
@@ -1244,14 +1306,34 @@ fn scan_backward(
         let inp = ex.kernel_inputs(&kd, &[pa, pb], &|_| None);
         let mut outs = vec![vec![0.0; n]];
         run_store(&kd, &inp, &[vec![0]], &mut outs)?;
-        outs.pop().expect("one")
+        let mut d = outs.pop().expect("one");
+        if f32 {
+            // A guard: f32 partials are f32 values. Partials that fold to (weak) constants are
+            // ±1 today (`+`, `−`, negation), which this leaves unchanged.
+            d.iter_mut().for_each(|v| *v = r32(*v));
+        }
+        d
     };
     // The linear recurrence of the accumulator's adjoint, rows in parallel.
     let mut a = vec![0.0; rows * w];
     a.par_chunks_mut(w).enumerate().for_each(|(r, ar)| {
         let ao = &adj_out[r * w..(r + 1) * w];
         let d = &dacc[r * inner..(r + 1) * inner];
-        if right {
+        if f32 {
+            // in f32: the product of two f32 values is exact in f64, rounding it is f32's
+            let step = |a: f64, g: f64, d: f64| add_t(true, a, r32(crate::expr::adj_mul(g, d)));
+            if right {
+                ar[0] = r32(ao[0]);
+                for j in 0..inner {
+                    ar[j + 1] = step(ao[j + 1], ar[j], d[j]);
+                }
+            } else {
+                ar[inner] = r32(ao[inner]);
+                for j in (0..inner).rev() {
+                    ar[j] = step(ao[j], ar[j + 1], d[j]);
+                }
+            }
+        } else if right {
             ar[0] = ao[0];
             for j in 0..inner {
                 ar[j + 1] = ao[j + 1] + crate::expr::adj_mul(ar[j], d[j]);
@@ -1288,7 +1370,7 @@ fn scan_backward(
             true,
             &|k| g.shape_of(k),
             &Types {
-                params: &[],
+                params: &[t, t, t],
                 read: &|k| node_ty(g, k),
             },
         )

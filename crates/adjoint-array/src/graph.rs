@@ -2,6 +2,7 @@
 
 use crate::error::{Error, Result};
 use crate::expr::{capture, idx_exp, infer, read_exp, Exp, Lambda, Node, Ty};
+use crate::f32ops::r32;
 use crate::kernel::Kernel;
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -28,19 +29,30 @@ pub enum Combine {
 /// The element type of an array: every array of a program has one, fixed when it is built.
 ///
 /// Inputs are `f64` unless declared otherwise ([`Builder::input_f32`],
-/// [`Builder::input_with`]); an element-wise combinator's result has its arguments' type; a
-/// combinator that meets an `f32` and an `f64` array (or expression) is a build error
-/// ([`Error::DTypeMismatch`]): convert one with [`Acc::cast_f32`] / [`Acc::cast_f64`] (or
-/// [`Exp::cast_f32`] / [`Exp::cast_f64`] inside a closure). Constants and indices inside
-/// closures are *weak*, as Python scalars in JAX: they take the type of what they meet.
+/// [`Builder::input_with`], [`Builder::use_array_f32`]); a combinator's result has its
+/// arguments' type. Every combinator works over `f32` — element-wise ones, `sum`, `fold`,
+/// `fold1`, `maximum`, `minimum`, `product`, `scanl`, `scanr`, `permute`, `acond`, `awhile` —
+/// computing in `f32` (bit-identical to a plain `f32` loop in the same order), and so does the
+/// gradient. A combinator that meets an `f32` and an `f64` array (or expression) is a build
+/// error ([`Error::DTypeMismatch`]): convert one with [`Acc::cast_f32`] / [`Acc::cast_f64`]
+/// (or [`Exp::cast_f32`] / [`Exp::cast_f64`] inside a closure). Constants and indices inside
+/// closures are *weak*, as Python scalars in JAX: they take the type of what they meet (so a
+/// `generate` from indices and constants alone is `f64`), and fold/scan initial values are
+/// rounded to the array's type.
 ///
 /// ```
-/// use adjoint_array::{Builder, DType};
+/// use adjoint_array::{Buffer, Builder, DType};
 /// let b = Builder::new();
 /// let x = b.input_f32(&[3]);
 /// let y = x.map(|v| v * 0.1);
 /// assert_eq!(y.dtype(), DType::F32);
 /// assert_eq!(y.cast_f64().dtype(), DType::F64);
+/// // a fold over f32 steps in f32
+/// let s = x.fold(0.5, |acc, v| acc * 0.9 + v);
+/// assert_eq!(s.dtype(), DType::F32);
+/// let out = b.build(&[&s]).unwrap().run_typed(&[(&[1.0f32, 2.0, 3.0]).into()]).unwrap();
+/// let want = [1.0f32, 2.0, 3.0].iter().fold(0.5f32, |a, &v| a * 0.9 + v);
+/// assert_eq!(out[0], Buffer::F32(vec![want]));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DType {
@@ -384,7 +396,8 @@ impl Builder {
 
     /// Declare an `f32` input array (differentiated). Runs take its data as `&[f32]`
     /// ([`Input::F32`], through [`Program::run_typed`] / [`Program::gradient_typed`]);
-    /// arithmetic on it is done in `f32`, and its gradient comes back as `f32`.
+    /// arithmetic on it is done in `f32` by every combinator (see [`DType`]), and its gradient
+    /// is computed and comes back in `f32`.
     ///
     /// ```
     /// use adjoint_array::{Buffer, Builder};
@@ -463,23 +476,58 @@ impl Builder {
         }
     }
 
-    /// Fail for an `f32` operand (or read) of a combinator that has no `f32` version yet.
-    fn f32_unsupported(&self, combinator: &'static str, ops: &[NodeId], lams: &[&Lambda]) -> bool {
-        let any = ops
-            .iter()
-            .chain(lams.iter().flat_map(|l| l.reads()))
-            .any(|&o| self.dtype_of(o) == DType::F32);
-        if any {
-            self.record(Error::Invalid(format!(
-                "{combinator} over f32 arrays is not supported yet: convert with cast_f64() \
-                 (and back with cast_f32())"
-            )));
+    /// Type a fold/scan step function `f(acc, x)` over arrays of element type `dtype`: both
+    /// parameters have that type, reads have their arrays' types; the result must be of that
+    /// type too (a weak result — a constant — is rounded into an `f32` accumulator). A mix is
+    /// recorded as a [`Error::DTypeMismatch`] of `combinator` and gives `None`.
+    fn type_step(&self, combinator: &'static str, f: Lambda, dtype: DType) -> Option<Lambda> {
+        let ty = Ty::of(dtype);
+        let t = self.type_lambda(combinator, &f, &[ty, ty])?;
+        let out = t[f.outs[0] as usize];
+        if let Err((a, b)) = ty.join(out) {
+            self.record(mismatch(combinator, a, b));
+            return None;
         }
-        any
+        if out == Ty::Weak && dtype == DType::F32 {
+            let mut ar = f.ar.clone();
+            let o = ar.push(Node::Cast(true, f.outs[0]));
+            return Some(Lambda::new(ar, vec![o], f.nparams));
+        }
+        Some(f)
     }
 
-    /// A constant array baked into the program (Accelerate's `use`).
+    /// A constant of element type `dtype`: a weak literal rounded to `f32` for `f32`.
+    fn init_lambda(&self, v: f64, dtype: DType) -> Lambda {
+        let v = if dtype == DType::F32 { r32(v) } else { v };
+        self.lambda(0, |_| vec![crate::expr::lit(v)])
+            .expect("a constant lambda")
+    }
+
+    /// A constant `f64` array baked into the program (Accelerate's `use`); for an `f32` one,
+    /// [`Builder::use_array_f32`].
     pub fn use_array(&self, shape: &[usize], data: Vec<f64>) -> Acc {
+        self.use_impl(shape, data, DType::F64)
+    }
+
+    /// A constant `f32` array baked into the program (stored widened, exactly, like every
+    /// `f32` array). Its values take part in `f32` arithmetic without a cast.
+    ///
+    /// ```
+    /// use adjoint_array::{Buffer, Builder, DType};
+    /// let b = Builder::new();
+    /// let x = b.input_f32(&[3]);
+    /// let w = b.use_array_f32(&[3], vec![0.1, 0.2, 0.3]);
+    /// assert_eq!(w.dtype(), DType::F32);
+    /// let p = b.build(&[&x.zip_with(&w, |a, c| a * c)]).unwrap();
+    /// let out = p.run_typed(&[(&[1.0f32, 2.0, 3.0]).into()]).unwrap();
+    /// assert_eq!(out[0], Buffer::F32(vec![0.1, 2.0 * 0.2, 3.0 * 0.3]));
+    /// ```
+    pub fn use_array_f32(&self, shape: &[usize], data: Vec<f32>) -> Acc {
+        let wide = data.into_iter().map(f64::from).collect();
+        self.use_impl(shape, wide, DType::F32)
+    }
+
+    fn use_impl(&self, shape: &[usize], data: Vec<f64>, dtype: DType) -> Acc {
         let n: usize = shape.iter().product();
         if data.len() != n {
             return self.fail(
@@ -491,7 +539,7 @@ impl Builder {
                 shape.to_vec(),
             );
         }
-        self.push(ANode::Use(Arc::new(data)), shape.to_vec())
+        self.push_t(ANode::Use(Arc::new(data)), shape.to_vec(), dtype)
     }
 
     fn lambda(&self, nparams: u32, f: impl FnOnce(&[Exp]) -> Vec<Exp>) -> Option<Lambda> {
@@ -569,7 +617,9 @@ impl Builder {
         self.push_t(ANode::Gen { lam, args, space }, shape, dtype)
     }
 
-    /// `generate shape f`: element `i` is `f(i)` (the index, one `Exp` per axis).
+    /// `generate shape f`: element `i` is `f(i)` (the index, one `Exp` per axis). The element
+    /// type is that of the arrays the closure reads; from indices and constants alone it is
+    /// `f64` (end the closure with [`Exp::cast_f32`] for an `f32` array).
     ///
     /// ```
     /// use adjoint_array::Builder;
@@ -689,8 +739,9 @@ impl Builder {
 
     /// `awhile`: starting from `init`, while `cond(state, inv)` (a scalar array) is non-zero,
     /// `state = body(state, inv)`. `inv` are loop invariants the closures may use; arrays of the
-    /// outer program cannot be used inside directly. The body must keep the state's shapes.
-    /// The gradient stores every iteration's state and runs the body's adjoint backwards.
+    /// outer program cannot be used inside directly. The body must keep the state's shapes
+    /// and element types (`f32` state is computed in `f32`, in both passes). The gradient
+    /// stores every iteration's state and runs the body's adjoint backwards.
     ///
     /// ```
     /// use adjoint_array::Builder;
@@ -722,15 +773,17 @@ impl Builder {
         if init.iter().chain(inv).any(|a| !self.check(a)) {
             return placeholders(self);
         }
-        let ids: Vec<NodeId> = init.iter().chain(inv).map(|a| a.id).collect();
-        if self.f32_unsupported("awhile", &ids, &[]) {
-            return placeholders(self);
-        }
         type Body<'a> = dyn FnMut(&Builder, &[Acc], &[Acc]) -> Vec<Acc> + 'a;
         let sub = |f: &mut Body| -> Result<Graph> {
             let b = Builder::new();
-            let s: Vec<Acc> = init.iter().map(|a| b.input(&a.shape)).collect();
-            let v: Vec<Acc> = inv.iter().map(|a| b.input(&a.shape)).collect();
+            let s: Vec<Acc> = init
+                .iter()
+                .map(|a| b.input_with(&a.shape, a.dtype()))
+                .collect();
+            let v: Vec<Acc> = inv
+                .iter()
+                .map(|a| b.input_with(&a.shape, a.dtype()))
+                .collect();
             let outs = f(&b, &s, &v);
             let refs: Vec<&Acc> = outs.iter().collect();
             b.finish(&refs, true)
@@ -742,9 +795,11 @@ impl Builder {
         });
         let mut body = Some(body);
         let mut out_shapes = Vec::new();
+        let mut out_types = Vec::new();
         let bg = sub(&mut |_b, s, v| {
             let o = (body.take().expect("once"))(s, v);
             out_shapes = o.iter().map(|a| a.shape.to_vec()).collect();
+            out_types = o.iter().map(|a| a.dtype()).collect();
             o
         });
         let (cg, bg) = match (cg, bg) {
@@ -781,6 +836,15 @@ impl Builder {
             );
             return placeholders(self);
         }
+        let types: Vec<DType> = init.iter().map(|a| a.dtype()).collect();
+        if let Some((&l, &r)) = types.iter().zip(&out_types).find(|(l, r)| l != r) {
+            self.record(Error::DTypeMismatch {
+                combinator: "awhile (body must keep the state's element types)",
+                left: l,
+                right: r,
+            });
+            return placeholders(self);
+        }
         let lp = Arc::new(Loop {
             cond: cg,
             body: bg,
@@ -796,8 +860,9 @@ impl Builder {
         );
         shapes
             .iter()
+            .zip(types)
             .enumerate()
-            .map(|(k, sh)| self.push(ANode::Proj { src: w.id, k }, sh.clone()))
+            .map(|(k, (sh, t))| self.push_t(ANode::Proj { src: w.id, k }, sh.clone(), t))
             .collect()
     }
 
@@ -1087,6 +1152,9 @@ impl Acc {
     }
 
     /// `fold f init` along the innermost axis; `f` must be associative (as in Accelerate).
+    /// It runs sequentially along each row (`+` with four interleaved accumulators), in the
+    /// array's element type: over `f32`, `init` is rounded to `f32` and `f(acc, x)` gets and
+    /// returns `f32` values.
     pub fn fold(&self, init: f64, f: impl FnOnce(Exp, Exp) -> Exp) -> Acc {
         self.fold_impl(Some(init), f)
     }
@@ -1123,13 +1191,14 @@ impl Acc {
             return b.fail(Error::Invalid("fold of a rank-0 array".into()), vec![]);
         }
         let shape = self.shape[..self.shape.len() - 1].to_vec();
-        let Some(fl) = b.lambda(2, |p| vec![f(p[0], p[1])]) else {
+        let dtype = self.dtype();
+        let Some(fl) = b
+            .lambda(2, |p| vec![f(p[0], p[1])])
+            .and_then(|fl| b.type_step("fold", fl, dtype))
+        else {
             return b.fail(Error::Invalid("fold".into()), shape);
         };
-        if b.f32_unsupported("fold", &[self.id], &[&fl]) {
-            return b.fail(Error::Invalid("fold".into()), shape);
-        }
-        let init = init.map(|v| b.lambda(0, |_| vec![crate::expr::lit(v)]).expect("const"));
+        let init = init.map(|v| b.init_lambda(v, dtype));
         b.push(
             ANode::Fold {
                 f: fl,
@@ -1141,7 +1210,7 @@ impl Acc {
     }
 
     /// `scanl f init` along the innermost axis: length n + 1, element 0 is `init`, element
-    /// `j + 1` is `f(element j, a[j])`.
+    /// `j + 1` is `f(element j, a[j])`. In the array's element type (as [`Acc::fold`]).
     pub fn scanl(&self, init: f64, f: impl FnOnce(Exp, Exp) -> Exp) -> Acc {
         self.scan_impl(init, f, false)
     }
@@ -1159,15 +1228,14 @@ impl Acc {
         }
         let mut shape = self.shape.to_vec();
         *shape.last_mut().expect("rank ≥ 1") += 1;
-        let Some(fl) = b.lambda(2, |p| vec![f(p[0], p[1])]) else {
+        let dtype = self.dtype();
+        let Some(fl) = b
+            .lambda(2, |p| vec![f(p[0], p[1])])
+            .and_then(|fl| b.type_step("scan", fl, dtype))
+        else {
             return b.fail(Error::Invalid("scan".into()), shape);
         };
-        if b.f32_unsupported("scan", &[self.id], &[&fl]) {
-            return b.fail(Error::Invalid("scan".into()), shape);
-        }
-        let init = b
-            .lambda(0, |_| vec![crate::expr::lit(init)])
-            .expect("const");
+        let init = b.init_lambda(init, dtype);
         b.push(
             ANode::Scan {
                 f: fl,
@@ -1180,7 +1248,8 @@ impl Acc {
     }
 
     /// `permute comb default f a`: start from `default`; each element `a[i]` for which
-    /// `f(i) = (keep, target)` has `keep` true is combined into `target`.
+    /// `f(i) = (keep, target)` has `keep` true is combined into `target`, in index order of
+    /// `i`, in the arrays' element type (`default` must have `a`'s).
     pub fn permute(
         &self,
         comb: Combine,
@@ -1216,7 +1285,18 @@ impl Acc {
         let Some(idx) = lam else {
             return b.fail(Error::Invalid("permute".into()), shape);
         };
-        if b.f32_unsupported("permute", &[self.id, default.id], &[&idx]) {
+        if default.dtype() != self.dtype() {
+            return b.fail(
+                Error::DTypeMismatch {
+                    combinator: "permute",
+                    left: self.dtype(),
+                    right: default.dtype(),
+                },
+                shape,
+            );
+        }
+        // The index function's reads may be of either type, but not mixed.
+        if b.type_lambda("permute", &idx, &[]).is_none() {
             return b.fail(Error::Invalid("permute".into()), shape);
         }
         b.push(

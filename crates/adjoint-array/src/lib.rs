@@ -7,14 +7,16 @@
 //! rank over `f64` or `f32` ([`DType`]); shapes and element types are static and checked when
 //! the program is built. Combinators:
 //! inputs ([`Builder::input`], [`Builder::constant_input`], [`Builder::use_array`];
-//! `f32` ones with [`Builder::input_f32`] / [`Builder::input_with`], see below),
+//! `f32` ones with [`Builder::input_f32`] / [`Builder::input_with`] /
+//! [`Builder::use_array_f32`], see below),
 //! [`Builder::generate`] / [`Builder::generate_n`], [`Acc::map`], [`Acc::zip_with`] /
 //! [`Builder::zip_with_n`], folds along the innermost axis ([`Acc::sum`], [`Acc::fold`],
-//! [`Acc::fold1`], [`Acc::maximum`], [`Acc::product`]), [`Acc::scanl`] / [`Acc::scanr`],
-//! [`Acc::permute`] (scatter with `+`, `max` or `min`), [`Acc::backpermute`] (gather),
-//! [`Acc::replicate`], [`Acc::slice`], [`Acc::reshape`], [`Builder::acond`] (only the branch
-//! taken runs), [`Builder::awhile`], indexing inside expressions ([`Acc::at`], [`Acc::the`],
-//! [`Acc::dim`]) and let-sharing (a handle used twice is one node, computed once).
+//! [`Acc::fold1`], [`Acc::maximum`], [`Acc::minimum`], [`Acc::product`]), [`Acc::scanl`] /
+//! [`Acc::scanr`], [`Acc::permute`] (scatter with `+`, `max` or `min`), [`Acc::backpermute`]
+//! (gather), [`Acc::replicate`], [`Acc::slice`], [`Acc::reshape`], [`Builder::acond`] (only
+//! the branch taken runs), [`Builder::awhile`], indexing inside expressions ([`Acc::at`],
+//! [`Acc::the`], [`Acc::dim`]) and let-sharing (a handle used twice is one node, computed
+//! once).
 //! Scalar functions are Rust closures over [`Exp`]; each closure runs once, at build time,
 //! and is captured into an expression DAG (Accelerate's `Exp`), with `select`/[`cond`],
 //! comparisons, `floor`/`round`/`idiv`/`imod` (derivative zero) and every primitive of
@@ -41,18 +43,29 @@
 //! runs the body's adjoint backwards. [`gradient_e`] / [`jacobian_e`] differentiate an
 //! expression inside a closure (Jacobian blocks in a `generate_n`).
 //!
-//! **`f32` arrays.** Declare an input `f32` ([`Builder::input_f32`]) and everything computed
-//! from it is `f32`: each operation is done in `f32` (`+ − × ÷` and `sqrt` rounded once,
-//! `exp`/`sin`/… with Rust's `f32` functions — bit-identical to the same loop written over
-//! `f32`), sums accumulate in `f32`, and the gradient is computed and returned in `f32`. Run
+//! **`f32` arrays.** Declare an input `f32` ([`Builder::input_f32`]; a constant array:
+//! [`Builder::use_array_f32`]) and everything computed from it is `f32`. Every combinator
+//! takes `f32` arrays — `map`, `zip_with`, `generate` that reads them, `backpermute`,
+//! `replicate`, `slice`, `reshape`, `sum`, `fold`, `fold1`, `maximum`, `minimum`, `product`,
+//! `scanl`, `scanr`, `permute` (`+`, `max`, `min`), `acond`, `awhile` — and each operation is
+//! done in `f32` (`+ − × ÷` and `sqrt` rounded once, `exp`/`sin`/… with Rust's `f32`
+//! functions): results are bit-identical to the same loop written over `f32` in the same order
+//! (folds and scans step sequentially along the row; `sum` and a `+` fold use four interleaved
+//! accumulators; `permute` combines in source order). A fold's or scan's step function gets an
+//! `f32` accumulator and element, its result must be `f32` (a constant result is rounded), and
+//! its initial value is rounded to `f32`. The gradient is computed in `f32` (partials of the
+//! rule table evaluated in `f64` at the `f32` point and rounded; products and adjoint sums in
+//! `f32`) and returned in `f32`; [`gradient_e`] / [`jacobian_e`] work on `f32` expressions. Run
 //! with typed data: [`Program::run_typed`] / [`Program::gradient_typed`] take [`Input`]s
 //! (`&[f32]` or `&[f64]`) and return [`Buffer`]s of each array's type. Mixing `f32` and `f64`
-//! in one combinator is a build error ([`Error::DTypeMismatch`], naming the combinator and
-//! both types) unless converted with [`Acc::cast_f32`] / [`Acc::cast_f64`] (differentiable:
-//! the adjoint of a cast is the reverse cast). Constants in closures are weak, as in JAX.
+//! in one combinator (its operands, a `permute` default, an `awhile` body's result, or inside its
+//! closure) is a build error ([`Error::DTypeMismatch`], naming the combinator and both types)
+//! unless converted with [`Acc::cast_f32`] / [`Acc::cast_f64`] (differentiable: the adjoint of
+//! a cast is the reverse cast). Constants in closures are weak, as in JAX; so are indices: a
+//! `generate` that uses only its index and constants is `f64` (convert with
+//! [`Exp::cast_f32`] inside, or [`Acc::cast_f32`]), and [`Builder::use_array`] is `f64`.
 //! `f32` values are stored widened in the `f64` slots and buffers (every one is exactly an
-//! `f32`), so the `f64` kernels are unchanged. Not yet over `f32` (a build error suggesting a
-//! cast): `fold`/`fold1`/`maximum`/`product` (but `sum` is), scans, `permute`, `awhile`.
+//! `f32`), so the `f64` kernels are unchanged.
 //!
 //! ```
 //! use adjoint_array::{Buffer, Builder};
@@ -67,6 +80,39 @@
 //! for (d, e) in g.grads[0].as_f32().unwrap().iter().zip(&e) {
 //!     assert!((d - e * 0.5).abs() <= 1e-6 * e); // f32 partials
 //! }
+//! ```
+//!
+//! A running product and a maximum over `f32` rows, and the gradient of the product:
+//!
+//! ```
+//! use adjoint_array::{Buffer, Builder};
+//! let b = Builder::new();
+//! let x = b.input_f32(&[2, 3]);
+//! let running = x.scanl(1.0, |acc, v| acc * v); // shape [2, 4]
+//! let peak = x.maximum(); // shape [2]
+//! let p = b.build(&[&running, &peak]).unwrap();
+//! let xs: &[f32] = &[1.5, 0.1, 3.0, -2.0, 0.7, 0.3];
+//! let out = p.run_typed(&[xs.into()]).unwrap();
+//! // the same loops over f32
+//! let mut want = Vec::new();
+//! for row in xs.chunks(3) {
+//!     let mut acc = 1.0f32;
+//!     want.push(acc);
+//!     for &v in row {
+//!         acc *= v;
+//!         want.push(acc);
+//!     }
+//! }
+//! assert_eq!(out[0], Buffer::F32(want));
+//! assert_eq!(out[1], Buffer::F32(vec![3.0, 0.7]));
+//!
+//! let b = Builder::new();
+//! let x = b.input_f32(&[3]);
+//! let p = b.build_scalar(&x.product()).unwrap();
+//! let g = p.gradient_typed(&[xs[..3].into()]).unwrap();
+//! assert_eq!(g.value, Buffer::F32(vec![1.5f32 * 0.1 * 3.0]));
+//! // ∂/∂xⱼ: the product of the others, in f32
+//! assert_eq!(g.grads[0], Buffer::F32(vec![0.1f32 * 3.0, 3.0 * 1.5, 0.1f32 * 1.5]));
 //! ```
 //!
 //! ```
