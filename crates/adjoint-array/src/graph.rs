@@ -1930,39 +1930,7 @@ impl Program {
     }
 
     fn check_inputs<'a>(&self, inputs: &[&'a [f64]]) -> Result<Vec<crate::exec::Val<'a>>> {
-        for (i, d) in self.input_dtypes().into_iter().enumerate() {
-            if d != DType::F64 && i < inputs.len() {
-                return Err(Error::InputType {
-                    index: i,
-                    expected: d,
-                    got: DType::F64,
-                });
-            }
-        }
-        let shapes = self.input_shapes();
-        if inputs.len() != shapes.len() {
-            return Err(Error::InputCount {
-                expected: shapes.len(),
-                got: inputs.len(),
-            });
-        }
-        inputs
-            .iter()
-            .zip(shapes)
-            .enumerate()
-            .map(|(i, (x, sh))| {
-                let n: usize = sh.iter().product();
-                if x.len() != n {
-                    Err(Error::InputSize {
-                        index: i,
-                        shape: sh,
-                        expected: n,
-                        got: x.len(),
-                    })
-                } else {
-                    Ok(crate::exec::Val::B(x))
-                }
-            })
-            .collect()
+        let typed: Vec<Input<'a>> = inputs.iter().map(|&x| Input::F64(x)).collect();
+        self.check_typed(&typed)
     }
 }
