@@ -5,21 +5,10 @@
 use adjoint_array::models::Gmm;
 use adjoint_core::forward::{self, Dual64};
 use adjoint_core::prelude::*;
+use adjoint_core::vector::logsumexp;
 
 #[allow(clippy::approx_constant)]
 const PI: f64 = 3.14159265359;
-
-fn logsumexp<T: Real>(x: &[T]) -> T {
-    let m = x
-        .iter()
-        .map(|v| v.to_f64().unwrap())
-        .fold(f64::NEG_INFINITY, f64::max);
-    x.iter()
-        .map(|&v| (v - m).exp())
-        .fold(T::zero(), |a, b| a + b)
-        .ln()
-        + m
-}
 
 /// `adbench::gmm::gmm_objective`, ported verbatim (generic over `Real`).
 fn reference<T: Real>(n: usize, d: usize, k: usize, gamma: f64, wm: f64, x: &[f64], p: &[T]) -> T {
