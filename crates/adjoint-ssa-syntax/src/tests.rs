@@ -261,7 +261,11 @@ impl ProgGen {
 fn random_programs_adjoint_equals_forward_mode() {
     let mut total_pushed = 0;
     let mut skipped = 0;
-    for seed in 1..=300u64 {
+    let seeds: Vec<u64> = match std::env::var("ADJOINT_SSA_RANDOM_SEEDS") {
+        Ok(s) => s.split(',').map(|t| t.trim().parse().unwrap()).collect(),
+        Err(_) => (1..=300).collect(),
+    };
+    for seed in seeds {
         let mut g = ProgGen {
             rng: Rng(seed.wrapping_mul(0x9E3779B97F4A7C15) | 1),
             vars: vec![],

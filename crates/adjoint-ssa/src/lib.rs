@@ -133,6 +133,12 @@
 //! arithmetic, comparisons and indexing are passive. Anything else is a compile error at the
 //! offending tokens saying what to write instead.
 //!
+//! *Overflow.* The reverse sweep multiplies every partial by its adjoint, as JAX and PyTorch do:
+//! an intermediate that overflowed (`exp` of a large value) where the result does not depend on
+//! it (the unchosen side of a `max`, a value later overwritten) gives a NaN gradient (`0 · ∞`),
+//! where forward mode and the tape (which skips zero adjoints) give the finite answer. Guarding
+//! every multiply would cost each adjoint a compare and was not done.
+//!
 //! Set `ADJOINT_SSA_DUMP=f` (or `*`) while compiling to print `f`'s SSA form, activity,
 //! recording decisions and adjoint blocks.
 
