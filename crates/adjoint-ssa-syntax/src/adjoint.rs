@@ -13,8 +13,11 @@
 //! * **To-be-recorded.** `B̄` reads primal values (operands of cheap rules, recorded partials of
 //!   expensive ones, indices). A value defined in the same cycle (strongly connected component)
 //!   as `B` may be redefined before `B̄` runs, so `B` pushes it and `B̄` pops it; anything else
-//!   is still in its local. Cheap passive values (integer arithmetic, loads from immutable
-//!   slices, casts, lengths) are recomputed in `B̄` from their operands instead of being pushed.
+//!   is still in its local. Cheap passive values (integer arithmetic, casts, lengths, loads
+//!   from a slice nothing writes after the load — an immutable one, or a local array whose
+//!   filling loop is done) are recomputed in `B̄` from their operands instead of being pushed,
+//!   and so are float `+ - *` and negations when recomputing them and their operands needs no
+//!   push (at most [`MAX_RECOMPUTE`] flops: Rosenbrock's `x[i + 1] − x[i]²` pushes nothing).
 //!   A value invariant in a counted loop around `B` is recorded at the loop's exit instead,
 //!   once per run of the loop (`invariant_exit`); induction variables of a counted loop are
 //!   recomputed from its replayed counter ([`Counted::inductions`]).
@@ -125,6 +128,11 @@ pub struct Plan {
     pub def_block: Vec<Option<BlockId>>,
     /// The return block.
     pub ret_block: BlockId,
+    /// `written_from[b][s]`: slice `s` may be written (a store, a fill, or any call) in `b` or
+    /// a block reachable from it. When it cannot, a load from `s` in `b` reads in the reverse
+    /// sweep what it read forward (the reverse sweep writes no primal slice), so it is
+    /// recomputed rather than pushed.
+    pub written_from: Vec<Vec<bool>>,
 }
 
 impl Plan {
@@ -378,6 +386,7 @@ pub fn prepare(f: &mut Func) -> syn::Result<Plan> {
         def_inst,
         def_block,
         ret_block,
+        written_from: written_from(f),
     };
     let mut recs: Vec<Rec> = (0..f.blocks.len()).map(|_| Rec::default()).collect();
     for b in 0..f.blocks.len() {
@@ -644,7 +653,16 @@ fn record(f: &Func, p: &Plan, b: BlockId, v: Val, recs: &mut [Rec], depth: usize
             | Inst::Cast { .. }
             | Inst::Len { .. }
             | Inst::Pass { .. } => true,
-            Inst::Load { slice, .. } => !f.slices[*slice].mutable(),
+            Inst::Load { slice, .. } => !plan_written(f, p, ib, *slice),
+            // float `+ - *` and negation: recomputed when their operands cost no push (a few
+            // flops in the reverse sweep are cheaper than a store and a load per iteration)
+            Inst::Bin {
+                op: Op2::Add | Op2::Sub | Op2::Mul,
+                ..
+            }
+            | Inst::Un { op: Op1::Neg, .. } => {
+                recompute_cost(f, p, b, v, &recs[b], 0).is_some_and(|c| c <= MAX_RECOMPUTE)
+            }
             _ => false,
         };
         if cheap && depth < 8 && inst.dst() == Some(v) {
@@ -656,6 +674,63 @@ fn record(f: &Func, p: &Plan, b: BlockId, v: Val, recs: &mut [Rec], depth: usize
         }
     }
     recs[b].pushes.push(v);
+}
+
+/// The most float operations the reverse sweep recomputes for one value instead of popping it.
+const MAX_RECOMPUTE: usize = 6;
+
+/// The float operations `b̄` would run to recompute `v` when no push is needed for it or its
+/// operands (`None` when one is): constants, values whose locals are still valid, replayed
+/// counters, induction variables, values recorded at a loop's exit, loads from settled slices
+/// and integer arithmetic cost nothing; `+ - *` and negation cost one plus their operands'.
+/// Mirrors [`record`]'s decisions without making any.
+fn recompute_cost(f: &Func, p: &Plan, b: BlockId, v: Val, r: &Rec, depth: usize) -> Option<usize> {
+    if depth > 8 {
+        return None;
+    }
+    if r.pushes.contains(&v) || r.remat.contains(&v) || r.replay.iter().any(|x| x.0 == v) {
+        return Some(0); // already restored for another reader
+    }
+    let Some(db) = p.def_block[v] else {
+        return Some(0);
+    };
+    if p.scc[db] != p.scc[b] {
+        return Some(0);
+    }
+    if let Some(c) = &p.counted[db] {
+        if c.k == v && c.body[b] {
+            return Some(0);
+        }
+        if let (Some((entry, _)), true) = (c.induction(v), c.body[b]) {
+            let e = recompute_cost(f, p, b, entry, r, depth + 1)?;
+            return Some(e + recompute_cost(f, p, b, c.start, r, depth + 1)?);
+        }
+    }
+    if invariant_exit(f, p, b, v).is_some() {
+        return Some(0); // once per run of the loop
+    }
+    let (ib, k) = p.def_inst[v]?;
+    let inst = &f.blocks[ib].insts[k];
+    if inst.dst() != Some(v) {
+        return None;
+    }
+    let own = match inst {
+        Inst::Const { .. } => return Some(0),
+        Inst::Int { .. } | Inst::Cmp { .. } | Inst::Not { .. } | Inst::Cast { .. } => 0,
+        Inst::Len { .. } | Inst::Pass { .. } => 0,
+        Inst::Load { slice, .. } if !plan_written(f, p, ib, *slice) => 0,
+        Inst::Bin {
+            op: Op2::Add | Op2::Sub | Op2::Mul,
+            ..
+        }
+        | Inst::Un { op: Op1::Neg, .. } => 1,
+        _ => return None,
+    };
+    let mut cost = own;
+    for u in inst.uses() {
+        cost += recompute_cost(f, p, b, u, r, depth + 1)?;
+    }
+    Some(cost)
 }
 
 /// The exit block of the outermost counted loop around `b` in which `v` is invariant, when that
@@ -708,6 +783,47 @@ fn invariant_in(f: &Func, p: &Plan, c: &Counted, v: Val, depth: usize) -> bool {
         Inst::Cast { a, .. } => invariant_in(f, p, c, *a, depth + 1),
         Inst::Const { .. } => true,
         _ => false,
+    }
+}
+
+/// Whether slice `s` may change after a load from it in block `b` (see [`Plan::written_from`]).
+fn plan_written(f: &Func, p: &Plan, b: BlockId, s: SliceId) -> bool {
+    f.slices[s].mutable() && p.written_from[b][s]
+}
+
+/// [`Plan::written_from`]: the writes of each block, propagated backwards over the CFG.
+fn written_from(f: &Func) -> Vec<Vec<bool>> {
+    let ns = f.slices.len();
+    let mut w: Vec<Vec<bool>> = f
+        .blocks
+        .iter()
+        .map(|blk| {
+            let mut m = vec![false; ns];
+            for i in &blk.insts {
+                match i {
+                    Inst::Store { slice, .. } | Inst::Fill { slice, .. } => m[*slice] = true,
+                    Inst::Call { .. } => m.fill(true),
+                    _ => {}
+                }
+            }
+            m
+        })
+        .collect();
+    loop {
+        let mut changed = false;
+        for b in (0..f.blocks.len()).rev() {
+            for t in f.blocks[b].term.targets() {
+                for s in 0..ns {
+                    if w[t.block][s] && !w[b][s] {
+                        w[b][s] = true;
+                        changed = true;
+                    }
+                }
+            }
+        }
+        if !changed {
+            return w;
+        }
     }
 }
 
