@@ -292,9 +292,14 @@ pub fn prepare(f: &mut Func) -> syn::Result<Plan> {
                 Inst::Un {
                     dst, op, partial, ..
                 } if active(f, &varied, &useful, *dst) && !op1_cheap(*op) => {
-                    let v = f.new_val(Ty::F64, Some("∂".into()));
-                    new_vals.push(v);
-                    *partial = Some(v);
+                    if *op == Op1::Exp {
+                        // exp' = exp: the result is the partial (one value to keep, not two)
+                        *partial = Some(*dst);
+                    } else {
+                        let v = f.new_val(Ty::F64, Some("∂".into()));
+                        new_vals.push(v);
+                        *partial = Some(v);
+                    }
                 }
                 Inst::Bin {
                     dst,

@@ -606,7 +606,7 @@ impl<'a> Gen<'a> {
                         quote!(#id)
                     }),
                 );
-                if let Some(pd) = partial.filter(|_| !in_primal_fn) {
+                if let Some(pd) = partial.filter(|&p| !in_primal_fn && p != *dst) {
                     let (pd, x) = (self.v(pd), self.tv(*a));
                     return quote!({ let r = #rules::unary(#opt, #x); #d = r.value; #pd = r.d; });
                 }

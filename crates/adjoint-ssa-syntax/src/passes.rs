@@ -108,8 +108,10 @@ pub fn cleanup(f: &mut Func) {
 }
 
 /// Within each block, a load of `s[i]` that repeats an earlier load of `s[i]` (the same index
-/// value, no store to `s` or call in between) reuses the earlier value. `x[j] * x[j]` then
-/// reads, and in a loop records for the reverse sweep, one value instead of two.
+/// value, no store to `s` or call in between) reuses the earlier value, and a load of `s[i]`
+/// after a store `s[i] = v` of floats is `v`. `x[j] * x[j]` then reads, and in a loop records
+/// for the reverse sweep, one value instead of two; `xc[j] = a − b; … xc[j]` uses `a − b`,
+/// which the reverse sweep can recompute.
 pub fn cse_loads(f: &mut Func) {
     let mut repl: Vec<Val> = (0..f.values.len()).collect();
     for blk in &mut f.blocks {
@@ -126,9 +128,13 @@ pub fn cse_loads(f: &mut Func) {
                     }
                     seen.push((slice, idx, dst));
                 }
-                Inst::Store { slice, .. } | Inst::Fill { slice, .. } => {
-                    seen.retain(|&(s, _, _)| s != slice)
+                Inst::Store { slice, idx, val } => {
+                    seen.retain(|&(s, _, _)| s != slice);
+                    if f.slices[slice].elem == Ty::F64 {
+                        seen.push((slice, idx, val));
+                    }
                 }
+                Inst::Fill { slice, .. } => seen.retain(|&(s, _, _)| s != slice),
                 Inst::Call { .. } => seen.clear(),
                 _ => {}
             }
