@@ -147,6 +147,14 @@ impl<'a> Gen<'a> {
         quote!(<T as #real>::cst(0.0))
     }
 
+    /// What a scalar adjoint is reset to: `-0.0`, the exact identity of `+` (`-0.0 + v == v`
+    /// for every `v`, `+0.0` is not: `+0.0 + -0.0 == +0.0`), so LLVM folds the first
+    /// accumulation `ā += ∂ · ḡ` into a move. Slice adjoints (the user's buffers) keep `+0.0`.
+    fn adj_zero(&self) -> TokenStream {
+        let real = self.real();
+        quote!(<T as #real>::cst(-0.0))
+    }
+
     fn v(&self, v: Val) -> Ident {
         ms(&format!("v{v}"))
     }
@@ -536,7 +544,7 @@ impl<'a> Gen<'a> {
             let (id, ty, z) = (self.v(v), self.ty(v), self.zero_of(v));
             out.extend(quote!(let mut #id: #ty = #z;));
             if adjoints && self.active(v) {
-                let (a, zt) = (self.a(v), self.zero_t());
+                let (a, zt) = (self.a(v), self.adj_zero());
                 out.extend(quote!(let mut #a: T = #zt;));
             }
         }
@@ -1067,6 +1075,7 @@ impl<'a> Gen<'a> {
     fn rev_inst(&self, inst: &Inst) -> TokenStream {
         let rules = self.rules();
         let z = self.zero_t();
+        let nz = self.adj_zero();
         let f = self.f;
         let val_or_zero = |v: Val, reads: &[Val]| -> TokenStream {
             if reads.contains(&v) {
@@ -1103,7 +1112,7 @@ impl<'a> Gen<'a> {
                         quote!(#rules::unary(#opt, #x).d)
                     }
                 };
-                quote!({ let d = #d; #aa += d * #ad; #ad = #z; })
+                quote!({ let d = #d; #aa += d * #ad; #ad = #nz; })
             }
             Inst::Bin {
                 dst,
@@ -1113,7 +1122,7 @@ impl<'a> Gen<'a> {
                 partials,
             } => {
                 let ad = self.a(*dst);
-                let mut body = quote!(let g = #ad; #ad = #z;);
+                let mut body = quote!(let g = #ad; #ad = #nz;);
                 let (dx, dy) = if partials.iter().any(|p| p.is_some()) {
                     let pv = |k: usize| match partials[k] {
                         Some(p) => {
@@ -1142,7 +1151,7 @@ impl<'a> Gen<'a> {
             }
             Inst::Load { dst, slice, idx } => {
                 let (ad, ds, i) = (self.a(*dst), self.dslice(*slice), self.v(*idx));
-                quote!({ #ds[#i] += #ad; #ad = #z; })
+                quote!({ #ds[#i] += #ad; #ad = #nz; })
             }
             Inst::Store { slice, idx, val } => {
                 let (ds, i) = (self.dslice(*slice), self.v(*idx));
@@ -1198,7 +1207,7 @@ impl<'a> Gen<'a> {
                 quote!({
                     #pre
                     let g = #ad;
-                    #ad = #z;
+                    #ad = #nz;
                     #commit
                     let _ = #func::pullback::<T>(&mut *#ws, #(#pargs,)* #(#dargs,)* g);
                     #acquire
@@ -1212,7 +1221,7 @@ impl<'a> Gen<'a> {
                 ..
             } => {
                 let ad = self.a(*dst);
-                let mut body = quote!(let g = #ad; #ad = #z;);
+                let mut body = quote!(let g = #ad; #ad = #nz;);
                 for (k, a) in args.iter().enumerate() {
                     if let (true, Some(p)) = (self.active(*a), partials[k]) {
                         let (aa, p) = (self.a(*a), self.v(p));
@@ -1272,7 +1281,7 @@ impl<'a> Gen<'a> {
 
     /// Adjoint transfers on reversed edge `k` of block `b` (to its `k`-th predecessor).
     fn rev_edge(&self, b: BlockId, k: usize) -> TokenStream {
-        let z = self.zero_t();
+        let nz = self.adj_zero();
         let block = &self.f.blocks[b];
         let (pb, slot) = self.p.preds[b][k];
         let t = self.f.blocks[pb].term.targets()[slot];
@@ -1296,7 +1305,7 @@ impl<'a> Gen<'a> {
         if clash {
             for (k, (pp, _)) in act.iter().enumerate() {
                 let (tmp, ap) = (ms(&format!("t{k}")), self.a(*pp));
-                code.extend(quote!(let #tmp = #ap; #ap = #z;));
+                code.extend(quote!(let #tmp = #ap; #ap = #nz;));
             }
             for (k, (_, aa)) in act.iter().enumerate() {
                 if self.active(*aa) {
@@ -1311,7 +1320,7 @@ impl<'a> Gen<'a> {
                     let aid = self.a(*aa);
                     code.extend(quote!(#aid += #ap;));
                 }
-                code.extend(quote!(#ap = #z;));
+                code.extend(quote!(#ap = #nz;));
             }
         }
         code

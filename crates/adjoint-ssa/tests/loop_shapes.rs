@@ -422,3 +422,26 @@ fn recomputed_values_match_forward_mode() {
         check("settled_then_read", &g, &want);
     }
 }
+
+#[differentiable]
+fn ignores_some(x: &[f64], y: f64, z: f64) -> f64 {
+    let mut s = 0.0;
+    for i in 0..x.len() {
+        s += x[i] * y;
+    }
+    s + z * 0.0
+}
+
+/// Adjoint locals start at −0.0 (the identity of `+`, so LLVM folds the first accumulation);
+/// a gradient that receives nothing, or exact zeros, is still +0.0 in the caller's buffers.
+#[test]
+fn zero_gradients_are_positive_zero() {
+    let x = [0.5, -0.25, 0.75];
+    let mut g = vec![0.0; 3];
+    let (mut dy, mut dz) = (0.0, 0.0);
+    ignores_some::grad(&x, 0.0, 2.0, &mut g, &mut dy, &mut dz);
+    for v in g.iter().chain([&dz]) {
+        assert_eq!(v.to_bits(), 0.0f64.to_bits(), "{g:?} {dy} {dz}");
+    }
+    assert_eq!(dy, 1.0); // Σ x
+}
