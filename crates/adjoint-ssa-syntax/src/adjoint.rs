@@ -133,6 +133,12 @@ pub struct Plan {
     /// sweep what it read forward (the reverse sweep writes no primal slice), so it is
     /// recomputed rather than pushed.
     pub written_from: Vec<Vec<bool>>,
+    /// `deferred[v] = Some(h)` for an active load `v = s[i]` in a block that runs on every
+    /// iteration of the innermost counted loop headed by `h`, with `i` invariant in it and `s`
+    /// not written in it (`xc[i]` in GMM's triangular product): its adjoint accumulates in
+    /// `ā_v` over the reversed iterations and is added to `ds[i]` once, in the last of them,
+    /// instead of a read-modify-write of `ds[i]` per iteration (a chain through memory).
+    pub deferred: Vec<Option<BlockId>>,
 }
 
 impl Plan {
@@ -392,6 +398,7 @@ pub fn prepare(f: &mut Func) -> syn::Result<Plan> {
         def_block,
         ret_block,
         written_from: written_from(f),
+        deferred: vec![],
     };
     let mut recs: Vec<Rec> = (0..f.blocks.len()).map(|_| Rec::default()).collect();
     for b in 0..f.blocks.len() {
@@ -419,7 +426,39 @@ pub fn prepare(f: &mut Func) -> syn::Result<Plan> {
         plan.remat[b] = r.remat;
         plan.replay[b] = r.replay;
     }
+    plan.deferred = deferred_loads(f, &plan);
     Ok(plan)
+}
+
+/// [`Plan::deferred`].
+fn deferred_loads(f: &Func, p: &Plan) -> Vec<Option<BlockId>> {
+    let mut out = vec![None; f.values.len()];
+    for (h, c) in p.counted.iter().enumerate() {
+        let Some(c) = c.as_ref().filter(|c| c.innermost) else {
+            continue;
+        };
+        // the blocks every iteration runs: from the body's entry along unconditional jumps
+        let Term::Branch(_, t, _) = &f.blocks[h].term else {
+            continue;
+        };
+        let mut b = t.block;
+        let mut seen = 0;
+        while b != h && c.body[b] && seen < f.blocks.len() {
+            seen += 1;
+            for i in &f.blocks[b].insts {
+                if let Inst::Load { dst, slice, idx } = *i {
+                    if p.active(f, dst) && !writes(f, c, slice) && invariant_in(f, p, c, idx, 0) {
+                        out[dst] = Some(h);
+                    }
+                }
+            }
+            match &f.blocks[b].term {
+                Term::Jump(t) => b = t.block,
+                _ => break,
+            }
+        }
+    }
+    out
 }
 
 /// Recording decisions of one block.
@@ -1137,7 +1176,11 @@ pub fn dump(f: &Func, p: &Plan) -> String {
                     parts.join("; ")
                 }
                 Inst::Load { dst, slice, idx } => format!(
-                    "d{}[{}] += {}",
+                    "{}d{}[{}] += {}",
+                    match p.deferred[*dst] {
+                        Some(h) => format!("in the last reversed iteration of #{h}: "),
+                        None => String::new(),
+                    },
                     f.slices[*slice].name,
                     f.vname(*idx),
                     a(*dst)

@@ -1151,7 +1151,13 @@ impl<'a> Gen<'a> {
             }
             Inst::Load { dst, slice, idx } => {
                 let (ad, ds, i) = (self.a(*dst), self.dslice(*slice), self.v(*idx));
-                quote!({ #ds[#i] += #ad; #ad = #nz; })
+                match self.p.deferred[*dst] {
+                    Some(h) => {
+                        let (cnt, lo) = (ms(&format!("cnt{h}")), ms(&format!("lo{h}")));
+                        quote!(if #cnt == #lo { #ds[#i] += #ad; #ad = #nz; })
+                    }
+                    None => quote!({ #ds[#i] += #ad; #ad = #nz; }),
+                }
             }
             Inst::Store { slice, idx, val } => {
                 let (ds, i) = (self.dslice(*slice), self.v(*idx));

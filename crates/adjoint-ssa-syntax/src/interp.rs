@@ -544,6 +544,12 @@ pub fn adjoint(
                     }
                 }
                 Inst::Load { dst, slice, idx } => {
+                    if let Some(h) = p.deferred[*dst] {
+                        let (lo, cnt) = counters[&h];
+                        if cnt != lo {
+                            continue; // accumulating until the last reversed iteration
+                        }
+                    }
                     let i = g(&m, &shadow, *idx).i() as usize;
                     dmem[*slice][i] += a[*dst];
                     a[*dst] = 0.0;

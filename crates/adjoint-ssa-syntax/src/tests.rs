@@ -598,6 +598,13 @@ fn invariant_loads_inside_a_loop_are_recorded_at_its_exit() {
             );
         }
     }
+    // `xc[i]`'s adjoint is added to `dxc[i]` once per run of the inner loops, in their last
+    // reversed iteration, not read-modified-written in each
+    assert!(
+        (0..f.values.len()).any(|v| loaded_xc(v) && p.deferred[v].is_some()),
+        "{}",
+        crate::adjoint::dump(&f, &p)
+    );
     // `li` steps by one beside the counter `r`: recomputed in the reverse sweep, not pushed per
     // iteration (its value on entry to the row is, once per row)
     let named_li = |v: &Val| f.values[*v].name.as_deref() == Some("li");

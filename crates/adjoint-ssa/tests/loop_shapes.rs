@@ -445,3 +445,63 @@ fn zero_gradients_are_positive_zero() {
     }
     assert_eq!(dy, 1.0); // Σ x
 }
+
+/// The triangular product in ADBench's own spelling: `xc[i]` loaded inside the inner loop. Its
+/// adjoint is added to `dxc[i]` once per row, in the row's last reversed iteration (rows with no
+/// iteration add nothing); gradients against forward mode, including `d = 1` (no iteration).
+#[differentiable]
+fn triangular_inner(x: &[f64], l: &[f64]) -> f64 {
+    let d = x.len();
+    let mut xc = [0.0; 16];
+    let mut q = [0.0; 16];
+    for j in 0..d {
+        xc[j] = x[j].sin();
+        q[j] = x[j].exp() * xc[j];
+    }
+    let mut li = 0;
+    for i in 0..d {
+        for r in i + 1..d {
+            q[r] += l[li] * xc[i] * x[r];
+            li += 1;
+        }
+    }
+    let mut s = 0.0;
+    for j in 0..d {
+        s += q[j] * q[j];
+    }
+    s
+}
+fn triangular_inner_ref<T: Real>(x: &[T], l: &[T]) -> T {
+    let d = x.len();
+    let xc: Vec<T> = x.iter().map(|v| v.sin()).collect();
+    let mut q: Vec<T> = (0..d).map(|j| x[j].exp() * xc[j]).collect();
+    let mut li = 0;
+    for i in 0..d {
+        for r in i + 1..d {
+            q[r] += l[li] * xc[i] * x[r];
+            li += 1;
+        }
+    }
+    q.iter().fold(T::zero(), |s, &v| s + v * v)
+}
+
+#[test]
+fn triangular_product_with_the_row_value_loaded_inside() {
+    for d in [1usize, 2, 5, 9] {
+        let x: Vec<f64> = (0..d).map(|i| 0.3 * (i as f64 * 0.7).sin() + 0.1).collect();
+        let l: Vec<f64> = (0..d * (d - 1) / 2)
+            .map(|i| (i as f64 * 0.37).cos())
+            .collect();
+        let (mut gx, mut gl) = (vec![0.0; d], vec![0.0; l.len()]);
+        let v = triangular_inner::grad(&x, &l, &mut gx, &mut gl);
+        assert_eq!(v, triangular_inner(&x, &l));
+        let mut all = x.clone();
+        all.extend(&l);
+        let want = forward::gradient(
+            |z: &[Dual<f64>]| triangular_inner_ref(&z[..d], &z[d..]),
+            &all,
+        );
+        check("triangular_inner x", &gx, &want[..d]);
+        check("triangular_inner l", &gl, &want[d..]);
+    }
+}
