@@ -857,9 +857,10 @@ fn written_from(f: &Func) -> Vec<Vec<bool>> {
         let mut changed = false;
         for b in (0..f.blocks.len()).rev() {
             for t in f.blocks[b].term.targets() {
-                for s in 0..ns {
-                    if w[t.block][s] && !w[b][s] {
-                        w[b][s] = true;
+                let succ = w[t.block].clone();
+                for (mine, theirs) in w[b].iter_mut().zip(succ) {
+                    if theirs && !*mine {
+                        *mine = true;
                         changed = true;
                     }
                 }
