@@ -332,7 +332,7 @@ fn stencil_ref<T: Real>(x: &[T]) -> T {
     let mut s = T::zero();
     for i in 0..x.len() - 1 {
         let t = x[i + 1] - x[i] * x[i];
-        let u = T::one() - x[i]; // `1.0 - x` cannot be written for a generic `T`
+        let u = T::from(1.0) - x[i]; // generic code cannot write `1.0 - x` (see `Real`)
         s += t * t * 100.0 + u * u;
     }
     s
