@@ -102,14 +102,15 @@ enum KOp {
     },
     Gather {
         arr: usize,
-        off: Option<Src>,
+        /// the slot of the shared `Offset` (absent: a constant index)
+        off: Option<u32>,
         c: usize,
         guard: Option<Src>,
         dst: u32,
     },
     Scatter {
         target: usize,
-        off: Option<Src>,
+        off: Option<u32>,
         c: usize,
         guard: Option<Src>,
         val: Src,
@@ -476,7 +477,7 @@ impl Kernel {
         };
         // pending frees: slots whose node died at position i
         let mut dies_at: HashMap<u32, Vec<u32>> = HashMap::new();
-        let mut offsets: HashMap<(usize, Vec<Id>, Option<Id>), (Option<Src>, usize)> =
+        let mut offsets: HashMap<(usize, Vec<Id>, Option<Id>), (Option<u32>, usize)> =
             HashMap::new();
         let mut offset_info = |ar: &Arena,
                                key: u32,
@@ -488,7 +489,7 @@ impl Kernel {
                                alloc: &mut dyn FnMut(&mut Vec<u32>) -> u32,
                                arrays: &mut Vec<u32>,
                                shapes: &mut Vec<Vec<usize>>|
-         -> (usize, Option<Src>, usize) {
+         -> (usize, Option<u32>, usize) {
             let ai = arr_index(key, arrays, shapes);
             let shape = shapes[ai].clone();
             let st = strides(&shape);
@@ -548,7 +549,7 @@ impl Kernel {
                 guard: gd.map(|g| loc[g as usize].expect("guard")),
                 dst,
             });
-            let s = Some(Src::S(dst));
+            let s = Some(dst);
             offsets.insert(keyv, (s, c));
             (ai, s, c)
         };
@@ -909,6 +910,12 @@ impl Window {
 pub(crate) struct Eval<'k> {
     k: &'k Kernel,
     bufs: Vec<Vec<f64>>,
+    /// flat element offsets of the `Offset` ops' slots (integers: converted from the index
+    /// components once, not at every gather and scatter that shares them)
+    offs: Vec<Vec<usize>>,
+    /// the smallest and largest offset of each `Offset` slot in the last block, over the
+    /// elements whose guard holds (a block whose reads all hit one element has `lo == hi`)
+    range: Vec<(usize, usize)>,
     pub windows: Vec<Window>,
 }
 
@@ -1011,9 +1018,17 @@ impl<'k> Eval<'k> {
         for &(s, v) in &k.consts {
             bufs[s as usize].fill(v);
         }
+        let mut offs = vec![Vec::new(); k.nslots];
+        for op in &k.ops {
+            if let KOp::Offset { dst, .. } = op {
+                offs[*dst as usize] = vec![0; k.block];
+            }
+        }
         Eval {
             k,
             bufs,
+            offs,
+            range: vec![(0, 0); k.nslots],
             windows: vec![Window::default(); k.targets.len()],
         }
     }
@@ -1179,39 +1194,45 @@ impl<'k> Eval<'k> {
                     guard,
                     dst,
                 } => {
-                    let mut out = std::mem::take(&mut self.bufs[*dst as usize]);
+                    let mut out = std::mem::take(&mut self.offs[*dst as usize]);
                     let out_ = &mut out[..len];
-                    out_.fill(0.0);
+                    out_.fill(0);
                     let mut bad = false;
                     for c in comps {
                         if let Comp::Var(s, st, dim) = c {
                             let v = self.get(*s, params, len);
-                            let (st, dimf) = (*st as f64, *dim as f64);
+                            let dimf = *dim as f64;
                             for (o, &x) in out_.iter_mut().zip(v) {
                                 bad |= !(x >= 0.0 && x < dimf);
-                                *o += (x as usize) as f64 * st;
+                                // an index out of bounds wraps here and is reported below
+                                *o = o.wrapping_add((x as usize).wrapping_mul(*st));
                             }
                         }
                     }
-                    if let Some(g) = guard {
-                        let gv = self.get(*g, params, len);
-                        if bad {
-                            bad = false;
+                    let mut range = (usize::MAX, 0);
+                    match guard {
+                        Some(g) => {
+                            let gv = self.get(*g, params, len);
+                            let mut bad_live = false;
                             for (e, (o, &gg)) in out_.iter_mut().zip(gv).enumerate() {
                                 if gg == 0.0 {
-                                    *o = 0.0;
-                                } else if !self.in_bounds(comps, params, e) {
-                                    bad = true;
+                                    *o = 0;
+                                } else {
+                                    bad_live |= bad && !self.in_bounds(comps, params, e);
+                                    range = (range.0.min(*o), range.1.max(*o));
                                 }
                             }
-                        } else {
-                            for (o, &gg) in out_.iter_mut().zip(gv) {
-                                if gg == 0.0 {
-                                    *o = 0.0;
-                                }
+                            bad = bad_live;
+                        }
+                        None if !bad => {
+                            for &o in out_.iter() {
+                                range = (range.0.min(o), range.1.max(o));
                             }
                         }
+                        None => {}
                     }
+                    self.range[*dst as usize] = range;
+                    self.offs[*dst as usize] = out;
                     if bad {
                         let gv = guard.map(|g| self.get(g, params, len));
                         let e = (0..len)
@@ -1226,14 +1247,12 @@ impl<'k> Eval<'k> {
                                 Comp::Const(v) => *v,
                             })
                             .collect();
-                        self.bufs[*dst as usize] = out;
                         return Err(Error::OutOfBounds {
                             index,
                             shape: k.array_shapes[*arr].clone(),
                             context: "indexing",
                         });
                     }
-                    self.bufs[*dst as usize] = out;
                 }
                 KOp::Gather {
                     arr,
@@ -1243,22 +1262,27 @@ impl<'k> Eval<'k> {
                     dst,
                 } => {
                     let mut out = std::mem::take(&mut self.bufs[*dst as usize]);
-                    let data = arrays[*arr];
+                    let data = &arrays[*arr][*c..];
                     match (off, guard) {
-                        (None, None) => out[..len].fill(data[*c]),
+                        (None, None) => out[..len].fill(data[0]),
                         (Some(o), None) => {
-                            let ov = self.get(*o, params, len);
-                            let data = &data[*c..];
-                            for (d, &o) in out[..len].iter_mut().zip(ov) {
-                                *d = data[o as usize];
+                            let (lo, hi) = self.range[*o as usize];
+                            if lo == hi {
+                                // every element of the block reads one element: a broadcast
+                                out[..len].fill(data[lo]);
+                            } else {
+                                let ov = &self.offs[*o as usize][..len];
+                                for (d, &o) in out[..len].iter_mut().zip(ov) {
+                                    *d = data[o];
+                                }
                             }
                         }
                         (o, Some(g)) => {
                             let gv = self.get(*g, params, len);
-                            let ov = o.map(|o| self.get(o, params, len));
+                            let ov = o.map(|o| &self.offs[o as usize][..len]);
                             for e in 0..len {
                                 out[e] = if gv[e] != 0.0 {
-                                    data[ov.map_or(0, |o| o[e] as usize) + *c]
+                                    data[ov.map_or(0, |o| o[e])]
                                 } else {
                                     0.0
                                 };
@@ -1288,35 +1312,48 @@ impl<'k> Eval<'k> {
                     val,
                 } => {
                     let mut wins = std::mem::take(&mut self.windows);
+                    let w = &mut wins[*target];
+                    let cap = k.target_lens[*target];
                     let v = self.get(*val, params, len);
-                    let ov = off.map(|o| self.get(o, params, len));
-                    let gv = guard.map(|g| self.get(g, params, len));
-                    let live = |e: usize| gv.is_none_or(|g| g[e] != 0.0) && v[e] != 0.0;
-                    let at = |e: usize| ov.map_or(0, |o| o[e] as usize) + *c;
-                    let mut lo = usize::MAX;
-                    let mut hi = 0;
-                    for e in 0..len {
-                        if live(e) {
-                            let i = at(e);
-                            lo = lo.min(i);
-                            hi = hi.max(i + 1);
+                    let ov = off.map(|o| &self.offs[o as usize][..len]);
+                    let range = off.map_or((0, 0), |o| self.range[o as usize]);
+                    if guard.is_none() && !k.target_f32[*target] && range.0 == range.1 {
+                        // One element receives the whole block: sum first (a fixed order),
+                        // then add once.
+                        let s = sum_lanes(v);
+                        if s != 0.0 {
+                            let i = range.0 + *c;
+                            w.ensure(i, i + 1, cap);
+                            w.data[i - w.lo] += s;
                         }
-                    }
-                    if lo < hi {
-                        let w = &mut wins[*target];
-                        w.ensure(lo, hi, k.target_lens[*target]);
-                        let base = w.lo;
-                        if k.target_f32[*target] {
+                    } else if guard.is_none() && !k.target_f32[*target] {
+                        let ov = ov.expect("a varying offset");
+                        w.ensure(range.0 + *c, range.1 + *c + 1, cap);
+                        let win = &mut w.data[range.0 + *c - w.lo..];
+                        for (&o, &x) in ov.iter().zip(v) {
+                            win[o - range.0] += x;
+                        }
+                    } else {
+                        let gv = guard.map(|g| self.get(g, params, len));
+                        let live = |e: usize| gv.is_none_or(|g| g[e] != 0.0) && v[e] != 0.0;
+                        let at = |e: usize| ov.map_or(0, |o| o[e]) + *c;
+                        let mut lo = usize::MAX;
+                        let mut hi = 0;
+                        for e in 0..len {
+                            if live(e) {
+                                let i = at(e);
+                                lo = lo.min(i);
+                                hi = hi.max(i + 1);
+                            }
+                        }
+                        if lo < hi {
+                            w.ensure(lo, hi, cap);
+                            let base = w.lo;
+                            let f32 = k.target_f32[*target];
                             for e in 0..len {
                                 if live(e) {
                                     let t = &mut w.data[at(e) - base];
-                                    *t = add_t(true, *t, v[e]);
-                                }
-                            }
-                        } else {
-                            for e in 0..len {
-                                if live(e) {
-                                    w.data[at(e) - base] += v[e];
+                                    *t = add_t(f32, *t, v[e]);
                                 }
                             }
                         }

@@ -927,3 +927,34 @@ fn a_branch_not_taken_contributes_no_nan_to_the_gradient() {
         .collect();
     assert_eq!(g.grads[0], want);
 }
+
+/// Rows longer than a kernel block (1024 elements), so that whole blocks read one element
+/// (a broadcast gather; its adjoint is summed over the block, then added once) beside reads
+/// that vary along the row (a gather and a scatter-add per element), a constant index, and a
+/// read under a branch (a guarded gather and scatter).
+#[test]
+fn reads_constant_over_a_block_and_reads_that_vary() {
+    let (n, rows, cols) = (16, 3, 2100);
+    let x = data(n, 29);
+    let p = build1(n, |b, a| {
+        let g = b.generate(&[rows, cols], |i| {
+            let (r, c) = (i[0], i[1]);
+            let branch = cond(c.lt(1500.0), a.at(&[r + 13.0]), a.at(&[lit(15.0)]));
+            a.at(&[r * 3.0 + 1.0]).sin() * a.at(&[c.imod(9.0) + 4.0])
+                + a.at(&[lit(5.0)]) * a.at(&[r + c.imod(2.0)])
+                + branch * branch
+        });
+        sum_all(&g)
+    });
+    let reference = move |v: &[Dual64]| {
+        let mut s = Dual64::constant(0.0);
+        for r in 0..rows {
+            for c in 0..cols {
+                let branch = if c < 1500 { v[r + 13] } else { v[15] };
+                s = s + v[3 * r + 1].sin() * v[c % 9 + 4] + v[5] * v[r + c % 2] + branch * branch;
+            }
+        }
+        s
+    };
+    check1(&p, &x, reference, true);
+}
