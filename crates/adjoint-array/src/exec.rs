@@ -83,19 +83,22 @@ fn primal_kernel<'a>(
 ) -> &'a Kernel {
     g.primal[i as usize].get_or_init(|| {
         let params: Vec<Ty> = args.iter().map(|&a| node_ty(g, a)).collect();
-        Arc::new(Kernel::compile(
-            lam.ar.clone(),
-            &lam.outs,
-            &[],
-            &lam.outs,
-            space,
-            lam.nparams,
-            &|k| g.shape_of(k),
-            &Types {
-                params: &params,
-                read: &|k| node_ty(g, k),
-            },
-        ))
+        Arc::new(
+            Kernel::compile(
+                lam.ar.clone(),
+                &lam.outs,
+                &[],
+                &lam.outs,
+                space,
+                lam.nparams,
+                &|k| g.shape_of(k),
+                &Types {
+                    params: &params,
+                    read: &|k| node_ty(g, k),
+                },
+            )
+            .with_jit(g.jit),
+        )
     })
 }
 
@@ -448,19 +451,22 @@ impl<'g> Exec<'g> {
             .expect("kernel cache")
             .entry(100)
             .or_insert_with(|| {
-                Arc::new(Kernel::compile(
-                    l.ar.clone(),
-                    &l.outs,
-                    &[],
-                    &l.outs,
-                    outer,
-                    0,
-                    &|k| self.g.shape_of(k),
-                    &Types {
-                        params: &[],
-                        read: &|k| node_ty(self.g, k),
-                    },
-                ))
+                Arc::new(
+                    Kernel::compile(
+                        l.ar.clone(),
+                        &l.outs,
+                        &[],
+                        &l.outs,
+                        outer,
+                        0,
+                        &|k| self.g.shape_of(k),
+                        &Types {
+                            params: &[],
+                            read: &|k| node_ty(self.g, k),
+                        },
+                    )
+                    .with_jit(self.g.jit),
+                )
             })
             .clone();
         let inp = self.kernel_inputs(&k, &[], &|_| None);
@@ -479,19 +485,22 @@ impl<'g> Exec<'g> {
             .entry(101)
             .or_insert_with(|| {
                 let t = node_ty(self.g, i);
-                Arc::new(Kernel::compile(
-                    f.ar.clone(),
-                    &f.outs,
-                    &[],
-                    &f.outs,
-                    &[1],
-                    2,
-                    &|k| self.g.shape_of(k),
-                    &Types {
-                        params: &[t, t],
-                        read: &|k| node_ty(self.g, k),
-                    },
-                ))
+                Arc::new(
+                    Kernel::compile(
+                        f.ar.clone(),
+                        &f.outs,
+                        &[],
+                        &f.outs,
+                        &[1],
+                        2,
+                        &|k| self.g.shape_of(k),
+                        &Types {
+                            params: &[t, t],
+                            read: &|k| node_ty(self.g, k),
+                        },
+                    )
+                    .with_jit(self.g.jit),
+                )
             })
             .clone()
     }
@@ -833,7 +842,7 @@ fn adjoint_kernel(
         types,
     );
     k.param_roots = param_roots;
-    Ok(k)
+    Ok(k.with_jit(g.jit))
 }
 
 /// Run an adjoint kernel and route its results: parameter adjoints to `param_dst`, identity

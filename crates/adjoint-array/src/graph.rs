@@ -218,6 +218,8 @@ pub(crate) struct Graph {
     pub active: Vec<bool>,
     pub primal: Vec<OnceLock<Arc<Kernel>>>,
     pub adjoint: Vec<Mutex<HashMap<u32, Arc<Kernel>>>>,
+    /// compile kernels to native code ([`Builder::set_jit`])
+    pub jit: bool,
 }
 
 impl Graph {
@@ -251,6 +253,7 @@ struct GB {
     inputs: Vec<NodeId>,
     error: Option<Error>,
     recompute: usize,
+    jit: bool,
 }
 
 /// Builds an array program. Combinators on [`Acc`] handles add nodes; errors (shape
@@ -297,6 +300,7 @@ impl Builder {
                 inputs: Vec::new(),
                 error: None,
                 recompute: 1,
+                jit: true,
             })),
         }
     }
@@ -306,6 +310,26 @@ impl Builder {
     /// shared node). [`Acc::materialize`] forces a node to be stored.
     pub fn set_recompute_threshold(&self, ops: usize) {
         self.g.borrow_mut().recompute = ops;
+    }
+
+    /// Compile kernels to native code with Cranelift (the default; `false` interprets them
+    /// block by block). Kernels over at least 2048 elements with `f64` values are compiled,
+    /// once, on their first run; `ADJOINT_ARRAY_JIT=0` in the environment turns compilation
+    /// off for every program. Results are the same either way up to the order in which
+    /// scattered adjoints are summed.
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// let b = Builder::new();
+    /// b.set_jit(false);
+    /// let x = b.input(&[4096]);
+    /// let s = x.map(|v| v * v).sum();
+    /// let p = b.build(&[&s]).unwrap();
+    /// let data = vec![0.5; 4096];
+    /// assert_eq!(p.run(&[&data]).unwrap()[0].data()[0], 1024.0);
+    /// ```
+    pub fn set_jit(&self, on: bool) {
+        self.g.borrow_mut().jit = on;
     }
 
     fn handle(&self, id: NodeId, shape: Vec<usize>) -> Acc {
@@ -911,6 +935,7 @@ impl Builder {
             active,
             primal: (0..n).map(|_| OnceLock::new()).collect(),
             adjoint: (0..n).map(|_| Mutex::new(HashMap::new())).collect(),
+            jit: gb.jit,
         })
     }
 }

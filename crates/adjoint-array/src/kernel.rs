@@ -18,9 +18,17 @@
 use crate::error::{Error, Result};
 use crate::expr::{adj_mul, eval_d1, eval_d2, eval_dd1, eval_dd2, infer, Arena, DOp, Id, Node, Ty};
 use crate::f32ops::{add_t, bin32, r32, un32};
+use crate::jit::Jit;
 use adjoint_core::rules::{self, Op1, Op2};
 use rayon::prelude::*;
 use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+/// Kernels are compiled unless `ADJOINT_ARRAY_JIT=0` is set (read once).
+fn jit_default() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var("ADJOINT_ARRAY_JIT").map_or(true, |v| v != "0"))
+}
 
 /// An operand: a slot buffer or a parameter (a caller-provided block slice).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -30,13 +38,13 @@ pub(crate) enum Src {
 }
 
 #[derive(Clone, Debug)]
-enum Comp {
+pub(crate) enum Comp {
     Var(Src, usize, usize),
     Const(f64),
 }
 
 #[derive(Clone, Debug)]
-enum KOp {
+pub(crate) enum KOp {
     Idx {
         axis: usize,
         dst: u32,
@@ -149,16 +157,16 @@ pub(crate) enum ParamSrc {
 /// A compiled kernel.
 #[derive(Clone, Debug)]
 pub(crate) struct Kernel {
-    ops: Vec<KOp>,
+    pub(crate) ops: Vec<KOp>,
     nslots: usize,
-    consts: Vec<(u32, f64)>,
-    space: Vec<usize>,
-    strides: Vec<usize>,
+    pub(crate) consts: Vec<(u32, f64)>,
+    pub(crate) space: Vec<usize>,
+    pub(crate) strides: Vec<usize>,
     pub roots: Vec<Src>,
     pub params: Vec<ParamSrc>,
     /// keys of the arrays read (the caller passes their data in this order)
     pub arrays: Vec<u32>,
-    array_shapes: Vec<Vec<usize>>,
+    pub(crate) array_shapes: Vec<Vec<usize>>,
     /// keys of the scatter targets (windows come back in this order)
     pub targets: Vec<u32>,
     /// lengths of the scatter targets
@@ -172,6 +180,10 @@ pub(crate) struct Kernel {
     pub root_f32: Vec<bool>,
     /// which scatter targets are `f32` arrays (their windows accumulate in `f32`)
     pub target_f32: Vec<bool>,
+    /// whether to compile the kernel to native code when it is eligible ([`crate::jit`])
+    pub(crate) jit_on: bool,
+    /// the compiled kernel, made on first use (`None`: interpreted)
+    jit: OnceLock<Option<Arc<Jit>>>,
 }
 
 /// Element types of a kernel's parameters and read arrays.
@@ -825,7 +837,25 @@ impl Kernel {
             dense_targets,
             block,
             param_roots: Vec::new(),
+            jit_on: jit_default(),
+            jit: OnceLock::new(),
         }
+    }
+
+    /// Compile to native code when eligible (`on`), or always interpret.
+    pub(crate) fn with_jit(mut self, on: bool) -> Self {
+        self.jit_on = on && jit_default();
+        self
+    }
+
+    /// The compiled kernel, compiling it on first use.
+    fn compiled(&self) -> Option<Arc<Jit>> {
+        if !self.jit_on || !crate::jit::eligible(self) {
+            return None;
+        }
+        self.jit
+            .get_or_init(|| crate::jit::compile(self).map(Arc::new))
+            .clone()
     }
 
     /// The kernel's fixed chunks: fewer when it scatters (each chunk has its own windows).
@@ -917,6 +947,10 @@ pub(crate) struct Eval<'k> {
     /// elements whose guard holds (a block whose reads all hit one element has `lo == hi`)
     range: Vec<(usize, usize)>,
     pub windows: Vec<Window>,
+    /// the compiled kernel (its windows are dense over their targets)
+    jit: Option<Arc<Jit>>,
+    /// where the compiled kernel stores roots that are parameters (never read)
+    scratch: Vec<f64>,
 }
 
 macro_rules! un_arms {
@@ -1024,12 +1058,30 @@ impl<'k> Eval<'k> {
                 offs[*dst as usize] = vec![0; k.block];
             }
         }
+        let jit = k.compiled();
+        let windows = match jit {
+            Some(_) => k
+                .target_lens
+                .iter()
+                .map(|&n| Window {
+                    lo: 0,
+                    data: vec![0.0; n],
+                })
+                .collect(),
+            None => vec![Window::default(); k.targets.len()],
+        };
         Eval {
             k,
             bufs,
             offs,
             range: vec![(0, 0); k.nslots],
-            windows: vec![Window::default(); k.targets.len()],
+            windows,
+            scratch: if jit.is_some() {
+                vec![0.0; k.block]
+            } else {
+                Vec::new()
+            },
+            jit,
         }
     }
 
@@ -1051,6 +1103,44 @@ impl<'k> Eval<'k> {
         arrays: &[&[f64]],
     ) -> Result<()> {
         debug_assert!(len <= self.k.block);
+        let k = self.k;
+        if let Some(jit) = self.jit.clone() {
+            let scratch = self.scratch.as_mut_ptr();
+            let slots: Vec<*mut f64> = self.bufs.iter_mut().map(|b| b.as_mut_ptr()).collect();
+            let roots: Vec<*mut f64> = k
+                .roots
+                .iter()
+                .map(|r| match r {
+                    Src::S(s) => slots[*s as usize],
+                    Src::P(_) => scratch,
+                })
+                .collect();
+            let wins: Vec<*mut f64> = self
+                .windows
+                .iter_mut()
+                .map(|w| w.data.as_mut_ptr())
+                .collect();
+            assert!(
+                len <= k.block && self.scratch.len() >= len,
+                "a block too long"
+            );
+            if jit.run(k, start, len, params, arrays, &roots, &wins) {
+                return Ok(());
+            }
+            // An index out of bounds: the interpreter finds it and reports it.
+            self.interpret(start, len, params, arrays)?;
+            panic!("adjoint::array: the compiled kernel reported an index out of bounds that the interpreter did not find");
+        }
+        self.interpret(start, len, params, arrays)
+    }
+
+    fn interpret(
+        &mut self,
+        start: usize,
+        len: usize,
+        params: &[&[f64]],
+        arrays: &[&[f64]],
+    ) -> Result<()> {
         let k = self.k;
         for op in &k.ops {
             match op {

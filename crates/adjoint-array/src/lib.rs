@@ -138,6 +138,7 @@ mod exec;
 mod expr;
 mod f32ops;
 mod graph;
+mod jit;
 mod kernel;
 /// Benchmark programs (ADBench GMM) written with the combinators.
 pub mod models;

@@ -1,0 +1,574 @@
+//! Run-time compilation of kernels with Cranelift: one native loop over a block's elements.
+//!
+//! The interpreter in [`kernel`](crate::kernel) runs each node as a loop over a block, so every
+//! intermediate value goes through memory. For a kernel with hundreds of nodes per element
+//! (ADBench GMM's unrolled quadratic form and its adjoint) that traffic, not arithmetic,
+//! is the cost. A [`Jit`] is the same operation list compiled element by element: slots become
+//! SSA values (registers or spills chosen by Cranelift), offsets stay integers, gathers are
+//! loads and scatters load-add-stores into a dense per-chunk window.
+//!
+//! Semantics are the interpreter's, operation for operation: `+ − × ÷`, negation, `sqrt`,
+//! `abs`, the partials of `+ − ×` and `exp`, `AdjMul` and `Select` are emitted inline (the
+//! same IEEE operations); every other rule-table value or partial, and every discrete
+//! operation, calls the same Rust function the interpreter calls. So roots are bit-identical
+//! to the interpreter's; scatter windows receive the same terms, summed element by element
+//! instead of node by node (chunk boundaries are unchanged, so results stay bit-identical for
+//! any thread count).
+//!
+//! Not compiled (the interpreter runs them): kernels with `f32` values or casts, kernels whose
+//! scatter targets are larger than [`MAX_WINDOW`] elements (a dense window per chunk would be
+//! too big), and kernels over fewer than [`MIN_ELEMENTS`] elements (compilation would cost
+//! more than it saves). An index out of bounds is detected in the compiled code (the load then
+//! reads element 0 instead, never outside the array) and the block is re-run by the
+//! interpreter, which reports the error with the index and shape.
+
+use crate::expr::{eval_d1, eval_d2, eval_dd1, eval_dd2, DOp};
+use crate::kernel::{Comp, KOp, Kernel, Src};
+use adjoint_core::rules::{self, Op1, Op2};
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+use cranelift_codegen::ir::{types, AbiParam, InstBuilder, MemFlagsData, Signature, Value};
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{default_libcall_names, Linkage, Module};
+use std::collections::HashMap;
+
+/// Scatter targets up to this many elements get a dense window per chunk.
+pub(crate) const MAX_WINDOW: usize = 1 << 17;
+/// Kernels over fewer elements are interpreted.
+pub(crate) const MIN_ELEMENTS: usize = 2048;
+
+/// `fn(start, len, params, arrays, roots, windows) -> bad`: evaluate elements
+/// `start..start + len` of the space; `params[p]` and `roots[r]` point at this block's
+/// slices, `arrays[a]` at a read array's data, `windows[t]` at a dense window over a scatter
+/// target. Returns 1 if an index was out of bounds (nothing was read or written outside the
+/// arrays), else 0.
+type KernelFn = unsafe extern "C" fn(
+    u64,
+    u64,
+    *const *const f64,
+    *const *const f64,
+    *const *mut f64,
+    *const *mut f64,
+) -> u64;
+
+/// A compiled kernel. Holds the code (and the operation tables its calls point into).
+pub(crate) struct Jit {
+    f: KernelFn,
+    _module: JITModule,
+    _ops1: Box<[Op1]>,
+    _ops2: Box<[Op2]>,
+    _dops: Box<[DOp]>,
+}
+
+// SAFETY: after `finalize_definitions` the module's code and data are never written again;
+// the module is only kept so that its memory outlives `f`. Calling `f` reads only the
+// caller's buffers and the immutable operation tables, so sharing it between threads is safe.
+unsafe impl Send for Jit {}
+// SAFETY: as above: no interior mutability is reachable through `&Jit`.
+unsafe impl Sync for Jit {}
+
+impl std::fmt::Debug for Jit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Jit")
+    }
+}
+
+impl Jit {
+    /// Run the compiled loop over one block. Returns `false` if an index was out of bounds.
+    ///
+    /// The caller guarantees what the generated code assumes: every `params[p]` has at least
+    /// `len` elements, every root buffer at least `len`, `arrays[a]` is the array the kernel
+    /// was compiled for (its length is the product of the shape the offsets were built from),
+    /// and `windows[t]` is dense over the whole scatter target.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn run(
+        &self,
+        k: &Kernel,
+        start: usize,
+        len: usize,
+        params: &[&[f64]],
+        arrays: &[&[f64]],
+        roots: &[*mut f64],
+        windows: &[*mut f64],
+    ) -> bool {
+        assert!(params.iter().all(|p| p.len() >= len), "a short parameter");
+        assert_eq!(arrays.len(), k.array_shapes.len(), "read arrays");
+        for (a, s) in arrays.iter().zip(&k.array_shapes) {
+            assert_eq!(
+                a.len(),
+                s.iter().product::<usize>(),
+                "a read array's length"
+            );
+        }
+        assert_eq!(windows.len(), k.targets.len(), "windows");
+        let pp: Vec<*const f64> = params.iter().map(|p| p.as_ptr()).collect();
+        let ap: Vec<*const f64> = arrays.iter().map(|a| a.as_ptr()).collect();
+        // SAFETY: the assertions above and the caller's guarantees (root buffers of at least
+        // `len` elements, dense windows of the targets' lengths) are exactly what the code
+        // reads and writes: elements `0..len` of params and roots, elements of arrays and
+        // windows at offsets that were bounds-checked against their shapes (an offset that
+        // fails the check is replaced by 0 and reported).
+        let bad = unsafe {
+            (self.f)(
+                start as u64,
+                len as u64,
+                pp.as_ptr(),
+                ap.as_ptr(),
+                roots.as_ptr(),
+                windows.as_ptr(),
+            )
+        };
+        bad == 0
+    }
+}
+
+/// Whether `k` can be compiled (see the module docs).
+pub(crate) fn eligible(k: &Kernel) -> bool {
+    k.space_total() >= MIN_ELEMENTS
+        && !k.target_f32.iter().any(|&t| t)
+        && k.target_lens.iter().all(|&l| l <= MAX_WINDOW)
+        && k.ops
+            .iter()
+            .all(|op| !matches!(op, KOp::F32(_) | KOp::Cast { .. }))
+}
+
+extern "C" fn un_val(op: *const Op1, x: f64) -> f64 {
+    // SAFETY: `op` points into the `Jit`'s operation table, alive while its code runs.
+    rules::unary(unsafe { *op }, x).value
+}
+extern "C" fn un_d(op: *const Op1, x: f64) -> f64 {
+    // SAFETY: as in `un_val`.
+    eval_d1(unsafe { *op }, x)
+}
+extern "C" fn un_dd(op: *const Op1, x: f64) -> f64 {
+    // SAFETY: as in `un_val`.
+    eval_dd1(unsafe { *op }, x)
+}
+extern "C" fn bin_val(op: *const Op2, x: f64, y: f64) -> f64 {
+    // SAFETY: as in `un_val`.
+    rules::binary(unsafe { *op }, x, y).value
+}
+extern "C" fn bin_d(op: *const Op2, w: u64, x: f64, y: f64) -> f64 {
+    // SAFETY: as in `un_val`.
+    eval_d2(unsafe { *op }, w as u8, x, y)
+}
+extern "C" fn bin_dd(op: *const Op2, w: u64, x: f64, y: f64) -> f64 {
+    // SAFETY: as in `un_val`.
+    eval_dd2(unsafe { *op }, w as u8, x, y)
+}
+extern "C" fn disc(op: *const DOp, x: f64, y: f64) -> f64 {
+    // SAFETY: as in `un_val`.
+    unsafe { *op }.eval(x, y)
+}
+
+/// Compile `k`, or `None` where Cranelift does not support the host.
+pub(crate) fn compile(k: &Kernel) -> Option<Jit> {
+    let mut flags = settings::builder();
+    flags.set("opt_level", "speed").ok()?;
+    flags.set("is_pic", "false").ok()?;
+    let isa = cranelift_native::builder()
+        .ok()?
+        .finish(settings::Flags::new(flags))
+        .ok()?;
+    let ptr = isa.pointer_type();
+    if ptr != types::I64 {
+        return None;
+    }
+    let mut module = JITModule::new(JITBuilder::with_isa(isa, default_libcall_names()));
+    let mut ctx = module.make_context();
+    let mut fctx = FunctionBuilderContext::new();
+    let mut sig = module.make_signature();
+    for _ in 0..6 {
+        sig.params.push(AbiParam::new(types::I64));
+    }
+    sig.returns.push(AbiParam::new(types::I64));
+    let id = module
+        .declare_function("kernel", Linkage::Local, &sig)
+        .ok()?;
+    ctx.func.signature = sig;
+
+    // Operation tables: calls pass a pointer to their entry.
+    let mut ops1: Vec<Op1> = Vec::new();
+    let mut ops2: Vec<Op2> = Vec::new();
+    let mut dops: Vec<DOp> = Vec::new();
+    for op in &k.ops {
+        match op {
+            KOp::Un { op, .. } | KOp::D1 { op, .. } => ops1.push(*op),
+            KOp::Bin { op, .. } | KOp::D2 { op, .. } => ops2.push(*op),
+            KOp::Disc { op, .. } => dops.push(*op),
+            _ => {}
+        }
+    }
+    let (ops1, ops2, dops) = (
+        ops1.into_boxed_slice(),
+        ops2.into_boxed_slice(),
+        dops.into_boxed_slice(),
+    );
+    let call_conv = module.isa().default_call_conv();
+    let mk_sig = |ints: usize, floats: usize| {
+        let mut s = Signature::new(call_conv);
+        for _ in 0..ints {
+            s.params.push(AbiParam::new(types::I64));
+        }
+        for _ in 0..floats {
+            s.params.push(AbiParam::new(types::F64));
+        }
+        s.returns.push(AbiParam::new(types::F64));
+        s
+    };
+
+    {
+        let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+        let sig_i_f = b.import_signature(mk_sig(1, 1));
+        let sig_i_ff = b.import_signature(mk_sig(1, 2));
+        let sig_ii_ff = b.import_signature(mk_sig(2, 2));
+        let entry = b.create_block();
+        let head = b.create_block();
+        let body = b.create_block();
+        let exit = b.create_block();
+        b.append_block_params_for_function_params(entry);
+        b.append_block_param(head, types::I64); // e
+        b.append_block_param(head, types::I64); // bad
+        b.append_block_param(exit, types::I64);
+
+        b.switch_to_block(entry);
+        let a = b.block_params(entry).to_vec();
+        let (start, len, pparams, parrays, proots, pwins) = (a[0], a[1], a[2], a[3], a[4], a[5]);
+        let mem = MemFlagsData::trusted();
+        let nparams = k.params.len();
+        let param_base: Vec<Value> = (0..nparams)
+            .map(|p| b.ins().load(types::I64, mem, pparams, (p * 8) as i32))
+            .collect();
+        let array_base: Vec<Value> = (0..k.array_shapes.len())
+            .map(|i| b.ins().load(types::I64, mem, parrays, (i * 8) as i32))
+            .collect();
+        let root_base: Vec<Value> = (0..k.roots.len())
+            .map(|i| b.ins().load(types::I64, mem, proots, (i * 8) as i32))
+            .collect();
+        let win_base: Vec<Value> = (0..k.targets.len())
+            .map(|i| b.ins().load(types::I64, mem, pwins, (i * 8) as i32))
+            .collect();
+        let fn_ptr = |b: &mut FunctionBuilder, f: usize| b.ins().iconst(types::I64, f as i64);
+        let zero_i = b.ins().iconst(types::I64, 0);
+        b.ins().jump(head, &[zero_i.into(), zero_i.into()]);
+
+        b.switch_to_block(head);
+        let e = b.block_params(head)[0];
+        let bad_in = b.block_params(head)[1];
+        let more = b.ins().icmp(IntCC::UnsignedLessThan, e, len);
+        b.ins().brif(more, body, &[], exit, &[bad_in.into()]);
+
+        b.switch_to_block(body);
+        let flat = b.ins().iadd(start, e);
+        let e8 = b.ins().ishl_imm_u(e, 3);
+        let mut slot: HashMap<u32, Value> = HashMap::new();
+        for &(s, v) in &k.consts {
+            let c = b.ins().f64const(v);
+            slot.insert(s, c);
+        }
+        let mut off: HashMap<u32, Value> = HashMap::new();
+        let mut bad = bad_in;
+        let fzero = b.ins().f64const(0.0);
+        let fone = b.ins().f64const(1.0);
+        let (mut i1, mut i2, mut id_) = (0usize, 0usize, 0usize);
+        macro_rules! val {
+            ($s:expr) => {
+                match $s {
+                    Src::S(s) => slot[&s],
+                    Src::P(p) => {
+                        let addr = b.ins().iadd(param_base[p as usize], e8);
+                        b.ins().load(types::F64, mem, addr, 0)
+                    }
+                }
+            };
+        }
+        // The address of element `c + off` of an array or window at `base`.
+        let addr_of =
+            |b: &mut FunctionBuilder, base: Value, off: Option<Value>, c: usize| -> Value {
+                match off {
+                    Some(o) => {
+                        let o8 = b.ins().ishl_imm_u(o, 3);
+                        let a = b.ins().iadd(base, o8);
+                        b.ins().iadd_imm_u(a, (c * 8) as i64)
+                    }
+                    None => b.ins().iadd_imm_u(base, (c * 8) as i64),
+                }
+            };
+        for op in &k.ops {
+            match op {
+                KOp::Idx { axis, dst } => {
+                    let (st, dim) = (k.strides[*axis] as i64, k.space[*axis] as i64);
+                    let q = b.ins().udiv_imm_u(flat, st);
+                    let r = b.ins().urem_imm_u(q, dim);
+                    let v = b.ins().fcvt_from_uint(types::F64, r);
+                    slot.insert(*dst, v);
+                }
+                KOp::Un { op, a, dst, d } => {
+                    let x = val!(*a);
+                    let p = b.ins().iconst(types::I64, &ops1[i1] as *const Op1 as i64);
+                    i1 += 1;
+                    let v = match op {
+                        Op1::Neg => b.ins().fneg(x),
+                        Op1::Sqrt => b.ins().sqrt(x),
+                        Op1::Abs => b.ins().fabs(x),
+                        _ => {
+                            let f = fn_ptr(&mut b, un_val as *const () as usize);
+                            let c = b.ins().call_indirect(sig_i_f, f, &[p, x]);
+                            b.inst_results(c)[0]
+                        }
+                    };
+                    slot.insert(*dst, v);
+                    if let Some(ds) = d {
+                        let dv = match op {
+                            Op1::Exp => v,
+                            _ => {
+                                let f = fn_ptr(&mut b, un_d as *const () as usize);
+                                let c = b.ins().call_indirect(sig_i_f, f, &[p, x]);
+                                b.inst_results(c)[0]
+                            }
+                        };
+                        slot.insert(*ds, dv);
+                    }
+                }
+                KOp::D1 { op, a, dst, second } => {
+                    let x = val!(*a);
+                    let p = b.ins().iconst(types::I64, &ops1[i1] as *const Op1 as i64);
+                    i1 += 1;
+                    let v = if !*second && *op == Op1::Exp {
+                        let f = fn_ptr(&mut b, un_val as *const () as usize);
+                        let c = b.ins().call_indirect(sig_i_f, f, &[p, x]);
+                        b.inst_results(c)[0]
+                    } else {
+                        let f = fn_ptr(
+                            &mut b,
+                            if *second {
+                                un_dd as *const ()
+                            } else {
+                                un_d as *const ()
+                            } as usize,
+                        );
+                        let c = b.ins().call_indirect(sig_i_f, f, &[p, x]);
+                        b.inst_results(c)[0]
+                    };
+                    slot.insert(*dst, v);
+                }
+                KOp::Bin {
+                    op,
+                    a,
+                    b: bb,
+                    dst,
+                    d,
+                } => {
+                    let x = val!(*a);
+                    let y = val!(*bb);
+                    let p = b.ins().iconst(types::I64, &ops2[i2] as *const Op2 as i64);
+                    i2 += 1;
+                    let v = match op {
+                        Op2::Add => b.ins().fadd(x, y),
+                        Op2::Sub => b.ins().fsub(x, y),
+                        Op2::Mul => b.ins().fmul(x, y),
+                        Op2::Div => b.ins().fdiv(x, y),
+                        _ => {
+                            let f = fn_ptr(&mut b, bin_val as *const () as usize);
+                            let c = b.ins().call_indirect(sig_i_ff, f, &[p, x, y]);
+                            b.inst_results(c)[0]
+                        }
+                    };
+                    slot.insert(*dst, v);
+                    if let Some((sx, sy)) = d {
+                        for (w, s) in [(0u64, *sx), (1, *sy)] {
+                            let dv = partial(&mut b, *op, w, x, y, fone, p, sig_ii_ff);
+                            slot.insert(s, dv);
+                        }
+                    }
+                }
+                KOp::D2 {
+                    op,
+                    w,
+                    a,
+                    b: bb,
+                    dst,
+                    second,
+                } => {
+                    let x = val!(*a);
+                    let y = val!(*bb);
+                    let p = b.ins().iconst(types::I64, &ops2[i2] as *const Op2 as i64);
+                    i2 += 1;
+                    let v = if *second {
+                        let f = fn_ptr(&mut b, bin_dd as *const () as usize);
+                        let wv = b.ins().iconst(types::I64, *w as i64);
+                        let c = b.ins().call_indirect(sig_ii_ff, f, &[p, wv, x, y]);
+                        b.inst_results(c)[0]
+                    } else {
+                        partial(&mut b, *op, *w as u64, x, y, fone, p, sig_ii_ff)
+                    };
+                    slot.insert(*dst, v);
+                }
+                KOp::AdjMul { g, d, dst } => {
+                    // `+0` where the adjoint is zero, else `g·d` (`expr::adj_mul`)
+                    let gv = val!(*g);
+                    let dv = val!(*d);
+                    let m = b.ins().fmul(gv, dv);
+                    let nz = b.ins().fcmp(FloatCC::NotEqual, gv, fzero);
+                    let v = b.ins().select(nz, m, fzero);
+                    slot.insert(*dst, v);
+                }
+                KOp::Disc {
+                    op: _,
+                    a,
+                    b: bb,
+                    dst,
+                } => {
+                    let x = val!(*a);
+                    let y = val!(*bb);
+                    let p = b.ins().iconst(types::I64, &dops[id_] as *const DOp as i64);
+                    id_ += 1;
+                    let f = fn_ptr(&mut b, disc as *const () as usize);
+                    let c = b.ins().call_indirect(sig_i_ff, f, &[p, x, y]);
+                    let v = b.inst_results(c)[0];
+                    slot.insert(*dst, v);
+                }
+                KOp::Select { c, a, b: bb, dst } => {
+                    let cv = val!(*c);
+                    let x = val!(*a);
+                    let y = val!(*bb);
+                    let nz = b.ins().fcmp(FloatCC::NotEqual, cv, fzero);
+                    let v = b.ins().select(nz, x, y);
+                    slot.insert(*dst, v);
+                }
+                KOp::Offset {
+                    comps, guard, dst, ..
+                } => {
+                    let mut o = b.ins().iconst(types::I64, 0);
+                    let mut ok = b.ins().iconst(types::I8, 1);
+                    for c in comps {
+                        if let Comp::Var(s, st, dim) = c {
+                            let x = val!(*s);
+                            let dimf = b.ins().f64const(*dim as f64);
+                            let ge = b.ins().fcmp(FloatCC::GreaterThanOrEqual, x, fzero);
+                            let lt = b.ins().fcmp(FloatCC::LessThan, x, dimf);
+                            let in_ = b.ins().band(ge, lt);
+                            ok = b.ins().band(ok, in_);
+                            let xi = b.ins().fcvt_to_uint_sat(types::I64, x);
+                            let t = b.ins().imul_imm_u(xi, *st as i64);
+                            o = b.ins().iadd(o, t);
+                        }
+                    }
+                    // live: the guard holds (a read not demanded reads element 0, as the
+                    // interpreter's does); out of bounds and live: bad
+                    let live = match guard {
+                        Some(g) => {
+                            let gv = val!(*g);
+                            b.ins().fcmp(FloatCC::NotEqual, gv, fzero)
+                        }
+                        None => b.ins().iconst(types::I8, 1),
+                    };
+                    let use_ = b.ins().band(ok, live);
+                    let o = b.ins().select(use_, o, zero_i);
+                    let not_ok = b.ins().bxor_imm_u(ok, 1);
+                    let fail = b.ins().band(not_ok, live);
+                    let fail = b.ins().uextend(types::I64, fail);
+                    bad = b.ins().bor(bad, fail);
+                    off.insert(*dst, o);
+                }
+                KOp::Gather {
+                    arr,
+                    off: o,
+                    c,
+                    guard,
+                    dst,
+                } => {
+                    let ov = o.map(|o| off[&o]);
+                    let addr = addr_of(&mut b, array_base[*arr], ov, *c);
+                    let v = b.ins().load(types::F64, mem, addr, 0);
+                    let v = match guard {
+                        Some(g) => {
+                            let gv = val!(*g);
+                            let nz = b.ins().fcmp(FloatCC::NotEqual, gv, fzero);
+                            b.ins().select(nz, v, fzero)
+                        }
+                        None => v,
+                    };
+                    slot.insert(*dst, v);
+                }
+                KOp::Scatter {
+                    target,
+                    off: o,
+                    c,
+                    guard,
+                    val: vs,
+                } => {
+                    let ov = o.map(|o| off[&o]);
+                    let mut v = val!(*vs);
+                    if let Some(g) = guard {
+                        let gv = val!(*g);
+                        let nz = b.ins().fcmp(FloatCC::NotEqual, gv, fzero);
+                        v = b.ins().select(nz, v, fzero);
+                    }
+                    let addr = addr_of(&mut b, win_base[*target], ov, *c);
+                    let old = b.ins().load(types::F64, mem, addr, 0);
+                    let new = b.ins().fadd(old, v);
+                    b.ins().store(mem, new, addr, 0);
+                }
+                KOp::F32(_) | KOp::Cast { .. } => unreachable!("not eligible"),
+            }
+        }
+        for (r, root) in k.roots.iter().enumerate() {
+            let v = val!(*root);
+            let addr = b.ins().iadd(root_base[r], e8);
+            b.ins().store(mem, v, addr, 0);
+        }
+        let e1 = b.ins().iadd_imm_u(e, 1);
+        b.ins().jump(head, &[e1.into(), bad.into()]);
+
+        b.switch_to_block(exit);
+        let r = b.block_params(exit)[0];
+        b.ins().return_(&[r]);
+        b.seal_all_blocks();
+        b.finalize(module.target_config());
+    }
+    module.define_function(id, &mut ctx).ok()?;
+    module.clear_context(&mut ctx);
+    module.finalize_definitions().ok()?;
+    let code = module.get_finalized_function(id);
+    // SAFETY: `code` is the function just defined with the `KernelFn` signature (six `i64`
+    // parameters, one `i64` result, the platform's C calling convention).
+    let f = unsafe { std::mem::transmute::<*const u8, KernelFn>(code) };
+    Some(Jit {
+        f,
+        _module: module,
+        _ops1: ops1,
+        _ops2: ops2,
+        _dops: dops,
+    })
+}
+
+/// The first (`w = 0`) or second partial of a binary op: inline for `+ − ×` (constants and
+/// operands, as the rule table has them), a call otherwise.
+#[allow(clippy::too_many_arguments)]
+fn partial(
+    b: &mut FunctionBuilder,
+    op: Op2,
+    w: u64,
+    x: Value,
+    y: Value,
+    one: Value,
+    p: Value,
+    sig: cranelift_codegen::ir::SigRef,
+) -> Value {
+    match (op, w) {
+        (Op2::Add, _) | (Op2::Sub, 0) => one,
+        (Op2::Sub, _) => b.ins().fneg(one),
+        (Op2::Mul, 0) => y,
+        (Op2::Mul, _) => x,
+        _ => {
+            let f = b
+                .ins()
+                .iconst(types::I64, bin_d as *const () as usize as i64);
+            let wv = b.ins().iconst(types::I64, w as i64);
+            let c = b.ins().call_indirect(sig, f, &[p, wv, x, y]);
+            b.inst_results(c)[0]
+        }
+    }
+}
