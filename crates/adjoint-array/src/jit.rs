@@ -7,22 +7,24 @@
 //! SSA values (registers or spills chosen by Cranelift), offsets stay integers, gathers are
 //! loads and scatters load-add-stores into a dense per-chunk window.
 //!
-//! Semantics are the interpreter's, operation for operation: `+ − × ÷`, negation, `sqrt`,
-//! `abs`, the partials of `+ − ×` and `exp`, `AdjMul` and `Select` are emitted inline (the
-//! same IEEE operations); every other rule-table value or partial, and every discrete
-//! operation, calls the same Rust function the interpreter calls. So roots are bit-identical
-//! to the interpreter's; scatter windows receive the same terms, summed element by element
+//! Semantics are the interpreter's, operation for operation: `+ − × ÷`, `max`, `min`,
+//! negation, `sqrt`, `abs`, the partials of `+ − × max min` and `exp`, `AdjMul` and `Select`
+//! are emitted inline (the same IEEE operations; `max`/`min` of two equal zeros returns the
+//! first, where Rust leaves the sign unspecified); every other rule-table value or partial,
+//! and every discrete operation, calls the same Rust function the interpreter calls. So roots
+//! are bit-identical to the interpreter's; scatter windows receive the same terms, summed element by element
 //! instead of node by node (chunk boundaries are unchanged, so results stay bit-identical for
 //! any thread count).
 //!
 //! Not compiled (the interpreter runs them): kernels with `f32` values or casts, kernels whose
-//! scatter targets are larger than [`MAX_WINDOW`] elements (a dense window per chunk would be
-//! too big), and kernels over fewer than [`MIN_ELEMENTS`] elements (compilation would cost
+//! scatter targets are large beside the space (more than [`MAX_WINDOW`] elements and more than
+//! a quarter of the space divided by 16 chunks: a dense window per chunk would cost more than
+//! the interpreter's windows over the touched range), and kernels over fewer than [`MIN_ELEMENTS`] elements (compilation would cost
 //! more than it saves). An index out of bounds is detected in the compiled code (the load then
 //! reads element 0 instead, never outside the array) and the block is re-run by the
 //! interpreter, which reports the error with the index and shape.
 
-use crate::expr::{eval_d1, eval_d2, eval_dd1, eval_dd2, DOp};
+use crate::expr::{eval_dd1, eval_dd2, DOp};
 use crate::kernel::{Comp, KOp, Kernel, Src};
 use adjoint_core::rules::{self, Op1, Op2};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
@@ -33,8 +35,10 @@ use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, Linkage, Module};
 use std::collections::HashMap;
 
-/// Scatter targets up to this many elements get a dense window per chunk.
-pub(crate) const MAX_WINDOW: usize = 1 << 17;
+/// Scatter targets up to this many elements get a dense window per chunk; larger ones too
+/// when the space has at least four elements per window element over its (at most 16)
+/// chunks, so that clearing and adding the windows costs little beside the kernel.
+pub(crate) const MAX_WINDOW: usize = 1 << 13;
 /// Kernels over fewer elements are interpreted.
 pub(crate) const MIN_ELEMENTS: usize = 2048;
 
@@ -127,19 +131,61 @@ impl Jit {
 pub(crate) fn eligible(k: &Kernel) -> bool {
     k.space_total() >= MIN_ELEMENTS
         && !k.target_f32.iter().any(|&t| t)
-        && k.target_lens.iter().all(|&l| l <= MAX_WINDOW)
+        && k.target_lens
+            .iter()
+            .all(|&l| l <= MAX_WINDOW || l * 16 <= k.space_total() * 4)
         && k.ops
             .iter()
             .all(|op| !matches!(op, KOp::F32(_) | KOp::Cast { .. }))
 }
 
+/// `rules::unary(op, x)` with `op` a constant in each arm, so that only the part asked for is
+/// computed (as in the interpreter's loops).
+macro_rules! by_op1 {
+    ($op:expr, $x:expr, $field:ident) => {
+        match $op {
+            Op1::Neg => rules::unary(Op1::Neg, $x).$field,
+            Op1::Recip => rules::unary(Op1::Recip, $x).$field,
+            Op1::Sqrt => rules::unary(Op1::Sqrt, $x).$field,
+            Op1::Exp => rules::unary(Op1::Exp, $x).$field,
+            Op1::Ln => rules::unary(Op1::Ln, $x).$field,
+            Op1::Sin => rules::unary(Op1::Sin, $x).$field,
+            Op1::Cos => rules::unary(Op1::Cos, $x).$field,
+            Op1::Tanh => rules::unary(Op1::Tanh, $x).$field,
+            Op1::Abs => rules::unary(Op1::Abs, $x).$field,
+            Op1::Ln1p => rules::unary(Op1::Ln1p, $x).$field,
+            Op1::ExpM1 => rules::unary(Op1::ExpM1, $x).$field,
+            Op1::Atan => rules::unary(Op1::Atan, $x).$field,
+            Op1::Erf => rules::unary(Op1::Erf, $x).$field,
+            op => rules::unary(op, $x).$field,
+        }
+    };
+}
+
+/// `rules::binary(op, x, y)`, one constant `op` per arm.
+macro_rules! by_op2 {
+    ($op:expr, $x:expr, $y:expr, $field:ident) => {
+        match $op {
+            Op2::Add => rules::binary(Op2::Add, $x, $y).$field,
+            Op2::Sub => rules::binary(Op2::Sub, $x, $y).$field,
+            Op2::Mul => rules::binary(Op2::Mul, $x, $y).$field,
+            Op2::Div => rules::binary(Op2::Div, $x, $y).$field,
+            Op2::Powf => rules::binary(Op2::Powf, $x, $y).$field,
+            Op2::Atan2 => rules::binary(Op2::Atan2, $x, $y).$field,
+            Op2::Min => rules::binary(Op2::Min, $x, $y).$field,
+            Op2::Max => rules::binary(Op2::Max, $x, $y).$field,
+            Op2::Hypot => rules::binary(Op2::Hypot, $x, $y).$field,
+        }
+    };
+}
+
 extern "C" fn un_val(op: *const Op1, x: f64) -> f64 {
     // SAFETY: `op` points into the `Jit`'s operation table, alive while its code runs.
-    rules::unary(unsafe { *op }, x).value
+    by_op1!(unsafe { *op }, x, value)
 }
 extern "C" fn un_d(op: *const Op1, x: f64) -> f64 {
     // SAFETY: as in `un_val`.
-    eval_d1(unsafe { *op }, x)
+    by_op1!(unsafe { *op }, x, d)
 }
 extern "C" fn un_dd(op: *const Op1, x: f64) -> f64 {
     // SAFETY: as in `un_val`.
@@ -147,11 +193,16 @@ extern "C" fn un_dd(op: *const Op1, x: f64) -> f64 {
 }
 extern "C" fn bin_val(op: *const Op2, x: f64, y: f64) -> f64 {
     // SAFETY: as in `un_val`.
-    rules::binary(unsafe { *op }, x, y).value
+    by_op2!(unsafe { *op }, x, y, value)
 }
 extern "C" fn bin_d(op: *const Op2, w: u64, x: f64, y: f64) -> f64 {
     // SAFETY: as in `un_val`.
-    eval_d2(unsafe { *op }, w as u8, x, y)
+    let op = unsafe { *op };
+    if w == 0 {
+        by_op2!(op, x, y, dx)
+    } else {
+        by_op2!(op, x, y, dy)
+    }
 }
 extern "C" fn bin_dd(op: *const Op2, w: u64, x: f64, y: f64) -> f64 {
     // SAFETY: as in `un_val`.
@@ -271,6 +322,7 @@ pub(crate) fn compile(k: &Kernel) -> Option<Jit> {
         let mut bad = bad_in;
         let fzero = b.ins().f64const(0.0);
         let fone = b.ins().f64const(1.0);
+        let vzero = b.ins().splat(types::F64X2, fzero);
         let (mut i1, mut i2, mut id_) = (0usize, 0usize, 0usize);
         macro_rules! val {
             ($s:expr) => {
@@ -369,6 +421,7 @@ pub(crate) fn compile(k: &Kernel) -> Option<Jit> {
                         Op2::Sub => b.ins().fsub(x, y),
                         Op2::Mul => b.ins().fmul(x, y),
                         Op2::Div => b.ins().fdiv(x, y),
+                        Op2::Max | Op2::Min => max_min(&mut b, *op == Op2::Max, x, y),
                         _ => {
                             let f = fn_ptr(&mut b, bin_val as *const () as usize);
                             let c = b.ins().call_indirect(sig_i_ff, f, &[p, x, y]);
@@ -407,11 +460,17 @@ pub(crate) fn compile(k: &Kernel) -> Option<Jit> {
                 }
                 KOp::AdjMul { g, d, dst } => {
                     // `+0` where the adjoint is zero, else `g·d` (`expr::adj_mul`)
+                    // as a mask in a vector register (`cmpneqpd`, `andpd`): a scalar
+                    // `select` on a float compare becomes two branches per node
                     let gv = val!(*g);
                     let dv = val!(*d);
                     let m = b.ins().fmul(gv, dv);
-                    let nz = b.ins().fcmp(FloatCC::NotEqual, gv, fzero);
-                    let v = b.ins().select(nz, m, fzero);
+                    let g2 = b.ins().splat(types::F64X2, gv);
+                    let mask = b.ins().fcmp(FloatCC::NotEqual, g2, vzero);
+                    let mask = b.ins().bitcast(types::F64X2, MemFlagsData::new(), mask);
+                    let m2 = b.ins().splat(types::F64X2, m);
+                    let v2 = b.ins().band(m2, mask);
+                    let v = b.ins().extractlane(v2, 0);
                     slot.insert(*dst, v);
                 }
                 KOp::Disc {
@@ -544,6 +603,22 @@ pub(crate) fn compile(k: &Kernel) -> Option<Jit> {
     })
 }
 
+/// `x.max(y)` (`x.min(y)`) as Rust computes it: the other operand where one is NaN.
+fn max_min(b: &mut FunctionBuilder, max: bool, x: Value, y: Value) -> Value {
+    let pick_y = b.ins().fcmp(
+        if max {
+            FloatCC::LessThan
+        } else {
+            FloatCC::GreaterThan
+        },
+        x,
+        y,
+    );
+    let x_nan = b.ins().fcmp(FloatCC::Unordered, x, x);
+    let pick_y = b.ins().bor(pick_y, x_nan);
+    b.ins().select(pick_y, y, x)
+}
+
 /// The first (`w = 0`) or second partial of a binary op: inline for `+ − ×` (constants and
 /// operands, as the rule table has them), a call otherwise.
 #[allow(clippy::too_many_arguments)]
@@ -562,6 +637,35 @@ fn partial(
         (Op2::Sub, _) => b.ins().fneg(one),
         (Op2::Mul, 0) => y,
         (Op2::Mul, _) => x,
+        (Op2::Max | Op2::Min, _) => {
+            // the rule table: the larger (smaller) operand gets 1, a tie ½ each, and
+            // against a NaN the non-NaN operand's partial is 1
+            let (gt, lt) = if op == Op2::Max {
+                (FloatCC::GreaterThan, FloatCC::LessThan)
+            } else {
+                (FloatCC::LessThan, FloatCC::GreaterThan)
+            };
+            let take_x = b.ins().fcmp(gt, x, y);
+            let take_y = b.ins().fcmp(lt, x, y);
+            let tie = b.ins().fcmp(FloatCC::Equal, x, y);
+            let x_nan = b.ins().fcmp(FloatCC::Unordered, x, x);
+            let zero = b.ins().f64const(0.0);
+            let half = b.ins().f64const(0.5);
+            let (mine, other) = if w == 0 {
+                (take_x, take_y)
+            } else {
+                (take_y, take_x)
+            };
+            // neither wins, no tie: a NaN is involved; x's partial is 0 when x is NaN
+            let nan_case = if w == 0 {
+                b.ins().select(x_nan, zero, one)
+            } else {
+                b.ins().select(x_nan, one, zero)
+            };
+            let v = b.ins().select(tie, half, nan_case);
+            let v = b.ins().select(other, zero, v);
+            b.ins().select(mine, one, v)
+        }
         _ => {
             let f = b
                 .ins()

@@ -387,4 +387,32 @@ impl Ba {
         let mut out = self.program.run(&[cams, x, w, feats, obs])?;
         Ok(out.swap_remove(0).into_data())
     }
+
+    /// [`blocks`](Ba::blocks) into the caller's buffer (resized as needed), so that a
+    /// Jacobian rebuilt many times reuses its memory
+    /// ([`Program::run_into`](crate::Program::run_into)).
+    ///
+    /// ```
+    /// use adjoint_array::models::Ba;
+    /// let ba = Ba::new(1, 1, 1).unwrap();
+    /// let cam = [0.1, -0.2, 0.3, 0.0, 0.1, -5.0, 400.0, 5.0, -8.0, 0.08, 0.002];
+    /// let args = (&cam, [1.0, 2.0, 3.0], [0.5], [270.0, 830.0], [0.0, 0.0]);
+    /// let mut out = Vec::new();
+    /// ba.blocks_into(args.0, &args.1, &args.2, &args.3, &args.4, &mut out).unwrap();
+    /// assert_eq!(out, ba.blocks(args.0, &args.1, &args.2, &args.3, &args.4).unwrap());
+    /// ```
+    pub fn blocks_into(
+        &self,
+        cams: &[f64],
+        x: &[f64],
+        w: &[f64],
+        feats: &[f64],
+        obs: &[f64],
+        out: &mut Vec<f64>,
+    ) -> Result<()> {
+        let mut outs = vec![std::mem::take(out)];
+        let r = self.program.run_into(&[cams, x, w, feats, obs], &mut outs);
+        *out = outs.pop().expect("one output");
+        r
+    }
 }

@@ -219,3 +219,50 @@ fn compiled_kernels_are_bit_identical_for_any_thread_count() {
     assert_eq!(bits(&g1.grads[0]), bits(&g2.grads[0]));
     assert_eq!(bits(&g1.grads[0]), bits(&g3.grads[0]));
 }
+
+#[test]
+fn a_branch_not_taken_contributes_no_nan() {
+    // sqrt's partial is NaN below zero and ∞ at zero: the branch not taken meets a zero
+    // adjoint, which must stay zero (`AdjMul`), compiled as interpreted.
+    let n = 4000;
+    let mut x = data(n, 21);
+    x[7] = 0.0;
+    let (j, i) = both(n, |_, a| {
+        a.map(|v| cond(v.gt(0.0), v.sqrt() * 2.0, v * v)).sum()
+    });
+    let g = agree(&j, &i, &x);
+    assert!(
+        g.iter().all(|d| d.is_finite()),
+        "a NaN leaked into the gradient"
+    );
+    close_to_forward(&g, &x, |v| {
+        v.iter().fold(Dual64::constant(0.0), |s, &v| {
+            s + if v.re > 0.0 { v.sqrt() * 2.0 } else { v * v }
+        })
+    });
+}
+
+#[test]
+fn max_and_min_ties_split_the_adjoint_as_the_rule_table_says() {
+    let n = 3000;
+    // every third element ties with the constant
+    let x: Vec<f64> = data(n, 4)
+        .iter()
+        .enumerate()
+        .map(|(k, &v)| if k % 3 == 0 { 0.5 } else { v })
+        .collect();
+    let (j, i) = both(n, |_, a| {
+        a.map(|v| v.max(lit(0.5)) * 3.0 + v.min(lit(0.5))).sum()
+    });
+    let g = agree(&j, &i, &x);
+    for (k, (&d, &v)) in g.iter().zip(&x).enumerate() {
+        let want = if v == 0.5 {
+            0.5 * 3.0 + 0.5
+        } else if v > 0.5 {
+            3.0
+        } else {
+            1.0
+        };
+        assert_eq!(d, want, "element {k} at {v}");
+    }
+}
