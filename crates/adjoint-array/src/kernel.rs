@@ -3,7 +3,10 @@
 //! A [`Kernel`] is an expression DAG compiled for an iteration space: each node becomes one
 //! operation over a *block* of elements (64–1024, chosen from the number of live buffers), with
 //! its result in a small buffer (a slot, reused once the node is dead). Interpretation overhead
-//! is one `match` per node per block; the loops inside are tight and vectorisable.
+//! is one `match` per node per block; the loops inside are tight and vectorisable. A large
+//! `f64` kernel runs the same operation list compiled to native code instead
+//! ([`crate::jit`]): `Eval::run` calls it, and falls back to the interpreter for a block in
+//! which it found an index out of bounds (to report it).
 //!
 //! Work is split into chunks whose boundaries depend only on the sizes; chunks run on rayon's
 //! pool and their results (outputs, row partial sums, scatter windows) are combined in chunk

@@ -27,9 +27,12 @@
 //! producers are stored unless they cost at most [`Builder::set_recompute_threshold`]
 //! operations) and returns a [`Program`], run many times on new inputs
 //! ([`Program::run`]). Each kernel evaluates its expression DAG over blocks of 64–1024
-//! elements, one small buffer per live node, so interpretation costs one dispatch per node per
-//! block and the loops are tight. Work is split into chunks that depend only on the sizes and
-//! combined in chunk order: results are bit-identical for any number of threads.
+//! elements: a kernel over at least 2048 `f64` elements is compiled to native code with
+//! Cranelift on its first run (one loop over the block's elements, intermediates in
+//! registers); smaller ones are interpreted, one tight loop per node per block
+//! ([`Builder::set_jit`] chooses; the values are the same). Work is split into chunks that
+//! depend only on the sizes and combined in chunk order: results are bit-identical for any
+//! number of threads.
 //!
 //! **Gradients.** [`Program::gradient_a`] (one scalar output) runs the primal pass, keeping the
 //! arrays it materialised, then walks the nodes backwards accumulating adjoint arrays: an
