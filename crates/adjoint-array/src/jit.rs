@@ -42,9 +42,9 @@ pub(crate) const MAX_WINDOW: usize = 1 << 13;
 /// Kernels over fewer elements are interpreted.
 pub(crate) const MIN_ELEMENTS: usize = 2048;
 
-/// `fn(start, len, params, arrays, roots, windows) -> bad`: evaluate elements
-/// `start..start + len` of the space; `params[p]` and `roots[r]` point at this block's
-/// slices, `arrays[a]` at a read array's data, `windows[t]` at a dense window over a scatter
+/// `fn(start, len, params, arrays, roots, root_strides, windows) -> bad`: evaluate elements
+/// `start..start + len` of the space; `params[p]` points at this block's slice, root `r` of
+/// element `e` is stored at byte `roots[r] + e·root_strides[r]`, `arrays[a]` at a read array's data, `windows[t]` at a dense window over a scatter
 /// target. Returns 1 if an index was out of bounds (nothing was read or written outside the
 /// arrays), else 0.
 type KernelFn = unsafe extern "C" fn(
@@ -53,6 +53,7 @@ type KernelFn = unsafe extern "C" fn(
     *const *const f64,
     *const *const f64,
     *const *mut f64,
+    *const u64,
     *const *mut f64,
 ) -> u64;
 
@@ -82,7 +83,8 @@ impl Jit {
     /// Run the compiled loop over one block. Returns `false` if an index was out of bounds.
     ///
     /// The caller guarantees what the generated code assumes: every `params[p]` has at least
-    /// `len` elements, every root buffer at least `len`, `arrays[a]` is the array the kernel
+    /// `len` elements, each root `(ptr, stride)` may be written at `ptr + e·stride` (in
+    /// elements) for `e < len`, `arrays[a]` is the array the kernel
     /// was compiled for (its length is the product of the shape the offsets were built from),
     /// and `windows[t]` is dense over the whole scatter target.
     #[allow(clippy::too_many_arguments)]
@@ -93,7 +95,7 @@ impl Jit {
         len: usize,
         params: &[&[f64]],
         arrays: &[&[f64]],
-        roots: &[*mut f64],
+        roots: &[(*mut f64, usize)],
         windows: &[*mut f64],
     ) -> bool {
         assert!(params.iter().all(|p| p.len() >= len), "a short parameter");
@@ -107,10 +109,12 @@ impl Jit {
         }
         assert_eq!(windows.len(), k.targets.len(), "windows");
         let pp: Vec<*const f64> = params.iter().map(|p| p.as_ptr()).collect();
+        let rp: Vec<*mut f64> = roots.iter().map(|r| r.0).collect();
+        let rs: Vec<u64> = roots.iter().map(|r| (r.1 * 8) as u64).collect();
         let ap: Vec<*const f64> = arrays.iter().map(|a| a.as_ptr()).collect();
-        // SAFETY: the assertions above and the caller's guarantees (root buffers of at least
-        // `len` elements, dense windows of the targets' lengths) are exactly what the code
-        // reads and writes: elements `0..len` of params and roots, elements of arrays and
+        // SAFETY: the assertions above and the caller's guarantees (root destinations writable
+        // at `e·stride` for `e < len`, dense windows of the targets' lengths) are exactly what
+        // the code reads and writes: elements `0..len` of params, those root elements, elements of arrays and
         // windows at offsets that were bounds-checked against their shapes (an offset that
         // fails the check is replaced by 0 and reported).
         let bad = unsafe {
@@ -119,7 +123,8 @@ impl Jit {
                 len as u64,
                 pp.as_ptr(),
                 ap.as_ptr(),
-                roots.as_ptr(),
+                rp.as_ptr(),
+                rs.as_ptr(),
                 windows.as_ptr(),
             )
         };
@@ -230,7 +235,7 @@ pub(crate) fn compile(k: &Kernel) -> Option<Jit> {
     let mut ctx = module.make_context();
     let mut fctx = FunctionBuilderContext::new();
     let mut sig = module.make_signature();
-    for _ in 0..6 {
+    for _ in 0..7 {
         sig.params.push(AbiParam::new(types::I64));
     }
     sig.returns.push(AbiParam::new(types::I64));
@@ -285,7 +290,8 @@ pub(crate) fn compile(k: &Kernel) -> Option<Jit> {
 
         b.switch_to_block(entry);
         let a = b.block_params(entry).to_vec();
-        let (start, len, pparams, parrays, proots, pwins) = (a[0], a[1], a[2], a[3], a[4], a[5]);
+        let (start, len, pparams, parrays, proots, pstrides, pwins) =
+            (a[0], a[1], a[2], a[3], a[4], a[5], a[6]);
         let mem = MemFlagsData::trusted();
         let nparams = k.params.len();
         let param_base: Vec<Value> = (0..nparams)
@@ -296,6 +302,9 @@ pub(crate) fn compile(k: &Kernel) -> Option<Jit> {
             .collect();
         let root_base: Vec<Value> = (0..k.roots.len())
             .map(|i| b.ins().load(types::I64, mem, proots, (i * 8) as i32))
+            .collect();
+        let root_stride: Vec<Value> = (0..k.roots.len())
+            .map(|i| b.ins().load(types::I64, mem, pstrides, (i * 8) as i32))
             .collect();
         let win_base: Vec<Value> = (0..k.targets.len())
             .map(|i| b.ins().load(types::I64, mem, pwins, (i * 8) as i32))
@@ -575,7 +584,8 @@ pub(crate) fn compile(k: &Kernel) -> Option<Jit> {
         }
         for (r, root) in k.roots.iter().enumerate() {
             let v = val!(*root);
-            let addr = b.ins().iadd(root_base[r], e8);
+            let at = b.ins().imul(e, root_stride[r]);
+            let addr = b.ins().iadd(root_base[r], at);
             b.ins().store(mem, v, addr, 0);
         }
         let e1 = b.ins().iadd_imm_u(e, 1);

@@ -1106,35 +1106,82 @@ impl<'k> Eval<'k> {
         arrays: &[&[f64]],
     ) -> Result<()> {
         debug_assert!(len <= self.k.block);
-        let k = self.k;
-        if let Some(jit) = self.jit.clone() {
-            let scratch = self.scratch.as_mut_ptr();
+        if self.jit.is_some() {
             let slots: Vec<*mut f64> = self.bufs.iter_mut().map(|b| b.as_mut_ptr()).collect();
-            let roots: Vec<*mut f64> = k
+            let scratch = self.scratch.as_mut_ptr();
+            let roots: Vec<(*mut f64, usize)> = self
+                .k
                 .roots
                 .iter()
                 .map(|r| match r {
-                    Src::S(s) => slots[*s as usize],
-                    Src::P(_) => scratch,
+                    Src::S(s) => (slots[*s as usize], 1),
+                    Src::P(_) => (scratch, 1),
                 })
                 .collect();
-            let wins: Vec<*mut f64> = self
-                .windows
-                .iter_mut()
-                .map(|w| w.data.as_mut_ptr())
-                .collect();
-            assert!(
-                len <= k.block && self.scratch.len() >= len,
-                "a block too long"
-            );
-            if jit.run(k, start, len, params, arrays, &roots, &wins) {
-                return Ok(());
-            }
-            // An index out of bounds: the interpreter finds it and reports it.
-            self.interpret(start, len, params, arrays)?;
-            panic!("adjoint::array: the compiled kernel reported an index out of bounds that the interpreter did not find");
+            return self.run_compiled(start, len, params, arrays, &roots);
         }
         self.interpret(start, len, params, arrays)
+    }
+
+    /// Whether this evaluator runs compiled code (then [`Eval::run_into`] can store roots
+    /// straight into the caller's outputs).
+    pub(crate) fn compiled(&self) -> bool {
+        self.jit.is_some()
+    }
+
+    /// Evaluate a block with the compiled kernel, storing the roots straight into the
+    /// caller's outputs: output `o` holds the block's elements interleaved, root `groups[o][j]`
+    /// of element `e` at `outs[o][e·w + j]` (`w = groups[o].len()`, `outs[o].len() = len·w`).
+    /// Roots in no group are stored nowhere the caller reads. Only for a compiled evaluator,
+    /// and no root in two groups.
+    pub(crate) fn run_into(
+        &mut self,
+        start: usize,
+        len: usize,
+        params: &[&[f64]],
+        arrays: &[&[f64]],
+        groups: &[Vec<usize>],
+        outs: &mut [&mut [f64]],
+    ) -> Result<()> {
+        let scratch = self.scratch.as_mut_ptr();
+        let mut roots: Vec<(*mut f64, usize)> = vec![(scratch, 1); self.k.roots.len()];
+        for (g, out) in groups.iter().zip(outs.iter_mut()) {
+            let w = g.len();
+            assert_eq!(out.len(), len * w, "an output block of the wrong length");
+            let base = out.as_mut_ptr();
+            for (j, &r) in g.iter().enumerate() {
+                // element e of root r goes to out[e·w + j] (< len·w): within `out`
+                roots[r] = (base.wrapping_add(j), w);
+            }
+        }
+        self.run_compiled(start, len, params, arrays, &roots)
+    }
+
+    fn run_compiled(
+        &mut self,
+        start: usize,
+        len: usize,
+        params: &[&[f64]],
+        arrays: &[&[f64]],
+        roots: &[(*mut f64, usize)],
+    ) -> Result<()> {
+        let k = self.k;
+        let jit = self.jit.clone().expect("a compiled kernel");
+        let wins: Vec<*mut f64> = self
+            .windows
+            .iter_mut()
+            .map(|w| w.data.as_mut_ptr())
+            .collect();
+        assert!(
+            len <= k.block && self.scratch.len() >= len && roots.len() == k.roots.len(),
+            "a block too long"
+        );
+        if jit.run(k, start, len, params, arrays, roots, &wins) {
+            return Ok(());
+        }
+        // An index out of bounds: the interpreter finds it and reports it.
+        self.interpret(start, len, params, arrays)?;
+        panic!("adjoint::array: the compiled kernel reported an index out of bounds that the interpreter did not find");
     }
 
     fn interpret(
@@ -1616,6 +1663,12 @@ pub(crate) fn run_store(
     outs: &mut [Vec<f64>],
 ) -> Result<Vec<Vec<Window>>> {
     let ch = k.chunks();
+    // Compiled kernels store straight into the outputs when no root feeds two outputs.
+    let mut seen = vec![false; k.roots.len()];
+    let direct = groups
+        .iter()
+        .flatten()
+        .all(|&r| !std::mem::replace(&mut seen[r], true));
     // Split every output into per-chunk pieces.
     let mut pieces: Vec<Vec<&mut [f64]>> = (0..ch.len()).map(|_| Vec::new()).collect();
     for (g, out) in groups.iter().zip(outs.iter_mut()) {
@@ -1638,6 +1691,17 @@ pub(crate) fn run_store(
                 let len = (hi - s).min(k.block);
                 pbuf.clear();
                 pbuf.extend(inp.params.iter().map(|p| &p[s..s + len]));
+                if ev.compiled() && direct {
+                    // compiled code stores the roots straight into the outputs
+                    let mut blocks: Vec<&mut [f64]> = groups
+                        .iter()
+                        .zip(outs.iter_mut())
+                        .map(|(g, out)| &mut out[(s - lo) * g.len()..(s - lo + len) * g.len()])
+                        .collect();
+                    ev.run_into(s, len, &pbuf, &inp.arrays, groups, &mut blocks)?;
+                    s += len;
+                    continue;
+                }
                 ev.run(s, len, &pbuf, &inp.arrays)?;
                 for (g, out) in groups.iter().zip(outs.iter_mut()) {
                     let w = g.len();

@@ -266,3 +266,37 @@ fn max_and_min_ties_split_the_adjoint_as_the_rule_table_says() {
         assert_eq!(d, want, "element {k} at {v}");
     }
 }
+
+#[test]
+fn several_outputs_per_element_are_stored_in_place() {
+    // `generate_n`: the compiled kernel stores its three roots interleaved straight into the
+    // output, beside a second output from the same program.
+    let n = 2500;
+    let x = data(n, 13);
+    let mk = |jit: bool| {
+        let b = Builder::new();
+        b.set_jit(jit);
+        let a = b.input(&[n]);
+        let g = b.generate_n(&[n], 3, |i| {
+            let v = a.at(&[i[0]]);
+            let w = a.at(&[(i[0] + 1.0).min((n - 1) as f64)]);
+            vec![v * w, v.sin() + w, (v - w).exp()]
+        });
+        let m = a.map(|v| v * 2.0 + 1.0);
+        b.build(&[&g, &m]).expect("build")
+    };
+    let (j, i) = (mk(true), mk(false));
+    let oj = j.run(&[&x]).expect("run");
+    let oi = i.run(&[&x]).expect("run");
+    assert_eq!(oj.len(), 2);
+    for (a, b) in oj.iter().zip(&oi) {
+        assert_eq!(bits(a.data()), bits(b.data()));
+    }
+    for e in [0, 1, 1234, n - 1] {
+        let (v, w) = (x[e], x[(e + 1).min(n - 1)]);
+        assert_eq!(oj[0].data()[3 * e], v * w);
+        assert_eq!(oj[0].data()[3 * e + 1], v.sin() + w);
+        assert_eq!(oj[0].data()[3 * e + 2], (v - w).exp());
+        assert_eq!(oj[1].data()[e], x[e] * 2.0 + 1.0);
+    }
+}
