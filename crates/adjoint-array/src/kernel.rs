@@ -1048,43 +1048,57 @@ macro_rules! disc_loop {
 
 impl<'k> Eval<'k> {
     pub(crate) fn new(k: &'k Kernel) -> Self {
-        let mut bufs = vec![Vec::new(); k.nslots];
-        for b in bufs.iter_mut() {
-            *b = vec![0.0; k.block];
-        }
-        for &(s, v) in &k.consts {
-            bufs[s as usize].fill(v);
-        }
-        let mut offs = vec![Vec::new(); k.nslots];
-        for op in &k.ops {
-            if let KOp::Offset { dst, .. } = op {
-                offs[*dst as usize] = vec![0; k.block];
+        let jit = k.compiled();
+        let mut ev = Eval {
+            k,
+            bufs: vec![Vec::new(); k.nslots],
+            offs: vec![Vec::new(); k.nslots],
+            range: vec![(0, 0); k.nslots],
+            windows: Vec::new(),
+            scratch: Vec::new(),
+            jit,
+        };
+        match ev.jit {
+            Some(_) => {
+                // Compiled code keeps its intermediates in registers: only the slots of roots
+                // (read back by `get`) need buffers; the interpreter's are made if a block
+                // must be re-run to report an error.
+                for r in &k.roots {
+                    if let Src::S(s) = r {
+                        ev.bufs[*s as usize] = vec![0.0; k.block];
+                    }
+                }
+                ev.scratch = vec![0.0; k.block];
+                ev.windows = k
+                    .target_lens
+                    .iter()
+                    .map(|&n| Window {
+                        lo: 0,
+                        data: vec![0.0; n],
+                    })
+                    .collect();
+            }
+            None => {
+                ev.interpreter_buffers();
+                ev.windows = vec![Window::default(); k.targets.len()];
             }
         }
-        let jit = k.compiled();
-        let windows = match jit {
-            Some(_) => k
-                .target_lens
-                .iter()
-                .map(|&n| Window {
-                    lo: 0,
-                    data: vec![0.0; n],
-                })
-                .collect(),
-            None => vec![Window::default(); k.targets.len()],
-        };
-        Eval {
-            k,
-            bufs,
-            offs,
-            range: vec![(0, 0); k.nslots],
-            windows,
-            scratch: if jit.is_some() {
-                vec![0.0; k.block]
-            } else {
-                Vec::new()
-            },
-            jit,
+        ev
+    }
+
+    /// Slot and offset buffers for the interpreter, constants filled in.
+    fn interpreter_buffers(&mut self) {
+        let k = self.k;
+        for b in self.bufs.iter_mut() {
+            b.resize(k.block, 0.0);
+        }
+        for &(s, v) in &k.consts {
+            self.bufs[s as usize].fill(v);
+        }
+        for op in &k.ops {
+            if let KOp::Offset { dst, .. } = op {
+                self.offs[*dst as usize] = vec![0; k.block];
+            }
         }
     }
 
@@ -1180,6 +1194,7 @@ impl<'k> Eval<'k> {
             return Ok(());
         }
         // An index out of bounds: the interpreter finds it and reports it.
+        self.interpreter_buffers();
         self.interpret(start, len, params, arrays)?;
         panic!("adjoint::array: the compiled kernel reported an index out of bounds that the interpreter did not find");
     }
