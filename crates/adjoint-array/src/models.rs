@@ -384,8 +384,9 @@ impl Ba {
         feats: &[f64],
         obs: &[f64],
     ) -> Result<Vec<f64>> {
-        let mut out = self.program.run(&[cams, x, w, feats, obs])?;
-        Ok(out.swap_remove(0).into_data())
+        let mut out = Vec::new();
+        self.blocks_into(cams, x, w, feats, obs, &mut out)?;
+        Ok(out)
     }
 
     /// [`blocks`](Ba::blocks) into the caller's buffer (resized as needed), so that a
