@@ -25,7 +25,7 @@
 //! interpreter, which reports the error with the index and shape.
 
 use crate::expr::{eval_dd1, eval_dd2, DOp};
-use crate::kernel::{Comp, KOp, Kernel, Src};
+use crate::kernel::{Comp, KOp, Kernel, Src, Window};
 use adjoint_core::rules::{self, Op1, Op2};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{types, AbiParam, InstBuilder, MemFlagsData, Signature, Value};
@@ -82,13 +82,16 @@ impl std::fmt::Debug for Jit {
 impl Jit {
     /// Run the compiled loop over one block. Returns `false` if an index was out of bounds.
     ///
-    /// The caller guarantees what the generated code assumes: every `params[p]` has at least
-    /// `len` elements, each root `(ptr, stride)` may be written at `ptr + e·stride` (in
-    /// elements) for `e < len`, `arrays[a]` is the array the kernel
-    /// was compiled for (its length is the product of the shape the offsets were built from),
-    /// and `windows[t]` is dense over the whole scatter target.
+    /// Parameters, read arrays and windows are checked here (lengths, counts, dense windows
+    /// over their targets).
+    ///
+    /// # Safety
+    ///
+    /// Each root `(ptr, stride)` must be valid for writes of `f64` at `ptr + e·stride`
+    /// (in elements) for every `e < len`, and no other reference may use those elements during
+    /// the call.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn run(
+    pub(crate) unsafe fn run(
         &self,
         k: &Kernel,
         start: usize,
@@ -96,8 +99,9 @@ impl Jit {
         params: &[&[f64]],
         arrays: &[&[f64]],
         roots: &[(*mut f64, usize)],
-        windows: &[*mut f64],
+        windows: &mut [Window],
     ) -> bool {
+        assert!(params.len() >= k.params.len(), "missing parameters");
         assert!(params.iter().all(|p| p.len() >= len), "a short parameter");
         assert_eq!(arrays.len(), k.array_shapes.len(), "read arrays");
         for (a, s) in arrays.iter().zip(&k.array_shapes) {
@@ -107,16 +111,24 @@ impl Jit {
                 "a read array's length"
             );
         }
+        assert_eq!(roots.len(), k.roots.len(), "roots");
         assert_eq!(windows.len(), k.targets.len(), "windows");
+        for (w, &n) in windows.iter().zip(&k.target_lens) {
+            assert!(
+                w.lo == 0 && w.data.len() == n,
+                "a window not dense over its target"
+            );
+        }
         let pp: Vec<*const f64> = params.iter().map(|p| p.as_ptr()).collect();
+        let ap: Vec<*const f64> = arrays.iter().map(|a| a.as_ptr()).collect();
         let rp: Vec<*mut f64> = roots.iter().map(|r| r.0).collect();
         let rs: Vec<u64> = roots.iter().map(|r| (r.1 * 8) as u64).collect();
-        let ap: Vec<*const f64> = arrays.iter().map(|a| a.as_ptr()).collect();
-        // SAFETY: the assertions above and the caller's guarantees (root destinations writable
-        // at `e·stride` for `e < len`, dense windows of the targets' lengths) are exactly what
-        // the code reads and writes: elements `0..len` of params, those root elements, elements of arrays and
-        // windows at offsets that were bounds-checked against their shapes (an offset that
-        // fails the check is replaced by 0 and reported).
+        let wp: Vec<*mut f64> = windows.iter_mut().map(|w| w.data.as_mut_ptr()).collect();
+        // SAFETY: the generated code reads elements `0..len` of each parameter (asserted
+        // long enough), elements of the read arrays and writes elements of the windows at
+        // offsets bounds-checked against the shapes the arrays and windows were just checked
+        // to have (an offset failing the check is replaced by 0 and reported), and writes the
+        // roots where the caller guarantees it may.
         let bad = unsafe {
             (self.f)(
                 start as u64,
@@ -125,7 +137,7 @@ impl Jit {
                 ap.as_ptr(),
                 rp.as_ptr(),
                 rs.as_ptr(),
-                windows.as_ptr(),
+                wp.as_ptr(),
             )
         };
         bad == 0

@@ -1181,16 +1181,15 @@ impl<'k> Eval<'k> {
     ) -> Result<()> {
         let k = self.k;
         let jit = self.jit.clone().expect("a compiled kernel");
-        let wins: Vec<*mut f64> = self
-            .windows
-            .iter_mut()
-            .map(|w| w.data.as_mut_ptr())
-            .collect();
         assert!(
-            len <= k.block && self.scratch.len() >= len && roots.len() == k.roots.len(),
+            len <= k.block && self.scratch.len() >= len,
             "a block too long"
         );
-        if jit.run(k, start, len, params, arrays, roots, &wins) {
+        // SAFETY: every root destination is writable for the block: a slot buffer or the
+        // scratch buffer (`block ≥ len` elements, stride 1), or an output block of `len·w`
+        // elements written at `j + e·w` (`j < w`), as `run`/`run_into` built them; the
+        // windows are owned by this evaluator and not borrowed elsewhere.
+        if unsafe { jit.run(k, start, len, params, arrays, roots, &mut self.windows) } {
             return Ok(());
         }
         // An index out of bounds: the interpreter finds it and reports it.
