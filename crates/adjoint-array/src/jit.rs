@@ -60,7 +60,8 @@ type KernelFn = unsafe extern "C" fn(
 /// A compiled kernel. Holds the code (and the operation tables its calls point into).
 pub(crate) struct Jit {
     f: KernelFn,
-    _module: JITModule,
+    /// the code's memory (freed on drop; `None` only during drop)
+    module: Option<JITModule>,
     _ops1: Box<[Op1]>,
     _ops2: Box<[Op2]>,
     _dops: Box<[DOp]>,
@@ -72,6 +73,16 @@ pub(crate) struct Jit {
 unsafe impl Send for Jit {}
 // SAFETY: as above: no interior mutability is reachable through `&Jit`.
 unsafe impl Sync for Jit {}
+
+impl Drop for Jit {
+    fn drop(&mut self) {
+        if let Some(m) = self.module.take() {
+            // SAFETY: `f` points into this module's memory and is only called through `&self`
+            // (`Jit::run`), so no call can be running or start after the `Jit` is dropped.
+            unsafe { m.free_memory() };
+        }
+    }
+}
 
 impl std::fmt::Debug for Jit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -618,7 +629,7 @@ pub(crate) fn compile(k: &Kernel) -> Option<Jit> {
     let f = unsafe { std::mem::transmute::<*const u8, KernelFn>(code) };
     Some(Jit {
         f,
-        _module: module,
+        module: Some(module),
         _ops1: ops1,
         _ops2: ops2,
         _dops: dops,
