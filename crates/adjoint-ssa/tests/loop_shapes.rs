@@ -19,6 +19,21 @@ fn check(name: &str, g: &[f64], want: &[f64]) {
     }
 }
 
+/// A one-slice function: the macro's gradient, its value against the user function, and the
+/// gradient against forward mode over the generic reference.
+fn check_slice(
+    name: &str,
+    x: &[f64],
+    grad: fn(&[f64], &mut [f64]) -> f64,
+    primal: fn(&[f64]) -> f64,
+    reference: fn(&[Dual<f64>]) -> Dual<f64>,
+) {
+    let mut g = vec![0.0; x.len()];
+    let v = grad(x, &mut g);
+    assert_eq!(v, primal(x), "{name}: value");
+    check(name, &g, &forward::gradient(reference, x));
+}
+
 #[differentiable]
 fn step_two(x: &[f64]) -> f64 {
     let mut s = 0.0;
@@ -124,40 +139,21 @@ fn loop_shapes_match_forward_mode_on_the_user_function() {
         vec![-0.5, 0.25, -0.75, 0.9, 0.3, 0.2],
         vec![0.4, 0.6, 0.8],
     ] {
-        let mut g = vec![0.0; x.len()];
-        let v = step_two::grad(&x, &mut g);
-        assert_eq!(v, step_two(&x));
-        check(
-            "step_two",
-            &g,
-            &forward::gradient(|x: &[Dual<f64>]| step_two_ref(x), &x),
-        );
-
-        let mut g = vec![0.0; x.len()];
-        let v = moving_bound::grad(&x, &mut g);
-        assert_eq!(v, moving_bound(&x));
-        check(
+        check_slice("step_two", &x, step_two::grad, step_two, step_two_ref);
+        check_slice(
             "moving_bound",
-            &g,
-            &forward::gradient(|x: &[Dual<f64>]| moving_bound_ref(x), &x),
+            &x,
+            moving_bound::grad,
+            moving_bound,
+            moving_bound_ref,
         );
-
-        let mut g = vec![0.0; x.len()];
-        let v = shadowed::grad(&x, &mut g);
-        assert_eq!(v, shadowed(&x));
-        check(
-            "shadowed",
-            &g,
-            &forward::gradient(|x: &[Dual<f64>]| shadowed_ref(x), &x),
-        );
-
-        let mut g = vec![0.0; x.len()];
-        let v = carried_bound::grad(&x, &mut g);
-        assert_eq!(v, carried_bound(&x));
-        check(
+        check_slice("shadowed", &x, shadowed::grad, shadowed, shadowed_ref);
+        check_slice(
             "carried_bound",
-            &g,
-            &forward::gradient(|x: &[Dual<f64>]| carried_bound_ref(x), &x),
+            &x,
+            carried_bound::grad,
+            carried_bound,
+            carried_bound_ref,
         );
     }
 }
@@ -187,14 +183,7 @@ fn stepped_ref<T: Real>(x: &[T]) -> T {
 #[test]
 fn step_by_and_rev_ranges() {
     for x in [vec![0.5, -0.25, 0.75, 0.1, 0.3], vec![0.4, 0.6]] {
-        let mut g = vec![0.0; x.len()];
-        let v = stepped::grad(&x, &mut g);
-        assert_eq!(v, stepped(&x));
-        check(
-            "stepped",
-            &g,
-            &forward::gradient(|x: &[Dual<f64>]| stepped_ref(x), &x),
-        );
+        check_slice("stepped", &x, stepped::grad, stepped, stepped_ref);
     }
 }
 
@@ -403,23 +392,15 @@ fn settled_then_read_ref<T: Real>(x: &[T]) -> T {
 #[test]
 fn recomputed_values_match_forward_mode() {
     for x in [vec![0.5, -0.25, 0.75, 0.1, 0.3], vec![0.4, 0.6], vec![1.5]] {
-        let mut g = vec![0.0; x.len()];
-        let v = stencil::grad(&x, &mut g);
-        assert_eq!(v, stencil(&x));
-        let want = forward::gradient(|x: &[Dual<f64>]| stencil_ref(x), &x);
-        check("stencil", &g, &want);
-
-        let mut g = vec![0.0; x.len()];
-        let v = settled::grad(&x, &mut g);
-        assert_eq!(v, settled(&x));
-        let want = forward::gradient(|x: &[Dual<f64>]| settled_ref(x), &x);
-        check("settled", &g, &want);
-
-        let mut g = vec![0.0; x.len()];
-        let v = settled_then_read::grad(&x, &mut g);
-        assert_eq!(v, settled_then_read(&x));
-        let want = forward::gradient(|x: &[Dual<f64>]| settled_then_read_ref(x), &x);
-        check("settled_then_read", &g, &want);
+        check_slice("stencil", &x, stencil::grad, stencil, stencil_ref);
+        check_slice("settled", &x, settled::grad, settled, settled_ref);
+        check_slice(
+            "settled_then_read",
+            &x,
+            settled_then_read::grad,
+            settled_then_read,
+            settled_then_read_ref,
+        );
     }
 }
 
