@@ -4,6 +4,8 @@
 
 use adjoint_array::{Buffer, Builder, DType, Error, Input, Rep};
 
+mod common;
+
 fn f32s(n: usize, seed: u32) -> Vec<f32> {
     (0..n)
         .map(|i| ((i as f32 * 0.37 + seed as f32).sin() * 1.3) + 0.05)
@@ -430,14 +432,6 @@ fn typed_inputs_are_checked() {
     );
 }
 
-fn with_threads<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> R {
-    rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .unwrap()
-        .install(f)
-}
-
 #[test]
 fn f32_results_are_bit_identical_for_any_thread_count() {
     let n = 200_000;
@@ -451,9 +445,9 @@ fn f32_results_are_bit_identical_for_any_thread_count() {
     let s = g.zip_with(&a, |u, v| (u * v).sin() + u.exp() * 0.01).sum();
     let p = b.build_scalar(&s).unwrap();
     let run = || p.gradient_typed(&[(&x).into(), (&idx).into()]).unwrap();
-    let g1 = with_threads(1, run);
+    let g1 = common::in_pool(1, run);
     for t in [2, 3, 4] {
-        let gt = with_threads(t, run);
+        let gt = common::in_pool(t, run);
         assert_eq!(gt, g1, "{t} threads");
     }
     assert_eq!(g1.grads[0].dtype(), DType::F32);
@@ -1070,9 +1064,9 @@ fn f32_folds_scans_permutes_and_loops_are_bit_identical_for_any_thread_count() {
     let p = b.build_scalar(&all).unwrap();
     let w2 = [w[0], w[1].abs() + 1.5];
     let run = || p.gradient_typed(&[(&x).into(), (&w2).into()]).unwrap();
-    let g1 = with_threads(1, run);
+    let g1 = common::in_pool(1, run);
     for t in [2, 3, 4] {
-        assert_eq!(with_threads(t, run), g1, "{t} threads");
+        assert_eq!(common::in_pool(t, run), g1, "{t} threads");
     }
     assert_eq!(g1.value.dtype(), DType::F32);
     assert_eq!(g1.grads[0].dtype(), DType::F32);

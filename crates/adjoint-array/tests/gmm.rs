@@ -7,6 +7,12 @@ use adjoint_core::forward::{self, Dual64};
 use adjoint_core::prelude::*;
 use adjoint_core::vector::logsumexp;
 
+mod common;
+
+fn data(n: usize, seed: u64, scale: f64) -> Vec<f64> {
+    common::uniform(n, seed, -scale, scale)
+}
+
 #[allow(clippy::approx_constant)]
 const PI: f64 = 3.14159265359;
 
@@ -75,18 +81,6 @@ fn reference<T: Real>(n: usize, d: usize, k: usize, gamma: f64, wm: f64, x: &[f6
         prior = prior + frob * (0.5 * gamma * gamma) - sum_q * wm;
     }
     total + logsumexp(alphas) * -(n as f64) + prior + (constant - k as f64 * wishart_c)
-}
-
-fn data(n: usize, seed: u64, scale: f64) -> Vec<f64> {
-    let mut s = seed.wrapping_mul(0x9E3779B97F4A7C15).wrapping_add(7);
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (((s >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0) * scale
-        })
-        .collect()
 }
 
 #[test]

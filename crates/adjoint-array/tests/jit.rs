@@ -7,28 +7,11 @@
 use adjoint_array::{cond, lit, Acc, Builder, Error, Exp, Program};
 use adjoint_core::forward::{self, Dual64};
 
+mod common;
+use common::{bits, in_pool};
+
 fn data(n: usize, seed: u64) -> Vec<f64> {
-    let mut s = seed;
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 11) as f64 / (1u64 << 53) as f64) * 3.0 - 1.5
-        })
-        .collect()
-}
-
-fn bits(v: &[f64]) -> Vec<u64> {
-    v.iter().map(|x| x.to_bits()).collect()
-}
-
-fn in_pool<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> R {
-    rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .unwrap()
-        .install(f)
+    common::uniform(n, seed, -1.5, 1.5)
 }
 
 /// Build `f` twice, compiled and interpreted.

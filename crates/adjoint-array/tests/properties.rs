@@ -6,6 +6,9 @@ use adjoint_array::{lit, Acc, Builder, Combine, Program, Rep};
 use adjoint_core::check::{check_gradient_with, CheckOptions};
 use proptest::prelude::*;
 
+mod common;
+use common::{bits, in_pool};
+
 /// A random program over one input of length `n`: a chain of steps chosen by `ops`, each
 /// combining the current array with earlier ones, ending in a sum.
 fn random_program(n: usize, ops: &[u8]) -> Program {
@@ -82,18 +85,6 @@ proptest! {
         let rep = check_gradient_with(f, &x, &g.grads[0], &opts);
         prop_assert!(rep.passed(), "{}", rep);
     }
-}
-
-fn in_pool<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> R {
-    rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .unwrap()
-        .install(f)
-}
-
-fn bits(v: &[f64]) -> Vec<u64> {
-    v.iter().map(|x| x.to_bits()).collect()
 }
 
 #[test]

@@ -7,21 +7,13 @@ use adjoint_core::check::check_gradient;
 use adjoint_core::forward::{self, Dual64};
 use adjoint_core::prelude::*;
 
-type Reference = Box<dyn Fn(&[Dual64]) -> Dual64>;
+mod common;
 
 fn data(n: usize, seed: u64) -> Vec<f64> {
-    let mut s = seed
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 11) as f64 / (1u64 << 53) as f64) * 4.0 - 2.0
-        })
-        .collect()
+    common::uniform(n, seed, -2.0, 2.0)
 }
+
+type Reference = Box<dyn Fn(&[Dual64]) -> Dual64>;
 
 fn close(a: f64, b: f64, tol: f64) -> bool {
     (a - b).abs() <= tol * (1.0 + a.abs().max(b.abs()))
