@@ -74,6 +74,19 @@ unsafe impl Send for Jit {}
 // SAFETY: as above: no interior mutability is reachable through `&Jit`.
 unsafe impl Sync for Jit {}
 
+/// Pointer tables passed to the compiled code, kept by the caller between blocks so that a
+/// block allocates nothing.
+#[derive(Default)]
+pub(crate) struct Args {
+    /// root destinations `(pointer, stride in elements)`, filled by the caller
+    pub roots: Vec<(*mut f64, usize)>,
+    pp: Vec<*const f64>,
+    ap: Vec<*const f64>,
+    rp: Vec<*mut f64>,
+    rs: Vec<u64>,
+    wp: Vec<*mut f64>,
+}
+
 impl Drop for Jit {
     fn drop(&mut self) {
         if let Some(m) = self.module.take() {
@@ -98,7 +111,7 @@ impl Jit {
     ///
     /// # Safety
     ///
-    /// Each root `(ptr, stride)` must be valid for writes of `f64` at `ptr + e·stride`
+    /// Each root `(ptr, stride)` in `args.roots` must be valid for writes of `f64` at `ptr + e·stride`
     /// (in elements) for every `e < len`, and no other reference may use those elements during
     /// the call.
     #[allow(clippy::too_many_arguments)]
@@ -109,8 +122,8 @@ impl Jit {
         len: usize,
         params: &[&[f64]],
         arrays: &[&[f64]],
-        roots: &[(*mut f64, usize)],
         windows: &mut [Window],
+        args: &mut Args,
     ) -> bool {
         assert!(params.len() >= k.params.len(), "missing parameters");
         assert!(params.iter().all(|p| p.len() >= len), "a short parameter");
@@ -122,7 +135,7 @@ impl Jit {
                 "a read array's length"
             );
         }
-        assert_eq!(roots.len(), k.roots.len(), "roots");
+        assert_eq!(args.roots.len(), k.roots.len(), "roots");
         assert_eq!(windows.len(), k.targets.len(), "windows");
         for (w, &n) in windows.iter().zip(&k.target_lens) {
             assert!(
@@ -130,11 +143,17 @@ impl Jit {
                 "a window not dense over its target"
             );
         }
-        let pp: Vec<*const f64> = params.iter().map(|p| p.as_ptr()).collect();
-        let ap: Vec<*const f64> = arrays.iter().map(|a| a.as_ptr()).collect();
-        let rp: Vec<*mut f64> = roots.iter().map(|r| r.0).collect();
-        let rs: Vec<u64> = roots.iter().map(|r| (r.1 * 8) as u64).collect();
-        let wp: Vec<*mut f64> = windows.iter_mut().map(|w| w.data.as_mut_ptr()).collect();
+        let a = args;
+        a.pp.clear();
+        a.pp.extend(params.iter().map(|p| p.as_ptr()));
+        a.ap.clear();
+        a.ap.extend(arrays.iter().map(|x| x.as_ptr()));
+        a.rp.clear();
+        a.rp.extend(a.roots.iter().map(|r| r.0));
+        a.rs.clear();
+        a.rs.extend(a.roots.iter().map(|r| (r.1 * 8) as u64));
+        a.wp.clear();
+        a.wp.extend(windows.iter_mut().map(|w| w.data.as_mut_ptr()));
         // SAFETY: the generated code reads elements `0..len` of each parameter (asserted
         // long enough), elements of the read arrays and writes elements of the windows at
         // offsets bounds-checked against the shapes the arrays and windows were just checked
@@ -144,11 +163,11 @@ impl Jit {
             (self.f)(
                 start as u64,
                 len as u64,
-                pp.as_ptr(),
-                ap.as_ptr(),
-                rp.as_ptr(),
-                rs.as_ptr(),
-                wp.as_ptr(),
+                a.pp.as_ptr(),
+                a.ap.as_ptr(),
+                a.rp.as_ptr(),
+                a.rs.as_ptr(),
+                a.wp.as_ptr(),
             )
         };
         bad == 0

@@ -954,6 +954,8 @@ pub(crate) struct Eval<'k> {
     jit: Option<Arc<Jit>>,
     /// where the compiled kernel stores roots that are parameters (never read)
     scratch: Vec<f64>,
+    /// pointer tables for the compiled kernel, reused between blocks
+    args: crate::jit::Args,
 }
 
 macro_rules! un_arms {
@@ -1056,6 +1058,7 @@ impl<'k> Eval<'k> {
             range: vec![(0, 0); k.nslots],
             windows: Vec::new(),
             scratch: Vec::new(),
+            args: Default::default(),
             jit,
         };
         match ev.jit {
@@ -1121,18 +1124,17 @@ impl<'k> Eval<'k> {
     ) -> Result<()> {
         debug_assert!(len <= self.k.block);
         if self.jit.is_some() {
-            let slots: Vec<*mut f64> = self.bufs.iter_mut().map(|b| b.as_mut_ptr()).collect();
             let scratch = self.scratch.as_mut_ptr();
-            let roots: Vec<(*mut f64, usize)> = self
-                .k
-                .roots
-                .iter()
-                .map(|r| match r {
-                    Src::S(s) => (slots[*s as usize], 1),
+            let mut roots = std::mem::take(&mut self.args.roots);
+            roots.clear();
+            for r in &self.k.roots {
+                roots.push(match r {
+                    Src::S(s) => (self.bufs[*s as usize].as_mut_ptr(), 1),
                     Src::P(_) => (scratch, 1),
-                })
-                .collect();
-            return self.run_compiled(start, len, params, arrays, &roots);
+                });
+            }
+            self.args.roots = roots;
+            return self.run_compiled(start, len, params, arrays);
         }
         self.interpret(start, len, params, arrays)
     }
@@ -1158,7 +1160,9 @@ impl<'k> Eval<'k> {
         outs: &mut [&mut [f64]],
     ) -> Result<()> {
         let scratch = self.scratch.as_mut_ptr();
-        let mut roots: Vec<(*mut f64, usize)> = vec![(scratch, 1); self.k.roots.len()];
+        let roots = &mut self.args.roots;
+        roots.clear();
+        roots.resize(self.k.roots.len(), (scratch, 1));
         for (g, out) in groups.iter().zip(outs.iter_mut()) {
             let w = g.len();
             assert_eq!(out.len(), len * w, "an output block of the wrong length");
@@ -1168,7 +1172,7 @@ impl<'k> Eval<'k> {
                 roots[r] = (base.wrapping_add(j), w);
             }
         }
-        self.run_compiled(start, len, params, arrays, &roots)
+        self.run_compiled(start, len, params, arrays)
     }
 
     fn run_compiled(
@@ -1177,7 +1181,6 @@ impl<'k> Eval<'k> {
         len: usize,
         params: &[&[f64]],
         arrays: &[&[f64]],
-        roots: &[(*mut f64, usize)],
     ) -> Result<()> {
         let k = self.k;
         let jit = self.jit.clone().expect("a compiled kernel");
@@ -1185,11 +1188,21 @@ impl<'k> Eval<'k> {
             len <= k.block && self.scratch.len() >= len,
             "a block too long"
         );
-        // SAFETY: every root destination is writable for the block: a slot buffer or the
-        // scratch buffer (`block ≥ len` elements, stride 1), or an output block of `len·w`
-        // elements written at `j + e·w` (`j < w`), as `run`/`run_into` built them; the
-        // windows are owned by this evaluator and not borrowed elsewhere.
-        if unsafe { jit.run(k, start, len, params, arrays, roots, &mut self.windows) } {
+        // SAFETY: every root destination in `self.args.roots` is writable for the block: a
+        // slot buffer or the scratch buffer (`block ≥ len` elements, stride 1), or an output
+        // block of `len·w` elements written at `j + e·w` (`j < w`), as `run`/`run_into` just
+        // built them; the windows are owned by this evaluator and not borrowed elsewhere.
+        if unsafe {
+            jit.run(
+                k,
+                start,
+                len,
+                params,
+                arrays,
+                &mut self.windows,
+                &mut self.args,
+            )
+        } {
             return Ok(());
         }
         // An index out of bounds: the interpreter finds it and reports it.

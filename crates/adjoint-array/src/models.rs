@@ -397,10 +397,13 @@ impl Ba {
     /// use adjoint_array::models::Ba;
     /// let ba = Ba::new(1, 1, 1).unwrap();
     /// let cam = [0.1, -0.2, 0.3, 0.0, 0.1, -5.0, 400.0, 5.0, -8.0, 0.08, 0.002];
-    /// let args = (&cam, [1.0, 2.0, 3.0], [0.5], [270.0, 830.0], [0.0, 0.0]);
-    /// let mut out = Vec::new();
-    /// ba.blocks_into(args.0, &args.1, &args.2, &args.3, &args.4, &mut out).unwrap();
-    /// assert_eq!(out, ba.blocks(args.0, &args.1, &args.2, &args.3, &args.4).unwrap());
+    /// let (x, w, feats, obs) = ([1.0, 2.0, 3.0], [0.5], [270.0, 830.0], [0.0, 0.0]);
+    /// let mut jac = Vec::new();
+    /// for _ in 0..3 {
+    ///     // the same buffer every iteration
+    ///     ba.blocks_into(&cam, &x, &w, &feats, &obs, &mut jac).unwrap();
+    /// }
+    /// assert_eq!(jac, ba.blocks(&cam, &x, &w, &feats, &obs).unwrap());
     /// ```
     pub fn blocks_into(
         &self,

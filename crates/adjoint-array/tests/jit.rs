@@ -283,3 +283,39 @@ fn several_outputs_per_element_are_stored_in_place() {
         assert_eq!(oj[1].data()[e], x[e] * 2.0 + 1.0);
     }
 }
+
+#[test]
+fn negative_nan_and_guarded_indices_at_the_edges() {
+    let n = 3000;
+    let x = data(n, 6);
+    // a negative index (−1 at element 0), and a NaN index (0/0 at element 5)
+    let (j, i) = both(n, |b, a| b.generate(&[n], |i| a.at(&[i[0] - 1.0])).sum());
+    let (ej, ei) = (j.run(&[&x]).unwrap_err(), i.run(&[&x]).unwrap_err());
+    assert_eq!(ej.to_string(), ei.to_string());
+    assert!(matches!(ej, Error::OutOfBounds { ref index, .. } if index == &vec![-1.0]));
+    let (j, i) = both(n, |b, a| {
+        b.generate(&[n], |i| a.at(&[i[0] / (i[0] - 5.0) * 0.0 + i[0]]))
+            .sum()
+    });
+    let (ej, ei) = (j.run(&[&x]).unwrap_err(), i.run(&[&x]).unwrap_err());
+    assert_eq!(ej.to_string(), ei.to_string());
+    assert!(matches!(ej, Error::OutOfBounds { ref index, .. } if index[0].is_nan()));
+    // the same read under a branch that is not taken at the bad element (no error), and the
+    // largest valid index (n − 1) in the other branch
+    let (j, i) = both(n, |b, a| {
+        b.generate(&[n], |i| {
+            cond(
+                i[0].gt(0.0),
+                a.at(&[i[0] - 1.0]),
+                a.at(&[lit((n - 1) as f64)]),
+            )
+        })
+        .sum()
+    });
+    let g = agree(&j, &i, &x);
+    // elements 1.. read a[0..n−1] once each; element 0 reads a[n − 1]
+    assert!(
+        g.iter().all(|&d| d == 1.0),
+        "each element read exactly once"
+    );
+}
