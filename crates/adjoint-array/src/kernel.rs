@@ -187,6 +187,30 @@ pub(crate) struct Kernel {
     pub(crate) jit_on: bool,
     /// the compiled kernel, made on first use (`None`: interpreted)
     jit: OnceLock<Option<Arc<Jit>>>,
+    /// interpreter buffers of finished runs, reused by the next (small kernels only)
+    spare: Spare,
+}
+
+/// The largest interpreter state (slots × block elements) a kernel keeps between runs.
+/// Programs of many small kernels (an unrolled LSTM runs thousands per gradient, of 1–14
+/// elements) otherwise spend more time allocating slot buffers than computing; big kernels'
+/// buffers are worth freeing, and their allocation is small beside their work.
+const SPARE_MAX_ELEMS: usize = 1 << 14;
+
+/// Interpreter slot and offset buffers kept by a kernel between runs (one per chunk that ran).
+#[derive(Default)]
+struct Spare(std::sync::Mutex<Vec<(Vec<Vec<f64>>, Vec<Vec<usize>>)>>);
+
+impl Clone for Spare {
+    fn clone(&self) -> Self {
+        Spare::default()
+    }
+}
+
+impl std::fmt::Debug for Spare {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Spare")
+    }
 }
 
 /// Element types of a kernel's parameters and read arrays.
@@ -842,6 +866,7 @@ impl Kernel {
             param_roots: Vec::new(),
             jit_on: jit_default(),
             jit: OnceLock::new(),
+            spare: Spare::default(),
         }
     }
 
@@ -1048,13 +1073,37 @@ macro_rules! disc_loop {
     };
 }
 
+impl Drop for Eval<'_> {
+    /// A small interpreted kernel keeps its buffers for its next run.
+    fn drop(&mut self) {
+        let k = self.k;
+        if self.jit.is_none() && k.nslots * k.block <= SPARE_MAX_ELEMS {
+            let mut spare = k.spare.0.lock().expect("kernel buffers");
+            if spare.len() < 64 {
+                spare.push((
+                    std::mem::take(&mut self.bufs),
+                    std::mem::take(&mut self.offs),
+                ));
+            }
+        }
+    }
+}
+
 impl<'k> Eval<'k> {
     pub(crate) fn new(k: &'k Kernel) -> Self {
         let jit = k.compiled();
+        // Kept buffers are sized, and their constants' slots were never written.
+        let spare = match jit {
+            None => k.spare.0.lock().expect("kernel buffers").pop(),
+            Some(_) => None,
+        };
+        let kept = spare.is_some();
+        let (bufs, offs) =
+            spare.unwrap_or_else(|| (vec![Vec::new(); k.nslots], vec![Vec::new(); k.nslots]));
         let mut ev = Eval {
             k,
-            bufs: vec![Vec::new(); k.nslots],
-            offs: vec![Vec::new(); k.nslots],
+            bufs,
+            offs,
             range: vec![(0, 0); k.nslots],
             windows: Vec::new(),
             scratch: Vec::new(),
@@ -1082,14 +1131,17 @@ impl<'k> Eval<'k> {
                     .collect();
             }
             None => {
-                ev.interpreter_buffers();
+                if !kept {
+                    ev.interpreter_buffers();
+                }
                 ev.windows = vec![Window::default(); k.targets.len()];
             }
         }
         ev
     }
 
-    /// Slot and offset buffers for the interpreter, constants filled in.
+    /// Slot and offset buffers for the interpreter (kept from an earlier run or made),
+    /// constants filled in.
     fn interpreter_buffers(&mut self) {
         let k = self.k;
         for b in self.bufs.iter_mut() {
@@ -1100,7 +1152,7 @@ impl<'k> Eval<'k> {
         }
         for op in &k.ops {
             if let KOp::Offset { dst, .. } = op {
-                self.offs[*dst as usize] = vec![0; k.block];
+                self.offs[*dst as usize].resize(k.block, 0);
             }
         }
     }
@@ -1707,48 +1759,53 @@ pub(crate) fn run_store(
             rest = b;
         }
     }
-    let results: Vec<Result<Vec<Window>>> = ch
-        .par_iter()
-        .zip(pieces.into_par_iter())
-        .map(|(&(lo, hi), mut outs)| {
-            let mut ev = Eval::new(k);
-            let mut pbuf: Vec<&[f64]> = Vec::with_capacity(inp.params.len());
-            let mut s = lo;
-            while s < hi {
-                let len = (hi - s).min(k.block);
-                pbuf.clear();
-                pbuf.extend(inp.params.iter().map(|p| &p[s..s + len]));
-                if ev.compiled() && direct {
-                    // compiled code stores the roots straight into the outputs
-                    let mut blocks: Vec<&mut [f64]> = groups
-                        .iter()
-                        .zip(outs.iter_mut())
-                        .map(|(g, out)| &mut out[(s - lo) * g.len()..(s - lo + len) * g.len()])
-                        .collect();
-                    ev.run_into(s, len, &pbuf, &inp.arrays, groups, &mut blocks)?;
-                    s += len;
-                    continue;
-                }
-                ev.run(s, len, &pbuf, &inp.arrays)?;
-                for (g, out) in groups.iter().zip(outs.iter_mut()) {
-                    let w = g.len();
-                    let base = (s - lo) * w;
-                    for (j, &r) in g.iter().enumerate() {
-                        let v = ev.get(k.roots[r], &pbuf, len);
-                        if w == 1 {
-                            out[base..base + len].copy_from_slice(v);
-                        } else {
-                            for (e, &x) in v.iter().enumerate() {
-                                out[base + e * w + j] = x;
-                            }
+    let chunk = |(&(lo, hi), mut outs): (&(usize, usize), Vec<&mut [f64]>)| {
+        let mut ev = Eval::new(k);
+        let mut pbuf: Vec<&[f64]> = Vec::with_capacity(inp.params.len());
+        let mut s = lo;
+        while s < hi {
+            let len = (hi - s).min(k.block);
+            pbuf.clear();
+            pbuf.extend(inp.params.iter().map(|p| &p[s..s + len]));
+            if ev.compiled() && direct {
+                // compiled code stores the roots straight into the outputs
+                let mut blocks: Vec<&mut [f64]> = groups
+                    .iter()
+                    .zip(outs.iter_mut())
+                    .map(|(g, out)| &mut out[(s - lo) * g.len()..(s - lo + len) * g.len()])
+                    .collect();
+                ev.run_into(s, len, &pbuf, &inp.arrays, groups, &mut blocks)?;
+                s += len;
+                continue;
+            }
+            ev.run(s, len, &pbuf, &inp.arrays)?;
+            for (g, out) in groups.iter().zip(outs.iter_mut()) {
+                let w = g.len();
+                let base = (s - lo) * w;
+                for (j, &r) in g.iter().enumerate() {
+                    let v = ev.get(k.roots[r], &pbuf, len);
+                    if w == 1 {
+                        out[base..base + len].copy_from_slice(v);
+                    } else {
+                        for (e, &x) in v.iter().enumerate() {
+                            out[base + e * w + j] = x;
                         }
                     }
                 }
-                s += len;
             }
-            Ok(std::mem::take(&mut ev.windows))
-        })
-        .collect();
+            s += len;
+        }
+        Ok(std::mem::take(&mut ev.windows))
+    };
+    // One chunk (a small kernel) runs on this thread: a pool round trip would cost more.
+    let results: Vec<Result<Vec<Window>>> = if ch.len() == 1 {
+        ch.iter().zip(pieces).map(chunk).collect()
+    } else {
+        ch.par_iter()
+            .zip(pieces.into_par_iter())
+            .map(chunk)
+            .collect()
+    };
     results.into_iter().collect()
 }
 
