@@ -16,6 +16,11 @@
 //! instead of node by node (chunk boundaries are unchanged, so results stay bit-identical for
 //! any thread count).
 //!
+//! A kernel of call-free element-wise arithmetic (a chain of maps: no reads, scatters, calls or
+//! partials; see `pairs`) runs two elements per iteration in `f64x2` registers, then the
+//! scalar loop for an odd last element; each lane computes exactly what the scalar loop does
+//! (the map chain of 10⁷ elements: 17.9 → 9.2 ms against a hand-fused loop's 6.3 ms).
+//!
 //! Not compiled (the interpreter runs them): kernels with `f32` values or casts, kernels whose
 //! scatter targets are large beside the space (more than [`MAX_WINDOW`] elements and more than
 //! a quarter of the space divided by 16 chunks: a dense window per chunk would cost more than
@@ -353,7 +358,24 @@ pub(crate) fn compile(k: &Kernel) -> Option<Jit> {
             .collect();
         let fn_ptr = |b: &mut FunctionBuilder, f: usize| b.ins().iconst(types::I64, f as i64);
         let zero_i = b.ins().iconst(types::I64, 0);
-        b.ins().jump(head, &[zero_i.into(), zero_i.into()]);
+        if pairs(k) {
+            // Two elements per iteration while two remain, then the scalar loop.
+            let vhead = b.create_block();
+            let vbody = b.create_block();
+            b.append_block_param(vhead, types::I64); // e
+            b.ins().jump(vhead, &[zero_i.into()]);
+            b.switch_to_block(vhead);
+            let e = b.block_params(vhead)[0];
+            let e2 = b.ins().iadd_imm_u(e, 2);
+            let fits = b.ins().icmp(IntCC::UnsignedLessThanOrEqual, e2, len);
+            b.ins()
+                .brif(fits, vbody, &[], head, &[e.into(), zero_i.into()]);
+            b.switch_to_block(vbody);
+            pair_body(&mut b, k, start, e, &param_base, &root_base, &root_stride);
+            b.ins().jump(vhead, &[e2.into()]);
+        } else {
+            b.ins().jump(head, &[zero_i.into(), zero_i.into()]);
+        }
 
         b.switch_to_block(head);
         let e = b.block_params(head)[0];
@@ -653,6 +675,135 @@ pub(crate) fn compile(k: &Kernel) -> Option<Jit> {
         _ops2: ops2,
         _dops: dops,
     })
+}
+
+/// Whether `k` is element-wise arithmetic that runs two elements per iteration in `f64x2`
+/// registers: parameters at the identity index, constants, index components, `+ − × ÷ max
+/// min`, negation, `sqrt`, `abs`, selects and NaN-safe adjoint products (no calls, reads,
+/// scatters or partials). A chain of maps is such a kernel.
+fn pairs(k: &Kernel) -> bool {
+    k.targets.is_empty()
+        && k.ops.iter().all(|op| match op {
+            KOp::Un { op, d: None, .. } => matches!(op, Op1::Neg | Op1::Sqrt | Op1::Abs),
+            KOp::Bin { op, d: None, .. } => matches!(
+                op,
+                Op2::Add | Op2::Sub | Op2::Mul | Op2::Div | Op2::Max | Op2::Min
+            ),
+            KOp::AdjMul { .. } | KOp::Select { .. } | KOp::Idx { .. } => true,
+            _ => false,
+        })
+}
+
+/// One iteration of the paired loop of a [`pairs`] kernel: elements `e` and `e + 1`, each
+/// lane computing exactly what the scalar loop computes for its element.
+fn pair_body(
+    b: &mut FunctionBuilder,
+    k: &Kernel,
+    start: Value,
+    e: Value,
+    param_base: &[Value],
+    root_base: &[Value],
+    root_stride: &[Value],
+) {
+    let mem = MemFlagsData::new().with_notrap();
+    let e8 = b.ins().ishl_imm_u(e, 3);
+    let fzero = b.ins().f64const(0.0);
+    let vzero = b.ins().splat(types::F64X2, fzero);
+    let mut slot: HashMap<u32, Value> = HashMap::new();
+    for &(s, v) in &k.consts {
+        let c = b.ins().f64const(v);
+        slot.insert(s, b.ins().splat(types::F64X2, c));
+    }
+    let val = |b: &mut FunctionBuilder, slot: &HashMap<u32, Value>, s: Src| match s {
+        Src::S(s) => slot[&s],
+        Src::P(p) => {
+            let addr = b.ins().iadd(param_base[p as usize], e8);
+            b.ins().load(types::F64X2, mem, addr, 0)
+        }
+    };
+    // a lane mask (all ones where `c` holds) as `f64x2` bits, for `bitselect`
+    let mask = |b: &mut FunctionBuilder, cc: FloatCC, x: Value, y: Value| {
+        let m = b.ins().fcmp(cc, x, y);
+        b.ins().bitcast(types::F64X2, MemFlagsData::new(), m)
+    };
+    let flat = b.ins().iadd(start, e);
+    let flat1 = b.ins().iadd_imm_u(flat, 1);
+    for op in &k.ops {
+        let (dst, v) = match op {
+            KOp::Idx { axis, dst } => {
+                // as the scalar loop, once per lane
+                let (st, dim) = (k.strides[*axis] as i64, k.space[*axis] as i64);
+                let mut lanes = [flat, flat1].map(|f| {
+                    let q = b.ins().udiv_imm_u(f, st);
+                    let r = b.ins().urem_imm_u(q, dim);
+                    b.ins().fcvt_from_uint(types::F64, r)
+                });
+                let v = b.ins().splat(types::F64X2, lanes[0]);
+                lanes[0] = b.ins().insertlane(v, lanes[1], 1);
+                (*dst, lanes[0])
+            }
+            KOp::Un { op, a, dst, .. } => {
+                let x = val(b, &slot, *a);
+                let v = match op {
+                    Op1::Neg => b.ins().fneg(x),
+                    Op1::Sqrt => b.ins().sqrt(x),
+                    _ => b.ins().fabs(x),
+                };
+                (*dst, v)
+            }
+            KOp::Bin {
+                op, a, b: bb, dst, ..
+            } => {
+                let x = val(b, &slot, *a);
+                let y = val(b, &slot, *bb);
+                let v = match op {
+                    Op2::Add => b.ins().fadd(x, y),
+                    Op2::Sub => b.ins().fsub(x, y),
+                    Op2::Mul => b.ins().fmul(x, y),
+                    Op2::Div => b.ins().fdiv(x, y),
+                    _ => {
+                        // as `max_min`: `y` where it wins or `x` is NaN
+                        let cc = if *op == Op2::Max {
+                            FloatCC::LessThan
+                        } else {
+                            FloatCC::GreaterThan
+                        };
+                        let wins = mask(b, cc, x, y);
+                        let nan = mask(b, FloatCC::Unordered, x, x);
+                        let pick_y = b.ins().bor(wins, nan);
+                        b.ins().bitselect(pick_y, y, x)
+                    }
+                };
+                (*dst, v)
+            }
+            KOp::AdjMul { g, d, dst } => {
+                let gv = val(b, &slot, *g);
+                let dv = val(b, &slot, *d);
+                let m = b.ins().fmul(gv, dv);
+                let live = mask(b, FloatCC::NotEqual, gv, vzero);
+                (*dst, b.ins().band(m, live))
+            }
+            KOp::Select { c, a, b: bb, dst } => {
+                let cv = val(b, &slot, *c);
+                let x = val(b, &slot, *a);
+                let y = val(b, &slot, *bb);
+                let nz = mask(b, FloatCC::NotEqual, cv, vzero);
+                (*dst, b.ins().bitselect(nz, x, y))
+            }
+            _ => unreachable!("not a pairs kernel"),
+        };
+        slot.insert(dst, v);
+    }
+    for (r, root) in k.roots.iter().enumerate() {
+        let v = val(b, &slot, *root);
+        let at = b.ins().imul(e, root_stride[r]);
+        let addr = b.ins().iadd(root_base[r], at);
+        let lo = b.ins().extractlane(v, 0);
+        let hi = b.ins().extractlane(v, 1);
+        b.ins().store(mem, lo, addr, 0);
+        let addr1 = b.ins().iadd(addr, root_stride[r]);
+        b.ins().store(mem, hi, addr1, 0);
+    }
 }
 
 /// `x.max(y)` (`x.min(y)`) as Rust computes it: the other operand where one is NaN.
