@@ -257,6 +257,12 @@ impl ProgGen {
 /// For random programs (straight-line code, branches, nested loops with break/continue,
 /// in-place writes), ⟨adjoint⟩ equals forward mode to 1e-10 relative, for the gradient with
 /// respect to `x` and to the initial contents of `out`.
+///
+/// Seeds beyond the 300 run here include programs whose values reach 1e58 (seed 3840): there a
+/// generated `exp(0.5·(x[2] − x[2]))` sends adjoints of ±5e45 into `x[2]` that cancel exactly,
+/// and the true 2.4e28 is lost below their rounding: the reverse sweep gives 0 (so does the
+/// tape engine on the same program), forward mode 2.4e28. Replacing `x[2] − x[2]` by `0.0`
+/// makes them agree; it is floating-point absorption, not a wrong adjoint rule.
 #[test]
 fn random_programs_adjoint_equals_forward_mode() {
     let mut total_pushed = 0;
