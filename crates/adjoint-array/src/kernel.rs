@@ -187,30 +187,23 @@ pub(crate) struct Kernel {
     pub(crate) jit_on: bool,
     /// the compiled kernel, made on first use (`None`: interpreted)
     jit: OnceLock<Option<Arc<Jit>>>,
-    /// interpreter buffers of finished runs, reused by the next (small kernels only)
-    spare: Spare,
 }
 
-/// The largest interpreter state (slots × block elements) a kernel keeps between runs.
-/// Programs of many small kernels (an unrolled LSTM runs thousands per gradient, of 1–14
-/// elements) otherwise spend more time allocating slot buffers than computing; big kernels'
-/// buffers are worth freeing, and their allocation is small beside their work.
-const SPARE_MAX_ELEMS: usize = 1 << 14;
+/// The most slot-buffer elements a thread keeps for its next evaluations (8 MiB). Programs of
+/// many small kernels (an unrolled LSTM runs thousands per gradient, of 1–14 elements) would
+/// otherwise spend more time allocating slot buffers than computing.
+const SPARE_MAX_ELEMS: usize = 1 << 20;
 
-/// Interpreter slot and offset buffers kept by a kernel between runs (one per chunk that ran).
+/// Slot and offset buffers of finished evaluations on this thread, with their total capacity.
 #[derive(Default)]
-struct Spare(std::sync::Mutex<Vec<(Vec<Vec<f64>>, Vec<Vec<usize>>)>>);
-
-impl Clone for Spare {
-    fn clone(&self) -> Self {
-        Spare::default()
-    }
+struct Spare {
+    bufs: Vec<Vec<f64>>,
+    offs: Vec<Vec<usize>>,
+    elems: usize,
 }
 
-impl std::fmt::Debug for Spare {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Spare")
-    }
+thread_local! {
+    static SPARE: std::cell::RefCell<Spare> = std::cell::RefCell::default();
 }
 
 /// Element types of a kernel's parameters and read arrays.
@@ -866,7 +859,6 @@ impl Kernel {
             param_roots: Vec::new(),
             jit_on: jit_default(),
             jit: OnceLock::new(),
-            spare: Spare::default(),
         }
     }
 
@@ -1074,32 +1066,56 @@ macro_rules! disc_loop {
 }
 
 impl Drop for Eval<'_> {
-    /// A small interpreted kernel keeps its buffers for its next run.
+    /// The buffers go back to this thread's spares for the next evaluation.
     fn drop(&mut self) {
-        let k = self.k;
-        if self.jit.is_none() && k.nslots * k.block <= SPARE_MAX_ELEMS {
-            let mut spare = k.spare.0.lock().expect("kernel buffers");
-            if spare.len() < 64 {
-                spare.push((
-                    std::mem::take(&mut self.bufs),
-                    std::mem::take(&mut self.offs),
-                ));
+        let (bufs, offs) = (
+            std::mem::take(&mut self.bufs),
+            std::mem::take(&mut self.offs),
+        );
+        SPARE.with_borrow_mut(|sp| {
+            for b in bufs.into_iter().filter(|b| b.capacity() > 0) {
+                if sp.elems + b.capacity() <= SPARE_MAX_ELEMS {
+                    sp.elems += b.capacity();
+                    sp.bufs.push(b);
+                }
             }
-        }
+            for o in offs.into_iter().filter(|o| o.capacity() > 0) {
+                if sp.elems + o.capacity() <= SPARE_MAX_ELEMS {
+                    sp.elems += o.capacity();
+                    sp.offs.push(o);
+                }
+            }
+        });
     }
 }
 
 impl<'k> Eval<'k> {
     pub(crate) fn new(k: &'k Kernel) -> Self {
         let jit = k.compiled();
-        // Kept buffers are sized, and their constants' slots were never written.
-        let spare = match jit {
-            None => k.spare.0.lock().expect("kernel buffers").pop(),
-            Some(_) => None,
+        let (bufs, offs) = match jit {
+            // buffers from this thread's spares, sized by `interpreter_buffers`
+            None => SPARE.with_borrow_mut(|sp| {
+                let mut take = || match sp.bufs.pop() {
+                    Some(b) => {
+                        sp.elems -= b.capacity();
+                        b
+                    }
+                    None => Vec::new(),
+                };
+                let bufs: Vec<Vec<f64>> = (0..k.nslots).map(|_| take()).collect();
+                let offs: Vec<Vec<usize>> = (0..k.nslots)
+                    .map(|_| match sp.offs.pop() {
+                        Some(o) => {
+                            sp.elems -= o.capacity();
+                            o
+                        }
+                        None => Vec::new(),
+                    })
+                    .collect();
+                (bufs, offs)
+            }),
+            Some(_) => (vec![Vec::new(); k.nslots], vec![Vec::new(); k.nslots]),
         };
-        let kept = spare.is_some();
-        let (bufs, offs) =
-            spare.unwrap_or_else(|| (vec![Vec::new(); k.nslots], vec![Vec::new(); k.nslots]));
         let mut ev = Eval {
             k,
             bufs,
@@ -1131,9 +1147,7 @@ impl<'k> Eval<'k> {
                     .collect();
             }
             None => {
-                if !kept {
-                    ev.interpreter_buffers();
-                }
+                ev.interpreter_buffers();
                 ev.windows = vec![Window::default(); k.targets.len()];
             }
         }

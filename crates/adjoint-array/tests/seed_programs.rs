@@ -951,9 +951,9 @@ fn reads_constant_over_a_block_and_reads_that_vary() {
     check1(&p, &x, reference, true);
 }
 
-/// Small kernels keep their interpreter buffers between runs (constants filled once, offsets
-/// sized once): a program run again on new inputs gives what a fresh program gives, and the
-/// gradient still equals forward mode, run after run.
+/// Interpreter slot buffers are reused from one kernel evaluation to the next on a thread
+/// (holding another kernel's or an earlier run's values): a program run again on new inputs
+/// gives what a fresh program gives, and the gradient still equals forward mode, run after run.
 #[test]
 fn small_kernels_reuse_their_buffers_between_runs() {
     let n = 6;
