@@ -423,10 +423,7 @@ pub(crate) fn compile(k: &Kernel) -> Option<Jit> {
         for op in &k.ops {
             match op {
                 KOp::Idx { axis, dst } => {
-                    let (st, dim) = (k.strides[*axis] as i64, k.space[*axis] as i64);
-                    let q = b.ins().udiv_imm_u(flat, st);
-                    let r = b.ins().urem_imm_u(q, dim);
-                    let v = b.ins().fcvt_from_uint(types::F64, r);
+                    let v = index_component(&mut b, k, *axis, flat);
                     slot.insert(*dst, v);
                 }
                 KOp::Un { op, a, dst, d } => {
@@ -732,12 +729,7 @@ fn pair_body(
         let (dst, v) = match op {
             KOp::Idx { axis, dst } => {
                 // as the scalar loop, once per lane
-                let (st, dim) = (k.strides[*axis] as i64, k.space[*axis] as i64);
-                let mut lanes = [flat, flat1].map(|f| {
-                    let q = b.ins().udiv_imm_u(f, st);
-                    let r = b.ins().urem_imm_u(q, dim);
-                    b.ins().fcvt_from_uint(types::F64, r)
-                });
+                let mut lanes = [flat, flat1].map(|f| index_component(b, k, *axis, f));
                 let v = b.ins().splat(types::F64X2, lanes[0]);
                 lanes[0] = b.ins().insertlane(v, lanes[1], 1);
                 (*dst, lanes[0])
@@ -804,6 +796,14 @@ fn pair_body(
         let addr1 = b.ins().iadd(addr, root_stride[r]);
         b.ins().store(mem, hi, addr1, 0);
     }
+}
+
+/// Index component `axis` of flat element `flat` of the space, as an `f64`.
+fn index_component(b: &mut FunctionBuilder, k: &Kernel, axis: usize, flat: Value) -> Value {
+    let (st, dim) = (k.strides[axis] as i64, k.space[axis] as i64);
+    let q = b.ins().udiv_imm_u(flat, st);
+    let r = b.ins().urem_imm_u(q, dim);
+    b.ins().fcvt_from_uint(types::F64, r)
 }
 
 /// `x.max(y)` (`x.min(y)`) as Rust computes it: the other operand where one is NaN.

@@ -1103,15 +1103,16 @@ impl<'k> Eval<'k> {
                     None => Vec::new(),
                 };
                 let bufs: Vec<Vec<f64>> = (0..k.nslots).map(|_| take()).collect();
-                let offs: Vec<Vec<usize>> = (0..k.nslots)
-                    .map(|_| match sp.offs.pop() {
-                        Some(o) => {
+                // only `Offset` slots have offsets
+                let mut offs: Vec<Vec<usize>> = vec![Vec::new(); k.nslots];
+                for op in &k.ops {
+                    if let KOp::Offset { dst, .. } = op {
+                        if let Some(o) = sp.offs.pop() {
                             sp.elems -= o.capacity();
-                            o
+                            offs[*dst as usize] = o;
                         }
-                        None => Vec::new(),
-                    })
-                    .collect();
+                    }
+                }
                 (bufs, offs)
             }),
             Some(_) => (vec![Vec::new(); k.nslots], vec![Vec::new(); k.nslots]),
@@ -1811,16 +1812,18 @@ pub(crate) fn run_store(
         }
         Ok(std::mem::take(&mut ev.windows))
     };
-    // One chunk (a small kernel) runs on this thread: a pool round trip would cost more.
-    let results: Vec<Result<Vec<Window>>> = if ch.len() == 1 {
-        ch.iter().zip(pieces).map(chunk).collect()
+    let items: Vec<_> = ch.iter().zip(pieces).collect();
+    over_chunks(items, chunk).into_iter().collect()
+}
+
+/// `f` over a kernel's chunks, results in chunk order: across the pool, or on this thread when
+/// there is one chunk (a small kernel, where a pool round trip costs more than the work).
+fn over_chunks<I: Send, R: Send>(items: Vec<I>, f: impl Fn(I) -> R + Sync + Send) -> Vec<R> {
+    if items.len() == 1 {
+        items.into_iter().map(f).collect()
     } else {
-        ch.par_iter()
-            .zip(pieces.into_par_iter())
-            .map(chunk)
-            .collect()
-    };
-    results.into_iter().collect()
+        items.into_par_iter().map(f).collect()
+    }
 }
 
 /// Sum root 0 over rows of length `inner` (the innermost axis of the space). Returns the row
@@ -1837,37 +1840,34 @@ pub(crate) fn run_sum(
     }
     let ch = k.chunks();
     let f32 = k.root_f32[0];
-    let parts: Vec<Result<(usize, Vec<f64>, Vec<Window>)>> = ch
-        .par_iter()
-        .map(|&(lo, hi)| {
-            let mut ev = Eval::new(k);
-            let r0 = lo / inner;
-            let mut part = vec![0.0; (hi - 1) / inner - r0 + 1];
-            let mut pbuf: Vec<&[f64]> = Vec::with_capacity(inp.params.len());
-            let mut s = lo;
-            while s < hi {
-                let len = (hi - s).min(k.block);
-                pbuf.clear();
-                pbuf.extend(inp.params.iter().map(|p| &p[s..s + len]));
-                ev.run(s, len, &pbuf, &inp.arrays)?;
-                let v = ev.get(k.roots[0], &pbuf, len);
-                let mut e = 0;
-                while e < len {
-                    let row = (s + e) / inner;
-                    let row_end = ((row + 1) * inner - s).min(len);
-                    let p = &mut part[row - r0];
-                    if f32 {
-                        *p = add_t(true, *p, sum_lanes_as::<f32>(&v[e..row_end]));
-                    } else {
-                        *p += sum_lanes(&v[e..row_end]);
-                    }
-                    e = row_end;
+    let parts: Vec<Result<(usize, Vec<f64>, Vec<Window>)>> = over_chunks(ch, |(lo, hi)| {
+        let mut ev = Eval::new(k);
+        let r0 = lo / inner;
+        let mut part = vec![0.0; (hi - 1) / inner - r0 + 1];
+        let mut pbuf: Vec<&[f64]> = Vec::with_capacity(inp.params.len());
+        let mut s = lo;
+        while s < hi {
+            let len = (hi - s).min(k.block);
+            pbuf.clear();
+            pbuf.extend(inp.params.iter().map(|p| &p[s..s + len]));
+            ev.run(s, len, &pbuf, &inp.arrays)?;
+            let v = ev.get(k.roots[0], &pbuf, len);
+            let mut e = 0;
+            while e < len {
+                let row = (s + e) / inner;
+                let row_end = ((row + 1) * inner - s).min(len);
+                let p = &mut part[row - r0];
+                if f32 {
+                    *p = add_t(true, *p, sum_lanes_as::<f32>(&v[e..row_end]));
+                } else {
+                    *p += sum_lanes(&v[e..row_end]);
                 }
-                s += len;
+                e = row_end;
             }
-            Ok((r0, part, std::mem::take(&mut ev.windows)))
-        })
-        .collect();
+            s += len;
+        }
+        Ok((r0, part, std::mem::take(&mut ev.windows)))
+    });
     let mut out = vec![0.0; rows];
     let mut wins = Vec::with_capacity(parts.len());
     for p in parts {
