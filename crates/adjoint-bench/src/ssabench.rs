@@ -10,7 +10,7 @@
 use crate::harness::{Column, Problem};
 use crate::problems::{Logistic, Mlp};
 use crate::sec13::NET;
-use adjoint::ssa::differentiable;
+use adjoint::ssa::{differentiable, Cotangents};
 
 /// Rosenbrock (as [`crate::problems::Rosenbrock`]).
 #[differentiable]
@@ -227,9 +227,10 @@ pub fn gmm_data(p: &[f64], x: &[f64], d: usize, k: usize) -> f64 {
     total
 }
 
-/// One BA reprojection residual (`r` = 0 or 1) of the 15 inputs (camera, point, weight).
+/// The BA reprojection residual pair of the 15 inputs (camera, point, weight); its 2×15
+/// Jacobian comes from one `pullback_vec` with two cotangents (one forward, one reverse sweep).
 #[differentiable(wrt(inp))]
-pub fn ba_residual(inp: &[f64], feat: &[f64], r: usize) -> f64 {
+pub fn ba_project(inp: &[f64], feat: &[f64]) -> (f64, f64) {
     let (r0, r1, r2) = (inp[0], inp[1], inp[2]);
     let (x0, x1, x2) = (inp[11] - inp[3], inp[12] - inp[4], inp[13] - inp[5]);
     let sqtheta = r0 * r0 + r1 * r1 + r2 * r2;
@@ -251,11 +252,10 @@ pub fn ba_residual(inp: &[f64], feat: &[f64], r: usize) -> f64 {
     let (p0, p1) = (y0 / y2, y1 / y2);
     let rsq = p0 * p0 + p1 * p1;
     let l = 1.0 + inp[9] * rsq + inp[10] * rsq * rsq;
-    if r == 0 {
-        inp[14] * (p0 * l * inp[6] + inp[7] - feat[0])
-    } else {
-        inp[14] * (p1 * l * inp[6] + inp[8] - feat[1])
-    }
+    (
+        inp[14] * (p0 * l * inp[6] + inp[7] - feat[0]),
+        inp[14] * (p1 * l * inp[6] + inp[8] - feat[1]),
+    )
 }
 
 /// Largest hidden size `b` of [`lstm_loss`] (local arrays have constant lengths).
@@ -407,10 +407,12 @@ impl crate::adbench::Engine for Ssa {
         crate::adbench::Tape.gmm_rest_grad(g, p)
     }
     fn ba_block(&self, input: &[f64; 15], feat: &[f64]) -> [[f64; 15]; 2] {
-        let mut out = [[0.0; 15]; 2];
-        for (r, row) in out.iter_mut().enumerate() {
-            ba_residual::grad(input, feat, r, row);
-        }
-        out
+        let mut d = [Cotangents([0.0; 2]); 15];
+        let seed = (Cotangents::unit(0), Cotangents::unit(1));
+        adjoint::ssa::with_workspace(|ws| {
+            ws.clear();
+            ba_project::pullback_vec(ws, input, feat, &mut d, seed)
+        });
+        std::array::from_fn(|r| std::array::from_fn(|i| d[i][r]))
     }
 }

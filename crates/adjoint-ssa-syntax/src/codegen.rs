@@ -150,9 +150,16 @@ impl<'a> Gen<'a> {
     /// What a scalar adjoint is reset to: `-0.0`, the exact identity of `+` (`-0.0 + v == v`
     /// for every `v`, `+0.0` is not: `+0.0 + -0.0 == +0.0`), so LLVM folds the first
     /// accumulation `ā += ∂ · ḡ` into a move. Slice adjoints (the user's buffers) keep `+0.0`.
+    /// Adjoints have the pullback's cotangent type `A` (`T`, or several cotangents at once).
     fn adj_zero(&self) -> TokenStream {
-        let real = self.real();
-        quote!(<T as #real>::cst(-0.0))
+        let rt = self.rt;
+        quote!(<A as #rt::Cotangent<T>>::neg_zero())
+    }
+
+    /// `+0.0` of the cotangent type `A`: what adjoint buffers are cleared to.
+    fn adj_clear(&self) -> TokenStream {
+        let rt = self.rt;
+        quote!(<A as #rt::Cotangent<T>>::zero())
     }
 
     fn v(&self, v: Val) -> Ident {
@@ -502,10 +509,10 @@ impl<'a> Gen<'a> {
                 };
                 match &self.f.params[l.param] {
                     Param::Scalar { .. } => {
-                        out.extend(quote_spanned!(span=> let #dl: &mut T = &mut #d #(.#path)*;))
+                        out.extend(quote_spanned!(span=> let #dl: &mut A = &mut #d #(.#path)*;))
                     }
                     Param::Slice { .. } => {
-                        out.extend(quote_spanned!(span=> let #dl: &mut [T] = &mut #d #(.#path)*;))
+                        out.extend(quote_spanned!(span=> let #dl: &mut [A] = &mut #d #(.#path)*;))
                     }
                 }
             }
@@ -545,7 +552,7 @@ impl<'a> Gen<'a> {
             out.extend(quote!(let mut #id: #ty = #z;));
             if adjoints && self.active(v) {
                 let (a, zt) = (self.a(v), self.adj_zero());
-                out.extend(quote!(let mut #a: T = #zt;));
+                out.extend(quote!(let mut #a: A = #zt;));
             }
         }
         for (s, si) in self.f.slices.iter().enumerate() {
@@ -560,8 +567,8 @@ impl<'a> Gen<'a> {
                 out.extend(quote!(let mut #id: [#et; #len] = [#z; #len];));
                 if adjoints && self.p.slice_active[s] {
                     let d = ms(&format!("ds{s}"));
-                    let zt = self.zero_t();
-                    out.extend(quote!(let mut #d: [T; #len] = [#zt; #len];));
+                    let zt = self.adj_clear();
+                    out.extend(quote!(let mut #d: [A; #len] = [#zt; #len];));
                 }
             }
         }
@@ -1075,7 +1082,7 @@ impl<'a> Gen<'a> {
     fn rev_inst(&self, inst: &Inst) -> TokenStream {
         let rules = self.rules();
         let z = self.zero_t();
-        let nz = self.adj_zero();
+        let (nz, az) = (self.adj_zero(), self.adj_clear());
         let f = self.f;
         let val_or_zero = |v: Val, reads: &[Val]| -> TokenStream {
             if reads.contains(&v) {
@@ -1112,7 +1119,7 @@ impl<'a> Gen<'a> {
                         quote!(#rules::unary(#opt, #x).d)
                     }
                 };
-                quote!({ let d = #d; #aa += d * #ad; #ad = #nz; })
+                quote!({ let d = #d; #aa += #ad * d; #ad = #nz; })
             }
             Inst::Bin {
                 dst,
@@ -1141,11 +1148,11 @@ impl<'a> Gen<'a> {
                 };
                 if self.active(*a) {
                     let aa = self.a(*a);
-                    body.extend(quote!(#aa += #dx * g;));
+                    body.extend(quote!(#aa += g * #dx;));
                 }
                 if self.active(*b) {
                     let ab = self.a(*b);
-                    body.extend(quote!(#ab += #dy * g;));
+                    body.extend(quote!(#ab += g * #dy;));
                 }
                 quote!({ #body })
             }
@@ -1163,18 +1170,18 @@ impl<'a> Gen<'a> {
                 let (ds, i) = (self.dslice(*slice), self.v(*idx));
                 if self.active(*val) {
                     let av = self.a(*val);
-                    quote!({ #av += #ds[#i]; #ds[#i] = #z; })
+                    quote!({ #av += #ds[#i]; #ds[#i] = #az; })
                 } else {
-                    quote!({ #ds[#i] = #z; })
+                    quote!({ #ds[#i] = #az; })
                 }
             }
             Inst::Fill { slice, val } => {
                 let ds = self.dslice(*slice);
                 if self.active(*val) {
                     let av = self.a(*val);
-                    quote!(for e in #ds.iter_mut() { #av += *e; *e = #z; })
+                    quote!(for e in #ds.iter_mut() { #av += *e; *e = #az; })
                 } else {
-                    quote!(for e in #ds.iter_mut() { *e = #z; })
+                    quote!(for e in #ds.iter_mut() { *e = #az; })
                 }
             }
             Inst::Call { dst, func, args } => {
@@ -1189,7 +1196,7 @@ impl<'a> Gen<'a> {
                         Arg::Val(v) if f.values[*v].ty == Ty::F64 => {
                             pargs.push(self.tv(*v));
                             let t = ms(&format!("d{k}"));
-                            pre.extend(quote!(let mut #t: T = #z;));
+                            pre.extend(quote!(let mut #t: A = #az;));
                             dargs.push(quote!(&mut #t));
                             if self.active(*v) {
                                 let av = self.a(*v);
@@ -1215,7 +1222,7 @@ impl<'a> Gen<'a> {
                     let g = #ad;
                     #ad = #nz;
                     #commit
-                    let _ = #func::pullback::<T>(&mut *#ws, #(#pargs,)* #(#dargs,)* g);
+                    let _ = #func::pullback_vec::<T, A>(&mut *#ws, #(#pargs,)* #(#dargs,)* g);
                     #acquire
                     #post
                 })
@@ -1231,7 +1238,7 @@ impl<'a> Gen<'a> {
                 for (k, a) in args.iter().enumerate() {
                     if let (true, Some(p)) = (self.active(*a), partials[k]) {
                         let (aa, p) = (self.a(*a), self.v(p));
-                        body.extend(quote!(#aa += #p * g;));
+                        body.extend(quote!(#aa += g * #p;));
                     }
                 }
                 quote!({ #body })
@@ -1443,13 +1450,14 @@ impl<'a> Gen<'a> {
         }
     }
 
-    /// `pullback<T>`: forward sweep with recording, reverse sweep.
+    /// `pullback_vec<T, A>` (forward sweep with recording, reverse sweep, adjoints of type `A`)
+    /// and `pullback<T>`, the same with one cotangent (`A = T`).
     pub fn pullback_fn(&self) -> TokenStream {
         let real = self.real();
         let rt = self.rt;
         let ws = &self.names.ws;
         let params = self.param_decls(true);
-        let dparams = self.dparam_decls(quote!(T));
+        let dparams = self.dparam_decls(quote!(A));
         let decls = self.decls(true);
         let fwd = self.forward(true);
         let rev = self.reverse();
@@ -1473,11 +1481,12 @@ impl<'a> Gen<'a> {
                 quote!(let mut #ret: T = #z;),
                 quote!(-> T),
                 quote!(#ret),
-                quote!(#dret: T),
+                quote!(#dret: A),
                 seed,
             )
         } else if let Some(ra) = &self.f.ret_agg {
             let t = self.map_ty(&ra.ty, &quote!(T));
+            let ta = self.map_ty(&ra.ty, &quote!(A));
             let build = self.build_ret();
             let mut seed = quote!(let #ret = #build;);
             for l in &ra.leaves {
@@ -1496,7 +1505,7 @@ impl<'a> Gen<'a> {
                 quote!(),
                 quote!(-> #t),
                 quote!(#ret),
-                quote!(#dret: #t),
+                quote!(#dret: #ta),
                 seed,
             )
         } else {
@@ -1527,18 +1536,70 @@ impl<'a> Gen<'a> {
         let doc = format!(
             " Pullback (vector-Jacobian product) of `{}`: runs it, then adds `dret ·` the \
              gradient of its result (and the cotangents in `d_…` of `&mut` outputs, which are \
-             replaced by those of their inputs) to the `d_…` buffers. Returns the result.",
+             replaced by those of their inputs) to the `d_…` buffers. Returns the result. \
+             [`pullback_vec`] with one cotangent.",
             self.f.name
+        );
+        let doc_vec = format!(
+            " [`pullback`] of `{}` with adjoints of any [`Cotangent`]({rt}::Cotangent) type \
+             `A`: `T` itself, or [`Cotangents<T, N>`]({rt}::Cotangents) to carry `N` \
+             cotangents (`N` rows of a Jacobian) through one forward and one reverse sweep. \
+             Lane `k` of every `d_…` buffer computes what `pullback` with cotangent `k` \
+             computes, bit for bit.",
+            self.f.name,
+            rt = rt.to_string().replace(' ', "")
         );
         let sep = if dparams.is_empty() || dret_param.is_empty() {
             quote!()
         } else {
             quote!(,)
         };
+        // `<S as Differentiable>::Of<A>` (struct parameters or results) needs a `Real` `A`
+        let has_struct = self
+            .f
+            .sig
+            .iter()
+            .any(|it| matches!(it, SigItem::Agg(a) if a.is_struct && a.active))
+            || self.f.ret_agg.as_ref().is_some_and(|r| r.is_struct);
+        let a_bound = if has_struct {
+            quote!(#rt::Cotangent<T> + #real)
+        } else {
+            quote!(#rt::Cotangent<T>)
+        };
+        let names = self.param_names();
+        let dnames = self.dparam_names();
+        let (dparams_t, dret_t, dret_arg) = {
+            let d = self.dparam_decls(quote!(T));
+            let r = if self.f.returns_f64 {
+                quote!(#dret: T)
+            } else if let Some(ra) = &self.f.ret_agg {
+                let t = self.map_ty(&ra.ty, &quote!(T));
+                quote!(#dret: #t)
+            } else {
+                quote!()
+            };
+            let arg = if r.is_empty() {
+                quote!()
+            } else {
+                quote!(#dret)
+            };
+            (d, r, arg)
+        };
+        let sep_call = if dnames.is_empty() || dret_arg.is_empty() {
+            quote!()
+        } else {
+            quote!(,)
+        };
         quote! {
             #[doc = #doc]
+            #[allow(clippy::too_many_arguments)]
+            #[inline]
+            pub fn pullback<T: #real>(#ws: &mut #rt::Workspace<T>, #(#params,)* #(#dparams_t),* #sep #dret_t) #ret_ty {
+                pullback_vec::<T, T>(#ws, #(#names,)* #(#dnames),* #sep_call #dret_arg)
+            }
+            #[doc = #doc_vec]
             #[allow(unused_mut, unused_variables, unused_assignments, unused_parens, unused_braces, unused_labels, unreachable_code, clippy::all)]
-            pub fn pullback<T: #real>(#ws: &mut #rt::Workspace<T>, #(#params,)* #(#dparams),* #sep #dret_param) #ret_ty {
+            pub fn pullback_vec<T: #real, A: #a_bound>(#ws: &mut #rt::Workspace<T>, #(#params,)* #(#dparams),* #sep #dret_param) #ret_ty {
                 #checks
                 #ret_decl
                 #prologue

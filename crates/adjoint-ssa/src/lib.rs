@@ -191,7 +191,9 @@ pub trait Differentiable: Sized {
     }
 }
 
+mod cotangent;
 mod workspace;
+pub use cotangent::{Cotangent, Cotangents};
 pub use workspace::{with_workspace, Cursor, Stack, Workspace};
 
 #[doc(hidden)]
