@@ -7,6 +7,8 @@
 //!   mode, or called by other differentiable functions);
 //! * `pullback<T: Real>(ws, x, y, d_x, d_y, dret) -> T` — forward sweep with recording, then the
 //!   reverse sweep; adds `dret ·` the gradient into `d_x`, `d_y`;
+//! * `pullback_vec<T: Real, A: Cotangent<T>>(…)` — the body of `pullback` (which is
+//!   `pullback_vec::<T, T>`) with adjoints of type `A` (several cotangents per sweep);
 //! * `grad(x, y, d_x, d_y) -> f64` and `grad_with(ws, …)` — value and gradient (overwriting the
 //!   buffers), with a thread-local or a given workspace.
 //!
