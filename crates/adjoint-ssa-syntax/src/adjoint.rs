@@ -139,6 +139,14 @@ pub struct Plan {
     /// `ā_v` over the reversed iterations and is added to `ds[i]` once, in the last of them,
     /// instead of a read-modify-write of `ds[i]` per iteration (a chain through memory).
     pub deferred: Vec<Option<BlockId>>,
+    /// `ranged[b][k] = Some((h, base))` for a load or store `k` of block `b`, a block that runs
+    /// on every iteration of the innermost counted loop headed by `h` (counter `k` of type
+    /// `usize`), whose index is the counter (`base` `None`) or `base + counter` with `base`
+    /// fixed over the loop. The forward sweep indexed `base + [start, end)` with that slice, so
+    /// the reverse sweep checks the range once when it enters the reversed loop and then
+    /// indexes without a check per iteration, which lets LLVM vectorise loops such as
+    /// `d_m[i * n + j] += ā · v[j]`.
+    pub ranged: Vec<Vec<Option<(BlockId, Option<Val>)>>>,
 }
 
 impl Plan {
@@ -399,7 +407,9 @@ pub fn prepare(f: &mut Func) -> syn::Result<Plan> {
         ret_block,
         written_from: written_from(f),
         deferred: vec![],
+        ranged: vec![],
     };
+    plan.ranged = ranged_accesses(f, &plan);
     let mut recs: Vec<Rec> = (0..f.blocks.len()).map(|_| Rec::default()).collect();
     for b in 0..f.blocks.len() {
         if !plan.cyclic[b] {
@@ -411,10 +421,15 @@ pub fn prepare(f: &mut Func) -> syn::Result<Plan> {
                 need.extend(reads(f, &plan, i));
             }
         }
-        // the exit edge of a counted loop starts its counter from `start` and `end`
-        for c in plan.counted.iter().flatten() {
+        // the exit edge of a counted loop starts its counter from `start` and `end`, and
+        // checks the ranges of its ranged accesses from their bases
+        for (h, c) in plan.counted.iter().enumerate() {
+            let Some(c) = c else { continue };
             if c.exit == b {
                 need.extend([c.start, c.end]);
+                for base in plan.range_bases(h) {
+                    entry_computable(f, &plan, c, base, &mut need, 0);
+                }
             }
         }
         for v in need {
@@ -430,6 +445,121 @@ pub fn prepare(f: &mut Func) -> syn::Result<Plan> {
     Ok(plan)
 }
 
+impl Plan {
+    /// The distinct `base` values of loop `h`'s ranged accesses (see [`Plan::ranged`]).
+    pub fn range_bases(&self, h: BlockId) -> Vec<Val> {
+        let mut out = vec![];
+        for (hh, base) in self.ranged.iter().flatten().flatten() {
+            if let (true, Some(v)) = (*hh == h, base) {
+                if !out.contains(v) {
+                    out.push(*v);
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The blocks of counted loop `h` that run on every iteration: from the body's entry along
+/// unconditional jumps.
+fn every_iteration(f: &Func, h: BlockId, c: &Counted) -> Vec<BlockId> {
+    let mut out = vec![];
+    let Term::Branch(_, t, _) = &f.blocks[h].term else {
+        return out;
+    };
+    let mut b = t.block;
+    while b != h && c.body[b] && out.len() < f.blocks.len() {
+        out.push(b);
+        match &f.blocks[b].term {
+            Term::Jump(t) => b = t.block,
+            _ => break,
+        }
+    }
+    out
+}
+
+/// Whether `v` is fixed over loop `c` and can be computed when the reverse sweep enters the
+/// reversed loop: defined outside the loop (added to `leaves`, which the exit block's adjoint
+/// makes available), a constant, or `+ - *` of such values (`i * n` written in the body).
+pub fn entry_computable(
+    f: &Func,
+    p: &Plan,
+    c: &Counted,
+    v: Val,
+    leaves: &mut Vec<Val>,
+    depth: usize,
+) -> bool {
+    let inside = p.def_block[v].is_some_and(|db| c.body[db]);
+    if !inside {
+        leaves.push(v);
+        return true;
+    }
+    let Some((ib, k)) = p.def_inst[v] else {
+        return false; // a parameter of a block of the loop
+    };
+    match f.blocks[ib].insts[k] {
+        Inst::Const { .. } => true,
+        Inst::Int {
+            op: IntOp::Add | IntOp::Sub | IntOp::Mul,
+            a,
+            b,
+            ..
+        } if depth < 8 => {
+            entry_computable(f, p, c, a, leaves, depth + 1)
+                && entry_computable(f, p, c, b, leaves, depth + 1)
+        }
+        _ => false,
+    }
+}
+
+/// [`Plan::ranged`].
+fn ranged_accesses(f: &Func, p: &Plan) -> Vec<Vec<Option<(BlockId, Option<Val>)>>> {
+    let mut out: Vec<Vec<_>> = f.blocks.iter().map(|b| vec![None; b.insts.len()]).collect();
+    let usize_ty = Ty::Int(Some(IntTy::Usize));
+    for (h, c) in p.counted.iter().enumerate() {
+        let Some(c) = c.as_ref().filter(|c| c.innermost) else {
+            continue;
+        };
+        if f.values[c.k].ty != usize_ty {
+            continue;
+        }
+        // fixed over the loop and computable when the reverse sweep enters it
+        let fixed = |v: Val| entry_computable(f, p, c, v, &mut vec![], 0);
+        let base_of = |idx: Val| -> Option<Option<Val>> {
+            if idx == c.k {
+                return Some(None);
+            }
+            let (ib, k) = p.def_inst[idx]?;
+            match f.blocks[ib].insts[k] {
+                Inst::Int {
+                    op: IntOp::Add,
+                    a,
+                    b,
+                    ..
+                } if f.values[idx].ty == usize_ty => {
+                    let base = if a == c.k {
+                        b
+                    } else if b == c.k {
+                        a
+                    } else {
+                        return None;
+                    };
+                    (f.values[base].ty == usize_ty && fixed(base)).then_some(Some(base))
+                }
+                _ => None,
+            }
+        };
+        for b in every_iteration(f, h, c) {
+            for (k, i) in f.blocks[b].insts.iter().enumerate() {
+                if let Inst::Load { idx, .. } | Inst::Store { idx, .. } = i {
+                    out[b][k] = base_of(*idx).map(|base| (h, base));
+                }
+            }
+        }
+    }
+    out
+}
+
 /// [`Plan::deferred`].
 fn deferred_loads(f: &Func, p: &Plan) -> Vec<Option<BlockId>> {
     let mut out = vec![None; f.values.len()];
@@ -437,24 +567,13 @@ fn deferred_loads(f: &Func, p: &Plan) -> Vec<Option<BlockId>> {
         let Some(c) = c.as_ref().filter(|c| c.innermost) else {
             continue;
         };
-        // the blocks every iteration runs: from the body's entry along unconditional jumps
-        let Term::Branch(_, t, _) = &f.blocks[h].term else {
-            continue;
-        };
-        let mut b = t.block;
-        let mut seen = 0;
-        while b != h && c.body[b] && seen < f.blocks.len() {
-            seen += 1;
+        for b in every_iteration(f, h, c) {
             for i in &f.blocks[b].insts {
                 if let Inst::Load { dst, slice, idx } = *i {
                     if p.active(f, dst) && !writes(f, c, slice) && invariant_in(f, p, c, idx, 0) {
                         out[dst] = Some(h);
                     }
                 }
-            }
-            match &f.blocks[b].term {
-                Term::Jump(t) => b = t.block,
-                _ => break,
             }
         }
     }

@@ -584,6 +584,10 @@ impl<'a> Gen<'a> {
                     let (cnt, lo, ty) =
                         (ms(&format!("cnt{b}")), ms(&format!("lo{b}")), self.ty(c.k));
                     out.extend(quote!(let mut #cnt: #ty = 0; let mut #lo: #ty = 0;));
+                    for base in self.p.range_bases(b) {
+                        let rb = self.rb(b, Some(base));
+                        out.extend(quote!(let mut #rb: usize = 0;));
+                    }
                 }
             }
         }
@@ -1081,7 +1085,9 @@ impl<'a> Gen<'a> {
     }
 
     /// Reverse code of one active instruction.
-    fn rev_inst(&self, inst: &Inst) -> TokenStream {
+    /// Reverse code of one instruction; `ranged`: the unchecked index of a ranged load or store
+    /// (see [`Gen::ranged`]).
+    fn rev_inst(&self, inst: &Inst, ranged: Option<TokenStream>) -> TokenStream {
         let rules = self.rules();
         let z = self.zero_t();
         let (nz, az) = (self.adj_zero(), self.adj_clear());
@@ -1165,16 +1171,32 @@ impl<'a> Gen<'a> {
                         let (cnt, lo) = (ms(&format!("cnt{h}")), ms(&format!("lo{h}")));
                         quote!(if #cnt == #lo { #ds[#i] += #ad; #ad = #nz; })
                     }
-                    None => quote!({ #ds[#i] += #ad; #ad = #nz; }),
+                    None => match ranged {
+                        // SAFETY: as for ranged loads in `rev_body`; `ds` has the length
+                        // checked on entering the reversed loop.
+                        Some(ix) => quote!({
+                            unsafe { *#ds.get_unchecked_mut(#ix) += #ad; }
+                            #ad = #nz;
+                        }),
+                        None => quote!({ #ds[#i] += #ad; #ad = #nz; }),
+                    },
                 }
             }
             Inst::Store { slice, idx, val } => {
-                let (ds, i) = (self.dslice(*slice), self.v(*idx));
+                let ds = self.dslice(*slice);
+                // SAFETY (ranged): as for ranged loads in `rev_body`.
+                let e = match ranged {
+                    Some(ix) => quote!((*unsafe { #ds.get_unchecked_mut(#ix) })),
+                    None => {
+                        let i = self.v(*idx);
+                        quote!(#ds[#i])
+                    }
+                };
                 if self.active(*val) {
                     let av = self.a(*val);
-                    quote!({ #av += #ds[#i]; #ds[#i] = #az; })
+                    quote!({ #av += #e; #e = #az; })
                 } else {
-                    quote!({ #ds[#i] = #az; })
+                    quote!({ #e = #az; })
                 }
             }
             Inst::Fill { slice, val } => {
@@ -1270,6 +1292,15 @@ impl<'a> Gen<'a> {
                 continue;
             }
             let (ib, k) = self.p.def_inst[*v].unwrap();
+            if let (Some(ix), Inst::Load { dst, slice, .. }) =
+                (self.ranged(b, ib, k), &self.f.blocks[ib].insts[k])
+            {
+                let (d, s) = (self.v(*dst), self.slice(*slice));
+                // SAFETY: `ix` is `rb + cnt` with `cnt < hi` inside the reversed loop, and
+                // `rb + hi <= s.len()` was checked on entering it (see `ranged`).
+                body.extend(quote!(#d = unsafe { *#s.get_unchecked(#ix) };));
+                continue;
+            }
             let code = self.inst(&self.f.blocks[ib].insts[k], true);
             body.extend(code);
         }
@@ -1279,7 +1310,7 @@ impl<'a> Gen<'a> {
         // stall per iteration (Rosenbrock's gradient ran 2.4× slower). A compiler fence (no
         // machine instruction) between them keeps them scalar.
         let mut updated = vec![false; self.f.slices.len()];
-        for i in self.f.blocks[b].insts.iter().rev() {
+        for (k, i) in self.f.blocks[b].insts.iter().enumerate().rev() {
             if self.p.inst_active(self.f, i) {
                 if let Inst::Load { slice, .. } = i {
                     if std::mem::replace(&mut updated[*slice], true) {
@@ -1288,10 +1319,110 @@ impl<'a> Gen<'a> {
                         );));
                     }
                 }
-                body.extend(self.rev_inst(i));
+                body.extend(self.rev_inst(i, self.ranged(b, b, k)));
             }
         }
         body
+    }
+
+    /// The variable holding loop `h`'s range base `base` in the reverse sweep.
+    fn rb(&self, h: BlockId, base: Option<Val>) -> TokenStream {
+        match base {
+            Some(v) => {
+                let id = ms(&format!("rb{h}_{v}"));
+                quote!(#id)
+            }
+            None => quote!(0usize),
+        }
+    }
+
+    /// For a ranged load or store `k` of block `ib` (see [`Plan::ranged`]) whose reverse code is
+    /// emitted in the adjoint of block `b` inside the same loop: the index as `rb + cnt`, from
+    /// locals only the reversed loop's entry and header set (so the range check made on entry
+    /// covers it whatever else the sweep does).
+    fn ranged(&self, b: BlockId, ib: BlockId, k: usize) -> Option<TokenStream> {
+        let (h, base) = self.p.ranged.get(ib)?.get(k).copied().flatten()?;
+        let c = self.p.counted[h].as_ref()?;
+        if !c.body[b] {
+            return None;
+        }
+        let (rb, cnt) = (self.rb(h, base), ms(&format!("cnt{h}")));
+        Some(quote!(#rb + #cnt))
+    }
+
+    /// A range base of loop `h` as an expression of values defined outside the loop and
+    /// constants (see [`crate::adjoint::entry_computable`]), the same operations as forward.
+    fn entry_expr(&self, h: BlockId, v: Val) -> TokenStream {
+        let c = self.p.counted[h].as_ref().expect("counted loop");
+        if !self.p.def_block[v].is_some_and(|db| c.body[db]) {
+            let id = self.v(v);
+            return quote!(#id);
+        }
+        let (ib, k) = self.p.def_inst[v].expect("checked by entry_computable");
+        match &self.f.blocks[ib].insts[k] {
+            Inst::Const { c, .. } => {
+                let t = &c.tokens;
+                quote!(#t)
+            }
+            Inst::Int { op, a, b, .. } => {
+                let (a, b) = (self.entry_expr(h, *a), self.entry_expr(h, *b));
+                match op {
+                    IntOp::Add => quote!((#a + #b)),
+                    IntOp::Sub => quote!((#a - #b)),
+                    IntOp::Mul => quote!((#a * #b)),
+                    _ => unreachable!("checked by entry_computable"),
+                }
+            }
+            _ => unreachable!("checked by entry_computable"),
+        }
+    }
+
+    /// On entering reversed loop `h`: bind its range bases and check, once, that every slice
+    /// it indexes without checks holds `rb + [lo, hi)` (the forward sweep indexed exactly that).
+    fn range_entry(&self, h: BlockId) -> TokenStream {
+        let rt = self.rt;
+        let (cnt, lo) = (ms(&format!("cnt{h}")), ms(&format!("lo{h}")));
+        let mut code = TokenStream::new();
+        for base in self.p.range_bases(h) {
+            let (rb, e) = (self.rb(h, Some(base)), self.entry_expr(h, base));
+            code.extend(quote!(#rb = #e;));
+        }
+        let mut checked: Vec<(SliceId, Option<Val>, bool)> = vec![];
+        let mut checks = TokenStream::new();
+        for (ib, block) in self.f.blocks.iter().enumerate() {
+            for (k, i) in block.insts.iter().enumerate() {
+                let Some((hh, base)) = self.p.ranged[ib][k] else {
+                    continue;
+                };
+                let (Inst::Load { slice, .. } | Inst::Store { slice, .. }) = i else {
+                    continue;
+                };
+                if hh != h {
+                    continue;
+                }
+                let mut sides = vec![false];
+                if self.p.slice_active[*slice] {
+                    sides.push(true);
+                }
+                for d in sides {
+                    if checked.contains(&(*slice, base, d)) {
+                        continue;
+                    }
+                    checked.push((*slice, base, d));
+                    let s = if d {
+                        self.dslice(*slice)
+                    } else {
+                        self.slice(*slice)
+                    };
+                    let rb = self.rb(h, base);
+                    checks.extend(quote!(#rt::__private::check_range(#rb, #cnt, #s.len());));
+                }
+            }
+        }
+        if !checks.is_empty() {
+            code.extend(quote!(if #cnt != #lo { #checks }));
+        }
+        code
     }
 
     /// Adjoint transfers on reversed edge `k` of block `b` (to its `k`-th predecessor).
@@ -1307,6 +1438,7 @@ impl<'a> Gen<'a> {
                 let (cnt, lo) = (ms(&format!("cnt{pb}")), ms(&format!("lo{pb}")));
                 let (s, e) = (self.v(c.start), self.v(c.end));
                 code.extend(quote!(#lo = #s; #cnt = if #s < #e { #e } else { #s };));
+                code.extend(self.range_entry(pb));
             }
         }
         let act: Vec<(Val, Val)> = block

@@ -204,4 +204,26 @@ pub use workspace::{with_workspace, Cursor, Stack, Workspace};
 #[doc(hidden)]
 pub mod __private {
     pub use adjoint_core::rules;
+
+    /// Checked once when a pullback enters a reversed counted loop that indexes a slice by
+    /// `base + counter` without per-iteration checks (`counter < hi`): the slice must hold
+    /// `base + hi` elements. The forward sweep indexed the same elements, so this cannot fail
+    /// unless the transform is wrong; it is what makes those unchecked accesses sound.
+    #[inline]
+    #[track_caller]
+    pub fn check_range(base: usize, hi: usize, len: usize) {
+        if !base.checked_add(hi).is_some_and(|end| end <= len) {
+            range_failed(base, hi, len)
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    #[track_caller]
+    fn range_failed(base: usize, hi: usize, len: usize) -> ! {
+        panic!(
+            "adjoint-ssa internal error: a reversed loop would index {base} + [.., {hi}) of a \
+             slice of length {len}, beyond what the forward sweep indexed; please report this"
+        )
+    }
 }

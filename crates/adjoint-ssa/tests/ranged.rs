@@ -1,0 +1,176 @@
+//! Reversed counted loops that index slices by `base + counter` without per-iteration checks
+//! (the range is checked once on entry; see `Plan::ranged`): bases on either side of the `+`,
+//! from an outer counter (`i * n`), constant offsets, loops starting above zero, empty loops,
+//! local arrays, stores into `&mut` outputs, and accesses under a branch (checked as before).
+//! Gradients against forward mode over generic twins of the functions.
+
+#![allow(clippy::needless_range_loop)]
+
+use adjoint_core::forward::{self, Dual};
+use adjoint_core::Real;
+use adjoint_ssa::{differentiable, Workspace};
+
+fn check(name: &str, g: &[f64], want: &[f64]) {
+    assert_eq!(g.len(), want.len());
+    for (i, (a, b)) in g.iter().zip(want).enumerate() {
+        assert!(
+            (a - b).abs() <= 1e-10 * (1.0 + b.abs()),
+            "{name}[{i}]: {a} vs {b}"
+        );
+    }
+}
+
+const W: usize = 8;
+
+#[differentiable]
+fn mix(m: &[f64], v: &[f64], n: usize) -> f64 {
+    let rows = m.len() / n;
+    let mut s = 0.0;
+    let mut buf = [0.0; W];
+    for i in 0..rows {
+        let mut acc = 0.0;
+        for j in 1..n {
+            acc += m[i * n + j] * v[j - 1];
+            acc += m[j + i * n] * v[j];
+        }
+        for j in i..i {
+            acc += v[j];
+        }
+        for j in 0..W.min(n) {
+            buf[j] = acc * v[j] + buf[j] * 0.5;
+        }
+        for j in 0..n - 1 {
+            s += v[j + 1] * buf[j % W];
+            if v[j] > 0.0 {
+                s += m[i * n + j].sin();
+            }
+        }
+    }
+    for j in 0..W {
+        s += buf[j] * buf[j];
+    }
+    s
+}
+
+fn mix_ref<T: Real>(m: &[T], v: &[T], n: usize) -> T {
+    let rows = m.len() / n;
+    let mut s = T::zero();
+    let mut buf = [T::zero(); W];
+    for i in 0..rows {
+        let mut acc = T::zero();
+        for j in 1..n {
+            acc += m[i * n + j] * v[j - 1];
+            acc += m[j + i * n] * v[j];
+        }
+        for j in 0..W.min(n) {
+            buf[j] = acc * v[j] + buf[j] * 0.5;
+        }
+        for j in 0..n - 1 {
+            s += v[j + 1] * buf[j % W];
+            if v[j].value() > 0.0 {
+                s += m[i * n + j].sin();
+            }
+        }
+    }
+    for j in 0..W {
+        s += buf[j] * buf[j];
+    }
+    s
+}
+
+#[test]
+fn ranged_loads_and_local_stores() {
+    for (rows, n) in [(3, 5), (2, 1), (4, 10), (1, 2)] {
+        let m: Vec<f64> = (0..rows * n)
+            .map(|k| ((k * 7 % 11) as f64 - 5.0) * 0.1)
+            .collect();
+        let v: Vec<f64> = (0..n).map(|k| ((k * 5 % 7) as f64 - 3.0) * 0.2).collect();
+        let (mut dm, mut dv) = (vec![0.0; m.len()], vec![0.0; n]);
+        let val = mix::grad(&m, &v, n, &mut dm, &mut dv);
+        assert_eq!(val, mix(&m, &v, n));
+        let mv: Vec<f64> = m.iter().chain(&v).copied().collect();
+        let want = forward::gradient(|x| mix_ref(&x[..m.len()], &x[m.len()..], n), &mv);
+        check(&format!("mix {rows}×{n} dm"), &dm, &want[..m.len()]);
+        check(&format!("mix {rows}×{n} dv"), &dv, &want[m.len()..]);
+    }
+}
+
+/// Stores into an in-place output at `i * n + j`: the reverse sweep reads and clears the
+/// output's cotangent there without per-iteration checks.
+#[differentiable]
+fn scale_rows(m: &[f64], v: &[f64], out: &mut [f64]) {
+    let n = v.len();
+    for i in 0..out.len() / n {
+        for j in 0..n {
+            out[i * n + j] = m[i * n + j] * v[j] + out[i * n + j] * 0.5;
+        }
+    }
+}
+
+fn scale_rows_ref<T: Real>(m: &[T], v: &[T], out: &mut [T]) {
+    let n = v.len();
+    for i in 0..out.len() / n {
+        for j in 0..n {
+            out[i * n + j] = m[i * n + j] * v[j] + out[i * n + j] * 0.5;
+        }
+    }
+}
+
+#[test]
+fn ranged_stores_into_an_output() {
+    let (rows, n) = (3, 4);
+    let m: Vec<f64> = (0..rows * n).map(|k| (k as f64).sin()).collect();
+    let v: Vec<f64> = (0..n).map(|k| (k as f64 + 0.5).cos()).collect();
+    let out0: Vec<f64> = (0..rows * n).map(|k| 0.1 * k as f64).collect();
+    let c: Vec<f64> = (0..rows * n).map(|k| 1.0 - 0.05 * k as f64).collect();
+    let mut out = out0.clone();
+    let (mut dm, mut dv, mut dout) = (vec![0.0; m.len()], vec![0.0; n], c.clone());
+    scale_rows::pullback(
+        &mut Workspace::new(),
+        &m,
+        &v,
+        &mut out,
+        &mut dm,
+        &mut dv,
+        &mut dout,
+    );
+    let mut plain = out0.clone();
+    scale_rows(&m, &v, &mut plain);
+    assert_eq!(out, plain);
+    // forward mode of c · out(m, v, out0)
+    let all: Vec<f64> = m.iter().chain(&v).chain(&out0).copied().collect();
+    let (km, kv) = (m.len(), m.len() + n);
+    let want = forward::gradient(
+        |x: &[Dual<f64>]| {
+            let mut o = x[kv..].to_vec();
+            scale_rows_ref(&x[..km], &x[km..kv], &mut o);
+            o.iter()
+                .zip(&c)
+                .fold(Dual::constant(0.0), |s, (o, c)| s + *o * *c)
+        },
+        &all,
+    );
+    check("scale_rows dm", &dm, &want[..km]);
+    check("scale_rows dv", &dv, &want[km..kv]);
+    check("scale_rows dout", &dout, &want[kv..]);
+}
+
+/// The check made on entering a reversed loop is what makes its unchecked accesses sound:
+/// it panics (never indexes out of bounds) when a range does not fit.
+#[test]
+#[should_panic(expected = "beyond what the forward sweep indexed")]
+fn the_entry_check_panics_on_a_range_that_does_not_fit() {
+    adjoint_ssa::__private::check_range(6, 5, 10);
+}
+
+#[test]
+#[should_panic(expected = "beyond what the forward sweep indexed")]
+fn the_entry_check_catches_overflow() {
+    adjoint_ssa::__private::check_range(usize::MAX, 1, usize::MAX);
+}
+
+#[test]
+fn the_entry_check_accepts_the_exact_range() {
+    adjoint_ssa::__private::check_range(5, 5, 10);
+    adjoint_ssa::__private::check_range(0, 0, 0);
+}
