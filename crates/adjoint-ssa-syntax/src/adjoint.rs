@@ -1207,6 +1207,30 @@ pub fn dump(f: &Func, p: &Plan) -> String {
         .map(|x| format!("s{x}:{}", f.slices[x].name))
         .collect();
     let _ = writeln!(s, "active slices: {}", sl.join(" "));
+    let mut ranged = vec![];
+    for (b, insts) in p.ranged.iter().enumerate() {
+        for (k, r) in insts.iter().enumerate() {
+            if let (
+                Some((h, base)),
+                Inst::Load { slice, idx, .. } | Inst::Store { slice, idx, .. },
+            ) = (r, &f.blocks[b].insts[k])
+            {
+                let base = base.map_or("0".into(), |v| f.vname(v));
+                ranged.push(format!(
+                    "{}[{}] = [{base} + counter of #{h}]",
+                    f.slices[*slice].name,
+                    f.vname(*idx)
+                ));
+            }
+        }
+    }
+    if !ranged.is_empty() {
+        let _ = writeln!(
+            s,
+            "=== unchecked in the reverse sweep (range checked on entry) ==="
+        );
+        let _ = writeln!(s, "{}", ranged.join(", "));
+    }
     let _ = writeln!(s, "=== forward sweep records ===");
     for b in 0..f.blocks.len() {
         let pushes: Vec<String> = p.pushes[b].iter().map(|v| f.vname(*v)).collect();

@@ -738,3 +738,71 @@ fn exp_records_its_result_as_its_partial() {
     );
     grad_check(src, &[0.3, -0.6, 0.8]);
 }
+
+/// `Plan::ranged`: in `m[i * n + j] * v[j]` (every iteration of the inner loop) both loads are
+/// indexed by `base + counter`, with `i * n` as base; a load under a branch inside the loop and
+/// one at `j - 1` (not `base + counter`) are not.
+#[test]
+fn ranged_accesses_of_a_matrix_row() {
+    let src = "fn f(m: &[f64], v: &[f64]) -> f64 {
+        let n = v.len();
+        let mut s = 0.0;
+        for i in 0..n {
+            let mut acc = 0.0;
+            for j in 1..n {
+                acc += m[i * n + j] * v[j] + v[j - 1];
+                if acc > 0.0 {
+                    acc += v[j];
+                }
+            }
+            s += acc;
+        }
+        s
+    }";
+    let (f, p) = lower_str(src, "").unwrap_or_else(|e| panic!("{e}"));
+    use crate::ir::{Inst, IntOp};
+    let mut seen = vec![];
+    for (b, block) in f.blocks.iter().enumerate() {
+        for (k, i) in block.insts.iter().enumerate() {
+            let Inst::Load { slice, idx, .. } = *i else {
+                continue;
+            };
+            let name = f.slices[slice].name.to_string();
+            let shape = match p.def_inst[idx].map(|(ib, ik)| &f.blocks[ib].insts[ik]) {
+                Some(Inst::Int { op: IntOp::Sub, .. }) => "minus",
+                Some(Inst::Int { op: IntOp::Add, .. }) => "plus",
+                _ => "counter",
+            };
+            seen.push((name, shape, p.ranged[b][k].is_some()));
+        }
+    }
+    let dump = crate::adjoint::dump(&f, &p);
+    assert!(
+        seen.contains(&("m".into(), "plus", true)),
+        "{seen:?}\n{dump}"
+    );
+    assert!(
+        seen.contains(&("v".into(), "counter", true)),
+        "{seen:?}\n{dump}"
+    );
+    assert!(
+        seen.contains(&("v".into(), "minus", false)),
+        "{seen:?}\n{dump}"
+    );
+    // the conditional `v[j]`: in the loop, not on every iteration
+    assert_eq!(
+        seen.iter()
+            .filter(|s| s.0 == "v" && s.1 == "counter")
+            .count(),
+        2,
+        "{seen:?}\n{dump}"
+    );
+    assert_eq!(
+        seen.iter()
+            .filter(|s| s.0 == "v" && s.1 == "counter" && s.2)
+            .count(),
+        1,
+        "{seen:?}\n{dump}"
+    );
+    assert!(dump.contains("unchecked in the reverse sweep"), "{dump}");
+}
