@@ -5,6 +5,8 @@
 //! Gradients against forward mode over generic twins of the functions.
 
 #![allow(clippy::needless_range_loop)]
+// The generated unchecked accesses do not trip a user's `forbid(unsafe_code)`.
+#![forbid(unsafe_code)]
 
 use adjoint_core::forward::{self, Dual};
 use adjoint_core::Real;
