@@ -139,14 +139,13 @@ pub struct Plan {
     /// `ā_v` over the reversed iterations and is added to `ds[i]` once, in the last of them,
     /// instead of a read-modify-write of `ds[i]` per iteration (a chain through memory).
     pub deferred: Vec<Option<BlockId>>,
-    /// `ranged[b][k] = Some((h, base))` for a load or store `k` of block `b`, a block that runs
-    /// on every iteration of the innermost counted loop headed by `h` (counter `k` of type
-    /// `usize`), whose index is the counter (`base` `None`) or `base + counter` with `base`
-    /// fixed over the loop. The forward sweep indexed `base + [start, end)` with that slice, so
-    /// the reverse sweep checks the range once when it enters the reversed loop and then
-    /// indexes without a check per iteration, which lets LLVM vectorise loops such as
-    /// `d_m[i * n + j] += ā · v[j]`.
-    pub ranged: Vec<Vec<Option<(BlockId, Option<Val>)>>>,
+    /// `ranged[b][k] = Some((h, r))` for a load or store `k` of block `b`, a block that runs
+    /// on every iteration of the innermost counted loop headed by `h` (counter of type
+    /// `usize`), whose index is `r`'s start plus the counter (see [`RangeBase`]). The forward
+    /// sweep indexed that slice at every index of the range, so the reverse sweep checks the
+    /// range once when it enters the reversed loop and then indexes without a check per
+    /// iteration, which lets LLVM vectorise loops such as `d_m[i * n + j] += ā · v[j]`.
+    pub ranged: Vec<Vec<Option<(BlockId, RangeBase)>>>,
 }
 
 impl Plan {
@@ -427,9 +426,7 @@ pub fn prepare(f: &mut Func) -> syn::Result<Plan> {
             let Some(c) = c else { continue };
             if c.exit == b {
                 need.extend([c.start, c.end]);
-                for base in plan.range_bases(h) {
-                    entry_computable(f, &plan, c, base, &mut need, 0);
-                }
+                need.extend(plan.range_leaves(f, h));
             }
         }
         for v in need {
@@ -445,15 +442,51 @@ pub fn prepare(f: &mut Func) -> syn::Result<Plan> {
     Ok(plan)
 }
 
+/// The index of a ranged access (see [`Plan::ranged`]) in iteration `counter` of its loop:
+/// `base + counter` (`ind` `None`), or `base + ind` with `ind` an induction variable stepping
+/// by one beside the counter (`li += 1`), which is `base + entry − start + counter`
+/// (`entry` the induction's value on entering the loop, `start` the counter's). A missing
+/// `base` is 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RangeBase {
+    /// Fixed over the loop ([`entry_computable`]).
+    pub base: Option<Val>,
+    /// An induction parameter of the loop header with step 1.
+    pub ind: Option<Val>,
+}
+
+impl RangeBase {
+    /// `0 + counter`: the counter itself.
+    pub fn is_counter(&self) -> bool {
+        self.base.is_none() && self.ind.is_none()
+    }
+}
+
 impl Plan {
-    /// The distinct `base` values of loop `h`'s ranged accesses (see [`Plan::ranged`]).
-    pub fn range_bases(&self, h: BlockId) -> Vec<Val> {
+    /// The distinct range bases of loop `h`'s ranged accesses other than the counter itself
+    /// (see [`Plan::ranged`]); the reverse sweep keeps each in a local `rb{h}_{position}`.
+    pub fn range_bases(&self, h: BlockId) -> Vec<RangeBase> {
         let mut out = vec![];
-        for (hh, base) in self.ranged.iter().flatten().flatten() {
-            if let (true, Some(v)) = (*hh == h, base) {
-                if !out.contains(v) {
-                    out.push(*v);
-                }
+        for (hh, r) in self.ranged.iter().flatten().flatten() {
+            if *hh == h && !r.is_counter() && !out.contains(r) {
+                out.push(*r);
+            }
+        }
+        out
+    }
+
+    /// The values the reverse sweep reads to compute loop `h`'s range bases on entering it.
+    fn range_leaves(&self, f: &Func, h: BlockId) -> Vec<Val> {
+        let Some(c) = &self.counted[h] else {
+            return vec![];
+        };
+        let mut out = vec![];
+        for r in self.range_bases(h) {
+            if let Some(b) = r.base {
+                entry_computable(f, self, c, b, &mut out, 0);
+            }
+            if let Some(i) = r.ind {
+                out.extend(c.induction(i).map(|(entry, _)| entry));
             }
         }
         out
@@ -513,7 +546,7 @@ pub fn entry_computable(
 }
 
 /// [`Plan::ranged`].
-fn ranged_accesses(f: &Func, p: &Plan) -> Vec<Vec<Option<(BlockId, Option<Val>)>>> {
+fn ranged_accesses(f: &Func, p: &Plan) -> Vec<Vec<Option<(BlockId, RangeBase)>>> {
     let mut out: Vec<Vec<_>> = f.blocks.iter().map(|b| vec![None; b.insts.len()]).collect();
     let usize_ty = Ty::Int(Some(IntTy::Usize));
     for (h, c) in p.counted.iter().enumerate() {
@@ -525,9 +558,18 @@ fn ranged_accesses(f: &Func, p: &Plan) -> Vec<Vec<Option<(BlockId, Option<Val>)>
         }
         // fixed over the loop and computable when the reverse sweep enters it
         let fixed = |v: Val| entry_computable(f, p, c, v, &mut vec![], 0);
-        let base_of = |idx: Val| -> Option<Option<Val>> {
-            if idx == c.k {
-                return Some(None);
+        // the counter, or an induction stepping by one beside it
+        let counter = |v: Val| -> Option<Option<Val>> {
+            if v == c.k {
+                Some(None)
+            } else {
+                let unit = c.induction(v).is_some_and(|(_, step)| step == 1);
+                (unit && f.values[v].ty == usize_ty).then_some(Some(v))
+            }
+        };
+        let base_of = |idx: Val| -> Option<RangeBase> {
+            if let Some(ind) = counter(idx) {
+                return Some(RangeBase { base: None, ind });
             }
             let (ib, k) = p.def_inst[idx]?;
             match f.blocks[ib].insts[k] {
@@ -537,14 +579,15 @@ fn ranged_accesses(f: &Func, p: &Plan) -> Vec<Vec<Option<(BlockId, Option<Val>)>
                     b,
                     ..
                 } if f.values[idx].ty == usize_ty => {
-                    let base = if a == c.k {
-                        b
-                    } else if b == c.k {
-                        a
-                    } else {
-                        return None;
+                    let (base, ind) = match (counter(a), counter(b)) {
+                        (Some(ind), _) => (b, ind),
+                        (_, Some(ind)) => (a, ind),
+                        _ => return None,
                     };
-                    (f.values[base].ty == usize_ty && fixed(base)).then_some(Some(base))
+                    (f.values[base].ty == usize_ty && fixed(base)).then_some(RangeBase {
+                        base: Some(base),
+                        ind,
+                    })
                 }
                 _ => None,
             }
@@ -552,7 +595,7 @@ fn ranged_accesses(f: &Func, p: &Plan) -> Vec<Vec<Option<(BlockId, Option<Val>)>
         for b in every_iteration(f, h, c) {
             for (k, i) in f.blocks[b].insts.iter().enumerate() {
                 if let Inst::Load { idx, .. } | Inst::Store { idx, .. } = i {
-                    out[b][k] = base_of(*idx).map(|base| (h, base));
+                    out[b][k] = base_of(*idx).map(|r| (h, r));
                 }
             }
         }
@@ -1215,9 +1258,12 @@ pub fn dump(f: &Func, p: &Plan) -> String {
                 Inst::Load { slice, idx, .. } | Inst::Store { slice, idx, .. },
             ) = (r, &f.blocks[b].insts[k])
             {
-                let base = base.map_or("0".into(), |v| f.vname(v));
+                let mut start = base.base.map_or("0".into(), |v| f.vname(v));
+                if let Some(i) = base.ind {
+                    start = format!("{start} + {} − start", f.vname(i));
+                }
                 ranged.push(format!(
-                    "{}[{}] = [{base} + counter of #{h}]",
+                    "{}[{}] = [{start} + counter of #{h}]",
                     f.slices[*slice].name,
                     f.vname(*idx)
                 ));

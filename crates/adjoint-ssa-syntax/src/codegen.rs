@@ -15,7 +15,7 @@
 //! Locals are hygienic (`Span::mixed_site`), so they never clash with user names. Derivatives
 //! come from `rules::unary` / `rules::binary` of `adjoint-core`.
 
-use crate::adjoint::{cheap_reads, Plan, TagMode};
+use crate::adjoint::{cheap_reads, Plan, RangeBase, TagMode};
 use crate::ir::*;
 use crate::structure::{structured, Cfg, Emit};
 use adjoint_core::rules::{Op1, Op2};
@@ -584,8 +584,8 @@ impl<'a> Gen<'a> {
                     let (cnt, lo, ty) =
                         (ms(&format!("cnt{b}")), ms(&format!("lo{b}")), self.ty(c.k));
                     out.extend(quote!(let mut #cnt: #ty = 0; let mut #lo: #ty = 0;));
-                    for base in self.p.range_bases(b) {
-                        let rb = self.rb(b, Some(base));
+                    for r in self.p.range_bases(b) {
+                        let rb = self.rb(b, r);
                         out.extend(quote!(let mut #rb: usize = 0;));
                     }
                 }
@@ -1325,11 +1325,11 @@ impl<'a> Gen<'a> {
         body
     }
 
-    /// The variable holding loop `h`'s range base `base` in the reverse sweep.
-    fn rb(&self, h: BlockId, base: Option<Val>) -> TokenStream {
-        match base {
-            Some(v) => {
-                let id = ms(&format!("rb{h}_{v}"));
+    /// The local holding loop `h`'s range base `r` in the reverse sweep (`0` for the counter).
+    fn rb(&self, h: BlockId, r: RangeBase) -> TokenStream {
+        match self.p.range_bases(h).iter().position(|x| *x == r) {
+            Some(k) => {
+                let id = ms(&format!("rb{h}_{k}"));
                 quote!(#id)
             }
             None => quote!(0usize),
@@ -1347,7 +1347,7 @@ impl<'a> Gen<'a> {
             return None;
         }
         let (rb, cnt) = (self.rb(h, base), ms(&format!("cnt{h}")));
-        Some(quote!(#rb + #cnt))
+        Some(quote!(#rb.wrapping_add(#cnt)))
     }
 
     /// A range base of loop `h` as an expression of values defined outside the loop and
@@ -1383,11 +1383,21 @@ impl<'a> Gen<'a> {
         let rt = self.rt;
         let (cnt, lo) = (ms(&format!("cnt{h}")), ms(&format!("lo{h}")));
         let mut code = TokenStream::new();
-        for base in self.p.range_bases(h) {
-            let (rb, e) = (self.rb(h, Some(base)), self.entry_expr(h, base));
+        let c = self.p.counted[h].as_ref().expect("counted loop");
+        for r in self.p.range_bases(h) {
+            let rb = self.rb(h, r);
+            let mut e = match r.base {
+                Some(b) => self.entry_expr(h, b),
+                None => quote!(0usize),
+            };
+            if let Some((entry, _)) = r.ind.and_then(|i| c.induction(i)) {
+                // `base + ind` with `ind = entry + (counter − start)`
+                let (en, st) = (self.v(entry), self.v(c.start));
+                e = quote!((#e).wrapping_add(#en).wrapping_sub(#st));
+            }
             code.extend(quote!(#rb = #e;));
         }
-        let mut checked: Vec<(SliceId, Option<Val>, bool)> = vec![];
+        let mut checked: Vec<(SliceId, RangeBase, bool)> = vec![];
         let mut checks = TokenStream::new();
         for (ib, block) in self.f.blocks.iter().enumerate() {
             for (k, i) in block.insts.iter().enumerate() {
@@ -1415,7 +1425,7 @@ impl<'a> Gen<'a> {
                         self.slice(*slice)
                     };
                     let rb = self.rb(h, base);
-                    checks.extend(quote!(#rt::__private::check_range(#rb, #cnt, #s.len());));
+                    checks.extend(quote!(#rt::__private::check_range(#rb, #lo, #cnt, #s.len());));
                 }
             }
         }

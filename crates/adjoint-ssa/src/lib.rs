@@ -205,25 +205,31 @@ pub use workspace::{with_workspace, Cursor, Stack, Workspace};
 pub mod __private {
     pub use adjoint_core::rules;
 
-    /// Checked once when a pullback enters a reversed counted loop that indexes a slice by
-    /// `base + counter` without per-iteration checks (`counter < hi`): the slice must hold
-    /// `base + hi` elements. The forward sweep indexed the same elements, so this cannot fail
-    /// unless the transform is wrong; it is what makes those unchecked accesses sound.
+    /// Checked once when a pullback enters a reversed counted loop that indexes a slice at
+    /// `base + counter` (wrapping) without per-iteration checks, `counter` in `[lo, hi)`: the
+    /// slice must hold all of `base + lo .. base + hi`. The forward sweep indexed the same
+    /// elements, so this cannot fail unless the transform is wrong; it is what makes those
+    /// unchecked accesses sound.
     #[inline]
     #[track_caller]
-    pub fn check_range(base: usize, hi: usize, len: usize) {
-        if !base.checked_add(hi).is_some_and(|end| end <= len) {
-            range_failed(base, hi, len)
+    pub fn check_range(base: usize, lo: usize, hi: usize, len: usize) {
+        let first = base.wrapping_add(lo);
+        let fits = hi
+            .checked_sub(lo)
+            .and_then(|n| first.checked_add(n))
+            .is_some_and(|end| end <= len);
+        if !fits {
+            range_failed(first, hi.wrapping_sub(lo), len)
         }
     }
 
     #[cold]
     #[inline(never)]
     #[track_caller]
-    fn range_failed(base: usize, hi: usize, len: usize) -> ! {
+    fn range_failed(first: usize, n: usize, len: usize) -> ! {
         panic!(
-            "adjoint-ssa internal error: a reversed loop would index {base} + [.., {hi}) of a \
-             slice of length {len}, beyond what the forward sweep indexed; please report this"
+            "adjoint-ssa internal error: a reversed loop would index {n} elements from {first} \
+             of a slice of length {len}, beyond what the forward sweep indexed; please report this"
         )
     }
 }

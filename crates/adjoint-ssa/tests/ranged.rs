@@ -157,22 +157,78 @@ fn ranged_stores_into_an_output() {
     check("scale_rows dout", &dout, &want[kv..]);
 }
 
+/// A triangular product as ADBench's GMM writes it: `l[li]` with `li += 1` beside the counter
+/// `r` (an induction: index `li_entry − (i + 1) + r`, below zero before the counter is added
+/// when `i + 1 > li_entry`, so the base wraps).
+#[differentiable]
+fn tri(l: &[f64], x: &[f64]) -> f64 {
+    let d = x.len();
+    let mut q = [0.0; W];
+    let mut li = 0;
+    for i in 0..d {
+        for r in i + 1..d {
+            q[r] += l[li] * x[i];
+            li += 1;
+        }
+    }
+    let mut s = 0.0;
+    for r in 0..d {
+        s += q[r] * q[r] * l[r];
+    }
+    s
+}
+
+fn tri_ref<T: Real>(l: &[T], x: &[T]) -> T {
+    let d = x.len();
+    let mut q = [T::zero(); W];
+    let mut li = 0;
+    for i in 0..d {
+        for r in i + 1..d {
+            q[r] += l[li] * x[i];
+            li += 1;
+        }
+    }
+    let mut s = T::zero();
+    for r in 0..d {
+        s += q[r] * q[r] * l[r];
+    }
+    s
+}
+
+#[test]
+fn ranged_induction_indices() {
+    for d in [1, 2, 5, 8] {
+        let nl = (d * (d - 1) / 2).max(d);
+        let l: Vec<f64> = (0..nl).map(|k| 0.3 + 0.1 * (k as f64).cos()).collect();
+        let x: Vec<f64> = (0..d).map(|k| 1.0 - 0.2 * k as f64).collect();
+        let (mut dl, mut dx) = (vec![0.0; nl], vec![0.0; d]);
+        let v = tri::grad(&l, &x, &mut dl, &mut dx);
+        assert_eq!(v, tri(&l, &x));
+        let lx: Vec<f64> = l.iter().chain(&x).copied().collect();
+        let want = forward::gradient(|z| tri_ref(&z[..nl], &z[nl..]), &lx);
+        check(&format!("tri d{d} dl"), &dl, &want[..nl]);
+        check(&format!("tri d{d} dx"), &dx, &want[nl..]);
+    }
+}
+
 /// The check made on entering a reversed loop is what makes its unchecked accesses sound:
 /// it panics (never indexes out of bounds) when a range does not fit.
 #[test]
 #[should_panic(expected = "beyond what the forward sweep indexed")]
 fn the_entry_check_panics_on_a_range_that_does_not_fit() {
-    adjoint_ssa::__private::check_range(6, 5, 10);
+    adjoint_ssa::__private::check_range(6, 0, 5, 10);
 }
 
 #[test]
 #[should_panic(expected = "beyond what the forward sweep indexed")]
 fn the_entry_check_catches_overflow() {
-    adjoint_ssa::__private::check_range(usize::MAX, 1, usize::MAX);
+    adjoint_ssa::__private::check_range(usize::MAX, 0, 1, usize::MAX);
 }
 
 #[test]
 fn the_entry_check_accepts_the_exact_range() {
-    adjoint_ssa::__private::check_range(5, 5, 10);
-    adjoint_ssa::__private::check_range(0, 0, 0);
+    adjoint_ssa::__private::check_range(5, 0, 5, 10);
+    adjoint_ssa::__private::check_range(0, 0, 0, 0);
+    // a base below zero (wrapping) whose range starts at an index ≥ 0
+    adjoint_ssa::__private::check_range(usize::MAX - 2, 3, 7, 4);
 }
