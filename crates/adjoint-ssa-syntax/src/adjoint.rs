@@ -447,7 +447,7 @@ pub fn prepare(f: &mut Func) -> syn::Result<Plan> {
 /// by one beside the counter (`li += 1`), which is `base + entry − start + counter`
 /// (`entry` the induction's value on entering the loop, `start` the counter's). A missing
 /// `base` is 0.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct RangeBase {
     /// Fixed over the loop ([`entry_computable`]).
     pub base: Option<Val>,

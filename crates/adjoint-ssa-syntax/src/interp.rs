@@ -5,7 +5,7 @@
 //! Calls to other `#[differentiable]` functions and user rules are not interpreted (they are
 //! tested through the macro).
 
-use crate::adjoint::{cheap_reads, Plan, TagMode};
+use crate::adjoint::{cheap_reads, Plan, RangeBase, TagMode};
 use crate::ir::*;
 use adjoint_core::rules::{self, Op1};
 use adjoint_core::Real;
@@ -355,6 +355,42 @@ pub struct Stats {
     pub tags: usize,
     /// Blocks executed in the forward sweep.
     pub blocks: usize,
+    /// Some value of the forward sweep was ±∞ or NaN (a reverse sweep may then meet `0 · ∞`).
+    pub nonfinite: bool,
+    /// Ranged accesses the reverse sweep made (`rb + cnt`, checked against their index).
+    pub ranged: usize,
+}
+
+/// A range base fixed over loop `c`, computed as the generated code does on entering the
+/// reversed loop (see [`crate::adjoint::entry_computable`]).
+fn entry_value(
+    f: &Func,
+    p: &Plan,
+    c: &crate::adjoint::Counted,
+    m: &Machine<f64>,
+    shadow: &HashMap<Val, V<f64>>,
+    v: Val,
+) -> i128 {
+    if !p.def_block[v].is_some_and(|db| c.body[db]) {
+        return m.get(shadow, v).i();
+    }
+    let (ib, k) = p.def_inst[v].expect("checked by entry_computable");
+    match &f.blocks[ib].insts[k] {
+        Inst::Const { .. } => m.get(shadow, v).i(),
+        Inst::Int { op, a, b, .. } => {
+            let (a, b) = (
+                entry_value(f, p, c, m, shadow, *a),
+                entry_value(f, p, c, m, shadow, *b),
+            );
+            match op {
+                IntOp::Add => a + b,
+                IntOp::Sub => a - b,
+                IntOp::Mul => a * b,
+                _ => unreachable!("checked by entry_computable"),
+            }
+        }
+        _ => unreachable!("checked by entry_computable"),
+    }
 }
 
 /// Run the forward sweep with recording and the reverse sweep. `args` are the primal
@@ -384,6 +420,9 @@ pub fn adjoint(
         let mut out = vec![];
         for inst in &f.blocks[b].insts {
             m.exec(f, inst, &empty, &mut out);
+            st.nonfinite |= out
+                .iter()
+                .any(|(_, x)| matches!(x, V::F(x) if !x.is_finite()));
             m.apply(&mut out);
         }
         for v in &p.pushes[b] {
@@ -451,6 +490,30 @@ pub fn adjoint(
         }
     }
     let mut counters: HashMap<BlockId, (i128, i128)> = HashMap::new();
+    // range starts of ranged accesses per loop, as the generated code computes them on entry
+    let mut starts: HashMap<(BlockId, RangeBase), i128> = HashMap::new();
+    // the index a ranged access uses in the reverse sweep (`rb + cnt`), checked against the
+    // index the access computes: the invariant the generated unchecked accesses rely on
+    let ranged_index = |blk: BlockId,
+                        ib: BlockId,
+                        k: usize,
+                        idx: i128,
+                        counters: &HashMap<BlockId, (i128, i128)>,
+                        starts: &HashMap<(BlockId, RangeBase), i128>,
+                        st: &mut Stats|
+     -> i128 {
+        let Some((h, r)) = p.ranged[ib][k] else {
+            return idx;
+        };
+        if !p.counted[h].as_ref().is_some_and(|c| c.body[blk]) {
+            return idx;
+        }
+        let rb = if r.is_counter() { 0 } else { starts[&(h, r)] };
+        let at = rb + counters[&h].1;
+        assert_eq!(at, idx, "ranged access {k} of block {ib}: rb + cnt ≠ its index");
+        st.ranged += 1;
+        at
+    };
     let mut blk = p.ret_block;
     // Restored values (popped, replayed, recomputed) stay restored for the adjoint blocks that
     // follow, as the generated code assigns them to the function's locals: a value recorded at
@@ -473,12 +536,16 @@ pub fn adjoint(
             let (ib, k) = p.def_inst[*v].unwrap();
             let mut out = vec![];
             m.exec(f, &f.blocks[ib].insts[k], &shadow, &mut out);
+            if let Inst::Load { idx, .. } = f.blocks[ib].insts[k] {
+                let i = m.get(&shadow, idx).i();
+                ranged_index(blk, ib, k, i, &counters, &starts, &mut st);
+            }
             for (d, x) in out {
                 shadow.insert(d, x);
             }
         }
         let g = |m: &Machine<f64>, shadow: &HashMap<Val, V<f64>>, v: Val| m.get(shadow, v);
-        for inst in f.blocks[blk].insts.iter().rev() {
+        for (k, inst) in f.blocks[blk].insts.iter().enumerate().rev() {
             if !p.inst_active(f, inst) {
                 continue;
             }
@@ -550,12 +617,14 @@ pub fn adjoint(
                             continue; // accumulating until the last reversed iteration
                         }
                     }
-                    let i = g(&m, &shadow, *idx).i() as usize;
+                    let i = g(&m, &shadow, *idx).i();
+                    let i = ranged_index(blk, blk, k, i, &counters, &starts, &mut st) as usize;
                     dmem[*slice][i] += a[*dst];
                     a[*dst] = 0.0;
                 }
                 Inst::Store { slice, idx, val } => {
-                    let i = g(&m, &shadow, *idx).i() as usize;
+                    let i = g(&m, &shadow, *idx).i();
+                    let i = ranged_index(blk, blk, k, i, &counters, &starts, &mut st) as usize;
                     if p.active(f, *val) {
                         a[*val] += dmem[*slice][i];
                     }
@@ -597,6 +666,34 @@ pub fn adjoint(
                 let s = g(&m, &shadow, c.start).i();
                 let e = g(&m, &shadow, c.end).i();
                 counters.insert(pb, (s, s.max(e)));
+                // the range starts and the entry check (`check_range`) of the generated code
+                for r in p.range_bases(pb) {
+                    let mut rb = r.base.map_or(0, |b| entry_value(f, p, c, &m, &shadow, b));
+                    if let Some((entry, _)) = r.ind.and_then(|i| c.induction(i)) {
+                        rb += g(&m, &shadow, entry).i() - s;
+                    }
+                    starts.insert((pb, r), rb);
+                }
+                for (ib, insts) in p.ranged.iter().enumerate() {
+                    for (k, r) in insts.iter().enumerate() {
+                        let (Some((h, r)), Inst::Load { slice, .. } | Inst::Store { slice, .. }) =
+                            (r, &f.blocks[ib].insts[k])
+                        else {
+                            continue;
+                        };
+                        if *h != pb || s == s.max(e) {
+                            continue;
+                        }
+                        let rb = if r.is_counter() { 0 } else { starts[&(pb, *r)] };
+                        let len = m.mem[*slice].len() as i128;
+                        assert!(
+                            rb + s >= 0 && rb + s.max(e) <= len,
+                            "range check of loop {pb}: [{rb} + {s}, {rb} + {}) of a slice of \
+                             length {len}",
+                            s.max(e)
+                        );
+                    }
+                }
             }
         }
         let t = f.blocks[pb].term.targets()[slot];
