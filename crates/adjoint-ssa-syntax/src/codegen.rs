@@ -1084,9 +1084,8 @@ impl<'a> Gen<'a> {
         }
     }
 
-    /// Reverse code of one active instruction.
-    /// Reverse code of one instruction; `ranged`: the unchecked index of a ranged load or store
-    /// (see [`Gen::ranged`]).
+    /// Reverse code of one active instruction; `ranged`: the unchecked index of a ranged load
+    /// or store (see [`Gen::ranged`]).
     fn rev_inst(&self, inst: &Inst, ranged: Option<TokenStream>) -> TokenStream {
         let rules = self.rules();
         let z = self.zero_t();

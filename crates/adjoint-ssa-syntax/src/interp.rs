@@ -510,7 +510,10 @@ pub fn adjoint(
         }
         let rb = if r.is_counter() { 0 } else { starts[&(h, r)] };
         let at = rb + counters[&h].1;
-        assert_eq!(at, idx, "ranged access {k} of block {ib}: rb + cnt ≠ its index");
+        assert_eq!(
+            at, idx,
+            "ranged access {k} of block {ib}: rb + cnt ≠ its index"
+        );
         st.ranged += 1;
         at
     };

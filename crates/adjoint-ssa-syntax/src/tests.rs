@@ -116,7 +116,7 @@ impl Rng {
 
 struct ProgGen {
     rng: Rng,
-    vars: Vec<Vec<String>>, // float variables per scope
+    vars: Vec<Vec<String>>,    // float variables per scope
     loops: Vec<(String, u64)>, // loop index variables in scope, with their largest value
     counter: usize,
     in_loop: usize,

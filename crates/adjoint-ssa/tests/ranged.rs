@@ -12,15 +12,8 @@ use adjoint_core::forward::{self, Dual};
 use adjoint_core::Real;
 use adjoint_ssa::{differentiable, Workspace};
 
-fn check(name: &str, g: &[f64], want: &[f64]) {
-    assert_eq!(g.len(), want.len());
-    for (i, (a, b)) in g.iter().zip(want).enumerate() {
-        assert!(
-            (a - b).abs() <= 1e-10 * (1.0 + b.abs()),
-            "{name}[{i}]: {a} vs {b}"
-        );
-    }
-}
+mod common;
+use common::check;
 
 const W: usize = 8;
 
