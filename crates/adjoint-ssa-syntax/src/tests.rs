@@ -142,7 +142,7 @@ impl ProgGen {
         let (l2, ml2) = pick(self);
         match self.rng.below(4) {
             0 => format!("({l} % 3)"),
-            1 => format!("{l}"),
+            1 => l,
             2 => {
                 let k = self.rng.below(3 - ml);
                 format!("({l} + {k})")
