@@ -178,9 +178,28 @@ pub const GMM_MAX_D: usize = 128;
 /// See [`GMM_MAX_D`].
 pub const GMM_MAX_K: usize = 256;
 
-/// ADBench GMM's data term over the points in `x` (`n × d`), parameters `[α, μ, icf]`.
+/// `Qdiags = exp(icf diagonal)` and `sum_qs` (the diagonal's sums) of each component, as
+/// ADBench's `preprocess_qs`: computed once per call, not once per point. Its pullback carries
+/// [`gmm_data`]'s cotangents of `qdiag` and `sum_qs` back to the parameters.
 #[differentiable(wrt(p))]
-pub fn gmm_data(p: &[f64], x: &[f64], d: usize, k: usize) -> f64 {
+pub fn gmm_qs(p: &[f64], d: usize, k: usize, qdiag: &mut [f64], sum_qs: &mut [f64]) {
+    let icf_sz = d * (d + 1) / 2;
+    let icf = k + k * d;
+    for ik in 0..k {
+        let mut s = 0.0;
+        for j in 0..d {
+            let q = p[icf + ik * icf_sz + j];
+            qdiag[ik * d + j] = q.exp();
+            s += q;
+        }
+        sum_qs[ik] = s;
+    }
+}
+
+/// ADBench GMM's data term over the points in `x` (`n × d`), parameters `[α, μ, icf]`, with
+/// the diagonal factors from [`gmm_qs`].
+#[differentiable(wrt(p, qdiag, sum_qs))]
+pub fn gmm_data(p: &[f64], qdiag: &[f64], sum_qs: &[f64], x: &[f64], d: usize, k: usize) -> f64 {
     let n = x.len() / d;
     let icf_sz = d * (d + 1) / 2;
     let means = k;
@@ -191,12 +210,9 @@ pub fn gmm_data(p: &[f64], x: &[f64], d: usize, k: usize) -> f64 {
     let mut total = 0.0;
     for ix in 0..n {
         for ik in 0..k {
-            let mut sum_q = 0.0;
             for j in 0..d {
                 xc[j] = x[ix * d + j] - p[means + ik * d + j];
-                let q = p[icf + ik * icf_sz + j];
-                sum_q += q;
-                qxc[j] = q.exp() * xc[j];
+                qxc[j] = qdiag[ik * d + j] * xc[j];
             }
             // As ADBench's C++ writes it: the transform recomputes `li` from the loop counter,
             // records `xc[i]` once per row (it is invariant in the inner loop) and adds its
@@ -212,7 +228,7 @@ pub fn gmm_data(p: &[f64], x: &[f64], d: usize, k: usize) -> f64 {
             for j in 0..d {
                 sq += qxc[j] * qxc[j];
             }
-            main_term[ik] = p[ik] + sum_q - sq * 0.5;
+            main_term[ik] = p[ik] + sum_qs[ik] - sq * 0.5;
         }
         let mut mx = f64::NEG_INFINITY;
         for ik in 0..k {
@@ -399,8 +415,40 @@ impl crate::adbench::Engine for Ssa {
             g.d,
             g.k
         );
+        let (d, k) = (g.d, g.k);
+        // forward: the diagonal factors once, then the data term's value and gradient with
+        // respect to `p`, `qdiag` and `sum_qs`; backward: `gmm_qs`'s pullback adds the
+        // cotangents of `qdiag` and `sum_qs` into `p`'s gradient (the chain rule, generated)
+        let (mut qdiag, mut sum_qs) = (vec![0.0; k * d], vec![0.0; k]);
+        gmm_qs(p, d, k, &mut qdiag, &mut sum_qs);
         let mut grad = vec![0.0; p.len()];
-        let v = gmm_data::grad(p, &g.x[from * g.d..to * g.d], g.d, g.k, &mut grad);
+        let (mut dqdiag, mut dsum_qs) = (vec![0.0; k * d], vec![0.0; k]);
+        let x = &g.x[from * d..to * d];
+        let v = gmm_data::grad(
+            p,
+            &qdiag,
+            &sum_qs,
+            x,
+            d,
+            k,
+            &mut grad,
+            &mut dqdiag,
+            &mut dsum_qs,
+        );
+        adjoint::ssa::with_workspace(|ws| {
+            ws.clear();
+            gmm_qs::pullback(
+                ws,
+                p,
+                d,
+                k,
+                &mut qdiag,
+                &mut sum_qs,
+                &mut grad,
+                &mut dqdiag,
+                &mut dsum_qs,
+            )
+        });
         (v, grad)
     }
     fn gmm_rest_grad(&self, g: &crate::adbench::io::GmmInput, p: &[f64]) -> (f64, Vec<f64>) {
