@@ -17,7 +17,7 @@
 //!   from a slice nothing writes after the load — an immutable one, or a local array whose
 //!   filling loop is done) are recomputed in `B̄` from their operands instead of being pushed,
 //!   and so are float `+ - *` and negations when recomputing them and their operands needs no
-//!   push (at most [`MAX_RECOMPUTE`] flops: Rosenbrock's `x[i + 1] − x[i]²` pushes nothing).
+//!   push (at most `MAX_RECOMPUTE` = 6 flops: Rosenbrock's `x[i + 1] − x[i]²` pushes nothing).
 //!   A value invariant in a counted loop around `B` is recorded at the loop's exit instead,
 //!   once per run of the loop (`invariant_exit`); induction variables of a counted loop are
 //!   recomputed from its replayed counter ([`Counted::inductions`]).
