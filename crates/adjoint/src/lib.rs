@@ -9,7 +9,7 @@
 //! | [`forward`] | forward-mode dual numbers | directional derivatives, small gradients and Hessians, checking |
 //! | [`tape`] | reverse mode on a compact tape, parallel reverse pass (Smeding & Vákár) | gradients of any generic Rust code, Jacobians, Hessian-vector products, fork-join parallel programs |
 //! | [`rev`] | a reversible language (NiLang): every function has an exact inverse; gradients by running the inverse, no tape | in-place and memory-bound code, reversible algorithms, gradients and Hessians with no stored intermediates |
-//! | [`ssa`] | SSA source transform (Zygote): `#[differentiable]` compiles the adjoint of a plain `f64` function | hot numeric loops over slices where the gradient must cost close to the primal (no tape at run time) |
+//! | [`ssa`] | SSA source transform (Zygote): `#[differentiable]` compiles the adjoint of a plain `f64` function | hot numeric loops over slices where the gradient must cost close to the primal (no tape at run time); small Jacobians, several rows per sweep (`pullback_vec`) |
 //! | [`array`](mod@array) | data-parallel array language (Accelerate AD): programs built from combinators, differentiated as a whole | array-shaped models (maps, reductions, scans, gathers) built once and differentiated many times on all cores |
 //!
 //! Shared by every engine: [`Real`] (the scalar trait), [`rules`] (the one table of derivative
