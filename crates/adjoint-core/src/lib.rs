@@ -32,6 +32,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod check;
+mod cotangents;
 pub mod forward;
 pub mod interop;
 pub mod lift;
@@ -40,6 +41,7 @@ pub mod rules;
 pub mod special;
 pub mod vector;
 
+pub use cotangents::Cotangents;
 pub use real::Real;
 
 /// `use adjoint_core::prelude::*;` brings [`Real`], `num_traits::FloatConst` (`T::PI()`) and

@@ -291,7 +291,7 @@ impl<F> Ancilla for fixed::FixedI64<F> {
     const PASSIVE: bool = true;
 }
 
-impl<T: Ancilla> Ancilla for crate::GVar<T> {
+impl<T: Ancilla, G> Ancilla for crate::GVar<T, G> {
     #[inline(always)]
     fn restored(&self, value: &Self) -> bool {
         self.x.restored(&value.x)

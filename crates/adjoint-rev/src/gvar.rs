@@ -4,8 +4,10 @@
 use crate::error::Ancilla;
 use crate::num::{Arith, RevReal, Scale};
 use adjoint_core::rules::{self, Op1, Op2};
-use adjoint_core::Real;
+use adjoint_core::{Cotangents, Real};
 use core::cmp::Ordering;
+use core::fmt::Debug;
+use core::ops::{Add, AddAssign, DivAssign, Mul, MulAssign, Neg, Sub, SubAssign};
 
 /// A value `x` and the gradient `g` of the loss with respect to it.
 ///
@@ -21,55 +23,110 @@ use core::cmp::Ordering;
 /// Arith::acc_arith(&mut y, Op2::Mul, &mut a, &mut b, false);
 /// assert_eq!((y.x, a.g, b.g), (0.0, 3.0, 2.0));
 /// ```
+///
+/// The gradient may have lanes: `GVar<f64, Cotangents<f64, N>>` carries `N` gradients through
+/// one inverse run (`N` rows of a Jacobian; lane `k` bit for bit what a run seeded with lane
+/// `k` alone gives):
+///
+/// ```
+/// use adjoint_rev::{Arith, Cotangents, GVar, Op2};
+/// // y -= a * b with ∂l₀/∂y = 1 and ∂l₁/∂y = 2 in one instruction
+/// let mut y = GVar::new(6.0, Cotangents([1.0, 2.0]));
+/// let (mut a, mut b) = (GVar::new(2.0, Cotangents([0.0; 2])), GVar::new(3.0, Cotangents([0.0; 2])));
+/// Arith::acc_arith(&mut y, Op2::Mul, &mut a, &mut b, false);
+/// assert_eq!((a.g.0, b.g.0), ([3.0, 6.0], [2.0, 4.0]));
+/// ```
 #[derive(Clone, Copy, Debug, Default)]
-pub struct GVar<T> {
+pub struct GVar<T, G = T> {
     /// The value.
     pub x: T,
-    /// The gradient.
-    pub g: T,
+    /// The gradient (`T`, or several at once: [`Cotangents`]).
+    pub g: G,
 }
 
-impl<T> GVar<T> {
+impl<T, G> GVar<T, G> {
     /// A value with a gradient.
-    pub fn new(x: T, g: T) -> Self {
+    pub fn new(x: T, g: G) -> Self {
         GVar { x, g }
     }
 }
 
-impl<T: PartialEq> PartialEq for GVar<T> {
+/// What a [`GVar`]'s gradient can be: the value's own type `T`, or [`Cotangents<T, N>`]
+/// (several gradients per run). Every instruction's gradient update is linear in it: sums,
+/// differences and products with partial derivatives of type `T`.
+pub trait Gradient<T>:
+    Copy
+    + Debug
+    + 'static
+    + Add<Output = Self>
+    + Sub<Output = Self>
+    + Neg<Output = Self>
+    + AddAssign
+    + SubAssign
+    + Mul<T, Output = Self>
+    + MulAssign<T>
+    + DivAssign<T>
+    + ExactZero
+{
+    /// Zero in every lane.
+    fn zero() -> Self;
+}
+
+impl<T: Real + ExactZero> Gradient<T> for T {
+    #[inline(always)]
+    fn zero() -> Self {
+        T::cst(0.0)
+    }
+}
+
+impl<T: Real + ExactZero, const N: usize> Gradient<T> for Cotangents<T, N> {
+    #[inline(always)]
+    fn zero() -> Self {
+        Cotangents::zero()
+    }
+}
+
+impl<T: ExactZero, const N: usize> ExactZero for Cotangents<T, N> {
+    #[inline(always)]
+    fn exact_zero(&self) -> bool {
+        self.0.iter().all(ExactZero::exact_zero)
+    }
+}
+
+impl<T: PartialEq, G> PartialEq for GVar<T, G> {
     fn eq(&self, other: &Self) -> bool {
         self.x == other.x
     }
 }
 
-impl<T: PartialOrd> PartialOrd for GVar<T> {
+impl<T: PartialOrd, G> PartialOrd for GVar<T, G> {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         self.x.partial_cmp(&other.x)
     }
 }
 
-impl<T: PartialEq<f64>> PartialEq<f64> for GVar<T> {
+impl<T: PartialEq<f64>, G> PartialEq<f64> for GVar<T, G> {
     fn eq(&self, other: &f64) -> bool {
         self.x == *other
     }
 }
 
-impl<T: PartialOrd<f64>> PartialOrd<f64> for GVar<T> {
+impl<T: PartialOrd<f64>, G> PartialOrd<f64> for GVar<T, G> {
     fn partial_cmp(&self, other: &f64) -> Option<Ordering> {
         self.x.partial_cmp(other)
     }
 }
 
 /// `0.0 < g` as well as `g > 0.0`.
-impl<T: PartialEq<f64>> PartialEq<GVar<T>> for f64 {
-    fn eq(&self, other: &GVar<T>) -> bool {
+impl<T: PartialEq<f64>, G> PartialEq<GVar<T, G>> for f64 {
+    fn eq(&self, other: &GVar<T, G>) -> bool {
         other.x == *self
     }
 }
 
 /// `0.0 < g` as well as `g > 0.0`.
-impl<T: PartialOrd<f64>> PartialOrd<GVar<T>> for f64 {
-    fn partial_cmp(&self, other: &GVar<T>) -> Option<Ordering> {
+impl<T: PartialOrd<f64>, G> PartialOrd<GVar<T, G>> for f64 {
+    fn partial_cmp(&self, other: &GVar<T, G>) -> Option<Ordering> {
         other.x.partial_cmp(self).map(Ordering::reverse)
     }
 }
@@ -96,11 +153,11 @@ impl<T: ExactZero> ExactZero for adjoint_core::forward::Dual<T> {
     }
 }
 
-impl<T: Real + Ancilla + ExactZero> Arith for GVar<T> {
+impl<T: Real + Ancilla + ExactZero, G: Gradient<T>> Arith for GVar<T, G> {
     fn from_f64(v: f64) -> Self {
         GVar {
             x: T::cst(v),
-            g: T::zero(),
+            g: <G as Gradient<T>>::zero(),
         }
     }
     #[inline(always)]
@@ -128,7 +185,7 @@ impl<T: Real + Ancilla + ExactZero> Arith for GVar<T> {
     }
 }
 
-impl<T: Real + Ancilla + ExactZero> GVar<T> {
+impl<T: Real + Ancilla + ExactZero, G: Gradient<T>> GVar<T, G> {
     #[inline(always)]
     fn acc2_rule(y: &mut Self, op: Op2, a: &mut Self, b: &mut Self, plus: bool) {
         if y.g.exact_zero() {
@@ -181,7 +238,7 @@ impl<T: Real + Ancilla + ExactZero> GVar<T> {
     }
 }
 
-impl<T: Real + Ancilla + ExactZero> RevReal for GVar<T> {
+impl<T: Real + Ancilla + ExactZero, G: Gradient<T>> RevReal for GVar<T, G> {
     #[inline(always)]
     fn acc1(y: &mut Self, op: Op1, x: &mut Self, plus: bool) {
         if y.g.exact_zero() {
@@ -236,7 +293,7 @@ impl<T: Real + Ancilla + ExactZero> RevReal for GVar<T> {
 
 /// `y *= x` on gradients: the forward multiplies the value, divides the gradient and moves
 /// `x̄ -= ȳ·y_old`; `/=` is its exact mirror.
-impl<T: Real + Ancilla + ExactZero> Scale for GVar<T> {
+impl<T: Real + Ancilla + ExactZero, G: Gradient<T>> Scale for GVar<T, G> {
     #[inline(always)]
     fn scale(y: &mut Self, x: &mut Self, mul: bool) {
         if mul {

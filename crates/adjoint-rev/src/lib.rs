@@ -229,9 +229,10 @@ pub use ad::{
     grad, hessian, jacobian, value_and_grad, value_and_grad_unchecked, Differentiable, Reversible,
 };
 pub use adjoint_core::rules::{Op1, Op2};
+pub use adjoint_core::Cotangents;
 pub use adjoint_rev_macros::reversible;
 pub use error::{Ancilla, InvertibilityError, Site};
-pub use gvar::{ExactZero, GVar};
+pub use gvar::{ExactZero, GVar, Gradient};
 pub use instr::{steps, Instruction, RotateBits, Steps};
 pub use lit::Literals;
 pub use num::{Arith, RevReal, Scale};
@@ -278,7 +279,7 @@ pub mod instr_types {
 /// and the `fixed` crate.
 pub mod prelude {
     pub use crate::{
-        fixed, reversible, Ancilla, Arith, Complex, Differentiable, GVar, Instruction,
+        fixed, reversible, Ancilla, Arith, Complex, Cotangents, Differentiable, GVar, Instruction,
         InvertibilityError, RevReal, Scale, ULog,
     };
 }

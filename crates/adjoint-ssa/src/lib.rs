@@ -38,7 +38,7 @@
 //! * `f::pullback_vec<T: Real, A: Cotangent<T>>(ws, x, y, n, d_x: &mut [A], d_y: &mut A, dret: A)`
 //!   — the same with adjoints of type `A`: `pullback` is `pullback_vec::<T, T>`; with
 //!   [`Cotangents<T, N>`](Cotangents) one forward and one reverse sweep carry `N` cotangents,
-//!   so `N` rows of a Jacobian cost one call (example at [`Cotangents`]). Not for functions
+//!   so `N` rows of a Jacobian cost one call (example at [`Cotangent`]). Not for functions
 //!   with `#[derive(Differentiable)]` struct parameters or results (their `A` must be `Real`);
 //! * `f::grad(x, y, n, d_x, d_y) -> f64` — value and gradient (buffers overwritten), with the
 //!   thread's workspace; `f::grad_with(ws, …)` with yours. Steady-state calls allocate nothing.

@@ -250,20 +250,17 @@ impl Engine for Reversible {
     }
 
     fn ba_block(&self, input: &[f64; 15], feat: &[f64]) -> [[f64; 15]; 2] {
-        // One forward call, then one inverse on GVars per residual; all on the stack.
+        // One forward call, then one inverse on GVars whose gradients have a lane per
+        // residual (both Jacobian rows in one run); all on the stack.
         let mut f = [feat[0], feat[1]];
         let (mut e, mut v) = ([0.0f64; 2], *input);
         i_reproj::call_unchecked(&mut e, &mut v, &mut f).expect("unchecked");
-        let mut rows = [[0.0; 15]; 2];
-        for (r, row) in rows.iter_mut().enumerate() {
-            let mut ge = [GVar::new(e[0], 0.0), GVar::new(e[1], 0.0)];
-            ge[r].g = 1.0;
-            let mut gv = v.map(|x| GVar::new(x, 0.0));
-            i_reproj::uncall_unchecked(&mut ge, &mut gv, &mut f).expect("unchecked");
-            for (o, a) in row.iter_mut().zip(&gv) {
-                *o = a.g;
-            }
-        }
-        rows
+        let mut ge = [
+            GVar::new(e[0], Cotangents::unit(0)),
+            GVar::new(e[1], Cotangents::unit(1)),
+        ];
+        let mut gv = v.map(|x| GVar::new(x, Cotangents::<f64, 2>::zero()));
+        i_reproj::uncall_unchecked(&mut ge, &mut gv, &mut f).expect("unchecked");
+        std::array::from_fn(|r| std::array::from_fn(|i| gv[i].g[r]))
     }
 }

@@ -1,0 +1,124 @@
+//! Several cotangents (gradients) of one number type, carried together through one reverse
+//! pass: `N` rows of a Jacobian for the price of one pass. The SSA transform's `pullback_vec`
+//! and the reversible engine's `GVar` take them as their gradient type.
+
+use crate::Real;
+use std::ops::{Add, AddAssign, DivAssign, Index, Mul, MulAssign, Neg, Sub, SubAssign};
+
+/// `N` cotangents of one number type, propagated together (lane-wise: lane `k` computes
+/// exactly what a pass with cotangent `k` alone computes, bit for bit). Seed the outputs'
+/// cotangents with unit vectors ([`Cotangents::unit`]) to get `N` Jacobian rows.
+///
+/// ```
+/// use adjoint_core::Cotangents;
+///
+/// let mut a = Cotangents([1.0, 2.0]) * 3.0;
+/// a += Cotangents::unit(1);
+/// assert_eq!(a, Cotangents([3.0, 7.0]));
+/// assert_eq!(a[1], 7.0);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Cotangents<T, const N: usize>(pub [T; N]);
+
+impl<T: Real, const N: usize> Cotangents<T, N> {
+    /// Every lane `+0.0`.
+    pub fn zero() -> Self {
+        Cotangents([T::cst(0.0); N])
+    }
+
+    /// The `k`-th unit vector (`1` in lane `k`, `+0.0` elsewhere): the seed of Jacobian row `k`.
+    ///
+    /// ```
+    /// use adjoint_core::Cotangents;
+    /// assert_eq!(Cotangents::<f64, 3>::unit(1).0, [0.0, 1.0, 0.0]);
+    /// ```
+    pub fn unit(k: usize) -> Self {
+        let mut c = [T::cst(0.0); N];
+        c[k] = T::cst(1.0);
+        Cotangents(c)
+    }
+}
+
+impl<T: Real, const N: usize> Default for Cotangents<T, N> {
+    /// Every lane `+0.0`.
+    fn default() -> Self {
+        Self::zero()
+    }
+}
+
+impl<T: Real, const N: usize> Mul<T> for Cotangents<T, N> {
+    type Output = Self;
+    #[inline(always)]
+    fn mul(self, d: T) -> Self {
+        Cotangents(self.0.map(|g| g * d))
+    }
+}
+
+impl<T: Real, const N: usize> MulAssign<T> for Cotangents<T, N> {
+    #[inline(always)]
+    fn mul_assign(&mut self, d: T) {
+        for g in &mut self.0 {
+            *g *= d;
+        }
+    }
+}
+
+impl<T: Real, const N: usize> DivAssign<T> for Cotangents<T, N> {
+    #[inline(always)]
+    fn div_assign(&mut self, d: T) {
+        for g in &mut self.0 {
+            *g /= d;
+        }
+    }
+}
+
+impl<T: Real, const N: usize> Add for Cotangents<T, N> {
+    type Output = Self;
+    #[inline(always)]
+    fn add(mut self, o: Self) -> Self {
+        self += o;
+        self
+    }
+}
+
+impl<T: Real, const N: usize> Sub for Cotangents<T, N> {
+    type Output = Self;
+    #[inline(always)]
+    fn sub(mut self, o: Self) -> Self {
+        self -= o;
+        self
+    }
+}
+
+impl<T: Real, const N: usize> Neg for Cotangents<T, N> {
+    type Output = Self;
+    #[inline(always)]
+    fn neg(self) -> Self {
+        Cotangents(self.0.map(|g| -g))
+    }
+}
+
+impl<T: Real, const N: usize> AddAssign for Cotangents<T, N> {
+    #[inline(always)]
+    fn add_assign(&mut self, o: Self) {
+        for (a, b) in self.0.iter_mut().zip(o.0) {
+            *a += b;
+        }
+    }
+}
+
+impl<T: Real, const N: usize> SubAssign for Cotangents<T, N> {
+    #[inline(always)]
+    fn sub_assign(&mut self, o: Self) {
+        for (a, b) in self.0.iter_mut().zip(o.0) {
+            *a -= b;
+        }
+    }
+}
+
+impl<T, const N: usize> Index<usize> for Cotangents<T, N> {
+    type Output = T;
+    fn index(&self, k: usize) -> &T {
+        &self.0[k]
+    }
+}
