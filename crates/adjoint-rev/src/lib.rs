@@ -226,7 +226,8 @@ pub mod examples;
 pub mod library;
 
 pub use ad::{
-    grad, hessian, jacobian, value_and_grad, value_and_grad_unchecked, Differentiable, Reversible,
+    grad, hessian, jacobian, jacobian_lanes, value_and_grad, value_and_grad_unchecked,
+    Differentiable, Reversible,
 };
 pub use adjoint_core::rules::{Op1, Op2};
 pub use adjoint_core::Cotangents;
