@@ -377,7 +377,7 @@ impl Gen<'_> {
         let mut names = Vec::new();
         if let Some(t) = target {
             let n = self.tmp();
-            let t = self.rw(t);
+            let t = self.hoist_indices(self.rw(t), &mut pre, span);
             pre.extend(quote_spanned!(span=> let mut #n = #t;));
             post.extend(quote_spanned!(span=> #t = #n;));
             names.push(n);
@@ -386,7 +386,7 @@ impl Gen<'_> {
             let n = self.tmp();
             match op {
                 Operand::Place(p) => {
-                    let p = self.rw(p);
+                    let p = self.hoist_indices(self.rw(p), &mut pre, span);
                     pre.extend(quote_spanned!(span=> let mut #n = #p;));
                     post.extend(quote_spanned!(span=> #p = #n;));
                 }
@@ -416,6 +416,33 @@ impl Gen<'_> {
             names.push(n);
         }
         (pre, names, post)
+    }
+
+    /// A place with each computed index (`x[i % x.len()]`, `m[i][j + 1]`) evaluated once into a
+    /// local by `pre`, so the write-back `x[t] = v` does not read `x` inside its own mutable
+    /// borrow (E0502 with `x.len()` in the index); indices that are a literal or a name stay.
+    fn hoist_indices(&self, e: Expr, pre: &mut TokenStream, span: Span) -> Expr {
+        match e {
+            Expr::Index(mut i) => {
+                *i.expr = self.hoist_indices(*i.expr, pre, span);
+                if !matches!(*i.index, Expr::Lit(_) | Expr::Path(_)) {
+                    let t = self.tmp();
+                    let idx = &i.index;
+                    pre.extend(quote_spanned!(span=> let #t = #idx;));
+                    *i.index = syn::parse_quote!(#t);
+                }
+                Expr::Index(i)
+            }
+            Expr::Field(mut f) => {
+                *f.base = self.hoist_indices(*f.base, pre, span);
+                Expr::Field(f)
+            }
+            Expr::Paren(mut p) => {
+                *p.expr = self.hoist_indices(*p.expr, pre, span);
+                Expr::Paren(p)
+            }
+            e => e,
+        }
     }
 
     /// Run-time checks that places which may be the same element (`x[i]`, `x[j]`) are not: with a
@@ -487,12 +514,12 @@ impl Gen<'_> {
         for a in args {
             match a {
                 Operand::Place(p) if !shared(p) => {
-                    let p = self.rw(p);
+                    let p = self.hoist_indices(self.rw(p), &mut pre, span);
                     passed.push(quote_spanned!(span=> &mut #p));
                 }
                 Operand::Place(p) => {
                     let n = self.tmp();
-                    let p = self.rw(p);
+                    let p = self.hoist_indices(self.rw(p), &mut pre, span);
                     pre.extend(quote_spanned!(span=> let mut #n = #p;));
                     post.extend(quote_spanned!(span=> #p = #n;));
                     passed.push(quote!(&mut #n));

@@ -594,8 +594,8 @@ fn jacobian_of_a_vector_function() -> R {
 reversible! {
     fn i_waves<T: RevReal>(y: &mut Vec<T>, x: &mut Vec<T>) {
         for i in 0..y.len() {
-            y[i] += x[i % 3] * x[(i + 1) % 3];
-            y[i] += x[(i + 2) % 3].sin();
+            y[i] += x[i % x.len()] * x[(i + 1) % x.len()];
+            y[i] += x[(i + 2) % x.len()].sin();
         }
     }
 }
@@ -607,7 +607,9 @@ fn waves<T: adjoint_core::Real>(x: &[T], m: usize) -> Vec<T> {
 }
 
 /// `jacobian_lanes` (N rows per inverse run, here 5 rows in groups of 2 and of 4, the last
-/// group short) equals `jacobian` bit for bit, and forward mode of a plain twin.
+/// group short) equals `jacobian` bit for bit, and forward mode of a plain twin. `i_waves`
+/// also indexes with `x.len()` inside the index of the place it updates (it once failed to
+/// compile: E0502).
 #[test]
 fn jacobian_rows_in_lanes() -> R {
     let x = vec![0.3, -1.2, 0.8];
