@@ -1775,13 +1775,7 @@ pub(crate) fn run_store(
         }
     }
     let chunk = |(&(lo, hi), mut outs): (&(usize, usize), Vec<&mut [f64]>)| {
-        let mut ev = Eval::new(k);
-        let mut pbuf: Vec<&[f64]> = Vec::with_capacity(inp.params.len());
-        let mut s = lo;
-        while s < hi {
-            let len = (hi - s).min(k.block);
-            pbuf.clear();
-            pbuf.extend(inp.params.iter().map(|p| &p[s..s + len]));
+        over_blocks(k, inp, lo, hi, |ev, s, len, pbuf| {
             if ev.compiled() && direct {
                 // compiled code stores the roots straight into the outputs
                 let mut blocks: Vec<&mut [f64]> = groups
@@ -1789,16 +1783,14 @@ pub(crate) fn run_store(
                     .zip(outs.iter_mut())
                     .map(|(g, out)| &mut out[(s - lo) * g.len()..(s - lo + len) * g.len()])
                     .collect();
-                ev.run_into(s, len, &pbuf, &inp.arrays, groups, &mut blocks)?;
-                s += len;
-                continue;
+                return ev.run_into(s, len, pbuf, &inp.arrays, groups, &mut blocks);
             }
-            ev.run(s, len, &pbuf, &inp.arrays)?;
+            ev.run(s, len, pbuf, &inp.arrays)?;
             for (g, out) in groups.iter().zip(outs.iter_mut()) {
                 let w = g.len();
                 let base = (s - lo) * w;
                 for (j, &r) in g.iter().enumerate() {
-                    let v = ev.get(k.roots[r], &pbuf, len);
+                    let v = ev.get(k.roots[r], pbuf, len);
                     if w == 1 {
                         out[base..base + len].copy_from_slice(v);
                     } else {
@@ -1808,12 +1800,34 @@ pub(crate) fn run_store(
                     }
                 }
             }
-            s += len;
-        }
-        Ok(std::mem::take(&mut ev.windows))
+            Ok(())
+        })
     };
     let items: Vec<_> = ch.iter().zip(pieces).collect();
     over_chunks(items, chunk).into_iter().collect()
+}
+
+/// Evaluate chunk `[lo, hi)` of a kernel block by block with one evaluator: `f(ev, start, len,
+/// params)` runs after each block's parameter slices are cut (it runs the evaluator and reads
+/// the roots). Returns the chunk's scatter windows.
+fn over_blocks<'k>(
+    k: &'k Kernel,
+    inp: &Inputs<'_>,
+    lo: usize,
+    hi: usize,
+    mut f: impl FnMut(&mut Eval<'k>, usize, usize, &[&[f64]]) -> Result<()>,
+) -> Result<Vec<Window>> {
+    let mut ev = Eval::new(k);
+    let mut pbuf: Vec<&[f64]> = Vec::with_capacity(inp.params.len());
+    let mut s = lo;
+    while s < hi {
+        let len = (hi - s).min(k.block);
+        pbuf.clear();
+        pbuf.extend(inp.params.iter().map(|p| &p[s..s + len]));
+        f(&mut ev, s, len, &pbuf)?;
+        s += len;
+    }
+    Ok(std::mem::take(&mut ev.windows))
 }
 
 /// `f` over a kernel's chunks, results in chunk order: across the pool, or on this thread when
@@ -1841,17 +1855,11 @@ pub(crate) fn run_sum(
     let ch = k.chunks();
     let f32 = k.root_f32[0];
     let parts: Vec<Result<(usize, Vec<f64>, Vec<Window>)>> = over_chunks(ch, |(lo, hi)| {
-        let mut ev = Eval::new(k);
         let r0 = lo / inner;
         let mut part = vec![0.0; (hi - 1) / inner - r0 + 1];
-        let mut pbuf: Vec<&[f64]> = Vec::with_capacity(inp.params.len());
-        let mut s = lo;
-        while s < hi {
-            let len = (hi - s).min(k.block);
-            pbuf.clear();
-            pbuf.extend(inp.params.iter().map(|p| &p[s..s + len]));
-            ev.run(s, len, &pbuf, &inp.arrays)?;
-            let v = ev.get(k.roots[0], &pbuf, len);
+        let windows = over_blocks(k, inp, lo, hi, |ev, s, len, pbuf| {
+            ev.run(s, len, pbuf, &inp.arrays)?;
+            let v = ev.get(k.roots[0], pbuf, len);
             let mut e = 0;
             while e < len {
                 let row = (s + e) / inner;
@@ -1864,9 +1872,9 @@ pub(crate) fn run_sum(
                 }
                 e = row_end;
             }
-            s += len;
-        }
-        Ok((r0, part, std::mem::take(&mut ev.windows)))
+            Ok(())
+        })?;
+        Ok((r0, part, windows))
     });
     let mut out = vec![0.0; rows];
     let mut wins = Vec::with_capacity(parts.len());
