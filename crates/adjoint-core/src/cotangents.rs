@@ -1,9 +1,65 @@
-//! Several cotangents (gradients) of one number type, carried together through one reverse
-//! pass: `N` rows of a Jacobian for the price of one pass. The SSA transform's `pullback_vec`
-//! and the reversible engine's `GVar` take them as their gradient type.
+//! What reverse passes accumulate gradients in: one cotangent (`T` itself) or several carried
+//! together ([`Cotangents`]: `N` rows of a Jacobian for the price of one pass). The SSA
+//! transform's `pullback_vec` adjoints and the reversible engine's `GVar` gradients are any
+//! [`Cotangent`].
 
 use crate::Real;
+use std::fmt::Debug;
 use std::ops::{Add, AddAssign, DivAssign, Index, Mul, MulAssign, Neg, Sub, SubAssign};
+
+/// A gradient value of a reverse pass over numbers of type `T`: `T` itself, or
+/// [`Cotangents<T, N>`]. Reverse passes only add, subtract and negate gradients and scale them
+/// by partial derivatives of type `T` (`ā += ḡ · ∂`), so this is all they need.
+///
+/// ```
+/// use adjoint_core::{Cotangent, Cotangents};
+///
+/// let mut a = <Cotangents<f64, 2> as Cotangent<f64>>::neg_zero();
+/// a += Cotangents([1.0, 2.0]) * 3.0;
+/// assert_eq!(a, Cotangents([3.0, 6.0]));
+/// assert_eq!(<f64 as Cotangent<f64>>::zero(), 0.0);
+/// ```
+pub trait Cotangent<T>:
+    Copy
+    + Debug
+    + 'static
+    + Add<Output = Self>
+    + Sub<Output = Self>
+    + Neg<Output = Self>
+    + AddAssign
+    + SubAssign
+    + Mul<T, Output = Self>
+    + MulAssign<T>
+    + DivAssign<T>
+{
+    /// `+0.0` in every lane: what a gradient buffer is cleared to.
+    fn zero() -> Self;
+    /// `-0.0` in every lane: the exact identity of `+` (`-0.0 + v == v` for every `v`, also
+    /// `v = -0.0`), which adjoints are reset to.
+    fn neg_zero() -> Self;
+}
+
+impl<T: Real> Cotangent<T> for T {
+    #[inline(always)]
+    fn zero() -> Self {
+        T::cst(0.0)
+    }
+    #[inline(always)]
+    fn neg_zero() -> Self {
+        T::cst(-0.0)
+    }
+}
+
+impl<T: Real, const N: usize> Cotangent<T> for Cotangents<T, N> {
+    #[inline(always)]
+    fn zero() -> Self {
+        Cotangents([T::cst(0.0); N])
+    }
+    #[inline(always)]
+    fn neg_zero() -> Self {
+        Cotangents([T::cst(-0.0); N])
+    }
+}
 
 /// `N` cotangents of one number type, propagated together (lane-wise: lane `k` computes
 /// exactly what a pass with cotangent `k` alone computes, bit for bit). Seed the outputs'

@@ -41,7 +41,7 @@ pub mod rules;
 pub mod special;
 pub mod vector;
 
-pub use cotangents::Cotangents;
+pub use cotangents::{Cotangent, Cotangents};
 pub use real::Real;
 
 /// `use adjoint_core::prelude::*;` brings [`Real`], `num_traits::FloatConst` (`T::PI()`) and

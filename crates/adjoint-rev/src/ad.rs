@@ -356,10 +356,18 @@ where
 ///     }
 /// }
 /// let args = (3.0, 4.0, 0.0, 0.0);
-/// let j = adjoint_rev::jacobian_lanes::<2, _, _>(polar {}, args, &[2, 3]).unwrap();
+/// let j = adjoint_rev::jacobian_lanes::<2, _>(polar {}, args, &[2, 3]).unwrap();
 /// assert_eq!(j, adjoint_rev::jacobian(polar {}, args, &[2, 3]).unwrap());
 /// ```
-pub fn jacobian_lanes<const N: usize, F, A>(
+pub fn jacobian_lanes<const N: usize, A: Differentiable>(
+    f: impl Reversible<A> + Reversible<A::Map<GVar<f64, Cotangents<f64, N>>>>,
+    args: A,
+    outputs: &[usize],
+) -> Result<Vec<Vec<f64>>, InvertibilityError> {
+    jacobian_lanes_of(f, args, outputs)
+}
+
+fn jacobian_lanes_of<const N: usize, F, A>(
     f: F,
     args: A,
     outputs: &[usize],

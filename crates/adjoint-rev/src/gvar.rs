@@ -4,10 +4,8 @@
 use crate::error::Ancilla;
 use crate::num::{Arith, RevReal, Scale};
 use adjoint_core::rules::{self, Op1, Op2};
-use adjoint_core::{Cotangents, Real};
+use adjoint_core::{Cotangent, Cotangents, Real};
 use core::cmp::Ordering;
-use core::fmt::Debug;
-use core::ops::{Add, AddAssign, DivAssign, Mul, MulAssign, Neg, Sub, SubAssign};
 
 /// A value `x` and the gradient `g` of the loss with respect to it.
 ///
@@ -51,40 +49,12 @@ impl<T, G> GVar<T, G> {
     }
 }
 
-/// What a [`GVar`]'s gradient can be: the value's own type `T`, or [`Cotangents<T, N>`]
-/// (several gradients per run). Every instruction's gradient update is linear in it: sums,
-/// differences and products with partial derivatives of type `T`.
-pub trait Gradient<T>:
-    Copy
-    + Debug
-    + 'static
-    + Add<Output = Self>
-    + Sub<Output = Self>
-    + Neg<Output = Self>
-    + AddAssign
-    + SubAssign
-    + Mul<T, Output = Self>
-    + MulAssign<T>
-    + DivAssign<T>
-    + ExactZero
-{
-    /// Zero in every lane.
-    fn zero() -> Self;
-}
+/// What a [`GVar`]'s gradient can be: a [`Cotangent`] of its value type (`T` itself, or
+/// [`Cotangents<T, N>`] for several gradients per run) whose zero can be recognised: every
+/// instruction's gradient update is linear in it.
+pub trait Gradient<T>: Cotangent<T> + ExactZero {}
 
-impl<T: Real + ExactZero> Gradient<T> for T {
-    #[inline(always)]
-    fn zero() -> Self {
-        T::cst(0.0)
-    }
-}
-
-impl<T: Real + ExactZero, const N: usize> Gradient<T> for Cotangents<T, N> {
-    #[inline(always)]
-    fn zero() -> Self {
-        Cotangents::zero()
-    }
-}
+impl<T, G: Cotangent<T> + ExactZero> Gradient<T> for G {}
 
 impl<T: ExactZero, const N: usize> ExactZero for Cotangents<T, N> {
     #[inline(always)]
@@ -157,7 +127,7 @@ impl<T: Real + Ancilla + ExactZero, G: Gradient<T>> Arith for GVar<T, G> {
     fn from_f64(v: f64) -> Self {
         GVar {
             x: T::cst(v),
-            g: <G as Gradient<T>>::zero(),
+            g: <G as Cotangent<T>>::zero(),
         }
     }
     #[inline(always)]

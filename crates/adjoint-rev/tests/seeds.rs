@@ -616,8 +616,8 @@ fn jacobian_rows_in_lanes() -> R {
     let args = (vec![0.0; 5], x.clone());
     let outputs = [0, 1, 2, 3, 4];
     let j1 = adjoint_rev::jacobian(i_waves {}, args.clone(), &outputs)?;
-    let j2 = adjoint_rev::jacobian_lanes::<2, _, _>(i_waves {}, args.clone(), &outputs)?;
-    let j4 = adjoint_rev::jacobian_lanes::<4, _, _>(i_waves {}, args, &outputs)?;
+    let j2 = adjoint_rev::jacobian_lanes::<2, _>(i_waves {}, args.clone(), &outputs)?;
+    let j4 = adjoint_rev::jacobian_lanes::<4, _>(i_waves {}, args, &outputs)?;
     assert_eq!(j1.len(), 5);
     for (a, b) in [(&j1, &j2), (&j1, &j4)] {
         for (ra, rb) in a.iter().zip(b.iter()) {

@@ -38,7 +38,7 @@
 //! * `f::pullback_vec<T: Real, A: Cotangent<T>>(ws, x, y, n, d_x: &mut [A], d_y: &mut A, dret: A)`
 //!   — the same with adjoints of type `A`: `pullback` is `pullback_vec::<T, T>`; with
 //!   [`Cotangents<T, N>`](Cotangents) one forward and one reverse sweep carry `N` cotangents,
-//!   so `N` rows of a Jacobian cost one call (example at [`Cotangent`]). Not for functions
+//!   so `N` rows of a Jacobian cost one call (see *Jacobians* below). Not for functions
 //!   with `#[derive(Differentiable)]` struct parameters or results (their `A` must be `Real`);
 //! * `f::grad(x, y, n, d_x, d_y) -> f64` — value and gradient (buffers overwritten), with the
 //!   thread's workspace; `f::grad_with(ws, …)` with yours. Steady-state calls allocate nothing.
@@ -64,6 +64,31 @@
 //! scale::pullback(&mut Workspace::new(), &x, 0.5, &mut out, &mut dx, &mut da, &mut dout);
 //! assert_eq!(out[0], 0.5 * 0.1f64.sin());
 //! assert_eq!((dx[0], dx[1], da), (0.5 * 0.1f64.cos(), 0.0, 0.1f64.sin()));
+//! ```
+//!
+//! # Jacobians
+//!
+//! `pullback_vec` with [`Cotangents<f64, N>`](Cotangents) adjoints seeds `N` cotangents at once
+//! (unit vectors give `N` Jacobian rows) and returns them lane by lane, each bit for bit what
+//! `pullback` with that cotangent alone gives: both rows of a 2 × 2 Jacobian in one forward and
+//! one reverse sweep.
+//!
+//! ```
+//! use adjoint_ssa::{differentiable, Cotangents, Workspace};
+//!
+//! #[differentiable]
+//! fn polar(r: f64, t: f64) -> (f64, f64) {
+//!     (r * t.cos(), r * t.sin())
+//! }
+//!
+//! # fn main() {
+//! let (mut dr, mut dt) = (Cotangents([0.0; 2]), Cotangents([0.0; 2]));
+//! let seed = (Cotangents::unit(0), Cotangents::unit(1));
+//! let (x, y) = polar::pullback_vec(&mut Workspace::new(), 2.0, 0.5, &mut dr, &mut dt, seed);
+//! assert_eq!((x, y), (2.0 * 0.5f64.cos(), 2.0 * 0.5f64.sin()));
+//! assert_eq!(dr.0, [0.5f64.cos(), 0.5f64.sin()]); // ∂x/∂r, ∂y/∂r
+//! assert_eq!(dt.0, [-2.0 * 0.5f64.sin(), 2.0 * 0.5f64.cos()]); // ∂x/∂t, ∂y/∂t
+//! # }
 //! ```
 //!
 //! # Arrays, tuples and structs
@@ -196,9 +221,8 @@ pub trait Differentiable: Sized {
     }
 }
 
-mod cotangent;
 mod workspace;
-pub use cotangent::{Cotangent, Cotangents};
+pub use adjoint_core::{Cotangent, Cotangents};
 pub use workspace::{with_workspace, Cursor, Stack, Workspace};
 
 #[doc(hidden)]
