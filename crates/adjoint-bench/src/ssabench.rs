@@ -455,12 +455,21 @@ impl crate::adbench::Engine for Ssa {
         crate::adbench::Tape.gmm_rest_grad(g, p)
     }
     fn ba_block(&self, input: &[f64; 15], feat: &[f64]) -> [[f64; 15]; 2] {
+        let mut rows = [0.0; 30];
+        self.ba_rows(input, feat, &mut rows);
+        std::array::from_fn(|r| std::array::from_fn(|i| rows[15 * r + i]))
+    }
+    fn ba_rows(&self, input: &[f64; 15], feat: &[f64], rows: &mut [f64; 30]) {
         let mut d = [Cotangents([0.0; 2]); 15];
         let seed = (Cotangents::unit(0), Cotangents::unit(1));
         adjoint::ssa::with_workspace(|ws| {
             ws.clear();
             ba_project::pullback_vec(ws, input, feat, &mut d, seed)
         });
-        std::array::from_fn(|r| std::array::from_fn(|i| d[i][r]))
+        // Lane r of every input's cotangent is row r.
+        for (i, c) in d.iter().enumerate() {
+            rows[i] = c[0];
+            rows[15 + i] = c[1];
+        }
     }
 }

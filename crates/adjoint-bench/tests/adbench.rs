@@ -232,8 +232,8 @@ fn ba_jacobian_layout_and_values() {
     let x0 = flat(&b);
     for row in [0usize, 5, 13, 20] {
         let mut dense = vec![0.0; x0.len()];
-        for k in j.row_ptr[row]..j.row_ptr[row + 1] {
-            dense[j.col_idx[k]] = j.vals[k];
+        for k in j.row_ptr[row] as usize..j.row_ptr[row + 1] as usize {
+            dense[j.col_idx[k] as usize] = j.vals[k];
         }
         check_gradient(
             |v| {

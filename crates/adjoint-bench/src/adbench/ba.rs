@@ -65,7 +65,9 @@ pub fn ba_objective(b: &BaInput, out: &mut Vec<f64>) {
     out.extend(b.w.iter().map(|w| 1.0 - w * w));
 }
 
-/// A sparse matrix in compressed sparse row form.
+/// A sparse matrix in compressed sparse row form. Offsets and columns are 32-bit, as in
+/// ADBench's `BASparseMat` (`std::vector<int>`): the index arrays are 40 % of the bytes a
+/// Jacobian call writes, and with `usize` the assembly alone cost about as much as the objective.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Csr {
     /// Rows.
@@ -73,9 +75,9 @@ pub struct Csr {
     /// Columns.
     pub cols: usize,
     /// Row start offsets (`rows + 1`).
-    pub row_ptr: Vec<usize>,
+    pub row_ptr: Vec<u32>,
     /// Column of each nonzero.
-    pub col_idx: Vec<usize>,
+    pub col_idx: Vec<u32>,
     /// Value of each nonzero.
     pub vals: Vec<f64>,
 }
@@ -93,7 +95,22 @@ pub fn ba_jacobian<E: Engine>(engine: &E, b: &BaInput) -> Csr {
 /// refills its `BASparseMat`, and as the objective reuses its residual vector): every index and
 /// value is written again, only the allocation is kept.
 pub fn ba_jacobian_into<E: Engine>(engine: &E, b: &BaInput, out: &mut Csr) {
-    ba_jacobian_with(|input, feat| engine.ba_block(input, feat), b, out)
+    csr_from_rows(b, out, |i, input, rows| {
+        block_input(b, i, input);
+        engine.ba_rows(input, &b.feats[2 * i..2 * i + 2], rows)
+    })
+}
+
+/// Observation `i`'s 15 differentiated inputs: its camera, its point, its weight, written
+/// into `input`. (Returned by value, the array was built on the stack and then moved with
+/// 16-byte copies that straddled the stores that had just built it; the failed store
+/// forwarding cost 14 % of the SSA Jacobian.)
+#[inline(always)]
+fn block_input(b: &BaInput, i: usize, input: &mut [f64; 15]) {
+    let o = b.obs[i];
+    input[..11].copy_from_slice(&b.cams[11 * o[0]..11 * o[0] + 11]);
+    input[11..14].copy_from_slice(&b.x[3 * o[1]..3 * o[1] + 3]);
+    input[14] = b.w[i];
 }
 
 /// [`ba_jacobian_into`] with any block function: each observation's block is computed and
@@ -103,66 +120,83 @@ pub fn ba_jacobian_with<B>(block: B, b: &BaInput, out: &mut Csr)
 where
     B: Fn(&[f64; 15], &[f64]) -> [[f64; 15]; 2] + Sync,
 {
-    csr_from_blocks(b, out, |i| {
-        let o = b.obs[i];
-        let mut input = [0.0; 15];
-        input[..11].copy_from_slice(&b.cams[11 * o[0]..11 * o[0] + 11]);
-        input[11..14].copy_from_slice(&b.x[3 * o[1]..3 * o[1] + 3]);
-        input[14] = b.w[i];
-        block(&input, &b.feats[2 * i..2 * i + 2])
+    csr_from_rows(b, out, |i, input, rows| {
+        block_input(b, i, input);
+        let blk = block(input, &b.feats[2 * i..2 * i + 2]);
+        rows[..15].copy_from_slice(&blk[0]);
+        rows[15..].copy_from_slice(&blk[1]);
     })
 }
 
-/// The CSR matrix whose observation `i` has block `block_of(i)`: reprojection rows first
-/// (15 nonzeros each: camera, point, weight columns), then the weight rows (1 each). Rows are
-/// filled in parallel, each observation's 30 values and columns in place.
+/// The CSR matrix whose observation `i` has the two rows `fill(i, scratch, rows)` writes
+/// (`scratch` is space for the block's inputs, reused from one observation to the next): reprojection
+/// rows first (15 nonzeros each: camera, point, weight columns), then the weight rows (1 each).
+/// Rows are filled in parallel, each observation's 30 values and columns in place.
 /// `out`'s arrays are resized (a no-op when reused for the same input) and every entry written.
-fn csr_from_blocks(b: &BaInput, out: &mut Csr, block_of: impl Fn(usize) -> [[f64; 15]; 2] + Sync) {
+fn csr_from_rows(
+    b: &BaInput,
+    out: &mut Csr,
+    fill: impl Fn(usize, &mut [f64; 15], &mut [f64; 30]) + Sync,
+) {
     let p = b.p;
     out.rows = 3 * p;
     out.cols = b.n_cols();
+    assert!(
+        31 * p <= u32::MAX as usize && out.cols <= u32::MAX as usize,
+        "BA input too large for 32-bit CSR indices: {} nonzeros, {} columns",
+        31 * p,
+        out.cols
+    );
+    // Lossless from here on: every column is below `cols` and every offset at most `31 p`.
+    let ix = |v: usize| v as u32;
     out.col_idx.resize(31 * p, 0);
     out.vals.resize(31 * p, 0.0);
     out.row_ptr.resize(3 * p + 1, 0);
     let (c_obs, c_w) = out.col_idx.split_at_mut(30 * p);
     let (v_obs, v_w) = out.vals.split_at_mut(30 * p);
     let wcol = 11 * b.n + 3 * b.m;
+    // Observations go to rayon in runs of `RUN` (a plain loop inside each task).
+    const RUN: usize = 64;
     c_obs
-        .par_chunks_mut(30)
-        .zip(v_obs.par_chunks_mut(30))
+        .par_chunks_mut(30 * RUN)
+        .zip(v_obs.par_chunks_mut(30 * RUN))
         .enumerate()
-        .for_each(|(i, (cols, vs))| {
-            let [c, pt] = b.obs[i];
-            let blk = block_of(i);
-            for (r, row) in blk.iter().enumerate() {
-                let cs = &mut cols[15 * r..15 * r + 15];
-                for (k, col) in cs[..11].iter_mut().enumerate() {
-                    *col = 11 * c + k;
+        .for_each(|(t, (cols, vals))| {
+            let rows = cols.chunks_exact_mut(30).zip(vals.chunks_exact_mut(30));
+            let mut scratch = [0.0; 15];
+            for (i, (cols, vs)) in (t * RUN..).zip(rows) {
+                fill(
+                    i,
+                    &mut scratch,
+                    vs.try_into().expect("30 values per observation"),
+                );
+                // Both rows have the same 15 columns: camera, point, weight. (Written, never
+                // read back: copying the first row's freshly stored columns into the second
+                // stalled on store forwarding.)
+                let [c, pt] = b.obs[i];
+                let (c0, p0, w0) = (ix(11 * c), ix(11 * b.n + 3 * pt), ix(wcol + i));
+                for row in cols.chunks_exact_mut(15) {
+                    for (k, col) in row[..11].iter_mut().enumerate() {
+                        *col = c0 + k as u32;
+                    }
+                    for (k, col) in row[11..14].iter_mut().enumerate() {
+                        *col = p0 + k as u32;
+                    }
+                    row[14] = w0;
                 }
-                for (k, col) in cs[11..14].iter_mut().enumerate() {
-                    *col = 11 * b.n + 3 * pt + k;
-                }
-                cs[14] = wcol + i;
-                vs[15 * r..15 * r + 15].copy_from_slice(row);
             }
         });
-    c_w.par_iter_mut()
-        .zip(v_w.par_iter_mut())
-        .enumerate()
-        .for_each(|(i, (c, v))| {
-            *c = wcol + i;
-            *v = -2.0 * b.w[i];
+    for (i, (c, v)) in c_w.iter_mut().zip(v_w.iter_mut()).enumerate() {
+        *c = ix(wcol + i);
+        *v = -2.0 * b.w[i];
+    }
+    for (r, start) in out.row_ptr.iter_mut().enumerate() {
+        *start = ix(if r <= 2 * p {
+            15 * r
+        } else {
+            30 * p + (r - 2 * p)
         });
-    out.row_ptr
-        .par_iter_mut()
-        .enumerate()
-        .for_each(|(r, start)| {
-            *start = if r <= 2 * p {
-                15 * r
-            } else {
-                30 * p + (r - 2 * p)
-            }
-        });
+    }
 }
 
 /// One BA block by vector forward mode: a single evaluation on `DualVec<15>`.
@@ -189,7 +223,10 @@ pub fn ba_jacobian_tape(b: &BaInput) -> Csr {
 /// Lay out precomputed blocks (one per observation) as the CSR matrix.
 pub fn assemble(b: &BaInput, blocks: &[[[f64; 15]; 2]], out: &mut Csr) {
     assert_eq!(blocks.len(), b.p, "one block per observation");
-    csr_from_blocks(b, out, |i| blocks[i])
+    csr_from_rows(b, out, |i, _, rows| {
+        rows[..15].copy_from_slice(&blocks[i][0]);
+        rows[15..].copy_from_slice(&blocks[i][1]);
+    })
 }
 
 #[cfg(test)]
@@ -209,20 +246,20 @@ mod tests {
             let [c, pt] = b.obs[i];
             for row in blk {
                 for k in 0..11 {
-                    m.col_idx.push(11 * c + k);
+                    m.col_idx.push((11 * c + k) as u32);
                 }
                 for k in 0..3 {
-                    m.col_idx.push(11 * b.n + 3 * pt + k);
+                    m.col_idx.push((11 * b.n + 3 * pt + k) as u32);
                 }
-                m.col_idx.push(11 * b.n + 3 * b.m + i);
+                m.col_idx.push((11 * b.n + 3 * b.m + i) as u32);
                 m.vals.extend(row);
-                m.row_ptr.push(m.col_idx.len());
+                m.row_ptr.push(m.col_idx.len() as u32);
             }
         }
         for i in 0..b.p {
-            m.col_idx.push(11 * b.n + 3 * b.m + i);
+            m.col_idx.push((11 * b.n + 3 * b.m + i) as u32);
             m.vals.push(-2.0 * b.w[i]);
-            m.row_ptr.push(m.col_idx.len());
+            m.row_ptr.push(m.col_idx.len() as u32);
         }
         m
     }

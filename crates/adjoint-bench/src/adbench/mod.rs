@@ -55,6 +55,14 @@ pub trait Engine: Sync {
     fn gmm_rest_grad(&self, g: &io::GmmInput, p: &[f64]) -> (f64, Vec<f64>);
     /// The 2 × 15 Jacobian of one observation's residuals w.r.t. (camera, point, weight).
     fn ba_block(&self, input: &[f64; 15], feat: &[f64]) -> [[f64; 15]; 2];
+    /// [`Engine::ba_block`] written row after row into `rows` (its place in the CSR values):
+    /// an engine whose derivative comes out in another layout overrides it to skip the
+    /// intermediate block.
+    fn ba_rows(&self, input: &[f64; 15], feat: &[f64], rows: &mut [f64; 30]) {
+        let blk = self.ba_block(input, feat);
+        rows[..15].copy_from_slice(&blk[0]);
+        rows[15..].copy_from_slice(&blk[1]);
+    }
 }
 
 /// adjoint's tape engine. Its GMM data term is written with the slice primitives
@@ -503,7 +511,7 @@ fn check_ba(b: &io::BaInput, j: &ba::Csr) -> String {
                 *slot = t[r];
             }
             let k = 2 * i + r;
-            let got = &j.vals[j.row_ptr[k]..j.row_ptr[k + 1]];
+            let got = &j.vals[j.row_ptr[k] as usize..j.row_ptr[k + 1] as usize];
             if let Err(e) = agree(got, &row) {
                 return format!("row {k} vs forward: {e}");
             }

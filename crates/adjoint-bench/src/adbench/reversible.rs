@@ -250,6 +250,11 @@ impl Engine for Reversible {
     }
 
     fn ba_block(&self, input: &[f64; 15], feat: &[f64]) -> [[f64; 15]; 2] {
+        let mut rows = [0.0; 30];
+        self.ba_rows(input, feat, &mut rows);
+        std::array::from_fn(|r| std::array::from_fn(|i| rows[15 * r + i]))
+    }
+    fn ba_rows(&self, input: &[f64; 15], feat: &[f64], rows: &mut [f64; 30]) {
         // One forward call, then one inverse on GVars whose gradients have a lane per
         // residual (both Jacobian rows in one run); all on the stack.
         let mut f = [feat[0], feat[1]];
@@ -261,6 +266,10 @@ impl Engine for Reversible {
         ];
         let mut gv = v.map(|x| GVar::new(x, Cotangents::<f64, 2>::zero()));
         i_reproj::uncall_unchecked(&mut ge, &mut gv, &mut f).expect("unchecked");
-        std::array::from_fn(|r| std::array::from_fn(|i| gv[i].g[r]))
+        // Lane r of every input's gradient is row r.
+        for (i, v) in gv.iter().enumerate() {
+            rows[i] = v.g[0];
+            rows[15 + i] = v.g[1];
+        }
     }
 }
