@@ -455,9 +455,7 @@ impl crate::adbench::Engine for Ssa {
         crate::adbench::Tape.gmm_rest_grad(g, p)
     }
     fn ba_block(&self, input: &[f64; 15], feat: &[f64]) -> [[f64; 15]; 2] {
-        let mut rows = [0.0; 30];
-        self.ba_rows(input, feat, &mut rows);
-        std::array::from_fn(|r| std::array::from_fn(|i| rows[15 * r + i]))
+        crate::adbench::ba_block_from_rows(self, input, feat)
     }
     fn ba_rows(&self, input: &[f64; 15], feat: &[f64], rows: &mut [f64; 30]) {
         let mut d = [Cotangents([0.0; 2]); 15];

@@ -5,7 +5,7 @@
 
 use crate::Real;
 use std::fmt::Debug;
-use std::ops::{Add, AddAssign, DivAssign, Index, Mul, MulAssign, Neg, Sub, SubAssign};
+use std::ops::{Add, AddAssign, DivAssign, Index, IndexMut, Mul, MulAssign, Neg, Sub, SubAssign};
 
 /// A gradient value of a reverse pass over numbers of type `T`: `T` itself, or
 /// [`Cotangents<T, N>`]. Reverse passes only add, subtract and negate gradients and scale them
@@ -72,6 +72,8 @@ impl<T: Real, const N: usize> Cotangent<T> for Cotangents<T, N> {
 /// a += Cotangents::unit(1);
 /// assert_eq!(a, Cotangents([3.0, 7.0]));
 /// assert_eq!(a[1], 7.0);
+/// a[0] = 0.5;
+/// assert_eq!(a.0, [0.5, 7.0]);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Cotangents<T, const N: usize>(pub [T; N]);
@@ -176,5 +178,11 @@ impl<T, const N: usize> Index<usize> for Cotangents<T, N> {
     type Output = T;
     fn index(&self, k: usize) -> &T {
         &self.0[k]
+    }
+}
+
+impl<T, const N: usize> IndexMut<usize> for Cotangents<T, N> {
+    fn index_mut(&mut self, k: usize) -> &mut T {
+        &mut self.0[k]
     }
 }

@@ -359,11 +359,20 @@ where
 /// let j = adjoint_rev::jacobian_lanes::<2, _>(polar {}, args, &[2, 3]).unwrap();
 /// assert_eq!(j, adjoint_rev::jacobian(polar {}, args, &[2, 3]).unwrap());
 /// ```
+///
+/// # Panics
+/// If `N` is 0.
 pub fn jacobian_lanes<const N: usize, A: Differentiable>(
     f: impl Reversible<A> + Reversible<A::Map<GVar<f64, Cotangents<f64, N>>>>,
     args: A,
     outputs: &[usize],
 ) -> Result<Vec<Vec<f64>>, InvertibilityError> {
+    assert!(
+        N > 0,
+        "jacobian_lanes::<0>: at least one lane per inverse run"
+    );
+    // `impl Trait` here keeps the call spelling `jacobian_lanes::<N, _>`; the helper names the
+    // function's type for the `<F as Reversible<_>>` calls.
     jacobian_lanes_of(f, args, outputs)
 }
 

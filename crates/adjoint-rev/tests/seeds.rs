@@ -639,6 +639,12 @@ fn jacobian_rows_in_lanes() -> R {
     Ok(())
 }
 
+#[test]
+#[should_panic(expected = "at least one lane")]
+fn jacobian_lanes_refuses_zero_lanes() {
+    let _ = adjoint_rev::jacobian_lanes::<0, _>(i_waves {}, (vec![0.0; 2], vec![1.0]), &[0]);
+}
+
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct Pair {
     a: f64,

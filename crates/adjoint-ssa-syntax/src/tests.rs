@@ -381,8 +381,9 @@ fn random_programs_adjoint_equals_forward_mode() {
     assert!(total_pushed > 0, "the programs exercise the stacks");
     assert!(total_ranged > 0, "the programs exercise ranged accesses");
     let directions = 6 * n_seeds;
+    // 10 of 1800 directions for seeds 1–300, 133 of 24000 for 1–4000: well under 2 %
     assert!(
-        skipped * 20 < directions,
+        skipped * 50 < directions,
         "{skipped} of {directions} directions overflowed"
     );
 }

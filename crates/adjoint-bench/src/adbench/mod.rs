@@ -65,6 +65,17 @@ pub trait Engine: Sync {
     }
 }
 
+/// [`Engine::ba_block`] of an engine that implements [`Engine::ba_rows`].
+pub fn ba_block_from_rows<E: Engine + ?Sized>(
+    engine: &E,
+    input: &[f64; 15],
+    feat: &[f64],
+) -> [[f64; 15]; 2] {
+    let mut rows = [0.0; 30];
+    engine.ba_rows(input, feat, &mut rows);
+    std::array::from_fn(|r| std::array::from_fn(|i| rows[15 * r + i]))
+}
+
 /// adjoint's tape engine. Its GMM data term is written with the slice primitives
 /// ([`gmm::gmm_data_term_vector`]); [`TapeScalar`] runs the scalar source.
 pub struct Tape;

@@ -250,9 +250,7 @@ impl Engine for Reversible {
     }
 
     fn ba_block(&self, input: &[f64; 15], feat: &[f64]) -> [[f64; 15]; 2] {
-        let mut rows = [0.0; 30];
-        self.ba_rows(input, feat, &mut rows);
-        std::array::from_fn(|r| std::array::from_fn(|i| rows[15 * r + i]))
+        super::ba_block_from_rows(self, input, feat)
     }
     fn ba_rows(&self, input: &[f64; 15], feat: &[f64], rows: &mut [f64; 30]) {
         // One forward call, then one inverse on GVars whose gradients have a lane per
