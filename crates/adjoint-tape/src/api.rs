@@ -1,6 +1,19 @@
 //! The user-facing API: [`Tape`] and the free functions that use a per-thread tape.
 
-use crate::record::{with_state, BadValue, Ctx, Label, Segment, Session, State, Task};
+use crate::record::{with_state, BadValue, Ctx, Job, Label, Segment, Session, State, Task};
+
+/// A context with a fresh session, for a tape's first recording.
+fn fresh_ctx() -> Box<Ctx> {
+    Box::new(Ctx {
+        session: Arc::new(Session::new()),
+        job_idx: 0,
+        job: None,
+        task: Task {
+            id: 0,
+            segs: Vec::new(),
+        },
+    })
+}
 use crate::reverse::{return_jobs, take_jobs, Jobs};
 use crate::var::Var;
 use adjoint_core::forward::Dual;
@@ -22,9 +35,12 @@ use std::sync::{Arc, Mutex};
 /// }
 /// ```
 pub struct Tape {
-    session: Arc<Session>,
-    root: Option<Task>,
-    segs: Vec<Segment>,
+    /// The recording context, reused from one recording to the next: its session holds the
+    /// tape buffers and the job graph, and after a recording its task is the root task.
+    /// `None` only after the recorded function panicked (the context was dropped with it).
+    ctx: Option<Box<Ctx>>,
+    /// Whether `ctx` holds a finished recording.
+    recorded: bool,
     jobs: Vec<Mutex<Box<crate::record::Job>>>,
     inputs: Vec<Var>,
     checked: bool,
@@ -121,9 +137,8 @@ impl Tape {
     /// ```
     pub fn new() -> Tape {
         Tape {
-            session: Arc::new(Session::new()),
-            root: None,
-            segs: Vec::new(),
+            ctx: Some(fresh_ctx()),
+            recorded: false,
             jobs: Vec::new(),
             inputs: Vec::new(),
             checked: false,
@@ -154,16 +169,25 @@ impl Tape {
         active: Option<&[bool]>,
         f: impl FnOnce(&[Var]) -> R,
     ) -> R {
-        if Arc::get_mut(&mut self.session).is_none() {
-            self.session = Arc::new(Session::new());
-        }
-        let session = Arc::get_mut(&mut self.session).expect("unique after the check above");
-        session.restart(self.checked);
-        let checked = session.checked;
-        let (job_idx, mut job) =
-            session
-                .graph_mut()
-                .new_job(checked, 0, crate::record::JobSize::Large);
+        self.recorded = false;
+        let mut ctx = self.ctx.take().unwrap_or_else(fresh_ctx);
+        let mut job = match ctx.job.take() {
+            // The last recording did not fork: its only job is still here, nothing else holds
+            // the session, and its graph was never set up. Record into the same job again,
+            // without touching the session.
+            Some(job) if job.checked == self.checked => job,
+            last => {
+                if Arc::get_mut(&mut ctx.session).is_none() {
+                    ctx.session = Arc::new(Session::new());
+                }
+                let session = Arc::get_mut(&mut ctx.session).expect("unique after the check above");
+                session.graph_mut().pool.extend(last);
+                session.restart(self.checked)
+            }
+        };
+        job.reset(0, self.checked);
+        job.task = 0;
+        let job_idx = 0;
         self.inputs.clear();
         for (i, &v) in x.iter().enumerate() {
             let is_active = active.is_none_or(|a| a[i]);
@@ -174,38 +198,43 @@ impl Tape {
             });
         }
         job.leading_leaves = job.entries.len() as u32;
-        let mut segs = match self.root.take() {
-            Some(old) => old.segs,
-            None => std::mem::take(&mut self.segs),
-        };
-        segs.clear();
-        segs.push(Segment::Job(job_idx));
-        let ctx = Ctx {
-            session: self.session.clone(),
-            job_idx,
-            job,
-            task: Task { id: 0, segs },
-        };
+        ctx.job_idx = job_idx;
+        ctx.job = Some(job);
+        ctx.task.id = 0;
+        if !matches!(ctx.task.segs[..], [Segment::Job(j)] if j == job_idx) {
+            // (Skipped when already in place: writing the 64-byte segment is a slow store.)
+            ctx.task.segs.clear();
+            ctx.task.segs.push(Segment::Job(job_idx));
+        }
         let inputs = std::mem::take(&mut self.inputs);
         let (r, state) = with_state(State::Recording(ctx), || f(&inputs));
         self.inputs = inputs;
-        let State::Recording(ctx) = state else {
+        let State::Recording(mut ctx) = state else {
             unreachable!("a recording ends in the state it started")
         };
-        let Ctx {
-            session,
-            job_idx,
-            job,
-            task,
-        } = ctx;
-        drop(session);
-        // Every task has joined, so this handle is normally the only one: seal without locking.
-        match Arc::get_mut(&mut self.session) {
-            Some(s) => s.graph_mut().jobs[job_idx as usize] = Some(job),
-            None => self.session.seal(job_idx, job),
+        if ctx.task.segs.len() > 1 {
+            // The recording forked: seal its last job in the graph with the others. (Without
+            // forks the only job stays in `ctx.job`, where the reverse pass reads it with no
+            // lock and no atomic operation.)
+            let job = ctx.job.take().expect("a recording ends with a job");
+            // Every task has joined, so this handle is normally the only one: seal without
+            // locking.
+            match Arc::get_mut(&mut ctx.session) {
+                Some(s) => s.graph_mut().jobs[usize::from(ctx.job_idx)] = Some(job),
+                None => ctx.session.seal(ctx.job_idx, job),
+            }
         }
-        self.root = Some(task);
+        self.ctx = Some(ctx);
+        self.recorded = true;
         r
+    }
+
+    /// The last recording's context.
+    fn last(&self) -> &Ctx {
+        match &self.ctx {
+            Some(ctx) if self.recorded => ctx,
+            _ => panic!("adjoint::tape: no finished recording on this tape"),
+        }
     }
 
     /// Tape entries of the last recording, over all its jobs (each 24 bytes, see
@@ -222,7 +251,13 @@ impl Tape {
     /// assert_eq!(tape.entries(), 1 + 4 + 1); // sink, four inputs, one dot
     /// ```
     pub fn entries(&self) -> usize {
-        self.session
+        let Some(ctx) = self.ctx.as_ref().filter(|_| self.recorded) else {
+            return 0;
+        };
+        if let Some(job) = &ctx.job {
+            return job.entries.len();
+        }
+        ctx.session
             .graph()
             .jobs
             .iter()
@@ -236,8 +271,15 @@ impl Tape {
         if !self.checked {
             return Ok(());
         }
-        let root = self.root.as_ref().expect("a recording");
-        let g = self.session.graph();
+        let ctx = self.last();
+        if let Some(job) = &ctx.job {
+            // No forks: one job.
+            return job
+                .first_bad
+                .clone()
+                .map_or(Ok(()), |b| Err(NonFinite::new(Pass::Forward, b)));
+        }
+        let (root, g) = (&ctx.task, ctx.session.graph());
         let order = program_order(root);
         // The first bad value in the program's sequential order: jobs in program order, and
         // within a job its first (each job keeps only its first).
@@ -262,20 +304,16 @@ impl Tape {
         init: Option<&[f64]>,
         grad: &mut [f64],
     ) -> Result<(), NonFinite> {
-        let root = self.root.as_ref().expect("reverse after a recording");
-        if root.segs.len() == 1 {
-            if let Some(session) = Arc::get_mut(&mut self.session) {
-                return Self::reverse_one_job(
-                    session,
-                    &self.inputs,
-                    self.checked,
-                    seeds,
-                    init,
-                    grad,
-                );
-            }
+        assert!(
+            self.recorded,
+            "adjoint::tape: reverse pass without a recording"
+        );
+        let ctx = &mut **self.ctx.as_mut().expect("a recorded tape has its context");
+        if let Some(job) = ctx.job.as_deref_mut() {
+            return Self::reverse_one_job(job, &self.inputs, self.checked, seeds, init, grad);
         }
-        let mut g = self.session.graph();
+        let root = &ctx.task;
+        let mut g = ctx.session.graph();
         take_jobs(&mut g, &mut self.jobs);
         let job_task = std::mem::take(&mut g.job_task);
         let task_parent = std::mem::take(&mut g.task_parent);
@@ -315,16 +353,13 @@ impl Tape {
 
     /// The reverse pass of a recording without forks: one job, no locks, no job graph.
     fn reverse_one_job(
-        session: &mut Session,
+        job: &mut Job,
         inputs: &[Var],
         checked: bool,
         seeds: &[(Var, f64)],
         init: Option<&[f64]>,
         grad: &mut [f64],
     ) -> Result<(), NonFinite> {
-        let job = session.graph_mut().jobs[0]
-            .as_mut()
-            .expect("the root job is sealed");
         job.adj.clear();
         job.adj.resize(job.entries.len(), 0.0);
         init_inputs(&mut job.adj, inputs, init);

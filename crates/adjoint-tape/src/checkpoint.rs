@@ -71,21 +71,22 @@ where
         let State::Recording(ctx) = s else {
             unreachable!("checked above")
         };
+        let (job, session) = ctx.parts();
         let inputs: Vec<(Option<u32>, f64)> = inputs
             .iter()
             .map(|&v| {
-                let slot = (!v.is_constant()).then(|| ctx.job.local(v, &ctx.session));
+                let slot = (!v.is_constant()).then(|| job.local(v, session));
                 (slot, v.v)
             })
             .collect();
-        let start = ctx.job.entries.len() as u32;
-        let (uid, idx) = (ctx.job.uid, ctx.job.idx);
-        let checked = ctx.session.checked;
+        let start = job.entries.len() as u32;
+        let (uid, idx) = (job.uid, job.idx);
+        let checked = session.checked;
         let vars: Vec<Var> = outs
             .iter()
-            .map(|o| Var::at(o.v, uid, idx, ctx.job.push_leaf(checked)))
+            .map(|o| Var::at(o.v, uid, idx, job.push_leaf(checked)))
             .collect();
-        ctx.job.checkpoints.push(Checkpoint {
+        job.checkpoints.push(Checkpoint {
             start,
             end: start + vars.len() as u32,
             inputs,

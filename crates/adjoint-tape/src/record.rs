@@ -199,7 +199,8 @@ pub(crate) struct Job {
 }
 
 impl Job {
-    fn reset(&mut self, idx: u16, checked: bool) {
+    /// Empty the tape for a new job `idx` of a recording, with a fresh id.
+    pub(crate) fn reset(&mut self, idx: u16, checked: bool) {
         self.uid = next_job_uid();
         self.idx = idx;
         self.first_bad = None;
@@ -253,15 +254,17 @@ impl Job {
         if v.uid == self.uid {
             panic!("adjoint::tape: {v:?} is past the end of its tape (corrupted Var)");
         }
+        if self.idx == 0 {
+            // Job 0 is a recording's first job, and it ends at the recording's first fork: while
+            // it records, no other job of its recording exists (and the job graph is only set
+            // up at that fork, see `join`).
+            stale(v);
+        }
         let job = usize::from(v.idx);
         let len = {
             let g = session.graph();
             if g.job_uid.get(job) != Some(&v.uid) {
-                panic!(
-                    "adjoint::tape: {v:?} belongs to a recording that has finished or to a \
-                     different recording; a Var is only valid inside the grad/vjp/jacobian call \
-                     that created it"
-                );
+                stale(v);
             }
             let len = match g.jobs.get(job) {
                 Some(Some(j)) => j.entries.len(),
@@ -292,6 +295,14 @@ impl Job {
         self.cache.insert(id, slot);
         slot
     }
+}
+
+#[cold]
+fn stale(v: Var) -> ! {
+    panic!(
+        "adjoint::tape: {v:?} belongs to a recording that has finished or to a different \
+         recording; a Var is only valid inside the grad/vjp/jacobian call that created it"
+    )
 }
 
 /// Which recycled tape buffer a new job gets (see [`Graph::pool`]).
@@ -380,6 +391,42 @@ impl Graph {
         }
     }
 
+    /// Put every job buffer back in the pool and clear the graph for a new recording.
+    pub fn restart(&mut self) {
+        let Graph {
+            jobs,
+            job_uid,
+            job_task,
+            task_parent,
+            task_fork,
+            pool,
+        } = self;
+        if jobs.len() == 1 && pool.is_empty() {
+            pool.extend(jobs.pop().flatten());
+        } else {
+            pool.extend(jobs.drain(..).flatten());
+            pool.make_contiguous()
+                .sort_unstable_by_key(|j| j.entries.capacity());
+        }
+        job_uid.clear();
+        job_task.clear();
+        task_parent.clear();
+        task_parent.push(0);
+        task_fork.clear();
+        task_fork.push(0);
+    }
+
+    /// Set the graph up for a recording at its first fork, with `root` (the job that ends at
+    /// the fork) as job 0 of the root task. A recording that never forks never touches its
+    /// graph.
+    pub fn start(&mut self, root: &Job) {
+        debug_assert_eq!((root.idx, root.task), (0, 0));
+        self.restart();
+        self.jobs.push(None);
+        self.job_uid.push(root.uid);
+        self.job_task.push(0);
+    }
+
     /// Open a job in `task` with a recycled buffer.
     pub fn new_job(&mut self, checked: bool, task: u32, size: JobSize) -> (u16, Box<Job>) {
         let idx = self.jobs.len();
@@ -426,32 +473,12 @@ impl Session {
         }
     }
 
-    /// Start a new recording in this session object (reusing its buffers).
-    pub fn restart(&mut self, checked: bool) {
+    /// Reclaim every job buffer for a new recording; returns the largest, for its first job.
+    pub fn restart(&mut self, checked: bool) -> Box<Job> {
         self.checked = checked;
-        let g = self.graph.get_mut().unwrap_or_else(|e| e.into_inner());
-        let Graph {
-            jobs,
-            job_uid,
-            job_task,
-            task_parent,
-            task_fork,
-            pool,
-        } = g;
-        if jobs.len() == 1 && pool.is_empty() {
-            // The common case, a recording without forks: nothing to sort.
-            pool.extend(jobs.pop().flatten());
-        } else {
-            pool.extend(jobs.drain(..).flatten());
-            pool.make_contiguous()
-                .sort_unstable_by_key(|j| j.entries.capacity());
-        }
-        job_uid.clear();
-        job_task.clear();
-        task_parent.clear();
-        task_parent.push(0);
-        task_fork.clear();
-        task_fork.push(0);
+        let g = self.graph_mut();
+        g.restart();
+        g.pool.pop_back().unwrap_or_default()
     }
 
     pub fn graph(&self) -> MutexGuard<'_, Graph> {
@@ -501,16 +528,31 @@ impl Session {
 pub(crate) struct Ctx {
     pub session: Arc<Session>,
     pub job_idx: u16,
-    pub job: Box<Job>,
+    /// The job being recorded; `None` only while a [`Tape`](crate::Tape) keeps the context
+    /// between recordings (the job is then sealed in the session's graph).
+    pub job: Option<Box<Job>>,
     pub task: Task,
 }
 
+impl Ctx {
+    /// The job being recorded, and the session.
+    pub fn parts(&mut self) -> (&mut Job, &Session) {
+        let job = self
+            .job
+            .as_deref_mut()
+            .expect("a recording context has a job");
+        (job, &self.session)
+    }
+}
+
 /// What the current thread is doing.
-// One per thread; boxing the context would cost an allocation per recording.
-#[allow(clippy::large_enum_variant)]
 pub(crate) enum State {
     Idle,
-    Recording(Ctx),
+    /// Boxed, and the box reused by a [`Tape`](crate::Tape) from one recording to the next, so
+    /// that installing a context on the thread moves one pointer (moving the ~60-byte context
+    /// in and out of the thread-local was a third of a tiny gradient's cost, with failed store
+    /// forwarding on every move).
+    Recording(Box<Ctx>),
     /// Running a checkpointed region's forward pass without recording.
     Checkpointing,
 }
@@ -535,7 +577,10 @@ pub(crate) fn with_state_mut<R>(f: impl FnOnce(&mut State) -> R) -> R {
     STATE.with_borrow_mut(|s| {
         let r = f(s);
         let fast = match s {
-            State::Recording(ctx) if !ctx.job.checked => &mut *ctx.job as *mut Job,
+            State::Recording(ctx) => match ctx.job.as_deref_mut() {
+                Some(job) if !job.checked => job as *mut Job,
+                _ => std::ptr::null_mut(),
+            },
             _ => std::ptr::null_mut(),
         };
         FAST.set(fast);
@@ -623,17 +668,18 @@ fn record1_slow(a: Var, pa: f64, value: f64, label: Label) -> Var {
         let State::Recording(ctx) = s else {
             not_recording(s, a)
         };
-        let ia = ctx.job.local(a, &ctx.session);
-        let own = ctx.job.entries.len() as u32;
-        let seq = ctx.job.push(Entry {
+        let (job, session) = ctx.parts();
+        let ia = job.local(a, session);
+        let own = job.entries.len() as u32;
+        let seq = job.push(Entry {
             p: [pa, 0.0],
             i: [ia, own],
         });
-        if ctx.session.checked {
-            ctx.job.labels.push(label);
-            check_value(&mut ctx.job, label, [a.v, 0.0], value, seq);
+        if session.checked {
+            job.labels.push(label);
+            check_value(job, label, [a.v, 0.0], value, seq);
         }
-        Var::at(value, ctx.job.uid, ctx.job.idx, seq)
+        Var::at(value, job.uid, job.idx, seq)
     })
 }
 
@@ -673,37 +719,39 @@ fn record2_slow(a: Var, pa: f64, b: Var, pb: f64, value: f64, label: Label) -> V
         let State::Recording(ctx) = s else {
             not_recording(s, a)
         };
-        let ia = ctx.job.local(a, &ctx.session);
-        let ib = ctx.job.local(b, &ctx.session);
-        let seq = ctx.job.push(Entry {
+        let (job, session) = ctx.parts();
+        let ia = job.local(a, session);
+        let ib = job.local(b, session);
+        let seq = job.push(Entry {
             p: [pa, pb],
             i: [ia, ib],
         });
-        if ctx.session.checked {
-            ctx.job.labels.push(label);
-            check_value(&mut ctx.job, label, [a.v, b.v], value, seq);
+        if session.checked {
+            job.labels.push(label);
+            check_value(job, label, [a.v, b.v], value, seq);
         }
-        Var::at(value, ctx.job.uid, ctx.job.idx, seq)
+        Var::at(value, job.uid, job.idx, seq)
     })
 }
 
 /// Run `f` as a new task (its first job fresh) of `session`; returns its result and task.
 fn run_task<R>(session: &Arc<Session>, id: u32, f: impl FnOnce() -> R) -> (R, Task) {
     let (job_idx, job) = session.new_job(id, JobSize::Large);
-    let ctx = Ctx {
+    let ctx = Box::new(Ctx {
         session: session.clone(),
         job_idx,
-        job,
+        job: Some(job),
         task: Task {
             id,
             segs: vec![Segment::Job(job_idx)],
         },
-    };
+    });
     let (r, state) = with_state(State::Recording(ctx), f);
-    let State::Recording(ctx) = state else {
+    let State::Recording(mut ctx) = state else {
         unreachable!("a task ends in the state it started")
     };
-    ctx.session.seal(ctx.job_idx, ctx.job);
+    let job = ctx.job.take().expect("a task ends with a job");
+    ctx.session.seal(ctx.job_idx, job);
     (r, ctx.task)
 }
 
@@ -741,7 +789,11 @@ where
     });
     let session = ctx.session.clone();
     let parent = ctx.task.id;
-    let finished = std::mem::take(&mut ctx.job);
+    let finished = ctx.job.take().expect("a recording context has a job");
+    if ctx.job_idx == 0 {
+        // The recording's first fork (job 0 runs until then).
+        session.graph().start(&finished);
+    }
     session.seal(ctx.job_idx, finished);
     // If a side panics, the panic propagates; the thread is left idle and the recording is
     // abandoned by the caller's guard.
@@ -752,7 +804,7 @@ where
     );
     let (job_idx, job) = session.new_job(parent, JobSize::Small);
     ctx.job_idx = job_idx;
-    ctx.job = job;
+    ctx.job = Some(job);
     ctx.task.segs.push(Segment::Fork(ta, tb));
     ctx.task.segs.push(Segment::Job(job_idx));
     with_state_mut(|s| *s = State::Recording(ctx));
@@ -889,7 +941,7 @@ fn record_nary_slow(
                 None => return Var::constant(value),
             }
         };
-        let job = &mut ctx.job;
+        let (job, session) = ctx.parts();
         let (r0, p0) = (job.runs.len() as u32, job.partials.len() as u32);
         job.partials.reserve(operands.size_hint().0);
         let mut first_operand = None;
@@ -901,7 +953,7 @@ fn record_nary_slow(
                 continue;
             }
             first_operand.get_or_insert(v.v);
-            let i = job.local(v, &ctx.session);
+            let i = job.local(v, session);
             job.partials.push(p);
             extend_run(&mut run, &mut job.runs, i);
         }
@@ -917,7 +969,7 @@ fn record_nary_slow(
             runs: (r0, job.runs.len() as u32),
             p0,
         });
-        if ctx.session.checked {
+        if session.checked {
             job.labels.push(Label::Vector(label));
             let first = first_operand.unwrap_or(0.0);
             let finite = job.partials[p0 as usize..].iter().all(|p| p.is_finite());

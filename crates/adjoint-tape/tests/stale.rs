@@ -111,3 +111,56 @@ fn output_of_another_recording_is_refused_as_a_seed() {
     })));
     assert!(msg.contains("does not belong to this recording"), "{msg}");
 }
+
+#[test]
+fn stale_var_from_the_same_tape_is_refused_with_and_without_forks() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // A fork-free recording reuses its job (with a fresh id) and sets up no job graph; a forked
+    // one sets the graph up at its first fork. A value leaked from either kind, used in a later
+    // recording on the same tape — with no fork, inside a join's side, or after a join — is
+    // refused, and the tape stays usable.
+    let mut tape = Tape::new();
+    let mut g = [0.0];
+    for forked in [false, true] {
+        let mut leaked = None;
+        tape.grad_into(
+            |x: &[Var]| {
+                let y = if forked {
+                    join(|| x[0] * 2.0, || x[0]).0
+                } else {
+                    x[0] * 2.0
+                };
+                leaked = Some(y);
+                y
+            },
+            &[1.0],
+            &mut g,
+        );
+        let v = leaked.unwrap();
+        for place in ["no fork", "join side", "after a join"] {
+            let msg = panic_message(catch_unwind(AssertUnwindSafe(|| {
+                tape.grad_into(
+                    |x: &[Var]| match place {
+                        "no fork" => x[0] * v,
+                        "join side" => {
+                            let (a, b) = join(|| x[0] * v, || x[0]);
+                            a + b
+                        }
+                        _ => {
+                            let (a, b) = join(|| x[0], || x[0]);
+                            a * b * v
+                        }
+                    },
+                    &[1.0],
+                    &mut g,
+                )
+            })));
+            assert!(
+                msg.contains("finished or to a different recording"),
+                "leaked from a forked recording: {forked}, used {place}: {msg}"
+            );
+            assert_eq!(tape.grad_into(|x: &[Var]| x[0] * x[0], &[3.0], &mut g), 9.0);
+            assert_eq!(g, [6.0]);
+        }
+    }
+}
