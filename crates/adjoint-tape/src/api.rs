@@ -185,14 +185,15 @@ impl Tape {
                 session.restart(self.checked)
             }
         };
-        job.reset(0, self.checked);
+        job.reset(0, self.checked, x.len());
         job.task = 0;
         let job_idx = 0;
         self.inputs.clear();
         for (i, &v) in x.iter().enumerate() {
             let is_active = active.is_none_or(|a| a[i]);
             self.inputs.push(if is_active {
-                Var::at(v, job.uid, job.idx, job.push_leaf(self.checked))
+                let seq = job.push_leaf(self.checked);
+                job.var(v, seq)
             } else {
                 Var::constant(v)
             });
@@ -317,7 +318,6 @@ impl Tape {
         take_jobs(&mut g, &mut self.jobs);
         let job_task = std::mem::take(&mut g.job_task);
         let task_parent = std::mem::take(&mut g.task_parent);
-        let job_uid = std::mem::take(&mut g.job_uid);
         let jobs = Jobs {
             jobs: std::mem::take(&mut self.jobs),
             job_task: &job_task,
@@ -325,19 +325,20 @@ impl Tape {
             checked: self.checked,
         };
         let lock = |j: usize| jobs.jobs[j].lock().unwrap_or_else(|e| e.into_inner());
-        init_inputs(&mut lock(0).adj, &self.inputs, init);
+        init_inputs(&mut lock(0), &self.inputs, init);
         for &(v, w) in seeds.iter().filter(|(v, _)| !v.is_constant()) {
-            check_output(v, job_uid.get(usize::from(v.idx)) == Some(&v.uid));
-            lock(usize::from(v.idx)).adj[v.seq() as usize] += w;
+            let Some((job, seq)) = g.find(v.id) else {
+                not_ours(v)
+            };
+            lock(usize::from(job)).adj[seq as usize] += w;
         }
         let result = jobs.resolve(root);
-        read_grad(&lock(0).adj, &self.inputs, grad);
+        read_grad(&lock(0), &self.inputs, grad);
         let mut list = jobs.jobs;
         return_jobs(&mut g, &mut list);
         self.jobs = list;
         g.job_task = job_task;
         g.task_parent = task_parent;
-        g.job_uid = job_uid;
         drop(g);
         result.map(|_| ()).map_err(|mut b| {
             // Report the job by its place in the program, not by its (scheduling-dependent)
@@ -362,14 +363,16 @@ impl Tape {
     ) -> Result<(), NonFinite> {
         job.adj.clear();
         job.adj.resize(job.entries.len(), 0.0);
-        init_inputs(&mut job.adj, inputs, init);
+        init_inputs(job, inputs, init);
         for &(v, w) in seeds.iter().filter(|(v, _)| !v.is_constant()) {
-            check_output(v, v.uid == job.uid);
             // Without forks every recorded value lives in the root job.
-            job.adj[v.seq() as usize] += w;
+            let Some(seq) = job.position(v.id) else {
+                not_ours(v)
+            };
+            job.adj[seq as usize] += w;
         }
         let result = crate::reverse::sweep(job, checked, 0);
-        read_grad(&job.adj, inputs, grad);
+        read_grad(job, inputs, grad);
         result.map_err(|b| NonFinite::new(Pass::Reverse, b))
     }
 
@@ -551,22 +554,28 @@ impl Tape {
 
 /// Set the input leaves' starting adjoints (checkpoint recomputation); before the seeds, which add
 /// to them, since an output may be an input.
-fn init_inputs(adj: &mut [f64], inputs: &[Var], init: Option<&[f64]>) {
+fn init_inputs(root: &mut Job, inputs: &[Var], init: Option<&[f64]>) {
     if let Some(init) = init {
         for (x, &v) in inputs.iter().zip(init) {
             if !x.is_constant() {
-                adj[x.seq() as usize] = v;
+                let seq = input_position(root, *x);
+                root.adj[seq] = v;
             }
         }
     }
 }
 
-/// Panic clearly if a seeded output comes from another recording.
-fn check_output(v: Var, ours: bool) {
-    assert!(
-        ours,
-        "adjoint::tape: output {v:?} does not belong to this recording"
-    );
+/// Where an input leaf is on the root job's tape.
+#[inline]
+fn input_position(root: &Job, x: Var) -> usize {
+    root.position(x.id)
+        .expect("the inputs are leaves of the root job") as usize
+}
+
+/// Panic clearly: a seeded output comes from another recording.
+#[cold]
+fn not_ours(v: Var) -> ! {
+    panic!("adjoint::tape: output {v:?} does not belong to this recording")
 }
 
 /// The recording's jobs in the program's sequential order: a task's segments in order, the left
@@ -590,12 +599,12 @@ fn program_order(task: &Task) -> Vec<u16> {
 }
 
 /// The gradient: the root job's adjoints at the input leaves (0 for constant inputs).
-fn read_grad(adj: &[f64], inputs: &[Var], grad: &mut [f64]) {
+fn read_grad(root: &Job, inputs: &[Var], grad: &mut [f64]) {
     for (gi, x) in grad.iter_mut().zip(inputs) {
         *gi = if x.is_constant() {
             0.0
         } else {
-            adj[x.seq() as usize]
+            root.adj[input_position(root, *x)]
         };
     }
 }

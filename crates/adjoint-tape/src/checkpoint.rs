@@ -80,11 +80,13 @@ where
             })
             .collect();
         let start = job.entries.len() as u32;
-        let (uid, idx) = (job.uid, job.idx);
         let checked = session.checked;
         let vars: Vec<Var> = outs
             .iter()
-            .map(|o| Var::at(o.v, uid, idx, job.push_leaf(checked)))
+            .map(|o| {
+                let seq = job.push_leaf(checked);
+                job.var(o.v, seq)
+            })
             .collect();
         job.checkpoints.push(Checkpoint {
             start,

@@ -118,7 +118,7 @@ pub use api::{
 };
 pub use checkpoint::checkpoint;
 #[doc(hidden)]
-pub use record::__skip_job_ids;
+pub use record::__skip_ids;
 pub use record::{join, par_map};
 pub use var::Var;
 

@@ -10,69 +10,77 @@
 use crate::var::Var;
 use adjoint_core::rules::{Op1, Op2};
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// The job id of a constant `Var` (no job ever gets it).
-pub(crate) const CONST_UID: u64 = 0;
-/// Most jobs one recording may create (job indices are 16 bits inside a `Var`).
+/// The id of a constant `Var` (no range ever contains it).
+pub(crate) const CONST_ID: u64 = 0;
+/// Most jobs one recording may create (job indices are 16 bits).
 pub(crate) const MAX_JOBS: usize = 0xFFFF;
 
-/// The next unreserved job id. Starts at 1: 0 is [`CONST_UID`].
-static NEXT_JOB_UID: AtomicU64 = AtomicU64::new(1);
+/// The next unreserved id. Starts at 1: 0 is [`CONST_ID`].
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
-/// Job ids a thread takes from the shared counter at a time, so that recordings on many threads
-/// do not all hit one atomic.
-const UID_BLOCK: u64 = 1024;
+/// Ids a thread takes from the shared counter at a time (at least), so that recordings on many
+/// threads do not all hit one atomic.
+const ID_BLOCK: u64 = 1 << 16;
 
 thread_local! {
-    /// This thread's reserved ids: `next..end`.
-    static UID_RANGE: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
+    /// This thread's reserved ids `next..end`, and the start of the last range it handed out.
+    static ID_RANGE: Cell<(u64, u64, u64)> = const { Cell::new((0, 0, 0)) };
 }
 
-/// A job id that no other job of this process has had or will have.
+/// Reserve `n` consecutive ids that no other range of this process has had or will have;
+/// returns the first.
 ///
 /// Why a stale or foreign `Var` can never be mistaken for a value of the current recording: a
-/// `Var` carries the full 64-bit id of the job that recorded it, and every job (of every
-/// recording, on every thread) takes a fresh id. Ids come from one process-wide counter in
-/// blocks of [`UID_BLOCK`], each block reserved by one thread with `fetch_add` and handed out by
-/// that thread only, so no id is given twice. The counter cannot wrap: it advances by at most
-/// one block per 1024 jobs plus one block per thread that ever recorded, and even one id per
-/// nanosecond would take 584 years to reach 2⁶⁴; should it get there, this panics instead of
-/// wrapping. So equal ids mean the same job, and a `Var` from a finished recording (or another
-/// thread's) never passes the fast path's `uid == job.uid` test: it takes the slow path, which
-/// panics unless the id is one of this recording's jobs. (The 16-bit nonce used before this
-/// repeated after 65 536 recordings and silently accepted leaked `Var`s.)
-pub(crate) fn next_job_uid() -> u64 {
-    UID_RANGE.with(|r| {
-        let (next, end) = r.get();
-        if next < end {
-            r.set((next + 1, end));
+/// `Var` is a value and an id, `base + position` in an id range its job reserved here, and a
+/// job accepts a `Var` as its own only if the id lies in one of *its* ranges (below its length).
+/// Ranges come from one process-wide counter, taken in blocks by one thread at a time
+/// (`fetch_update`) and handed out by that thread only, so no id is given twice, and a job
+/// reserves fresh ranges for every recording. The counter cannot wrap: a range of `n` ids is
+/// reserved for a job that records up to `n` values (its first range: at least 64, or twice its
+/// buffer's last length), so even at one id per nanosecond it would take centuries to reach
+/// 2⁶⁴; should it get there, this panics instead of wrapping. So a `Var` from a finished
+/// recording (or another thread's, or another job's) never passes the fast path's range test:
+/// it takes the slow path, which finds its job through the recording's table of ranges and
+/// panics unless that is a job of this recording that may hand values to this one. (A 16-bit
+/// nonce used before repeated after 65 536 recordings and silently accepted leaked `Var`s.)
+pub(crate) fn reserve_ids(n: u64) -> u64 {
+    ID_RANGE.with(|r| {
+        let (next, end, _) = r.get();
+        if n <= end - next {
+            r.set((next + n, end, next));
             return next;
         }
-        let start = NEXT_JOB_UID.fetch_add(UID_BLOCK, Ordering::Relaxed);
-        assert!(
-            start < u64::MAX - UID_BLOCK,
-            "adjoint::tape: job ids exhausted"
-        );
-        r.set((start + 1, start + UID_BLOCK));
+        let take = n.max(ID_BLOCK);
+        let start = NEXT_ID
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
+                c.checked_add(take)
+            })
+            .unwrap_or_else(|_| panic!("adjoint::tape: value ids exhausted"));
+        r.set((start + n, start + take, start));
         start
     })
 }
 
-/// Skip `n` job ids (tests use it to simulate 2³² and more recordings cheaply): the calling
-/// thread's next job id is at least `n` past the last one handed out anywhere.
+/// Tests use it to simulate 2³² and more recordings cheaply: the next id range this thread
+/// reserves starts `n` ids after the start of the last one it reserved (or later, if another
+/// thread has taken those ids), and every id in between is skipped.
 #[doc(hidden)]
-pub fn __skip_job_ids(n: u64) {
-    UID_RANGE.with(|r| {
-        let (next, _) = r.get();
-        // Reserve g..=g+n; the next id is the later of g and this thread's next + n, which lies
-        // in that reserved range since next ≤ g.
-        let g = NEXT_JOB_UID.fetch_add(n + 1, Ordering::Relaxed);
-        let start = g.max(next + n);
-        r.set((start, start + 1));
+pub fn __skip_ids(n: u64) {
+    ID_RANGE.with(|r| {
+        let (_, _, last) = r.get();
+        let target = last + n;
+        let old = NEXT_ID
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
+                c.max(target).checked_add(ID_BLOCK)
+            })
+            .expect("ids left");
+        let start = old.max(target);
+        r.set((start, start + ID_BLOCK, last));
     });
 }
 
@@ -170,8 +178,12 @@ impl Hasher for IdHasher {
 /// The tape of one job.
 #[derive(Default)]
 pub(crate) struct Job {
-    /// Process-wide unique id ([`next_job_uid`]).
-    pub uid: u64,
+    /// Ids of this job's values: position `p < limit` has id `base + p` ([`reserve_ids`]).
+    pub base: u64,
+    pub limit: u32,
+    /// Earlier ranges `(base, limit)` of this recording, when its tape outgrew one: values
+    /// recorded then keep their ids, and the slow path finds their positions here.
+    pub old_ranges: Vec<(u64, u32)>,
     /// Index within its recording.
     pub idx: u16,
     /// The task this job runs in.
@@ -180,8 +192,8 @@ pub(crate) struct Job {
     pub checked: bool,
     pub entries: Vec<Entry>,
     pub imports: Vec<Import>,
-    /// Imported `Var`s (job id, position) → local slot.
-    pub cache: HashMap<(u64, u32), u32, BuildHasherDefault<IdHasher>>,
+    /// Imported `Var`s (id) → local slot.
+    pub cache: HashMap<u64, u32, BuildHasherDefault<IdHasher>>,
     pub checkpoints: Vec<Checkpoint>,
     /// Entries `0..leading_leaves` are the sink and the recording's inputs: leaves, which the
     /// reverse sweep skips.
@@ -199,9 +211,15 @@ pub(crate) struct Job {
 }
 
 impl Job {
-    /// Empty the tape for a new job `idx` of a recording, with a fresh id.
-    pub(crate) fn reset(&mut self, idx: u16, checked: bool) {
-        self.uid = next_job_uid();
+    /// Empty the tape for job `idx` of a new recording, with a fresh id range for at least
+    /// `values` values besides the sink.
+    pub(crate) fn reset(&mut self, idx: u16, checked: bool, values: usize) {
+        // The range: twice what this buffer held last time (so that a recording like the last
+        // one never outgrows it), at least 64 ids.
+        let want = (2 * self.entries.len()).max(values + 1).max(64);
+        self.limit = u32::try_from(want).unwrap_or(u32::MAX);
+        self.base = reserve_ids(u64::from(self.limit));
+        self.old_ranges.clear();
         self.idx = idx;
         self.first_bad = None;
         self.checked = checked;
@@ -223,8 +241,59 @@ impl Job {
     #[inline(always)]
     pub fn push(&mut self, e: Entry) -> u32 {
         let seq = self.entries.len() as u32;
+        if seq >= self.limit {
+            self.grow_ids();
+        }
         self.entries.push(e);
         seq
+    }
+
+    /// The tape outgrew its id range: reserve a new one, twice as large, for the values to come
+    /// (earlier values keep their ids, found through `old_ranges`).
+    #[cold]
+    #[inline(never)]
+    fn grow_ids(&mut self) {
+        assert!(
+            self.limit < u32::MAX,
+            "adjoint::tape: more than 2^32 operations in one job"
+        );
+        self.old_ranges.push((self.base, self.limit));
+        self.limit = self.limit.saturating_mul(2);
+        self.base = reserve_ids(u64::from(self.limit));
+    }
+
+    /// The `Var` of the value at position `seq` of this job.
+    #[inline(always)]
+    pub fn var(&self, v: f64, seq: u32) -> Var {
+        Var::at(v, self.base + u64::from(seq))
+    }
+
+    /// The position of a value with id `id` recorded by this job, if it was.
+    #[inline(always)]
+    pub fn position(&self, id: u64) -> Option<u32> {
+        let p = id.wrapping_sub(self.base);
+        if p < self.entries.len() as u64 {
+            Some(p as u32)
+        } else {
+            self.old_position(id)
+        }
+    }
+
+    #[cold]
+    fn old_position(&self, id: u64) -> Option<u32> {
+        let len = self.entries.len() as u64;
+        self.old_ranges.iter().find_map(|&(base, limit)| {
+            let p = id.wrapping_sub(base);
+            (p < u64::from(limit) && p < len).then_some(p as u32)
+        })
+    }
+
+    /// Every id range of this job.
+    pub fn ranges(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
+        self.old_ranges
+            .iter()
+            .copied()
+            .chain([(self.base, self.limit)])
     }
 
     pub fn push_leaf(&mut self, checked: bool) -> u32 {
@@ -237,8 +306,9 @@ impl Job {
     /// The job-local position of `v`, importing it if it belongs to an earlier job.
     #[inline(always)]
     pub(crate) fn local(&mut self, v: Var, session: &Session) -> u32 {
-        if v.uid == self.uid && (v.seq() as usize) < self.entries.len() {
-            v.seq()
+        let p = v.id.wrapping_sub(self.base);
+        if p < self.entries.len() as u64 {
+            p as u32
         } else {
             self.import(v, session)
         }
@@ -247,12 +317,11 @@ impl Job {
     #[cold]
     #[inline(never)]
     fn import(&mut self, v: Var, session: &Session) -> u32 {
-        let id = (v.uid, v.seq());
-        if let Some(&slot) = self.cache.get(&id) {
-            return slot;
+        if let Some(p) = self.old_position(v.id) {
+            return p;
         }
-        if v.uid == self.uid {
-            panic!("adjoint::tape: {v:?} is past the end of its tape (corrupted Var)");
+        if let Some(&slot) = self.cache.get(&v.id) {
+            return slot;
         }
         if self.idx == 0 {
             // Job 0 is a recording's first job, and it ends at the recording's first fork: while
@@ -260,39 +329,34 @@ impl Job {
             // up at that fork, see `join`).
             stale(v);
         }
-        let job = usize::from(v.idx);
-        let len = {
+        let (job, seq) = {
             let g = session.graph();
-            if g.job_uid.get(job) != Some(&v.uid) {
-                stale(v);
-            }
-            let len = match g.jobs.get(job) {
+            let Some((job, seq)) = g.find(v.id) else {
+                stale(v)
+            };
+            let len = match g.jobs.get(usize::from(job)) {
                 Some(Some(j)) => j.entries.len(),
                 _ => panic!(
                     "adjoint::tape: {v:?} was created in a parallel job that has not joined yet; \
                      pass values between jobs only through the results of join/par_map"
                 ),
             };
-            if !g.precedes(g.job_task[job], self.task) {
+            if !g.precedes(g.job_task[usize::from(job)], self.task) {
                 panic!(
                     "adjoint::tape: {v:?} comes from the other side of a join that has not \
                      joined yet (it was passed through shared memory, not a join result); its \
                      gradient could not flow back, so this is refused"
                 );
             }
-            len
+            assert!(
+                (seq as usize) < len,
+                "adjoint::tape: {v:?} is past the end of its tape (corrupted Var)"
+            );
+            (job, seq)
         };
-        assert!(
-            (v.seq() as usize) < len,
-            "adjoint::tape: {v:?} is past the end of its tape (corrupted Var)"
-        );
         let slot = self.push_leaf(session.checked);
-        self.imports.push(Import {
-            slot,
-            job: job as u16,
-            seq: v.seq(),
-        });
-        self.cache.insert(id, slot);
+        self.imports.push(Import { slot, job, seq });
+        self.cache.insert(v.id, slot);
         slot
     }
 }
@@ -332,8 +396,10 @@ pub(crate) struct Graph {
     /// Sealed jobs by local index (`None` while running). Boxed so that handing a job between
     /// the pool, a thread's context and the graph moves a pointer, not the struct.
     pub jobs: Vec<Option<Box<Job>>>,
-    /// The unique id of each job (also while it runs).
-    pub job_uid: Vec<u64>,
+    /// The id ranges of this recording's jobs, by first id: `base → (limit, job)`. A job's
+    /// first range is entered when it opens, later ones (a tape that outgrew its range) when it
+    /// is sealed.
+    pub ranges: BTreeMap<u64, (u32, u16)>,
     /// The task each job runs in.
     pub job_task: Vec<u32>,
     /// The parent of each task (the root task is its own parent).
@@ -395,7 +461,7 @@ impl Graph {
     pub fn restart(&mut self) {
         let Graph {
             jobs,
-            job_uid,
+            ranges,
             job_task,
             task_parent,
             task_fork,
@@ -408,7 +474,7 @@ impl Graph {
             pool.make_contiguous()
                 .sort_unstable_by_key(|j| j.entries.capacity());
         }
-        job_uid.clear();
+        ranges.clear();
         job_task.clear();
         task_parent.clear();
         task_parent.push(0);
@@ -423,8 +489,22 @@ impl Graph {
         debug_assert_eq!((root.idx, root.task), (0, 0));
         self.restart();
         self.jobs.push(None);
-        self.job_uid.push(root.uid);
         self.job_task.push(0);
+        self.enter_ranges(root);
+    }
+
+    /// Enter every id range of `job` in the table.
+    pub fn enter_ranges(&mut self, job: &Job) {
+        for (base, limit) in job.ranges() {
+            self.ranges.insert(base, (limit, job.idx));
+        }
+    }
+
+    /// The job and position of the value with id `id` in this recording, if it has one.
+    pub fn find(&self, id: u64) -> Option<(u16, u32)> {
+        let (&base, &(limit, job)) = self.ranges.range(..=id).next_back()?;
+        let p = id - base;
+        (p < u64::from(limit)).then_some((job, p as u32))
     }
 
     /// Open a job in `task` with a recycled buffer.
@@ -442,9 +522,9 @@ impl Graph {
             JobSize::Small => self.pool.pop_front(),
         };
         let mut job = recycled.unwrap_or_default();
-        job.reset(idx as u16, checked);
-        self.job_uid.push(job.uid);
+        job.reset(idx as u16, checked, 0);
         job.task = task;
+        self.enter_ranges(&job);
         (idx as u16, job)
     }
 }
@@ -520,6 +600,7 @@ impl Session {
             spare.entries.clear();
             g.pool.push_back(spare);
         }
+        g.enter_ranges(&job);
         g.jobs[idx as usize] = Some(job);
     }
 }
@@ -650,13 +731,14 @@ pub(crate) fn record1(a: Var, pa: f64, value: f64, label: impl Into<Label>) -> V
         // `with_state_mut`). Only this thread touches its thread-local, no borrow of `STATE` is
         // live here, and nothing below re-enters `STATE` while `job` is in use.
         let job = unsafe { &mut *p };
-        if a.uid == job.uid && (a.seq() as usize) < job.entries.len() {
-            let own = job.entries.len() as u32;
+        let ia = a.id.wrapping_sub(job.base);
+        let own = job.entries.len() as u64;
+        if ia < own {
             let seq = job.push(Entry {
                 p: [pa, 0.0],
-                i: [a.seq(), own],
+                i: [ia as u32, own as u32],
             });
-            return Var::at(value, job.uid, job.idx, seq);
+            return job.var(value, seq);
         }
     }
     record1_slow(a, pa, value, label.into())
@@ -679,7 +761,7 @@ fn record1_slow(a: Var, pa: f64, value: f64, label: Label) -> Var {
             job.labels.push(label);
             check_value(job, label, [a.v, 0.0], value, seq);
         }
-        Var::at(value, job.uid, job.idx, seq)
+        job.var(value, seq)
     })
 }
 
@@ -697,17 +779,14 @@ pub(crate) fn record2(
     if !p.is_null() {
         // SAFETY: as in `record1`.
         let job = unsafe { &mut *p };
-        let len = job.entries.len();
-        if a.uid == job.uid
-            && b.uid == job.uid
-            && (a.seq() as usize) < len
-            && (b.seq() as usize) < len
-        {
+        let len = job.entries.len() as u64;
+        let (ia, ib) = (a.id.wrapping_sub(job.base), b.id.wrapping_sub(job.base));
+        if ia < len && ib < len {
             let seq = job.push(Entry {
                 p: [pa, pb],
-                i: [a.seq(), b.seq()],
+                i: [ia as u32, ib as u32],
             });
-            return Var::at(value, job.uid, job.idx, seq);
+            return job.var(value, seq);
         }
     }
     record2_slow(a, pa, b, pb, value, label.into())
@@ -730,7 +809,7 @@ fn record2_slow(a: Var, pa: f64, b: Var, pb: f64, value: f64, label: Label) -> V
             job.labels.push(label);
             check_value(job, label, [a.v, b.v], value, seq);
         }
-        Var::at(value, job.uid, job.idx, seq)
+        job.var(value, seq)
     })
 }
 
@@ -907,13 +986,14 @@ fn nary_fast(job: &mut Job, value: f64, operands: impl Iterator<Item = (Var, f64
         if v.is_constant() {
             continue;
         }
-        if v.uid != job.uid || v.seq >= len {
+        let i = v.id.wrapping_sub(job.base);
+        if i >= u64::from(len) {
             job.runs.truncate(r0);
             job.partials.truncate(p0);
             return None;
         }
         job.partials.push(p);
-        extend_run(&mut run, &mut job.runs, v.seq);
+        extend_run(&mut run, &mut job.runs, i as u32);
     }
     let r = run?; // no active operand: the slow path returns a constant
     job.runs.push(r);
@@ -923,7 +1003,7 @@ fn nary_fast(job: &mut Job, value: f64, operands: impl Iterator<Item = (Var, f64
         runs: (r0 as u32, job.runs.len() as u32),
         p0: p0 as u32,
     });
-    Some(Var::at(value, job.uid, job.idx, seq))
+    Some(job.var(value, seq))
 }
 
 #[inline(never)]
@@ -977,6 +1057,6 @@ fn record_nary_slow(
                 check_value(job, Label::Vector(label), [first, 0.0], value, seq);
             }
         }
-        Var::at(value, job.uid, job.idx, seq)
+        job.var(value, seq)
     })
 }

@@ -1,6 +1,6 @@
 //! The active scalar.
 
-use crate::record::{record1, record2, record_nary, CONST_UID};
+use crate::record::{record1, record2, record_nary, CONST_ID};
 use adjoint_core::lift::Lift;
 use adjoint_core::rules::{self, Op1, Op2};
 use adjoint_core::vector::fast;
@@ -23,14 +23,11 @@ use core::fmt;
 #[derive(Clone, Copy)]
 pub struct Var {
     pub(crate) v: f64,
-    /// The unique id of the job that recorded this value ([`CONST_UID`] for constants). Job ids
-    /// come from one process-wide 64-bit counter and are never reused, so a `Var` can only ever
-    /// match the job that created it (see [`next_job_uid`](crate::record::next_job_uid)).
-    pub(crate) uid: u64,
-    /// Position on its job's tape.
-    pub(crate) seq: u32,
-    /// Index of its job within its recording.
-    pub(crate) idx: u16,
+    /// Where the value is on its tape, as an id no other value of this process has: ids come in
+    /// ranges a job reserves (see [`reserve_ids`](crate::record::reserve_ids)), position `p` of
+    /// a job whose range starts at `base` has id `base + p`, and no range is ever reserved
+    /// twice. [`CONST_ID`] for constants. 16 bytes in all, passed in two registers.
+    pub(crate) id: u64,
 }
 
 impl Var {
@@ -42,23 +39,12 @@ impl Var {
     /// ```
     #[inline]
     pub fn constant(v: f64) -> Var {
-        Var {
-            v,
-            uid: CONST_UID,
-            seq: 0,
-            idx: 0,
-        }
+        Var { v, id: CONST_ID }
     }
 
     #[inline(always)]
-    pub(crate) fn at(v: f64, uid: u64, idx: u16, seq: u32) -> Var {
-        Var { v, uid, seq, idx }
-    }
-
-    /// Position on its job's tape.
-    #[inline(always)]
-    pub(crate) fn seq(&self) -> u32 {
-        self.seq
+    pub(crate) fn at(v: f64, id: u64) -> Var {
+        Var { v, id }
     }
 
     /// The primal value.
@@ -75,7 +61,7 @@ impl Var {
     /// Whether this is a constant (not on any tape).
     #[inline]
     pub fn is_constant(&self) -> bool {
-        self.uid == CONST_UID
+        self.id == CONST_ID
     }
 }
 
@@ -84,11 +70,7 @@ impl fmt::Debug for Var {
         if self.is_constant() {
             write!(f, "Var({} const)", self.v)
         } else {
-            write!(
-                f,
-                "Var({} @ job {} #{}, recording job id {})",
-                self.v, self.idx, self.seq, self.uid
-            )
+            write!(f, "Var({} @ id {})", self.v, self.id)
         }
     }
 }

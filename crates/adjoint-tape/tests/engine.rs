@@ -358,11 +358,51 @@ fn tape_is_reusable_across_sizes() {
 }
 
 #[test]
+fn values_recorded_before_a_tape_outgrew_its_id_range_keep_working() {
+    // A fresh tape reserves ids for 64 values; a recording of thousands of operations reserves
+    // new, larger ranges as it goes, and the inputs (and early values) keep the ids of the first
+    // range: they must still be found — in the job that recorded them, in a join's side, and
+    // after a join. f(x) = Σₖ sin(k·x₀)·x₁ (1 000 terms) + x₀·e, e = exp(x₁) recorded first.
+    let f = |x: &[Var], fork: bool| {
+        let e = x[1].exp();
+        let mut s = Var::constant(0.0);
+        for k in 1..=1000 {
+            s += (x[0] * k as f64).sin() * x[1];
+        }
+        if fork {
+            let (a, b) = join(|| x[0] * e, || s + x[1] * 0.0);
+            a + b + x[0] * 0.0
+        } else {
+            s + x[0] * e
+        }
+    };
+    let x = [0.3, 0.7];
+    let dx0: f64 = (1..=1000)
+        .map(|k| k as f64 * (k as f64 * x[0]).cos() * x[1])
+        .sum::<f64>()
+        + x[1].exp();
+    let dx1: f64 = (1..=1000).map(|k| (k as f64 * x[0]).sin()).sum::<f64>() + x[0] * x[1].exp();
+    for fork in [false, true] {
+        let g = Tape::new().value_and_grad(|v: &[Var]| f(v, fork), &x).1;
+        assert!(
+            (g[0] - dx0).abs() < 1e-9 * dx0.abs(),
+            "fork {fork}: {} vs {dx0}",
+            g[0]
+        );
+        assert!(
+            (g[1] - dx1).abs() < 1e-9 * dx1.abs().max(1.0),
+            "fork {fork}: {} vs {dx1}",
+            g[1]
+        );
+    }
+}
+
+#[test]
 fn tape_layout_is_compact() {
     // 24 bytes per recorded operation (two f64 partials, two u32 operand indices) and a
-    // 24-byte active scalar (value, 64-bit job id, position, job index).
+    // 16-byte active scalar (value, 64-bit id that no other value of the process has).
     assert_eq!(adjoint_tape::BYTES_PER_ENTRY, 24);
-    assert_eq!(std::mem::size_of::<Var>(), 24);
+    assert_eq!(std::mem::size_of::<Var>(), 16);
 }
 
 #[test]

@@ -1,15 +1,15 @@
 //! A `Var` that outlives its recording must never be accepted by a later one, however many
-//! recordings (and job ids) come in between. The 16-bit nonce used before repeated after 65 536
+//! recordings (and value ids) come in between. The 16-bit nonce used before repeated after 65 536
 //! recordings and silently treated the leaked value as an input of the new recording.
 //!
-//! This file is its own test binary: `__skip_job_ids` moves the process-wide job-id counter, so
+//! This file is its own test binary: `__skip_ids` moves the process-wide id counter, so
 //! nothing else runs beside these tests.
 
 use adjoint_tape::{grad, join, value_and_grad, Tape, Var};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Mutex;
 
-/// The tests of this file run one at a time, so that skipped job ids land exactly where the
+/// The tests of this file run one at a time, so that skipped ids land exactly where the
 /// comments say.
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -36,14 +36,34 @@ fn leak() -> Var {
     leak.unwrap()
 }
 
-fn assert_refused(v: Var) {
+/// A `Var`'s id, read from its `Debug` form ("Var(1 @ id 123)").
+fn id_of(v: Var) -> u64 {
+    let s = format!("{v:?}");
+    let digits = s
+        .split("@ id ")
+        .nth(1)
+        .expect("an active Var")
+        .trim_end_matches(')');
+    digits.parse().expect("an id")
+}
+
+/// `v` is refused by the next recording; returns the id its input got.
+fn assert_refused(v: Var) -> u64 {
+    let mut input = 0;
     let msg = panic_message(catch_unwind(AssertUnwindSafe(|| {
-        value_and_grad(|x: &[Var]| x[0] * v, &[5.0])
+        value_and_grad(
+            |x: &[Var]| {
+                input = id_of(x[0]);
+                x[0] * v
+            },
+            &[5.0],
+        )
     })));
     assert!(
         msg.contains("finished or to a different recording"),
         "{msg}"
     );
+    input
 }
 
 #[test]
@@ -75,17 +95,18 @@ fn stale_var_is_refused_after_more_than_2_pow_16_recordings() {
 #[test]
 fn stale_var_is_refused_across_2_pow_32_and_2_pow_48_job_ids() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    // Simulate 2³² (and 2⁴⁸) jobs between the leak and the reuse by skipping job ids: any
-    // scheme keeping 32 (or 48) bits of the id would now see the leaked id again.
+    // Simulate 2³² (and 2⁴⁸) ids between the leak and the reuse by skipping ids: any scheme
+    // keeping 32 (or 48) bits of the id would now see the leaked id again.
     for bits in [32u32, 48] {
         let v = leak();
-        // One recording opens one job: after skipping 2^bits − 1 ids, the next recording's
-        // root job id equals the leaked id + 2^bits.
-        adjoint_tape::__skip_job_ids((1u64 << bits) - 1);
-        assert_refused(v);
+        // The next recording (on this thread's tape, with the same job buffer) reserves its
+        // range exactly 2^bits after the leaked recording's, so its first input has the
+        // leaked id + 2^bits.
+        adjoint_tape::__skip_ids(1u64 << bits);
+        assert_eq!(assert_refused(v) - id_of(v), 1u64 << bits);
         // Also as a value imported into a parallel job.
         let v = leak();
-        adjoint_tape::__skip_job_ids((1u64 << bits) - 1);
+        adjoint_tape::__skip_ids(1u64 << bits);
         let msg = panic_message(catch_unwind(AssertUnwindSafe(|| {
             grad(
                 |x: &[Var]| {
