@@ -114,7 +114,18 @@ pub(crate) fn return_jobs(g: &mut Graph, jobs: &mut Vec<Mutex<Box<Job>>>) {
 
 /// One job's sweep, stopping at checkpoints (to recompute them) and at the results of slice
 /// primitives (to apply their vector adjoints).
+#[inline]
 pub(crate) fn sweep(job: &mut Job, checked: bool, idx: u16) -> Result<(), BadValue> {
+    if !checked && job.checkpoints.is_empty() && job.nary.is_empty() {
+        // Plain scalar code: one loop.
+        let lo = (job.leading_leaves as usize).max(1);
+        return sweep_range(&job.entries, &mut job.adj, lo, job.entries.len(), None);
+    }
+    sweep_stops(job, checked, idx)
+}
+
+#[inline(never)]
+fn sweep_stops(job: &mut Job, checked: bool, idx: u16) -> Result<(), BadValue> {
     let Job {
         entries,
         adj,
