@@ -218,12 +218,7 @@ impl Tape {
             // forks the only job stays in `ctx.job`, where the reverse pass reads it with no
             // lock and no atomic operation.)
             let job = ctx.job.take().expect("a recording ends with a job");
-            // Every task has joined, so this handle is normally the only one: seal without
-            // locking.
-            match Arc::get_mut(&mut ctx.session) {
-                Some(s) => s.graph_mut().jobs[usize::from(ctx.job_idx)] = Some(job),
-                None => ctx.session.seal(ctx.job_idx, job),
-            }
+            ctx.session.seal(ctx.job_idx, job);
         }
         self.ctx = Some(ctx);
         self.recorded = true;

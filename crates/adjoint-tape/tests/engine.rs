@@ -398,6 +398,31 @@ fn values_recorded_before_a_tape_outgrew_its_id_range_keep_working() {
 }
 
 #[test]
+fn a_long_continuation_after_a_join_is_seeded_and_swept() {
+    // The job after a join starts with a small id range; 2 000 operations outgrow it, and the
+    // output (in a later range) must still be found when the recording is seeded.
+    // f(x) = Σₖ (a·b)·k·1e-6 with (a, b) = (x₀², x₁) from a join: ∂/∂x₀ = 2x₀x₁·c, ∂/∂x₁ = x₀²·c.
+    let c: f64 = (1..=2000).map(|k| k as f64 * 1e-6).sum();
+    let x = [0.6, 1.5];
+    let f = |v: &[Var]| {
+        let (a, b) = join(|| v[0] * v[0], || v[1]);
+        let p = a * b;
+        let mut s = Var::constant(0.0);
+        for k in 1..=2000 {
+            s += p * (k as f64 * 1e-6);
+        }
+        s
+    };
+    let mut tape = Tape::new();
+    for _ in 0..2 {
+        let (y, g) = tape.value_and_grad(f, &x);
+        assert!((y - x[0] * x[0] * x[1] * c).abs() < 1e-12);
+        assert!((g[0] - 2.0 * x[0] * x[1] * c).abs() < 1e-12, "{g:?}");
+        assert!((g[1] - x[0] * x[0] * c).abs() < 1e-12, "{g:?}");
+    }
+}
+
+#[test]
 fn tape_layout_is_compact() {
     // 24 bytes per recorded operation (two f64 partials, two u32 operand indices) and a
     // 16-byte active scalar (value, 64-bit id that no other value of the process has).
