@@ -40,10 +40,12 @@ thread_local! {
 /// job accepts a `Var` as its own only if the id lies in one of *its* ranges (below its length).
 /// Ranges come from one process-wide counter, taken in blocks by one thread at a time
 /// (`fetch_update`) and handed out by that thread only, so no id is given twice, and a job
-/// reserves fresh ranges for every recording. The counter cannot wrap: a range of `n` ids is
-/// reserved for a job that records up to `n` values (its first range: at least 64, or twice its
-/// buffer's last length), so even at one id per nanosecond it would take centuries to reach
-/// 2⁶⁴; should it get there, this panics instead of wrapping. So a `Var` from a finished
+/// reserves fresh ranges for every recording. The counter cannot wrap: a job's first range is
+/// 64 ids or twice what its buffer held last time, and each later one twice the one before, so
+/// the ids a recording takes are a small multiple (at most about 4×) of the values recorded by
+/// it and the one before it on the same buffer, plus 64 per job; at several ids per nanosecond
+/// of recording it would still take over a century to reach 2⁶⁴, and should the counter get
+/// there, this panics instead of wrapping. So a `Var` from a finished
 /// recording (or another thread's, or another job's) never passes the fast path's range test:
 /// it takes the slow path, which finds its job through the recording's table of ranges and
 /// panics unless that is a job of this recording that may hand values to this one. (A 16-bit
