@@ -1,6 +1,12 @@
 //! The user-facing API: [`Tape`] and the free functions that use a per-thread tape.
 
 use crate::record::{with_state, BadValue, Ctx, Job, Label, Segment, Session, State, Task};
+use crate::reverse::{return_jobs, take_jobs, Jobs};
+use crate::var::Var;
+use adjoint_core::forward::Dual;
+use std::cell::RefCell;
+use std::fmt;
+use std::sync::{Arc, Mutex};
 
 /// A context with a fresh session, for a tape's first recording.
 fn fresh_ctx() -> Box<Ctx> {
@@ -14,12 +20,6 @@ fn fresh_ctx() -> Box<Ctx> {
         },
     })
 }
-use crate::reverse::{return_jobs, take_jobs, Jobs};
-use crate::var::Var;
-use adjoint_core::forward::Dual;
-use std::cell::RefCell;
-use std::fmt;
-use std::sync::{Arc, Mutex};
 
 /// A reusable tape. Recording into the same `Tape` again reuses every buffer, so after the first
 /// call of a given size, [`Tape::grad_into`] performs no heap allocation (sequential code; a

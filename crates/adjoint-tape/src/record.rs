@@ -611,8 +611,9 @@ impl Session {
 pub(crate) struct Ctx {
     pub session: Arc<Session>,
     pub job_idx: u16,
-    /// The job being recorded; `None` only while a [`Tape`](crate::Tape) keeps the context
-    /// between recordings (the job is then sealed in the session's graph).
+    /// The job being recorded. Between recordings a [`Tape`](crate::Tape) keeps the context:
+    /// with the last recording's only job if it did not fork, `None` if it forked (its jobs are
+    /// then sealed in the session's graph).
     pub job: Option<Box<Job>>,
     pub task: Task,
 }
