@@ -185,9 +185,9 @@ impl Tape {
                 session.restart(self.checked)
             }
         };
+        // The root job: job 0 of task 0.
         job.reset(0, self.checked, x.len());
         job.task = 0;
-        let job_idx = 0;
         self.inputs.clear();
         for (i, &v) in x.iter().enumerate() {
             let is_active = active.is_none_or(|a| a[i]);
@@ -199,13 +199,13 @@ impl Tape {
             });
         }
         job.leading_leaves = job.entries.len() as u32;
-        ctx.job_idx = job_idx;
+        ctx.job_idx = 0;
         ctx.job = Some(job);
         ctx.task.id = 0;
-        if !matches!(ctx.task.segs[..], [Segment::Job(j)] if j == job_idx) {
+        if !matches!(ctx.task.segs[..], [Segment::Job(0)]) {
             // (Skipped when already in place: writing the 64-byte segment is a slow store.)
             ctx.task.segs.clear();
-            ctx.task.segs.push(Segment::Job(job_idx));
+            ctx.task.segs.push(Segment::Job(0));
         }
         let inputs = std::mem::take(&mut self.inputs);
         let (r, state) = with_state(State::Recording(ctx), || f(&inputs));

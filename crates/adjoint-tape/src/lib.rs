@@ -29,10 +29,11 @@
 //! * **Recording.** [`Var`] is 16 bytes: value and an id, the start of an id range its job
 //!   reserved plus its position on the job's tape. Ranges come from one process-wide 64-bit
 //!   counter and are never reused, so a `Var` that outlives its recording is refused by every
-//!   later one, however many recordings come in between (a clear panic, never a wrong number). Each primitive asks the shared rule table for its partials and appends one
-//!   24-byte entry `{partials: [f64; 2], operands: [u32; 2]}` to the current job's tape (struct
-//!   of plain arrays; the result's index is implicit; unary results use a sink slot). Constants
-//!   are never recorded.
+//!   later one, however many recordings come in between (a clear panic, never a wrong number).
+//!   Each primitive asks the shared rule table for its partials and appends one 24-byte entry
+//!   `{partials: [f64; 2], operands: [u32; 2]}` to the current job's tape (struct of plain
+//!   arrays; the result's index is implicit; unary results use a sink slot). Constants are
+//!   never recorded.
 //! * **Reverse.** One pass over each tape, last entry first: `adj[opᵢ] += partialᵢ · adj[k]`.
 //!   No hashing, no allocation in steady state ([`Tape`] reuses its buffers).
 //! * **Parallelism.** [`join`] and [`par_map`] run on rayon and record the job graph of seed 003

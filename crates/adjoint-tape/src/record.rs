@@ -183,8 +183,8 @@ pub(crate) struct Job {
     /// Ids of this job's values: position `p < limit` has id `base + p` ([`reserve_ids`]).
     pub base: u64,
     pub limit: u32,
-    /// Earlier ranges `(base, limit)` of this recording, when its tape outgrew one: values
-    /// recorded then keep their ids, and the slow path finds their positions here.
+    /// This job's earlier ranges `(base, limit)` in the current recording, when its tape
+    /// outgrew one: values recorded then keep their ids, and the slow path finds them here.
     pub old_ranges: Vec<(u64, u32)>,
     /// Index within its recording.
     pub idx: u16,

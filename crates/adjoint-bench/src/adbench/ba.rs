@@ -189,7 +189,7 @@ fn csr_from_rows(
     c_w.par_iter_mut()
         .zip(v_w.par_iter_mut())
         .enumerate()
-        .with_min_len(4096)
+        .with_min_len(1024)
         .for_each(|(i, (c, v))| {
             *c = ix(wcol + i);
             *v = -2.0 * b.w[i];
@@ -197,7 +197,7 @@ fn csr_from_rows(
     out.row_ptr
         .par_iter_mut()
         .enumerate()
-        .with_min_len(4096)
+        .with_min_len(1024)
         .for_each(|(r, start)| {
             *start = ix(if r <= 2 * p {
                 15 * r
