@@ -1,0 +1,423 @@
+//! CUDA C for the array engine's kernels (the first part of the GPU backend, issue #17).
+//!
+//! A [`Kernel`] is a list of operations on one element of an iteration space (`KOp`s over
+//! slots), the same list the interpreter runs block by block and Cranelift compiles into a loop.
+//! [`kernel_source`] prints it as a CUDA C kernel in which **thread `e` computes element `e`**:
+//! slots become local `double`s, offsets `long long`s, reads are loads at the offset the
+//! interpreter computes, every rule-table value and partial is a call into the prelude
+//! (`prelude.cuh`: `adjoint_core::rules` written in C, operation for operation), and results go
+//! to the thread's own element of each output:
+//!
+//! - root `i` (a value the caller reads after the kernel: a `map`'s result, an adjoint) is
+//!   stored at `r{i}[e]`;
+//! - scatter `j` (an indexed read's adjoint, added into an array) is not added anywhere: the
+//!   thread writes its *contribution*, the value at `cv{j}[e]` and the target offset at
+//!   `ci{j}[e]` (`-1` when the read was not taken), and a separate combining step sums the
+//!   contributions per target element in element order. With no floating-point atomics, no
+//!   shared memory and no barriers, a kernel's results do not depend on how the GPU schedules
+//!   its threads: run to run they are bit-identical;
+//! - an index out of bounds makes the thread read element 0 instead and record its element
+//!   number in `bad` with an integer `atomicMin`, so the smallest bad element is found the same
+//!   way every run, and the caller re-runs that element on the CPU for the error message.
+//!
+//! The prelude compiles both as CUDA C (NVRTC) and as C99. That is how the generated code is
+//! tested on machines without a GPU: the tests compile each kernel with the host's C compiler,
+//! run its threads one after another, and compare every root and contribution with the
+//! interpreter's (see `tests.rs`). Not supported yet, and refused with a clear error: `f32`
+//! kernels (the issue asks for `f64` throughout).
+//!
+//! What is not there yet: running a whole program on the GPU (the primal and reverse passes of
+//! `exec.rs` over device arrays), the device-side combining of scatter contributions, folds
+//! and scans with a general step function, `permute`, and a public way to choose the backend.
+//! Until then the items below are used only by the device layer (feature `cuda`, `device.rs`)
+//! and the tests, and the module is marked `allow(dead_code)` in `lib.rs`.
+
+use crate::error::{Error, Result};
+use crate::expr::DOp;
+use crate::kernel::{Comp, KOp, Kernel, ParamSrc, Src};
+use adjoint_core::rules::{Op1, Op2};
+use std::fmt::Write;
+
+/// The prelude every generated module starts with.
+pub(crate) const PRELUDE: &str = include_str!("prelude.cuh");
+
+/// The generated CUDA C of one kernel, and what its launch passes.
+///
+/// The kernel's parameters, in order: the element count `n` (`unsigned long long`), one
+/// `const double*` per kernel parameter (`p0, p1, …`: per-element values, `n` each), one per
+/// array read (`a0, …`: the whole array), one `double*` per root (`r0, …`: `n` each), then per
+/// scatter a `double*` and a `long long*` (`cv0, ci0, cv1, ci1, …`: `n` each), and last an
+/// `unsigned long long* bad` holding `ULLONG_MAX` before the launch.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct KernelSource {
+    /// the kernel's function name
+    pub name: String,
+    /// its definition (without the prelude)
+    pub code: String,
+    /// number of per-element parameters
+    pub params: usize,
+    /// number of arrays read
+    pub arrays: usize,
+    /// number of roots
+    pub roots: usize,
+    /// the scatter target (index into `Kernel::targets`) of each scatter, in order
+    pub scatters: Vec<usize>,
+}
+
+fn unsupported(what: &str) -> Error {
+    Error::Invalid(format!(
+        "the CUDA backend does not support {what} yet; run this program on the CPU backend"
+    ))
+}
+
+/// An `f64` as an exact C expression (its bits).
+fn lit(v: f64) -> String {
+    if v == v.trunc() && v.abs() < 1e15 {
+        // integers print exactly and readably (`-0.0` keeps its sign)
+        format!("{v:?}")
+    } else {
+        format!("adj_bits(0x{:016x}ULL)", v.to_bits())
+    }
+}
+
+fn src(s: Src) -> String {
+    match s {
+        Src::S(i) => format!("s{i}"),
+        Src::P(p) => format!("p{p}[e]"),
+    }
+}
+
+/// The prelude function of a unary primitive and the order argument it takes first, if any.
+fn op1_fn(op: Op1) -> (&'static str, Option<String>) {
+    let name = match op {
+        Op1::Neg => "neg",
+        Op1::Recip => "recip",
+        Op1::Sqrt => "sqrt",
+        Op1::Cbrt => "cbrt",
+        Op1::Powi(n) => return ("powi", Some(format!("{n}"))),
+        Op1::Exp => "exp",
+        Op1::Exp2 => "exp2",
+        Op1::ExpM1 => "expm1",
+        Op1::Ln => "ln",
+        Op1::Ln1p => "ln1p",
+        Op1::Log2 => "log2",
+        Op1::Log10 => "log10",
+        Op1::Sin => "sin",
+        Op1::Cos => "cos",
+        Op1::Tan => "tan",
+        Op1::Asin => "asin",
+        Op1::Acos => "acos",
+        Op1::Atan => "atan",
+        Op1::Sinh => "sinh",
+        Op1::Cosh => "cosh",
+        Op1::Tanh => "tanh",
+        Op1::Asinh => "asinh",
+        Op1::Acosh => "acosh",
+        Op1::Atanh => "atanh",
+        Op1::Abs => "abs",
+        Op1::Erf => "erf",
+        Op1::Lgamma => "lgamma",
+        Op1::Polygamma(n) => return ("polygamma", Some(format!("{n}u"))),
+    };
+    (name, None)
+}
+
+fn op2_fn(op: Op2) -> &'static str {
+    match op {
+        Op2::Add => "add",
+        Op2::Sub => "sub",
+        Op2::Mul => "mul",
+        Op2::Div => "div",
+        Op2::Powf => "powf",
+        Op2::Atan2 => "atan2",
+        Op2::Min => "min",
+        Op2::Max => "max",
+        Op2::Hypot => "hypot",
+    }
+}
+
+/// `adj_u_NAME([order, ]x, v, d, dd)` with the outputs given as C lvalues (`None`: discarded).
+fn call1(op: Op1, x: &str, outs: [Option<String>; 3]) -> String {
+    let (name, order) = op1_fn(op);
+    let mut args: Vec<String> = order.into_iter().collect();
+    args.push(x.to_string());
+    for (o, dummy) in outs.into_iter().zip(["t_v", "t_d", "t_dd"]) {
+        args.push(format!("&{}", o.as_deref().unwrap_or(dummy)));
+    }
+    format!("adj_u_{name}({});", args.join(", "))
+}
+
+/// `adj_b_NAME(x, y, v, dx, dy, dxx, dxy, dyy)` with the outputs given as C lvalues.
+fn call2(op: Op2, x: &str, y: &str, outs: [Option<String>; 6]) -> String {
+    let mut args = vec![x.to_string(), y.to_string()];
+    for (o, dummy) in outs
+        .into_iter()
+        .zip(["t_v", "t_d", "t_d2", "t_dxx", "t_dxy", "t_dyy"])
+    {
+        args.push(format!("&{}", o.as_deref().unwrap_or(dummy)));
+    }
+    format!("adj_b_{}({});", op2_fn(op), args.join(", "))
+}
+
+fn disc(op: DOp, a: &str, b: &str) -> String {
+    let t = |c: String| format!("(({c}) ? 1.0 : 0.0)");
+    match op {
+        DOp::Floor => format!("floor({a})"),
+        DOp::Ceil => format!("ceil({a})"),
+        DOp::Round => format!("round({a})"),
+        DOp::Trunc => format!("trunc({a})"),
+        DOp::Lt => t(format!("{a} < {b}")),
+        DOp::Le => t(format!("{a} <= {b}")),
+        DOp::Gt => t(format!("{a} > {b}")),
+        DOp::Ge => t(format!("{a} >= {b}")),
+        DOp::Eq => t(format!("{a} == {b}")),
+        DOp::Ne => t(format!("{a} != {b}")),
+        DOp::And => t(format!("{a} != 0.0 && {b} != 0.0")),
+        DOp::Or => t(format!("{a} != 0.0 || {b} != 0.0")),
+        DOp::Not => t(format!("{a} == 0.0")),
+        DOp::IDiv => format!("floor({a} / {b})"),
+        DOp::IMod => format!("({a} - floor({a} / {b}) * {b})"),
+    }
+}
+
+/// Print kernel `k` as the CUDA C function `name` (see the module docs for its parameters).
+pub(crate) fn kernel_source(k: &Kernel, name: &str) -> Result<KernelSource> {
+    let nslots = k
+        .ops
+        .iter()
+        .filter_map(KOp::dst_opt)
+        .chain(k.consts.iter().map(|c| c.0))
+        .chain(k.roots.iter().filter_map(|r| match r {
+            Src::S(s) => Some(*s),
+            Src::P(_) => None,
+        }))
+        .max()
+        .map_or(0, |m| m as usize + 1);
+    let nparams = k
+        .params
+        .len()
+        .max(max_param(k).map_or(0, |p| p as usize + 1));
+    let mut scatters = Vec::new();
+    let mut body = String::new();
+    let s = &mut body;
+    for &(slot, v) in &k.consts {
+        writeln!(s, "  s{slot} = {};", lit(v)).unwrap();
+    }
+    for op in &k.ops {
+        match op {
+            KOp::Idx { axis, dst } => {
+                let (st, dim) = (k.strides[*axis], k.space[*axis]);
+                writeln!(s, "  s{dst} = (double)((e / {st}ULL) % {dim}ULL);").unwrap();
+            }
+            KOp::Un { op, a, dst, d } => {
+                let outs = [Some(format!("s{dst}")), d.map(|d| format!("s{d}")), None];
+                writeln!(s, "  {}", call1(*op, &src(*a), outs)).unwrap();
+            }
+            KOp::D1 { op, a, dst, second } => {
+                let mut outs = [None, None, None];
+                outs[if *second { 2 } else { 1 }] = Some(format!("s{dst}"));
+                writeln!(s, "  {}", call1(*op, &src(*a), outs)).unwrap();
+            }
+            KOp::Bin { op, a, b, dst, d } => {
+                let outs = [
+                    Some(format!("s{dst}")),
+                    d.map(|d| format!("s{}", d.0)),
+                    d.map(|d| format!("s{}", d.1)),
+                    None,
+                    None,
+                    None,
+                ];
+                writeln!(s, "  {}", call2(*op, &src(*a), &src(*b), outs)).unwrap();
+            }
+            KOp::D2 {
+                op,
+                w,
+                a,
+                b,
+                dst,
+                second,
+            } => {
+                let mut outs = [None, None, None, None, None, None];
+                let at = match (*second, *w) {
+                    (false, 0) => 1,
+                    (false, _) => 2,
+                    (true, w) => 3 + (w as usize).min(2),
+                };
+                outs[at] = Some(format!("s{dst}"));
+                writeln!(s, "  {}", call2(*op, &src(*a), &src(*b), outs)).unwrap();
+            }
+            KOp::AdjMul { g, d, dst } => {
+                writeln!(s, "  s{dst} = adj_adjmul({}, {});", src(*g), src(*d)).unwrap();
+            }
+            KOp::Disc { op, a, b, dst } => {
+                writeln!(s, "  s{dst} = {};", disc(*op, &src(*a), &src(*b))).unwrap();
+            }
+            KOp::Select { c, a, b, dst } => {
+                writeln!(
+                    s,
+                    "  s{dst} = {} != 0.0 ? {} : {};",
+                    src(*c),
+                    src(*a),
+                    src(*b)
+                )
+                .unwrap();
+            }
+            KOp::F32(_) | KOp::Cast { .. } => return Err(unsupported("f32 arrays")),
+            KOp::Offset {
+                arr: _,
+                comps,
+                guard,
+                dst,
+            } => {
+                // As the interpreter: the sum of the variable components times their strides,
+                // each checked against its axis (constant components are in the gathers' `c`);
+                // an element whose guard is zero reads nothing and cannot be out of bounds.
+                writeln!(s, "  {{").unwrap();
+                writeln!(s, "    long long o_ = 0;").unwrap();
+                writeln!(s, "    int bad_ = 0;").unwrap();
+                for c in comps {
+                    if let Comp::Var(x, st, dim) = c {
+                        let x = src(*x);
+                        writeln!(
+                            s,
+                            "    if ({x} >= 0.0 && {x} < {dim}.0) o_ += (long long){x} * {st}LL; else bad_ = 1;"
+                        )
+                        .unwrap();
+                    }
+                }
+                if let Some(g) = guard {
+                    writeln!(s, "    if ({} == 0.0) {{ o_ = 0; bad_ = 0; }}", src(*g)).unwrap();
+                }
+                writeln!(s, "    if (bad_) {{ ADJ_BAD(bad, e); o_ = 0; }}").unwrap();
+                writeln!(s, "    o{dst} = o_;").unwrap();
+                writeln!(s, "  }}").unwrap();
+            }
+            KOp::Gather {
+                arr,
+                off,
+                c,
+                guard,
+                dst,
+            } => {
+                let at = match off {
+                    Some(o) => format!("a{arr}[o{o} + {c}]"),
+                    None => format!("a{arr}[{c}]"),
+                };
+                match guard {
+                    Some(g) => writeln!(s, "  s{dst} = {} != 0.0 ? {at} : 0.0;", src(*g)),
+                    None => writeln!(s, "  s{dst} = {at};"),
+                }
+                .unwrap();
+            }
+            KOp::Scatter {
+                target,
+                off,
+                c,
+                guard,
+                val,
+            } => {
+                let j = scatters.len();
+                scatters.push(*target);
+                let at = match off {
+                    Some(o) => format!("o{o} + {c}"),
+                    None => format!("{c}"),
+                };
+                let v = src(*val);
+                match guard {
+                    // as the interpreter: a guarded scatter adds only live, nonzero values
+                    Some(g) => {
+                        let live = format!("({} != 0.0 && {v} != 0.0)", src(*g));
+                        writeln!(s, "  cv{j}[e] = {live} ? {v} : 0.0;").unwrap();
+                        writeln!(s, "  ci{j}[e] = {live} ? (long long)({at}) : -1LL;").unwrap();
+                    }
+                    None => {
+                        writeln!(s, "  cv{j}[e] = {v};").unwrap();
+                        writeln!(s, "  ci{j}[e] = (long long)({at});").unwrap();
+                    }
+                }
+            }
+        }
+    }
+    for (i, r) in k.roots.iter().enumerate() {
+        writeln!(s, "  r{i}[e] = {};", src(*r)).unwrap();
+    }
+
+    let mut args = vec!["unsigned long long n".to_string()];
+    args.extend((0..nparams).map(|p| format!("const double* p{p}")));
+    args.extend((0..k.arrays.len()).map(|a| format!("const double* a{a}")));
+    args.extend((0..k.roots.len()).map(|r| format!("double* r{r}")));
+    for j in 0..scatters.len() {
+        args.push(format!("double* cv{j}"));
+        args.push(format!("long long* ci{j}"));
+    }
+    args.push("unsigned long long* bad".to_string());
+    let mut code = String::new();
+    writeln!(code, "ADJ_KERNEL {name}({}) {{", args.join(", ")).unwrap();
+    writeln!(code, "  const unsigned long long e = ADJ_ELEMENT;").unwrap();
+    writeln!(code, "  if (e >= n) return;").unwrap();
+    writeln!(code, "  (void)bad;").unwrap();
+    writeln!(
+        code,
+        "  double t_v, t_d, t_d2, t_dd, t_dxx, t_dxy, t_dyy; (void)t_v; (void)t_d; (void)t_d2; (void)t_dd; (void)t_dxx; (void)t_dxy; (void)t_dyy;"
+    )
+    .unwrap();
+    if nslots > 0 {
+        let decl: Vec<String> = (0..nslots).map(|i| format!("s{i} = 0.0")).collect();
+        writeln!(code, "  double {};", decl.join(", ")).unwrap();
+    }
+    let offs: Vec<String> = k
+        .ops
+        .iter()
+        .filter_map(|op| match op {
+            KOp::Offset { dst, .. } => Some(format!("o{dst} = 0")),
+            _ => None,
+        })
+        .collect();
+    if !offs.is_empty() {
+        writeln!(code, "  long long {};", offs.join(", ")).unwrap();
+    }
+    code.push_str(&body);
+    code.push_str("}\n");
+    debug_assert!(k
+        .params
+        .iter()
+        .all(|p| matches!(p, ParamSrc::Caller(_) | ParamSrc::Array(_))));
+    Ok(KernelSource {
+        name: name.to_string(),
+        code,
+        params: nparams,
+        arrays: k.arrays.len(),
+        roots: k.roots.len(),
+        scatters,
+    })
+}
+
+/// The largest parameter index an operation or root reads.
+fn max_param(k: &Kernel) -> Option<u32> {
+    let mut m: Option<u32> = None;
+    let mut see = |s: &Src| {
+        if let Src::P(p) = s {
+            m = Some(m.map_or(*p, |m| m.max(*p)));
+        }
+    };
+    for op in &k.ops {
+        op.for_each_src(&mut see);
+    }
+    k.roots.iter().for_each(&mut see);
+    m
+}
+
+/// A whole CUDA module: the prelude followed by the kernels.
+pub(crate) fn module_source(kernels: &[KernelSource]) -> String {
+    let mut s = String::from(PRELUDE);
+    for k in kernels {
+        s.push('\n');
+        s.push_str(&k.code);
+    }
+    s
+}
+
+#[cfg(feature = "cuda")]
+pub(crate) mod device;
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,545 @@
+//! The generated CUDA C, checked without a GPU: the prelude and each kernel are compiled as C99
+//! with the host's C compiler (`cc`, which every Rust toolchain on Linux links with), every
+//! thread is run in a loop, and the results are compared with the rule table and with the
+//! interpreter.
+
+use super::*;
+use crate::expr::lit as elit;
+use crate::kernel::{combine_windows, run_store, Inputs};
+use crate::{cond, Builder, Combine, Program, Rep};
+use adjoint_core::rules;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Compile `c` and run it on `input`; returns what it wrote.
+fn run_c(c: &str, input: &[u8]) -> Vec<u8> {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let dir: PathBuf = std::env::temp_dir().join(format!(
+        "adjoint-cuda-emu-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (src, bin, inp, out) = (
+        dir.join("k.c"),
+        dir.join("k"),
+        dir.join("in.bin"),
+        dir.join("out.bin"),
+    );
+    std::fs::write(&src, c).unwrap();
+    std::fs::write(&inp, input).unwrap();
+    let cc = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+        .args(["-std=c99", "-O1", "-fno-fast-math", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .arg("-lm")
+        .output()
+        .expect("a C compiler (`cc`) to check the generated CUDA C");
+    assert!(
+        cc.status.success(),
+        "the generated code does not compile:\n{}\n{c}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
+    let run = Command::new(&bin).arg(&inp).arg(&out).output().unwrap();
+    assert!(run.status.success(), "the emulated kernel failed: {run:?}");
+    let bytes = std::fs::read(&out).unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+    bytes
+}
+
+fn f64s(b: &[u8]) -> Vec<f64> {
+    b.chunks_exact(8)
+        .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+fn bytes(v: &[f64]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// Equal to the rule table up to the host libm's rounding (a few ulps), NaNs alike.
+fn close(a: f64, b: f64) -> bool {
+    a.to_bits() == b.to_bits()
+        || (a.is_nan() && b.is_nan())
+        || (a - b).abs() <= 1e-13 * a.abs().max(b.abs()) + 1e-300
+}
+
+const POINTS: [f64; 9] = [0.3, 0.75, 1.5, 2.25, 7.0, 0.0, -0.4, -1.7, 21.5];
+
+#[test]
+fn prelude_rules_are_the_rule_table() {
+    // One C program evaluates every unary and binary rule at every point.
+    let mut c = String::from(PRELUDE);
+    c.push_str("#include <stdio.h>\nint main(int argc, char** argv) {\n");
+    c.push_str("  FILE* o = fopen(argv[2], \"wb\"); (void)argc;\n  double v, d, dd, dx, dy, dxx, dxy, dyy;\n");
+    let pts: Vec<String> = POINTS.iter().map(|&x| lit(x)).collect();
+    for &op in Op1::ALL {
+        for x in &pts {
+            let call = call1(
+                op,
+                x,
+                [Some("v".into()), Some("d".into()), Some("dd".into())],
+            );
+            c.push_str(&format!(
+                "  {{ double t_v, t_d, t_dd; (void)t_v; (void)t_d; (void)t_dd; {call} }}\n  fwrite(&v, 8, 1, o); fwrite(&d, 8, 1, o); fwrite(&dd, 8, 1, o);\n"
+            ));
+        }
+    }
+    for &op in Op2::ALL {
+        for x in &pts {
+            for y in &pts {
+                let outs = ["v", "dx", "dy", "dxx", "dxy", "dyy"].map(|s| Some(s.to_string()));
+                let call = call2(op, x, y, outs);
+                c.push_str(&format!(
+                    "  {{ double t_v, t_d, t_d2, t_dxx, t_dxy, t_dyy; (void)t_v; (void)t_d; (void)t_d2; (void)t_dxx; (void)t_dxy; (void)t_dyy; {call} }}\n"
+                ));
+                for s in ["v", "dx", "dy", "dxx", "dxy", "dyy"] {
+                    c.push_str(&format!("  fwrite(&{s}, 8, 1, o);\n"));
+                }
+            }
+        }
+    }
+    c.push_str("  fclose(o);\n  return 0;\n}\n");
+    let got = f64s(&run_c(&c, &[]));
+    let mut it = got.into_iter();
+    let mut bad = Vec::new();
+    for &op in Op1::ALL {
+        for &x in &POINTS {
+            let r = rules::unary(op, x);
+            for (what, want) in [("value", r.value), ("d", r.d), ("dd", r.dd)] {
+                let g = it.next().unwrap();
+                if !close(g, want) {
+                    bad.push(format!("{op:?}({x}) {what}: C {g} vs rules {want}"));
+                }
+            }
+        }
+    }
+    for &op in Op2::ALL {
+        for &x in &POINTS {
+            for &y in &POINTS {
+                let r = rules::binary(op, x, y);
+                let want = [
+                    ("value", r.value),
+                    ("dx", r.dx),
+                    ("dy", r.dy),
+                    ("dxx", r.dxx),
+                    ("dxy", r.dxy),
+                    ("dyy", r.dyy),
+                ];
+                for (what, want) in want {
+                    let g = it.next().unwrap();
+                    if !close(g, want) {
+                        bad.push(format!("{op:?}({x}, {y}) {what}: C {g} vs rules {want}"));
+                    }
+                }
+            }
+        }
+    }
+    assert!(it.next().is_none(), "every value read");
+    assert!(
+        bad.is_empty(),
+        "{} mismatches:\n{}",
+        bad.len(),
+        bad.join("\n")
+    );
+}
+
+/// What an emulated kernel wrote.
+struct Emulated {
+    roots: Vec<Vec<f64>>,
+    /// per scatter: (value, target offset or −1) of each element
+    contributions: Vec<(Vec<f64>, Vec<i64>)>,
+    bad: u64,
+}
+
+/// Run kernel `k` over its whole space as the GPU would, one thread after another (and a few
+/// threads past the end, which must do nothing).
+fn emulate(k: &Kernel, params: &[Vec<f64>], arrays: &[Vec<f64>]) -> Emulated {
+    let ks = kernel_source(k, "adj_test").expect("a supported kernel");
+    let n: usize = k.space.iter().product();
+    let mut c = module_source(std::slice::from_ref(&ks));
+    c.push_str(
+        "#include <stdio.h>\n#include <stdlib.h>\n\
+         static double* rd(FILE* f, size_t m) { double* p = malloc((m ? m : 1) * 8); \
+         if (fread(p, 8, m, f) != m) exit(3); return p; }\n\
+         int main(int argc, char** argv) {\n  (void)argc;\n  FILE* in = fopen(argv[1], \"rb\");\n  FILE* o = fopen(argv[2], \"wb\");\n",
+    );
+    c.push_str(&format!("  unsigned long long n = {n}ULL;\n"));
+    let mut args = vec!["n".to_string()];
+    for p in 0..ks.params {
+        c.push_str(&format!("  const double* p{p} = rd(in, n);\n"));
+        args.push(format!("p{p}"));
+    }
+    for (a, data) in arrays.iter().enumerate() {
+        c.push_str(&format!("  const double* a{a} = rd(in, {});\n", data.len()));
+        args.push(format!("a{a}"));
+    }
+    for r in 0..ks.roots {
+        c.push_str(&format!("  double* r{r} = malloc(n * 8 + 8);\n"));
+        args.push(format!("r{r}"));
+    }
+    for j in 0..ks.scatters.len() {
+        c.push_str(&format!(
+            "  double* cv{j} = malloc(n * 8 + 8);\n  long long* ci{j} = malloc(n * 8 + 8);\n"
+        ));
+        args.push(format!("cv{j}"));
+        args.push(format!("ci{j}"));
+    }
+    c.push_str("  unsigned long long bad = ~0ULL;\n");
+    args.push("&bad".into());
+    c.push_str(&format!(
+        "  for (adj_element = 0; adj_element < n + 3; adj_element++) adj_test({});\n",
+        args.join(", ")
+    ));
+    for r in 0..ks.roots {
+        c.push_str(&format!("  fwrite(r{r}, 8, n, o);\n"));
+    }
+    for j in 0..ks.scatters.len() {
+        c.push_str(&format!(
+            "  fwrite(cv{j}, 8, n, o);\n  fwrite(ci{j}, 8, n, o);\n"
+        ));
+    }
+    c.push_str("  fwrite(&bad, 8, 1, o);\n  fclose(o);\n  return 0;\n}\n");
+    let mut input = Vec::new();
+    for p in params.iter().take(ks.params) {
+        assert_eq!(p.len(), n);
+        input.extend(bytes(p));
+    }
+    for a in arrays {
+        input.extend(bytes(a));
+    }
+    let out = run_c(&c, &input);
+    let words: Vec<u64> = out
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    let mut w = words.chunks(n.max(1));
+    let mut take = || w.next().unwrap().to_vec();
+    let roots = (0..ks.roots)
+        .map(|_| take().into_iter().map(f64::from_bits).collect())
+        .collect();
+    let contributions = (0..ks.scatters.len())
+        .map(|_| {
+            let v = take().into_iter().map(f64::from_bits).collect();
+            let i = take().into_iter().map(|x| x as i64).collect();
+            (v, i)
+        })
+        .collect();
+    Emulated {
+        roots,
+        contributions,
+        bad: *words.last().unwrap(),
+    }
+}
+
+/// Compare kernel `k` run by the interpreter and by the emulated CUDA C on the same data.
+/// Returns whether the interpreter reported an index out of bounds (which the C must flag).
+/// How a test runs a kernel: emulated on the CPU, or on a GPU.
+type Runner<'a> = &'a dyn Fn(&Kernel, &[Vec<f64>], &[Vec<f64>]) -> Emulated;
+
+fn compare_with(k: &Kernel, seed: u64, lo: f64, hi: f64, run: Runner) -> bool {
+    let k = k.clone().with_jit(false);
+    let n: usize = k.space.iter().product();
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        lo + (hi - lo) * ((state >> 11) as f64 / (1u64 << 53) as f64)
+    };
+    let nparams = k.params.len();
+    let params: Vec<Vec<f64>> = (0..nparams)
+        .map(|_| (0..n).map(|_| next()).collect())
+        .collect();
+    let arrays: Vec<Vec<f64>> = k
+        .array_shapes
+        .iter()
+        .map(|s| (0..s.iter().product::<usize>()).map(|_| next()).collect())
+        .collect();
+    let em = run(&k, &params, &arrays);
+    let inp = Inputs {
+        params: params.iter().map(|p| p.as_slice()).collect(),
+        arrays: arrays.iter().map(|a| a.as_slice()).collect(),
+    };
+    let groups: Vec<Vec<usize>> = (0..k.roots.len()).map(|r| vec![r]).collect();
+    let mut outs: Vec<Vec<f64>> = vec![vec![0.0; n]; k.roots.len()];
+    let wins = match run_store(&k, &inp, &groups, &mut outs) {
+        Ok(w) => w,
+        Err(e) => {
+            assert!(
+                matches!(e, Error::OutOfBounds { .. }),
+                "unexpected error {e}"
+            );
+            assert_ne!(em.bad, u64::MAX, "the C kernel missed the bad index: {e}");
+            return true;
+        }
+    };
+    assert_eq!(em.bad, u64::MAX, "the C kernel flagged element {}", em.bad);
+    for (r, (a, b)) in outs.iter().zip(&em.roots).enumerate() {
+        for (e, (x, y)) in a.iter().zip(b).enumerate() {
+            assert!(
+                close(*x, *y),
+                "root {r} element {e}: interpreter {x} vs C {y}\n{}",
+                kernel_source(&k, "k").unwrap().code
+            );
+        }
+    }
+    // The contributions, added in element order, give the interpreter's targets.
+    let mut want: Vec<Vec<f64>> = k.target_lens.iter().map(|&l| vec![0.0; l]).collect();
+    {
+        let mut t: Vec<&mut [f64]> = want.iter_mut().map(|v| v.as_mut_slice()).collect();
+        combine_windows(&wins, &mut t, &k.target_f32);
+    }
+    let ks = kernel_source(&k, "k").unwrap();
+    let mut got: Vec<Vec<f64>> = k.target_lens.iter().map(|&l| vec![0.0; l]).collect();
+    for ((vals, idx), &t) in em.contributions.iter().zip(&ks.scatters) {
+        for (&v, &i) in vals.iter().zip(idx) {
+            if i >= 0 {
+                got[t][i as usize] += v;
+            }
+        }
+    }
+    for (t, (a, b)) in want.iter().zip(&got).enumerate() {
+        for (i, (x, y)) in a.iter().zip(b).enumerate() {
+            // the interpreter sums per block, the contributions in element order
+            assert!(
+                (x - y).abs() <= 1e-12 * (1.0 + x.abs()),
+                "target {t}[{i}]: interpreter {x} vs C {y}"
+            );
+        }
+    }
+    false
+}
+
+/// Every primal and adjoint kernel a program made while computing its gradient.
+fn kernels(p: &Program) -> Vec<Arc<Kernel>> {
+    let mut ks = Vec::new();
+    for (i, cell) in p.g.primal.iter().enumerate() {
+        ks.extend(cell.get().cloned());
+        ks.extend(p.g.adjoint[i].lock().unwrap().values().cloned());
+    }
+    ks
+}
+
+use std::sync::Arc;
+
+/// Build, take the gradient on the CPU, then check every kernel it used.
+fn check_program(p: &Program, inputs: &[Vec<f64>], lo: f64, hi: f64, run: Runner) -> usize {
+    let refs: Vec<&[f64]> = inputs.iter().map(|v| v.as_slice()).collect();
+    p.gradient_a(&refs).expect("gradient on the CPU");
+    let ks = kernels(p);
+    assert!(!ks.is_empty());
+    for (s, k) in ks.iter().enumerate() {
+        compare_with(k, s as u64 + 1, lo, hi, run);
+    }
+    ks.len()
+}
+
+fn ramp(n: usize, a: f64, b: f64) -> Vec<f64> {
+    (0..n)
+        .map(|i| a + (b - a) * i as f64 / n.max(2) as f64)
+        .collect()
+}
+
+#[test]
+fn every_primitive_in_a_map_and_its_adjoint() {
+    case_every_primitive_in_a_map_and_its_adjoint(&emulate);
+}
+
+fn case_every_primitive_in_a_map_and_its_adjoint(run: Runner) {
+    for &op in Op1::ALL {
+        let b = Builder::new();
+        let x = b.input(&[40]);
+        let y = x.map(move |v| (v * 0.5 + 0.7).un(op) * v);
+        let p = b.build_scalar(&y.sum()).unwrap();
+        let n = check_program(&p, &[ramp(40, 0.1, 0.9)], 0.05, 0.95, run);
+        assert!(n >= 2, "{op:?}: a primal and an adjoint kernel");
+    }
+    for &op in Op2::ALL {
+        let b = Builder::new();
+        let x = b.input(&[30]);
+        let y = b.input(&[30]);
+        let z = x.zip_with(&y, move |a, c| (a + 0.2).bin(op, c * 1.5) + a * c);
+        let p = b.build_scalar(&z.sum()).unwrap();
+        check_program(
+            &p,
+            &[ramp(30, 0.1, 0.9), ramp(30, 0.3, 1.2)],
+            0.05,
+            0.95,
+            run,
+        );
+    }
+}
+
+#[test]
+fn indices_reads_selects_and_discrete_ops() {
+    case_indices_reads_selects_and_discrete_ops(&emulate);
+}
+
+fn case_indices_reads_selects_and_discrete_ops(run: Runner) {
+    // A generate that reads two arrays at computed indices, branches with cond, and uses
+    // floor, idiv, imod and comparisons: gathers, guarded reads and scatter-adds.
+    let b = Builder::new();
+    let m = b.input(&[6, 5]);
+    let v = b.input(&[5]);
+    let (m2, v2) = (m.clone(), v.clone());
+    let g = b.generate(&[6, 5, 4], move |ix| {
+        let (i, j, l) = (ix[0], ix[1], ix[2]);
+        let a = m2.at(&[i, (j + l).imod(5.0)]);
+        let w = v2.at(&[(j * 3.0 + l).imod(5.0)]);
+        let t = (a * 7.0).floor() + (l + 1.0).idiv(2.0);
+        cond(
+            a.gt(w).and(i.lt(4.0)),
+            a * w + t,
+            (w * 0.5).exp() - a.sin() * j,
+        )
+    });
+    let p = b.build_scalar(&g.reshape(&[120]).sum()).unwrap();
+    let n = check_program(
+        &p,
+        &[ramp(30, -0.5, 1.5), ramp(5, 0.1, 0.9)],
+        -0.5,
+        1.5,
+        run,
+    );
+    assert!(n >= 2);
+}
+
+#[test]
+fn out_of_bounds_indices_are_flagged() {
+    case_out_of_bounds_indices_are_flagged(&emulate);
+}
+
+fn case_out_of_bounds_indices_are_flagged(run: Runner) {
+    // An index read from data: in bounds for data in [0, 5), out of bounds for some in [−3, 9).
+    let b = Builder::new();
+    let idx = b.constant_input(&[64]);
+    let v = b.input(&[5]);
+    let v2 = v.clone();
+    let y = idx.map(move |i| v2.at(&[i.floor()]) * 2.0);
+    let p = b.build_scalar(&y.sum()).unwrap();
+    p.gradient_a(&[&ramp(64, 0.0, 4.9), &ramp(5, 0.0, 1.0)])
+        .unwrap();
+    let ks = kernels(&p);
+    let mut flagged = 0;
+    for (s, k) in ks.iter().enumerate() {
+        assert!(!compare_with(k, s as u64 + 1, 0.0, 4.99, run), "in bounds");
+        flagged += usize::from(compare_with(k, s as u64 + 1, -3.0, 9.0, run));
+    }
+    assert!(flagged > 0, "some kernel met a bad index");
+}
+
+#[test]
+fn gmm_kernels() {
+    case_gmm_kernels(&emulate);
+}
+
+fn case_gmm_kernels(run: Runner) {
+    let (n, d, k) = (12, 3, 4);
+    let gmm = crate::models::Gmm::new(n, d, k, 1.0, 0.0).unwrap();
+    let icf = d * (d + 1) / 2;
+    let inputs = vec![
+        ramp(k, -0.3, 0.4),
+        ramp(k * d, -1.0, 1.0),
+        ramp(k * icf, -0.2, 0.3),
+        ramp(n * d, -1.5, 1.5),
+    ];
+    let count = check_program(&gmm.program, &inputs, -1.0, 1.0, run);
+    assert!(count >= 3, "GMM uses {count} kernels");
+}
+
+#[test]
+fn folds_scans_permute_and_replicate() {
+    case_folds_scans_permute_and_replicate(&emulate);
+}
+
+fn case_folds_scans_permute_and_replicate(run: Runner) {
+    let b = Builder::new();
+    let x = b.input(&[4, 6]);
+    let s = x.scanl(0.5, |a, c| a * 0.9 + c.sin());
+    let f = x.fold(1.0, |a, c| a * 0.5 + c * c);
+    let r = f.replicate(&[Rep::All, Rep::New(6)]);
+    let zero = b.generate(&[3], |_| elit(0.0));
+    let perm = x.permute(Combine::Add, &zero, |ix| {
+        (elit(1.0), vec![(ix[0] + ix[1]).imod(3.0)])
+    });
+    let (ss, rs, ps) = (s.reshape(&[28]).sum(), r.reshape(&[24]).sum(), perm.sum());
+    let out = b.generate(&[], move |_| ss.the() + rs.the() + ps.the());
+    let p = b.build_scalar(&out).unwrap();
+    check_program(&p, &[ramp(24, -1.0, 1.0)], -1.0, 1.0, run);
+}
+
+#[test]
+fn f32_kernels_are_refused_with_a_clear_error() {
+    let b = Builder::new();
+    let x = b.input_f32(&[8]);
+    let y = x.map(|v| v.exp());
+    let p = b.build_scalar(&y.sum()).unwrap();
+    let xs = [0.5f32; 8];
+    p.gradient_typed(&[xs.as_slice().into()]).unwrap();
+    let ks = kernels(&p);
+    let e = ks
+        .iter()
+        .find_map(|k| kernel_source(k, "k").err())
+        .expect("an f32 kernel is refused");
+    assert!(e.to_string().contains("f32"), "{e}");
+}
+
+/// The same cases on a GPU, and run-to-run bit identity: only with `ADJOINT_CUDA_TESTS=1` (and
+/// the `cuda` feature), where the machine has an NVIDIA GPU with its driver and NVRTC.
+#[cfg(feature = "cuda")]
+#[test]
+fn on_the_gpu() {
+    use super::device::Gpu;
+    let gpu = Gpu::new();
+    if std::env::var("ADJOINT_CUDA_TESTS").as_deref() != Ok("1") {
+        // Without a GPU, creating the backend is a clear error, never a panic.
+        if let Err(e) = gpu {
+            assert!(
+                e.to_string().starts_with("CUDA backend unavailable: "),
+                "{e}"
+            );
+        }
+        eprintln!("GPU tests skipped: set ADJOINT_CUDA_TESTS=1 on a machine with a GPU");
+        return;
+    }
+    let gpu = gpu.expect("ADJOINT_CUDA_TESTS=1 but no GPU");
+    let on_gpu = |k: &Kernel, params: &[Vec<f64>], arrays: &[Vec<f64>]| -> Emulated {
+        let p: Vec<_> = params.iter().map(|p| gpu.upload(p).unwrap()).collect();
+        let a: Vec<_> = arrays.iter().map(|a| gpu.upload(a).unwrap()).collect();
+        let pr: Vec<_> = p.iter().collect();
+        let ar: Vec<_> = a.iter().collect();
+        let run = || {
+            let l = gpu.launch(k, &pr, &ar).expect("launch");
+            let roots: Vec<Vec<f64>> = l.roots.iter().map(|r| gpu.download(r).unwrap()).collect();
+            let contributions: Vec<(Vec<f64>, Vec<i64>)> = l
+                .contributions
+                .iter()
+                .map(|(v, i)| (gpu.download(v).unwrap(), gpu.download(i).unwrap()))
+                .collect();
+            Emulated {
+                roots,
+                contributions,
+                bad: l.bad.unwrap_or(u64::MAX),
+            }
+        };
+        let first = run();
+        let second = run();
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        for (a, b) in first.roots.iter().zip(&second.roots) {
+            assert_eq!(bits(a), bits(b), "roots bit-identical from run to run");
+        }
+        for (a, b) in first.contributions.iter().zip(&second.contributions) {
+            assert_eq!(bits(&a.0), bits(&b.0), "contributions bit-identical");
+            assert_eq!(a.1, b.1);
+        }
+        assert_eq!(first.bad, second.bad);
+        first
+    };
+    case_every_primitive_in_a_map_and_its_adjoint(&on_gpu);
+    case_indices_reads_selects_and_discrete_ops(&on_gpu);
+    case_out_of_bounds_indices_are_flagged(&on_gpu);
+    case_gmm_kernels(&on_gpu);
+    case_folds_scans_permute_and_replicate(&on_gpu);
+}
