@@ -146,6 +146,17 @@
 //! calls of other `#[differentiable]` functions (pass fields; callees take slices, not arrays).
 //! The struct must be visible (with its fields) where the function is.
 //!
+//! # `unsafe` in the generated code
+//!
+//! A reversed counted loop that indexes a slice at `base + counter` (the common `for i in 0..n`
+//! over `x[i]` or `x[i * n + j]`) checks the whole range once when the pullback enters the loop
+//! (`__private::check_range`, a panic before any access if it does not fit) and then indexes
+//! with `get_unchecked` inside `unsafe` blocks. Those blocks come from the macro, and rustc does
+//! not apply the `unsafe_code` lint to code a proc macro generates, so a crate with
+//! `#![forbid(unsafe_code)]` still compiles its `#[differentiable]` functions
+//! (`tests/ranged.rs` is such a crate). `ADJOINT_SSA_DUMP=name` lists, per function, the
+//! accesses compiled this way ("unchecked in the reverse sweep").
+//!
 //! # Supported Rust
 //!
 //! `let` (with tuples `let (a, b) = (x, y);`), assignment and compound assignment, `if`/`else`
