@@ -147,15 +147,6 @@ impl KOp {
         }
     }
 
-    /// The slot written, if any (a scatter writes none).
-    #[allow(dead_code)] // used by the CUDA code generator, which only its tests reach yet
-    pub(crate) fn dst_opt(&self) -> Option<u32> {
-        match self {
-            KOp::Scatter { .. } => None,
-            op => Some(op.dst()),
-        }
-    }
-
     /// Call `f` on every operand.
     #[allow(dead_code)] // used by the CUDA code generator, which only its tests reach yet
     pub(crate) fn for_each_src(&self, f: &mut impl FnMut(&Src)) {
@@ -206,7 +197,7 @@ pub(crate) enum ParamSrc {
 #[derive(Clone, Debug)]
 pub(crate) struct Kernel {
     pub(crate) ops: Vec<KOp>,
-    nslots: usize,
+    pub(crate) nslots: usize,
     pub(crate) consts: Vec<(u32, f64)>,
     pub(crate) space: Vec<usize>,
     pub(crate) strides: Vec<usize>,

@@ -182,17 +182,7 @@ fn disc(op: DOp, a: &str, b: &str) -> String {
 
 /// Print kernel `k` as the CUDA C function `name` (see the module docs for its parameters).
 pub(crate) fn kernel_source(k: &Kernel, name: &str) -> Result<KernelSource> {
-    let nslots = k
-        .ops
-        .iter()
-        .filter_map(KOp::dst_opt)
-        .chain(k.consts.iter().map(|c| c.0))
-        .chain(k.roots.iter().filter_map(|r| match r {
-            Src::S(s) => Some(*s),
-            Src::P(_) => None,
-        }))
-        .max()
-        .map_or(0, |m| m as usize + 1);
+    let nslots = k.nslots;
     let nparams = k
         .params
         .len()
