@@ -146,42 +146,6 @@ impl KOp {
             KOp::Scatter { .. } => unreachable!("a scatter has no destination"),
         }
     }
-
-    /// Call `f` on every operand.
-    #[allow(dead_code)] // used by the CUDA code generator, which only its tests reach yet
-    pub(crate) fn for_each_src(&self, f: &mut impl FnMut(&Src)) {
-        match self {
-            KOp::Idx { .. } => {}
-            KOp::Un { a, .. } | KOp::D1 { a, .. } | KOp::Cast { a, .. } => f(a),
-            KOp::Bin { a, b, .. } | KOp::D2 { a, b, .. } | KOp::Disc { a, b, .. } => {
-                f(a);
-                f(b);
-            }
-            KOp::AdjMul { g, d, .. } => {
-                f(g);
-                f(d);
-            }
-            KOp::Select { c, a, b, .. } => {
-                f(c);
-                f(a);
-                f(b);
-            }
-            KOp::F32(op) => op.for_each_src(f),
-            KOp::Offset { comps, guard, .. } => {
-                for c in comps {
-                    if let Comp::Var(s, _, _) = c {
-                        f(s);
-                    }
-                }
-                guard.iter().for_each(f);
-            }
-            KOp::Gather { guard, .. } => guard.iter().for_each(f),
-            KOp::Scatter { guard, val, .. } => {
-                guard.iter().for_each(&mut *f);
-                f(val);
-            }
-        }
-    }
 }
 
 /// Where a kernel parameter's data comes from.

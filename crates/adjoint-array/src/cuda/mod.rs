@@ -34,7 +34,7 @@
 
 use crate::error::{Error, Result};
 use crate::expr::DOp;
-use crate::kernel::{Comp, KOp, Kernel, ParamSrc, Src};
+use crate::kernel::{Comp, KOp, Kernel, Src};
 use adjoint_core::rules::{Op1, Op2};
 use std::fmt::Write;
 
@@ -183,10 +183,8 @@ fn disc(op: DOp, a: &str, b: &str) -> String {
 /// Print kernel `k` as the CUDA C function `name` (see the module docs for its parameters).
 pub(crate) fn kernel_source(k: &Kernel, name: &str) -> Result<KernelSource> {
     let nslots = k.nslots;
-    let nparams = k
-        .params
-        .len()
-        .max(max_param(k).map_or(0, |p| p as usize + 1));
+    // the interpreter indexes its parameter slices by `Src::P`, so `k.params` covers them all
+    let nparams = k.params.len();
     let mut scatters = Vec::new();
     let mut body = String::new();
     let s = &mut body;
@@ -368,10 +366,6 @@ pub(crate) fn kernel_source(k: &Kernel, name: &str) -> Result<KernelSource> {
     }
     code.push_str(&body);
     code.push_str("}\n");
-    debug_assert!(k
-        .params
-        .iter()
-        .all(|p| matches!(p, ParamSrc::Caller(_) | ParamSrc::Array(_))));
     Ok(KernelSource {
         name: name.to_string(),
         code,
@@ -380,21 +374,6 @@ pub(crate) fn kernel_source(k: &Kernel, name: &str) -> Result<KernelSource> {
         roots: k.roots.len(),
         scatters,
     })
-}
-
-/// The largest parameter index an operation or root reads.
-fn max_param(k: &Kernel) -> Option<u32> {
-    let mut m: Option<u32> = None;
-    let mut see = |s: &Src| {
-        if let Src::P(p) = s {
-            m = Some(m.map_or(*p, |m| m.max(*p)));
-        }
-    };
-    for op in &k.ops {
-        op.for_each_src(&mut see);
-    }
-    k.roots.iter().for_each(&mut see);
-    m
 }
 
 /// A whole CUDA module: the prelude followed by the kernels.

@@ -163,6 +163,10 @@ fn emulate(k: &Kernel, params: &[Vec<f64>], arrays: &[Vec<f64>]) -> Emulated {
         "#include <stdio.h>\n#include <stdlib.h>\n\
          static double* rd(FILE* f, size_t m) { double* p = malloc((m ? m : 1) * 8); \
          if (fread(p, 8, m, f) != m) exit(3); return p; }\n\
+         /* n elements and 3 past the end, marked: threads past the end must not write */\n\
+         static double* fresh(size_t n) { double* p = malloc((n + 3) * 8); \
+         for (size_t i = 0; i < n + 3; i++) memcpy(&p[i], \"\\xad\\xde\\xad\\xde\\xad\\xde\\xf4\\x7f\", 8); \
+         return p; }\n\
          int main(int argc, char** argv) {\n  (void)argc;\n  FILE* in = fopen(argv[1], \"rb\");\n  FILE* o = fopen(argv[2], \"wb\");\n",
     );
     c.push_str(&format!("  unsigned long long n = {n}ULL;\n"));
@@ -176,12 +180,12 @@ fn emulate(k: &Kernel, params: &[Vec<f64>], arrays: &[Vec<f64>]) -> Emulated {
         args.push(format!("a{a}"));
     }
     for r in 0..ks.roots {
-        c.push_str(&format!("  double* r{r} = malloc(n * 8 + 8);\n"));
+        c.push_str(&format!("  double* r{r} = fresh(n);\n"));
         args.push(format!("r{r}"));
     }
     for j in 0..ks.scatters.len() {
         c.push_str(&format!(
-            "  double* cv{j} = malloc(n * 8 + 8);\n  long long* ci{j} = malloc(n * 8 + 8);\n"
+            "  double* cv{j} = fresh(n);\n  long long* ci{j} = (long long*)fresh(n);\n"
         ));
         args.push(format!("cv{j}"));
         args.push(format!("ci{j}"));
@@ -193,11 +197,11 @@ fn emulate(k: &Kernel, params: &[Vec<f64>], arrays: &[Vec<f64>]) -> Emulated {
         args.join(", ")
     ));
     for r in 0..ks.roots {
-        c.push_str(&format!("  fwrite(r{r}, 8, n, o);\n"));
+        c.push_str(&format!("  fwrite(r{r}, 8, n + 3, o);\n"));
     }
     for j in 0..ks.scatters.len() {
         c.push_str(&format!(
-            "  fwrite(cv{j}, 8, n, o);\n  fwrite(ci{j}, 8, n, o);\n"
+            "  fwrite(cv{j}, 8, n + 3, o);\n  fwrite(ci{j}, 8, n + 3, o);\n"
         ));
     }
     c.push_str("  fwrite(&bad, 8, 1, o);\n  fclose(o);\n  return 0;\n}\n");
@@ -214,8 +218,17 @@ fn emulate(k: &Kernel, params: &[Vec<f64>], arrays: &[Vec<f64>]) -> Emulated {
         .chunks_exact(8)
         .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
         .collect();
-    let mut w = words.chunks(n.max(1));
-    let mut take = || w.next().unwrap().to_vec();
+    // every output array comes back with its 3 marked elements past the end, untouched
+    const MARK: u64 = 0x7ff4_dead_dead_dead;
+    let mut w = words.chunks(n + 3);
+    let mut take = || {
+        let a = w.next().unwrap();
+        assert!(
+            a[n..].iter().all(|&x| x == MARK),
+            "a thread past the end wrote an output"
+        );
+        a[..n].to_vec()
+    };
     let roots = (0..ks.roots)
         .map(|_| take().into_iter().map(f64::from_bits).collect())
         .collect();
@@ -238,7 +251,8 @@ fn emulate(k: &Kernel, params: &[Vec<f64>], arrays: &[Vec<f64>]) -> Emulated {
 /// How a test runs a kernel: emulated on the CPU, or on a GPU.
 type Runner<'a> = &'a dyn Fn(&Kernel, &[Vec<f64>], &[Vec<f64>]) -> Emulated;
 
-fn compare_with(k: &Kernel, seed: u64, lo: f64, hi: f64, run: Runner) -> bool {
+/// `q > 0`: the data are multiples of `q` (ties and halves for discrete operations).
+fn compare_with(k: &Kernel, seed: u64, (lo, hi, q): (f64, f64, f64), run: Runner) -> bool {
     let k = k.clone().with_jit(false);
     let n: usize = k.space.iter().product();
     let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
@@ -246,7 +260,12 @@ fn compare_with(k: &Kernel, seed: u64, lo: f64, hi: f64, run: Runner) -> bool {
         state ^= state << 13;
         state ^= state >> 7;
         state ^= state << 17;
-        lo + (hi - lo) * ((state >> 11) as f64 / (1u64 << 53) as f64)
+        let v = lo + (hi - lo) * ((state >> 11) as f64 / (1u64 << 53) as f64);
+        if q > 0.0 {
+            (v / q).round() * q
+        } else {
+            v
+        }
     };
     let nparams = k.params.len();
     let params: Vec<Vec<f64>> = (0..nparams)
@@ -325,13 +344,13 @@ fn kernels(p: &Program) -> Vec<Arc<Kernel>> {
 use std::sync::Arc;
 
 /// Build, take the gradient on the CPU, then check every kernel it used.
-fn check_program(p: &Program, inputs: &[Vec<f64>], lo: f64, hi: f64, run: Runner) -> usize {
+fn check_program(p: &Program, inputs: &[Vec<f64>], data: (f64, f64, f64), run: Runner) -> usize {
     let refs: Vec<&[f64]> = inputs.iter().map(|v| v.as_slice()).collect();
     p.gradient_a(&refs).expect("gradient on the CPU");
     let ks = kernels(p);
     assert!(!ks.is_empty());
     for (s, k) in ks.iter().enumerate() {
-        compare_with(k, s as u64 + 1, lo, hi, run);
+        compare_with(k, s as u64 + 1, data, run);
     }
     ks.len()
 }
@@ -353,7 +372,7 @@ fn case_every_primitive_in_a_map_and_its_adjoint(run: Runner) {
         let x = b.input(&[40]);
         let y = x.map(move |v| (v * 0.5 + 0.7).un(op) * v);
         let p = b.build_scalar(&y.sum()).unwrap();
-        let n = check_program(&p, &[ramp(40, 0.1, 0.9)], 0.05, 0.95, run);
+        let n = check_program(&p, &[ramp(40, 0.1, 0.9)], (0.05, 0.95, 0.0), run);
         assert!(n >= 2, "{op:?}: a primal and an adjoint kernel");
     }
     for &op in Op2::ALL {
@@ -365,8 +384,7 @@ fn case_every_primitive_in_a_map_and_its_adjoint(run: Runner) {
         check_program(
             &p,
             &[ramp(30, 0.1, 0.9), ramp(30, 0.3, 1.2)],
-            0.05,
-            0.95,
+            (0.05, 0.95, 0.0),
             run,
         );
     }
@@ -399,11 +417,59 @@ fn case_indices_reads_selects_and_discrete_ops(run: Runner) {
     let n = check_program(
         &p,
         &[ramp(30, -0.5, 1.5), ramp(5, 0.1, 0.9)],
-        -0.5,
-        1.5,
+        (-0.5, 1.5, 0.0),
         run,
     );
     assert!(n >= 2);
+}
+
+#[test]
+fn every_discrete_operation() {
+    case_every_discrete_operation(&emulate);
+}
+
+fn case_every_discrete_operation(run: Runner) {
+    // Each of the 15 discrete operations, weighted so that a wrong one changes the sum; the
+    // data has halves and equal pairs (ties for the comparisons, .5 for round).
+    let b = Builder::new();
+    let x = b.input(&[40]);
+    let y = b.input(&[40]);
+    let z = x.zip_with(&y, |a, c| {
+        let terms = [
+            a.floor(),
+            a.ceil(),
+            a.round(),
+            a.trunc(),
+            a.lt(c),
+            a.le(c),
+            a.gt(c),
+            a.ge(c),
+            a.eq(c),
+            a.ne(c),
+            a.gt(0.0).and(c.gt(0.0)),
+            a.gt(0.0).or(c.gt(0.0)),
+            !a.gt(0.0),
+            a.idiv(c + 2.5),
+            a.imod(c + 2.5),
+        ];
+        let mut sum = a * c;
+        for (i, t) in terms.into_iter().enumerate() {
+            sum = sum + t * (i as f64 + 1.0).sqrt();
+        }
+        sum
+    });
+    let p = b.build_scalar(&z.sum()).unwrap();
+    let xs: Vec<f64> = (0..40).map(|i| (i as f64 - 20.0) * 0.25).collect();
+    let ys: Vec<f64> = (0..40)
+        .map(|i| {
+            if i % 3 == 0 {
+                (i as f64 - 20.0) * 0.25
+            } else {
+                1.0 - i as f64 * 0.1
+            }
+        })
+        .collect();
+    check_program(&p, &[xs, ys], (-2.5, 2.5, 0.25), run);
 }
 
 #[test]
@@ -424,8 +490,11 @@ fn case_out_of_bounds_indices_are_flagged(run: Runner) {
     let ks = kernels(&p);
     let mut flagged = 0;
     for (s, k) in ks.iter().enumerate() {
-        assert!(!compare_with(k, s as u64 + 1, 0.0, 4.99, run), "in bounds");
-        flagged += usize::from(compare_with(k, s as u64 + 1, -3.0, 9.0, run));
+        assert!(
+            !compare_with(k, s as u64 + 1, (0.0, 4.99, 0.0), run),
+            "in bounds"
+        );
+        flagged += usize::from(compare_with(k, s as u64 + 1, (-3.0, 9.0, 0.0), run));
     }
     assert!(flagged > 0, "some kernel met a bad index");
 }
@@ -445,7 +514,7 @@ fn case_gmm_kernels(run: Runner) {
         ramp(k * icf, -0.2, 0.3),
         ramp(n * d, -1.5, 1.5),
     ];
-    let count = check_program(&gmm.program, &inputs, -1.0, 1.0, run);
+    let count = check_program(&gmm.program, &inputs, (-1.0, 1.0, 0.0), run);
     assert!(count >= 3, "GMM uses {count} kernels");
 }
 
@@ -467,7 +536,7 @@ fn case_folds_scans_permute_and_replicate(run: Runner) {
     let (ss, rs, ps) = (s.reshape(&[28]).sum(), r.reshape(&[24]).sum(), perm.sum());
     let out = b.generate(&[], move |_| ss.the() + rs.the() + ps.the());
     let p = b.build_scalar(&out).unwrap();
-    check_program(&p, &[ramp(24, -1.0, 1.0)], -1.0, 1.0, run);
+    check_program(&p, &[ramp(24, -1.0, 1.0)], (-1.0, 1.0, 0.0), run);
 }
 
 #[test]
@@ -539,6 +608,7 @@ fn on_the_gpu() {
     };
     case_every_primitive_in_a_map_and_its_adjoint(&on_gpu);
     case_indices_reads_selects_and_discrete_ops(&on_gpu);
+    case_every_discrete_operation(&on_gpu);
     case_out_of_bounds_indices_are_flagged(&on_gpu);
     case_gmm_kernels(&on_gpu);
     case_folds_scans_permute_and_replicate(&on_gpu);
