@@ -298,6 +298,18 @@ impl<'g> Exec<'g> {
                 }
                 out
             }
+            ANode::ScanN {
+                init,
+                step,
+                lanes,
+                steps,
+            } => {
+                self.force_reads(init)?;
+                self.force_reads(step)?;
+                let init_v = self.eval_init(i, init, lanes)?;
+                let k = self.scan_n_kernel(i, step, lanes, *steps);
+                self.scan_n(&k, &init_v, *steps)?
+            }
             ANode::Permute {
                 comb,
                 default,
@@ -444,6 +456,7 @@ impl<'g> Exec<'g> {
     }
 
     /// Evaluate a 0-parameter lambda over the outer space (fold/scan initial values).
+    /// The values of an initial-value lambda over the space `outer` (its outputs interleaved).
     fn eval_init(&mut self, i: NodeId, l: &Lambda, outer: &[usize]) -> Result<Vec<f64>> {
         self.force_reads(l)?;
         let k = self.g.adjoint[i as usize]
@@ -471,8 +484,9 @@ impl<'g> Exec<'g> {
             .clone();
         let inp = self.kernel_inputs(&k, &[], &|_| None);
         let n: usize = outer.iter().product();
-        let mut outs = vec![vec![0.0; n]];
-        run_store(&k, &inp, &[vec![0]], &mut outs)?;
+        let w = l.outs.len();
+        let mut outs = vec![vec![0.0; n * w]];
+        run_store(&k, &inp, &[(0..w).collect()], &mut outs)?;
         Ok(outs.pop().expect("one"))
     }
 
@@ -503,6 +517,96 @@ impl<'g> Exec<'g> {
                 )
             })
             .clone()
+    }
+
+    /// The kernel of a `scan_n` step over the space `[steps] ++ lanes`, the state as its
+    /// parameters.
+    fn scan_n_kernel(
+        &self,
+        i: NodeId,
+        step: &Lambda,
+        lanes: &[usize],
+        steps: usize,
+    ) -> Arc<Kernel> {
+        self.g.adjoint[i as usize]
+            .lock()
+            .expect("kernel cache")
+            .entry(102)
+            .or_insert_with(|| {
+                let space: Vec<usize> = std::iter::once(steps)
+                    .chain(lanes.iter().copied())
+                    .collect();
+                Arc::new(
+                    Kernel::compile(
+                        step.ar.clone(),
+                        &step.outs,
+                        &[],
+                        &step.outs,
+                        &space,
+                        step.nparams,
+                        &|k| self.g.shape_of(k),
+                        &Types {
+                            params: &vec![Ty::F64; step.nparams as usize],
+                            read: &|k| node_ty(self.g, k),
+                        },
+                    )
+                    .with_jit(self.g.jit),
+                )
+            })
+            .clone()
+    }
+
+    /// Run a `scan_n` recurrence: `init` holds each lane's starting state (`[lanes, n]`); the
+    /// result is `[steps + 1, lanes, n]`. Lanes go in groups of one kernel block, the groups in
+    /// parallel; within a group, step `t` evaluates elements `t·L + lane` of the space.
+    fn scan_n(&self, k: &Kernel, init: &[f64], steps: usize) -> Result<Vec<f64>> {
+        let n = k.roots.len();
+        let nl = init.len() / n;
+        // Parameters: the state (block-local columns) and arrays read at the identity index
+        // (whole-space data, cut per step).
+        let inp = self.kernel_inputs(k, &vec![&[][..]; n], &|_| None);
+        let rb = k.block.max(1);
+        let groups: Vec<(usize, usize)> =
+            (0..nl).step_by(rb).map(|r| (r, (r + rb).min(nl))).collect();
+        // Each group's states, `[steps + 1, len, n]`, placed into the result afterwards.
+        let parts: Vec<Result<Vec<f64>>> = groups
+            .par_iter()
+            .map(|&(r0, r1)| {
+                let len = r1 - r0;
+                let mut ev = Eval::new(k);
+                let mut part = vec![0.0; (steps + 1) * len * n];
+                part[..len * n].copy_from_slice(&init[r0 * n..r1 * n]);
+                // the state, one column of `len` lanes per component
+                let mut cols: Vec<Vec<f64>> = (0..n)
+                    .map(|c| (0..len).map(|r| init[(r0 + r) * n + c]).collect())
+                    .collect();
+                let mut next = cols.clone();
+                for t in 0..steps {
+                    let start = t * nl + r0;
+                    let params = step_params(k, &inp.params, &cols, start, len);
+                    ev.run(start, len, &params, &inp.arrays)?;
+                    let row = &mut part[(t + 1) * len * n..(t + 2) * len * n];
+                    for (c, (nx, &s)) in next.iter_mut().zip(&k.roots).enumerate() {
+                        nx.copy_from_slice(ev.get(s, &params, len));
+                        for (r, &v) in nx.iter().enumerate() {
+                            row[r * n + c] = v;
+                        }
+                    }
+                    drop(params);
+                    std::mem::swap(&mut cols, &mut next);
+                }
+                Ok(part)
+            })
+            .collect();
+        let mut out = vec![0.0; (steps + 1) * nl * n];
+        for (part, &(r0, r1)) in parts.into_iter().zip(&groups) {
+            let (part, len) = (part?, r1 - r0);
+            for t in 0..=steps {
+                out[(t * nl + r0) * n..(t * nl + r1) * n]
+                    .copy_from_slice(&part[t * len * n..(t + 1) * len * n]);
+            }
+        }
+        Ok(out)
     }
 
     /// Column-by-column scan (or fold, `out = None`) with a general step function, vectorised
@@ -1066,6 +1170,16 @@ pub(crate) fn backward(ex: &Exec, seeds: Vec<(NodeId, Vec<f64>)>) -> Result<Vec<
             ANode::Use(_) | ANode::StopGrad { .. } => {}
             ANode::Gen { .. } | ANode::SumGen { .. } | ANode::Awhile { .. } => unreachable!(),
             ANode::Reshape { src } => adj.add(*src, gv),
+            ANode::ScanN {
+                init,
+                step,
+                lanes,
+                steps,
+            } => {
+                let a0 = scan_n_backward(ex, &mut adj, i, step, lanes, *steps, &gv)?;
+                let seeds: Vec<&[f64]> = a0.iter().map(|c| &c[..]).collect();
+                init_backward(ex, &mut adj, i, init, lanes, &seeds)?;
+            }
             ANode::Acond { t, e, .. } => {
                 let b = if ex.taken[i as usize] { *t } else { *e };
                 adj.add(b, gv);
@@ -1126,7 +1240,7 @@ pub(crate) fn backward(ex: &Exec, seeds: Vec<(NodeId, Vec<f64>)>) -> Result<Vec<
                     match init {
                         Some(l) => {
                             adj.add(*src, adj_x);
-                            init_backward(ex, &mut adj, i, l, &info.shape, adj_init)?;
+                            init_backward(ex, &mut adj, i, l, &info.shape, &[&adj_init])?;
                         }
                         None => {
                             let f32 = adj.f32[*src as usize];
@@ -1164,7 +1278,7 @@ pub(crate) fn backward(ex: &Exec, seeds: Vec<(NodeId, Vec<f64>)>) -> Result<Vec<
                     i,
                     init,
                     &info.shape[..info.shape.len() - 1],
-                    adj_init,
+                    &[&adj_init],
                 )?;
             }
             ANode::Permute {
@@ -1233,7 +1347,7 @@ fn init_backward(
     i: NodeId,
     l: &Lambda,
     outer: &[usize],
-    seed: Vec<f64>,
+    seeds: &[&[f64]],
 ) -> Result<()> {
     if l.reads().iter().all(|&r| !ex.g.active[r as usize]) {
         return Ok(());
@@ -1244,8 +1358,8 @@ fn init_backward(
             g,
             l,
             outer,
-            1,
-            &|ar, _| ar.push(Node::Param(0)),
+            l.outs.len() as u32,
+            &|ar, r| ar.push(Node::Param(r as u32)),
             &|_| false,
             true,
             &|k| g.shape_of(k),
@@ -1255,7 +1369,7 @@ fn init_backward(
             },
         )
     })?;
-    apply_adjoint(ex, adj, &ak, &[&seed], &|_| None, &|_| None)
+    apply_adjoint(ex, adj, &ak, seeds, &|_| None, &|_| None)
 }
 
 /// Adjoint of a scan with step `f` (sequential semantics): returns the adjoints of the source
@@ -1397,6 +1511,149 @@ fn scan_backward(
     }
     add_windows(ex, adj, &kf, &wins);
     Ok((adj_x, adj_init))
+}
+
+/// The parameters of one step of a `scan_n` kernel (elements `start..start + len` of its
+/// space): caller parameter `c` is `cols[c]` (one value per lane of the group), an array read
+/// at the identity index is cut from its whole-space data in `whole`.
+fn step_params<'a>(
+    k: &Kernel,
+    whole: &[&'a [f64]],
+    cols: &'a [Vec<f64>],
+    start: usize,
+    len: usize,
+) -> Vec<&'a [f64]> {
+    k.params
+        .iter()
+        .zip(whole)
+        .map(|(p, w)| match p {
+            ParamSrc::Caller(c) => &cols[*c as usize][..],
+            ParamSrc::Array(_) => &w[start..start + len],
+        })
+        .collect()
+}
+
+/// Adjoint of a `scan_n` recurrence `s_{t+1} = step(t, i, s_t)` with output adjoint `gv`
+/// (`[steps + 1, lanes, n]`): from `a_steps = gv_steps`, step by step backwards, one run of the
+/// step's adjoint kernel seeded with `a_{t+1}` gives `a_t = gv_t + (∂s_{t+1}/∂s_t)ᵀ a_{t+1}` and
+/// the contributions to the arrays the step reads (in the evaluator's windows, summed in a
+/// fixed order: steps backwards within a lane group, then groups in order). Lanes go in
+/// groups of one kernel block, the groups in parallel, as in the primal pass.
+///
+/// Returns `a_0`, one column of lanes per state component (the seed of `init`).
+fn scan_n_backward(
+    ex: &Exec,
+    adj: &mut Adj,
+    i: NodeId,
+    step: &Lambda,
+    lanes: &[usize],
+    steps: usize,
+    gv: &[f64],
+) -> Result<Vec<Vec<f64>>> {
+    let g = ex.g;
+    let n = step.outs.len();
+    let nl: usize = lanes.iter().product();
+    let space: Vec<usize> = std::iter::once(steps)
+        .chain(lanes.iter().copied())
+        .collect();
+    let out = ex.value(i);
+    let f64s = vec![Ty::F64; 2 * n];
+    let k = cached_adjoint(g, i, 30, || {
+        adjoint_kernel(
+            g,
+            step,
+            &space,
+            2 * n as u32,
+            &|ar, r| ar.push(Node::Param((n + r) as u32)),
+            &|p| (p as usize) < n,
+            true,
+            &|k| g.shape_of(k),
+            &Types {
+                params: &f64s,
+                read: &|k| node_ty(g, k),
+            },
+        )
+    })?;
+    let inp = ex.kernel_inputs(&k, &vec![&[][..]; 2 * n], &|_| None);
+    let rb = k.block.max(1);
+    struct Group {
+        a0: Vec<Vec<f64>>,
+        windows: Vec<Window>,
+        /// identity scatters: per dense target, `steps × len` values (step-major)
+        dense: Vec<Vec<f64>>,
+    }
+    let groups: Vec<(usize, usize)> = (0..nl).step_by(rb).map(|r| (r, (r + rb).min(nl))).collect();
+    let res: Vec<Result<Group>> = groups
+        .par_iter()
+        .map(|&(r0, r1)| {
+            let len = r1 - r0;
+            let mut ev = Eval::new(&k);
+            // columns: the state s_t (0..n), then the seed a_{t+1} (n..2n)
+            let mut cols: Vec<Vec<f64>> = vec![vec![0.0; len]; 2 * n];
+            for c in 0..n {
+                for r in 0..len {
+                    cols[n + c][r] = gv[(steps * nl + r0 + r) * n + c];
+                }
+            }
+            let mut dense = vec![vec![0.0; steps * len]; k.dense_targets.len()];
+            for t in (0..steps).rev() {
+                for c in 0..n {
+                    for r in 0..len {
+                        cols[c][r] = out[(t * nl + r0 + r) * n + c];
+                    }
+                }
+                let start = t * nl + r0;
+                let params = step_params(&k, &inp.params, &cols, start, len);
+                ev.run(start, len, &params, &inp.arrays)?;
+                for (d, &(_, r)) in dense.iter_mut().zip(&k.dense_targets) {
+                    d[t * len..(t + 1) * len].copy_from_slice(ev.get(k.roots[r], &params, len));
+                }
+                // a_t = gv_t + the state parameters' adjoints
+                let mut next: Vec<Vec<f64>> = (0..n)
+                    .map(|c| (0..len).map(|r| gv[(t * nl + r0 + r) * n + c]).collect())
+                    .collect();
+                for (ri, &p) in k.param_roots.iter().enumerate() {
+                    for (a, &v) in
+                        next[p as usize]
+                            .iter_mut()
+                            .zip(ev.get(k.roots[ri], &params, len))
+                    {
+                        *a += v;
+                    }
+                }
+                drop(params);
+                for (c, col) in next.into_iter().enumerate() {
+                    cols[n + c] = col;
+                }
+            }
+            Ok(Group {
+                a0: cols.split_off(n),
+                windows: std::mem::take(&mut ev.windows),
+                dense,
+            })
+        })
+        .collect();
+    let mut a0 = vec![Vec::with_capacity(nl); n];
+    let mut wins = Vec::with_capacity(groups.len());
+    let mut dense = vec![vec![0.0; steps * nl]; k.dense_targets.len()];
+    for (r, &(r0, r1)) in res.into_iter().zip(&groups) {
+        let gr = r?;
+        for (a, col) in a0.iter_mut().zip(gr.a0) {
+            a.extend(col);
+        }
+        wins.push(gr.windows);
+        let len = r1 - r0;
+        for (d, part) in dense.iter_mut().zip(gr.dense) {
+            for t in 0..steps {
+                d[t * nl + r0..t * nl + r1].copy_from_slice(&part[t * len..(t + 1) * len]);
+            }
+        }
+    }
+    for (&(ti, _), d) in k.dense_targets.iter().zip(dense) {
+        adj.add(k.targets[ti], d);
+    }
+    add_windows(ex, adj, &k, &wins);
+    Ok(a0)
 }
 
 fn add_windows(ex: &Exec, adj: &mut Adj, k: &Kernel, wins: &[Vec<Window>]) {

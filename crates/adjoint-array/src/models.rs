@@ -4,8 +4,9 @@
 //! parameter layout as `adjoint-bench`'s `adbench::gmm` (`p = [α (K), μ (K×d), icf (K×d(d+1)/2)]`,
 //! icf = d log-diagonal entries then the strictly lower triangle column by column).
 //!
-//! [`Lstm`](crate::models::Lstm) — ADBench's diagonal LSTM, its time loop unrolled into the
-//! program (one node per layer and step, one per step for the loss).
+//! [`Lstm`](crate::models::Lstm) — ADBench's diagonal LSTM: the time loop is one
+//! [`Builder::scan_n`](crate::Builder::scan_n) (each hidden unit a lane, every layer's `(h, cell)`
+//! its state), the loss data-parallel over the stored states.
 //!
 //! [`Ba`](crate::models::Ba) — ADBench's bundle adjustment Jacobian blocks: [`jacobian_e`]
 //! inside a `generate_n` over observations (seed 004's `gradientE` use).
@@ -158,8 +159,10 @@ pub fn logsumexp_rows(b: &Builder, a: &Acc) -> Acc {
     e.zip_with(&mx, |s, m| s.ln() + m)
 }
 
-/// ADBench's diagonal LSTM loss as an array program, built once for sizes `(l, c, b)` with the
-/// time loop unrolled (the program has `(c − 1)(l + 1)` nodes, each an array of `b` elements).
+/// ADBench's diagonal LSTM loss as an array program, built once for sizes `(l, c, b)`. The
+/// LSTM is diagonal, so each of the `b` hidden units is a lane of its own through time: the
+/// time loop is one [`Builder::scan_n`] over `c − 1` steps whose state is every layer's
+/// `(h, cell)` (`2l` numbers per lane), and the loss is data-parallel over the stored states.
 /// Inputs: `main [2l, 4b]`, `extra [3, b]` (differentiated), the initial `state [2l, b]` and the
 /// bit sequence `seq [c, b]` (data). The model and parameter layout are `adjoint-bench`'s
 /// `adbench::lstm`: per layer a row of gate weights (forget, input, output, change) and a row
@@ -199,30 +202,19 @@ impl Lstm {
         let seq = bld.constant_input(&[c, b]);
         let k = |v: usize| lit(v as f64);
         let sigmoid = |x: Exp| 1.0 / ((-x).exp() + 1.0);
-        // `layers[k]`: layer k's `[b, 2]` array of (h, cell) after the last step.
-        let mut layers: Vec<Option<Acc>> = vec![None; l];
-        let mut total: Option<Acc> = None;
-        for t in 0..c.saturating_sub(1) {
-            for layer in 0..l {
-                let prev = layers[layer].clone();
-                let below = if layer == 0 {
-                    None
-                } else {
-                    layers[layer - 1].clone()
-                };
-                let next = bld.generate_n(&[b], 2, |i| {
-                    let j = i[0];
-                    let x = match &below {
-                        None => extra.at(&[k(0), j]) * seq.at(&[k(t), j]),
-                        Some(a) => a.at(&[j, k(0)]),
-                    };
-                    let (h, cell) = match &prev {
-                        None => (
-                            state.at(&[k(2 * layer), j]),
-                            state.at(&[k(2 * layer + 1), j]),
-                        ),
-                        Some(a) => (a.at(&[j, k(0)]), a.at(&[j, k(1)])),
-                    };
+        let steps = c.saturating_sub(1);
+        // hs[t, j, 2·layer] = h, hs[t, j, 2·layer + 1] = cell of unit j after t characters
+        let hs = bld.scan_n(
+            &[b],
+            steps,
+            2 * l,
+            |i| (0..2 * l).map(|r| state.at(&[k(r), i[0]])).collect(),
+            |i, s| {
+                let (t, j) = (i[0], i[1]);
+                let mut x = extra.at(&[k(0), j]) * seq.at(&[t, j]);
+                let mut next = Vec::with_capacity(2 * l);
+                for layer in 0..l {
+                    let (h, cell) = (s[2 * layer], s[2 * layer + 1]);
                     let w = |gate: usize| main.at(&[k(2 * layer), j + k(gate * b)]);
                     let bias = |gate: usize| main.at(&[k(2 * layer + 1), j + k(gate * b)]);
                     let forget = sigmoid(x * w(0) + bias(0));
@@ -230,32 +222,27 @@ impl Lstm {
                     let outgate = sigmoid(x * w(2) + bias(2));
                     let change = (h * w(3) + bias(3)).tanh();
                     let cell = cell * forget + ingate * change;
-                    vec![outgate * cell.tanh(), cell]
-                });
-                layers[layer] = Some(next);
-            }
-            let top = layers[l - 1].clone().expect("l ≥ 1");
-            let acc = total.clone();
-            total = Some(bld.generate(&[], |_| {
-                let y: Vec<Exp> = (0..b)
-                    .map(|j| {
-                        top.at(&[k(j), k(0)]) * extra.at(&[k(1), k(j)]) + extra.at(&[k(2), k(j)])
-                    })
-                    .collect();
-                let lse = (y[1..].iter().fold(y[0].exp(), |s, v| s + v.exp()) + 2.0).ln();
-                let step = (0..b).fold(lit(0.0), |s, j| {
-                    s + (y[j] - lse) * seq.at(&[k(t + 1), k(j)])
-                });
-                match &acc {
-                    None => step,
-                    Some(a) => a.the() + step,
+                    let h = outgate * cell.tanh();
+                    next.extend([h, cell]);
+                    x = h;
                 }
-            }));
-        }
-        let scale = -1.0 / (c.saturating_sub(1) * b) as f64;
-        let loss = match total {
-            Some(t) => t.map(|v| v * scale),
-            None => bld.generate(&[], |_| lit(0.0)),
+                next
+            },
+        );
+        // y[t, j]: the prediction for character t + 1 from the top layer after t + 1 steps
+        let y = bld.generate(&[steps, b], |i| {
+            hs.at(&[i[0] + 1.0, i[1], k(2 * l - 2)]) * extra.at(&[k(1), i[1]])
+                + extra.at(&[k(2), i[1]])
+        });
+        let lse = y.map(|v| v.exp()).sum().map(|s| (s + 2.0).ln());
+        let terms = bld.generate(&[steps, b], |i| {
+            (y.at(i) - lse.at(&[i[0]])) * seq.at(&[i[0] + 1.0, i[1]])
+        });
+        let scale = -1.0 / (steps * b) as f64;
+        let loss = if steps == 0 {
+            bld.generate(&[], |_| lit(0.0))
+        } else {
+            terms.sum().sum().map(|v| v * scale)
         };
         Ok(Lstm {
             program: bld.build_scalar(&loss)?,

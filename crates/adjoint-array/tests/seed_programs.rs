@@ -719,6 +719,129 @@ fn scans() {
     );
 }
 
+/// The `scan_n` test program: 6 lanes (shape `[3, 2]`) of a 3-number state over 5 steps, reading
+/// a per-lane weight and a per-(step, lane) input by computed index; component 2 is passed
+/// through unchanged, and every state of the path feeds the output. Input: `w` (6), then `x`
+/// (5 × 6, step-major).
+fn scan_n_program() -> Program {
+    let b = Builder::new();
+    let v = b.input(&[36]);
+    let path = b.scan_n(
+        &[3, 2],
+        5,
+        3,
+        |i| {
+            let w = v.at(&[i[0] * 2.0 + i[1]]);
+            vec![w, lit(0.5), w * w]
+        },
+        |i, s| {
+            let lane = i[1] * 2.0 + i[2];
+            let (w, x) = (v.at(&[lane]), v.at(&[i[0] * 6.0 + lane + 6.0]));
+            vec![(s[0] * w + x).tanh(), s[1] * s[0] + x.sin(), s[2]]
+        },
+    );
+    assert_eq!(path.shape(), &[6, 3, 2, 3]);
+    b.build_scalar(&sum_all(&path.map(|e| e * e))).unwrap()
+}
+
+fn scan_n_reference<T: Real>(v: &[T]) -> T {
+    let mut total = T::from(0.0);
+    for lane in 0..6 {
+        let w = v[lane];
+        let mut s = [w, T::from(0.5), w * w];
+        for t in 0..=5 {
+            total = total + s[0] * s[0] + s[1] * s[1] + s[2] * s[2];
+            if t < 5 {
+                let x = v[6 + t * 6 + lane];
+                s = [(s[0] * w + x).tanh(), s[1] * s[0] + x.sin(), s[2]];
+            }
+        }
+    }
+    total
+}
+
+#[test]
+fn scan_n_recurrences() {
+    let p = scan_n_program();
+    check1(&p, &data(36, 41), scan_n_reference, true);
+}
+
+#[test]
+fn scan_n_is_bit_identical_for_any_thread_count() {
+    // lanes spanning several kernel blocks, so lane groups run in parallel
+    let (lanes, steps) = (3000, 6);
+    let b = Builder::new();
+    let w = b.input(&[lanes]);
+    let x = b.input(&[steps, lanes]);
+    let path = b.scan_n(
+        &[lanes],
+        steps,
+        2,
+        |i| vec![w.at(i), lit(1.0)],
+        |i, s| {
+            let xt = x.at(i);
+            vec![(s[0] * s[1]).sin() + xt, s[1] * w.at(&[i[1]]) + xt * xt]
+        },
+    );
+    let p = b.build_scalar(&sum_all(&path.map(|e| e.tanh()))).unwrap();
+    let (wv, xv) = (data(lanes, 1), data(steps * lanes, 2));
+    let run = |t| common::in_pool(t, || p.gradient_a(&[&wv, &xv]).unwrap());
+    let (g1, g2) = (run(1), run(2));
+    assert_eq!(g1.value.to_bits(), g2.value.to_bits());
+    for (a, b) in g1.grads.iter().zip(&g2.grads) {
+        assert_eq!(common::bits(a), common::bits(b));
+    }
+    // and right: forward mode on lane 7's inputs (each lane is independent)
+    let lane = 7;
+    let reference = |v: &[Dual64]| {
+        // v = [w, x_0 .. x_5] of one lane
+        let mut s = [v[0], Dual64::constant(1.0)];
+        let mut total = s[0].tanh() + s[1].tanh();
+        for t in 0..steps {
+            let xt = v[1 + t];
+            s = [(s[0] * s[1]).sin() + xt, s[1] * v[0] + xt * xt];
+            total += s[0].tanh() + s[1].tanh();
+        }
+        total
+    };
+    let mine: Vec<f64> = std::iter::once(wv[lane])
+        .chain((0..steps).map(|t| xv[t * lanes + lane]))
+        .collect();
+    let gf = forward::gradient(&reference, &mine);
+    let got: Vec<f64> = std::iter::once(g1.grads[0][lane])
+        .chain((0..steps).map(|t| g1.grads[1][t * lanes + lane]))
+        .collect();
+    for (a, b) in got.iter().zip(&gf) {
+        assert!(close(*a, *b, 1e-12), "{got:?} vs forward {gf:?}");
+    }
+}
+
+#[test]
+fn scan_n_misuse_is_a_clear_error() {
+    let b = Builder::new();
+    let x = b.input(&[2]);
+    let _ = b.scan_n(&[2], 3, 2, |i| vec![x.at(i)], |_, s| vec![s[0], s[1]]);
+    let e = b.build(&[&x]).unwrap_err().to_string();
+    assert!(
+        e.contains("scan_n: the init closure returned 1 values, expected n = 2"),
+        "{e}"
+    );
+    let b = Builder::new();
+    let x = b.input(&[2]);
+    let _ = b.scan_n(&[2], 3, 1, |i| vec![x.at(i)], |_, s| vec![s[0], s[0]]);
+    let e = b.build(&[&x]).unwrap_err().to_string();
+    assert!(
+        e.contains("scan_n: the step closure returned 2 values, expected n = 1"),
+        "{e}"
+    );
+    // the state is f64: an f32 value in it is a type error naming the combinator
+    let b = Builder::new();
+    let x = b.input_f32(&[2]);
+    let _ = b.scan_n(&[2], 3, 1, |i| vec![x.at(i)], |_, s| vec![s[0]]);
+    let e = b.build(&[&x]).unwrap_err().to_string();
+    assert!(e.contains("scan_n"), "{e}");
+}
+
 #[test]
 fn permutes() {
     // scatter-add into bins, then a nonlinear read-out
