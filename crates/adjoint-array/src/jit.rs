@@ -434,6 +434,7 @@ pub(crate) fn compile(k: &Kernel) -> Option<Jit> {
                         Op1::Neg => b.ins().fneg(x),
                         Op1::Sqrt => b.ins().sqrt(x),
                         Op1::Abs => b.ins().fabs(x),
+                        Op1::Recip => b.ins().fdiv(fone, x),
                         _ => {
                             let f = fn_ptr(&mut b, un_val as *const () as usize);
                             let c = b.ins().call_indirect(sig_i_f, f, &[p, x]);
@@ -442,8 +443,25 @@ pub(crate) fn compile(k: &Kernel) -> Option<Jit> {
                     };
                     slot.insert(*dst, v);
                     if let Some(ds) = d {
+                        // Partials that are cheap in the value or the argument are computed
+                        // inline, with the rule table's operations (so the same bits), instead
+                        // of a call that would evaluate the function again.
                         let dv = match op {
                             Op1::Exp => v,
+                            Op1::Tanh => {
+                                let vv = b.ins().fmul(v, v);
+                                b.ins().fsub(fone, vv)
+                            }
+                            Op1::Ln => b.ins().fdiv(fone, x),
+                            Op1::Recip => {
+                                let vv = b.ins().fmul(v, v);
+                                b.ins().fneg(vv)
+                            }
+                            Op1::Sqrt => {
+                                let two = b.ins().f64const(2.0);
+                                let v2 = b.ins().fmul(v, two);
+                                b.ins().fdiv(fone, v2)
+                            }
                             _ => {
                                 let f = fn_ptr(&mut b, un_d as *const () as usize);
                                 let c = b.ins().call_indirect(sig_i_f, f, &[p, x]);
@@ -868,6 +886,14 @@ fn partial(
             let v = b.ins().select(tie, half, nan_case);
             let v = b.ins().select(other, zero, v);
             b.ins().select(mine, one, v)
+        }
+        // the rule table: ∂/∂x = 1/y, ∂/∂y = −((x/y)·(1/y)), the same operations
+        (Op2::Div, 0) => b.ins().fdiv(one, y),
+        (Op2::Div, _) => {
+            let v = b.ins().fdiv(x, y);
+            let inv = b.ins().fdiv(one, y);
+            let p = b.ins().fmul(v, inv);
+            b.ins().fneg(p)
         }
         _ => {
             let f = b
