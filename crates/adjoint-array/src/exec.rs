@@ -598,6 +598,10 @@ impl<'g> Exec<'g> {
                 Ok(part)
             })
             .collect();
+        if groups.len() == 1 {
+            // one group: its part is the result
+            return parts.into_iter().next().expect("one group");
+        }
         let mut out = vec![0.0; (steps + 1) * nl * n];
         for (part, &(r0, r1)) in parts.into_iter().zip(&groups) {
             let (part, len) = (part?, r1 - r0);
@@ -1596,6 +1600,7 @@ fn scan_n_backward(
                 }
             }
             let mut dense = vec![vec![0.0; steps * len]; k.dense_targets.len()];
+            let mut next = vec![vec![0.0; len]; n];
             for t in (0..steps).rev() {
                 for c in 0..n {
                     for r in 0..len {
@@ -1609,21 +1614,20 @@ fn scan_n_backward(
                     d[t * len..(t + 1) * len].copy_from_slice(ev.get(k.roots[r], &params, len));
                 }
                 // a_t = gv_t + the state parameters' adjoints
-                let mut next: Vec<Vec<f64>> = (0..n)
-                    .map(|c| (0..len).map(|r| gv[(t * nl + r0 + r) * n + c]).collect())
-                    .collect();
+                for (c, col) in next.iter_mut().enumerate() {
+                    for (r, a) in col.iter_mut().enumerate() {
+                        *a = gv[(t * nl + r0 + r) * n + c];
+                    }
+                }
                 for (ri, &p) in k.param_roots.iter().enumerate() {
-                    for (a, &v) in
-                        next[p as usize]
-                            .iter_mut()
-                            .zip(ev.get(k.roots[ri], &params, len))
-                    {
+                    let d = ev.get(k.roots[ri], &params, len);
+                    for (a, &v) in next[p as usize].iter_mut().zip(d) {
                         *a += v;
                     }
                 }
                 drop(params);
-                for (c, col) in next.into_iter().enumerate() {
-                    cols[n + c] = col;
+                for (c, col) in next.iter_mut().enumerate() {
+                    std::mem::swap(&mut cols[n + c], col);
                 }
             }
             Ok(Group {
