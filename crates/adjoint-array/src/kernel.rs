@@ -190,7 +190,7 @@ pub(crate) struct Kernel {
 }
 
 /// The most slot-buffer elements a thread keeps for its next evaluations (8 MiB). Programs of
-/// many small kernels (an unrolled LSTM runs thousands per gradient, of 1–14 elements) would
+/// many small kernels (an LSTM unrolled into one node per step ran thousands per gradient) would
 /// otherwise spend more time allocating slot buffers than computing.
 const SPARE_MAX_ELEMS: usize = 1 << 20;
 

@@ -12,7 +12,8 @@
 //! [`Builder::generate`] / [`Builder::generate_n`], [`Acc::map`], [`Acc::zip_with`] /
 //! [`Builder::zip_with_n`], folds along the innermost axis ([`Acc::sum`], [`Acc::fold`],
 //! [`Acc::fold1`], [`Acc::maximum`], [`Acc::minimum`], [`Acc::product`]), [`Acc::scanl`] /
-//! [`Acc::scanr`], [`Acc::permute`] (scatter with `+`, `max` or `min`), [`Acc::backpermute`]
+//! [`Acc::scanr`], [`Builder::scan_n`] (a recurrence with a tuple state per lane, JAX's
+//! `lax.scan` carry: an RNN's time loop is one kernel), [`Acc::permute`] (scatter with `+`, `max` or `min`), [`Acc::backpermute`]
 //! (gather), [`Acc::replicate`], [`Acc::slice`], [`Acc::reshape`], [`Builder::acond`] (only
 //! the branch taken runs), [`Builder::awhile`], indexing inside expressions ([`Acc::at`],
 //! [`Acc::the`], [`Acc::dim`]) and let-sharing (a handle used twice is one node, computed
@@ -41,7 +42,9 @@
 //! kernel), parameters get dense adjoints and indexing gets a deterministic scatter-add; `sum`
 //! broadcasts; folds and scans (any step function, also one that indexes arrays) use the
 //! sequential semantics: the step's partials in one kernel, a linear recurrence per row, then
-//! the step's full adjoint; `permute` gathers (`+`) or routes to the recorded winners
+//! the step's full adjoint; `scan_n` runs its step's adjoint kernel once per step, backwards
+//! from the stored states (state adjoints and contributions to the arrays it reads together);
+//! `permute` gathers (`+`) or routes to the recorded winners
 //! (`max`/`min`); `acond` differentiates the branch taken; `awhile` stores every iteration and
 //! runs the body's adjoint backwards. [`gradient_e`] / [`jacobian_e`] differentiate an
 //! expression inside a closure (Jacobian blocks in a `generate_n`).

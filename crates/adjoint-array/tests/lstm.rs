@@ -39,7 +39,7 @@ fn reference<T: Real>(l: usize, c: usize, b: usize, state0: &[f64], seq: &[f64],
             .collect();
         let lse = (y.iter().fold(T::cst(0.0), |s, &v| s + v.exp()) + 2.0).ln();
         for j in 0..b {
-            total = total + (y[j] - lse) * seq[(t + 1) * b + j];
+            total += (y[j] - lse) * seq[(t + 1) * b + j];
         }
     }
     total * (-1.0 / ((c - 1) * b) as f64)
@@ -70,7 +70,7 @@ fn lstm_value_and_gradient_match_forward_mode() {
             (v - want).abs() <= 1e-12 * want.abs(),
             "(l, c, b) = ({l}, {c}, {b}): loss {v} vs {want}"
         );
-        let gf = forward::gradient(&f, &p);
+        let gf = forward::gradient(f, &p);
         for (i, (a, e)) in g.iter().zip(&gf).enumerate() {
             assert!(
                 (a - e).abs() <= 1e-11 * (1.0 + e.abs()),

@@ -807,7 +807,7 @@ fn scan_n_is_bit_identical_for_any_thread_count() {
     let mine: Vec<f64> = std::iter::once(wv[lane])
         .chain((0..steps).map(|t| xv[t * lanes + lane]))
         .collect();
-    let gf = forward::gradient(&reference, &mine);
+    let gf = forward::gradient(reference, &mine);
     let got: Vec<f64> = std::iter::once(g1.grads[0][lane])
         .chain((0..steps).map(|t| g1.grads[1][t * lanes + lane]))
         .collect();

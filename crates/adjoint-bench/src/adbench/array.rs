@@ -47,8 +47,8 @@ impl GmmColumn for Array {
     }
 }
 
-/// The array engine's LSTM column: [`adjoint::array::models::Lstm`], the time loop unrolled,
-/// built once per `(l, c, b)`.
+/// The array engine's LSTM column: [`adjoint::array::models::Lstm`], the time loop one
+/// `scan_n`, built once per `(l, c, b)`.
 #[derive(Default)]
 pub struct ArrayLstm {
     built: Built<Lstm>,
