@@ -557,17 +557,17 @@ impl<'g> Exec<'g> {
     }
 
     /// Run a `scan_n` recurrence: `init` holds each lane's starting state (`[lanes, n]`); the
-    /// result is `[steps + 1, lanes, n]`. Lanes go in groups of one kernel block, the groups in
-    /// parallel; within a group, step `t` evaluates elements `t·L + lane` of the space.
+    /// result is `[steps + 1, lanes, n]`. Lanes go in fixed groups (at most 64, see
+    /// [`lane_groups`]), the groups in parallel; a group takes each step in pieces of at most
+    /// one kernel block, piece `[s, s + len)` of step `t` being elements `t·L + s..` of the
+    /// space.
     fn scan_n(&self, k: &Kernel, init: &[f64], steps: usize) -> Result<Vec<f64>> {
         let n = k.roots.len();
         let nl = init.len() / n;
-        // Parameters: the state (block-local columns) and arrays read at the identity index
-        // (whole-space data, cut per step).
+        // Parameters: the state (columns of the group's lanes) and arrays read at the identity
+        // index (whole-space data, cut per piece).
         let inp = self.kernel_inputs(k, &vec![&[][..]; n], &|_| None);
-        let rb = k.block.max(1);
-        let groups: Vec<(usize, usize)> =
-            (0..nl).step_by(rb).map(|r| (r, (r + rb).min(nl))).collect();
+        let groups = lane_groups(nl, k.block, 64);
         // Each group's states, `[steps + 1, len, n]`, placed into the result afterwards.
         let parts: Vec<Result<Vec<f64>>> = groups
             .par_iter()
@@ -576,23 +576,24 @@ impl<'g> Exec<'g> {
                 let mut ev = Eval::new(k);
                 let mut part = vec![0.0; (steps + 1) * len * n];
                 part[..len * n].copy_from_slice(&init[r0 * n..r1 * n]);
-                // the state, one column of `len` lanes per component
+                // the state, one column of the group's lanes per component
                 let mut cols: Vec<Vec<f64>> = (0..n)
                     .map(|c| (0..len).map(|r| init[(r0 + r) * n + c]).collect())
                     .collect();
                 let mut next = cols.clone();
                 for t in 0..steps {
-                    let start = t * nl + r0;
-                    let params = step_params(k, &inp.params, &cols, start, len);
-                    ev.run(start, len, &params, &inp.arrays)?;
                     let row = &mut part[(t + 1) * len * n..(t + 2) * len * n];
-                    for (c, (nx, &s)) in next.iter_mut().zip(&k.roots).enumerate() {
-                        nx.copy_from_slice(ev.get(s, &params, len));
-                        for (r, &v) in nx.iter().enumerate() {
-                            row[r * n + c] = v;
+                    for (s, m) in pieces(len, k.block) {
+                        let start = t * nl + r0 + s;
+                        let params = step_params(k, &inp.params, &cols, s, start, m);
+                        ev.run(start, m, &params, &inp.arrays)?;
+                        for (c, (nx, &root)) in next.iter_mut().zip(&k.roots).enumerate() {
+                            nx[s..s + m].copy_from_slice(ev.get(root, &params, m));
+                            for (r, &v) in nx[s..s + m].iter().enumerate() {
+                                row[(s + r) * n + c] = v;
+                            }
                         }
                     }
-                    drop(params);
                     std::mem::swap(&mut cols, &mut next);
                 }
                 Ok(part)
@@ -1517,13 +1518,35 @@ fn scan_backward(
     Ok((adj_x, adj_init))
 }
 
-/// The parameters of one step of a `scan_n` kernel (elements `start..start + len` of its
-/// space): caller parameter `c` is `cols[c]` (one value per lane of the group), an array read
-/// at the identity index is cut from its whole-space data in `whole`.
+/// Fixed groups of `nl` lanes for a `scan_n` pass: a whole number of kernel blocks each, and
+/// at most `max_groups` of them; they depend only on the sizes, never on the thread count.
+fn lane_groups(nl: usize, block: usize, max_groups: usize) -> Vec<(usize, usize)> {
+    let b = block.max(1);
+    let len = nl.div_ceil(max_groups).div_ceil(b).max(1) * b;
+    if nl == 0 {
+        return vec![(0, 0)];
+    }
+    (0..nl)
+        .step_by(len)
+        .map(|r| (r, (r + len).min(nl)))
+        .collect()
+}
+
+/// The pieces `(offset, length)` of a group of `len` lanes, each at most one kernel block.
+fn pieces(len: usize, block: usize) -> impl Iterator<Item = (usize, usize)> {
+    let b = block.max(1);
+    (0..len).step_by(b).map(move |s| (s, b.min(len - s)))
+}
+
+/// The parameters of one piece of a `scan_n` step (elements `start..start + len` of the
+/// kernel's space): caller parameter `c` is `cols[c][s..s + len]` (the group's column of lanes,
+/// from the piece's offset `s`), an array read at the identity index is cut from its
+/// whole-space data in `whole`.
 fn step_params<'a>(
     k: &Kernel,
     whole: &[&'a [f64]],
     cols: &'a [Vec<f64>],
+    s: usize,
     start: usize,
     len: usize,
 ) -> Vec<&'a [f64]> {
@@ -1531,7 +1554,7 @@ fn step_params<'a>(
         .iter()
         .zip(whole)
         .map(|(p, w)| match p {
-            ParamSrc::Caller(c) => &cols[*c as usize][..],
+            ParamSrc::Caller(c) => &cols[*c as usize][s..s + len],
             ParamSrc::Array(_) => &w[start..start + len],
         })
         .collect()
@@ -1541,8 +1564,9 @@ fn step_params<'a>(
 /// (`[steps + 1, lanes, n]`): from `a_steps = gv_steps`, step by step backwards, one run of the
 /// step's adjoint kernel seeded with `a_{t+1}` gives `a_t = gv_t + (∂s_{t+1}/∂s_t)ᵀ a_{t+1}` and
 /// the contributions to the arrays the step reads (in the evaluator's windows, summed in a
-/// fixed order: steps backwards within a lane group, then groups in order). Lanes go in
-/// groups of one kernel block, the groups in parallel, as in the primal pass.
+/// fixed order: steps backwards within a lane group, then groups in order). Lanes go in fixed
+/// groups, the groups in parallel, as in the primal pass, but at most 16 of them: each has its
+/// own windows.
 ///
 /// Returns `a_0`, one column of lanes per state component (the seed of `init`).
 fn scan_n_backward(
@@ -1579,14 +1603,13 @@ fn scan_n_backward(
         )
     })?;
     let inp = ex.kernel_inputs(&k, &vec![&[][..]; 2 * n], &|_| None);
-    let rb = k.block.max(1);
     struct Group {
         a0: Vec<Vec<f64>>,
         windows: Vec<Window>,
         /// identity scatters: per dense target, `steps × len` values (step-major)
         dense: Vec<Vec<f64>>,
     }
-    let groups: Vec<(usize, usize)> = (0..nl).step_by(rb).map(|r| (r, (r + rb).min(nl))).collect();
+    let groups = lane_groups(nl, k.block, 16);
     let res: Vec<Result<Group>> = groups
         .par_iter()
         .map(|&(r0, r1)| {
@@ -1607,25 +1630,27 @@ fn scan_n_backward(
                         cols[c][r] = out[(t * nl + r0 + r) * n + c];
                     }
                 }
-                let start = t * nl + r0;
-                let params = step_params(&k, &inp.params, &cols, start, len);
-                ev.run(start, len, &params, &inp.arrays)?;
-                for (d, &(_, r)) in dense.iter_mut().zip(&k.dense_targets) {
-                    d[t * len..(t + 1) * len].copy_from_slice(ev.get(k.roots[r], &params, len));
-                }
                 // a_t = gv_t + the state parameters' adjoints
                 for (c, col) in next.iter_mut().enumerate() {
                     for (r, a) in col.iter_mut().enumerate() {
                         *a = gv[(t * nl + r0 + r) * n + c];
                     }
                 }
-                for (ri, &p) in k.param_roots.iter().enumerate() {
-                    let d = ev.get(k.roots[ri], &params, len);
-                    for (a, &v) in next[p as usize].iter_mut().zip(d) {
-                        *a += v;
+                for (s, m) in pieces(len, k.block) {
+                    let start = t * nl + r0 + s;
+                    let params = step_params(&k, &inp.params, &cols, s, start, m);
+                    ev.run(start, m, &params, &inp.arrays)?;
+                    for (d, &(_, r)) in dense.iter_mut().zip(&k.dense_targets) {
+                        d[t * len + s..t * len + s + m]
+                            .copy_from_slice(ev.get(k.roots[r], &params, m));
+                    }
+                    for (ri, &p) in k.param_roots.iter().enumerate() {
+                        let d = ev.get(k.roots[ri], &params, m);
+                        for (a, &v) in next[p as usize][s..s + m].iter_mut().zip(d) {
+                            *a += v;
+                        }
                     }
                 }
-                drop(params);
                 for (c, col) in next.iter_mut().enumerate() {
                     std::mem::swap(&mut cols[n + c], col);
                 }

@@ -768,8 +768,9 @@ fn scan_n_recurrences() {
 
 #[test]
 fn scan_n_is_bit_identical_for_any_thread_count() {
-    // lanes spanning several kernel blocks, so lane groups run in parallel
-    let (lanes, steps) = (3000, 6);
+    // lanes spanning many kernel blocks: several lane groups run in parallel, each in several
+    // block-sized pieces per step
+    let (lanes, steps) = (70_000, 3);
     let b = Builder::new();
     let w = b.input(&[lanes]);
     let x = b.input(&[steps, lanes]);
@@ -791,10 +792,9 @@ fn scan_n_is_bit_identical_for_any_thread_count() {
     for (a, b) in g1.grads.iter().zip(&g2.grads) {
         assert_eq!(common::bits(a), common::bits(b));
     }
-    // and right: forward mode on lane 7's inputs (each lane is independent)
-    let lane = 7;
+    // and right: forward mode on some lanes' inputs (each lane is independent)
     let reference = |v: &[Dual64]| {
-        // v = [w, x_0 .. x_5] of one lane
+        // v = [w, x_0 .. x_{steps − 1}] of one lane
         let mut s = [v[0], Dual64::constant(1.0)];
         let mut total = s[0].tanh() + s[1].tanh();
         for t in 0..steps {
@@ -804,15 +804,20 @@ fn scan_n_is_bit_identical_for_any_thread_count() {
         }
         total
     };
-    let mine: Vec<f64> = std::iter::once(wv[lane])
-        .chain((0..steps).map(|t| xv[t * lanes + lane]))
-        .collect();
-    let gf = forward::gradient(reference, &mine);
-    let got: Vec<f64> = std::iter::once(g1.grads[0][lane])
-        .chain((0..steps).map(|t| g1.grads[1][t * lanes + lane]))
-        .collect();
-    for (a, b) in got.iter().zip(&gf) {
-        assert!(close(*a, *b, 1e-12), "{got:?} vs forward {gf:?}");
+    for lane in [7, 1025, 40_000, lanes - 1] {
+        let mine: Vec<f64> = std::iter::once(wv[lane])
+            .chain((0..steps).map(|t| xv[t * lanes + lane]))
+            .collect();
+        let gf = forward::gradient(reference, &mine);
+        let got: Vec<f64> = std::iter::once(g1.grads[0][lane])
+            .chain((0..steps).map(|t| g1.grads[1][t * lanes + lane]))
+            .collect();
+        for (a, b) in got.iter().zip(&gf) {
+            assert!(
+                close(*a, *b, 1e-12),
+                "lane {lane}: {got:?} vs forward {gf:?}"
+            );
+        }
     }
 }
 
