@@ -18,7 +18,7 @@ fn random_program(n: usize, ops: &[u8]) -> Program {
     for (s, &op) in ops.iter().enumerate() {
         let cur = pool.last().unwrap().clone();
         let other = pool[s % pool.len()].clone();
-        let next = match op % 9 {
+        let next = match op % 10 {
             0 => cur.map(|v| v.sin() * 1.3 + 0.1),
             1 => cur.zip_with(&other, |p, q| p * q + p),
             2 => cur.map(|v| (v * 0.5).tanh()),
@@ -50,6 +50,27 @@ fn random_program(n: usize, ops: &[u8]) -> Program {
                 let h = cur.permute(Combine::Add, &d, |i| (lit(1.0), vec![i[0].imod(2.0)]));
                 let h2 = h.clone();
                 cur.map(|v| v * h2.at(&[lit(0.0)]) + h2.at(&[lit(1.0)]))
+            }
+            9 => {
+                // a two-number recurrence per element, reading another array at a
+                // step-dependent index
+                let (c2, o2) = (cur.clone(), other.clone());
+                let path = b.scan_n(
+                    &[n],
+                    3,
+                    2,
+                    |i| vec![c2.at(i), lit(0.5)],
+                    |i, s| {
+                        let j = (i[0] + i[1]).imod(n as f64);
+                        vec![
+                            s[0] * 0.6 + (s[1] * o2.at(&[j])).sin(),
+                            s[1] * 0.9 + s[0] * 0.1,
+                        ]
+                    },
+                );
+                b.generate(&[n], |i| {
+                    path.at(&[lit(3.0), i[0], lit(0.0)]) + path.at(&[lit(1.0), i[0], lit(1.0)])
+                })
             }
             _ => {
                 let m = cur.reshape(&[1, n]).fold(0.0, |a, v| a * 0.5 + v);
