@@ -519,6 +519,29 @@ fn case_gmm_kernels(run: Runner) {
 }
 
 #[test]
+fn lstm_kernels() {
+    case_lstm_kernels(&emulate);
+}
+
+/// ADBench's LSTM: a `scan_n` step kernel over `[steps] ++ lanes`, its adjoint (state
+/// adjoints and scatters into the weights), the init kernels and the loss kernels.
+fn case_lstm_kernels(run: Runner) {
+    let (l, c, b) = (2, 5, 3);
+    let lstm = crate::models::Lstm::new(l, c, b).unwrap();
+    let seq: Vec<f64> = (0..c * b)
+        .map(|i| f64::from(u8::from(i % 2 == 0)))
+        .collect();
+    let inputs = vec![
+        ramp(8 * l * b, -0.5, 0.5),
+        ramp(3 * b, -0.4, 0.6),
+        ramp(2 * l * b, 0.1, 0.9),
+        seq,
+    ];
+    let count = check_program(&lstm.program, &inputs, (-1.0, 1.0, 0.0), run);
+    assert!(count >= 6, "the LSTM uses {count} kernels");
+}
+
+#[test]
 fn folds_scans_permute_and_replicate() {
     case_folds_scans_permute_and_replicate(&emulate);
 }
@@ -611,5 +634,6 @@ fn on_the_gpu() {
     case_every_discrete_operation(&on_gpu);
     case_out_of_bounds_indices_are_flagged(&on_gpu);
     case_gmm_kernels(&on_gpu);
+    case_lstm_kernels(&on_gpu);
     case_folds_scans_permute_and_replicate(&on_gpu);
 }
