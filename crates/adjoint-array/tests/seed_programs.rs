@@ -764,6 +764,34 @@ fn scan_n_reference<T: Real>(v: &[T]) -> T {
 fn scan_n_recurrences() {
     let p = scan_n_program();
     check1(&p, &data(36, 41), scan_n_reference, true);
+    // one lane (rank-0 lanes), and no steps at all (the result is `init`)
+    for steps in [4, 0] {
+        let b = Builder::new();
+        let v = b.input(&[2]);
+        let path = b.scan_n(
+            &[],
+            steps,
+            2,
+            |_| vec![v.at(&[lit(0.0)]), v.at(&[lit(1.0)]) * 2.0],
+            |i, s| vec![s[0] * s[1] + i[0], (s[0] - s[1]).cos()],
+        );
+        assert_eq!(path.shape(), &[steps + 1, 2]);
+        let p = b.build_scalar(&sum_all(&path.map(|e| e * e))).unwrap();
+        check1(
+            &p,
+            &[0.3, -0.7],
+            |v| {
+                let mut s = [v[0], v[1] * 2.0];
+                let mut total = s[0] * s[0] + s[1] * s[1];
+                for t in 0..steps {
+                    s = [s[0] * s[1] + t as f64, (s[0] - s[1]).cos()];
+                    total += s[0] * s[0] + s[1] * s[1];
+                }
+                total
+            },
+            true,
+        );
+    }
 }
 
 #[test]
