@@ -74,6 +74,34 @@ pub(crate) fn node_ty(g: &Graph, key: u32) -> Ty {
         .map_or(Ty::F64, |n| Ty::of(n.dtype))
 }
 
+/// A lambda's kernel computing its outputs over `space` (parameters of types `params`).
+fn value_kernel(g: &Graph, lam: &Lambda, space: &[usize], params: &[Ty]) -> Kernel {
+    Kernel::compile(
+        lam.ar.clone(),
+        &lam.outs,
+        &[],
+        &lam.outs,
+        space,
+        lam.nparams,
+        &|k| g.shape_of(k),
+        &Types {
+            params,
+            read: &|k| node_ty(g, k),
+        },
+    )
+    .with_jit(g.jit)
+}
+
+/// Node `i`'s kernel number `key` from its cache, made by `make` on first use.
+fn cached_kernel(g: &Graph, i: NodeId, key: u32, make: impl FnOnce() -> Kernel) -> Arc<Kernel> {
+    g.adjoint[i as usize]
+        .lock()
+        .expect("kernel cache")
+        .entry(key)
+        .or_insert_with(|| Arc::new(make()))
+        .clone()
+}
+
 fn primal_kernel<'a>(
     g: &'a Graph,
     i: NodeId,
@@ -83,22 +111,7 @@ fn primal_kernel<'a>(
 ) -> &'a Kernel {
     g.primal[i as usize].get_or_init(|| {
         let params: Vec<Ty> = args.iter().map(|&a| node_ty(g, a)).collect();
-        Arc::new(
-            Kernel::compile(
-                lam.ar.clone(),
-                &lam.outs,
-                &[],
-                &lam.outs,
-                space,
-                lam.nparams,
-                &|k| g.shape_of(k),
-                &Types {
-                    params: &params,
-                    read: &|k| node_ty(g, k),
-                },
-            )
-            .with_jit(g.jit),
-        )
+        Arc::new(value_kernel(g, lam, space, &params))
     })
 }
 
@@ -459,29 +472,7 @@ impl<'g> Exec<'g> {
     /// The values of an initial-value lambda over the space `outer` (its outputs interleaved).
     fn eval_init(&mut self, i: NodeId, l: &Lambda, outer: &[usize]) -> Result<Vec<f64>> {
         self.force_reads(l)?;
-        let k = self.g.adjoint[i as usize]
-            .lock()
-            .expect("kernel cache")
-            .entry(100)
-            .or_insert_with(|| {
-                Arc::new(
-                    Kernel::compile(
-                        l.ar.clone(),
-                        &l.outs,
-                        &[],
-                        &l.outs,
-                        outer,
-                        0,
-                        &|k| self.g.shape_of(k),
-                        &Types {
-                            params: &[],
-                            read: &|k| node_ty(self.g, k),
-                        },
-                    )
-                    .with_jit(self.g.jit),
-                )
-            })
-            .clone();
+        let k = cached_kernel(self.g, i, 100, || value_kernel(self.g, l, outer, &[]));
         let inp = self.kernel_inputs(&k, &[], &|_| None);
         let n: usize = outer.iter().product();
         let w = l.outs.len();
@@ -493,30 +484,8 @@ impl<'g> Exec<'g> {
     /// The kernel of a fold/scan step `f(p0, p1)` over a 1-D space (both parameters of the
     /// node's element type).
     fn step_kernel(&self, i: NodeId, f: &Lambda) -> Arc<Kernel> {
-        self.g.adjoint[i as usize]
-            .lock()
-            .expect("kernel cache")
-            .entry(101)
-            .or_insert_with(|| {
-                let t = node_ty(self.g, i);
-                Arc::new(
-                    Kernel::compile(
-                        f.ar.clone(),
-                        &f.outs,
-                        &[],
-                        &f.outs,
-                        &[1],
-                        2,
-                        &|k| self.g.shape_of(k),
-                        &Types {
-                            params: &[t, t],
-                            read: &|k| node_ty(self.g, k),
-                        },
-                    )
-                    .with_jit(self.g.jit),
-                )
-            })
-            .clone()
+        let t = node_ty(self.g, i);
+        cached_kernel(self.g, i, 101, || value_kernel(self.g, f, &[1], &[t, t]))
     }
 
     /// The kernel of a `scan_n` step over the space `[steps] ++ lanes`, the state as its
@@ -528,32 +497,12 @@ impl<'g> Exec<'g> {
         lanes: &[usize],
         steps: usize,
     ) -> Arc<Kernel> {
-        self.g.adjoint[i as usize]
-            .lock()
-            .expect("kernel cache")
-            .entry(102)
-            .or_insert_with(|| {
-                let space: Vec<usize> = std::iter::once(steps)
-                    .chain(lanes.iter().copied())
-                    .collect();
-                Arc::new(
-                    Kernel::compile(
-                        step.ar.clone(),
-                        &step.outs,
-                        &[],
-                        &step.outs,
-                        &space,
-                        step.nparams,
-                        &|k| self.g.shape_of(k),
-                        &Types {
-                            params: &vec![Ty::F64; step.nparams as usize],
-                            read: &|k| node_ty(self.g, k),
-                        },
-                    )
-                    .with_jit(self.g.jit),
-                )
-            })
-            .clone()
+        cached_kernel(self.g, i, 102, || {
+            let space: Vec<usize> = std::iter::once(steps)
+                .chain(lanes.iter().copied())
+                .collect();
+            value_kernel(self.g, step, &space, &vec![Ty::F64; step.nparams as usize])
+        })
     }
 
     /// Run a `scan_n` recurrence: `init` holds each lane's starting state (`[lanes, n]`); the
@@ -567,7 +516,7 @@ impl<'g> Exec<'g> {
         // Parameters: the state (columns of the group's lanes) and arrays read at the identity
         // index (whole-space data, cut per piece).
         let inp = self.kernel_inputs(k, &vec![&[][..]; n], &|_| None);
-        let groups = lane_groups(nl, k.block, 64);
+        let groups = lane_groups(nl, 64);
         // Each group's states, `[steps + 1, len, n]`, placed into the result afterwards.
         let parts: Vec<Result<Vec<f64>>> = groups
             .par_iter()
@@ -1518,14 +1467,19 @@ fn scan_backward(
     Ok((adj_x, adj_init))
 }
 
-/// Fixed groups of `nl` lanes for a `scan_n` pass: a whole number of kernel blocks each, and
-/// at most `max_groups` of them; they depend only on the sizes, never on the thread count.
-fn lane_groups(nl: usize, block: usize, max_groups: usize) -> Vec<(usize, usize)> {
-    let b = block.max(1);
-    let len = nl.div_ceil(max_groups).div_ceil(b).max(1) * b;
+/// The fewest lanes a `scan_n` group takes: a call of the step kernel per step and group costs
+/// about as much as stepping a few dozen lanes, so smaller groups would cost more than they
+/// gain in parallelism.
+const MIN_GROUP_LANES: usize = 64;
+
+/// Fixed groups of `nl` lanes for a `scan_n` pass: at most `max_groups` of them, of at least
+/// [`MIN_GROUP_LANES`] lanes; they depend only on the sizes, never on the thread count. (A
+/// group steps its lanes in block-sized pieces, so groups need not be whole blocks.)
+fn lane_groups(nl: usize, max_groups: usize) -> Vec<(usize, usize)> {
     if nl == 0 {
         return vec![(0, 0)];
     }
+    let len = nl.div_ceil(max_groups).max(MIN_GROUP_LANES);
     (0..nl)
         .step_by(len)
         .map(|r| (r, (r + len).min(nl)))
@@ -1609,7 +1563,7 @@ fn scan_n_backward(
         /// identity scatters: per dense target, `steps × len` values (step-major)
         dense: Vec<Vec<f64>>,
     }
-    let groups = lane_groups(nl, k.block, 16);
+    let groups = lane_groups(nl, 16);
     let res: Vec<Result<Group>> = groups
         .par_iter()
         .map(|&(r0, r1)| {

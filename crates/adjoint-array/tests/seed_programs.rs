@@ -850,6 +850,35 @@ fn scan_n_is_bit_identical_for_any_thread_count() {
 }
 
 #[test]
+fn scan_n_out_of_bounds_reads_are_errors() {
+    use adjoint_array::Error;
+    // a step reading one past the end at its last step; small (interpreted) and large
+    // (compiled) kernels, in the primal pass and in the gradient
+    for lanes in [3, 1000] {
+        let b = Builder::new();
+        let x = b.input(&[lanes + 2]);
+        let path = b.scan_n(
+            &[lanes],
+            3,
+            1,
+            |i| vec![x.at(i)],
+            |i, s| vec![s[0] * 0.5 + x.at(&[i[1] + i[0] + 1.0])],
+        );
+        let p = b.build_scalar(&sum_all(&path)).unwrap();
+        let xv = data(lanes + 2, 3);
+        for r in [p.run(&[&xv]).map(|_| ()), p.gradient_a(&[&xv]).map(|_| ())] {
+            match r {
+                Err(Error::OutOfBounds { index, shape, .. }) => {
+                    assert_eq!(shape, vec![lanes + 2]);
+                    assert_eq!(index, vec![(lanes + 2) as f64]);
+                }
+                other => panic!("lanes = {lanes}: {other:?}"),
+            }
+        }
+    }
+}
+
+#[test]
 fn scan_n_misuse_is_a_clear_error() {
     let b = Builder::new();
     let x = b.input(&[2]);
