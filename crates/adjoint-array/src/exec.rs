@@ -3,7 +3,7 @@
 
 use crate::error::{Error, Result};
 use crate::expr::Ty;
-use crate::expr::{Arena, Id, Lambda, Node};
+use crate::expr::{infer, storable, Arena, Id, Lambda, Node};
 use crate::f32ops::{add_t, bin32, r32};
 use crate::graph::DType;
 use crate::graph::{ANode, Combine, Graph, NodeId};
@@ -62,6 +62,9 @@ pub(crate) struct Exec<'g> {
     record: bool,
     perm: HashMap<NodeId, PermAux>,
     loops: HashMap<NodeId, LoopAux<'g>>,
+    /// the values a `scan_n` step stored for the reverse pass ([`scan_n_stored`]),
+    /// `[steps, stored, lanes]`
+    stores: HashMap<NodeId, Vec<f64>>,
     /// Caller buffers for output nodes ([`Program::run_into`](crate::Program::run_into)):
     /// an element-wise node writes into its buffer instead of a fresh allocation.
     out_bufs: HashMap<NodeId, Vec<f64>>,
@@ -74,11 +77,13 @@ pub(crate) fn node_ty(g: &Graph, key: u32) -> Ty {
         .map_or(Ty::F64, |n| Ty::of(n.dtype))
 }
 
-/// A lambda's kernel computing its outputs over `space` (parameters of types `params`).
-fn value_kernel(g: &Graph, lam: &Lambda, space: &[usize], params: &[Ty]) -> Kernel {
+/// A lambda's kernel computing its outputs over `space` (parameters of types `params`), then
+/// the nodes `extra` as further roots.
+fn value_kernel(g: &Graph, lam: &Lambda, extra: &[Id], space: &[usize], params: &[Ty]) -> Kernel {
+    let roots: Vec<Id> = lam.outs.iter().chain(extra).copied().collect();
     Kernel::compile(
         lam.ar.clone(),
-        &lam.outs,
+        &roots,
         &[],
         &lam.outs,
         space,
@@ -111,7 +116,7 @@ fn primal_kernel<'a>(
 ) -> &'a Kernel {
     g.primal[i as usize].get_or_init(|| {
         let params: Vec<Ty> = args.iter().map(|&a| node_ty(g, a)).collect();
-        Arc::new(value_kernel(g, lam, space, &params))
+        Arc::new(value_kernel(g, lam, &[], space, &params))
     })
 }
 
@@ -126,6 +131,7 @@ impl<'g> Exec<'g> {
             record,
             perm: HashMap::new(),
             loops: HashMap::new(),
+            stores: HashMap::new(),
             out_bufs: HashMap::new(),
         }
     }
@@ -320,8 +326,18 @@ impl<'g> Exec<'g> {
                 self.force_reads(init)?;
                 self.force_reads(step)?;
                 let init_v = self.eval_init(i, init, lanes)?;
-                let k = self.scan_n_kernel(i, step, lanes, *steps);
-                self.scan_n(&k, &init_v, *steps)?
+                // A gradient's primal pass keeps the step's transcendental values.
+                let stored = if self.record {
+                    scan_n_stored(g, step)
+                } else {
+                    vec![]
+                };
+                let k = self.scan_n_kernel(i, step, lanes, *steps, &stored);
+                let (states, kept) = self.scan_n(&k, step.outs.len(), &init_v, *steps)?;
+                if !stored.is_empty() {
+                    self.stores.insert(i, kept);
+                }
+                states
             }
             ANode::Permute {
                 comb,
@@ -472,7 +488,7 @@ impl<'g> Exec<'g> {
     /// The values of an initial-value lambda over the space `outer` (its outputs interleaved).
     fn eval_init(&mut self, i: NodeId, l: &Lambda, outer: &[usize]) -> Result<Vec<f64>> {
         self.force_reads(l)?;
-        let k = cached_kernel(self.g, i, 100, || value_kernel(self.g, l, outer, &[]));
+        let k = cached_kernel(self.g, i, 100, || value_kernel(self.g, l, &[], outer, &[]));
         let inp = self.kernel_inputs(&k, &[], &|_| None);
         let n: usize = outer.iter().product();
         let w = l.outs.len();
@@ -485,45 +501,57 @@ impl<'g> Exec<'g> {
     /// node's element type).
     fn step_kernel(&self, i: NodeId, f: &Lambda) -> Arc<Kernel> {
         let t = node_ty(self.g, i);
-        cached_kernel(self.g, i, 101, || value_kernel(self.g, f, &[1], &[t, t]))
+        cached_kernel(self.g, i, 101, || value_kernel(self.g, f, &[], &[1], &[t, t]))
     }
 
     /// The kernel of a `scan_n` step over the space `[steps] ++ lanes`, the state as its
-    /// parameters.
+    /// parameters; its roots are the next state, then the `stored` nodes' values.
     fn scan_n_kernel(
         &self,
         i: NodeId,
         step: &Lambda,
         lanes: &[usize],
         steps: usize,
+        stored: &[Id],
     ) -> Arc<Kernel> {
-        cached_kernel(self.g, i, 102, || {
+        let key = if stored.is_empty() { 102 } else { 103 };
+        cached_kernel(self.g, i, key, || {
             let space: Vec<usize> = std::iter::once(steps)
                 .chain(lanes.iter().copied())
                 .collect();
-            value_kernel(self.g, step, &space, &vec![Ty::F64; step.nparams as usize])
+            let params = vec![Ty::F64; step.nparams as usize];
+            value_kernel(self.g, step, stored, &space, &params)
         })
     }
 
-    /// Run a `scan_n` recurrence: `init` holds each lane's starting state (`[lanes, n]`); the
-    /// result is `[steps + 1, lanes, n]`. Lanes go in fixed groups (at most 64, see
-    /// [`lane_groups`]), the groups in parallel; a group takes each step in pieces of at most
-    /// one kernel block, piece `[s, s + len)` of step `t` being elements `t·L + s..` of the
-    /// space.
-    fn scan_n(&self, k: &Kernel, init: &[f64], steps: usize) -> Result<Vec<f64>> {
-        let n = k.roots.len();
+    /// Run a `scan_n` recurrence with an `n`-number state: `init` holds each lane's starting
+    /// state (`[lanes, n]`); returns the states, `[steps + 1, lanes, n]`, and the values of the
+    /// kernel's further roots (stored nodes, [`scan_n_stored`]) at every step,
+    /// `[steps, stored, lanes]`. Lanes go in fixed groups (at most 64, see [`lane_groups`]), the
+    /// groups in parallel; a group takes each step in pieces of at most one kernel block,
+    /// piece `[s, s + len)` of step `t` being elements `t·L + s..` of the space.
+    fn scan_n(
+        &self,
+        k: &Kernel,
+        n: usize,
+        init: &[f64],
+        steps: usize,
+    ) -> Result<(Vec<f64>, Vec<f64>)> {
+        let ns = k.roots.len() - n;
         let nl = init.len() / n;
         // Parameters: the state (columns of the group's lanes) and arrays read at the identity
         // index (whole-space data, cut per piece).
         let inp = self.kernel_inputs(k, &vec![&[][..]; n], &|_| None);
         let groups = lane_groups(nl, 64);
-        // Each group's states, `[steps + 1, len, n]`, placed into the result afterwards.
-        let parts: Vec<Result<Vec<f64>>> = groups
+        // Each group's states, `[steps + 1, len, n]`, and stored values, `[steps, ns, len]`,
+        // placed into the results afterwards.
+        let parts: Vec<Result<(Vec<f64>, Vec<f64>)>> = groups
             .par_iter()
             .map(|&(r0, r1)| {
                 let len = r1 - r0;
                 let mut ev = Eval::new(k);
                 let mut part = vec![0.0; (steps + 1) * len * n];
+                let mut kept = vec![0.0; steps * ns * len];
                 part[..len * n].copy_from_slice(&init[r0 * n..r1 * n]);
                 // the state, one column of the group's lanes per component
                 let mut cols: Vec<Vec<f64>> = (0..n)
@@ -542,25 +570,33 @@ impl<'g> Exec<'g> {
                                 row[(s + r) * n + c] = v;
                             }
                         }
+                        for (j, &root) in k.roots[n..].iter().enumerate() {
+                            let at = (t * ns + j) * len + s;
+                            kept[at..at + m].copy_from_slice(ev.get(root, &params, m));
+                        }
                     }
                     std::mem::swap(&mut cols, &mut next);
                 }
-                Ok(part)
+                Ok((part, kept))
             })
             .collect();
         if groups.len() == 1 {
-            // one group: its part is the result
+            // one group: its parts are the results
             return parts.into_iter().next().expect("one group");
         }
         let mut out = vec![0.0; (steps + 1) * nl * n];
+        let mut stored = vec![0.0; steps * ns * nl];
         for (part, &(r0, r1)) in parts.into_iter().zip(&groups) {
-            let (part, len) = (part?, r1 - r0);
+            let ((part, kept), len) = (part?, r1 - r0);
             for t in 0..=steps {
                 out[(t * nl + r0) * n..(t * nl + r1) * n]
                     .copy_from_slice(&part[t * len * n..(t + 1) * len * n]);
             }
+            for tj in 0..steps * ns {
+                stored[tj * nl + r0..tj * nl + r1].copy_from_slice(&kept[tj * len..(tj + 1) * len]);
+            }
         }
-        Ok(out)
+        Ok((out, stored))
     }
 
     /// Column-by-column scan (or fold, `out = None`) with a general step function, vectorised
@@ -853,6 +889,36 @@ fn adjoint_kernel(
     shape_of: &dyn Fn(u32) -> Vec<usize>,
     types: &Types,
 ) -> Result<Kernel> {
+    adjoint_kernel_stored(
+        g,
+        lam,
+        &[],
+        space,
+        nparams_total,
+        seeds,
+        want_param,
+        scatter,
+        shape_of,
+        types,
+    )
+}
+
+/// [`adjoint_kernel`] reading the values of the nodes `stored` (storable unary nodes of `lam`)
+/// from the last `stored.len()` of its `nparams_total` parameters instead of computing them
+/// ([`Arena::with_stored`]).
+#[allow(clippy::too_many_arguments)]
+fn adjoint_kernel_stored(
+    g: &Graph,
+    lam: &Lambda,
+    stored: &[Id],
+    space: &[usize],
+    nparams_total: u32,
+    seeds: &dyn Fn(&mut Arena, usize) -> Id,
+    want_param: &dyn Fn(u32) -> bool,
+    scatter: bool,
+    shape_of: &dyn Fn(u32) -> Vec<usize>,
+    types: &Types,
+) -> Result<Kernel> {
     let mut ar = lam.ar.clone();
     let base = ar.nodes.len();
     let seed_pairs: Vec<(Id, Id)> = (0..lam.outs.len())
@@ -889,11 +955,24 @@ fn adjoint_kernel(
             }
         }
     }
+    let mut primal = lam.outs.clone();
+    if !stored.is_empty() {
+        let first = nparams_total - stored.len() as u32;
+        let (new, map) = ar.with_stored(stored, first);
+        ar = new;
+        for r in roots.iter_mut().chain(&mut primal) {
+            *r = map[*r as usize];
+        }
+        for s in &mut scatters {
+            s.read = map[s.read as usize];
+            s.val = map[s.val as usize];
+        }
+    }
     let mut k = Kernel::compile(
         ar,
         &roots,
         &scatters,
-        &lam.outs,
+        &primal,
         space,
         nparams_total,
         shape_of,
@@ -1514,13 +1593,38 @@ fn step_params<'a>(
         .collect()
 }
 
+/// The nodes of a `scan_n` step whose values its gradient's primal pass stores
+/// ([`Builder::set_scan_store`](crate::Builder::set_scan_store)): the reachable `f64` unary
+/// nodes of a [`storable`] primitive, at most 4 per state component (the first ones).
+fn scan_n_stored(g: &Graph, step: &Lambda) -> Vec<Id> {
+    if !g.scan_store {
+        return vec![];
+    }
+    let Ok(ty) = infer(&step.ar, &|_| Ty::F64, &|k| node_ty(g, k)) else {
+        return vec![];
+    };
+    let reach = step.ar.reachable(&step.outs);
+    (0..step.ar.nodes.len())
+        .filter(|&i| {
+            reach[i]
+                && ty[i] != Ty::F32
+                && matches!(step.ar.nodes[i], Node::Un(op, a)
+                    if storable(op) && step.ar.konst_of(a).is_none())
+        })
+        .map(|i| i as Id)
+        .take(4 * step.outs.len())
+        .collect()
+}
+
 /// Adjoint of a `scan_n` recurrence `s_{t+1} = step(t, i, s_t)` with output adjoint `gv`
 /// (`[steps + 1, lanes, n]`): from `a_steps = gv_steps`, step by step backwards, one run of the
 /// step's adjoint kernel seeded with `a_{t+1}` gives `a_t = gv_t + (∂s_{t+1}/∂s_t)ᵀ a_{t+1}` and
 /// the contributions to the arrays the step reads (in the evaluator's windows, summed in a
 /// fixed order: steps backwards within a lane group, then groups in order). Lanes go in fixed
 /// groups, the groups in parallel, as in the primal pass, but at most 16 of them: each has its
-/// own windows.
+/// own windows. When the primal pass stored the step's transcendental values
+/// ([`scan_n_stored`]), the adjoint kernel reads them as parameters `2n..` instead of
+/// evaluating them.
 ///
 /// Returns `a_0`, one column of lanes per state component (the seed of `init`).
 fn scan_n_backward(
@@ -1539,13 +1643,19 @@ fn scan_n_backward(
         .chain(lanes.iter().copied())
         .collect();
     let out = ex.value(i);
-    let f64s = vec![Ty::F64; 2 * n];
-    let k = cached_adjoint(g, i, 30, || {
-        adjoint_kernel(
+    let (stored, kept) = match ex.stores.get(&i) {
+        Some(kept) => (scan_n_stored(g, step), &kept[..]),
+        None => (vec![], &[][..]),
+    };
+    let ns = stored.len();
+    let f64s = vec![Ty::F64; 2 * n + ns];
+    let k = cached_adjoint(g, i, if ns == 0 { 30 } else { 31 }, || {
+        adjoint_kernel_stored(
             g,
             step,
+            &stored,
             &space,
-            2 * n as u32,
+            (2 * n + ns) as u32,
             &|ar, r| ar.push(Node::Param((n + r) as u32)),
             &|p| (p as usize) < n,
             true,
@@ -1556,7 +1666,7 @@ fn scan_n_backward(
             },
         )
     })?;
-    let inp = ex.kernel_inputs(&k, &vec![&[][..]; 2 * n], &|_| None);
+    let inp = ex.kernel_inputs(&k, &vec![&[][..]; 2 * n + ns], &|_| None);
     struct Group {
         a0: Vec<Vec<f64>>,
         windows: Vec<Window>,
@@ -1569,8 +1679,8 @@ fn scan_n_backward(
         .map(|&(r0, r1)| {
             let len = r1 - r0;
             let mut ev = Eval::new(&k);
-            // columns: the state s_t (0..n), then the seed a_{t+1} (n..2n)
-            let mut cols: Vec<Vec<f64>> = vec![vec![0.0; len]; 2 * n];
+            // columns: the state s_t (0..n), the seed a_{t+1} (n..2n), the stored values
+            let mut cols: Vec<Vec<f64>> = vec![vec![0.0; len]; 2 * n + ns];
             for c in 0..n {
                 for r in 0..len {
                     cols[n + c][r] = gv[(steps * nl + r0 + r) * n + c];
@@ -1583,6 +1693,10 @@ fn scan_n_backward(
                     for r in 0..len {
                         cols[c][r] = out[(t * nl + r0 + r) * n + c];
                     }
+                }
+                for j in 0..ns {
+                    let at = (t * ns + j) * nl + r0;
+                    cols[2 * n + j].copy_from_slice(&kept[at..at + len]);
                 }
                 // a_t = gv_t + the state parameters' adjoints
                 for (c, col) in next.iter_mut().enumerate() {
@@ -1609,6 +1723,7 @@ fn scan_n_backward(
                     std::mem::swap(&mut cols[n + c], col);
                 }
             }
+            cols.truncate(2 * n);
             Ok(Group {
                 a0: cols.split_off(n),
                 windows: std::mem::take(&mut ev.windows),

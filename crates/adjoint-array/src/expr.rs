@@ -230,6 +230,16 @@ pub(crate) fn adj_mul(g: f64, d: f64) -> f64 {
     f64::from_bits((g * d).to_bits() & keep)
 }
 
+/// Unary primitives whose values a recurrence's primal pass may store for its reverse pass: a
+/// libm call each, with a first partial that is cheap in the value or the argument
+/// ([`Arena::with_stored`]).
+pub(crate) fn storable(op: Op1) -> bool {
+    matches!(
+        op,
+        Op1::Exp | Op1::Exp2 | Op1::Tanh | Op1::Tan | Op1::Ln | Op1::Ln1p | Op1::Atan
+    )
+}
+
 /// A hash-consed expression DAG; nodes are in topological order (operands first).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Arena {
@@ -345,6 +355,67 @@ impl Arena {
     }
     pub(crate) fn disc(&mut self, op: DOp, a: Id, b: Id) -> Id {
         self.push(Node::Disc(op, a, b))
+    }
+
+    /// This arena with the values of the unary nodes `stored` read from parameters `first`,
+    /// `first + 1`, … instead of computed (a recurrence's reverse pass reading what its primal
+    /// pass stored), and their first partials (`D1` nodes of the same primitive and argument)
+    /// computed from those values or the argument with the rule table's own operations, so the
+    /// bits are those of the recomputing kernel. Every `stored` node must be a `Un` of a
+    /// [`storable`] primitive. Returns the new arena and each old node's new id.
+    pub(crate) fn with_stored(&self, stored: &[Id], first: u32) -> (Arena, Vec<Id>) {
+        let by_arg: HashMap<(Op1, Id), u32> = stored
+            .iter()
+            .enumerate()
+            .map(|(j, &s)| match self.nodes[s as usize] {
+                Node::Un(op, a) if storable(op) => ((op, a), first + j as u32),
+                ref n => unreachable!("stored node {n:?} is not a storable unary node"),
+            })
+            .collect();
+        let mut new = Arena::default();
+        let mut map: Vec<Id> = Vec::with_capacity(self.nodes.len());
+        for n in &self.nodes {
+            let id = match *n {
+                Node::Un(op, a) if by_arg.contains_key(&(op, a)) => {
+                    new.push(Node::Param(by_arg[&(op, a)]))
+                }
+                Node::D1(op, a) if by_arg.contains_key(&(op, a)) => {
+                    let v = new.push(Node::Param(by_arg[&(op, a)]));
+                    let x = map[a as usize];
+                    let one = new.konst(1.0);
+                    match op {
+                        // eˣ: v, v
+                        Op1::Exp => v,
+                        Op1::Exp2 => {
+                            let k = new.konst(std::f64::consts::LN_2);
+                            new.bin(Op2::Mul, v, k)
+                        }
+                        Op1::Tanh => {
+                            let vv = new.bin(Op2::Mul, v, v);
+                            new.bin(Op2::Sub, one, vv)
+                        }
+                        Op1::Tan => {
+                            let vv = new.bin(Op2::Mul, v, v);
+                            new.bin(Op2::Add, vv, one)
+                        }
+                        Op1::Ln => new.bin(Op2::Div, one, x),
+                        Op1::Ln1p => {
+                            let x1 = new.bin(Op2::Add, x, one);
+                            new.bin(Op2::Div, one, x1)
+                        }
+                        Op1::Atan => {
+                            let xx = new.bin(Op2::Mul, x, x);
+                            let xx1 = new.bin(Op2::Add, xx, one);
+                            new.bin(Op2::Div, one, xx1)
+                        }
+                        _ => unreachable!("storable primitives are matched above"),
+                    }
+                }
+                _ => new.push(n.map_operands(|o| map[o as usize])),
+            };
+            map.push(id);
+        }
+        (new, map)
     }
 
     /// Copy the nodes reachable from `roots` into a fresh arena, replacing nodes by `subst`

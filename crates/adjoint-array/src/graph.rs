@@ -236,6 +236,8 @@ pub(crate) struct Graph {
     pub adjoint: Vec<Mutex<HashMap<u32, Arc<Kernel>>>>,
     /// compile kernels to native code ([`Builder::set_jit`])
     pub jit: bool,
+    /// `scan_n` gradients store their steps' transcendental values ([`Builder::set_scan_store`])
+    pub scan_store: bool,
 }
 
 impl Graph {
@@ -269,6 +271,7 @@ struct GB {
     inputs: Vec<NodeId>,
     error: Option<Error>,
     recompute: usize,
+    scan_store: bool,
     jit: bool,
 }
 
@@ -316,6 +319,7 @@ impl Builder {
                 inputs: Vec::new(),
                 error: None,
                 recompute: 1,
+                scan_store: true,
                 jit: true,
             })),
         }
@@ -346,6 +350,35 @@ impl Builder {
     /// ```
     pub fn set_jit(&self, on: bool) {
         self.g.borrow_mut().jit = on;
+    }
+
+    /// Whether a [`scan_n`](Builder::scan_n) gradient stores its step's transcendental values
+    /// (`exp`, `exp2`, `tanh`, `tan`, `ln`, `ln_1p`, `atan`; at most 4 per state component)
+    /// during the primal pass, for the reverse pass to read instead of evaluating them again
+    /// (seed 004's to-store sets, for the nodes worth storing). On by default: the reverse pass
+    /// of an RNN step is then mostly multiplications. `false` recomputes them (less memory:
+    /// the stored values take up to 4× the states' own). The gradient is bit-identical either
+    /// way; [`Program::run`] never stores.
+    ///
+    /// ```
+    /// use adjoint_array::{lit, Builder};
+    /// // a tanh RNN over 4 lanes, 50 steps: h ← tanh(w·h + 0.5)
+    /// let grad = |store: bool| {
+    ///     let b = Builder::new();
+    ///     b.set_scan_store(store);
+    ///     let w = b.input(&[4]);
+    ///     let hs = b.scan_n(&[4], 50, 1, |_| vec![lit(0.1)], |i, s| {
+    ///         vec![(w.at(&[i[1]]) * s[0] + 0.5).tanh()]
+    ///     });
+    ///     let p = b.build_scalar(&hs.sum().sum().sum()).unwrap();
+    ///     p.gradient_a(&[&[0.3, -0.7, 1.1, 0.9]]).unwrap()
+    /// };
+    /// let (stored, recomputed) = (grad(true), grad(false));
+    /// assert_eq!(stored.value, recomputed.value);
+    /// assert_eq!(stored.grads, recomputed.grads);
+    /// ```
+    pub fn set_scan_store(&self, on: bool) {
+        self.g.borrow_mut().scan_store = on;
     }
 
     fn handle(&self, id: NodeId, shape: Vec<usize>) -> Acc {
@@ -1060,6 +1093,7 @@ impl Builder {
             primal: (0..n).map(|_| OnceLock::new()).collect(),
             adjoint: (0..n).map(|_| Mutex::new(HashMap::new())).collect(),
             jit: gb.jit,
+            scan_store: gb.scan_store,
         })
     }
 }
