@@ -501,7 +501,9 @@ impl<'g> Exec<'g> {
     /// node's element type).
     fn step_kernel(&self, i: NodeId, f: &Lambda) -> Arc<Kernel> {
         let t = node_ty(self.g, i);
-        cached_kernel(self.g, i, 101, || value_kernel(self.g, f, &[], &[1], &[t, t]))
+        cached_kernel(self.g, i, 101, || {
+            value_kernel(self.g, f, &[], &[1], &[t, t])
+        })
     }
 
     /// The kernel of a `scan_n` step over the space `[steps] ++ lanes`, the state as its

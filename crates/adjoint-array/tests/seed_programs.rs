@@ -794,6 +794,97 @@ fn scan_n_recurrences() {
     }
 }
 
+/// The step of `scan_n_stores_transcendentals`, written once for `Exp` and for forward mode
+/// (`c` makes a constant): nine values of storable primitives (more than the 4 per state
+/// component stored).
+macro_rules! storing_step {
+    ($w:expr, $x:expr, $s:expr, $c:expr) => {{
+        let (w, x, s, c) = ($w, $x, $s, $c);
+        let a = (w * s[0] + x).tanh();
+        let b = (-(s[1] * s[1])).exp();
+        let l = (c(1.0) + s[0] * s[0]).ln();
+        let d = (s[1] * s[1]).ln_1p();
+        let e = (s[0] - x).atan();
+        let f = (c(0.3) * a).tan();
+        let h = (c(0.5) * b).exp2();
+        [
+            a + c(0.1) * b * l + c(0.2) * f,
+            c(0.5) * d + c(0.3) * e * h + (c(0.2) * s[1]).tanh() + (c(0.1) * x).exp(),
+        ]
+    }};
+}
+
+#[test]
+fn scan_n_stores_transcendentals() {
+    // 2000 lanes: 32 lane groups in the primal pass and 16 in the reverse pass, so the stored
+    // values cross from one grouping to the other
+    let (lanes, steps) = (2000, 6);
+    let program = |store: bool, jit: bool| {
+        let b = Builder::new();
+        b.set_scan_store(store);
+        b.set_jit(jit);
+        let w = b.input(&[lanes]);
+        let x = b.input(&[steps, lanes]);
+        let path = b.scan_n(
+            &[lanes],
+            steps,
+            2,
+            |i| vec![w.at(i), lit(0.5)],
+            |i, s| {
+                let (w, x) = (w.at(&[i[1]]), x.at(i));
+                storing_step!(w, x, [s[0], s[1]], lit).to_vec()
+            },
+        );
+        b.build_scalar(&sum_all(&path.map(|e| e * e))).unwrap()
+    };
+    let (wv, xv) = (data(lanes, 5), data(steps * lanes, 6));
+    let grad = |p: &Program| p.gradient_a(&[&wv, &xv]).unwrap();
+    let stored = program(true, true);
+    let g = grad(&stored);
+    // right: forward mode on some lanes (each lane is independent)
+    let reference = |v: &[Dual64]| {
+        // v = [w, x_0 .. x_{steps − 1}] of one lane
+        let mut s = [v[0], Dual64::constant(0.5)];
+        let mut total = s[0] * s[0] + s[1] * s[1];
+        for t in 0..steps {
+            s = storing_step!(v[0], v[1 + t], s, Dual64::constant);
+            total += s[0] * s[0] + s[1] * s[1];
+        }
+        total
+    };
+    for lane in [0, 63, 64, 1000, 1999] {
+        let mine: Vec<f64> = std::iter::once(wv[lane])
+            .chain((0..steps).map(|t| xv[t * lanes + lane]))
+            .collect();
+        let gf = forward::gradient(reference, &mine);
+        let got: Vec<f64> = std::iter::once(g.grads[0][lane])
+            .chain((0..steps).map(|t| g.grads[1][t * lanes + lane]))
+            .collect();
+        for (k, (a, b)) in got.iter().zip(&gf).enumerate() {
+            assert!(
+                close(*a, *b, 1e-10),
+                "lane {lane}, input {k}: {a} vs forward {b}"
+            );
+        }
+    }
+    // the same bits as recomputing, compiled and interpreted, and for any thread count
+    for (store, jit) in [(false, true), (true, false), (false, false)] {
+        let other = grad(&program(store, jit));
+        assert_eq!(
+            g.value.to_bits(),
+            other.value.to_bits(),
+            "store {store}, jit {jit}"
+        );
+        for (a, b) in g.grads.iter().zip(&other.grads) {
+            assert_eq!(common::bits(a), common::bits(b), "store {store}, jit {jit}");
+        }
+    }
+    let g2 = common::in_pool(2, || grad(&stored));
+    for (a, b) in g.grads.iter().zip(&g2.grads) {
+        assert_eq!(common::bits(a), common::bits(b));
+    }
+}
+
 #[test]
 fn scan_n_is_bit_identical_for_any_thread_count() {
     // lanes spanning many kernel blocks: several lane groups run in parallel, each in several
