@@ -16,10 +16,16 @@
 //! instead of node by node (chunk boundaries are unchanged, so results stay bit-identical for
 //! any thread count).
 //!
-//! A kernel of call-free element-wise arithmetic (a chain of maps: no reads, scatters, calls or
-//! partials; see `pairs`) runs two elements per iteration in `f64x2` registers, then the
-//! scalar loop for an odd last element; each lane computes exactly what the scalar loop does
-//! (the map chain of 10⁷ elements: 17.9 → 9.2 ms against a hand-fused loop's 6.3 ms).
+//! The loop takes two elements per iteration while two remain (then one): element-wise
+//! arithmetic (`+ − × ÷ max min`, negation, `sqrt`, `abs`, reciprocals, the partials of
+//! `+ − × ÷`, `AdjMul`, `Select`) runs in `f64x2` registers, one lane per element; calls, index
+//! arithmetic, gathers and scatters run the scalar code once per element, and values move
+//! between the two forms where needed. Each lane computes exactly what the scalar code computes
+//! for its element. Measured (1 thread): the map chain of 10⁷ elements 17.9 → 9.2 ms against a
+//! hand-fused loop's 6.3 ms when only call-free kernels were paired; then pairing every kernel:
+//! ADBench BA's Jacobian 7.7 → 5.2 ms (ba1), the LSTM gradient 4.4 → 3.7 ms, GMM d10 K25
+//! 4.2 → 3.4 ms, GMM d20 K25 unchanged within noise (its kernel of 1641 operations per element
+//! is bound by spills, gathers and scatters, which pairing does not reduce).
 //!
 //! Not compiled (the interpreter runs them): kernels with `f32` values or casts, kernels whose
 //! scatter targets are large beside the space (more than [`MAX_WINDOW`] elements and more than
@@ -33,7 +39,7 @@ use crate::expr::{eval_dd1, eval_dd2, DOp};
 use crate::kernel::{Comp, KOp, Kernel, Src, Window};
 use adjoint_core::rules::{self, Op1, Op2};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
-use cranelift_codegen::ir::{types, AbiParam, InstBuilder, MemFlagsData, Signature, Value};
+use cranelift_codegen::ir::{types, AbiParam, InstBuilder, MemFlagsData, SigRef, Signature, Value};
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
@@ -356,26 +362,58 @@ pub(crate) fn compile(k: &Kernel) -> Option<Jit> {
         let win_base: Vec<Value> = (0..k.targets.len())
             .map(|i| b.ins().load(types::I64, mem, pwins, (i * 8) as i32))
             .collect();
-        let fn_ptr = |b: &mut FunctionBuilder, f: usize| b.ins().iconst(types::I64, f as i64);
+        // Each operation's entry in the operation tables (calls pass its address).
+        let (mut i1, mut i2, mut id_) = (0usize, 0usize, 0usize);
+        let op_ptr: Vec<i64> = k
+            .ops
+            .iter()
+            .map(|op| match op {
+                KOp::Un { .. } | KOp::D1 { .. } => {
+                    i1 += 1;
+                    &ops1[i1 - 1] as *const Op1 as i64
+                }
+                KOp::Bin { .. } | KOp::D2 { .. } => {
+                    i2 += 1;
+                    &ops2[i2 - 1] as *const Op2 as i64
+                }
+                KOp::Disc { .. } => {
+                    id_ += 1;
+                    &dops[id_ - 1] as *const DOp as i64
+                }
+                _ => 0,
+            })
+            .collect();
+        let env = Env {
+            k,
+            mem,
+            param_base,
+            array_base,
+            win_base,
+            root_base,
+            root_stride,
+            op_ptr,
+            sig_i_f,
+            sig_i_ff,
+            sig_ii_ff,
+        };
         let zero_i = b.ins().iconst(types::I64, 0);
-        if pairs(k) {
-            // Two elements per iteration while two remain, then the scalar loop.
-            let vhead = b.create_block();
-            let vbody = b.create_block();
-            b.append_block_param(vhead, types::I64); // e
-            b.ins().jump(vhead, &[zero_i.into()]);
-            b.switch_to_block(vhead);
-            let e = b.block_params(vhead)[0];
-            let e2 = b.ins().iadd_imm_u(e, 2);
-            let fits = b.ins().icmp(IntCC::UnsignedLessThanOrEqual, e2, len);
-            b.ins()
-                .brif(fits, vbody, &[], head, &[e.into(), zero_i.into()]);
-            b.switch_to_block(vbody);
-            pair_body(&mut b, k, start, e, &param_base, &root_base, &root_stride);
-            b.ins().jump(vhead, &[e2.into()]);
-        } else {
-            b.ins().jump(head, &[zero_i.into(), zero_i.into()]);
-        }
+        // Two elements per iteration (in `f64x2` registers) while two remain, then the
+        // scalar loop.
+        let vhead = b.create_block();
+        let vbody = b.create_block();
+        b.append_block_param(vhead, types::I64); // e
+        b.append_block_param(vhead, types::I64); // bad
+        b.ins().jump(vhead, &[zero_i.into(), zero_i.into()]);
+        b.switch_to_block(vhead);
+        let e = b.block_params(vhead)[0];
+        let bad_in = b.block_params(vhead)[1];
+        let e2 = b.ins().iadd_imm_u(e, 2);
+        let fits = b.ins().icmp(IntCC::UnsignedLessThanOrEqual, e2, len);
+        b.ins()
+            .brif(fits, vbody, &[], head, &[e.into(), bad_in.into()]);
+        b.switch_to_block(vbody);
+        let bad = pair_body(&mut b, &env, start, e, bad_in);
+        b.ins().jump(vhead, &[e2.into(), bad.into()]);
 
         b.switch_to_block(head);
         let e = b.block_params(head)[0];
@@ -384,291 +422,18 @@ pub(crate) fn compile(k: &Kernel) -> Option<Jit> {
         b.ins().brif(more, body, &[], exit, &[bad_in.into()]);
 
         b.switch_to_block(body);
-        let flat = b.ins().iadd(start, e);
-        let e8 = b.ins().ishl_imm_u(e, 3);
-        let mut slot: HashMap<u32, Value> = HashMap::new();
-        for &(s, v) in &k.consts {
-            let c = b.ins().f64const(v);
-            slot.insert(s, c);
-        }
-        let mut off: HashMap<u32, Value> = HashMap::new();
-        let mut bad = bad_in;
-        let fzero = b.ins().f64const(0.0);
-        let fone = b.ins().f64const(1.0);
-        let vzero = b.ins().splat(types::F64X2, fzero);
-        let (mut i1, mut i2, mut id_) = (0usize, 0usize, 0usize);
-        macro_rules! val {
-            ($s:expr) => {
-                match $s {
-                    Src::S(s) => slot[&s],
-                    Src::P(p) => {
-                        let addr = b.ins().iadd(param_base[p as usize], e8);
-                        b.ins().load(types::F64, mem, addr, 0)
-                    }
-                }
-            };
-        }
-        // The address of element `c + off` of an array or window at `base`.
-        let addr_of =
-            |b: &mut FunctionBuilder, base: Value, off: Option<Value>, c: usize| -> Value {
-                match off {
-                    Some(o) => {
-                        let o8 = b.ins().ishl_imm_u(o, 3);
-                        let a = b.ins().iadd(base, o8);
-                        b.ins().iadd_imm_u(a, (c * 8) as i64)
-                    }
-                    None => b.ins().iadd_imm_u(base, (c * 8) as i64),
-                }
-            };
-        for op in &k.ops {
-            match op {
-                KOp::Idx { axis, dst } => {
-                    let v = index_component(&mut b, k, *axis, flat);
-                    slot.insert(*dst, v);
-                }
-                KOp::Un { op, a, dst, d } => {
-                    let x = val!(*a);
-                    let p = b.ins().iconst(types::I64, &ops1[i1] as *const Op1 as i64);
-                    i1 += 1;
-                    let v = match op {
-                        Op1::Neg => b.ins().fneg(x),
-                        Op1::Sqrt => b.ins().sqrt(x),
-                        Op1::Abs => b.ins().fabs(x),
-                        Op1::Recip => b.ins().fdiv(fone, x),
-                        _ => {
-                            let f = fn_ptr(&mut b, un_val as *const () as usize);
-                            let c = b.ins().call_indirect(sig_i_f, f, &[p, x]);
-                            b.inst_results(c)[0]
-                        }
-                    };
-                    slot.insert(*dst, v);
-                    if let Some(ds) = d {
-                        // Partials that are cheap in the value or the argument are computed
-                        // inline, with the rule table's operations (so the same bits), instead
-                        // of a call that would evaluate the function again.
-                        let dv = match op {
-                            Op1::Exp => v,
-                            Op1::Tanh => {
-                                let vv = b.ins().fmul(v, v);
-                                b.ins().fsub(fone, vv)
-                            }
-                            Op1::Ln => b.ins().fdiv(fone, x),
-                            Op1::Recip => {
-                                let vv = b.ins().fmul(v, v);
-                                b.ins().fneg(vv)
-                            }
-                            Op1::Sqrt => {
-                                let two = b.ins().f64const(2.0);
-                                let v2 = b.ins().fmul(v, two);
-                                b.ins().fdiv(fone, v2)
-                            }
-                            _ => {
-                                let f = fn_ptr(&mut b, un_d as *const () as usize);
-                                let c = b.ins().call_indirect(sig_i_f, f, &[p, x]);
-                                b.inst_results(c)[0]
-                            }
-                        };
-                        slot.insert(*ds, dv);
-                    }
-                }
-                KOp::D1 { op, a, dst, second } => {
-                    let x = val!(*a);
-                    let p = b.ins().iconst(types::I64, &ops1[i1] as *const Op1 as i64);
-                    i1 += 1;
-                    let v = if !*second && *op == Op1::Exp {
-                        let f = fn_ptr(&mut b, un_val as *const () as usize);
-                        let c = b.ins().call_indirect(sig_i_f, f, &[p, x]);
-                        b.inst_results(c)[0]
-                    } else {
-                        let f = fn_ptr(
-                            &mut b,
-                            if *second {
-                                un_dd as *const ()
-                            } else {
-                                un_d as *const ()
-                            } as usize,
-                        );
-                        let c = b.ins().call_indirect(sig_i_f, f, &[p, x]);
-                        b.inst_results(c)[0]
-                    };
-                    slot.insert(*dst, v);
-                }
-                KOp::Bin {
-                    op,
-                    a,
-                    b: bb,
-                    dst,
-                    d,
-                } => {
-                    let x = val!(*a);
-                    let y = val!(*bb);
-                    let p = b.ins().iconst(types::I64, &ops2[i2] as *const Op2 as i64);
-                    i2 += 1;
-                    let v = match op {
-                        Op2::Add => b.ins().fadd(x, y),
-                        Op2::Sub => b.ins().fsub(x, y),
-                        Op2::Mul => b.ins().fmul(x, y),
-                        Op2::Div => b.ins().fdiv(x, y),
-                        Op2::Max | Op2::Min => max_min(&mut b, *op == Op2::Max, x, y),
-                        _ => {
-                            let f = fn_ptr(&mut b, bin_val as *const () as usize);
-                            let c = b.ins().call_indirect(sig_i_ff, f, &[p, x, y]);
-                            b.inst_results(c)[0]
-                        }
-                    };
-                    slot.insert(*dst, v);
-                    if let Some((sx, sy)) = d {
-                        for (w, s) in [(0u64, *sx), (1, *sy)] {
-                            let dv = partial(&mut b, *op, w, x, y, fone, p, sig_ii_ff);
-                            slot.insert(s, dv);
-                        }
-                    }
-                }
-                KOp::D2 {
-                    op,
-                    w,
-                    a,
-                    b: bb,
-                    dst,
-                    second,
-                } => {
-                    let x = val!(*a);
-                    let y = val!(*bb);
-                    let p = b.ins().iconst(types::I64, &ops2[i2] as *const Op2 as i64);
-                    i2 += 1;
-                    let v = if *second {
-                        let f = fn_ptr(&mut b, bin_dd as *const () as usize);
-                        let wv = b.ins().iconst(types::I64, *w as i64);
-                        let c = b.ins().call_indirect(sig_ii_ff, f, &[p, wv, x, y]);
-                        b.inst_results(c)[0]
-                    } else {
-                        partial(&mut b, *op, *w as u64, x, y, fone, p, sig_ii_ff)
-                    };
-                    slot.insert(*dst, v);
-                }
-                KOp::AdjMul { g, d, dst } => {
-                    // `+0` where the adjoint is zero, else `g·d` (`expr::adj_mul`)
-                    // as a mask in a vector register (`cmpneqpd`, `andpd`): a scalar
-                    // `select` on a float compare becomes two branches per node
-                    let gv = val!(*g);
-                    let dv = val!(*d);
-                    let m = b.ins().fmul(gv, dv);
-                    let g2 = b.ins().splat(types::F64X2, gv);
-                    let mask = b.ins().fcmp(FloatCC::NotEqual, g2, vzero);
-                    let mask = b.ins().bitcast(types::F64X2, MemFlagsData::new(), mask);
-                    let m2 = b.ins().splat(types::F64X2, m);
-                    let v2 = b.ins().band(m2, mask);
-                    let v = b.ins().extractlane(v2, 0);
-                    slot.insert(*dst, v);
-                }
-                KOp::Disc {
-                    op: _,
-                    a,
-                    b: bb,
-                    dst,
-                } => {
-                    let x = val!(*a);
-                    let y = val!(*bb);
-                    let p = b.ins().iconst(types::I64, &dops[id_] as *const DOp as i64);
-                    id_ += 1;
-                    let f = fn_ptr(&mut b, disc as *const () as usize);
-                    let c = b.ins().call_indirect(sig_i_ff, f, &[p, x, y]);
-                    let v = b.inst_results(c)[0];
-                    slot.insert(*dst, v);
-                }
-                KOp::Select { c, a, b: bb, dst } => {
-                    let cv = val!(*c);
-                    let x = val!(*a);
-                    let y = val!(*bb);
-                    let nz = b.ins().fcmp(FloatCC::NotEqual, cv, fzero);
-                    let v = b.ins().select(nz, x, y);
-                    slot.insert(*dst, v);
-                }
-                KOp::Offset {
-                    comps, guard, dst, ..
-                } => {
-                    let mut o = b.ins().iconst(types::I64, 0);
-                    let mut ok = b.ins().iconst(types::I8, 1);
-                    for c in comps {
-                        if let Comp::Var(s, st, dim) = c {
-                            let x = val!(*s);
-                            let dimf = b.ins().f64const(*dim as f64);
-                            let ge = b.ins().fcmp(FloatCC::GreaterThanOrEqual, x, fzero);
-                            let lt = b.ins().fcmp(FloatCC::LessThan, x, dimf);
-                            let in_ = b.ins().band(ge, lt);
-                            ok = b.ins().band(ok, in_);
-                            let xi = b.ins().fcvt_to_uint_sat(types::I64, x);
-                            let t = b.ins().imul_imm_u(xi, *st as i64);
-                            o = b.ins().iadd(o, t);
-                        }
-                    }
-                    // live: the guard holds (a read not demanded reads element 0, as the
-                    // interpreter's does); out of bounds and live: bad
-                    let live = match guard {
-                        Some(g) => {
-                            let gv = val!(*g);
-                            b.ins().fcmp(FloatCC::NotEqual, gv, fzero)
-                        }
-                        None => b.ins().iconst(types::I8, 1),
-                    };
-                    let use_ = b.ins().band(ok, live);
-                    let o = b.ins().select(use_, o, zero_i);
-                    let not_ok = b.ins().bxor_imm_u(ok, 1);
-                    let fail = b.ins().band(not_ok, live);
-                    let fail = b.ins().uextend(types::I64, fail);
-                    bad = b.ins().bor(bad, fail);
-                    off.insert(*dst, o);
-                }
-                KOp::Gather {
-                    arr,
-                    off: o,
-                    c,
-                    guard,
-                    dst,
-                } => {
-                    let ov = o.map(|o| off[&o]);
-                    let addr = addr_of(&mut b, array_base[*arr], ov, *c);
-                    let v = b.ins().load(types::F64, mem, addr, 0);
-                    let v = match guard {
-                        Some(g) => {
-                            let gv = val!(*g);
-                            let nz = b.ins().fcmp(FloatCC::NotEqual, gv, fzero);
-                            b.ins().select(nz, v, fzero)
-                        }
-                        None => v,
-                    };
-                    slot.insert(*dst, v);
-                }
-                KOp::Scatter {
-                    target,
-                    off: o,
-                    c,
-                    guard,
-                    val: vs,
-                } => {
-                    let ov = o.map(|o| off[&o]);
-                    let mut v = val!(*vs);
-                    if let Some(g) = guard {
-                        let gv = val!(*g);
-                        let nz = b.ins().fcmp(FloatCC::NotEqual, gv, fzero);
-                        v = b.ins().select(nz, v, fzero);
-                    }
-                    let addr = addr_of(&mut b, win_base[*target], ov, *c);
-                    let old = b.ins().load(types::F64, mem, addr, 0);
-                    let new = b.ins().fadd(old, v);
-                    b.ins().store(mem, new, addr, 0);
-                }
-                KOp::F32(_) | KOp::Cast { .. } => unreachable!("not eligible"),
-            }
+        let mut l = Lane::new(&mut b, k, start, e, bad_in);
+        for (j, op) in k.ops.iter().enumerate() {
+            emit_scalar(&mut b, &env, &mut l, j, op);
         }
         for (r, root) in k.roots.iter().enumerate() {
-            let v = val!(*root);
-            let at = b.ins().imul(e, root_stride[r]);
-            let addr = b.ins().iadd(root_base[r], at);
+            let v = l.val(&mut b, &env, *root);
+            let at = b.ins().imul(e, env.root_stride[r]);
+            let addr = b.ins().iadd(env.root_base[r], at);
             b.ins().store(mem, v, addr, 0);
         }
         let e1 = b.ins().iadd_imm_u(e, 1);
-        b.ins().jump(head, &[e1.into(), bad.into()]);
+        b.ins().jump(head, &[e1.into(), l.bad.into()]);
 
         b.switch_to_block(exit);
         let r = b.block_params(exit)[0];
@@ -692,80 +457,471 @@ pub(crate) fn compile(k: &Kernel) -> Option<Jit> {
     })
 }
 
-/// Whether `k` is element-wise arithmetic that runs two elements per iteration in `f64x2`
-/// registers: parameters at the identity index, constants, index components, `+ − × ÷ max
-/// min`, negation, `sqrt`, `abs`, selects and NaN-safe adjoint products (no calls, reads,
-/// scatters or partials). A chain of maps is such a kernel.
-fn pairs(k: &Kernel) -> bool {
-    k.targets.is_empty()
-        && k.ops.iter().all(|op| match op {
-            KOp::Un { op, d: None, .. } => matches!(op, Op1::Neg | Op1::Sqrt | Op1::Abs),
-            KOp::Bin { op, d: None, .. } => matches!(
-                op,
-                Op2::Add | Op2::Sub | Op2::Mul | Op2::Div | Op2::Max | Op2::Min
-            ),
-            KOp::AdjMul { .. } | KOp::Select { .. } | KOp::Idx { .. } => true,
-            _ => false,
-        })
+/// What the code of every element needs: the pointer tables loaded in the entry block, each
+/// operation's entry in the operation tables, and the signatures of the calls.
+struct Env<'a> {
+    k: &'a Kernel,
+    mem: MemFlagsData,
+    param_base: Vec<Value>,
+    array_base: Vec<Value>,
+    win_base: Vec<Value>,
+    root_base: Vec<Value>,
+    root_stride: Vec<Value>,
+    /// per operation: the address of its entry in the operation tables (0: none)
+    op_ptr: Vec<i64>,
+    sig_i_f: SigRef,
+    sig_i_ff: SigRef,
+    sig_ii_ff: SigRef,
 }
 
-/// One iteration of the paired loop of a [`pairs`] kernel: elements `e` and `e + 1`, each
-/// lane computing exactly what the scalar loop computes for its element.
-fn pair_body(
-    b: &mut FunctionBuilder,
-    k: &Kernel,
-    start: Value,
+/// One element's values while its code is emitted.
+struct Lane {
+    /// the element's index in the block
     e: Value,
-    param_base: &[Value],
-    root_base: &[Value],
-    root_stride: &[Value],
-) {
-    let mem = MemFlagsData::new().with_notrap();
-    let e8 = b.ins().ishl_imm_u(e, 3);
-    let fzero = b.ins().f64const(0.0);
-    let vzero = b.ins().splat(types::F64X2, fzero);
-    let mut slot: HashMap<u32, Value> = HashMap::new();
-    for &(s, v) in &k.consts {
-        let c = b.ins().f64const(v);
-        slot.insert(s, b.ins().splat(types::F64X2, c));
-    }
-    let val = |b: &mut FunctionBuilder, slot: &HashMap<u32, Value>, s: Src| match s {
-        Src::S(s) => slot[&s],
-        Src::P(p) => {
-            let addr = b.ins().iadd(param_base[p as usize], e8);
-            b.ins().load(types::F64X2, mem, addr, 0)
+    /// the element's flat index in the space
+    flat: Value,
+    /// its byte offset into the block's parameter slices
+    e8: Value,
+    slot: HashMap<u32, Value>,
+    off: HashMap<u32, Value>,
+    /// 1 once an index was out of bounds
+    bad: Value,
+    fzero: Value,
+    fone: Value,
+    zero_i: Value,
+}
+
+impl Lane {
+    /// Element `e` of the block starting at flat index `start`, the kernel's constants in its
+    /// slots.
+    fn new(b: &mut FunctionBuilder, k: &Kernel, start: Value, e: Value, bad: Value) -> Lane {
+        let mut slot = HashMap::new();
+        for &(s, v) in &k.consts {
+            slot.insert(s, b.ins().f64const(v));
         }
-    };
-    // a lane mask (all ones where `c` holds) as `f64x2` bits, for `bitselect`
+        Lane {
+            e,
+            flat: b.ins().iadd(start, e),
+            e8: b.ins().ishl_imm_u(e, 3),
+            slot,
+            off: HashMap::new(),
+            bad,
+            fzero: b.ins().f64const(0.0),
+            fone: b.ins().f64const(1.0),
+            zero_i: b.ins().iconst(types::I64, 0),
+        }
+    }
+
+    fn val(&self, b: &mut FunctionBuilder, env: &Env, s: Src) -> Value {
+        match s {
+            Src::S(s) => self.slot[&s],
+            Src::P(p) => {
+                let addr = b.ins().iadd(env.param_base[p as usize], self.e8);
+                b.ins().load(types::F64, env.mem, addr, 0)
+            }
+        }
+    }
+}
+
+/// The address of element `c + off` of an array or window at `base`.
+fn addr_of(b: &mut FunctionBuilder, base: Value, off: Option<Value>, c: usize) -> Value {
+    match off {
+        Some(o) => {
+            let o8 = b.ins().ishl_imm_u(o, 3);
+            let a = b.ins().iadd(base, o8);
+            b.ins().iadd_imm_u(a, (c * 8) as i64)
+        }
+        None => b.ins().iadd_imm_u(base, (c * 8) as i64),
+    }
+}
+
+/// Emit operation `j` (`op`) for one element: the scalar code, operation for operation the
+/// interpreter's.
+fn emit_scalar(b: &mut FunctionBuilder, env: &Env, l: &mut Lane, j: usize, op: &KOp) {
+    let (mem, fzero, fone) = (env.mem, l.fzero, l.fone);
+    let fn_ptr = |b: &mut FunctionBuilder, f: usize| b.ins().iconst(types::I64, f as i64);
+    let p = b.ins().iconst(types::I64, env.op_ptr[j]);
+    match op {
+        KOp::Idx { axis, dst } => {
+            let v = index_component(b, env.k, *axis, l.flat);
+            l.slot.insert(*dst, v);
+        }
+        KOp::Un { op, a, dst, d } => {
+            let x = l.val(b, env, *a);
+            let v = match op {
+                Op1::Neg => b.ins().fneg(x),
+                Op1::Sqrt => b.ins().sqrt(x),
+                Op1::Abs => b.ins().fabs(x),
+                Op1::Recip => b.ins().fdiv(fone, x),
+                _ => {
+                    let f = fn_ptr(b, un_val as *const () as usize);
+                    let c = b.ins().call_indirect(env.sig_i_f, f, &[p, x]);
+                    b.inst_results(c)[0]
+                }
+            };
+            l.slot.insert(*dst, v);
+            if let Some(ds) = d {
+                // Partials that are cheap in the value or the argument are computed inline,
+                // with the rule table's operations (so the same bits), instead of a call that
+                // would evaluate the function again.
+                let dv = match un_partial_inline(b, *op, x, v, fone) {
+                    Some(dv) => dv,
+                    None => {
+                        let f = fn_ptr(b, un_d as *const () as usize);
+                        let c = b.ins().call_indirect(env.sig_i_f, f, &[p, x]);
+                        b.inst_results(c)[0]
+                    }
+                };
+                l.slot.insert(*ds, dv);
+            }
+        }
+        KOp::D1 { op, a, dst, second } => {
+            let x = l.val(b, env, *a);
+            let f = if !*second && *op == Op1::Exp {
+                un_val as *const ()
+            } else if *second {
+                un_dd as *const ()
+            } else {
+                un_d as *const ()
+            };
+            let f = fn_ptr(b, f as usize);
+            let c = b.ins().call_indirect(env.sig_i_f, f, &[p, x]);
+            let v = b.inst_results(c)[0];
+            l.slot.insert(*dst, v);
+        }
+        KOp::Bin {
+            op,
+            a,
+            b: bb,
+            dst,
+            d,
+        } => {
+            let x = l.val(b, env, *a);
+            let y = l.val(b, env, *bb);
+            let v = match op {
+                Op2::Add => b.ins().fadd(x, y),
+                Op2::Sub => b.ins().fsub(x, y),
+                Op2::Mul => b.ins().fmul(x, y),
+                Op2::Div => b.ins().fdiv(x, y),
+                Op2::Max | Op2::Min => max_min(b, *op == Op2::Max, x, y),
+                _ => {
+                    let f = fn_ptr(b, bin_val as *const () as usize);
+                    let c = b.ins().call_indirect(env.sig_i_ff, f, &[p, x, y]);
+                    b.inst_results(c)[0]
+                }
+            };
+            l.slot.insert(*dst, v);
+            if let Some((sx, sy)) = d {
+                for (w, s) in [(0u64, *sx), (1, *sy)] {
+                    let dv = partial(b, *op, w, x, y, fone, p, env.sig_ii_ff);
+                    l.slot.insert(s, dv);
+                }
+            }
+        }
+        KOp::D2 {
+            op,
+            w,
+            a,
+            b: bb,
+            dst,
+            second,
+        } => {
+            let x = l.val(b, env, *a);
+            let y = l.val(b, env, *bb);
+            let v = if *second {
+                let f = fn_ptr(b, bin_dd as *const () as usize);
+                let wv = b.ins().iconst(types::I64, *w as i64);
+                let c = b.ins().call_indirect(env.sig_ii_ff, f, &[p, wv, x, y]);
+                b.inst_results(c)[0]
+            } else {
+                partial(b, *op, *w as u64, x, y, fone, p, env.sig_ii_ff)
+            };
+            l.slot.insert(*dst, v);
+        }
+        KOp::AdjMul { g, d, dst } => {
+            // `+0` where the adjoint is zero, else `g·d` (`expr::adj_mul`) as a mask in a
+            // vector register (`cmpneqpd`, `andpd`): a scalar `select` on a float compare
+            // becomes two branches per node
+            let gv = l.val(b, env, *g);
+            let dv = l.val(b, env, *d);
+            let m = b.ins().fmul(gv, dv);
+            let vzero = b.ins().splat(types::F64X2, fzero);
+            let g2 = b.ins().splat(types::F64X2, gv);
+            let mask = b.ins().fcmp(FloatCC::NotEqual, g2, vzero);
+            let mask = b.ins().bitcast(types::F64X2, MemFlagsData::new(), mask);
+            let m2 = b.ins().splat(types::F64X2, m);
+            let v2 = b.ins().band(m2, mask);
+            let v = b.ins().extractlane(v2, 0);
+            l.slot.insert(*dst, v);
+        }
+        KOp::Disc {
+            op: _,
+            a,
+            b: bb,
+            dst,
+        } => {
+            let x = l.val(b, env, *a);
+            let y = l.val(b, env, *bb);
+            let f = fn_ptr(b, disc as *const () as usize);
+            let c = b.ins().call_indirect(env.sig_i_ff, f, &[p, x, y]);
+            let v = b.inst_results(c)[0];
+            l.slot.insert(*dst, v);
+        }
+        KOp::Select { c, a, b: bb, dst } => {
+            let cv = l.val(b, env, *c);
+            let x = l.val(b, env, *a);
+            let y = l.val(b, env, *bb);
+            let nz = b.ins().fcmp(FloatCC::NotEqual, cv, fzero);
+            let v = b.ins().select(nz, x, y);
+            l.slot.insert(*dst, v);
+        }
+        KOp::Offset {
+            comps, guard, dst, ..
+        } => {
+            let mut o = b.ins().iconst(types::I64, 0);
+            let mut ok = b.ins().iconst(types::I8, 1);
+            for c in comps {
+                if let Comp::Var(s, st, dim) = c {
+                    let x = l.val(b, env, *s);
+                    let dimf = b.ins().f64const(*dim as f64);
+                    let ge = b.ins().fcmp(FloatCC::GreaterThanOrEqual, x, fzero);
+                    let lt = b.ins().fcmp(FloatCC::LessThan, x, dimf);
+                    let in_ = b.ins().band(ge, lt);
+                    ok = b.ins().band(ok, in_);
+                    let xi = b.ins().fcvt_to_uint_sat(types::I64, x);
+                    let t = b.ins().imul_imm_u(xi, *st as i64);
+                    o = b.ins().iadd(o, t);
+                }
+            }
+            // live: the guard holds (a read not demanded reads element 0, as the interpreter's
+            // does); out of bounds and live: bad
+            let live = match guard {
+                Some(g) => {
+                    let gv = l.val(b, env, *g);
+                    b.ins().fcmp(FloatCC::NotEqual, gv, fzero)
+                }
+                None => b.ins().iconst(types::I8, 1),
+            };
+            let use_ = b.ins().band(ok, live);
+            let o = b.ins().select(use_, o, l.zero_i);
+            let not_ok = b.ins().bxor_imm_u(ok, 1);
+            let fail = b.ins().band(not_ok, live);
+            let fail = b.ins().uextend(types::I64, fail);
+            l.bad = b.ins().bor(l.bad, fail);
+            l.off.insert(*dst, o);
+        }
+        KOp::Gather {
+            arr,
+            off: o,
+            c,
+            guard,
+            dst,
+        } => {
+            let ov = o.map(|o| l.off[&o]);
+            let addr = addr_of(b, env.array_base[*arr], ov, *c);
+            let v = b.ins().load(types::F64, mem, addr, 0);
+            let v = match guard {
+                Some(g) => {
+                    let gv = l.val(b, env, *g);
+                    let nz = b.ins().fcmp(FloatCC::NotEqual, gv, fzero);
+                    b.ins().select(nz, v, fzero)
+                }
+                None => v,
+            };
+            l.slot.insert(*dst, v);
+        }
+        KOp::Scatter {
+            target,
+            off: o,
+            c,
+            guard,
+            val: vs,
+        } => {
+            let ov = o.map(|o| l.off[&o]);
+            let mut v = l.val(b, env, *vs);
+            if let Some(g) = guard {
+                let gv = l.val(b, env, *g);
+                let nz = b.ins().fcmp(FloatCC::NotEqual, gv, fzero);
+                v = b.ins().select(nz, v, fzero);
+            }
+            let addr = addr_of(b, env.win_base[*target], ov, *c);
+            let old = b.ins().load(types::F64, mem, addr, 0);
+            let new = b.ins().fadd(old, v);
+            b.ins().store(mem, new, addr, 0);
+        }
+        KOp::F32(_) | KOp::Cast { .. } => unreachable!("not eligible"),
+    }
+}
+
+/// The first partial of unary `op` at `x` (value `v`) where it is cheap in the value or the
+/// argument, with the rule table's operations; works on `f64` and `f64x2` values (`one` of the
+/// same type). `None`: the rule table is called.
+fn un_partial_inline(
+    b: &mut FunctionBuilder,
+    op: Op1,
+    x: Value,
+    v: Value,
+    one: Value,
+) -> Option<Value> {
+    Some(match op {
+        Op1::Exp => v,
+        Op1::Tanh => {
+            let vv = b.ins().fmul(v, v);
+            b.ins().fsub(one, vv)
+        }
+        Op1::Ln => b.ins().fdiv(one, x),
+        Op1::Recip => {
+            let vv = b.ins().fmul(v, v);
+            b.ins().fneg(vv)
+        }
+        Op1::Sqrt => {
+            let v2 = b.ins().fadd(v, v);
+            b.ins().fdiv(one, v2)
+        }
+        _ => return None,
+    })
+}
+
+/// Whether operation `op` runs on both elements of a pair at once in `f64x2` registers
+/// (element-wise IEEE arithmetic); the others run once per element with the scalar code.
+fn vectorizable(op: &KOp) -> bool {
+    match op {
+        KOp::Un { op, d, .. } => {
+            matches!(op, Op1::Neg | Op1::Sqrt | Op1::Abs | Op1::Recip)
+                && (d.is_none() || matches!(op, Op1::Sqrt | Op1::Recip))
+        }
+        KOp::Bin { op, d, .. } => {
+            matches!(
+                op,
+                Op2::Add | Op2::Sub | Op2::Mul | Op2::Div | Op2::Max | Op2::Min
+            ) && (d.is_none() || matches!(op, Op2::Add | Op2::Sub | Op2::Mul | Op2::Div))
+        }
+        KOp::D2 { op, second, .. } => {
+            !*second && matches!(op, Op2::Add | Op2::Sub | Op2::Mul | Op2::Div)
+        }
+        KOp::AdjMul { .. } | KOp::Select { .. } => true,
+        _ => false,
+    }
+}
+
+/// The value operands of an operation (slots or parameters; not offsets).
+fn operands(op: &KOp) -> Vec<Src> {
+    match op {
+        KOp::Idx { .. } => vec![],
+        KOp::Un { a, .. } | KOp::D1 { a, .. } | KOp::Cast { a, .. } => vec![*a],
+        KOp::Bin { a, b, .. } | KOp::D2 { a, b, .. } | KOp::Disc { a, b, .. } => vec![*a, *b],
+        KOp::AdjMul { g, d, .. } => vec![*g, *d],
+        KOp::Select { c, a, b, .. } => vec![*c, *a, *b],
+        KOp::F32(op) => operands(op),
+        KOp::Offset { comps, guard, .. } => comps
+            .iter()
+            .filter_map(|c| match c {
+                Comp::Var(s, ..) => Some(*s),
+                Comp::Const(_) => None,
+            })
+            .chain(*guard)
+            .collect(),
+        KOp::Gather { guard, .. } => guard.iter().copied().collect(),
+        KOp::Scatter { guard, val, .. } => guard.iter().copied().chain([*val]).collect(),
+    }
+}
+
+/// The value slots an operation writes.
+fn results(op: &KOp) -> Vec<u32> {
+    match op {
+        KOp::Un { dst, d, .. } => std::iter::once(*dst).chain(*d).collect(),
+        KOp::Bin { dst, d, .. } => match d {
+            Some((x, y)) => vec![*dst, *x, *y],
+            None => vec![*dst],
+        },
+        KOp::Offset { .. } | KOp::Scatter { .. } => vec![],
+        op => vec![op.dst()],
+    }
+}
+
+/// One iteration of the paired loop: elements `e` and `e + 1` of the block. Element-wise
+/// arithmetic ([`vectorizable`]) runs in `f64x2` registers, one lane per element; every other
+/// operation (calls, index arithmetic, gathers, scatters) runs the scalar code once per element,
+/// the first element's first. Values move between the two forms where an operation of the other
+/// kind needs them. Each lane computes exactly what the scalar loop computes for its element;
+/// a scatter target receives the same terms, the two elements' interleaved operation by
+/// operation. Returns the updated out-of-bounds flag.
+fn pair_body(b: &mut FunctionBuilder, env: &Env, start: Value, e: Value, bad: Value) -> Value {
+    let k = env.k;
+    let e1 = b.ins().iadd_imm_u(e, 1);
+    let zero = b.ins().iconst(types::I64, 0);
+    let mut lanes = [
+        Lane::new(b, k, start, e, bad),
+        Lane::new(b, k, start, e1, zero),
+    ];
+    let e8 = lanes[0].e8;
+    let fzero = lanes[0].fzero;
+    let vzero = b.ins().splat(types::F64X2, fzero);
+    let vone = b.ins().splat(types::F64X2, lanes[0].fone);
+    let mut vslot: HashMap<u32, Value> = HashMap::new();
+    // a slot's `f64x2` value, built from the lanes' scalars where only those exist
+    let vec_of =
+        |b: &mut FunctionBuilder, vslot: &mut HashMap<u32, Value>, lanes: &[Lane; 2], s: Src| {
+            match s {
+                Src::P(p) => {
+                    let addr = b.ins().iadd(env.param_base[p as usize], e8);
+                    b.ins().load(types::F64X2, env.mem, addr, 0)
+                }
+                Src::S(s) => *vslot.entry(s).or_insert_with(|| {
+                    let v = b.ins().scalar_to_vector(types::F64X2, lanes[0].slot[&s]);
+                    b.ins().insertlane(v, lanes[1].slot[&s], 1)
+                }),
+            }
+        };
+    // a lane mask (all ones where `cc` holds) as `f64x2` bits, for `bitselect`
     let mask = |b: &mut FunctionBuilder, cc: FloatCC, x: Value, y: Value| {
         let m = b.ins().fcmp(cc, x, y);
         b.ins().bitcast(types::F64X2, MemFlagsData::new(), m)
     };
-    let flat = b.ins().iadd(start, e);
-    let flat1 = b.ins().iadd_imm_u(flat, 1);
-    for op in &k.ops {
-        let (dst, v) = match op {
-            KOp::Idx { axis, dst } => {
-                // as the scalar loop, once per lane
-                let mut lanes = [flat, flat1].map(|f| index_component(b, k, *axis, f));
-                let v = b.ins().splat(types::F64X2, lanes[0]);
-                lanes[0] = b.ins().insertlane(v, lanes[1], 1);
-                (*dst, lanes[0])
+    for (j, op) in k.ops.iter().enumerate() {
+        if !vectorizable(op) {
+            for (i, l) in lanes.iter_mut().enumerate() {
+                for s in operands(op) {
+                    if let Src::S(s) = s {
+                        l.slot
+                            .entry(s)
+                            .or_insert_with(|| b.ins().extractlane(vslot[&s], i as u8));
+                    }
+                }
+                emit_scalar(b, env, l, j, op);
             }
-            KOp::Un { op, a, dst, .. } => {
-                let x = val(b, &slot, *a);
+            // an earlier value of a result's slot in `f64x2` form is stale
+            for dst in results(op) {
+                vslot.remove(&dst);
+            }
+            continue;
+        }
+        let mut get = |b: &mut FunctionBuilder, s: Src| vec_of(b, &mut vslot, &lanes, s);
+        let out: Vec<(u32, Value)> = match op {
+            KOp::Un { op, a, dst, d } => {
+                let x = get(b, *a);
                 let v = match op {
                     Op1::Neg => b.ins().fneg(x),
                     Op1::Sqrt => b.ins().sqrt(x),
-                    _ => b.ins().fabs(x),
+                    Op1::Abs => b.ins().fabs(x),
+                    _ => b.ins().fdiv(vone, x),
                 };
-                (*dst, v)
+                let mut out = vec![(*dst, v)];
+                if let Some(ds) = d {
+                    let dv = un_partial_inline(b, *op, x, v, vone).expect("vectorizable");
+                    out.push((*ds, dv));
+                }
+                out
             }
             KOp::Bin {
-                op, a, b: bb, dst, ..
+                op,
+                a,
+                b: bb,
+                dst,
+                d,
             } => {
-                let x = val(b, &slot, *a);
-                let y = val(b, &slot, *bb);
+                let x = get(b, *a);
+                let y = get(b, *bb);
                 let v = match op {
                     Op2::Add => b.ins().fadd(x, y),
                     Op2::Sub => b.ins().fsub(x, y),
@@ -784,35 +940,84 @@ fn pair_body(
                         b.ins().bitselect(pick_y, y, x)
                     }
                 };
-                (*dst, v)
+                let mut out = vec![(*dst, v)];
+                if let Some((sx, sy)) = d {
+                    out.push((*sx, vpartial(b, *op, 0, x, y, vone)));
+                    out.push((*sy, vpartial(b, *op, 1, x, y, vone)));
+                }
+                out
+            }
+            KOp::D2 {
+                op,
+                w,
+                a,
+                b: bb,
+                dst,
+                ..
+            } => {
+                let x = get(b, *a);
+                let y = get(b, *bb);
+                vec![(*dst, vpartial(b, *op, *w, x, y, vone))]
             }
             KOp::AdjMul { g, d, dst } => {
-                let gv = val(b, &slot, *g);
-                let dv = val(b, &slot, *d);
+                let gv = get(b, *g);
+                let dv = get(b, *d);
                 let m = b.ins().fmul(gv, dv);
                 let live = mask(b, FloatCC::NotEqual, gv, vzero);
-                (*dst, b.ins().band(m, live))
+                vec![(*dst, b.ins().band(m, live))]
             }
             KOp::Select { c, a, b: bb, dst } => {
-                let cv = val(b, &slot, *c);
-                let x = val(b, &slot, *a);
-                let y = val(b, &slot, *bb);
+                let cv = get(b, *c);
+                let x = get(b, *a);
+                let y = get(b, *bb);
                 let nz = mask(b, FloatCC::NotEqual, cv, vzero);
-                (*dst, b.ins().bitselect(nz, x, y))
+                vec![(*dst, b.ins().bitselect(nz, x, y))]
             }
-            _ => unreachable!("not a pairs kernel"),
+            _ => unreachable!("vectorizable operations are matched above"),
         };
-        slot.insert(dst, v);
+        debug_assert_eq!(
+            out.iter().map(|o| o.0).collect::<Vec<_>>(),
+            results(op),
+            "results"
+        );
+        for (dst, v) in out {
+            vslot.insert(dst, v);
+            // the lanes' scalars of an earlier value of this slot are stale
+            for l in &mut lanes {
+                l.slot.remove(&dst);
+            }
+        }
     }
     for (r, root) in k.roots.iter().enumerate() {
-        let v = val(b, &slot, *root);
-        let at = b.ins().imul(e, root_stride[r]);
-        let addr = b.ins().iadd(root_base[r], at);
-        let lo = b.ins().extractlane(v, 0);
-        let hi = b.ins().extractlane(v, 1);
-        b.ins().store(mem, lo, addr, 0);
-        let addr1 = b.ins().iadd(addr, root_stride[r]);
-        b.ins().store(mem, hi, addr1, 0);
+        for (i, l) in lanes.iter().enumerate() {
+            let v = match root {
+                Src::S(s) if !l.slot.contains_key(s) => b.ins().extractlane(vslot[s], i as u8),
+                _ => l.val(b, env, *root),
+            };
+            let at = b.ins().imul(l.e, env.root_stride[r]);
+            let addr = b.ins().iadd(env.root_base[r], at);
+            b.ins().store(env.mem, v, addr, 0);
+        }
+    }
+    let [l0, l1] = lanes;
+    b.ins().bor(l0.bad, l1.bad)
+}
+
+/// [`partial`] of `+ − × ÷` on `f64x2` values (`one` splatted): the same operations.
+fn vpartial(b: &mut FunctionBuilder, op: Op2, w: u8, x: Value, y: Value, one: Value) -> Value {
+    match (op, w) {
+        (Op2::Add, _) | (Op2::Sub, 0) => one,
+        (Op2::Sub, _) => b.ins().fneg(one),
+        (Op2::Mul, 0) => y,
+        (Op2::Mul, _) => x,
+        (Op2::Div, 0) => b.ins().fdiv(one, y),
+        (Op2::Div, _) => {
+            let v = b.ins().fdiv(x, y);
+            let inv = b.ins().fdiv(one, y);
+            let p = b.ins().fmul(v, inv);
+            b.ins().fneg(p)
+        }
+        _ => unreachable!("vectorizable partials: + − × ÷"),
     }
 }
 

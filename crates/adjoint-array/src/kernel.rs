@@ -129,7 +129,7 @@ pub(crate) enum KOp {
 }
 
 impl KOp {
-    fn dst(&self) -> u32 {
+    pub(crate) fn dst(&self) -> u32 {
         match self {
             KOp::Un { dst, .. }
             | KOp::D1 { dst, .. }

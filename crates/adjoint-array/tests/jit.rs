@@ -401,3 +401,152 @@ fn partials_computed_inline_are_the_rule_tables_bit_for_bit() {
         })
     });
 }
+
+/// One element of [`paired_kernels_mix_vector_and_scalar_operations_bit_for_bit`], written once
+/// for `Exp` and for forward mode (`c` makes a constant, `w` reads the table).
+macro_rules! mixed {
+    ($v:expr, $e:expr, $w:expr, $c:expr, $sel:expr) => {{
+        let (v, e, w, c, sel) = ($v, $e, $w, $c, $sel);
+        // a gather (the table at e mod 37), calls with inline and called partials, a discrete
+        // op, a select on a comparison, the index itself, and vector arithmetic between them
+        let t = w(e);
+        let s = (v * t).sin() + (v * c(0.5)).exp() * t;
+        let m = (v * v).max(t * c(0.25)) / (t * t + c(1.0));
+        let r = (v.abs() + c(0.5)).sqrt().recip() - (s * c(0.1)).tanh();
+        let q = sel(v, m * c(2.0), r * t);
+        [
+            s * m + q,
+            r / (q * q + c(1.0)) - (t - v) * c(0.3),
+            (v + c(1.5)).powf(t),
+        ]
+    }};
+}
+
+#[test]
+fn paired_kernels_mix_vector_and_scalar_operations_bit_for_bit() {
+    // Every compiled kernel runs two elements per iteration: vector arithmetic for both, the
+    // scalar code (calls, gathers, scatters, index arithmetic) once per element. An odd count
+    // leaves the last element to the scalar loop. Values must be the interpreter's bit for
+    // bit, NaN and ±∞ included; gradients too where no scatter is involved (∂/∂a: identity
+    // reads), and to rounding where adjoints are scattered (∂/∂w).
+    let n = 4097;
+    let mut a = data(n, 23);
+    for (k, v) in [f64::NAN, f64::INFINITY, -0.0, f64::NEG_INFINITY, 0.0]
+        .iter()
+        .enumerate()
+    {
+        a[2 * k + 1] = *v; // in the second lane of a pair
+    }
+    let w = data(37, 24);
+    let mk = |jit: bool| {
+        let b = Builder::new();
+        b.set_jit(jit);
+        let ai = b.input(&[n]);
+        let wi = b.input(&[37]);
+        let g = b.generate_n(&[n], 3, |i| {
+            let v = ai.at(&[i[0]]);
+            let row = (i[0] * 0.5).floor();
+            let sel = |v: Exp, x: Exp, y: Exp| cond(v.gt(0.0), x, y);
+            let out = mixed!(v, i[0].imod(37.0), |j: Exp| wi.at(&[j]), lit, sel);
+            vec![out[0] + row * 0.001, out[1], out[2]]
+        });
+        let total = sum_all(&g.map(|x| x * 0.5));
+        (
+            b.build(&[&g]).expect("build"),
+            b.build_scalar(&total).expect("build"),
+        )
+    };
+    let ((vj, j), (vi, i)) = (mk(true), mk(false));
+    let (oj, oi) = (vj.run(&[&a, &w]).unwrap(), vi.run(&[&a, &w]).unwrap());
+    assert_eq!(
+        bits(oj[0].data()),
+        bits(oi[0].data()),
+        "values: compiled vs interpreted"
+    );
+    // gradients on finite inputs (the specials make NaN gradients)
+    let a = data(n, 25);
+    let (gj, gi) = (
+        j.gradient_a(&[&a, &w]).unwrap(),
+        i.gradient_a(&[&a, &w]).unwrap(),
+    );
+    assert_eq!(gj.value.to_bits(), gi.value.to_bits());
+    assert_eq!(bits(&gj.grads[0]), bits(&gi.grads[0]), "∂/∂a");
+    for (x, y) in gj.grads[1].iter().zip(&gi.grads[1]) {
+        assert!((x - y).abs() <= 1e-10 * (1.0 + x.abs()), "∂/∂w: {x} vs {y}");
+    }
+    // and right: forward mode over all of w and a few elements of a
+    let elem = |v: Dual64, e: usize, w: &[Dual64]| {
+        let sel = |v: Dual64, x: Dual64, y: Dual64| if v.re > 0.0 { x } else { y };
+        let out = mixed!(v, e % 37, |j: usize| w[j], Dual64::constant, sel);
+        (out[0] + (e / 2) as f64 * 0.001 + out[1] + out[2]) * 0.5
+    };
+    let gw = forward::gradient(
+        |wd: &[Dual64]| {
+            (0..n).fold(Dual64::constant(0.0), |s, e| {
+                s + elem(Dual64::constant(a[e]), e, wd)
+            })
+        },
+        &w,
+    );
+    for (x, y) in gj.grads[1].iter().zip(&gw) {
+        assert!(
+            (x - y).abs() <= 1e-9 * (1.0 + y.abs()),
+            "∂/∂w: {x} vs forward {y}"
+        );
+    }
+    let wc: Vec<Dual64> = w.iter().map(|&v| Dual64::constant(v)).collect();
+    for e in [0, 1, 2, 37, 2047, 4095, 4096] {
+        let d = forward::gradient(|v: &[Dual64]| elem(v[0], e, &wc), &[a[e]])[0];
+        let x = gj.grads[0][e];
+        assert!(
+            (x - d).abs() <= 1e-10 * (1.0 + d.abs()),
+            "∂/∂a[{e}]: {x} vs forward {d}"
+        );
+    }
+}
+
+#[test]
+fn paired_kernels_alternating_scalar_calls_and_vector_arithmetic() {
+    // Slots are reused once their value is dead, so a slot last written by vector arithmetic
+    // is later written by a call (run per element) and read again by vector arithmetic: the
+    // paired code must read the call's value, not the slot's earlier one.
+    let n = 3001;
+    let x = data(n, 31);
+    let f = |v: f64| {
+        let mut a = v;
+        for k in 0..6 {
+            let s = (a * 0.9 + k as f64).sin();
+            a = s * 2.0 - a * 0.5;
+            a = (a * 0.3).exp() + s;
+        }
+        a
+    };
+    let (j, i) = both(n, |_, a| {
+        a.map(|v| {
+            let mut a = v;
+            for k in 0..6 {
+                let s = (a * 0.9 + k as f64).sin();
+                a = s * 2.0 - a * 0.5;
+                a = (a * 0.3).exp() + s;
+            }
+            a
+        })
+        .sum()
+    });
+    let (vj, vi) = (j.run(&[&x]).unwrap(), i.run(&[&x]).unwrap());
+    assert_eq!(vj[0].data()[0].to_bits(), vi[0].data()[0].to_bits());
+    let total: f64 = x.iter().map(|&v| f(v)).sum();
+    assert!((vj[0].data()[0] - total).abs() <= 1e-12 * total.abs().max(1.0));
+    let g = agree(&j, &i, &x);
+    close_to_forward(&g, &x, |v| {
+        v.iter().fold(Dual64::constant(0.0), |acc, &v| {
+            let mut a = v;
+            for k in 0..6 {
+                let s = (a * 0.9 + k as f64).sin();
+                a = s * 2.0 - a * 0.5;
+                a = (a * 0.3).exp() + s;
+            }
+            acc + a
+        })
+    });
+}
