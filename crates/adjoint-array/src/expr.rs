@@ -357,6 +357,42 @@ impl Arena {
         self.push(Node::Disc(op, a, b))
     }
 
+    /// This arena with the first partials of `sin`, `cos`, `sinh` and `cosh` at `f64` arguments
+    /// (`is_f64`) made the other function's node: `sin′(a)` is the node `cos(a)`, `cos′(a)` is
+    /// `−sin(a)`, `sinh′ ↔ cosh`. The rule table's partial is the same number (`sin_cos` is
+    /// `(sin, cos)`), and a kernel that evaluates both functions at one argument, as a rotation
+    /// does, then calls each once instead of four times. (`f32` partials stay the rule table's
+    /// `f64` values rounded.) Returns the new arena and each old node's new id, or `None` when
+    /// there is nothing to rewrite.
+    pub(crate) fn with_shared_partials(
+        &self,
+        is_f64: &dyn Fn(Id) -> bool,
+    ) -> Option<(Arena, Vec<Id>)> {
+        let hit = |n: &Node| matches!(n, Node::D1(Op1::Sin | Op1::Cos | Op1::Sinh | Op1::Cosh, a) if is_f64(*a));
+        if !self.nodes.iter().any(hit) {
+            return None;
+        }
+        let mut new = Arena::default();
+        let mut map: Vec<Id> = Vec::with_capacity(self.nodes.len());
+        for n in &self.nodes {
+            let m = n.map_operands(|o| map[o as usize]);
+            let id = match m {
+                Node::D1(op, a) if hit(n) => match op {
+                    Op1::Sin => new.push(Node::Un(Op1::Cos, a)),
+                    Op1::Cos => {
+                        let s = new.push(Node::Un(Op1::Sin, a));
+                        new.push(Node::Un(Op1::Neg, s))
+                    }
+                    Op1::Sinh => new.push(Node::Un(Op1::Cosh, a)),
+                    _ => new.push(Node::Un(Op1::Sinh, a)),
+                },
+                m => new.push(m),
+            };
+            map.push(id);
+        }
+        Some((new, map))
+    }
+
     /// This arena with the values of the unary nodes `stored` read from parameters `first`,
     /// `first + 1`, … instead of computed (a recurrence's reverse pass reading what its primal
     /// pass stored), and their first partials (`D1` nodes of the same primitive and argument)

@@ -215,6 +215,7 @@ pub(crate) struct Types<'a> {
 }
 
 /// A scatter into the array with key `target` at the index of the read node `read`.
+#[derive(Clone)]
 pub(crate) struct ScatterSpec {
     pub target: u32,
     pub read: Id,
@@ -288,14 +289,33 @@ impl Kernel {
         shape_of: &dyn Fn(u32) -> Vec<usize>,
         types: &Types,
     ) -> Kernel {
+        let infer_types = |ar: &Arena| -> Vec<Ty> {
+            infer(
+                ar,
+                &|k| types.params.get(k as usize).copied().unwrap_or(Ty::F64),
+                types.read,
+            )
+            .unwrap_or_else(|_| vec![Ty::F64; ar.nodes.len()])
+        };
+        // sin′ is the cos node (and so on) where that is the same number: see
+        // `Arena::with_shared_partials`
+        let (mut roots, mut scatters, mut primal) =
+            (roots.to_vec(), scatters.to_vec(), primal.to_vec());
+        let ty0 = infer_types(&ar);
+        if let Some((new, map)) = ar.with_shared_partials(&|a| ty0[a as usize] != Ty::F32) {
+            ar = new;
+            for r in roots.iter_mut().chain(&mut primal) {
+                *r = map[*r as usize];
+            }
+            for s in &mut scatters {
+                s.read = map[s.read as usize];
+                s.val = map[s.val as usize];
+            }
+        }
+        let (roots, scatters, primal) = (&roots[..], &scatters[..], &primal[..]);
         let guard = guards(&mut ar, primal);
         // Element types (a mix, rejected when the program was built, is evaluated in f64).
-        let ty: Vec<Ty> = infer(
-            &ar,
-            &|k| types.params.get(k as usize).copied().unwrap_or(Ty::F64),
-            types.read,
-        )
-        .unwrap_or_else(|_| vec![Ty::F64; ar.nodes.len()]);
+        let ty: Vec<Ty> = infer_types(&ar);
         let is32 = |i: Id| ty[i as usize] == Ty::F32;
         // Identity reads become parameters; identity scatters become dense roots.
         let rank = space.len();

@@ -550,3 +550,37 @@ fn paired_kernels_alternating_scalar_calls_and_vector_arithmetic() {
         })
     });
 }
+
+#[test]
+fn sin_and_cos_partials_are_the_rule_tables_bit_for_bit() {
+    // The partial of sin is the cos node (and of cos, −sin; sinh ↔ cosh), so that a kernel
+    // evaluating both functions calls each once: the numbers must be the rule table's.
+    use adjoint_core::rules::{unary, Op1};
+    let n = 2500;
+    let x = common::uniform(n, 41, -20.0, 20.0);
+    for jit in [true, false] {
+        for (op, f) in [
+            (Op1::Sin, (|v: Exp| v.sin()) as fn(Exp) -> Exp),
+            (Op1::Cos, |v: Exp| v.cos()),
+            (Op1::Sinh, |v: Exp| (v * 0.1).sinh()),
+            (Op1::Cosh, |v: Exp| (v * 0.1).cosh()),
+        ] {
+            let b = Builder::new();
+            b.set_jit(jit);
+            let a = b.input(&[n]);
+            let p = b.build_scalar(&a.map(f).sum()).unwrap();
+            let g = p.gradient_a(&[&x]).unwrap();
+            for (e, (&d, &v)) in g.grads[0].iter().zip(&x).enumerate() {
+                let want = match op {
+                    Op1::Sinh | Op1::Cosh => unary(op, v * 0.1).d * 0.1,
+                    _ => unary(op, v).d,
+                };
+                assert_eq!(
+                    d.to_bits(),
+                    want.to_bits(),
+                    "{op:?}′ at x[{e}] = {v}, jit {jit}"
+                );
+            }
+        }
+    }
+}
