@@ -239,7 +239,13 @@ macro_rules! by_op2 {
 
 extern "C" fn un_val(op: *const Op1, x: f64) -> f64 {
     // SAFETY: `op` points into the `Jit`'s operation table, alive while its code runs.
-    by_op1!(unsafe { *op }, x, value)
+    match unsafe { *op } {
+        // The rule table computes both with `sin_cos`, which is `(sin, cos)`: asked for one,
+        // compute only that one (a `sincos` call costs about both).
+        Op1::Sin => x.sin(),
+        Op1::Cos => x.cos(),
+        op => by_op1!(op, x, value),
+    }
 }
 extern "C" fn un_d(op: *const Op1, x: f64) -> f64 {
     // SAFETY: as in `un_val`.

@@ -81,13 +81,10 @@ impl LstmColumn for ArrayLstm {
 #[derive(Default)]
 pub struct ArrayBa {
     built: Built<Ba>,
-    /// Buffers reused between calls: observation indices as numbers, the flat blocks, and the
-    /// blocks as the assembler takes them.
-    bufs: RefCell<BaBufs>,
+    /// Buffers reused between calls: observation indices as numbers and the flat blocks (two
+    /// rows of 15 per observation).
+    bufs: RefCell<(Vec<f64>, Vec<f64>)>,
 }
-
-/// Observation indices as numbers, the flat blocks, the blocks as the assembler takes them.
-type BaBufs = (Vec<f64>, Vec<f64>, Vec<[[f64; 15]; 2]>);
 
 impl BaColumn for ArrayBa {
     fn name(&self) -> &'static str {
@@ -103,20 +100,13 @@ impl BaColumn for ArrayBa {
         }
         let (_, program) = built.as_ref().expect("built above");
         let mut bufs = self.bufs.borrow_mut();
-        let (obs, flat, blocks) = &mut *bufs;
+        let (obs, flat) = &mut *bufs;
         obs.clear();
         obs.extend(b.obs.iter().flat_map(|o| [o[0] as f64, o[1] as f64]));
         program
             .blocks_into(&b.cams, &b.x, &b.w, &b.feats, obs, flat)
             .unwrap_or_else(|e| panic!("array BA Jacobian: {e}"));
-        blocks.clear();
-        blocks.extend(flat.chunks_exact(30).map(|c| {
-            let mut blk = [[0.0; 15]; 2];
-            blk[0].copy_from_slice(&c[..15]);
-            blk[1].copy_from_slice(&c[15..]);
-            blk
-        }));
-        ba::assemble(b, blocks, out)
+        ba::assemble_flat(b, flat, out)
     }
 }
 

@@ -237,6 +237,15 @@ pub fn assemble(b: &BaInput, blocks: &[[[f64; 15]; 2]], out: &mut Csr) {
     })
 }
 
+/// [`assemble`] from blocks laid out flat, 30 numbers per observation (its two rows), as an
+/// array program returns them: no copy into block form first.
+pub fn assemble_flat(b: &BaInput, flat: &[f64], out: &mut Csr) {
+    assert_eq!(flat.len(), 30 * b.p, "30 numbers per observation");
+    csr_from_rows(b, out, |i, _, rows| {
+        rows.copy_from_slice(&flat[30 * i..30 * i + 30]);
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
