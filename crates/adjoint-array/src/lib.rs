@@ -29,8 +29,8 @@
 //! operations) and returns a [`Program`], run many times on new inputs
 //! ([`Program::run`]). Each kernel evaluates its expression DAG over blocks of 64–1024
 //! elements: a kernel over at least 2048 `f64` elements is compiled to native code with
-//! Cranelift on its first run (one loop over the block's elements, intermediates in
-//! registers); smaller ones are interpreted, one tight loop per node per block
+//! Cranelift on its first run (one loop over the block's elements, two at a time with their
+//! arithmetic in `f64x2` registers, intermediates in registers); smaller ones are interpreted, one tight loop per node per block
 //! ([`Builder::set_jit`] chooses; the values are the same). Work is split into chunks that
 //! depend only on the sizes and combined in chunk order: results are bit-identical for any
 //! number of threads.
@@ -43,7 +43,9 @@
 //! broadcasts; folds and scans (any step function, also one that indexes arrays) use the
 //! sequential semantics: the step's partials in one kernel, a linear recurrence per row, then
 //! the step's full adjoint; `scan_n` runs its step's adjoint kernel once per step, backwards
-//! from the stored states (state adjoints and contributions to the arrays it reads together);
+//! from the stored states (state adjoints and contributions to the arrays it reads together),
+//! reading the step's transcendental values stored by the primal pass
+//! ([`Builder::set_scan_store`]);
 //! `permute` gathers (`+`) or routes to the recorded winners
 //! (`max`/`min`); `acond` differentiates the branch taken; `awhile` stores every iteration and
 //! runs the body's adjoint backwards. [`gradient_e`] / [`jacobian_e`] differentiate an
