@@ -1006,7 +1006,7 @@ fn pair_body(b: &mut FunctionBuilder, env: &Env, start: Value, e: Value, bad: Va
         let adjacent = match root {
             Src::S(s) if !lanes[0].slot.contains_key(s) => {
                 let (one, each, next) = (b.create_block(), b.create_block(), b.create_block());
-                let is8 = b.ins().icmp_imm(IntCC::Equal, env.root_stride[r], 8);
+                let is8 = b.ins().icmp_imm_u(IntCC::Equal, env.root_stride[r], 8);
                 b.ins().brif(is8, one, &[], each, &[]);
                 b.switch_to_block(one);
                 let at = b.ins().ishl_imm_u(lanes[0].e, 3);
