@@ -1001,10 +1001,11 @@ fn pair_body(b: &mut FunctionBuilder, env: &Env, start: Value, e: Value, bad: Va
         }
     }
     for (r, root) in k.roots.iter().enumerate() {
-        // a root in vector form whose elements are adjacent (stride 8 bytes, a map's output)
-        // is stored in one instruction; otherwise lane by lane
+        // the only root, in vector form, whose elements are adjacent (stride 8 bytes, a map's
+        // output) is stored in one instruction; otherwise lane by lane (a branch per root
+        // split the body of BA's 30-root kernel into 30 diamonds and made it 4× slower)
         let adjacent = match root {
-            Src::S(s) if !lanes[0].slot.contains_key(s) => {
+            Src::S(s) if k.roots.len() == 1 && !lanes[0].slot.contains_key(s) => {
                 let (one, each, next) = (b.create_block(), b.create_block(), b.create_block());
                 let is8 = b.ins().icmp_imm_u(IntCC::Equal, env.root_stride[r], 8);
                 b.ins().brif(is8, one, &[], each, &[]);
