@@ -878,38 +878,11 @@ fn param_node(ar: &Arena, k: u32) -> Option<Id> {
 
 /// An adjoint kernel of `lam`: roots = adjoints of the wanted parameters (listed in
 /// `Kernel::param_roots`), scatters for the active reads (when `scatter`). `seeds(ar, r)` gives
-/// the seed expression of output `r`.
+/// the seed expression of output `r`. The values of the nodes `stored` (storable unary nodes of
+/// `lam`, usually none) are read from the last `stored.len()` of its `nparams_total` parameters
+/// instead of computed ([`Arena::with_stored`]).
 #[allow(clippy::too_many_arguments)]
 fn adjoint_kernel(
-    g: &Graph,
-    lam: &Lambda,
-    space: &[usize],
-    nparams_total: u32,
-    seeds: &dyn Fn(&mut Arena, usize) -> Id,
-    want_param: &dyn Fn(u32) -> bool,
-    scatter: bool,
-    shape_of: &dyn Fn(u32) -> Vec<usize>,
-    types: &Types,
-) -> Result<Kernel> {
-    adjoint_kernel_stored(
-        g,
-        lam,
-        &[],
-        space,
-        nparams_total,
-        seeds,
-        want_param,
-        scatter,
-        shape_of,
-        types,
-    )
-}
-
-/// [`adjoint_kernel`] reading the values of the nodes `stored` (storable unary nodes of `lam`)
-/// from the last `stored.len()` of its `nparams_total` parameters instead of computing them
-/// ([`Arena::with_stored`]).
-#[allow(clippy::too_many_arguments)]
-fn adjoint_kernel_stored(
     g: &Graph,
     lam: &Lambda,
     stored: &[Id],
@@ -1094,6 +1067,7 @@ pub(crate) fn backward(ex: &Exec, seeds: Vec<(NodeId, Vec<f64>)>) -> Result<Vec<
                     adjoint_kernel(
                         g,
                         lam,
+                        &[],
                         space,
                         np + u32::from(has_d && nouts == 1),
                         &|ar, r| {
@@ -1165,6 +1139,7 @@ pub(crate) fn backward(ex: &Exec, seeds: Vec<(NodeId, Vec<f64>)>) -> Result<Vec<
                     adjoint_kernel(
                         g,
                         lam,
+                        &[],
                         space,
                         lam.nparams,
                         &|ar, _| {
@@ -1392,6 +1367,7 @@ fn init_backward(
         adjoint_kernel(
             g,
             l,
+            &[],
             outer,
             l.outs.len() as u32,
             &|ar, r| ar.push(Node::Param(r as u32)),
@@ -1446,6 +1422,7 @@ fn scan_backward(
         adjoint_kernel(
             g,
             f,
+            &[],
             &[n],
             2,
             &|ar, _| ar.konst(1.0),
@@ -1521,6 +1498,7 @@ fn scan_backward(
         adjoint_kernel(
             g,
             f,
+            &[],
             &[n],
             3,
             &|ar, _| ar.push(Node::Param(2)),
@@ -1652,7 +1630,7 @@ fn scan_n_backward(
     let ns = stored.len();
     let f64s = vec![Ty::F64; 2 * n + ns];
     let k = cached_adjoint(g, i, if ns == 0 { 30 } else { 31 }, || {
-        adjoint_kernel_stored(
+        adjoint_kernel(
             g,
             step,
             &stored,
