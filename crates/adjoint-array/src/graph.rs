@@ -376,6 +376,17 @@ impl Builder {
     /// let (stored, recomputed) = (grad(true), grad(false));
     /// assert_eq!(stored.value, recomputed.value);
     /// assert_eq!(stored.grads, recomputed.grads);
+    /// // and right: a central difference of the same loop in plain Rust (lane 0)
+    /// let lane = |w: f64| {
+    ///     let (mut h, mut total) = (0.1, 0.1);
+    ///     for _ in 0..50 {
+    ///         h = (w * h + 0.5f64).tanh();
+    ///         total += h;
+    ///     }
+    ///     total
+    /// };
+    /// let fd = (lane(0.3 + 1e-6) - lane(0.3 - 1e-6)) / 2e-6;
+    /// assert!((stored.grads[0][0] - fd).abs() < 1e-7);
     /// ```
     pub fn set_scan_store(&self, on: bool) {
         self.g.borrow_mut().scan_store = on;

@@ -239,13 +239,8 @@ macro_rules! by_op2 {
 
 extern "C" fn un_val(op: *const Op1, x: f64) -> f64 {
     // SAFETY: `op` points into the `Jit`'s operation table, alive while its code runs.
-    match unsafe { *op } {
-        // The rule table computes both with `sin_cos`, which is `(sin, cos)`: asked for one,
-        // compute only that one (a `sincos` call costs about both).
-        Op1::Sin => x.sin(),
-        Op1::Cos => x.cos(),
-        op => by_op1!(op, x, value),
-    }
+    // the value alone (`sin` without `cos`: `Op1::eval`)
+    unsafe { *op }.eval(x)
 }
 extern "C" fn un_d(op: *const Op1, x: f64) -> f64 {
     // SAFETY: as in `un_val`.
@@ -954,8 +949,14 @@ fn pair_body(b: &mut FunctionBuilder, env: &Env, start: Value, e: Value, bad: Va
                 };
                 let mut out = vec![(*dst, v)];
                 if let Some((sx, sy)) = d {
-                    out.push((*sx, vpartial(b, *op, 0, x, y, vone)));
-                    out.push((*sy, vpartial(b, *op, 1, x, y, vone)));
+                    out.push((
+                        *sx,
+                        arith_partial(b, *op, 0, x, y, vone).expect("vectorizable"),
+                    ));
+                    out.push((
+                        *sy,
+                        arith_partial(b, *op, 1, x, y, vone).expect("vectorizable"),
+                    ));
                 }
                 out
             }
@@ -969,7 +970,10 @@ fn pair_body(b: &mut FunctionBuilder, env: &Env, start: Value, e: Value, bad: Va
             } => {
                 let x = get(b, *a);
                 let y = get(b, *bb);
-                vec![(*dst, vpartial(b, *op, *w, x, y, vone))]
+                vec![(
+                    *dst,
+                    arith_partial(b, *op, *w as u64, x, y, vone).expect("vectorizable"),
+                )]
             }
             KOp::AdjMul { g, d, dst } => {
                 let gv = get(b, *g);
@@ -1037,13 +1041,22 @@ fn pair_body(b: &mut FunctionBuilder, env: &Env, start: Value, e: Value, bad: Va
     b.ins().bor(l0.bad, l1.bad)
 }
 
-/// [`partial`] of `+ − × ÷` on `f64x2` values (`one` splatted): the same operations.
-fn vpartial(b: &mut FunctionBuilder, op: Op2, w: u8, x: Value, y: Value, one: Value) -> Value {
-    match (op, w) {
+/// The first (`w = 0`) or second partial of `+ − × ÷` at `(x, y)` with the rule table's
+/// operations, on `f64` or `f64x2` values (`one` of the same type); `None` for other ops.
+fn arith_partial(
+    b: &mut FunctionBuilder,
+    op: Op2,
+    w: u64,
+    x: Value,
+    y: Value,
+    one: Value,
+) -> Option<Value> {
+    Some(match (op, w) {
         (Op2::Add, _) | (Op2::Sub, 0) => one,
         (Op2::Sub, _) => b.ins().fneg(one),
         (Op2::Mul, 0) => y,
         (Op2::Mul, _) => x,
+        // the rule table: ∂/∂x = 1/y, ∂/∂y = −((x/y)·(1/y)), the same operations
         (Op2::Div, 0) => b.ins().fdiv(one, y),
         (Op2::Div, _) => {
             let v = b.ins().fdiv(x, y);
@@ -1051,8 +1064,8 @@ fn vpartial(b: &mut FunctionBuilder, op: Op2, w: u8, x: Value, y: Value, one: Va
             let p = b.ins().fmul(v, inv);
             b.ins().fneg(p)
         }
-        _ => unreachable!("vectorizable partials: + − × ÷"),
-    }
+        _ => return None,
+    })
 }
 
 /// Index component `axis` of flat element `flat` of the space, as an `f64`.
@@ -1079,8 +1092,8 @@ fn max_min(b: &mut FunctionBuilder, max: bool, x: Value, y: Value) -> Value {
     b.ins().select(pick_y, y, x)
 }
 
-/// The first (`w = 0`) or second partial of a binary op: inline for `+ − ×` (constants and
-/// operands, as the rule table has them), a call otherwise.
+/// The first (`w = 0`) or second partial of a binary op: inline for `+ − × ÷`
+/// ([`arith_partial`]) and `max`/`min`, a call otherwise.
 #[allow(clippy::too_many_arguments)]
 fn partial(
     b: &mut FunctionBuilder,
@@ -1092,11 +1105,10 @@ fn partial(
     p: Value,
     sig: cranelift_codegen::ir::SigRef,
 ) -> Value {
+    if let Some(v) = arith_partial(b, op, w, x, y, one) {
+        return v;
+    }
     match (op, w) {
-        (Op2::Add, _) | (Op2::Sub, 0) => one,
-        (Op2::Sub, _) => b.ins().fneg(one),
-        (Op2::Mul, 0) => y,
-        (Op2::Mul, _) => x,
         (Op2::Max | Op2::Min, _) => {
             // the rule table: the larger (smaller) operand gets 1, a tie ½ each, and
             // against a NaN the non-NaN operand's partial is 1
@@ -1125,14 +1137,6 @@ fn partial(
             let v = b.ins().select(tie, half, nan_case);
             let v = b.ins().select(other, zero, v);
             b.ins().select(mine, one, v)
-        }
-        // the rule table: ∂/∂x = 1/y, ∂/∂y = −((x/y)·(1/y)), the same operations
-        (Op2::Div, 0) => b.ins().fdiv(one, y),
-        (Op2::Div, _) => {
-            let v = b.ins().fdiv(x, y);
-            let inv = b.ins().fdiv(one, y);
-            let p = b.ins().fmul(v, inv);
-            b.ins().fneg(p)
         }
         _ => {
             let f = b

@@ -179,9 +179,15 @@ impl Op1 {
         }
     }
 
-    /// Evaluate the primitive on a plain `f64` (no derivatives).
+    /// Evaluate the primitive on a plain `f64` (no derivatives): the rule's value, computed
+    /// alone (`sin` and `cos` are not evaluated together, as the rule's `sin_cos` does; its
+    /// values are `(sin, cos)`, so the numbers are the same).
     pub fn eval(self, x: f64) -> f64 {
-        unary(self, x).value
+        match self {
+            Op1::Sin => x.sin(),
+            Op1::Cos => x.cos(),
+            op => unary(op, x).value,
+        }
     }
 }
 
