@@ -11,6 +11,7 @@ use crate::kernel::{
     chunks, combine_windows, run_store, run_sum, sum_lanes, sum_lanes_as, Eval, Inputs, Kernel,
     ParamSrc, ScatterSpec, Types, Window,
 };
+use crate::matmul::{matmul, View};
 use adjoint_core::rules::{self, Op2};
 use rayon::prelude::*;
 use std::collections::HashMap;
@@ -217,6 +218,7 @@ impl<'g> Exec<'g> {
         if self.computed(i) {
             return Ok(());
         }
+
         let g = self.g;
         let info = &g.nodes[i as usize];
         let total: usize = info.shape.iter().product();
@@ -478,6 +480,12 @@ impl<'g> Exec<'g> {
                 let s = self.loops[src].state[*k].clone();
                 self.vals[i as usize] = Some(s);
                 return Ok(());
+            }
+            ANode::MatMul { a, b } => {
+                self.force(*a)?;
+                self.force(*b)?;
+                let (va, vb) = matmul_views(g, *a, self.value(*a), *b, self.value(*b));
+                matmul(va, vb, info.dtype == DType::F32)
             }
         };
         self.vals[i as usize] = Some(Val::O(Arc::new(v)));
@@ -1207,6 +1215,18 @@ pub(crate) fn backward(ex: &Exec, seeds: Vec<(NodeId, Vec<f64>)>) -> Result<Vec<
                     adj.add_bc(*src, gv);
                 }
             }
+            ANode::MatMul { a, b } => {
+                // C = A B: Ā = C̄ Bᵀ, B̄ = Aᵀ C̄.
+                let (va, vb) = matmul_views(g, *a, ex.value(*a), *b, ex.value(*b));
+                let vc = View::new(&gv, va.rows, vb.cols);
+                let f32 = info.dtype == DType::F32;
+                if g.active[*a as usize] {
+                    adj.add(*a, matmul(vc, vb.t(), f32));
+                }
+                if g.active[*b as usize] {
+                    adj.add(*b, matmul(va.t(), vc, f32));
+                }
+            }
             ANode::Fold { f, init, src } => {
                 if f.as_binop() == Some(Op2::Add) && f.reads().is_empty() {
                     if g.active[*src as usize] {
@@ -1333,6 +1353,18 @@ pub(crate) fn backward(ex: &Exec, seeds: Vec<(NodeId, Vec<f64>)>) -> Result<Vec<
         }
     }
     Ok(result)
+}
+
+/// The operands of a `matmul` node as row-major matrix views.
+fn matmul_views<'a>(
+    g: &Graph,
+    a: NodeId,
+    da: &'a [f64],
+    b: NodeId,
+    db: &'a [f64],
+) -> (View<'a>, View<'a>) {
+    let (sa, sb) = (&g.nodes[a as usize].shape, &g.nodes[b as usize].shape);
+    (View::new(da, sa[0], sa[1]), View::new(db, sb[0], sb[1]))
 }
 
 fn cached_adjoint(

@@ -146,6 +146,72 @@ impl KOp {
             KOp::Scatter { .. } => unreachable!("a scatter has no destination"),
         }
     }
+
+    /// The value slots the operation writes (none for offsets, which have their own, and
+    /// scatters).
+    pub(crate) fn results(&self) -> Vec<u32> {
+        match self {
+            KOp::Un { dst, d, .. } => std::iter::once(*dst).chain(*d).collect(),
+            KOp::Bin { dst, d, .. } => match d {
+                Some((x, y)) => vec![*dst, *x, *y],
+                None => vec![*dst],
+            },
+            KOp::Offset { .. } | KOp::Scatter { .. } => vec![],
+            KOp::F32(op) => op.results(),
+            op => vec![op.dst()],
+        }
+    }
+}
+
+/// A scatter's flat index `c + Σ strideₐ · iₐ` over index components `iₐ` of the space.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Affine {
+    pub c: usize,
+    /// `(axis, stride)`
+    pub terms: Vec<(usize, usize)>,
+}
+
+/// The affine forms of each target's scatter indices (see [`Kernel::target_forms`]): an
+/// offset is affine when every varying component is an `Idx` value.
+fn scatter_forms(ops: &[KOp], ntargets: usize) -> Vec<Option<Vec<Affine>>> {
+    let mut forms: Vec<Option<Vec<Affine>>> = vec![Some(Vec::new()); ntargets];
+    let mut axis_of: HashMap<u32, usize> = HashMap::new();
+    let mut off_terms: HashMap<u32, Option<Vec<(usize, usize)>>> = HashMap::new();
+    for op in ops {
+        match op {
+            KOp::Offset { comps, dst, .. } => {
+                let terms = comps
+                    .iter()
+                    .filter_map(|c| match c {
+                        Comp::Var(Src::S(s), st, _) => Some(axis_of.get(s).map(|&a| (a, *st))),
+                        Comp::Var(Src::P(_), ..) => Some(None),
+                        Comp::Const(_) => None,
+                    })
+                    .collect::<Option<Vec<_>>>();
+                off_terms.insert(*dst, terms);
+            }
+            KOp::Scatter { target, off, c, .. } => {
+                let terms = match off {
+                    None => Some(Vec::new()),
+                    Some(o) => off_terms.get(o).cloned().flatten(),
+                };
+                let f = &mut forms[*target];
+                match (terms, f.as_mut()) {
+                    (Some(terms), Some(v)) => v.push(Affine { c: *c, terms }),
+                    _ => *f = None,
+                }
+            }
+            op => {
+                for d in op.results() {
+                    axis_of.remove(&d);
+                }
+                if let KOp::Idx { axis, dst } = op {
+                    axis_of.insert(*dst, *axis);
+                }
+            }
+        }
+    }
+    forms
 }
 
 /// Where a kernel parameter's data comes from.
@@ -172,10 +238,15 @@ pub(crate) struct Kernel {
     pub(crate) array_shapes: Vec<Vec<usize>>,
     /// keys of the scatter targets (windows come back in this order)
     pub targets: Vec<u32>,
-    /// lengths of the scatter targets
+    /// lengths of the scatter targets' windows: the target's length, or 0 for a target reached
+    /// only by `dense_targets`
     pub target_lens: Vec<usize>,
     /// scatters at the identity index, turned into extra roots: (target index, root index)
     pub dense_targets: Vec<(usize, usize)>,
+    /// per scatter target: the index of each of its scatters as an affine form in the space's
+    /// index components (`None`: some index is not), which bounds the part of the target a
+    /// chunk touches ([`Kernel::window_range`])
+    pub(crate) target_forms: Vec<Option<Vec<Affine>>>,
     pub block: usize,
     /// for adjoint kernels: which parameter each leading root is the adjoint of
     pub param_roots: Vec<u32>,
@@ -851,6 +922,7 @@ impl Kernel {
             .next_power_of_two()
             .min(1024)
             .min(total.max(1).next_power_of_two());
+        let target_forms = scatter_forms(&ops, targets.len());
         Kernel {
             ops,
             nslots,
@@ -864,9 +936,18 @@ impl Kernel {
             params,
             arrays,
             array_shapes,
+            // A target reached only through identity reads (its adjoint a dense root) gets no
+            // window.
             target_lens: targets
                 .iter()
-                .map(|&t| shape_of(t).iter().product())
+                .enumerate()
+                .map(|(ti, &t)| {
+                    if sc.iter().any(|&(x, ..)| x == ti) {
+                        shape_of(t).iter().product()
+                    } else {
+                        0
+                    }
+                })
                 .collect(),
             target_f32: targets
                 .iter()
@@ -875,11 +956,61 @@ impl Kernel {
             root_f32: roots.iter().map(|&r| is32(r)).collect(),
             targets,
             dense_targets,
+            target_forms,
             block,
             param_roots: Vec::new(),
             jit_on: jit_default(),
             jit: OnceLock::new(),
         }
+    }
+
+    /// Whether compiled code gives target `t` a window over only the part a chunk touches
+    /// (a large target whose scatter indices are affine), not over all of it.
+    pub(crate) fn windowed(&self, t: usize) -> bool {
+        self.target_lens[t] > crate::jit::MAX_WINDOW && self.target_forms[t].is_some()
+    }
+
+    /// The part `lo..hi` of target `t` that elements `start..end` of the space scatter into
+    /// (all of it unless [`Kernel::windowed`]).
+    pub(crate) fn window_range(&self, t: usize, start: usize, end: usize) -> (usize, usize) {
+        let n = self.target_lens[t];
+        let Some(forms) = self.target_forms[t].as_ref().filter(|_| self.windowed(t)) else {
+            return (0, n);
+        };
+        if start >= end {
+            return (0, 0);
+        }
+        // Each axis's range over the elements: fixed outside the first axis on which the
+        // first and last element differ, that axis between their values, every inner axis
+        // anything.
+        let (first, last) = (self.unravel(start), self.unravel(end - 1));
+        let split = (0..self.space.len()).find(|&a| first[a] != last[a]);
+        let range = |a: usize| match split {
+            Some(s) if a > s => (0, self.space[a] - 1),
+            Some(s) if a == s => (first[a], last[a]),
+            _ => (first[a], first[a]),
+        };
+        let (mut lo, mut hi) = (usize::MAX, 0);
+        for f in forms {
+            let (mut a, mut b) = (f.c, f.c);
+            for &(axis, st) in &f.terms {
+                let (x, y) = range(axis);
+                a += x * st;
+                b += y * st;
+            }
+            lo = lo.min(a);
+            hi = hi.max(b + 1);
+        }
+        (lo.min(n), hi.min(n).max(lo.min(n)))
+    }
+
+    /// The index components of flat element `flat` of the space.
+    fn unravel(&self, flat: usize) -> Vec<usize> {
+        self.strides
+            .iter()
+            .zip(&self.space)
+            .map(|(&st, &d)| (flat / st.max(1)) % d.max(1))
+            .collect()
     }
 
     /// Compile to native code when eligible (`on`), or always interpret.
@@ -1110,7 +1241,14 @@ impl Drop for Eval<'_> {
 }
 
 impl<'k> Eval<'k> {
+    /// An evaluator for any elements of the space.
     pub(crate) fn new(k: &'k Kernel) -> Self {
+        Self::for_elements(k, 0, k.space_total())
+    }
+
+    /// An evaluator for elements `start..end` of the space (compiled code gets scatter
+    /// windows over only what they touch: [`Kernel::window_range`]).
+    pub(crate) fn for_elements(k: &'k Kernel, start: usize, end: usize) -> Self {
         let jit = k.compiled();
         let (bufs, offs) = match jit {
             // buffers from this thread's spares, sized by `interpreter_buffers`
@@ -1158,12 +1296,13 @@ impl<'k> Eval<'k> {
                     }
                 }
                 ev.scratch = vec![0.0; k.block];
-                ev.windows = k
-                    .target_lens
-                    .iter()
-                    .map(|&n| Window {
-                        lo: 0,
-                        data: vec![0.0; n],
+                ev.windows = (0..k.targets.len())
+                    .map(|t| {
+                        let (lo, hi) = k.window_range(t, start, end);
+                        Window {
+                            lo,
+                            data: vec![0.0; hi - lo],
+                        }
                     })
                     .collect();
             }
@@ -1837,7 +1976,7 @@ fn over_blocks<'k>(
     hi: usize,
     mut f: impl FnMut(&mut Eval<'k>, usize, usize, &[&[f64]]) -> Result<()>,
 ) -> Result<Vec<Window>> {
-    let mut ev = Eval::new(k);
+    let mut ev = Eval::for_elements(k, lo, hi);
     let mut pbuf: Vec<&[f64]> = Vec::with_capacity(inp.params.len());
     let mut s = lo;
     while s < hi {

@@ -152,6 +152,7 @@ mod f32ops;
 mod graph;
 mod jit;
 mod kernel;
+mod matmul;
 /// Benchmark programs (ADBench GMM) written with the combinators.
 pub mod models;
 

@@ -1,0 +1,211 @@
+//! Matrix products for [`Acc::matmul`](crate::Acc::matmul): the primal `C = A B` and the two
+//! products of its adjoint, `Ā = C̄ Bᵀ` and `B̄ = Aᵀ C̄`, all by one function over strided
+//! operands (a transpose is a change of strides, never a copy).
+//!
+//! The products run on `matrixmultiply`'s blocked, register-tiled kernels (AVX2/FMA chosen at
+//! run time), the reason for its one `unsafe` call: a scalar kernel per output element, what the
+//! engine's fused kernels would make of `generate` + `sum`, runs the GMM's `[1000, 20] ×
+//! [20, 500]` product several times slower (BENCHMARKS.md, twelfth session).
+//!
+//! Work splits into tiles of output rows whose size depends only on the matrix sizes, never on
+//! the thread count, and each tile sums its products in `matrixmultiply`'s fixed order: results
+//! are bit-identical for any number of threads.
+
+use crate::f32ops::r32;
+use rayon::prelude::*;
+
+/// A row-major or transposed view of a matrix: `rows × cols` elements of `data`, element
+/// `(i, j)` at `i * rs + j * cs`.
+#[derive(Clone, Copy)]
+pub(crate) struct View<'a> {
+    pub data: &'a [f64],
+    pub rows: usize,
+    pub cols: usize,
+    pub rs: usize,
+    pub cs: usize,
+}
+
+impl<'a> View<'a> {
+    /// The row-major `rows × cols` matrix `data`.
+    pub fn new(data: &'a [f64], rows: usize, cols: usize) -> Self {
+        View {
+            data,
+            rows,
+            cols,
+            rs: cols,
+            cs: 1,
+        }
+    }
+
+    /// The transpose (the same data).
+    pub fn t(self) -> Self {
+        View {
+            data: self.data,
+            rows: self.cols,
+            cols: self.rows,
+            rs: self.cs,
+            cs: self.rs,
+        }
+    }
+
+    /// Whether every element the view names lies inside `data`.
+    fn in_bounds(&self) -> bool {
+        self.rows == 0
+            || self.cols == 0
+            || (self.rows - 1) * self.rs + (self.cols - 1) * self.cs < self.data.len()
+    }
+}
+
+/// Output rows per parallel tile: enough multiply-adds per tile (≈ 2¹⁶) to pay for a task, a
+/// multiple of 8 (the kernels' row tile). A function of the sizes only.
+fn tile_rows(m: usize, k: usize, n: usize) -> usize {
+    let per_row = (k * n).max(1);
+    ((1 << 16) / per_row).next_multiple_of(8).clamp(8, m.max(8))
+}
+
+/// `A B` as a row-major `a.rows × b.cols` matrix; `f32` computes in single precision
+/// (operands rounded to `f32`, `f32` products and sums).
+pub(crate) fn matmul(a: View, b: View, f32: bool) -> Vec<f64> {
+    assert_eq!(a.cols, b.rows, "matmul: inner dimensions differ");
+    assert!(
+        a.in_bounds() && b.in_bounds(),
+        "matmul: a view outside its data"
+    );
+    let (m, k, n) = (a.rows, a.cols, b.cols);
+    let mut c = vec![0.0; m * n];
+    if m == 0 || n == 0 {
+        return c;
+    }
+    let rows = tile_rows(m, k, n);
+    if f32 {
+        let a32: Vec<f32> = a.data.iter().map(|&v| r32(v) as f32).collect();
+        let b32: Vec<f32> = b.data.iter().map(|&v| r32(v) as f32).collect();
+        let mut c32 = vec![0f32; m * n];
+        c32.par_chunks_mut(rows * n)
+            .enumerate()
+            .for_each(|(t, ct)| {
+                let r0 = t * rows;
+                let mr = ct.len() / n;
+                // SAFETY: rows r0..r0 + mr of A (`mr ≤ m − r0`) and all of B lie inside `a32`
+                // and `b32` (the views were checked in bounds and the copies have the same
+                // lengths); `ct` is exactly `mr × n` row-major elements, written with strides
+                // (n, 1), which do not alias; nothing else touches `ct` meanwhile.
+                unsafe {
+                    matrixmultiply::sgemm(
+                        mr,
+                        k,
+                        n,
+                        1.0,
+                        a32.as_ptr().add(r0 * a.rs),
+                        a.rs as isize,
+                        a.cs as isize,
+                        b32.as_ptr(),
+                        b.rs as isize,
+                        b.cs as isize,
+                        0.0,
+                        ct.as_mut_ptr(),
+                        n as isize,
+                        1,
+                    )
+                }
+            });
+        c.iter_mut().zip(&c32).for_each(|(o, &v)| *o = v as f64);
+        return c;
+    }
+    c.par_chunks_mut(rows * n).enumerate().for_each(|(t, ct)| {
+        let r0 = t * rows;
+        let mr = ct.len() / n;
+        // SAFETY: as above, for the `f64` data itself: every element dgemm reads is
+        // `a.data[(r0 + i) * rs + p * cs]` (i < mr, p < k) or `b.data[p * rs + j * cs]`
+        // (p < k, j < n), inside the slices by `in_bounds`; `ct` is `mr × n` elements of
+        // this tile alone, written with non-aliasing strides (n, 1).
+        unsafe {
+            matrixmultiply::dgemm(
+                mr,
+                k,
+                n,
+                1.0,
+                a.data.as_ptr().add(r0 * a.rs),
+                a.rs as isize,
+                a.cs as isize,
+                b.data.as_ptr(),
+                b.rs as isize,
+                b.cs as isize,
+                0.0,
+                ct.as_mut_ptr(),
+                n as isize,
+                1,
+            )
+        }
+    });
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The textbook triple loop (its sums in the same order as no particular kernel).
+    fn naive(a: View, b: View) -> Vec<f64> {
+        let mut c = vec![0.0; a.rows * b.cols];
+        for i in 0..a.rows {
+            for j in 0..b.cols {
+                c[i * b.cols + j] = (0..a.cols)
+                    .map(|p| a.data[i * a.rs + p * a.cs] * b.data[p * b.rs + j * b.cs])
+                    .sum();
+            }
+        }
+        c
+    }
+
+    fn data(len: usize, seed: f64) -> Vec<f64> {
+        (0..len).map(|i| (i as f64 * seed).sin()).collect()
+    }
+
+    #[test]
+    fn products_and_transposed_products_match_the_triple_loop() {
+        // Sizes around the tile edges (8-row tiles, partial tiles, one row, empty).
+        for &(m, k, n) in &[(1, 1, 1), (3, 5, 2), (17, 9, 33), (200, 20, 70), (0, 3, 4)] {
+            let a = data(m * k, 0.37);
+            let b = data(k * n, 0.11);
+            let want = naive(View::new(&a, m, k), View::new(&b, k, n));
+            let got = matmul(View::new(&a, m, k), View::new(&b, k, n), false);
+            for (g, w) in got.iter().zip(&want) {
+                assert!(
+                    (g - w).abs() <= 1e-12 * (1.0 + w.abs()),
+                    "{m}x{k}x{n}: {g} vs {w}"
+                );
+            }
+            // Aᵀ stored as (k × m): the same product through transposed strides.
+            let at: Vec<f64> = (0..k * m).map(|x| a[(x % m) * k + x / m]).collect();
+            let got_t = matmul(View::new(&at, k, m).t(), View::new(&b, k, n), false);
+            assert_eq!(got_t.len(), want.len());
+            for (g, w) in got_t.iter().zip(&want) {
+                assert!((g - w).abs() <= 1e-12 * (1.0 + w.abs()));
+            }
+        }
+    }
+
+    #[test]
+    fn f32_products_round_like_f32() {
+        let (m, k, n) = (9, 7, 5);
+        let a = data(m * k, 0.3);
+        let b = data(k * n, 0.7);
+        let got = matmul(View::new(&a, m, k), View::new(&b, k, n), true);
+        let a32: Vec<f64> = a.iter().map(|&v| v as f32 as f64).collect();
+        let b32: Vec<f64> = b.iter().map(|&v| v as f32 as f64).collect();
+        let want = naive(View::new(&a32, m, k), View::new(&b32, k, n));
+        for (g, w) in got.iter().zip(&want) {
+            assert_eq!(*g as f32 as f64, *g, "an f32 value");
+            assert!((g - w).abs() <= 1e-5 * (1.0 + w.abs()));
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "outside its data")]
+    fn a_view_past_its_data_is_refused() {
+        let a = vec![1.0; 5];
+        let b = vec![1.0; 4];
+        matmul(View::new(&a, 3, 2), View::new(&b, 2, 2), false);
+    }
+}
