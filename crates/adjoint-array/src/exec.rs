@@ -8,8 +8,8 @@ use crate::f32ops::{add_t, bin32, r32};
 use crate::graph::DType;
 use crate::graph::{ANode, Combine, Graph, NodeId};
 use crate::kernel::{
-    chunks, combine_windows, run_store, run_sum, sum_lanes, sum_lanes_as, Eval, Inputs, Kernel,
-    ParamSrc, ScatterSpec, Types, Window,
+    chunks, combine_windows, for_chunks, run_store, run_sum, sum_lanes, sum_lanes_as, Eval, Inputs,
+    Kernel, ParamSrc, ScatterSpec, Types, Window,
 };
 use crate::matmul::{matmul, View};
 use adjoint_core::rules::{self, Op2};
@@ -693,15 +693,15 @@ fn sum_rows(data: &[f64], inner: usize, rows: usize, f32: bool) -> Vec<f64> {
     if rows == 1 {
         // One long row: fixed chunks, partials added in chunk order.
         let ch = chunks(inner, 1024);
-        let parts: Vec<f64> = ch
-            .par_iter()
-            .map(|&(lo, hi)| lanes(&data[lo..hi]))
-            .collect();
+        let mut parts = vec![0.0; ch.len()];
+        for_chunks(&mut parts, 1, inner, |c, p| {
+            p[0] = lanes(&data[ch[c].0..ch[c].1]);
+        });
         return vec![parts.iter().fold(0.0, |a, &b| add_t(f32, a, b))];
     }
     let mut out = vec![0.0; rows];
     let per = rows.div_ceil(64).max(1);
-    out.par_chunks_mut(per).enumerate().for_each(|(c, o)| {
+    for_chunks(&mut out, per, data.len(), |c, o| {
         for (r, v) in o.iter_mut().enumerate() {
             let row = c * per + r;
             *v = lanes(&data[row * inner..(row + 1) * inner]);
@@ -722,7 +722,7 @@ fn fold_native(
 ) -> Vec<f64> {
     let mut out = vec![0.0; rows];
     let per = rows.div_ceil(64).max(1);
-    out.par_chunks_mut(per).enumerate().for_each(|(c, o)| {
+    for_chunks(&mut out, per, data.len(), |c, o| {
         for (r, v) in o.iter_mut().enumerate() {
             let row = c * per + r;
             let x = &data[row * inner..(row + 1) * inner];
@@ -776,7 +776,8 @@ fn scan_native(
     f32: bool,
 ) {
     let w = inner + 1;
-    out.par_chunks_mut(w).enumerate().for_each(|(r, o)| {
+    let work = out.len();
+    for_chunks(out, w, work, |r, o| {
         let x = &data[r * inner..(r + 1) * inner];
         if f32 {
             let f = |a: f64, b: f64| f64::from(bin32(op, a as f32, b as f32));
@@ -1483,7 +1484,7 @@ fn scan_backward(
     };
     // The linear recurrence of the accumulator's adjoint, rows in parallel.
     let mut a = vec![0.0; rows * w];
-    a.par_chunks_mut(w).enumerate().for_each(|(r, ar)| {
+    for_chunks(&mut a, w, 2 * rows * w, |r, ar| {
         let ao = &adj_out[r * w..(r + 1) * w];
         let d = &dacc[r * inner..(r + 1) * inner];
         if f32 {

@@ -12,7 +12,7 @@
 //! are bit-identical for any number of threads.
 
 use crate::f32ops::r32;
-use rayon::prelude::*;
+use crate::kernel::for_chunks;
 
 /// A row-major or transposed view of a matrix: `rows × cols` elements of `data`, element
 /// `(i, j)` at `i * rs + j * cs`.
@@ -56,11 +56,12 @@ impl<'a> View<'a> {
     }
 }
 
-/// Output rows per parallel tile: enough multiply-adds per tile (≈ 2¹⁶) to pay for a task, a
-/// multiple of 8 (the kernels' row tile). A function of the sizes only.
-fn tile_rows(m: usize, k: usize, n: usize) -> usize {
-    let per_row = (k * n).max(1);
-    ((1 << 16) / per_row).next_multiple_of(8).clamp(8, m.max(8))
+/// Output rows per parallel tile: at most 16 tiles of at least 64 rows (every tile packs all
+/// of B again: with 8-row tiles packing cost as much as the products on the GMM's
+/// `[1000, 20] × [20, 500]`), a multiple of 8 (the kernels' row tile). A function of the
+/// sizes only.
+fn tile_rows(m: usize) -> usize {
+    m.div_ceil(16).next_multiple_of(8).max(64)
 }
 
 /// `A B` as a row-major `a.rows × b.cols` matrix; `f32` computes in single precision
@@ -71,48 +72,64 @@ pub(crate) fn matmul(a: View, b: View, f32: bool) -> Vec<f64> {
         a.in_bounds() && b.in_bounds(),
         "matmul: a view outside its data"
     );
+    let (m, n) = (a.rows, b.cols);
+    if m < n && m < 2 * tile_rows(m) {
+        // Few rows and more columns (the adjoint product Aᵀ C̄ of a tall A): row tiles of
+        // Cᵀ = Bᵀ Aᵀ, so that the work still splits, then transposed.
+        let ct = product(b.t(), a.t(), f32);
+        let mut c = vec![0.0; m * n];
+        for (j, row) in ct.chunks_exact(m.max(1)).enumerate() {
+            for (i, &v) in row.iter().enumerate() {
+                c[i * n + j] = v;
+            }
+        }
+        return c;
+    }
+    product(a, b, f32)
+}
+
+/// `A B` in tiles of [`tile_rows`] rows.
+fn product(a: View, b: View, f32: bool) -> Vec<f64> {
     let (m, k, n) = (a.rows, a.cols, b.cols);
     let mut c = vec![0.0; m * n];
     if m == 0 || n == 0 {
         return c;
     }
-    let rows = tile_rows(m, k, n);
+    let rows = tile_rows(m);
     if f32 {
         let a32: Vec<f32> = a.data.iter().map(|&v| r32(v) as f32).collect();
         let b32: Vec<f32> = b.data.iter().map(|&v| r32(v) as f32).collect();
         let mut c32 = vec![0f32; m * n];
-        c32.par_chunks_mut(rows * n)
-            .enumerate()
-            .for_each(|(t, ct)| {
-                let r0 = t * rows;
-                let mr = ct.len() / n;
-                // SAFETY: rows r0..r0 + mr of A (`mr ≤ m − r0`) and all of B lie inside `a32`
-                // and `b32` (the views were checked in bounds and the copies have the same
-                // lengths); `ct` is exactly `mr × n` row-major elements, written with strides
-                // (n, 1), which do not alias; nothing else touches `ct` meanwhile.
-                unsafe {
-                    matrixmultiply::sgemm(
-                        mr,
-                        k,
-                        n,
-                        1.0,
-                        a32.as_ptr().add(r0 * a.rs),
-                        a.rs as isize,
-                        a.cs as isize,
-                        b32.as_ptr(),
-                        b.rs as isize,
-                        b.cs as isize,
-                        0.0,
-                        ct.as_mut_ptr(),
-                        n as isize,
-                        1,
-                    )
-                }
-            });
+        for_chunks(&mut c32, rows * n, m * k * n, |t, ct| {
+            let r0 = t * rows;
+            let mr = ct.len() / n;
+            // SAFETY: rows r0..r0 + mr of A (`mr ≤ m − r0`) and all of B lie inside `a32`
+            // and `b32` (the views were checked in bounds and the copies have the same
+            // lengths); `ct` is exactly `mr × n` row-major elements, written with strides
+            // (n, 1), which do not alias; nothing else touches `ct` meanwhile.
+            unsafe {
+                matrixmultiply::sgemm(
+                    mr,
+                    k,
+                    n,
+                    1.0,
+                    a32.as_ptr().add(r0 * a.rs),
+                    a.rs as isize,
+                    a.cs as isize,
+                    b32.as_ptr(),
+                    b.rs as isize,
+                    b.cs as isize,
+                    0.0,
+                    ct.as_mut_ptr(),
+                    n as isize,
+                    1,
+                )
+            }
+        });
         c.iter_mut().zip(&c32).for_each(|(o, &v)| *o = v as f64);
         return c;
     }
-    c.par_chunks_mut(rows * n).enumerate().for_each(|(t, ct)| {
+    for_chunks(&mut c, rows * n, m * k * n, |t, ct| {
         let r0 = t * rows;
         let mr = ct.len() / n;
         // SAFETY: as above, for the `f64` data itself: every element dgemm reads is
