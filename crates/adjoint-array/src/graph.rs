@@ -1917,14 +1917,16 @@ impl Program {
     /// ```
     pub fn run_typed(&self, inputs: &[Input]) -> Result<Vec<Buffer>> {
         let ins = self.check_typed(inputs)?;
-        let mut ex = crate::exec::Exec::new(&self.g, ins, false);
-        ex.run_outputs()?;
-        Ok(self
-            .g
-            .outputs
-            .iter()
-            .map(|&o| Buffer::of(self.g.nodes[o as usize].dtype, ex.take_value(o)))
-            .collect())
+        crate::exec::on_pool(|| {
+            let mut ex = crate::exec::Exec::new(&self.g, ins, false);
+            ex.run_outputs()?;
+            Ok(self
+                .g
+                .outputs
+                .iter()
+                .map(|&o| Buffer::of(self.g.nodes[o as usize].dtype, ex.take_value(o)))
+                .collect())
+        })
     }
 
     /// Value and gradient of a program with one scalar output, on typed inputs: each gradient
@@ -2087,17 +2089,19 @@ impl Program {
     /// Run the program on `inputs` (one row-major slice per declared input).
     pub fn run(&self, inputs: &[&[f64]]) -> Result<Vec<Array>> {
         let ins = self.check_inputs(inputs)?;
-        let mut ex = crate::exec::Exec::new(&self.g, ins, false);
-        ex.run_outputs()?;
-        Ok(self
-            .g
-            .outputs
-            .iter()
-            .map(|&o| Array {
-                shape: self.g.nodes[o as usize].shape.clone(),
-                data: ex.take_value(o),
-            })
-            .collect())
+        crate::exec::on_pool(|| {
+            let mut ex = crate::exec::Exec::new(&self.g, ins, false);
+            ex.run_outputs()?;
+            Ok(self
+                .g
+                .outputs
+                .iter()
+                .map(|&o| Array {
+                    shape: self.g.nodes[o as usize].shape.clone(),
+                    data: ex.take_value(o),
+                })
+                .collect())
+        })
     }
 
     /// [`run`](Program::run) into the caller's buffers, one per output (resized as needed):
@@ -2125,15 +2129,17 @@ impl Program {
                 outputs.len()
             )));
         }
-        let mut ex = crate::exec::Exec::new(&self.g, ins, false);
-        for (&o, buf) in self.g.outputs.iter().zip(outputs.iter_mut()) {
-            ex.give_buffer(o, std::mem::take(buf));
-        }
-        ex.run_outputs()?;
-        for (&o, buf) in self.g.outputs.iter().zip(outputs.iter_mut()) {
-            *buf = ex.take_value(o);
-        }
-        Ok(())
+        crate::exec::on_pool(|| {
+            let mut ex = crate::exec::Exec::new(&self.g, ins, false);
+            for (&o, buf) in self.g.outputs.iter().zip(outputs.iter_mut()) {
+                ex.give_buffer(o, std::mem::take(buf));
+            }
+            ex.run_outputs()?;
+            for (&o, buf) in self.g.outputs.iter().zip(outputs.iter_mut()) {
+                *buf = ex.take_value(o);
+            }
+            Ok(())
+        })
     }
 
     /// Value and gradient (the seed's `gradientA`) of a program with one scalar output.
@@ -2178,6 +2184,14 @@ impl Program {
                 });
             }
         }
+        crate::exec::on_pool(|| self.vjp_on_pool(ins, seeds))
+    }
+
+    fn vjp_on_pool(
+        &self,
+        ins: Vec<crate::exec::Val>,
+        seeds: Vec<Vec<f64>>,
+    ) -> Result<(Vec<Array>, Vec<Vec<f64>>)> {
         let mut ex = crate::exec::Exec::new(&self.g, ins, true);
         ex.run_outputs()?;
         let outs: Vec<Array> = self

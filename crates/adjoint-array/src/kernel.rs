@@ -1301,7 +1301,7 @@ impl<'k> Eval<'k> {
                         let (lo, hi) = k.window_range(t, start, end);
                         Window {
                             lo,
-                            data: vec![0.0; hi - lo],
+                            data: crate::buffers::zeroed(hi - lo),
                         }
                     })
                     .collect();

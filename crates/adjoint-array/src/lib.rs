@@ -141,6 +141,7 @@
 //! ```
 #![warn(missing_docs)]
 
+mod buffers;
 // The GPU backend's code generator and device layer (issue #17). No `Program` method reaches it
 // yet (programs do not run on a GPU end to end), so only its tests use it.
 #[allow(dead_code)]

@@ -11,6 +11,7 @@
 //! the thread count, and each tile sums its products in `matrixmultiply`'s fixed order: results
 //! are bit-identical for any number of threads.
 
+use crate::buffers::{overwritten, recycle};
 use crate::f32ops::r32;
 use crate::kernel::for_chunks;
 
@@ -77,12 +78,13 @@ pub(crate) fn matmul(a: View, b: View, f32: bool) -> Vec<f64> {
         // Few rows and more columns (the adjoint product Aᵀ C̄ of a tall A): row tiles of
         // Cᵀ = Bᵀ Aᵀ, so that the work still splits, then transposed.
         let ct = product(b.t(), a.t(), f32);
-        let mut c = vec![0.0; m * n];
+        let mut c = overwritten(m * n);
         for (j, row) in ct.chunks_exact(m.max(1)).enumerate() {
             for (i, &v) in row.iter().enumerate() {
                 c[i * n + j] = v;
             }
         }
+        recycle(ct);
         return c;
     }
     product(a, b, f32)
@@ -91,7 +93,8 @@ pub(crate) fn matmul(a: View, b: View, f32: bool) -> Vec<f64> {
 /// `A B` in tiles of [`tile_rows`] rows.
 fn product(a: View, b: View, f32: bool) -> Vec<f64> {
     let (m, k, n) = (a.rows, a.cols, b.cols);
-    let mut c = vec![0.0; m * n];
+    // dgemm with β = 0 writes every element
+    let mut c = overwritten(m * n);
     if m == 0 || n == 0 {
         return c;
     }
