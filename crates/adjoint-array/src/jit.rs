@@ -27,11 +27,21 @@
 //! 4.2 → 3.4 ms, GMM d20 K25 unchanged within noise (its kernel of 1641 operations per element
 //! is bound by spills, gathers and scatters, which pairing does not reduce).
 //!
+//! Index components (`Idx`) are carried by the loop from element to element (an increment
+//! with carries on the axes any `Idx` reads, [`Counters`]) instead of a division and a
+//! remainder per element, and an offset built from them uses the integers directly (no float
+//! round trip, no lower-bound check). Scatter windows are dense over their targets, except
+//! that a large target whose scatter indices are all affine in the index components
+//! ([`Kernel::windowed`]) gets, per chunk, a window over only the range the chunk's elements
+//! can touch ([`Kernel::window_range`]); positions are clamped into it, so even a wrong range
+//! could not write outside it.
+//!
 //! Not compiled (the interpreter runs them): kernels with `f32` values or casts, kernels whose
-//! scatter targets are large beside the space (more than [`MAX_WINDOW`] elements and more than
-//! a quarter of the space divided by 16 chunks: a dense window per chunk would cost more than
-//! the interpreter's windows over the touched range), and kernels over fewer than [`MIN_ELEMENTS`] elements (compilation would cost
-//! more than it saves). An index out of bounds is detected in the compiled code (the load then
+//! scatter targets are large beside the space and not affine (more than [`MAX_WINDOW`]
+//! elements and more than a quarter of the space divided by 16 chunks: a dense window per chunk
+//! would cost more than the interpreter's windows over the touched range), and kernels over
+//! fewer than [`MIN_ELEMENTS`] elements (compilation would cost more than it saves). An index
+//! out of bounds is detected in the compiled code (the load then
 //! reads element 0 instead, never outside the array) and the block is re-run by the
 //! interpreter, which reports the error with the index and shape.
 

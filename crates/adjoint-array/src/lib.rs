@@ -15,7 +15,9 @@
 //! [`Acc::scanr`], [`Builder::scan_n`] (a recurrence with a tuple state per lane, JAX's
 //! `lax.scan` carry: an RNN's time loop is one kernel), [`Acc::permute`] (scatter with `+`, `max` or `min`), [`Acc::backpermute`]
 //! (gather), [`Acc::replicate`], [`Acc::slice`], [`Acc::reshape`], [`Builder::acond`] (only
-//! the branch taken runs), [`Builder::awhile`], indexing inside expressions ([`Acc::at`],
+//! the branch taken runs), [`Builder::awhile`], [`Acc::matmul`] (a matrix product run as a
+//! blocked, vectorised kernel over whole arrays: contractions, which a fused scalar kernel per
+//! element runs several times slower), indexing inside expressions ([`Acc::at`],
 //! [`Acc::the`], [`Acc::dim`]) and let-sharing (a handle used twice is one node, computed
 //! once).
 //! Scalar functions are Rust closures over [`Exp`]; each closure runs once, at build time,
@@ -33,7 +35,9 @@
 //! arithmetic in `f64x2` registers, intermediates in registers); smaller ones are interpreted, one tight loop per node per block
 //! ([`Builder::set_jit`] chooses; the values are the same). Work is split into chunks that
 //! depend only on the sizes and combined in chunk order: results are bit-identical for any
-//! number of threads.
+//! number of threads. A run is one job on rayon's pool, and large arrays it is done with are
+//! kept for the next run (at most 64 MiB, process-wide) instead of going back to the
+//! allocator.
 //!
 //! **Gradients.** [`Program::gradient_a`] (one scalar output) runs the primal pass, keeping the
 //! arrays it materialised, then walks the nodes backwards accumulating adjoint arrays: an
