@@ -1917,6 +1917,16 @@ impl Program {
     /// ```
     pub fn run_typed(&self, inputs: &[Input]) -> Result<Vec<Buffer>> {
         let ins = self.check_typed(inputs)?;
+        self.run_vals(ins, |n, data| Buffer::of(n.dtype, data))
+    }
+
+    /// Run on checked inputs (on the pool: [`crate::exec::on_pool`]); `out` makes each output
+    /// from its node and values.
+    fn run_vals<T: Send>(
+        &self,
+        ins: Vec<crate::exec::Val>,
+        out: impl Fn(&NodeInfo, Vec<f64>) -> T + Sync,
+    ) -> Result<Vec<T>> {
         crate::exec::on_pool(|| {
             let mut ex = crate::exec::Exec::new(&self.g, ins, false);
             ex.run_outputs()?;
@@ -1924,7 +1934,7 @@ impl Program {
                 .g
                 .outputs
                 .iter()
-                .map(|&o| Buffer::of(self.g.nodes[o as usize].dtype, ex.take_value(o)))
+                .map(|&o| out(&self.g.nodes[o as usize], ex.take_value(o)))
                 .collect())
         })
     }
@@ -2089,18 +2099,9 @@ impl Program {
     /// Run the program on `inputs` (one row-major slice per declared input).
     pub fn run(&self, inputs: &[&[f64]]) -> Result<Vec<Array>> {
         let ins = self.check_inputs(inputs)?;
-        crate::exec::on_pool(|| {
-            let mut ex = crate::exec::Exec::new(&self.g, ins, false);
-            ex.run_outputs()?;
-            Ok(self
-                .g
-                .outputs
-                .iter()
-                .map(|&o| Array {
-                    shape: self.g.nodes[o as usize].shape.clone(),
-                    data: ex.take_value(o),
-                })
-                .collect())
+        self.run_vals(ins, |n, data| Array {
+            shape: n.shape.clone(),
+            data,
         })
     }
 
