@@ -1092,15 +1092,21 @@ impl Window {
         self.lo = nlo;
         self.data = d;
     }
-    /// Add into `target` (in the caller's fixed order).
-    pub(crate) fn add_into(&self, target: &mut [f64], f32: bool) {
-        let t = &mut target[self.lo..self.lo + self.data.len()];
+    /// Add the part of the window over `target[at..at + target.len()]` into it.
+    fn add_into(&self, target: &mut [f64], at: usize, f32: bool) {
+        let lo = self.lo.max(at);
+        let hi = (self.lo + self.data.len()).min(at + target.len());
+        if lo >= hi {
+            return;
+        }
+        let t = &mut target[lo - at..hi - at];
+        let w = &self.data[lo - self.lo..hi - self.lo];
         if f32 {
-            for (t, &v) in t.iter_mut().zip(&self.data) {
+            for (t, &v) in t.iter_mut().zip(w) {
                 *t = add_t(true, *t, v);
             }
         } else {
-            for (t, v) in t.iter_mut().zip(&self.data) {
+            for (t, v) in t.iter_mut().zip(w) {
                 *t += v;
             }
         }
@@ -1897,13 +1903,18 @@ pub(crate) struct Inputs<'a> {
 }
 
 /// Combine per-chunk windows into the targets, in chunk order.
+///
+/// Each target element receives its windows' terms in chunk order; large targets are split
+/// into blocks added in parallel (the order per element is the same).
 pub(crate) fn combine_windows(per_chunk: &[Vec<Window>], targets: &mut [&mut [f64]], f32: &[bool]) {
-    for ws in per_chunk {
-        for ((w, t), &f) in ws.iter().zip(targets.iter_mut()).zip(f32) {
-            if !w.data.is_empty() {
-                w.add_into(t, f);
+    const BLOCK: usize = 1 << 14;
+    for (ti, (t, &f)) in targets.iter_mut().zip(f32).enumerate() {
+        let work: usize = per_chunk.iter().map(|ws| ws[ti].data.len()).sum();
+        for_chunks(t, BLOCK, 2 * work, |b, tb| {
+            for ws in per_chunk {
+                ws[ti].add_into(tb, b * BLOCK, f);
             }
-        }
+        });
     }
 }
 
