@@ -1102,23 +1102,34 @@ pub(crate) fn backward(ex: &Exec, seeds: Vec<(NodeId, Vec<f64>)>) -> Result<Vec<
                 let nouts = lam.outs.len();
                 let mode = u32::from(dense.is_some()) | (u32::from(bc.is_some()) << 1);
                 let np = lam.nparams;
+                // An `f64` result that is a storable primitive's value (`exp(…)`): the adjoint
+                // reads it from the node's own array instead of computing it again.
+                let own: Vec<Id> = match lam.ar.nodes[lam.outs[0] as usize] {
+                    Node::Un(op, _) if nouts == 1 && storable(op) && !adj.f32[i as usize] => {
+                        vec![lam.outs[0]]
+                    }
+                    _ => vec![],
+                };
                 let node_shape = info.shape.clone();
                 let bc_shape: Vec<usize> =
                     node_shape[..node_shape.len().saturating_sub(1)].to_vec();
                 let ak = cached_adjoint(g, i, mode, || {
-                    let mut ptys: Vec<Ty> = args.iter().map(|&a| node_ty(g, a)).collect();
-                    ptys.push(node_ty(g, i));
                     let has_d = dense.is_some();
                     let has_b = bc.is_some();
+                    let mut ptys: Vec<Ty> = args.iter().map(|&a| node_ty(g, a)).collect();
+                    if has_d && nouts == 1 {
+                        ptys.push(node_ty(g, i)); // the seed
+                    }
+                    ptys.extend(own.iter().map(|_| node_ty(g, i)));
                     let sp = space.clone();
                     let ns = node_shape.clone();
                     let bs = bc_shape.clone();
                     adjoint_kernel(
                         g,
                         lam,
-                        &[],
+                        &own,
                         space,
-                        np + u32::from(has_d && nouts == 1),
+                        np + u32::from(has_d && nouts == 1) + own.len() as u32,
                         &|ar, r| {
                             let mut s: Option<Id> = None;
                             if has_d {
@@ -1164,6 +1175,9 @@ pub(crate) fn backward(ex: &Exec, seeds: Vec<(NodeId, Vec<f64>)>) -> Result<Vec<
                 let mut caller: Vec<&[f64]> = args.iter().map(|&a| ex.value(a)).collect();
                 if let (Some(d), 1) = (&dense, nouts) {
                     caller.push(d);
+                }
+                if !own.is_empty() {
+                    caller.push(ex.value(i));
                 }
                 let aux = |key: u32| -> Option<&[f64]> {
                     match key {

@@ -191,8 +191,10 @@ pub fn logsumexp_rows(b: &Builder, a: &Acc) -> Acc {
     let mx = a.maximum().stop_gradient();
     let shape = a.shape().to_vec();
     let r = shape.len();
+    // materialised: the gradient reads the exponentials back instead of computing them again
     let e = b
         .generate(&shape, |i| (a.at(i) - mx.at(&i[..r - 1])).exp())
+        .materialize()
         .sum();
     e.zip_with(&mx, |s, m| s.ln() + m)
 }
