@@ -32,8 +32,10 @@ static SPARE: Mutex<Spare> = Mutex::new(Spare {
 pub(crate) fn zeroed(len: usize) -> Vec<f64> {
     match kept(len) {
         Some(mut b) => {
-            b.clear();
             b.resize(len, 0.0);
+            b.truncate(len);
+            // cleared in parallel when large (a 20 MB adjoint took 2 ms on one thread)
+            crate::kernel::for_chunks(&mut b, 1 << 16, len, |_, c| c.fill(0.0));
             b
         }
         None => vec![0.0; len],
