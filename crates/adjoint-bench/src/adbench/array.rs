@@ -81,9 +81,8 @@ impl LstmColumn for ArrayLstm {
 #[derive(Default)]
 pub struct ArrayBa {
     built: Built<Ba>,
-    /// Buffers reused between calls: observation indices as numbers and the flat blocks (two
-    /// rows of 15 per observation).
-    bufs: RefCell<(Vec<f64>, Vec<f64>)>,
+    /// Observation indices as numbers, a buffer reused between calls.
+    obs: RefCell<Vec<f64>>,
 }
 
 impl BaColumn for ArrayBa {
@@ -99,14 +98,14 @@ impl BaColumn for ArrayBa {
             *built = Some((key, program));
         }
         let (_, program) = built.as_ref().expect("built above");
-        let mut bufs = self.bufs.borrow_mut();
-        let (obs, flat) = &mut *bufs;
+        let mut obs = self.obs.borrow_mut();
         obs.clear();
         obs.extend(b.obs.iter().flat_map(|o| [o[0] as f64, o[1] as f64]));
+        // the blocks straight into the CSR's values (its first 30 p entries)
         program
-            .blocks_into(&b.cams, &b.x, &b.w, &b.feats, obs, flat)
+            .blocks_into(&b.cams, &b.x, &b.w, &b.feats, &obs, &mut out.vals)
             .unwrap_or_else(|e| panic!("array BA Jacobian: {e}"));
-        ba::assemble_flat(b, flat, out)
+        ba::assemble_in_place(b, out)
     }
 }
 

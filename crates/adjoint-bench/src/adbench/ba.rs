@@ -237,13 +237,15 @@ pub fn assemble(b: &BaInput, blocks: &[[[f64; 15]; 2]], out: &mut Csr) {
     })
 }
 
-/// [`assemble`] from blocks laid out flat, 30 numbers per observation (its two rows), as an
-/// array program returns them: no copy into block form first.
-pub fn assemble_flat(b: &BaInput, flat: &[f64], out: &mut Csr) {
-    assert_eq!(flat.len(), 30 * b.p, "30 numbers per observation");
-    csr_from_rows(b, out, |i, _, rows| {
-        rows.copy_from_slice(&flat[30 * i..30 * i + 30]);
-    })
+/// [`assemble`] around blocks already in place: `out.vals` starts with every observation's 30
+/// numbers (its two rows), as an array program writes its `[p, 30]` output straight into the
+/// CSR's values (`run_into`); the weight rows and all indices are filled in.
+pub fn assemble_in_place(b: &BaInput, out: &mut Csr) {
+    assert!(
+        out.vals.len() >= 30 * b.p,
+        "30 numbers per observation in place"
+    );
+    csr_from_rows(b, out, |_, _, _| {})
 }
 
 #[cfg(test)]
