@@ -5,21 +5,31 @@
 //! allocator hands such blocks back to the system when they are freed, so each call paid for
 //! page faults and for clearing new pages: run on a pool thread without reuse, that gradient
 //! took 7.7 ms, with it 3.8 ms. Arrays of at least [`MIN_LEN`] elements are therefore kept
-//! when a run is done with them (up to [`MAX_KEPT`] elements in all, process-wide) and handed
-//! out again by [`zeroed`] (cleared) or [`overwritten`] (for outputs written in full).
+//! when a run is done with them (up to [`limit`] bytes in all, process-wide; 1 GiB unless
+//! changed with [`set_limit`]) and handed out again by [`zeroed`] (cleared) or
+//! [`overwritten`] (for outputs written in full).
+//!
+//! The limit was 64 MiB at first: a gradient whose working set is larger (GMM 10k d10 K200,
+//! 1k d32 K200: arrays of 20–50 MB each) then got fresh pages on every call again, and took
+//! 1.3–1.7× as long as with its arrays kept (BENCHMARKS.md, twelfth session).
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// Arrays shorter than this are left to the allocator (32 KiB of `f64`; the per-chunk scatter
 /// windows of a 2 MB adjoint are 128 KiB each).
 pub(crate) const MIN_LEN: usize = 1 << 12;
 /// At most this many arrays are kept.
-const MAX_BUFS: usize = 256;
-/// At most this many elements are kept (64 MiB of `f64`).
-pub(crate) const MAX_KEPT: usize = 1 << 23;
+const MAX_BUFS: usize = 1024;
+/// The default limit: 1 GiB.
+const DEFAULT_LIMIT: usize = 1 << 30;
+
+/// The limit in bytes ([`set_limit`]).
+static LIMIT: AtomicUsize = AtomicUsize::new(DEFAULT_LIMIT);
 
 struct Spare {
     bufs: Vec<Vec<f64>>,
+    /// Elements kept (the sum of the arrays' capacities).
     kept: usize,
 }
 
@@ -27,6 +37,70 @@ static SPARE: Mutex<Spare> = Mutex::new(Spare {
     bufs: Vec::new(),
     kept: 0,
 });
+
+fn spare() -> std::sync::MutexGuard<'static, Spare> {
+    // The lock guards plain data that every operation leaves consistent.
+    SPARE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// How many bytes of finished runs' arrays may be kept for later runs (process-wide).
+///
+/// ```
+/// use adjoint_array::cache;
+/// assert!(cache::kept_bytes() <= cache::limit());
+/// ```
+pub fn limit() -> usize {
+    LIMIT.load(Ordering::Relaxed)
+}
+
+/// Keep at most `bytes` of finished runs' arrays for later runs (default 1 GiB); `0` turns
+/// keeping off. Arrays already kept beyond the new limit are freed at once.
+///
+/// A program run many times (an optimiser's gradient) reuses its large arrays instead of
+/// asking the system for fresh pages on every run; between runs, at most this much memory
+/// stays allocated. Lower it where memory is tight, or call [`clear`] when done.
+///
+/// ```
+/// use adjoint_array::{cache, Builder};
+/// let b = Builder::new();
+/// let x = b.input(&[10_000]);
+/// let p = b.build_scalar(&x.map(|v| v * v).sum()).unwrap();
+/// let xs = vec![0.5; 10_000];
+/// cache::set_limit(0);
+/// let g = p.gradient_a(&[&xs]).unwrap(); // nothing is kept after the run
+/// assert_eq!(cache::kept_bytes(), 0);
+/// cache::set_limit(64 << 20);
+/// assert_eq!(g.grads[0][0], 1.0);
+/// ```
+pub fn set_limit(bytes: usize) {
+    LIMIT.store(bytes, Ordering::Relaxed);
+    let mut sp = spare();
+    while sp.kept * 8 > bytes {
+        let b = sp.bufs.pop().expect("kept elements are in some array");
+        sp.kept -= b.capacity();
+    }
+}
+
+/// Free every kept array.
+///
+/// ```
+/// adjoint_array::cache::clear();
+/// assert_eq!(adjoint_array::cache::kept_bytes(), 0);
+/// ```
+pub fn clear() {
+    let mut sp = spare();
+    sp.bufs.clear();
+    sp.kept = 0;
+}
+
+/// The bytes of arrays kept now.
+///
+/// ```
+/// assert!(adjoint_array::cache::kept_bytes() <= adjoint_array::cache::limit());
+/// ```
+pub fn kept_bytes() -> usize {
+    spare().kept * 8
+}
 
 /// `len` zeros: a kept array of at least that capacity (at most twice it) when there is one.
 pub(crate) fn zeroed(len: usize) -> Vec<f64> {
@@ -60,7 +134,7 @@ fn kept(len: usize) -> Option<Vec<f64>> {
         return None;
     }
     let found = {
-        let mut sp = SPARE.lock().expect("spare arrays");
+        let mut sp = spare();
         let best = sp
             .bufs
             .iter()
@@ -82,8 +156,8 @@ pub(crate) fn recycle(v: Vec<f64>) {
     if v.capacity() < MIN_LEN {
         return;
     }
-    let mut sp = SPARE.lock().expect("spare arrays");
-    if sp.kept + v.capacity() <= MAX_KEPT && sp.bufs.len() < MAX_BUFS {
+    let mut sp = spare();
+    if (sp.kept + v.capacity()) * 8 <= limit() && sp.bufs.len() < MAX_BUFS {
         sp.kept += v.capacity();
         sp.bufs.push(v);
     }

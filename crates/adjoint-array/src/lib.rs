@@ -36,8 +36,8 @@
 //! ([`Builder::set_jit`] chooses; the values are the same). Work is split into chunks that
 //! depend only on the sizes and combined in chunk order: results are bit-identical for any
 //! number of threads. A run is one job on rayon's pool, and large arrays it is done with are
-//! kept for the next run (at most 64 MiB, process-wide) instead of going back to the
-//! allocator.
+//! kept for the next run (at most 1 GiB, process-wide; [`cache`] sets the limit) instead of
+//! going back to the allocator.
 //!
 //! **Gradients.** [`Program::gradient_a`] (one scalar output) runs the primal pass, keeping the
 //! arrays it materialised, then walks the nodes backwards accumulating adjoint arrays: an
@@ -146,6 +146,12 @@
 #![warn(missing_docs)]
 
 mod buffers;
+/// The arrays kept between runs: large arrays a run is done with are handed to the next run
+/// instead of back to the allocator (fresh pages cost a page fault and a clearing each), up
+/// to a process-wide limit.
+pub mod cache {
+    pub use crate::buffers::{clear, kept_bytes, limit, set_limit};
+}
 // The GPU backend's code generator and device layer (issue #17). No `Program` method reaches it
 // yet (programs do not run on a GPU end to end), so only its tests use it.
 #[allow(dead_code)]
