@@ -9,9 +9,12 @@
 //! changed with [`set_limit`]) and handed out again by [`zeroed`] (cleared) or
 //! [`overwritten`] (for outputs written in full).
 //!
-//! The limit was 64 MiB at first: a gradient whose working set is larger (GMM 10k d10 K200,
-//! 1k d32 K200: arrays of 20–50 MB each) then got fresh pages on every call again, and took
-//! 1.3–1.7× as long as with its arrays kept (BENCHMARKS.md, twelfth session).
+//! When the limit is reached, the arrays kept longest ago are freed to make room, so the
+//! program being run again and again keeps its own arrays. The limit was 64 MiB at first, and
+//! a full cache refused new arrays: a gradient whose working set is larger (GMM 10k d10 K200,
+//! 1k d32 K200: arrays of 20–50 MB each), or that ran after programs of other sizes, then got
+//! fresh pages on every call, and took 1.3–2.7× as long as with its arrays kept
+//! (BENCHMARKS.md, twelfth session).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -76,7 +79,8 @@ pub fn set_limit(bytes: usize) {
     LIMIT.store(bytes, Ordering::Relaxed);
     let mut sp = spare();
     while sp.kept * 8 > bytes {
-        let b = sp.bufs.pop().expect("kept elements are in some array");
+        // the arrays kept longest ago first, as in `recycle`
+        let b = sp.bufs.remove(0);
         sp.kept -= b.capacity();
     }
 }
@@ -133,33 +137,47 @@ fn kept(len: usize) -> Option<Vec<f64>> {
     if len < MIN_LEN {
         return None;
     }
-    let found = {
-        let mut sp = spare();
-        let best = sp
-            .bufs
-            .iter()
-            .enumerate()
-            .filter(|(_, b)| b.capacity() >= len && b.capacity() <= 2 * len)
-            .min_by_key(|(_, b)| b.capacity())
-            .map(|(i, _)| i);
-        best.map(|i| {
-            let b = sp.bufs.swap_remove(i);
-            sp.kept -= b.capacity();
-            b
-        })
-    };
-    found
+    spare().take(len)
 }
 
-/// Keep `v` for a later [`zeroed`] (when it is large and there is room).
+/// Keep `v` for a later [`zeroed`] (when it is large), making room by freeing the arrays kept
+/// longest ago ([`Spare::put`]).
 pub(crate) fn recycle(v: Vec<f64>) {
     if v.capacity() < MIN_LEN {
         return;
     }
-    let mut sp = spare();
-    if (sp.kept + v.capacity()) * 8 <= limit() && sp.bufs.len() < MAX_BUFS {
-        sp.kept += v.capacity();
-        sp.bufs.push(v);
+    spare().put(v, limit());
+}
+
+impl Spare {
+    /// The smallest kept array of capacity `len` to `2 len`, if any.
+    fn take(&mut self, len: usize) -> Option<Vec<f64>> {
+        let i = (self.bufs.iter().enumerate())
+            .filter(|(_, b)| b.capacity() >= len && b.capacity() <= 2 * len)
+            .min_by_key(|(_, b)| b.capacity())
+            .map(|(i, _)| i)?;
+        // `remove`, not `swap_remove`: the others stay in the order they were kept
+        let b = self.bufs.remove(i);
+        self.kept -= b.capacity();
+        Some(b)
+    }
+
+    /// Keep `v` within `limit` bytes, freeing the arrays kept longest ago to make room: a
+    /// program run many times then keeps its own arrays even after earlier programs, of other
+    /// sizes, filled the cache. (Keeping only while there was room made such runs allocate
+    /// afresh on every call: GMM 10k d10 K50 gradient 80 against 37 ms after a grid of other
+    /// inputs.)
+    fn put(&mut self, v: Vec<f64>, limit: usize) {
+        let cap = v.capacity();
+        if cap * 8 > limit {
+            return;
+        }
+        while (self.kept + cap) * 8 > limit || self.bufs.len() >= MAX_BUFS {
+            let old = self.bufs.remove(0);
+            self.kept -= old.capacity();
+        }
+        self.kept += cap;
+        self.bufs.push(v);
     }
 }
 
@@ -182,5 +200,34 @@ mod tests {
         // small arrays are not kept
         recycle(vec![1.0; 10]);
         assert_eq!(zeroed(10), vec![0.0; 10]);
+    }
+
+    #[test]
+    fn a_full_cache_frees_the_arrays_kept_longest_ago() {
+        let mut sp = Spare {
+            bufs: Vec::new(),
+            kept: 0,
+        };
+        let n = MIN_LEN;
+        let limit = 3 * n * 8; // room for three arrays of n
+        for tag in 0..3 {
+            sp.put(vec![tag as f64; n], limit);
+        }
+        // a fourth frees the first
+        sp.put(vec![3.0; n], limit);
+        assert_eq!(sp.kept, 3 * n);
+        let tags: Vec<f64> = sp.bufs.iter().map(|b| b[0]).collect();
+        assert_eq!(tags, [1.0, 2.0, 3.0]);
+        // one of twice the size frees the two oldest
+        sp.put(vec![4.0; 2 * n], limit);
+        let tags: Vec<f64> = sp.bufs.iter().map(|b| b[0]).collect();
+        assert_eq!(tags, [3.0, 4.0]);
+        // taking the best fit keeps the others in order; one larger than the limit is dropped
+        assert_eq!(sp.take(n).map(|b| b[0]), Some(3.0));
+        sp.put(vec![5.0; 4 * n], limit);
+        assert_eq!(sp.bufs.len(), 1);
+        assert_eq!(sp.take(2 * n).map(|b| b[0]), Some(4.0));
+        assert_eq!(sp.kept, 0);
+        assert!(sp.take(n).is_none());
     }
 }

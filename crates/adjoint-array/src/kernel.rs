@@ -1974,7 +1974,7 @@ pub(crate) fn run_store(
         })
     };
     let items: Vec<_> = ch.iter().zip(pieces).collect();
-    over_chunks(items, chunk).into_iter().collect()
+    over_chunks(k, items, chunk).into_iter().collect()
 }
 
 /// Evaluate chunk `[lo, hi)` of a kernel block by block with one evaluator: `f(ev, start, len,
@@ -2004,6 +2004,15 @@ fn over_blocks<'k>(
 /// worker, the caller sleeping on the result) costs more than it saves.
 pub(crate) const PAR_MIN: usize = 1 << 15;
 
+/// A kernel whose elements × operations are below this runs its chunks on the calling thread.
+/// Measured (GMM gradient at 2 threads on the 2-core machine, against 1 thread): with every
+/// kernel of two or more chunks split across the pool, 1k d2 K5 took 191 µs against 114 µs
+/// and 1k d10 K5 464 against 330 µs (each of a few dozen kernels of 1000–5000 elements paid
+/// for waking a worker); with this limit, 113 and 302 µs, and 10k d10 K5 went from 1.0× to
+/// 1.6× its 1-thread time. 2¹⁹ and 2²⁰ kept small inputs as fast but split fewer of the
+/// 10k ones.
+const PAR_MIN_WORK: usize = 1 << 18;
+
 /// `f(i, chunk)` over the `per`-element chunks of `out`: across the pool when `work` (elements
 /// read and written) is at least [`PAR_MIN`], else on this thread. The chunks are the same
 /// either way, so results never depend on which. Measured: the GMM gradient's row folds, sums
@@ -2025,9 +2034,16 @@ pub(crate) fn for_chunks<T: Send>(
 }
 
 /// `f` over a kernel's chunks, results in chunk order: across the pool, or on this thread when
-/// there is one chunk (a small kernel, where a pool round trip costs more than the work).
-fn over_chunks<I: Send, R: Send>(items: Vec<I>, f: impl Fn(I) -> R + Sync + Send) -> Vec<R> {
-    if items.len() == 1 {
+/// there is one chunk or the kernel's work (elements × operations) is below
+/// [`PAR_MIN_WORK`] (a small kernel, where a pool round trip costs more than the work). The
+/// chunks are the same either way, so results never depend on which.
+fn over_chunks<I: Send, R: Send>(
+    k: &Kernel,
+    items: Vec<I>,
+    f: impl Fn(I) -> R + Sync + Send,
+) -> Vec<R> {
+    let work = k.space_total().saturating_mul(k.ops.len() + 1);
+    if items.len() == 1 || work < PAR_MIN_WORK {
         items.into_iter().map(f).collect()
     } else {
         items.into_par_iter().map(f).collect()
@@ -2048,7 +2064,7 @@ pub(crate) fn run_sum(
     }
     let ch = k.chunks();
     let f32 = k.root_f32[0];
-    let parts: Vec<Result<(usize, Vec<f64>, Vec<Window>)>> = over_chunks(ch, |(lo, hi)| {
+    let parts: Vec<Result<(usize, Vec<f64>, Vec<Window>)>> = over_chunks(k, ch, |(lo, hi)| {
         let r0 = lo / inner;
         let mut part = vec![0.0; (hi - 1) / inner - r0 + 1];
         let windows = over_blocks(k, inp, lo, hi, |ev, s, len, pbuf| {

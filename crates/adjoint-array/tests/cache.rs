@@ -31,7 +31,10 @@ fn kept_arrays_change_no_result_and_the_limit_bounds_them() {
     // Kept arrays, dirty from runs at other parameters and from another program.
     cache::set_limit(1 << 30);
     gmm_gradient(&gmm, n, d, k, 1);
-    assert!(cache::kept_bytes() > 0, "a GMM gradient's large arrays are kept");
+    assert!(
+        cache::kept_bytes() > 0,
+        "a GMM gradient's large arrays are kept"
+    );
     let b = Builder::new();
     let x = b.input(&[50_000]);
     let other = b.build_scalar(&x.map(|v| (v * 3.0).sin()).sum()).unwrap();
@@ -59,5 +62,8 @@ fn kept_arrays_change_no_result_and_the_limit_bounds_them() {
     assert_eq!(cache::kept_bytes(), 0);
     let (v, g) = gmm_gradient(&gmm, n, d, k, 2);
     assert_eq!((v.to_bits(), bits(&g)), (v_fresh.to_bits(), bits(&g_fresh)));
-    assert!(cache::kept_bytes() <= 1 << 20, "the limit holds after a run");
+    assert!(
+        cache::kept_bytes() <= 1 << 20,
+        "the limit holds after a run"
+    );
 }
