@@ -751,3 +751,84 @@ fn a_stored_exponential_is_read_back_by_its_adjoint() {
         }
     }
 }
+
+#[test]
+fn sin_and_cos_of_one_value_share_a_call_bit_for_bit() {
+    // A compiled kernel computes `sin v` and `cos v` of the same value with one call
+    // (`jit::sin_cos`); the values must be the interpreter's (`Op1::eval`, one function each)
+    // bit for bit, also for special arguments and where sin and cos of two values interleave.
+    // 3001 elements: pairs and a scalar tail.
+    let n = 3001;
+    let mut x = common::uniform(n, 77, -30.0, 30.0);
+    let special = [
+        0.0,
+        -0.0,
+        1e22,
+        -1e300,
+        7.0e-320,
+        f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        1.5707963267948966,
+        3.141592653589793,
+    ];
+    x[..special.len()].copy_from_slice(&special);
+    x[n - 1] = 1e22; // in the scalar tail
+    let mk = |jit: bool| {
+        let b = Builder::new();
+        b.set_jit(jit);
+        let a = b.input(&[n]);
+        // sin before cos, cos before sin, and two angles interleaved
+        let r = a.map(|v| {
+            let w = v * 3.0 + 1.0;
+            v.sin() * 2.0 + w.cos() - v.cos() * w.sin() + (v.cos() - w.sin()) * 0.5
+        });
+        b.build(&[&r]).expect("build")
+    };
+    let (pj, pi) = (mk(true), mk(false));
+    let (vj, vi) = (pj.run(&[&x]).unwrap(), pi.run(&[&x]).unwrap());
+    assert_eq!(
+        bits(vj[0].data()),
+        bits(vi[0].data()),
+        "values, compiled and interpreted"
+    );
+    // Against the same expression in plain Rust (to rounding: the compiler may merge its
+    // calls into another libm entry point).
+    for (e, (&got, &v)) in vj[0].data().iter().zip(&x).enumerate() {
+        let w = v * 3.0 + 1.0;
+        let want = v.sin() * 2.0 + w.cos() - v.cos() * w.sin() + (v.cos() - w.sin()) * 0.5;
+        assert!(
+            got == want
+                || (got - want).abs() <= 1e-14 * (1.0 + want.abs())
+                || (got.is_nan() && want.is_nan()),
+            "x[{e}] = {v}: {got} vs {want}"
+        );
+    }
+    // The gradient (whose kernel evaluates sin and cos of both angles again) against forward
+    // mode, on the finite arguments.
+    let xs: Vec<f64> = x[special.len()..n - 1].to_vec();
+    let m = xs.len();
+    let b = Builder::new();
+    let a = b.input(&[m]);
+    let r = a.map(|v| {
+        let w = v * 3.0 + 1.0;
+        v.sin() * 2.0 + w.cos() - v.cos() * w.sin()
+    });
+    let p = b.build_scalar(&r.sum()).unwrap();
+    let g = p.gradient_a(&[&xs]).unwrap();
+    for (e, (&d, &v)) in g.grads[0].iter().zip(&xs).enumerate().step_by(97) {
+        let (_, jv) = forward::jvp(
+            |q: &[Dual64]| {
+                let w = q[0] * 3.0 + 1.0;
+                vec![q[0].sin() * 2.0 + w.cos() - q[0].cos() * w.sin()]
+            },
+            &[v],
+            &[1.0],
+        );
+        assert!(
+            (d - jv[0]).abs() <= 1e-12 * (1.0 + jv[0].abs()),
+            "x[{e}] = {v}: {d} vs {}",
+            jv[0]
+        );
+    }
+}
