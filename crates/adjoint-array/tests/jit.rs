@@ -769,8 +769,8 @@ fn sin_and_cos_of_one_value_share_a_call_bit_for_bit() {
         f64::NAN,
         f64::INFINITY,
         f64::NEG_INFINITY,
-        1.5707963267948966,
-        3.141592653589793,
+        std::f64::consts::FRAC_PI_2,
+        std::f64::consts::PI,
     ];
     x[..special.len()].copy_from_slice(&special);
     x[n - 1] = 1e22; // in the scalar tail
