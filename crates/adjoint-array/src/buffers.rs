@@ -16,6 +16,7 @@
 //! fresh pages on every call, and took 1.3–2.7× as long as with its arrays kept
 //! (BENCHMARKS.md, twelfth session).
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -31,13 +32,14 @@ const DEFAULT_LIMIT: usize = 1 << 30;
 static LIMIT: AtomicUsize = AtomicUsize::new(DEFAULT_LIMIT);
 
 struct Spare {
-    bufs: Vec<Vec<f64>>,
+    /// the kept arrays, the one kept longest ago first
+    bufs: VecDeque<Vec<f64>>,
     /// Elements kept (the sum of the arrays' capacities).
     kept: usize,
 }
 
 static SPARE: Mutex<Spare> = Mutex::new(Spare {
-    bufs: Vec::new(),
+    bufs: VecDeque::new(),
     kept: 0,
 });
 
@@ -80,7 +82,10 @@ pub fn set_limit(bytes: usize) {
     let mut sp = spare();
     while sp.kept * 8 > bytes {
         // the arrays kept longest ago first, as in `recycle`
-        let b = sp.bufs.remove(0);
+        let b = sp
+            .bufs
+            .pop_front()
+            .expect("kept elements are in some array");
         sp.kept -= b.capacity();
     }
 }
@@ -156,8 +161,8 @@ impl Spare {
             .filter(|(_, b)| b.capacity() >= len && b.capacity() <= 2 * len)
             .min_by_key(|(_, b)| b.capacity())
             .map(|(i, _)| i)?;
-        // `remove`, not `swap_remove`: the others stay in the order they were kept
-        let b = self.bufs.remove(i);
+        // the others stay in the order they were kept
+        let b = self.bufs.remove(i)?;
         self.kept -= b.capacity();
         Some(b)
     }
@@ -173,11 +178,14 @@ impl Spare {
             return;
         }
         while (self.kept + cap) * 8 > limit || self.bufs.len() >= MAX_BUFS {
-            let old = self.bufs.remove(0);
+            let old = self
+                .bufs
+                .pop_front()
+                .expect("kept elements are in some array");
             self.kept -= old.capacity();
         }
         self.kept += cap;
-        self.bufs.push(v);
+        self.bufs.push_back(v);
     }
 }
 
@@ -205,7 +213,7 @@ mod tests {
     #[test]
     fn a_full_cache_frees_the_arrays_kept_longest_ago() {
         let mut sp = Spare {
-            bufs: Vec::new(),
+            bufs: VecDeque::new(),
             kept: 0,
         };
         let n = MIN_LEN;

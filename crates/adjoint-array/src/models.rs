@@ -108,7 +108,8 @@ impl Gmm {
             // 10 % of the gradient at 1k d10 K5, this 5 %). Q_k as the [d (column), k, d (row)] array of its entries (zero above the
             // diagonal), so that Qt = [d, k·d] is every Q_kᵀ side by side and X Qt every Q_k x_i
             // at once.
-            let centre = |j: Exp| x.at(&[c(0), j]);
+            // (no points: nothing to centre on)
+            let centre = |j: Exp| if n > 0 { x.at(&[c(0), j]) } else { lit(0.0) };
             let xc = b
                 .generate(&[n, d], |i| x.at(i) - centre(i[1]))
                 .materialize();

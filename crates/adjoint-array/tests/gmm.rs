@@ -192,3 +192,30 @@ fn gmm_far_from_the_origin_keeps_its_digits() {
         assert!((u - w).abs() <= 1e-9 * (1.0 + w.abs()), "∂{i}: {u} vs {w}");
     }
 }
+
+#[test]
+fn gmm_without_points() {
+    // n = 0: only the priors remain, on both paths (the product path has no first point to
+    // centre on).
+    for d in [3usize, 6] {
+        let (n, k, gamma, wm) = (0, 2, 1.0, 0.0);
+        let icf_sz = d * (d + 1) / 2;
+        let p = data(k + k * d + k * icf_sz, 3, 0.5);
+        let gmm = Gmm::new(n, d, k, gamma, wm).unwrap();
+        let (a, rest) = p.split_at(k);
+        let (mu, icf) = rest.split_at(k * d);
+        let (v, g) = gmm.gradient(a, mu, icf, &[]).unwrap();
+        let r = reference::<f64>(n, d, k, gamma, wm, &[], &p);
+        assert!(
+            (v - r).abs() <= 1e-12 * (1.0 + r.abs()),
+            "d = {d}: {v} vs {r}"
+        );
+        let gf = forward::gradient(|q: &[Dual64]| reference(n, d, k, gamma, wm, &[], q), &p);
+        for (i, (u, w)) in g.iter().zip(&gf).enumerate() {
+            assert!(
+                (u - w).abs() <= 1e-10 * (1.0 + w.abs()),
+                "d = {d}, ∂{i}: {u} vs {w}"
+            );
+        }
+    }
+}

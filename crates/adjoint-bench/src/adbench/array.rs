@@ -122,15 +122,25 @@ mod tests {
         for (i, v) in b.x.iter_mut().enumerate() {
             *v += 0.1 * i as f64;
         }
+        // Then 2100 observations (a compiled kernel, whose rotation's sin and cos are one
+        // call) and the small input again, into the same matrix: the blocks are run straight
+        // into its values, whatever length they had.
+        let big = io::parse_ba(&io::write_ba(5, 40, 2100), "generated").unwrap();
         let mut got = Csr::default();
-        ArrayBa::default().ba(&b, &mut got);
-        let want = ba::ba_jacobian_forward(&b);
-        assert_eq!(got.col_idx, want.col_idx);
-        for (k, (a, w)) in got.vals.iter().zip(&want.vals).enumerate() {
-            assert!(
-                (a - w).abs() <= 1e-10 * (1.0 + w.abs()),
-                "value {k}: {a} vs {w}"
-            );
+        let column = ArrayBa::default();
+        for input in [&b, &big, &b] {
+            column.ba(input, &mut got);
+            let want = ba::ba_jacobian_forward(input);
+            assert_eq!(got.row_ptr, want.row_ptr);
+            assert_eq!(got.col_idx, want.col_idx);
+            assert_eq!(got.vals.len(), want.vals.len());
+            for (k, (a, w)) in got.vals.iter().zip(&want.vals).enumerate() {
+                assert!(
+                    (a - w).abs() <= 1e-10 * (1.0 + w.abs()),
+                    "p = {}, value {k}: {a} vs {w}",
+                    input.p
+                );
+            }
         }
     }
 }
