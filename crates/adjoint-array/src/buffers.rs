@@ -74,7 +74,7 @@ pub fn limit() -> usize {
 /// cache::set_limit(0);
 /// let g = p.gradient_a(&[&xs]).unwrap(); // nothing is kept after the run
 /// assert_eq!(cache::kept_bytes(), 0);
-/// cache::set_limit(64 << 20);
+/// cache::set_limit(1 << 30); // back to the default
 /// assert_eq!(g.grads[0][0], 1.0);
 /// ```
 pub fn set_limit(bytes: usize) {
