@@ -146,6 +146,52 @@ pub struct Plan {
     /// range once when it enters the reversed loop and then indexes without a check per
     /// iteration, which lets LLVM vectorise loops such as `d_m[i * n + j] += ā · v[j]`.
     pub ranged: Vec<Vec<Option<(BlockId, RangeBase)>>>,
+    /// `fused[h]` for a counted loop whose adjoint runs inside its forward iterations (see
+    /// [`Fused`]).
+    pub fused: Vec<Option<Fused>>,
+}
+
+/// A counted loop that only accumulates (`s += f(i)`) and whose accumulators' adjoints at its
+/// exit are known before it starts (the result is `s`, `s / m`, `w * s + …`): every iteration
+/// sees the same adjoint of its accumulators, so the iterations' adjoints are independent of
+/// each other and of the reverse sweep. The forward sweep runs each iteration's adjoint right
+/// after the iteration (one pass over the data, as a hand-written gradient does; nothing
+/// recorded for the loop's own blocks), and the reverse sweep runs the loop for zero
+/// iterations (its header only passes the accumulators' adjoints to their initial values).
+///
+/// Conditions: the loop is in no other cycle; its header has no active instruction; its body
+/// writes no slice and calls nothing, and the slices it reads are not written after it; each
+/// active parameter `c` of the header is an accumulator: the back edge passes `c ± e` (or
+/// `e + c`), which nothing else reads, and nothing else in the loop reads `c` actively; and
+/// the adjoint of `c` at the exit is a sum over paths of `+ − ×` by values computed before the
+/// loop, `/` by such a value and negation, in the blocks run unconditionally after the exit,
+/// ending at the returned value ([`ExitAdj`]).
+#[derive(Clone, Debug)]
+pub struct Fused {
+    /// Active accumulators: `(header parameter, back-edge argument)`.
+    pub carried: Vec<(Val, Val)>,
+    /// The adjoint of each accumulator at the exit, per accumulator.
+    pub exit_adj: Vec<ExitAdj>,
+    /// The header's `true` successor (the body's entry, entered only from the header).
+    pub first: BlockId,
+    /// The source of the back edge (ends in a jump to the header).
+    pub latch: BlockId,
+    /// Blocks of the body inside an inner cycle (an inner loop): their adjoints run as in the
+    /// reverse sweep (pushes, pops, replayed counters); the other blocks of the body neither
+    /// push nor pop (their locals still hold the iteration's values).
+    pub inner: Vec<bool>,
+}
+
+/// The adjoint of a value as `dret ·` a sum over paths of products of partials: each path
+/// lists the uses `(block, instruction, operand slot)` from the value to the returned one
+/// (phi copies along jumps contribute 1 and are left out).
+#[derive(Clone, Debug, Default)]
+pub struct ExitAdj {
+    /// The paths.
+    pub paths: Vec<Vec<(BlockId, usize, usize)>>,
+    /// Values defined after the exit that the partials read: constants, lengths, casts and
+    /// integer `+ − ×` of values defined before the loop, computed on entering it (in order).
+    pub pre: Vec<Val>,
 }
 
 impl Plan {
@@ -407,6 +453,7 @@ pub fn prepare(f: &mut Func) -> syn::Result<Plan> {
         written_from: written_from(f),
         deferred: vec![],
         ranged: vec![],
+        fused: vec![],
     };
     plan.ranged = ranged_accesses(f, &plan);
     let mut recs: Vec<Rec> = (0..f.blocks.len()).map(|_| Rec::default()).collect();
@@ -439,7 +486,309 @@ pub fn prepare(f: &mut Func) -> syn::Result<Plan> {
         plan.replay[b] = r.replay;
     }
     plan.deferred = deferred_loads(f, &plan);
+    plan.fused = (0..f.blocks.len())
+        .map(|h| fused_loop(f, &plan, h))
+        .collect();
     Ok(plan)
+}
+
+/// The most paths of an accumulator's exit adjoint (see [`ExitAdj`]).
+const MAX_EXIT_PATHS: usize = 8;
+
+/// The counted loop headed by `h` as a [`Fused`] loop, if it is one.
+fn fused_loop(f: &Func, p: &Plan, h: BlockId) -> Option<Fused> {
+    let c = p.counted[h].as_ref()?;
+    let n = f.blocks.len();
+    if !f.returns_f64 || f.ret_agg.is_some() {
+        return None;
+    }
+    // in no other cycle: its strongly connected component is the loop itself
+    let size = (0..n).filter(|&b| p.scc[b] == p.scc[h]).count();
+    if size != c.body.iter().filter(|&&x| x).count() {
+        return None;
+    }
+    if !p.pushes[h].is_empty() || f.blocks[h].insts.iter().any(|i| p.inst_active(f, i)) {
+        return None;
+    }
+    let Term::Branch(_, t, _) = &f.blocks[h].term else {
+        return None;
+    };
+    let first = t.block;
+    if p.preds[first] != [(h, 0)] {
+        return None;
+    }
+    let (latch, lslot) = p.preds[h][c.latch];
+    let Term::Jump(back) = &f.blocks[latch].term else {
+        return None;
+    };
+    debug_assert_eq!(lslot, 0);
+    let body: Vec<BlockId> = (0..n).filter(|&b| c.body[b] && b != h).collect();
+    for &b in &body {
+        for i in &f.blocks[b].insts {
+            match i {
+                Inst::Store { .. } | Inst::Fill { .. } | Inst::Call { .. } => return None,
+                Inst::Load { slice, .. }
+                    if f.slices[*slice].mutable() && p.written_from[c.exit][*slice] =>
+                {
+                    return None
+                }
+                _ => {}
+            }
+        }
+    }
+    // uses of each value inside the body (instructions and edge arguments)
+    let uses_in_body = |v: Val| -> usize {
+        body.iter()
+            .chain(std::iter::once(&h))
+            .map(|&b| {
+                let blk = &f.blocks[b];
+                let mut k = blk.insts.iter().filter(|i| i.uses().contains(&v)).count();
+                for tg in blk.term.targets() {
+                    k += tg.args.iter().filter(|&&a| a == v).count();
+                }
+                if matches!(blk.term, Term::Branch(cv, _, _) if cv == v) {
+                    k += 1;
+                }
+                k
+            })
+            .sum()
+    };
+    // blocks run unconditionally after the exit (jumps into blocks in no cycle)
+    let mut chain = vec![c.exit];
+    let mut x = c.exit;
+    while let Term::Jump(tg) = &f.blocks[x].term {
+        if p.cyclic[tg.block] || chain.contains(&tg.block) {
+            break;
+        }
+        chain.push(tg.block);
+        x = tg.block;
+    }
+    let mut carried = vec![];
+    let mut exit_adj = vec![];
+    for (pi, &cv) in f.blocks[h].params.iter().enumerate() {
+        if !p.active(f, cv) {
+            continue;
+        }
+        let nv = back.args[pi];
+        if nv == cv || !p.active(f, nv) || back.args.iter().filter(|&&a| a == nv).count() != 1 {
+            return None;
+        }
+        let (db, dk) = p.def_inst[nv]?;
+        if !c.body[db] {
+            return None;
+        }
+        match &f.blocks[db].insts[dk] {
+            Inst::Bin {
+                op: Op2::Add, a, b, ..
+            } if (*a == cv) != (*b == cv) => {}
+            Inst::Bin {
+                op: Op2::Sub, a, b, ..
+            } if *a == cv && *b != cv => {}
+            _ => return None,
+        }
+        // `c` is read once (by `c ± e`), `c ± e` once (by the back edge)
+        if uses_in_body(cv) != 1 || uses_in_body(nv) != 1 {
+            return None;
+        }
+        let mut adj = ExitAdj::default();
+        exit_paths(f, p, c, &chain, cv, &mut vec![], &mut adj, 0)?;
+        carried.push((cv, nv));
+        exit_adj.push(adj);
+    }
+    if carried.is_empty() {
+        return None;
+    }
+    // the body's adjoint is emitted as structured code: its reversed CFG must be reducible
+    let region = fused_region(p, h, first, latch);
+    if !crate::structure::reducible(&region) {
+        return None;
+    }
+    // blocks of the body on a cycle that avoids the header
+    let inner = (0..n)
+        .map(|b| {
+            if !c.body[b] || b == h {
+                return false;
+            }
+            let mut seen = vec![false; n];
+            let mut work: Vec<BlockId> =
+                f.blocks[b].term.targets().iter().map(|t| t.block).collect();
+            while let Some(y) = work.pop() {
+                if y == b {
+                    return true;
+                }
+                if y == h || !c.body[y] || std::mem::replace(&mut seen[y], true) {
+                    continue;
+                }
+                work.extend(f.blocks[y].term.targets().iter().map(|t| t.block));
+            }
+            false
+        })
+        .collect();
+    Some(Fused {
+        carried,
+        exit_adj,
+        first,
+        latch,
+        inner,
+    })
+}
+
+/// The reversed CFG of fused loop `h`'s body (without the header): from the latch to `first`
+/// (whose only predecessor is the header).
+pub fn fused_region(p: &Plan, h: BlockId, first: BlockId, latch: BlockId) -> crate::structure::Cfg {
+    let c = p.counted[h].as_ref().expect("a counted loop");
+    crate::structure::Cfg {
+        entry: latch,
+        succ: (0..p.preds.len())
+            .map(|b| {
+                if !c.body[b] || b == h || b == first {
+                    vec![]
+                } else {
+                    p.preds[b].iter().map(|&(q, _)| q).collect()
+                }
+            })
+            .collect(),
+    }
+}
+
+/// Whether `w` can be known on entering loop `c`: it is defined before the loop (not in it,
+/// not after its exit), or after the exit by a constant, a length, a cast or integer `+ − ×`
+/// of such values (added to `pre`, operands first).
+fn available(
+    f: &Func,
+    p: &Plan,
+    c: &Counted,
+    chain: &[BlockId],
+    w: Val,
+    pre: &mut Vec<Val>,
+    depth: usize,
+) -> bool {
+    let Some(db) = p.def_block[w] else {
+        return true;
+    };
+    if c.body[db] {
+        return false;
+    }
+    if !chain.contains(&db) || pre.contains(&w) {
+        return true;
+    }
+    let Some((ib, k)) = p.def_inst[w] else {
+        return false; // a block parameter
+    };
+    let ok = depth < 8
+        && match &f.blocks[ib].insts[k] {
+            Inst::Const { .. } | Inst::Len { .. } => true,
+            Inst::Cast { a, .. } => available(f, p, c, chain, *a, pre, depth + 1),
+            Inst::Int {
+                op: IntOp::Add | IntOp::Sub | IntOp::Mul,
+                a,
+                b,
+                ..
+            } => {
+                available(f, p, c, chain, *a, pre, depth + 1)
+                    && available(f, p, c, chain, *b, pre, depth + 1)
+            }
+            _ => false,
+        };
+    if ok && !pre.contains(&w) {
+        pre.push(w);
+    }
+    ok
+}
+
+/// Add to `out` the paths from `v` (a value of loop `c`'s exit or one computed from it in
+/// `chain`) to the returned value; `None` when its adjoint is not a [`ExitAdj`].
+#[allow(clippy::too_many_arguments)]
+fn exit_paths(
+    f: &Func,
+    p: &Plan,
+    c: &Counted,
+    chain: &[BlockId],
+    v: Val,
+    path: &mut Vec<(BlockId, usize, usize)>,
+    out: &mut ExitAdj,
+    depth: usize,
+) -> Option<()> {
+    if depth > 8 || out.paths.len() > MAX_EXIT_PATHS {
+        return None;
+    }
+    for (b, blk) in f.blocks.iter().enumerate() {
+        if c.body[b] {
+            continue; // the accumulation itself (checked by the caller)
+        }
+        for (k, i) in blk.insts.iter().enumerate() {
+            if !i.uses().contains(&v) {
+                continue;
+            }
+            match i {
+                Inst::Cmp { .. } | Inst::Pass { .. } | Inst::Cast { .. } => continue,
+                _ if i.dst().is_some_and(|d| !p.active(f, d)) => continue,
+                _ if !chain.contains(&b) => return None,
+                Inst::Un {
+                    op: Op1::Neg, dst, ..
+                } => {
+                    path.push((b, k, 0));
+                    exit_paths(f, p, c, chain, *dst, path, out, depth + 1)?;
+                    path.pop();
+                }
+                Inst::Bin {
+                    op, a, b: y, dst, ..
+                } => {
+                    for (slot, (x, other)) in [(*a, *y), (*y, *a)].into_iter().enumerate() {
+                        if x != v {
+                            continue;
+                        }
+                        let ok = match op {
+                            Op2::Add | Op2::Sub => true,
+                            Op2::Mul => {
+                                other != v && available(f, p, c, chain, other, &mut out.pre, 0)
+                            }
+                            Op2::Div => {
+                                slot == 0
+                                    && other != v
+                                    && available(f, p, c, chain, other, &mut out.pre, 0)
+                            }
+                            _ => false,
+                        };
+                        if !ok {
+                            return None;
+                        }
+                        path.push((b, k, slot));
+                        exit_paths(f, p, c, chain, *dst, path, out, depth + 1)?;
+                        path.pop();
+                    }
+                }
+                _ => return None,
+            }
+        }
+        match &blk.term {
+            Term::Return(Some(r)) if *r == v => {
+                if !chain.contains(&b) {
+                    return None;
+                }
+                out.paths.push(path.clone());
+            }
+            Term::Return(_) | Term::Unreachable => {}
+            t => {
+                for tg in t.targets() {
+                    for (k, &a) in tg.args.iter().enumerate() {
+                        if a != v {
+                            continue;
+                        }
+                        let pv = f.blocks[tg.block].params[k];
+                        if !p.active(f, pv) {
+                            continue;
+                        }
+                        if !chain.contains(&b) || !chain.contains(&tg.block) {
+                            return None;
+                        }
+                        exit_paths(f, p, c, chain, pv, path, out, depth + 1)?;
+                    }
+                }
+            }
+        }
+    }
+    Some(())
 }
 
 /// The index of a ranged access (see [`Plan::ranged`]) in iteration `counter` of its loop:
@@ -1291,6 +1640,45 @@ pub fn dump(f: &Func, p: &Plan) -> String {
                 TagMode::Stack => "; entry edge on the tag stack".into(),
                 TagMode::Counted => "; counted loop header (counter replayed)".into(),
             }
+        );
+    }
+    for (h, fz) in p.fused.iter().enumerate() {
+        let Some(fz) = fz else { continue };
+        let acc: Vec<String> = fz
+            .carried
+            .iter()
+            .zip(&fz.exit_adj)
+            .map(|((c, n), adj)| {
+                let paths: Vec<String> = adj
+                    .paths
+                    .iter()
+                    .map(|path| {
+                        let mut t = "dret".to_string();
+                        for &(b, k, slot) in path.iter().rev() {
+                            let i = &f.blocks[b].insts[k];
+                            let d = if matches!(i, Inst::Bin { .. }) {
+                                ["x", "y"][slot]
+                            } else {
+                                "x"
+                            };
+                            t = format!("{t} · ∂{}/∂{d}", f.vname(i.dst().expect("a value")));
+                        }
+                        t
+                    })
+                    .collect();
+                let e = if paths.is_empty() {
+                    "0".to_string()
+                } else {
+                    paths.join(" + ")
+                };
+                format!("{} ← {} (adjoint {e})", f.vname(*c), f.vname(*n))
+            })
+            .collect();
+        let _ = writeln!(
+            s,
+            "loop #{h} fused: its iterations' adjoints run in the forward sweep, after each \
+             iteration (accumulators {}); the reverse sweep runs it for zero iterations",
+            acc.join(", ")
         );
     }
     let _ = writeln!(

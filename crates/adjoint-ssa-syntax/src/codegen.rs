@@ -17,7 +17,7 @@
 
 use crate::adjoint::{cheap_reads, Plan, RangeBase, TagMode};
 use crate::ir::*;
-use crate::structure::{structured, Cfg, Emit};
+use crate::structure::{structured, structured_in, Cfg, Emit};
 use adjoint_core::rules::{Op1, Op2};
 use proc_macro2::{Ident, Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
@@ -580,6 +580,12 @@ impl<'a> Gen<'a> {
                     let t = ms(&format!("tag{b}"));
                     out.extend(quote!(let mut #t: u32 = 0;));
                 }
+                if let Some(fz) = &self.p.fused[b] {
+                    for j in 0..fz.carried.len() {
+                        let (id, nz) = (ms(&format!("fz{b}_{j}")), self.adj_zero());
+                        out.extend(quote!(let mut #id: A = #nz;));
+                    }
+                }
                 if let Some(c) = &self.p.counted[b] {
                     let (cnt, lo, ty) =
                         (ms(&format!("cnt{b}")), ms(&format!("lo{b}")), self.ty(c.k));
@@ -871,8 +877,10 @@ impl<'a> Gen<'a> {
         let mut per = [0usize; 4];
         let mut tagged = vec![];
         for b in (0..self.f.blocks.len()).filter(|&b| c.body[b]) {
-            for v in &self.p.pushes[b] {
-                per[self.stack_of(*v)] += 1;
+            if !self.fused_flat(b) {
+                for v in &self.p.pushes[b] {
+                    per[self.stack_of(*v)] += 1;
+                }
             }
             for t in self.f.blocks[b].term.targets() {
                 if c.body[t.block]
@@ -933,6 +941,17 @@ impl<'a> Gen<'a> {
     fn edge(&self, from: BlockId, slot: usize, t: &Target, record: bool) -> TokenStream {
         let mut out = TokenStream::new();
         let inner = self.p.reserved_loop(from);
+        if let (true, Some(c), true) = (
+            record,
+            &self.p.counted[t.block],
+            self.p.fused[t.block].is_some(),
+        ) {
+            if self.p.preds[t.block][c.entry] == (from, slot) {
+                out.extend(self.fused_entry(t.block));
+            } else {
+                out.extend(self.fused_iteration(t.block));
+            }
+        }
         if record {
             if let Some(c) = &self.p.counted[t.block] {
                 if c.innermost && self.p.preds[t.block][c.entry] == (from, slot) {
@@ -1012,7 +1031,7 @@ impl<'a> Gen<'a> {
         for i in &self.f.blocks[b].insts {
             body.extend(self.inst(i, !record));
         }
-        if record {
+        if record && !self.fused_flat(b) {
             let reserved = self.p.reserved_loop(b).is_some();
             for v in &self.p.pushes[b] {
                 body.extend(self.push(*v, reserved));
@@ -1086,7 +1105,12 @@ impl<'a> Gen<'a> {
 
     /// Reverse code of one active instruction; `ranged`: the unchecked index of a ranged load
     /// or store (see [`Gen::ranged`]).
-    fn rev_inst(&self, inst: &Inst, ranged: Option<TokenStream>) -> TokenStream {
+    fn rev_inst(
+        &self,
+        inst: &Inst,
+        ranged: Option<TokenStream>,
+        fz: Option<BlockId>,
+    ) -> TokenStream {
         let rules = self.rules();
         let z = self.zero_t();
         let (nz, az) = (self.adj_zero(), self.adj_clear());
@@ -1166,11 +1190,11 @@ impl<'a> Gen<'a> {
             Inst::Load { dst, slice, idx } => {
                 let (ad, ds, i) = (self.a(*dst), self.dslice(*slice), self.v(*idx));
                 match self.p.deferred[*dst] {
-                    Some(h) => {
+                    Some(h) if Some(h) != fz => {
                         let (cnt, lo) = (ms(&format!("cnt{h}")), ms(&format!("lo{h}")));
                         quote!(if #cnt == #lo { #ds[#i] += #ad; #ad = #nz; })
                     }
-                    None => match ranged {
+                    _ => match ranged {
                         // SAFETY: as for ranged loads in `rev_body`; `ds` has the length
                         // checked on entering the reversed loop.
                         Some(ix) => quote!({
@@ -1271,16 +1295,30 @@ impl<'a> Gen<'a> {
     }
 
     fn rev_body(&self, b: BlockId) -> TokenStream {
+        self.rev_body_in(b, None)
+    }
+
+    /// The adjoint block of `b`; `fz`: emitted inside the forward iteration of fused loop `fz`
+    /// (see [`Gen::fused_iteration`]), where the loop's own counter and the locals of its body's
+    /// blocks outside inner loops hold the iteration's values.
+    fn rev_body_in(&self, b: BlockId, fz: Option<BlockId>) -> TokenStream {
         let mut body = TokenStream::new();
-        for v in self.p.pushes[b].iter().rev() {
+        let flat = fz.is_some() && self.fused_flat(b);
+        for v in self.p.pushes[b].iter().rev().filter(|_| !flat) {
             body.extend(self.pop(*v));
         }
-        for (v, h) in &self.p.replay[b] {
+        for (v, h) in self.p.replay[b].iter().filter(|_| !flat) {
+            if Some(*h) == fz {
+                continue;
+            }
             let (id, t, cnt) = (self.v(*v), self.ty(*v), ms(&format!("cnt{h}")));
             body.extend(quote!(let #id: #t = #cnt;));
         }
-        for v in &self.p.remat[b] {
+        for v in self.p.remat[b].iter().filter(|_| !flat) {
             if let Some((h, entry, step)) = self.p.induction(*v) {
+                if Some(h) == fz {
+                    continue;
+                }
                 let start = self.p.counted[h].as_ref().expect("counted loop").start;
                 let (id, t, cnt) = (self.v(*v), self.ty(*v), ms(&format!("cnt{h}")));
                 let (e, s0) = (self.v(entry), self.v(start));
@@ -1292,7 +1330,7 @@ impl<'a> Gen<'a> {
             }
             let (ib, k) = self.p.def_inst[*v].unwrap();
             if let (Some(ix), Inst::Load { dst, slice, .. }) =
-                (self.ranged(b, ib, k), &self.f.blocks[ib].insts[k])
+                (self.ranged_in(b, ib, k, fz), &self.f.blocks[ib].insts[k])
             {
                 let (d, s) = (self.v(*dst), self.slice(*slice));
                 // SAFETY: `ix` is `rb + cnt` with `cnt < hi` inside the reversed loop, and
@@ -1318,7 +1356,7 @@ impl<'a> Gen<'a> {
                         );));
                     }
                 }
-                body.extend(self.rev_inst(i, self.ranged(b, b, k)));
+                body.extend(self.rev_inst(i, self.ranged_in(b, b, k, fz), fz));
             }
         }
         body
@@ -1347,6 +1385,112 @@ impl<'a> Gen<'a> {
         }
         let (rb, cnt) = (self.rb(h, base), ms(&format!("cnt{h}")));
         Some(quote!(#rb.wrapping_add(#cnt)))
+    }
+
+    /// [`Gen::ranged`], except for accesses ranged on fused loop `fz` (whose reversed loop
+    /// does not run: they index with a check).
+    fn ranged_in(
+        &self,
+        b: BlockId,
+        ib: BlockId,
+        k: usize,
+        fz: Option<BlockId>,
+    ) -> Option<TokenStream> {
+        let (h, _) = self.p.ranged.get(ib)?.get(k).copied().flatten()?;
+        if Some(h) == fz {
+            return None;
+        }
+        self.ranged(b, ib, k)
+    }
+
+    /// The fused loop (see [`crate::adjoint::Fused`]) whose body holds `b`, not its header.
+    fn fused_of(&self, b: BlockId) -> Option<BlockId> {
+        (0..self.f.blocks.len()).find(|&h| {
+            self.p.fused[h].is_some()
+                && h != b
+                && self.p.counted[h].as_ref().is_some_and(|c| c.body[b])
+        })
+    }
+
+    /// `b` is in a fused loop's body outside its inner loops: it runs once per iteration, and
+    /// its adjoint right after it in the same iteration, so it neither pushes nor pops.
+    fn fused_flat(&self, b: BlockId) -> bool {
+        self.fused_of(b)
+            .is_some_and(|h| !self.p.fused[h].as_ref().expect("fused").inner[b])
+    }
+
+    /// On entering fused loop `h` in the forward sweep: the adjoints its accumulators will have
+    /// at its exit, from the cotangent of the result (see [`crate::adjoint::ExitAdj`]).
+    fn fused_entry(&self, h: BlockId) -> TokenStream {
+        let fz = self.p.fused[h].as_ref().expect("fused");
+        let (rules, z, nz) = (self.rules(), self.zero_t(), self.adj_zero());
+        let dret = &self.names.dret;
+        let mut out = TokenStream::new();
+        for (j, adj) in fz.exit_adj.iter().enumerate() {
+            for v in &adj.pre {
+                let (ib, k) = self.p.def_inst[*v].expect("an instruction");
+                out.extend(self.inst(&self.f.blocks[ib].insts[k], false));
+            }
+            let mut sum = quote!(let mut s: A = #nz;);
+            for path in &adj.paths {
+                let mut e = quote!(#dret);
+                for &(b, k, slot) in path.iter().rev() {
+                    let d = match &self.f.blocks[b].insts[k] {
+                        Inst::Un { op, .. } => {
+                            let opt = op1_tokens(*op, &rules, None);
+                            quote!(#rules::unary(#opt, #z).d)
+                        }
+                        Inst::Bin { op, a, b: y, .. } => {
+                            // the partial with respect to the loop's value does not depend on
+                            // it (`+ − × ÷` by the other operand): it is passed as zero
+                            let opt = op2_tokens(*op, &rules);
+                            let (x, y) = if slot == 0 {
+                                (z.clone(), self.tv(*y))
+                            } else {
+                                (self.tv(*a), z.clone())
+                            };
+                            let d = if slot == 0 { quote!(dx) } else { quote!(dy) };
+                            quote!(#rules::binary(#opt, #x, #y).#d)
+                        }
+                        _ => unreachable!("checked by fused_loop"),
+                    };
+                    e = quote!((#e * #d));
+                }
+                sum.extend(quote!(s += #e;));
+            }
+            let id = ms(&format!("fz{h}_{j}"));
+            out.extend(quote!(#id = { #sum s };));
+        }
+        out
+    }
+
+    /// On the back edge of fused loop `h` in the forward sweep: the iteration's adjoint, its
+    /// body's adjoint blocks as structured code from the latch back to the body's entry, with
+    /// each accumulator's next value seeded with the adjoint at the exit.
+    fn fused_iteration(&self, h: BlockId) -> TokenStream {
+        let fz = self.p.fused[h].as_ref().expect("fused");
+        let nz = self.adj_zero();
+        let mut out = TokenStream::new();
+        for (j, (_, nv)) in fz.carried.iter().enumerate() {
+            let (a, id) = (self.a(*nv), ms(&format!("fz{h}_{j}")));
+            out.extend(quote!(#a = #id;));
+        }
+        let label = syn::Lifetime::new(&format!("'z{h}"), Span::mixed_site());
+        let cfg = crate::adjoint::fused_region(self.p, h, fz.first, fz.latch);
+        let emit = FusedRevEmit {
+            g: self,
+            h,
+            first: fz.first,
+            label: label.clone(),
+        };
+        let prefix = format!("z{h}");
+        let code = structured_in(&cfg, &emit, &prefix).expect("checked by fused_loop");
+        out.extend(quote!(#label: { #code }));
+        for (cv, _) in &fz.carried {
+            let a = self.a(*cv);
+            out.extend(quote!(#a = #nz;));
+        }
+        quote!({ #out })
     }
 
     /// A range base of loop `h` as an expression of values defined outside the loop and
@@ -1443,11 +1587,16 @@ impl<'a> Gen<'a> {
         let mut code = TokenStream::new();
         if let Some(c) = &self.p.counted[pb] {
             if c.exit == b && slot == 1 {
-                // leaving the loop backwards: the counter restarts at its last value
+                // leaving the loop backwards: the counter restarts at its last value (a
+                // fused loop ran its iterations' adjoints forward: none here)
                 let (cnt, lo) = (ms(&format!("cnt{pb}")), ms(&format!("lo{pb}")));
                 let (s, e) = (self.v(c.start), self.v(c.end));
-                code.extend(quote!(#lo = #s; #cnt = if #s < #e { #e } else { #s };));
-                code.extend(self.range_entry(pb));
+                if self.p.fused[pb].is_some() {
+                    code.extend(quote!(#lo = #s; #cnt = #s;));
+                } else {
+                    code.extend(quote!(#lo = #s; #cnt = if #s < #e { #e } else { #s };));
+                    code.extend(self.range_entry(pb));
+                }
             }
         }
         let act: Vec<(Val, Val)> = block
@@ -1844,6 +1993,30 @@ impl Emit for FwdEmit<'_, '_> {
     fn edge(&self, b: usize, k: usize) -> TokenStream {
         let t = self.g.f.blocks[b].term.targets()[k].clone();
         self.g.edge(b, k, &t, self.record)
+    }
+}
+
+struct FusedRevEmit<'g, 'a> {
+    g: &'g Gen<'a>,
+    h: BlockId,
+    first: BlockId,
+    label: syn::Lifetime,
+}
+
+impl Emit for FusedRevEmit<'_, '_> {
+    fn body(&self, b: usize) -> TokenStream {
+        self.g.rev_body_in(b, Some(self.h))
+    }
+    fn term(&self, b: usize, jump: &mut dyn FnMut(usize) -> TokenStream) -> TokenStream {
+        if b == self.first {
+            let l = &self.label;
+            quote!(break #l;)
+        } else {
+            self.g.rev_term(b, jump)
+        }
+    }
+    fn edge(&self, b: usize, k: usize) -> TokenStream {
+        self.g.rev_edge(b, k)
     }
 }
 

@@ -152,13 +152,14 @@ struct St<'a> {
     cfg: &'a Cfg,
     info: Info,
     emit: &'a dyn Emit,
+    prefix: &'a str,
 }
 
 impl St<'_> {
     fn tree(&self, x: usize, ctx: &mut Vec<Ctx>) -> TokenStream {
         let ys = self.info.children[x].clone();
         if self.info.header[x] {
-            let l = syn::Lifetime::new(&format!("'l{x}"), Span::mixed_site());
+            let l = syn::Lifetime::new(&format!("'{}l{x}", self.prefix), Span::mixed_site());
             ctx.push(Ctx::Loop(x, l.clone()));
             let inner = self.within(x, &ys, ctx);
             ctx.pop();
@@ -180,7 +181,7 @@ impl St<'_> {
                 quote!(#body #term)
             }
             Some((&y, rest)) => {
-                let l = syn::Lifetime::new(&format!("'b{y}"), Span::mixed_site());
+                let l = syn::Lifetime::new(&format!("'{}b{y}", self.prefix), Span::mixed_site());
                 ctx.push(Ctx::Block(y, l.clone()));
                 let inner = self.within(x, rest, ctx);
                 ctx.pop();
@@ -217,8 +218,24 @@ impl St<'_> {
 
 /// Structured code for `cfg`, or `None` when it is irreducible.
 pub fn structured(cfg: &Cfg, emit: &dyn Emit) -> Option<TokenStream> {
+    structured_in(cfg, emit, "")
+}
+
+/// [`structured`] with labels that start with `prefix` (for code nested in other structured
+/// code whose labels it must not shadow).
+pub fn structured_in(cfg: &Cfg, emit: &dyn Emit, prefix: &str) -> Option<TokenStream> {
     let info = analyse(cfg)?;
     let _ = &info.idom;
-    let st = St { cfg, info, emit };
+    let st = St {
+        cfg,
+        info,
+        emit,
+        prefix,
+    };
     Some(st.tree(cfg.entry, &mut vec![]))
+}
+
+/// Whether [`structured`] succeeds on `cfg` (it is reducible).
+pub fn reducible(cfg: &Cfg) -> bool {
+    analyse(cfg).is_some()
 }

@@ -845,3 +845,52 @@ fn ranged_accesses_of_a_matrix_row() {
     );
     assert!(dump.contains("unchecked in the reverse sweep"), "{dump}");
 }
+
+/// Which loops fuse (see [`crate::adjoint::Fused`]): the shapes of the codegen tests in
+/// `adjoint-ssa/tests/fused.rs`, and those that must not.
+#[test]
+fn fused_loops_are_detected() {
+    let fused = |src: &str| -> usize {
+        let (f, p) = lower_str(src, "").unwrap_or_else(|e| panic!("{e}"));
+        let d = crate::adjoint::dump(&f, &p);
+        let n = p.fused.iter().flatten().count();
+        assert_eq!(d.matches(" fused: ").count(), n, "{d}");
+        n
+    };
+    let yes = [
+        // a stencil returning the sum
+        "fn f(x: &[f64]) -> f64 { let mut s = 0.0; for i in 0..x.len() - 1 { let t = x[i + 1] - x[i] * x[i]; s += t * t; } s }",
+        // an inner loop, a division by a cast after the exit
+        "fn f(x: &[f64]) -> f64 { let m = x.len() / 2; let mut t = 0.0; for i in 0..m { let mut z = x[0]; for j in 0..2 { z += x[2 * i + j] * z; } t += z.exp(); } t / m as f64 }",
+        // two accumulators combined linearly with values from before the loop
+        "fn f(x: &[f64]) -> f64 { let w = x[0].sin(); let mut s = 0.0; let mut q = 1.0; for i in 0..x.len() { s -= x[i]; q = x[i] * x[i] + q; } 2.0 * s + s * w - q / w + -q }",
+        // the outer loop of two, the inner one's result squared
+        "fn f(x: &[f64]) -> f64 { let mut s = 0.0; for i in 0..x.len() { let mut t = 0.0; for j in 0..i { t += x[j]; } s += t * t; } s }",
+        // a join in the body; the loop inside an `if`
+        "fn f(x: &[f64]) -> f64 { let mut s = x[1]; if x[0] > 0.0 { for i in 0..x.len() { let t = if x[i] > 0.5 { x[i].sin() } else { x[i] }; s += t; } } s * 3.0 }",
+    ];
+    for src in yes {
+        assert_eq!(fused(src), 1, "{src}");
+    }
+    let no = [
+        // the accumulator's adjoint depends on its value
+        "fn f(x: &[f64]) -> f64 { let mut s = 0.0; for i in 0..x.len() { s += x[i] * x[i]; } s.ln() }",
+        // a product, not a sum
+        "fn f(x: &[f64]) -> f64 { let mut s = 1.0; for i in 0..x.len() { s *= x[i]; } s }",
+        // the accumulator read inside the body
+        "fn f(x: &[f64]) -> f64 { let mut s = 0.0; for i in 0..x.len() { s += x[i] * s; } s }",
+        // inside another loop (which is no accumulation)
+        "fn f(x: &[f64]) -> f64 { let mut s = 1.0; for i in 0..x.len() { let mut t = 0.0; for j in 0..i { t += x[j]; } s *= t; } s }",
+        // a store in the body
+        "fn f(x: &[f64]) -> f64 { let mut h = [0.0; 2]; let mut s = 0.0; for i in 0..2 { h[i] = x[i]; s += x[i]; } s + h[0] }",
+        // the array read is written after the loop
+        "fn f(x: &[f64]) -> f64 { let mut h = [1.0; 2]; h[1] = x[1]; let mut s = 0.0; for i in 0..2 { s += h[i] * x[i]; } h[0] = s; h[0] + h[1] }",
+        // the exit value's use depends on a branch after the loop
+        "fn f(x: &[f64]) -> f64 { let mut s = 0.0; for i in 0..x.len() { s += x[i]; } if x[0] > 0.0 { s * 2.0 } else { s } }",
+        // multiplied by a value computed after the loop
+        "fn f(x: &[f64]) -> f64 { let mut s = 0.0; for i in 0..x.len() { s += x[i]; } let w = x[0].sin(); s * w }",
+    ];
+    for src in no {
+        assert_eq!(fused(src), 0, "{src}");
+    }
+}
