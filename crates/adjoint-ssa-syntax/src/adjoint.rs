@@ -21,6 +21,10 @@
 //!   A value invariant in a counted loop around `B` is recorded at the loop's exit instead,
 //!   once per run of the loop (`invariant_exit`); induction variables of a counted loop are
 //!   recomputed from its replayed counter ([`Counted::inductions`]).
+//! * **Fused accumulation loops** ([`Fused`]): a top-level counted loop that only accumulates
+//!   into values whose adjoints at its exit are known on entering it runs each iteration's
+//!   adjoint in the forward sweep, right after the iteration, and zero reversed iterations (the
+//!   code generator does this; the interpreter runs the loop reversed, with the same result).
 //! * **Partials.** Expensive primitives (`sin`, `exp`, `/`, `powf`, …) compute their rule in the
 //!   forward sweep and record the partials; cheap ones (`+`, `-`, `*`, `neg`, `abs`, `min`,
 //!   `max`) call the rule again in the reverse sweep from their operands.

@@ -866,6 +866,8 @@ fn fused_loops_are_detected() {
         "fn f(x: &[f64]) -> f64 { let w = x[0].sin(); let mut s = 0.0; let mut q = 1.0; for i in 0..x.len() { s -= x[i]; q = x[i] * x[i] + q; } 2.0 * s + s * w - q / w + -q }",
         // the outer loop of two, the inner one's result squared
         "fn f(x: &[f64]) -> f64 { let mut s = 0.0; for i in 0..x.len() { let mut t = 0.0; for j in 0..i { t += x[j]; } s += t * t; } s }",
+        // an in-place output written before the loop and read in it
+        "fn f(x: &[f64], out: &mut [f64]) -> f64 { out[0] = out[0] * x[0]; out[1] = x[1]; let mut s = 0.0; for i in 0..x.len() { s += out[0] * x[i] + out[1]; } s }",
         // a join in the body; the loop inside an `if`
         "fn f(x: &[f64]) -> f64 { let mut s = x[1]; if x[0] > 0.0 { for i in 0..x.len() { let t = if x[i] > 0.5 { x[i].sin() } else { x[i] }; s += t; } } s * 3.0 }",
     ];
@@ -887,6 +889,8 @@ fn fused_loops_are_detected() {
         "fn f(x: &[f64]) -> f64 { let mut h = [1.0; 2]; h[1] = x[1]; let mut s = 0.0; for i in 0..2 { s += h[i] * x[i]; } h[0] = s; h[0] + h[1] }",
         // the exit value's use depends on a branch after the loop
         "fn f(x: &[f64]) -> f64 { let mut s = 0.0; for i in 0..x.len() { s += x[i]; } if x[0] > 0.0 { s * 2.0 } else { s } }",
+        // an in-place output written after the loop (slices are tracked as a whole)
+        "fn f(x: &[f64], out: &mut [f64]) -> f64 { let mut s = 0.0; for i in 0..x.len() { s += out[0] * x[i]; } out[1] = x[1]; s }",
         // multiplied by a value computed after the loop
         "fn f(x: &[f64]) -> f64 { let mut s = 0.0; for i in 0..x.len() { s += x[i]; } let w = x[0].sin(); s * w }",
     ];

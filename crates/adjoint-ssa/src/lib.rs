@@ -146,6 +146,34 @@
 //! calls of other `#[differentiable]` functions (pass fields; callees take slices, not arrays).
 //! The struct must be visible (with its fields) where the function is.
 //!
+//! # Loops that only accumulate
+//!
+//! A `for` loop over a range that is in no other loop and only adds terms to its accumulators
+//! (`s += f(i)`, `s -= g(i)`; nothing else in it reads `s`, stores into a slice or calls a
+//! function; nothing after it writes a slice it reads), where the function's result depends on
+//! each accumulator linearly with factors known before the loop (`s`, `s / m as f64`,
+//! `2.0 * s + w * s`), is differentiated in one pass: every iteration's adjoint runs right after
+//! the iteration, with the accumulators' adjoints known from the start, and nothing is recorded
+//! for it. The result is the same gradient, in the order a hand-written one sums it:
+//!
+//! ```
+//! use adjoint_ssa::differentiable;
+//! # #[allow(clippy::needless_range_loop)]
+//! #[differentiable]
+//! fn mean_sq(x: &[f64]) -> f64 {
+//!     let mut s = 0.0;
+//!     for i in 0..x.len() {
+//!         s += x[i] * x[i];
+//!     }
+//!     s / x.len() as f64
+//! }
+//! let mut g = [0.0; 2];
+//! assert_eq!(mean_sq::grad(&[1.0, 3.0], &mut g), 5.0);
+//! assert_eq!(g, [1.0, 3.0]); // 2 x / n
+//! ```
+//!
+//! `ADJOINT_SSA_DUMP` marks such loops "fused".
+//!
 //! # `unsafe` in the generated code
 //!
 //! A reversed counted loop that indexes a slice at `base + counter` (the common `for i in 0..n`

@@ -5,7 +5,7 @@
 //! gradient here is checked against forward mode over a generic reference written as plain
 //! Rust, the value against the user function; the shapes that must not fuse are checked too.
 
-#![allow(clippy::needless_range_loop)]
+#![allow(clippy::needless_range_loop, clippy::assign_op_pattern)] // `q = e + q`: the accumulator on the right is a shape under test
 
 use adjoint_core::forward::{self, Dual};
 use adjoint_core::Real;
@@ -323,6 +323,62 @@ fn two_loops_ref<T: Real>(x: &[T]) -> T {
         b += (x[i] * a).sin();
     }
     b
+}
+
+/// In-place outputs written before the loop and read in it (its cotangent is an input of
+/// the pullback, its adjoint a mix of the loop's reads and the output's cotangent).
+#[differentiable]
+fn scaled_sum(x: &[f64], out: &mut [f64]) -> f64 {
+    out[0] = out[0] * x[0] + out[1];
+    out[1] = x[1] * 2.0;
+    let mut s = 0.0;
+    for i in 0..x.len() {
+        s += out[0] * x[i].sin() + out[1];
+    }
+    s * 0.25
+}
+fn scaled_sum_ref<T: Real>(x: &[T], out: &mut [T]) -> T {
+    out[0] = out[0] * x[0] + out[1];
+    out[1] = x[1] * 2.0;
+    let mut s = T::zero();
+    for i in 0..x.len() {
+        s += out[0] * x[i].sin() + out[1];
+    }
+    s * 0.25
+}
+
+#[test]
+fn fused_with_an_in_place_output() {
+    let x = input(5);
+    let out0 = [0.7, -0.4];
+    let (dret, dout0) = (1.5, [0.3, -2.0]);
+    let mut out = out0;
+    let mut dx = vec![0.0; x.len()];
+    let mut dout = dout0;
+    let v = scaled_sum::pullback(
+        &mut Workspace::new(),
+        &x,
+        &mut out,
+        &mut dx,
+        &mut dout,
+        dret,
+    );
+    let mut plain = out0;
+    assert_eq!(v, scaled_sum(&x, &mut plain));
+    assert_eq!(out, plain);
+    // the vector-Jacobian product as the gradient of dret·f + dout·out_final over (x, out0)
+    let n = x.len();
+    let all: Vec<f64> = x.iter().chain(&out0).copied().collect();
+    let want = forward::gradient(
+        |v: &[Dual<f64>]| {
+            let mut o = [v[n], v[n + 1]];
+            let r = scaled_sum_ref(&v[..n], &mut o);
+            r * dret + o[0] * dout0[0] + o[1] * dout0[1]
+        },
+        &all,
+    );
+    let got: Vec<f64> = dx.iter().chain(&dout).copied().collect();
+    check("scaled_sum vjp", &got, &want);
 }
 
 #[test]
