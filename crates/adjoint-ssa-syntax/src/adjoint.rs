@@ -21,7 +21,7 @@
 //!   A value invariant in a counted loop around `B` is recorded at the loop's exit instead,
 //!   once per run of the loop (`invariant_exit`); induction variables of a counted loop are
 //!   recomputed from its replayed counter ([`Counted::inductions`]).
-//! * **Fused accumulation loops** ([`Fused`]): a top-level counted loop that only accumulates
+//! * **Fused accumulation loops** ([`Fused`]): a top-level innermost counted loop that only accumulates
 //!   into values whose adjoints at its exit are known on entering it runs each iteration's
 //!   adjoint in the forward sweep, right after the iteration, and zero reversed iterations (the
 //!   code generator does this; the interpreter runs the loop reversed, with the same result).
@@ -159,12 +159,14 @@ pub struct Plan {
 /// exit are known before it starts (the result is `s`, `s / m`, `w * s + …`): every iteration
 /// sees the same adjoint of its accumulators, so the iterations' adjoints are independent of
 /// each other and of the reverse sweep. The forward sweep runs each iteration's adjoint right
-/// after the iteration (one pass over the data, as a hand-written gradient does; nothing
-/// recorded for the loop's own blocks), and the reverse sweep runs the loop for zero
-/// iterations (its header only passes the accumulators' adjoints to their initial values).
+/// after the iteration (one pass over the data, as a hand-written gradient does; its blocks
+/// push and pop nothing: their locals hold the iteration's values), and the reverse sweep runs
+/// the loop for zero iterations (its header only passes the accumulators' adjoints to their
+/// initial values).
 ///
-/// Conditions: the loop is in no other cycle; its header has no active instruction; its body
-/// writes no slice and calls nothing, and the slices it reads are not written after it; each
+/// Conditions: the loop is in no other cycle and holds none; its header has no active
+/// instruction; its body writes no slice and calls nothing, and the slices it reads are not
+/// written after it; each
 /// active parameter `c` of the header is an accumulator: the back edge passes `c ± e` (or
 /// `e + c`), which nothing else reads, and nothing else in the loop reads `c` actively; and
 /// the adjoint of `c` at the exit is a sum over paths of `+ − ×` by values computed before the
@@ -180,10 +182,6 @@ pub struct Fused {
     pub first: BlockId,
     /// The source of the back edge (ends in a jump to the header).
     pub latch: BlockId,
-    /// Blocks of the body inside an inner cycle (an inner loop): their adjoints run as in the
-    /// reverse sweep (pushes, pops, replayed counters); the other blocks of the body neither
-    /// push nor pop (their locals still hold the iteration's values).
-    pub inner: Vec<bool>,
 }
 
 /// The adjoint of a value as `dret ·` a sum over paths of products of partials: each path
@@ -503,7 +501,11 @@ const MAX_EXIT_PATHS: usize = 8;
 fn fused_loop(f: &Func, p: &Plan, h: BlockId) -> Option<Fused> {
     let c = p.counted[h].as_ref()?;
     let n = f.blocks.len();
-    if !f.returns_f64 || f.ret_agg.is_some() {
+    // innermost only: with an inner loop in the body (logistic regression's dot product,
+    // matvec's rows), each iteration's adjoint reverses the inner loop right after running it,
+    // which measured slower than the two sweeps (logistic 1.37 → 1.44× its primal, matvec
+    // 1.61 → 1.7)
+    if !f.returns_f64 || f.ret_agg.is_some() || !c.innermost {
         return None;
     }
     // in no other cycle: its strongly connected component is the loop itself
@@ -607,33 +609,11 @@ fn fused_loop(f: &Func, p: &Plan, h: BlockId) -> Option<Fused> {
     if !crate::structure::reducible(&region) {
         return None;
     }
-    // blocks of the body on a cycle that avoids the header
-    let inner = (0..n)
-        .map(|b| {
-            if !c.body[b] || b == h {
-                return false;
-            }
-            let mut seen = vec![false; n];
-            let mut work: Vec<BlockId> =
-                f.blocks[b].term.targets().iter().map(|t| t.block).collect();
-            while let Some(y) = work.pop() {
-                if y == b {
-                    return true;
-                }
-                if y == h || !c.body[y] || std::mem::replace(&mut seen[y], true) {
-                    continue;
-                }
-                work.extend(f.blocks[y].term.targets().iter().map(|t| t.block));
-            }
-            false
-        })
-        .collect();
     Some(Fused {
         carried,
         exit_adj,
         first,
         latch,
-        inner,
     })
 }
 

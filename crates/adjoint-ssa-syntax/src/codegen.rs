@@ -877,7 +877,7 @@ impl<'a> Gen<'a> {
         let mut per = [0usize; 4];
         let mut tagged = vec![];
         for b in (0..self.f.blocks.len()).filter(|&b| c.body[b]) {
-            if !self.fused_flat(b) {
+            if self.fused_of(b).is_none() {
                 for v in &self.p.pushes[b] {
                     per[self.stack_of(*v)] += 1;
                 }
@@ -1031,7 +1031,7 @@ impl<'a> Gen<'a> {
         for i in &self.f.blocks[b].insts {
             body.extend(self.inst(i, !record));
         }
-        if record && !self.fused_flat(b) {
+        if record && self.fused_of(b).is_none() {
             let reserved = self.p.reserved_loop(b).is_some();
             for v in &self.p.pushes[b] {
                 body.extend(self.push(*v, reserved));
@@ -1299,26 +1299,20 @@ impl<'a> Gen<'a> {
     }
 
     /// The adjoint block of `b`; `fz`: emitted inside the forward iteration of fused loop `fz`
-    /// (see [`Gen::fused_iteration`]), where the loop's own counter and the locals of its body's
-    /// blocks outside inner loops hold the iteration's values.
+    /// (see [`Gen::fused_iteration`]), where the locals of the body's blocks still hold the
+    /// iteration's values (nothing is popped, replayed or recomputed).
     fn rev_body_in(&self, b: BlockId, fz: Option<BlockId>) -> TokenStream {
         let mut body = TokenStream::new();
-        let flat = fz.is_some() && self.fused_flat(b);
-        for v in self.p.pushes[b].iter().rev().filter(|_| !flat) {
+        let fused = fz.is_some();
+        for v in self.p.pushes[b].iter().rev().filter(|_| !fused) {
             body.extend(self.pop(*v));
         }
-        for (v, h) in self.p.replay[b].iter().filter(|_| !flat) {
-            if Some(*h) == fz {
-                continue;
-            }
+        for (v, h) in self.p.replay[b].iter().filter(|_| !fused) {
             let (id, t, cnt) = (self.v(*v), self.ty(*v), ms(&format!("cnt{h}")));
             body.extend(quote!(let #id: #t = #cnt;));
         }
-        for v in self.p.remat[b].iter().filter(|_| !flat) {
+        for v in self.p.remat[b].iter().filter(|_| !fused) {
             if let Some((h, entry, step)) = self.p.induction(*v) {
-                if Some(h) == fz {
-                    continue;
-                }
                 let start = self.p.counted[h].as_ref().expect("counted loop").start;
                 let (id, t, cnt) = (self.v(*v), self.ty(*v), ms(&format!("cnt{h}")));
                 let (e, s0) = (self.v(entry), self.v(start));
@@ -1330,7 +1324,7 @@ impl<'a> Gen<'a> {
             }
             let (ib, k) = self.p.def_inst[*v].unwrap();
             if let (Some(ix), Inst::Load { dst, slice, .. }) =
-                (self.ranged_in(b, ib, k, fz), &self.f.blocks[ib].insts[k])
+                (self.ranged(b, ib, k), &self.f.blocks[ib].insts[k])
             {
                 let (d, s) = (self.v(*dst), self.slice(*slice));
                 // SAFETY: `ix` is `rb + cnt` with `cnt < hi` inside the reversed loop, and
@@ -1345,16 +1339,20 @@ impl<'a> Gen<'a> {
         // would be merged by LLVM's SLP vectoriser into one 16-byte load and store, which the
         // next reversed iteration's overlapping access cannot forward from: a store-forwarding
         // stall per iteration (Rosenbrock's gradient ran 2.4× slower). A compiler fence (no
-        // machine instruction) between them keeps them scalar.
-        let mut updated = vec![false; self.f.slices.len()];
+        // machine instruction) between them keeps them scalar. Not between two ranged updates
+        // whose starts differ by a value known only at run time (`d_p[w + i·n + j]` and
+        // `d_p[x + j]` in one packed parameter vector): they are far apart, and a fence would
+        // keep LLVM from vectorising the loop (with a run-time overlap check).
+        let mut updated: Vec<Vec<usize>> = vec![vec![]; self.f.slices.len()];
         for (k, i) in self.f.blocks[b].insts.iter().enumerate().rev() {
             if self.p.inst_active(self.f, i) {
                 if let Inst::Load { slice, .. } = i {
-                    if std::mem::replace(&mut updated[*slice], true) {
+                    if updated[*slice].iter().any(|&k2| !self.far_apart(b, k, k2)) {
                         body.extend(quote!(::core::sync::atomic::compiler_fence(
                             ::core::sync::atomic::Ordering::SeqCst
                         );));
                     }
+                    updated[*slice].push(k);
                 }
                 body.extend(self.rev_inst(i, self.ranged_in(b, b, k, fz), fz));
             }
@@ -1387,6 +1385,23 @@ impl<'a> Gen<'a> {
         Some(quote!(#rb.wrapping_add(#cnt)))
     }
 
+    /// Whether loads `k1` and `k2` of block `b` are ranged on one loop at starts that differ by
+    /// a run-time value (see [`Plan::ranged`]): not a stencil's neighbours.
+    fn far_apart(&self, b: BlockId, k1: usize, k2: usize) -> bool {
+        let r = |k: usize| self.p.ranged.get(b)?.get(k).copied().flatten();
+        let (Some((h1, r1)), Some((h2, r2))) = (r(k1), r(k2)) else {
+            return false;
+        };
+        let constant = |v: Option<Val>| {
+            v.is_none_or(|v| {
+                self.p.def_inst[v].is_some_and(|(ib, ik)| {
+                    matches!(self.f.blocks[ib].insts[ik], Inst::Const { .. })
+                })
+            })
+        };
+        h1 == h2 && r1 != r2 && !(constant(r1.base) && constant(r2.base) && r1.ind == r2.ind)
+    }
+
     /// [`Gen::ranged`], except for accesses ranged on fused loop `fz` (whose reversed loop
     /// does not run: they index with a check).
     fn ranged_in(
@@ -1403,20 +1418,14 @@ impl<'a> Gen<'a> {
         self.ranged(b, ib, k)
     }
 
-    /// The fused loop (see [`crate::adjoint::Fused`]) whose body holds `b`, not its header.
+    /// The fused loop (see [`crate::adjoint::Fused`]) whose body holds `b`, not its header: `b`
+    /// runs once per iteration and its adjoint right after it, so it neither pushes nor pops.
     fn fused_of(&self, b: BlockId) -> Option<BlockId> {
         (0..self.f.blocks.len()).find(|&h| {
             self.p.fused[h].is_some()
                 && h != b
                 && self.p.counted[h].as_ref().is_some_and(|c| c.body[b])
         })
-    }
-
-    /// `b` is in a fused loop's body outside its inner loops: it runs once per iteration, and
-    /// its adjoint right after it in the same iteration, so it neither pushes nor pops.
-    fn fused_flat(&self, b: BlockId) -> bool {
-        self.fused_of(b)
-            .is_some_and(|h| !self.p.fused[h].as_ref().expect("fused").inner[b])
     }
 
     /// On entering fused loop `h` in the forward sweep: the adjoints its accumulators will have
@@ -1465,8 +1474,9 @@ impl<'a> Gen<'a> {
     }
 
     /// On the back edge of fused loop `h` in the forward sweep: the iteration's adjoint, its
-    /// body's adjoint blocks as structured code from the latch back to the body's entry, with
-    /// each accumulator's next value seeded with the adjoint at the exit.
+    /// body's adjoint blocks as structured code from the latch back to the body's entry (a
+    /// branch in the body pops the tag its join pushed in this iteration), with each
+    /// accumulator's next value seeded with the adjoint at the exit.
     fn fused_iteration(&self, h: BlockId) -> TokenStream {
         let fz = self.p.fused[h].as_ref().expect("fused");
         let nz = self.adj_zero();

@@ -148,7 +148,7 @@
 //!
 //! # Loops that only accumulate
 //!
-//! A `for` loop over a range that is in no other loop and only adds terms to its accumulators
+//! A `for` loop over a range that is in no other loop, holds none, and only adds terms to its accumulators
 //! (`s += f(i)`, `s -= g(i)`; nothing else in it reads `s`, stores into a slice or calls a
 //! function; nothing after it writes a slice it reads), where the function's result depends on
 //! each accumulator linearly with factors known before the loop (`s`, `s / m as f64`,
