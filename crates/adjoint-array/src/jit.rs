@@ -310,6 +310,13 @@ extern "C" fn disc(op: *const DOp, x: f64, y: f64) -> f64 {
 }
 
 /// Compile `k`, or `None` where Cranelift does not support the host.
+/// `ADJOINT_ARRAY_DUMP=1` in the environment (read once): print each kernel's Cranelift IR and
+/// machine code to standard error as it is compiled.
+fn dump_kernels() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("ADJOINT_ARRAY_DUMP").is_ok_and(|v| v != "0"))
+}
+
 pub(crate) fn compile(k: &Kernel) -> Option<Jit> {
     let mut flags = settings::builder();
     flags.set("opt_level", "speed").ok()?;
@@ -467,29 +474,55 @@ pub(crate) fn compile(k: &Kernel) -> Option<Jit> {
             b.append_block_param(head, types::I64);
         }
         // Two elements per iteration (in `f64x2` registers) while two remain, then the
-        // scalar loop.
-        let vhead = b.create_block();
-        let vbody = b.create_block();
-        b.append_block_param(vhead, types::I64); // e
-        b.append_block_param(vhead, types::I64); // bad
-        for _ in 0..nc {
-            b.append_block_param(vhead, types::I64); // index counters
-        }
+        // scalar loop. The pair loop tests its bound at the bottom (one taken branch per
+        // iteration); a kernel with one root has two of them, chosen once by the root's
+        // stride: adjacent elements (a map's output) are stored with one instruction.
         let args = |e: Value, bad: Value, idx: &[Value]| -> Vec<_> {
             [e, bad].iter().chain(idx).map(|&v| v.into()).collect()
         };
-        b.ins().jump(vhead, &args(zero_i, zero_i, &idx0));
-        b.switch_to_block(vhead);
-        let e = b.block_params(vhead)[0];
-        let bad_in = b.block_params(vhead)[1];
-        let idx = b.block_params(vhead)[2..].to_vec();
-        let e2 = b.ins().iadd_imm_u(e, 2);
-        let fits = b.ins().icmp(IntCC::UnsignedLessThanOrEqual, e2, len);
-        b.ins().brif(fits, vbody, &[], head, &args(e, bad_in, &idx));
-        b.switch_to_block(vbody);
-        let (bad, idx1) = pair_body(&mut b, &env, start, e, &idx, bad_in);
-        let idx2 = env.counters.next(&mut b, &idx1);
-        b.ins().jump(vhead, &args(e2, bad, &idx2));
+        let modes: &[bool] = if k.roots.len() == 1 {
+            &[true, false]
+        } else {
+            &[false]
+        };
+        let vbodies: Vec<cranelift_codegen::ir::Block> = modes
+            .iter()
+            .map(|_| {
+                let v = b.create_block();
+                b.append_block_param(v, types::I64); // e
+                b.append_block_param(v, types::I64); // bad
+                for _ in 0..nc {
+                    b.append_block_param(v, types::I64); // index counters
+                }
+                v
+            })
+            .collect();
+        let vstart = b.create_block();
+        let two = b.ins().iconst(types::I64, 2);
+        let fits0 = b.ins().icmp(IntCC::UnsignedLessThanOrEqual, two, len);
+        b.ins()
+            .brif(fits0, vstart, &[], head, &args(zero_i, zero_i, &idx0));
+        b.switch_to_block(vstart);
+        if vbodies.len() == 2 {
+            let is8 = b.ins().icmp_imm_u(IntCC::Equal, env.root_stride[0], 8);
+            let a0 = args(zero_i, zero_i, &idx0);
+            b.ins().brif(is8, vbodies[0], &a0, vbodies[1], &a0);
+        } else {
+            b.ins().jump(vbodies[0], &args(zero_i, zero_i, &idx0));
+        }
+        for (&adjacent, &vbody) in modes.iter().zip(&vbodies) {
+            b.switch_to_block(vbody);
+            let e = b.block_params(vbody)[0];
+            let bad_in = b.block_params(vbody)[1];
+            let idx = b.block_params(vbody)[2..].to_vec();
+            let (bad, idx1) = pair_body(&mut b, &env, start, e, &idx, bad_in, adjacent);
+            let idx2 = env.counters.next(&mut b, &idx1);
+            let e2 = b.ins().iadd_imm_u(e, 2);
+            let e4 = b.ins().iadd_imm_u(e, 4);
+            let fits = b.ins().icmp(IntCC::UnsignedLessThanOrEqual, e4, len);
+            let a2 = args(e2, bad, &idx2);
+            b.ins().brif(fits, vbody, &a2, head, &a2);
+        }
 
         b.switch_to_block(head);
         let e = b.block_params(head)[0];
@@ -519,7 +552,19 @@ pub(crate) fn compile(k: &Kernel) -> Option<Jit> {
         b.seal_all_blocks();
         b.finalize(module.target_config());
     }
+    let dump = dump_kernels();
+    if dump {
+        ctx.set_disasm(true);
+        eprintln!("=== kernel (Cranelift IR) ===\n{}", ctx.func.display());
+    }
     module.define_function(id, &mut ctx).ok()?;
+    if dump {
+        let code = ctx.compiled_code().and_then(|c| c.vcode.clone());
+        eprintln!(
+            "=== kernel (machine code) ===\n{}",
+            code.unwrap_or_default()
+        );
+    }
     module.clear_context(&mut ctx);
     module.finalize_definitions().ok()?;
     let code = module.get_finalized_function(id);
@@ -842,7 +887,9 @@ fn emit_scalar(b: &mut FunctionBuilder, env: &Env, l: &mut Lane, j: usize, op: &
                 Op2::Sub => b.ins().fsub(x, y),
                 Op2::Mul => b.ins().fmul(x, y),
                 Op2::Div => b.ins().fdiv(x, y),
-                Op2::Max | Op2::Min => max_min(b, *op == Op2::Max, x, y),
+                Op2::Max | Op2::Min => {
+                    max_min(b, max_min_plan(env.k, *op == Op2::Max, *a, *bb), x, y)
+                }
                 _ => {
                     let f = fn_ptr(b, bin_val as *const () as usize);
                     let c = b.ins().call_indirect(env.sig_i_ff, f, &[p, x, y]);
@@ -1104,6 +1151,8 @@ fn operands(op: &KOp) -> Vec<Src> {
 /// operation. Returns the updated out-of-bounds flag.
 /// Two elements' code (`e`, `e + 1`; index counters `idx` at `e`); returns the lanes' bad flag
 /// and the counters at `e + 1`.
+/// `adjacent`: the kernel has one root, stored at a stride of 8 bytes in this loop.
+#[allow(clippy::too_many_arguments)]
 fn pair_body(
     b: &mut FunctionBuilder,
     env: &Env,
@@ -1111,6 +1160,7 @@ fn pair_body(
     e: Value,
     idx: &[Value],
     bad: Value,
+    adjacent: bool,
 ) -> (Value, Vec<Value>) {
     let k = env.k;
     let e1 = b.ins().iadd_imm_u(e, 1);
@@ -1201,14 +1251,15 @@ fn pair_body(
                     Op2::Div => b.ins().fdiv(x, y),
                     _ => {
                         // as `max_min`: `y` where it wins or `x` is NaN
-                        let cc = if *op == Op2::Max {
-                            FloatCC::LessThan
-                        } else {
-                            FloatCC::GreaterThan
+                        let max = *op == Op2::Max;
+                        let pick_y = match max_min_plan(k, max, *a, *bb) {
+                            MaxMin::One(cc) => mask(b, cc, x, y),
+                            MaxMin::Two(cc) => {
+                                let wins = mask(b, cc, x, y);
+                                let nan = mask(b, FloatCC::Unordered, x, x);
+                                b.ins().bor(wins, nan)
+                            }
                         };
-                        let wins = mask(b, cc, x, y);
-                        let nan = mask(b, FloatCC::Unordered, x, x);
-                        let pick_y = b.ins().bor(wins, nan);
                         b.ins().bitselect(pick_y, y, x)
                     }
                 };
@@ -1274,21 +1325,14 @@ fn pair_body(
         // the only root, in vector form, whose elements are adjacent (stride 8 bytes, a map's
         // output) is stored in one instruction; otherwise lane by lane (a branch per root
         // split the body of BA's 30-root kernel into 30 diamonds and made it 4× slower)
-        let adjacent = match root {
-            Src::S(s) if k.roots.len() == 1 && !lanes[0].slot.contains_key(s) => {
-                let (one, each, next) = (b.create_block(), b.create_block(), b.create_block());
-                let is8 = b.ins().icmp_imm_u(IntCC::Equal, env.root_stride[r], 8);
-                b.ins().brif(is8, one, &[], each, &[]);
-                b.switch_to_block(one);
+        if let Src::S(s) = root {
+            if adjacent && !lanes[0].slot.contains_key(s) {
                 let at = b.ins().ishl_imm_u(lanes[0].e, 3);
                 let addr = b.ins().iadd(env.root_base[r], at);
                 b.ins().store(env.mem, vslot[s], addr, 0);
-                b.ins().jump(next, &[]);
-                b.switch_to_block(each);
-                Some(next)
+                continue;
             }
-            _ => None,
-        };
+        }
         for (i, l) in lanes.iter().enumerate() {
             let v = match root {
                 Src::S(s) if !l.slot.contains_key(s) => b.ins().extractlane(vslot[s], i as u8),
@@ -1297,10 +1341,6 @@ fn pair_body(
             let at = b.ins().imul(l.e, env.root_stride[r]);
             let addr = b.ins().iadd(env.root_base[r], at);
             b.ins().store(env.mem, v, addr, 0);
-        }
-        if let Some(next) = adjacent {
-            b.ins().jump(next, &[]);
-            b.switch_to_block(next);
         }
     }
     let [l0, l1] = lanes;
@@ -1341,19 +1381,42 @@ fn index_component(b: &mut FunctionBuilder, k: &Kernel, axis: usize, flat: Value
     b.ins().urem_imm_u(q, dim)
 }
 
-/// `x.max(y)` (`x.min(y)`) as Rust computes it: the other operand where one is NaN.
-fn max_min(b: &mut FunctionBuilder, max: bool, x: Value, y: Value) -> Value {
-    let pick_y = b.ins().fcmp(
-        if max {
-            FloatCC::LessThan
-        } else {
-            FloatCC::GreaterThan
-        },
-        x,
-        y,
-    );
-    let x_nan = b.ins().fcmp(FloatCC::Unordered, x, x);
-    let pick_y = b.ins().bor(pick_y, x_nan);
+/// How `x.max(y)` (`x.min(y)`) picks `y`: where `y` wins or `x` is NaN, so the other operand
+/// where one is NaN, as Rust computes it. `One(cc)`: one comparison does, because an operand is
+/// a constant that is not NaN (`x.max(0.0)`: `x < 0 or unordered`; `c.max(x)`: `c < x`, as
+/// `c` is never NaN); `Two(cc)`: `cc` or `x` NaN.
+#[derive(Clone, Copy)]
+enum MaxMin {
+    One(FloatCC),
+    Two(FloatCC),
+}
+
+fn max_min_plan(k: &Kernel, max: bool, a: Src, b: Src) -> MaxMin {
+    let number = |s: Src| k.consts.iter().any(|&(c, v)| Src::S(c) == s && !v.is_nan());
+    let (wins, or_nan) = if max {
+        (FloatCC::LessThan, FloatCC::UnorderedOrLessThan)
+    } else {
+        (FloatCC::GreaterThan, FloatCC::UnorderedOrGreaterThan)
+    };
+    if number(b) {
+        MaxMin::One(or_nan)
+    } else if number(a) {
+        MaxMin::One(wins)
+    } else {
+        MaxMin::Two(wins)
+    }
+}
+
+/// `x.max(y)` (`x.min(y)`) as Rust computes it (see [`max_min_plan`]).
+fn max_min(b: &mut FunctionBuilder, plan: MaxMin, x: Value, y: Value) -> Value {
+    let pick_y = match plan {
+        MaxMin::One(cc) => b.ins().fcmp(cc, x, y),
+        MaxMin::Two(cc) => {
+            let wins = b.ins().fcmp(cc, x, y);
+            let x_nan = b.ins().fcmp(FloatCC::Unordered, x, x);
+            b.ins().bor(wins, x_nan)
+        }
+    };
     b.ins().select(pick_y, y, x)
 }
 

@@ -832,3 +832,73 @@ fn sin_and_cos_of_one_value_share_a_call_bit_for_bit() {
         );
     }
 }
+
+#[test]
+fn max_and_min_with_a_constant_operand_are_the_interpreters_bit_for_bit() {
+    // With a constant operand that is not NaN, `max`/`min` compile to one comparison (the
+    // constant decides what a NaN picks); with a NaN constant, to the general two. Either
+    // side, constants ±0 against inputs ±0, NaN and ±∞, in both lanes of a pair and in the
+    // scalar loop (odd count): the interpreter, bit for bit, and the engine's definition,
+    // `y` where it wins or `x` is NaN, else `x` (Rust's `f64::max`, whose sign of a ±0 tie is
+    // unspecified: the engine keeps `x`).
+    let n = 4099;
+    let mut x = data(n, 57);
+    let special = [
+        f64::NAN,
+        -0.0,
+        0.0,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        0.1,
+        -f64::NAN,
+    ];
+    for (k, v) in special.iter().enumerate() {
+        x[2 * k] = *v;
+        x[2 * k + 1] = *v;
+    }
+    x[n - 1] = -0.0;
+    let consts = [0.0, -0.0, 0.1, f64::INFINITY, f64::NAN];
+    let mk = |jit: bool| {
+        let b = Builder::new();
+        b.set_jit(jit);
+        let a = b.input(&[n]);
+        let outs: Vec<Acc> = consts
+            .iter()
+            .map(|&c| {
+                b.generate_n(&[n], 4, |i| {
+                    let v = a.at(&[i[0]]);
+                    vec![v.max(c), v.min(c), lit(c).max(v), lit(c).min(v)]
+                })
+            })
+            .collect();
+        b.build(&outs.iter().collect::<Vec<_>>()).expect("build")
+    };
+    let (oj, oi) = (mk(true).run(&[&x]).unwrap(), mk(false).run(&[&x]).unwrap());
+    for (k, &c) in consts.iter().enumerate() {
+        assert_eq!(
+            bits(oj[k].data()),
+            bits(oi[k].data()),
+            "compiled vs interpreted, c = {c}"
+        );
+        for (e, &v) in x.iter().enumerate() {
+            let max = |x: f64, y: f64| if x < y || x.is_nan() { y } else { x };
+            let min = |x: f64, y: f64| if x > y || x.is_nan() { y } else { x };
+            let want = [max(v, c), min(v, c), max(c, v), min(c, v)];
+            let canon = |w: f64| if w.is_nan() { 0 } else { w.to_bits() };
+            if v != 0.0 || c != 0.0 {
+                assert_eq!(
+                    want.map(canon),
+                    [v.max(c), v.min(c), c.max(v), c.min(v)].map(canon),
+                    "the definition is Rust's"
+                );
+            }
+            for (w, want) in want.iter().enumerate() {
+                let got = oj[k].data()[4 * e + w];
+                assert!(
+                    got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+                    "c = {c}, x[{e}] = {v}, form {w}: {got} vs {want}"
+                );
+            }
+        }
+    }
+}
