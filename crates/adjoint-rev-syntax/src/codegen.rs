@@ -553,8 +553,9 @@ impl Gen<'_> {
     }
 }
 
-/// When unchecked forward code may skip uncomputing `routine`: the routine calls nothing, runs
-/// no `@safe` code, and writes only its own ancillas, and the ancillas it leaves allocated are
+/// When unchecked forward code may skip uncomputing `routine`: the routine runs no `@safe` code
+/// and writes only its own ancillas (a call counts as writing the arguments its callee's
+/// `__WRITES` marks, [`written_params`]), and the ancillas it leaves allocated are
 /// passive (`Ancilla::PASSIVE`, no gradients). Then the uncomputation only restores ancillas that
 /// are dropped right after, unchecked. (Every instruction's operands have its target's type, so
 /// passive targets mean nothing the routine reads carries gradients; ancillas of nested scopes
@@ -588,7 +589,13 @@ fn skip_condition(routine: &[Stmt], params: &[String], krate: &TokenStream) -> O
             }
         }
     }
-    fn only_local(stmts: &[Stmt], local: &dyn Fn(&Expr) -> bool) -> bool {
+    // `conds`: for a call that gets a non-ancilla, that the callee writes none of those
+    // arguments (its `__WRITES`, a constant: the test folds away)
+    fn only_local(
+        stmts: &[Stmt],
+        local: &dyn Fn(&Expr) -> bool,
+        conds: &mut Vec<TokenStream>,
+    ) -> bool {
         stmts.iter().all(|s| match &s.kind {
             Kind::Acc { target, .. } | Kind::Xor { target, .. } | Kind::Scale { target, .. } => {
                 local(target)
@@ -597,11 +604,29 @@ fn skip_condition(routine: &[Stmt], params: &[String], krate: &TokenStream) -> O
                 Operand::Place(p) => local(p),
                 _ => true,
             }),
-            Kind::Call { .. } | Kind::Safe(_) => false,
+            Kind::Call { func, args, .. } => {
+                let mut path = func.clone();
+                if let Some(last) = path.segments.last_mut() {
+                    last.arguments = syn::PathArguments::None;
+                }
+                for (j, a) in args.iter().enumerate() {
+                    if let Operand::Place(p) = a {
+                        if !local(p) {
+                            conds.push(quote!(!#path::__WRITES[#j]));
+                        }
+                    }
+                }
+                true
+            }
+            Kind::Safe(_) => false,
             Kind::Let { .. } | Kind::Unlet { .. } => true,
-            Kind::If { then, els, .. } => only_local(then, local) && only_local(els, local),
-            Kind::While { body, .. } | Kind::For { body, .. } => only_local(body, local),
-            Kind::Block(b) | Kind::NoCheck(b) | Kind::Uncompute(b, _) => only_local(b, local),
+            Kind::If { then, els, .. } => {
+                only_local(then, local, conds) && only_local(els, local, conds)
+            }
+            Kind::While { body, .. } | Kind::For { body, .. } => only_local(body, local, conds),
+            Kind::Block(b) | Kind::NoCheck(b) | Kind::Uncompute(b, _) => {
+                only_local(b, local, conds)
+            }
             Kind::Routine(..) | Kind::Unroutine(_) | Kind::Inverse(_) => false,
         })
     }
@@ -616,20 +641,67 @@ fn skip_condition(routine: &[Stmt], params: &[String], krate: &TokenStream) -> O
         let r = place_path(e).0;
         top.contains(&r) || inner.contains(&r)
     };
-    if !only_local(routine, &local) {
+    let mut conds = Vec::new();
+    if !only_local(routine, &local, &mut conds) {
         return None;
     }
-    let conds: Vec<TokenStream> = top
-        .iter()
-        .map(|n| {
-            let id = Ident::new(n, Span::call_site());
-            quote!(#krate::passive(&#id))
-        })
-        .collect();
+    conds.extend(top.iter().map(|n| {
+        let id = Ident::new(n, Span::call_site());
+        quote!(#krate::passive(&#id))
+    }));
     if conds.is_empty() {
         return Some(quote!(true));
     }
     Some(quote!(#(#conds)&&*))
+}
+
+/// Which parameters a function body may write: targets of instructions, places passed to
+/// instructions and calls (whatever the callee does with them: a constant of one function may
+/// not depend on another's, which recursion would make a cycle), every parameter when it runs
+/// `@safe` code. The macro emits it as the function's `__WRITES`.
+pub(crate) fn written_params(stmts: &[Stmt], params: &[String]) -> Vec<bool> {
+    fn walk(stmts: &[Stmt], mark: &mut dyn FnMut(Option<&Expr>)) {
+        for s in stmts {
+            match &s.kind {
+                Kind::Acc { target, .. }
+                | Kind::Xor { target, .. }
+                | Kind::Scale { target, .. } => mark(Some(target)),
+                Kind::Instr { args, .. } | Kind::Call { args, .. } => {
+                    for a in args {
+                        if let Operand::Place(p) = a {
+                            mark(Some(p));
+                        }
+                    }
+                }
+                Kind::Safe(_) => mark(None),
+                Kind::Let { .. } | Kind::Unlet { .. } => {}
+                Kind::If { then, els, .. } => {
+                    walk(then, mark);
+                    walk(els, mark);
+                }
+                Kind::While { body, .. } | Kind::For { body, .. } => walk(body, mark),
+                Kind::Block(b) | Kind::NoCheck(b) | Kind::Routine(_, b) | Kind::Inverse(b) => {
+                    walk(b, mark)
+                }
+                Kind::Uncompute(inv, routine) => {
+                    walk(inv, mark);
+                    walk(routine, mark);
+                }
+                Kind::Unroutine(_) => {}
+            }
+        }
+    }
+    let mut w = vec![false; params.len()];
+    walk(stmts, &mut |e| match e {
+        None => w.fill(true),
+        Some(e) => {
+            let root = crate::parse::place_path(e).0;
+            if let Some(k) = params.iter().position(|p| *p == root) {
+                w[k] = true;
+            }
+        }
+    });
+    w
 }
 
 /// The operands of an instruction's right-hand side, in order.

@@ -65,6 +65,7 @@ fn function(f: ir::Func, krate: &TokenStream) -> syn::Result<TokenStream> {
         }
         .stmts(stmts, checks)
     };
+    let writes = codegen::written_params(&body, &params);
     let inverted = invert(&body);
     let forward = gen(&body, false, true);
     let inverse = gen(&inverted, true, true);
@@ -116,11 +117,12 @@ fn function(f: ir::Func, krate: &TokenStream) -> syn::Result<TokenStream> {
     let doc_uncall = format!(
         "The inverse of [`{name}`](fn@{name}): undoes one call exactly (`~{name}` in NiLang)."
     );
+    let nparams = writes.len();
     let doc_unchecked = format!(
         "[`{name}`](fn@{name}) without reversibility checks, in it and in every reversible function it calls \
          (NiLang's `@invcheckoff` for proven code): no `unlet`, condition or bound checks (the checks \
-         that arguments do not alias stay: they guard the result); routines that call nothing and own \
-         only passive ancillas are not uncomputed (the ancillas are dropped)."
+         that arguments do not alias stay: they guard the result); routines that write only passive \
+         ancillas (also through calls) are not uncomputed (the ancillas are dropped)."
     );
     let doc_uncall_unchecked = format!(
         "The inverse of [`{name}`](fn@{name}) without reversibility checks (see `call_unchecked`)."
@@ -188,6 +190,12 @@ fn function(f: ir::Func, krate: &TokenStream) -> syn::Result<TokenStream> {
         #vis struct #name {}
 
         impl #name {
+            /// Which arguments the function may write (the unchecked code of a caller's
+            /// routine that passes it non-ancillas only where this is `false` may skip
+            /// uncomputing the routine).
+            #[doc(hidden)]
+            #vis const __WRITES: [bool; #nparams] = [#(#writes),*];
+
             #[doc = #doc_uncall]
             #(#code_attrs)*
             #allow

@@ -174,10 +174,33 @@ fn unchecked_forward_may_skip_passive_uncomputation_only() {
     let unchecked =
         &s[s.find("fn call_unchecked").unwrap()..s.find("fn uncall_unchecked").unwrap()];
     assert!(unchecked.contains(guard));
-    // A routine that calls another function, or writes a parameter, is always uncomputed.
+    // A routine that calls another function: guarded also by the callee's `__WRITES` for the
+    // non-ancillas it passes (`x`), not for its ancillas (`n`).
     let s = ok(quote! {
         fn f(y: &mut f64, x: &mut f64) {
             @routine { let n = 0.0; g(n, x); }
+            y += n.ln();
+            ~@routine;
+        }
+    });
+    assert_eq!(s.matches(guard).count(), 1, "{s}");
+    assert!(s.contains("! g :: __WRITES [1usize]"), "{s}");
+    assert!(!s.contains("__WRITES [0usize]"), "{s}");
+    // `__WRITES`: `y` is a target; `x` is passed to a call (counted as written, whatever `g`
+    // does: one function's constant may not depend on another's)
+    assert!(
+        s.contains("__WRITES : [bool ; 2usize] = [true , true]"),
+        "{s}"
+    );
+    let r = ok(quote! { fn h(y: &mut f64, x: &mut f64) { y += x.exp(); } });
+    assert!(
+        r.contains("__WRITES : [bool ; 2usize] = [true , false]"),
+        "{r}"
+    );
+    // A routine that runs `@safe` code, or writes a parameter, is always uncomputed.
+    let s = ok(quote! {
+        fn f(y: &mut f64, x: &mut f64) {
+            @routine { let n = 0.0; @safe println!("{}", n); }
             y += n.ln();
             ~@routine;
         }

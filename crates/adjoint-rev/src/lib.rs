@@ -158,9 +158,12 @@
 //! statement (and, for a call, from everything the callee runs); `f::call_unchecked` and
 //! `f::uncall_unchecked` run a whole proven function without checks (except the alias checks
 //! above, which guard the result rather than reversibility). Without checks, the
-//! forward code also skips uncomputing a routine that calls nothing, writes only its own ancillas
-//! and whose ancillas are passive ([`Ancilla::PASSIVE`]: plain numbers, no gradients) — they are
-//! dropped right after anyway — and the optimiser may delete other dead uncomputation.
+//! forward code also skips uncomputing a routine that writes only its own ancillas and whose
+//! ancillas are passive ([`Ancilla::PASSIVE`]: plain numbers, no gradients) — they are dropped
+//! right after anyway. A call in the routine counts as writing the arguments its callee may
+//! write (the callee's hidden `__WRITES` constant: targets and arguments of its instructions and
+//! calls, everything when it runs `@safe` code), so `i_dist(d[e], x, a, b, k)` into an ancilla
+//! `d` is skippable. The optimiser may delete other dead uncomputation.
 //!
 //! **Number systems** (seed 001 Section 2): integers (wrapping, so `+=`/`-=` are exact), `f64`,
 //! `f32`, fixed point (`fixed::FixedI32`/`FixedI64`, exact `+=`/`-=`), complex numbers

@@ -1,0 +1,90 @@
+//! Unchecked forward code skips uncomputing a routine whose writes (its callees' `__WRITES`
+//! included) land only on passive ancillas (issue #13 item 4): the results are the checked
+//! code's, a routine whose callee writes an argument is still uncomputed, and gradients (whose
+//! `GVar` ancillas are never passive) still flow through the uncomputation. Each gradient
+//! against forward mode.
+
+use adjoint_core::forward::{self, Dual};
+use adjoint_rev::prelude::*;
+use adjoint_rev::value_and_grad_unchecked;
+
+reversible! {
+    /// `out += x²`: writes `out` only.
+    fn square_into<T: RevReal>(out: &mut T, x: &mut T) {
+        out += x * x;
+    }
+
+    /// `x += 1; out += x²`: writes `x` too, and leaves it changed.
+    fn shift_square_into<T: RevReal>(out: &mut T, x: &mut T) {
+        x += 1.0;
+        out += x * x;
+    }
+
+    /// `y += sin(x²)` through an ancilla computed by a call (the routine may be skipped).
+    fn via_square<T: RevReal>(y: &mut T, x: &mut T) {
+        @routine {
+            let n = T::zero();
+            square_into(n, x);
+        }
+        y += n.sin();
+        ~@routine;
+    }
+
+    /// `y += sin((x + 1)²)`; the routine moves `x`, so it must be uncomputed.
+    fn via_shift<T: RevReal>(y: &mut T, x: &mut T) {
+        @routine {
+            let n = T::zero();
+            shift_square_into(n, x);
+        }
+        y += n.sin();
+        ~@routine;
+    }
+}
+
+#[test]
+fn unchecked_calls_match_checked_ones() {
+    for x0 in [0.3, -1.7, 2.5] {
+        for f in [
+            (
+                via_square::<f64> as fn(&mut f64, &mut f64) -> _,
+                via_square::call_unchecked::<f64> as fn(&mut f64, &mut f64) -> _,
+            ),
+            (via_shift::<f64>, via_shift::call_unchecked::<f64>),
+        ] {
+            let (mut y1, mut x1) = (0.25, x0);
+            let (mut y2, mut x2) = (0.25, x0);
+            f.0(&mut y1, &mut x1).unwrap();
+            f.1(&mut y2, &mut x2).unwrap();
+            assert_eq!(
+                (y1.to_bits(), x1.to_bits()),
+                (y2.to_bits(), x2.to_bits()),
+                "x0 = {x0}"
+            );
+        }
+        // `via_shift` restores `x` (to rounding: `x + 1 − 1`)
+        let (mut y, mut x) = (0.0, x0);
+        via_shift::call_unchecked(&mut y, &mut x).unwrap();
+        assert!((x - x0).abs() <= 1e-15, "x = {x} after via_shift of {x0}");
+        assert!((y - ((x0 + 1.0) * (x0 + 1.0)).sin()).abs() <= 1e-15);
+    }
+}
+
+#[test]
+fn gradients_through_skippable_routines_match_forward_mode() {
+    for x0 in [0.3, -1.7, 2.5] {
+        let (_, g) = value_and_grad_unchecked(via_square {}, (0.0f64, x0), 0).unwrap();
+        let want = forward::derivative(|x: Dual<f64>| (x * x).sin(), x0);
+        assert!(
+            (g.1 - want).abs() <= 1e-12 * (1.0 + want.abs()),
+            "{} vs {want}",
+            g.1
+        );
+        let (_, g) = value_and_grad_unchecked(via_shift {}, (0.0f64, x0), 0).unwrap();
+        let want = forward::derivative(|x: Dual<f64>| ((x + 1.0) * (x + 1.0)).sin(), x0);
+        assert!(
+            (g.1 - want).abs() <= 1e-12 * (1.0 + want.abs()),
+            "{} vs {want}",
+            g.1
+        );
+    }
+}
