@@ -555,12 +555,13 @@ impl Gen<'_> {
 
 /// When unchecked forward code may skip uncomputing `routine`: the routine runs no `@safe` code
 /// and writes only its own ancillas (a call counts as writing the arguments its callee's
-/// `__WRITES` marks, [`written_params`]), and the ancillas it leaves allocated are
-/// passive (`Ancilla::PASSIVE`, no gradients). Then the uncomputation only restores ancillas that
-/// are dropped right after, unchecked. (Every instruction's operands have its target's type, so
-/// passive targets mean nothing the routine reads carries gradients; ancillas of nested scopes
-/// start with zero gradient, which forward instructions only pass on towards their operands.)
-/// Returns `None` when it may never be skipped.
+/// `__WRITES` marks, [`written_params`]), and the ancillas it leaves allocated carry no
+/// gradient (`Ancilla::no_gradient`: passive types always, a `GVar` whose gradient is exactly
+/// zero; then every instruction of the uncomputation writes a zero-gradient ancilla and moves
+/// no gradient). Then the uncomputation only restores ancillas that are dropped right after,
+/// unchecked. (Forward instructions pass a target's gradient on towards their operands and skip
+/// their partials when it is zero; ancillas of nested scopes and of callees start with zero
+/// gradient; so no gradient moves.) Returns `None` when it may never be skipped.
 fn skip_condition(routine: &[Stmt], params: &[String], krate: &TokenStream) -> Option<TokenStream> {
     use crate::parse::place_path;
     fn names(stmts: &[Stmt], nested: bool, top: &mut Vec<String>, inner: &mut Vec<String>) {
@@ -647,7 +648,7 @@ fn skip_condition(routine: &[Stmt], params: &[String], krate: &TokenStream) -> O
     }
     conds.extend(top.iter().map(|n| {
         let id = Ident::new(n, Span::call_site());
-        quote!(#krate::passive(&#id))
+        quote!(#krate::no_gradient(&#id))
     }));
     if conds.is_empty() {
         return Some(quote!(true));

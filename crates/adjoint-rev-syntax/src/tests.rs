@@ -168,8 +168,8 @@ fn unchecked_forward_may_skip_passive_uncomputation_only() {
             ~@routine;
         }
     });
-    // The guard is a call to the runtime's `passive` (the docs mention the word too).
-    let guard = ":: passive (";
+    // The guard is a call to the runtime's `no_gradient`.
+    let guard = ":: no_gradient (";
     assert_eq!(s.matches(guard).count(), 1, "{s}");
     let unchecked =
         &s[s.find("fn call_unchecked").unwrap()..s.find("fn uncall_unchecked").unwrap()];

@@ -235,6 +235,17 @@ pub trait Ancilla {
     /// and about to be dropped; a [`GVar`](crate::GVar) ancilla's uncomputation moves gradients
     /// and is kept.
     const PASSIVE: bool = false;
+
+    /// Whether no gradient rides on `self` right now: always for a passive type; for a
+    /// [`GVar`](crate::GVar), when its gradient is exactly zero (every lane and tangent).
+    /// Unchecked forward code also skips uncomputing a routine whose ancillas all carry no
+    /// gradient when it would start: every instruction of the uncomputation writes an ancilla
+    /// whose gradient is zero, so it moves no gradient (a zero gradient skips the partials), and
+    /// the ancillas' values are dropped right after.
+    #[inline(always)]
+    fn no_gradient(&self) -> bool {
+        Self::PASSIVE
+    }
 }
 
 /// `T::PASSIVE` for a value (used by generated code).
@@ -242,6 +253,13 @@ pub trait Ancilla {
 #[inline(always)]
 pub fn passive<T: Ancilla>(_: &T) -> bool {
     T::PASSIVE
+}
+
+/// [`Ancilla::no_gradient`] (used by generated code).
+#[doc(hidden)]
+#[inline(always)]
+pub fn no_gradient<T: Ancilla>(a: &T) -> bool {
+    T::PASSIVE || a.no_gradient()
 }
 
 /// NiLang's tolerance for deallocating floating-point ancillas.
@@ -291,10 +309,14 @@ impl<F> Ancilla for fixed::FixedI64<F> {
     const PASSIVE: bool = true;
 }
 
-impl<T: Ancilla, G> Ancilla for crate::GVar<T, G> {
+impl<T: Ancilla, G: crate::gvar::ExactZero> Ancilla for crate::GVar<T, G> {
     #[inline(always)]
     fn restored(&self, value: &Self) -> bool {
         self.x.restored(&value.x)
+    }
+    #[inline(always)]
+    fn no_gradient(&self) -> bool {
+        self.g.exact_zero() && self.x.no_gradient()
     }
 }
 
@@ -302,6 +324,12 @@ impl<T: Ancilla> Ancilla for adjoint_core::forward::Dual<T> {
     #[inline(always)]
     fn restored(&self, value: &Self) -> bool {
         self.re.restored(&value.re)
+    }
+    /// Tangents flow from operands to targets, so an uncomputation that writes only ancillas
+    /// changes only their tangents.
+    #[inline(always)]
+    fn no_gradient(&self) -> bool {
+        self.re.no_gradient() && self.eps.no_gradient()
     }
 }
 
@@ -324,6 +352,9 @@ impl<T: Ancilla> Ancilla for Vec<T> {
         self.len() == value.len() && self.iter().zip(value).all(|(a, b)| a.restored(b))
     }
     const PASSIVE: bool = T::PASSIVE;
+    fn no_gradient(&self) -> bool {
+        T::PASSIVE || self.iter().all(Ancilla::no_gradient)
+    }
 }
 
 impl<T: Ancilla, const N: usize> Ancilla for [T; N] {
@@ -331,6 +362,10 @@ impl<T: Ancilla, const N: usize> Ancilla for [T; N] {
         self.iter().zip(value).all(|(a, b)| a.restored(b))
     }
     const PASSIVE: bool = T::PASSIVE;
+    #[inline(always)]
+    fn no_gradient(&self) -> bool {
+        T::PASSIVE || self.iter().all(Ancilla::no_gradient)
+    }
 }
 
 /// Whether two places share memory: their byte ranges overlap (for two values of one type, that

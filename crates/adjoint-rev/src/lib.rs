@@ -159,8 +159,10 @@
 //! `f::uncall_unchecked` run a whole proven function without checks (except the alias checks
 //! above, which guard the result rather than reversibility). Without checks, the
 //! forward code also skips uncomputing a routine that writes only its own ancillas and whose
-//! ancillas are passive ([`Ancilla::PASSIVE`]: plain numbers, no gradients) — they are dropped
-//! right after anyway. A call in the routine counts as writing the arguments its callee may
+//! ancillas carry no gradient when it would start ([`Ancilla::no_gradient`]: plain numbers
+//! always, a [`GVar`] whose gradient is still zero, as in the routines a gradient's inverse
+//! pass runs forward) — they are dropped right after anyway, and the uncomputation would move
+//! no gradient. A call in the routine counts as writing the arguments its callee may
 //! write (the callee's hidden `__WRITES` constant: targets and arguments of its instructions and
 //! calls, everything when it runs `@safe` code), so `i_dist(d[e], x, a, b, k)` into an ancilla
 //! `d` is skippable. The optimiser may delete other dead uncomputation.
@@ -270,7 +272,7 @@ pub use num_complex::Complex;
 #[doc(hidden)]
 pub use ad::NotGeneric;
 #[doc(hidden)]
-pub use error::{distinct, passive, same};
+pub use error::{distinct, no_gradient, passive, same};
 #[doc(hidden)]
 pub use lit::{like, lit, literal_bits};
 

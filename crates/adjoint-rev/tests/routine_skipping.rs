@@ -1,8 +1,9 @@
 //! Unchecked forward code skips uncomputing a routine whose writes (its callees' `__WRITES`
-//! included) land only on passive ancillas (issue #13 item 4): the results are the checked
-//! code's, a routine whose callee writes an argument is still uncomputed, and gradients (whose
-//! `GVar` ancillas are never passive) still flow through the uncomputation. Each gradient
-//! against forward mode.
+//! included) land only on ancillas that carry no gradient (issue #13 item 4): plain numbers, or
+//! `GVar`s whose gradient is still zero. The results are the checked code's, a routine whose
+//! callee writes an argument is still uncomputed, and a gradient that reached an ancilla (a
+//! function run forward inside an inverse, `~f(…)`, during a gradient) still flows through the
+//! uncomputation. Each gradient against forward mode.
 
 use adjoint_core::forward::{self, Dual};
 use adjoint_rev::prelude::*;
@@ -28,6 +29,12 @@ reversible! {
         }
         y += n.sin();
         ~@routine;
+    }
+
+    /// `y -= sin(x²)`: `via_square` run forward on `GVar`s inside this function's inverse, with
+    /// `y`'s gradient already on its ancilla when the routine would be uncomputed.
+    fn minus_via_square<T: RevReal>(y: &mut T, x: &mut T) {
+        ~via_square(y, x);
     }
 
     /// `y += sin((x + 1)²)`; the routine moves `x`, so it must be uncomputed.
@@ -81,6 +88,19 @@ fn gradients_through_skippable_routines_match_forward_mode() {
         );
         let (_, g) = value_and_grad_unchecked(via_shift {}, (0.0f64, x0), 0).unwrap();
         let want = forward::derivative(|x: Dual<f64>| ((x + 1.0) * (x + 1.0)).sin(), x0);
+        assert!(
+            (g.1 - want).abs() <= 1e-12 * (1.0 + want.abs()),
+            "{} vs {want}",
+            g.1
+        );
+    }
+}
+
+#[test]
+fn a_gradient_on_the_ancilla_keeps_the_uncomputation() {
+    for x0 in [0.3, -1.7, 2.5] {
+        let (_, g) = value_and_grad_unchecked(minus_via_square {}, (0.0f64, x0), 0).unwrap();
+        let want = forward::derivative(|x: Dual<f64>| -(x * x).sin(), x0);
         assert!(
             (g.1 - want).abs() <= 1e-12 * (1.0 + want.abs()),
             "{} vs {want}",
