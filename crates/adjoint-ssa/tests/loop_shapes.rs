@@ -299,7 +299,9 @@ fn induction_variables_replayed() {
 
 // Values the reverse sweep recomputes instead of popping: cheap arithmetic on loads (a
 // stencil, whose two adjoint updates of `d_x` per iteration must not be merged into one
-// overlapping vector access), and loads from a local array nothing writes afterwards.
+// overlapping vector access), and loads from a local array nothing writes afterwards. The
+// result is `s²`, so the loop runs reversed (returning `s`, it would be a fused accumulation
+// loop: `tests/fused.rs`).
 #[differentiable]
 fn stencil(x: &[f64]) -> f64 {
     let mut s = 0.0;
@@ -308,7 +310,7 @@ fn stencil(x: &[f64]) -> f64 {
         let u = 1.0 - x[i];
         s += t * t * 100.0 + u * u;
     }
-    s
+    s * s
 }
 fn stencil_ref<T: Real>(x: &[T]) -> T {
     let mut s = T::zero();
@@ -317,7 +319,7 @@ fn stencil_ref<T: Real>(x: &[T]) -> T {
         let u = T::from(1.0) - x[i]; // generic code cannot write `1.0 - x` (see `Real`)
         s += t * t * 100.0 + u * u;
     }
-    s
+    s * s
 }
 
 #[differentiable]
