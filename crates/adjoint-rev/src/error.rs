@@ -242,6 +242,14 @@ pub trait Ancilla {
     /// gradient when it would start: every instruction of the uncomputation writes an ancilla
     /// whose gradient is zero, so it moves no gradient (a zero gradient skips the partials), and
     /// the ancillas' values are dropped right after.
+    ///
+    /// ```
+    /// use adjoint_rev::{Ancilla, GVar};
+    /// assert!(1.5f64.no_gradient());
+    /// assert!(GVar::new(2.0, 0.0).no_gradient());
+    /// assert!(!GVar::new(2.0, 1.0).no_gradient());
+    /// assert!(![GVar::new(2.0, 0.0), GVar::new(1.0, -0.5)].no_gradient());
+    /// ```
     #[inline(always)]
     fn no_gradient(&self) -> bool {
         Self::PASSIVE
