@@ -114,19 +114,18 @@ fn graph_embedding(k: usize, budget: Duration, quick: bool) -> Vec<RevRow> {
         i_petersen::uncall_unchecked(&mut loss, black_box(&mut xx), &mut kk).unwrap()
     });
 
-    // Gradient: run f, wrap the outputs in GVar, seed ∂loss = 1, run ~f. Buffers are reused.
+    // Gradient: f, seed ∂loss = 1, ~f on GVars in one pass (`gradient_pass_unchecked`: the
+    // routine that f uncomputes at its end and ~f recomputes first runs once). Buffers are
+    // reused.
     let mut gx: Vec<GVar<f64>> = vec![GVar::default(); 10 * k];
     let mut g = vec![0.0; 10 * k];
-    let mut xbuf = x.clone();
     let mut rev_grad = |x: &[f64], g: &mut [f64]| {
-        let (mut loss, xx, mut kk) = (0.0f64, &mut xbuf, k);
-        xx.copy_from_slice(x);
-        i_petersen::call_unchecked(&mut loss, xx, &mut kk).unwrap();
-        for (gv, &v) in gx.iter_mut().zip(xx.iter()) {
+        for (gv, &v) in gx.iter_mut().zip(x) {
             *gv = GVar::new(v, 0.0);
         }
-        let mut gl = GVar::new(loss, 1.0);
-        i_petersen::uncall_unchecked(&mut gl, &mut gx, &mut kk).unwrap();
+        let (mut gl, mut kk) = (GVar::new(0.0, 0.0), k);
+        i_petersen::gradient_pass_unchecked(&mut gl, &mut gx, &mut kk, |l, _, _| l.g = 1.0)
+            .unwrap();
         for (o, gv) in g.iter_mut().zip(&gx) {
             *o = gv.g;
         }

@@ -66,6 +66,17 @@ fn function(f: ir::Func, krate: &TokenStream) -> syn::Result<TokenStream> {
         .stmts(stmts, checks)
     };
     let writes = codegen::written_params(&body, &params);
+    // A body that ends by uncomputing its routine gets a fused gradient pass (see its doc).
+    let pass = match body.last() {
+        Some(ir::Stmt {
+            kind: ir::Kind::Uncompute(..),
+            ..
+        }) => {
+            let head = &body[..body.len() - 1];
+            Some((gen(head, false, false), gen(&invert(head), true, false)))
+        }
+        _ => None,
+    };
     let inverted = invert(&body);
     let forward = gen(&body, false, true);
     let inverse = gen(&inverted, true, true);
@@ -178,6 +189,38 @@ fn function(f: ir::Func, krate: &TokenStream) -> syn::Result<TokenStream> {
     } else {
         quote!()
     };
+    let pass_fn = match pass {
+        Some((fwd, inv)) => {
+            let mut psig = renamed("gradient_pass_unchecked");
+            let tys: Vec<&syn::Type> = f.params.iter().map(|(_, t)| t).collect();
+            let names: Vec<&syn::Ident> = f.params.iter().map(|(n, _)| n).collect();
+            psig.inputs
+                .push(syn::parse_quote!(seed: impl ::core::ops::FnOnce(#(&mut #tys),*)));
+            let doc = format!(
+                "[`{name}`](fn@{name}) and its inverse in one pass, without checks, for \
+                 gradients: runs `{name}` (its final uncomputation left out), calls `seed` on \
+                 the arguments (set the cotangents of the results on `GVar`s whose gradients \
+                 are zero), then runs the inverse (whose leading recomputation is left out: \
+                 the two would cancel). The routine is computed once instead of three times; \
+                 the results are bit for bit those of `call_unchecked`, `seed` and \
+                 `uncall_unchecked` in turn."
+            );
+            quote! {
+                #[doc = #doc]
+                #(#code_attrs)*
+                #allow
+                #[allow(unused_variables)]
+                #inline
+                #vis #psig {
+                    #fwd
+                    seed(#(&mut *#names),*);
+                    #inv
+                    ::core::result::Result::Ok(())
+                }
+            }
+        }
+        None => quote!(),
+    };
     Ok(quote! {
         #(#attrs)*
         #allow
@@ -215,6 +258,8 @@ fn function(f: ir::Func, krate: &TokenStream) -> syn::Result<TokenStream> {
             #[allow(unused_variables)]
             #inline
             #vis #usig_unchecked { #inverse_unchecked ::core::result::Result::Ok(()) }
+
+            #pass_fn
         }
 
         #reversible

@@ -349,3 +349,31 @@ fn every_error_is_reported() {
     assert!(msgs[3].contains("not an instruction"), "{msgs:#?}");
     assert!(msgs[4].contains("never deallocated"), "{msgs:#?}");
 }
+
+#[test]
+fn a_body_ending_with_its_uncomputation_gets_a_gradient_pass() {
+    let s = ok(quote! {
+        fn f(y: &mut f64, x: &mut f64) {
+            @routine { let n = 0.0; n += x.exp(); }
+            y += n.ln();
+            ~@routine;
+        }
+    });
+    let pass = &s[s.find("fn gradient_pass_unchecked").expect("generated")..];
+    // the seed between the two halves, with the arguments reborrowed
+    assert!(pass.contains("seed (& mut * y , & mut * x)"), "{pass}");
+    // the routine's one computation (`n += exp x` forward) and one uncomputation (backwards)
+    let end = pass
+        .find("impl :: adjoint_rev :: Reversible")
+        .unwrap_or(pass.len());
+    assert_eq!(pass[..end].matches("Op1 :: Exp").count(), 2, "{pass}");
+    let s = ok(quote! {
+        fn g(y: &mut f64, x: &mut f64) {
+            @routine { let n = 0.0; n += x.exp(); }
+            y += n.ln();
+            ~@routine;
+            y += x.sin();
+        }
+    });
+    assert!(!s.contains("gradient_pass_unchecked"), "{s}");
+}

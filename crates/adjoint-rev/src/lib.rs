@@ -167,6 +167,28 @@
 //! calls, everything when it runs `@safe` code), so `i_dist(d[e], x, a, b, k)` into an ancilla
 //! `d` is skippable. The optimiser may delete other dead uncomputation.
 //!
+//! A function whose last statement is `~@routine` also gets `f::gradient_pass_unchecked(args…,
+//! seed)`: `f`, `seed(args…)` (set the results' cotangents) and `f`'s inverse in one pass on
+//! [`GVar`]s, without checks. The routine `f` uncomputes at its end is exactly what its inverse
+//! recomputes first, so both are left out and the routine runs once; the results are those of
+//! `call_unchecked`, `seed`, `uncall_unchecked` bit for bit (the Petersen gradient: 4.0–6.3 →
+//! 2.9–4.9× the plain program).
+//!
+//! ```
+//! use adjoint_rev::prelude::*;
+//! reversible! {
+//!     fn f<T: RevReal>(y: &mut T, x: &mut T) {
+//!         @routine { let n = T::zero(); n += x.exp(); }
+//!         y += n.sin();
+//!         ~@routine;
+//!     }
+//! }
+//! let (mut y, mut x) = (GVar::new(0.0, 0.0), GVar::new(0.5, 0.0));
+//! f::gradient_pass_unchecked(&mut y, &mut x, |y, _| y.g = 1.0).unwrap();
+//! let want = 0.5f64.exp().cos() * 0.5f64.exp(); // d sin(eˣ)/dx
+//! assert!((x.g - want).abs() < 1e-15);
+//! ```
+//!
 //! **Number systems** (seed 001 Section 2): integers (wrapping, so `+=`/`-=` are exact), `f64`,
 //! `f32`, fixed point (`fixed::FixedI32`/`FixedI64`, exact `+=`/`-=`), complex numbers
 //! (`num_complex::Complex<T>`, built on `T`'s instructions), and [`ULog`] (exact `*=`/`/=`).

@@ -108,3 +108,52 @@ fn a_gradient_on_the_ancilla_keeps_the_uncomputation() {
         );
     }
 }
+
+/// `f::gradient_pass_unchecked` (for a function ending with `~@routine`) gives bit for bit what
+/// `call_unchecked`, the seed and `uncall_unchecked` give on the same `GVar`s, and the gradient
+/// of forward mode; the Petersen loss too (its routine calls `i_dist`).
+#[test]
+fn the_fused_gradient_pass_is_call_seed_uncall() {
+    use adjoint_rev::examples::{i_petersen, petersen};
+    use adjoint_rev::GVar;
+    for x0 in [0.3, -1.7, 2.5] {
+        let (mut y, mut x) = (GVar::new(0.5, 0.0), GVar::new(x0, 0.0));
+        let mut seen = 0.0;
+        via_square::gradient_pass_unchecked(&mut y, &mut x, |y, _| {
+            seen = y.x;
+            y.g = 1.0;
+        })
+        .unwrap();
+        let (mut y2, mut x2) = (GVar::new(0.5, 0.0), GVar::new(x0, 0.0));
+        via_square::call_unchecked(&mut y2, &mut x2).unwrap();
+        assert_eq!(seen.to_bits(), y2.x.to_bits(), "the value at the seed");
+        y2.g = 1.0;
+        via_square::uncall_unchecked(&mut y2, &mut x2).unwrap();
+        assert_eq!(
+            (x.x.to_bits(), x.g.to_bits()),
+            (x2.x.to_bits(), x2.g.to_bits())
+        );
+        assert_eq!(
+            (y.x.to_bits(), y.g.to_bits()),
+            (y2.x.to_bits(), y2.g.to_bits())
+        );
+        let want = forward::derivative(|x: Dual<f64>| (x * x).sin(), x0);
+        assert!((x.g - want).abs() <= 1e-12 * (1.0 + want.abs()));
+    }
+    let k = 3;
+    let x: Vec<f64> = (0..10 * k).map(|i| (0.7 * i as f64).sin()).collect();
+    let mut loss = GVar::new(0.0, 0.0);
+    let mut gx: Vec<GVar<f64>> = x.iter().map(|&v| GVar::new(v, 0.0)).collect();
+    let mut kk = k;
+    let mut value = 0.0;
+    i_petersen::gradient_pass_unchecked(&mut loss, &mut gx, &mut kk, |l, _, _| {
+        value = l.x;
+        l.g = 1.0;
+    })
+    .unwrap();
+    assert!((value - petersen(&x, k)).abs() <= 1e-12 * (1.0 + value.abs()));
+    let want = forward::gradient(|v: &[Dual<f64>]| petersen(v, k), &x);
+    for (g, w) in gx.iter().zip(&want) {
+        assert!((g.g - w).abs() <= 1e-10 * (1.0 + w.abs()), "{} vs {w}", g.g);
+    }
+}
