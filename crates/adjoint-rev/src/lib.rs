@@ -172,7 +172,7 @@
 //! [`GVar`]s, without checks. The routine `f` uncomputes at its end is exactly what its inverse
 //! recomputes first, so both are left out and the routine runs once; the results are those of
 //! `call_unchecked`, `seed`, `uncall_unchecked` bit for bit (the Petersen gradient: 4.0–6.3 →
-//! 2.9–4.9× the plain program).
+//! 2.8–4.9× the plain program).
 //!
 //! ```
 //! use adjoint_rev::prelude::*;
