@@ -1391,6 +1391,8 @@ enum MaxMin {
     Two(FloatCC),
 }
 
+/// (A constant's slot is never reused for another value: `Kernel::compile` gives each constant
+/// a fresh slot and never frees it, so `k.consts` says what the slot holds at every use.)
 fn max_min_plan(k: &Kernel, max: bool, a: Src, b: Src) -> MaxMin {
     let number = |s: Src| k.consts.iter().any(|&(c, v)| Src::S(c) == s && !v.is_nan());
     let (wins, or_nan) = if max {

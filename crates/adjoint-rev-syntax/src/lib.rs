@@ -203,7 +203,9 @@ fn function(f: ir::Func, krate: &TokenStream) -> syn::Result<TokenStream> {
                  are zero), then runs the inverse (whose leading recomputation is left out: \
                  the two would cancel). The routine is computed once instead of three times; \
                  the results are bit for bit those of `call_unchecked`, `seed` and \
-                 `uncall_unchecked` in turn."
+                 `uncall_unchecked` in turn when every gradient in the arguments is zero on \
+                 entry (`GVar::new(x, 0.0)`) and, as `~@routine` itself requires, the code \
+                 between the routine and its uncomputation leaves the routine's inputs alone."
             );
             quote! {
                 #[doc = #doc]

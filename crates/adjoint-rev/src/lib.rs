@@ -170,8 +170,9 @@
 //! A function whose last statement is `~@routine` also gets `f::gradient_pass_unchecked(args…,
 //! seed)`: `f`, `seed(args…)` (set the results' cotangents) and `f`'s inverse in one pass on
 //! [`GVar`]s, without checks. The routine `f` uncomputes at its end is exactly what its inverse
-//! recomputes first, so both are left out and the routine runs once; the results are those of
-//! `call_unchecked`, `seed`, `uncall_unchecked` bit for bit (the Petersen gradient: 4.0–6.3 →
+//! recomputes first, so both are left out and the routine runs once; on arguments whose
+//! gradients are zero on entry, the results are those of `call_unchecked`, `seed`,
+//! `uncall_unchecked` bit for bit (the Petersen gradient: 4.0–6.3 →
 //! 2.8–4.9× the plain program).
 //!
 //! ```

@@ -873,14 +873,17 @@ impl<'a> Gen<'a> {
     /// On entry to an innermost counted loop `h` (whose blocks run at most once per
     /// iteration): reserve the room its pushes and tags can take.
     fn reserve(&self, h: BlockId, start: Val) -> TokenStream {
+        if self.p.fused[h].is_some() {
+            // a fused loop pushes nothing, and its tags are popped in the iteration that
+            // pushed them: room for one iteration's, grown by `push`, not the trip count's
+            return quote!();
+        }
         let c = self.p.counted[h].as_ref().expect("counted loop");
         let mut per = [0usize; 4];
         let mut tagged = vec![];
         for b in (0..self.f.blocks.len()).filter(|&b| c.body[b]) {
-            if self.fused_of(b).is_none() {
-                for v in &self.p.pushes[b] {
-                    per[self.stack_of(*v)] += 1;
-                }
+            for v in &self.p.pushes[b] {
+                per[self.stack_of(*v)] += 1;
             }
             for t in self.f.blocks[b].term.targets() {
                 if c.body[t.block]
@@ -977,8 +980,10 @@ impl<'a> Gen<'a> {
                 }
                 TagMode::Stack => {
                     let ct = &cursors()[3];
-                    let reserved =
-                        inner.is_some_and(|h| self.p.counted[h].as_ref().unwrap().body[t.block]);
+                    let reserved = inner.is_some_and(|h| {
+                        self.p.fused[h].is_none()
+                            && self.p.counted[h].as_ref().unwrap().body[t.block]
+                    });
                     if reserved {
                         out.extend(quote!(#ct.push_reserved(#e);));
                     } else {

@@ -860,6 +860,8 @@ fn fused_loops_are_detected() {
     let yes = [
         // a stencil returning the sum
         "fn f(x: &[f64]) -> f64 { let mut s = 0.0; for i in 0..x.len() - 1 { let t = x[i + 1] - x[i] * x[i]; s += t * t; } s }",
+        // over a slice's iterator, as users write it
+        "fn f(x: &[f64]) -> f64 { let mut s = 0.0; for &v in x.iter() { s += v * v; } s / x.len() as f64 }",
         // a division by a cast computed after the exit
         "fn f(x: &[f64]) -> f64 { let m = x.len() / 2; let mut t = 0.0; for i in 0..m { t += (x[2 * i] * x[2 * i + 1]).exp(); } t / m as f64 }",
         // two accumulators combined linearly with values from before the loop

@@ -158,12 +158,11 @@
 //!
 //! ```
 //! use adjoint_ssa::differentiable;
-//! # #[allow(clippy::needless_range_loop)]
 //! #[differentiable]
 //! fn mean_sq(x: &[f64]) -> f64 {
 //!     let mut s = 0.0;
-//!     for i in 0..x.len() {
-//!         s += x[i] * x[i];
+//!     for &v in x.iter() {
+//!         s += v * v;
 //!     }
 //!     s / x.len() as f64
 //! }

@@ -12,20 +12,7 @@ use adjoint_core::Real;
 use adjoint_ssa::{differentiable, Cotangents, Workspace};
 
 mod common;
-use common::check;
-
-fn check_slice(
-    name: &str,
-    x: &[f64],
-    grad: fn(&[f64], &mut [f64]) -> f64,
-    primal: fn(&[f64]) -> f64,
-    reference: fn(&[Dual<f64>]) -> Dual<f64>,
-) {
-    let mut g = vec![0.0; x.len()];
-    let v = grad(x, &mut g);
-    assert_eq!(v, primal(x), "{name}: value");
-    check(name, &g, &forward::gradient(reference, x));
-}
+use common::{check, check_slice};
 
 fn input(n: usize) -> Vec<f64> {
     (0..n)

@@ -10,22 +10,7 @@ use adjoint_core::Real;
 use adjoint_ssa::differentiable;
 
 mod common;
-use common::check;
-
-/// A one-slice function: the macro's gradient, its value against the user function, and the
-/// gradient against forward mode over the generic reference.
-fn check_slice(
-    name: &str,
-    x: &[f64],
-    grad: fn(&[f64], &mut [f64]) -> f64,
-    primal: fn(&[f64]) -> f64,
-    reference: fn(&[Dual<f64>]) -> Dual<f64>,
-) {
-    let mut g = vec![0.0; x.len()];
-    let v = grad(x, &mut g);
-    assert_eq!(v, primal(x), "{name}: value");
-    check(name, &g, &forward::gradient(reference, x));
-}
+use common::{check, check_slice};
 
 #[differentiable]
 fn step_two(x: &[f64]) -> f64 {
