@@ -8,12 +8,14 @@
 //! [20, 500]` product several times slower (BENCHMARKS.md, twelfth session).
 //!
 //! Work splits into tiles of output rows whose size depends only on the matrix sizes, never on
-//! the thread count, and each tile sums its products in `matrixmultiply`'s fixed order: results
-//! are bit-identical for any number of threads.
+//! the thread count, and each tile sums its products in `matrixmultiply`'s fixed order; a
+//! product with too few rows to split and a long inner dimension splits that dimension into
+//! slabs instead, also fixed by the sizes, whose partial products are added in slab order.
+//! Results are bit-identical for any number of threads.
 
 use crate::buffers::{overwritten, recycle};
 use crate::f32ops::r32;
-use crate::kernel::for_chunks;
+use crate::kernel::{for_chunks, PAR_MIN};
 
 /// A row-major or transposed view of a matrix: `rows × cols` elements of `data`, element
 /// `(i, j)` at `i * rs + j * cs`.
@@ -90,8 +92,57 @@ pub(crate) fn matmul(a: View, b: View, f32: bool) -> Vec<f64> {
     product(a, b, f32)
 }
 
-/// `A B` in tiles of [`tile_rows`] rows.
+/// Length of the inner-dimension slabs a product of `m` output rows and inner dimension `k`
+/// is split into, or `None` to split it by rows only. A product with a small output and a
+/// long inner dimension (the GMM adjoint's `Xᵀ C̄`, `[10, 10⁴] × [10⁴, 50]`) has one row tile:
+/// all its work would run on one thread. Slabs of at least 512 are a function of the sizes
+/// only (at most 16 of them), and their partial products are added in slab order, so results
+/// stay bit-identical for any number of threads.
+fn slab_len(m: usize, k: usize) -> Option<usize> {
+    const MIN_SLAB: usize = 512;
+    (m.div_ceil(tile_rows(m)) < 4 && k >= 2 * MIN_SLAB).then(|| k.div_ceil(16).max(MIN_SLAB))
+}
+
+/// `A B` in tiles of [`tile_rows`] rows, or by inner-dimension slabs (see [`slab_len`]).
 fn product(a: View, b: View, f32: bool) -> Vec<f64> {
+    let (m, k, n) = (a.rows, a.cols, b.cols);
+    if m == 0 || n == 0 {
+        return overwritten(m * n);
+    }
+    // (`f64` only: the `f32` product converts its operands whole, and its sums must round
+    // like `f32`'s)
+    if let Some(slab) = slab_len(m, k).filter(|_| !f32 && m * k * n >= PAR_MIN) {
+        let slabs = k.div_ceil(slab);
+        let mut parts = overwritten(slabs * m * n);
+        for_chunks(&mut parts, m * n, m * k * n, |s, part| {
+            let (p0, p1) = (s * slab, ((s + 1) * slab).min(k));
+            let a_s = View {
+                data: &a.data[p0 * a.cs..],
+                cols: p1 - p0,
+                ..a
+            };
+            let b_s = View {
+                data: &b.data[p0 * b.rs..],
+                rows: p1 - p0,
+                ..b
+            };
+            let c_s = tiled(a_s, b_s, false);
+            part.copy_from_slice(&c_s);
+            recycle(c_s);
+        });
+        let mut c = overwritten(m * n);
+        c.copy_from_slice(&parts[..m * n]);
+        for part in parts.chunks_exact(m * n).skip(1) {
+            c.iter_mut().zip(part).for_each(|(o, &v)| *o += v);
+        }
+        recycle(parts);
+        return c;
+    }
+    tiled(a, b, f32)
+}
+
+/// `A B` in tiles of [`tile_rows`] rows.
+fn tiled(a: View, b: View, f32: bool) -> Vec<f64> {
     let (m, k, n) = (a.rows, a.cols, b.cols);
     // dgemm with β = 0 writes every element
     let mut c = overwritten(m * n);
@@ -184,8 +235,19 @@ mod tests {
 
     #[test]
     fn products_and_transposed_products_match_the_triple_loop() {
-        // Sizes around the tile edges (8-row tiles, partial tiles, one row, empty).
-        for &(m, k, n) in &[(1, 1, 1), (3, 5, 2), (17, 9, 33), (200, 20, 70), (0, 3, 4)] {
+        // Sizes around the tile edges (8-row tiles, partial tiles, one row, empty), and a long
+        // inner dimension (split into slabs: 3000 = 5 × 512 + 440).
+        for &(m, k, n) in &[
+            (1, 1, 1),
+            (3, 5, 2),
+            (17, 9, 33),
+            (200, 20, 70),
+            (0, 3, 4),
+            (4, 3000, 6),
+        ] {
+            if k >= 1024 {
+                assert_eq!(slab_len(m, k), Some(512));
+            }
             let a = data(m * k, 0.37);
             let b = data(k * n, 0.11);
             let want = naive(View::new(&a, m, k), View::new(&b, k, n));

@@ -75,21 +75,37 @@ fn matmul_gradients_match_forward_mode_and_generate_sum() {
 
 #[test]
 fn matmul_is_bit_identical_for_any_thread_count() {
-    // several row tiles in every product (forward and both adjoint products)
-    let (m, p, q) = (300, 40, 50);
-    let a = uniform(m * p, 1, -1.0, 1.0);
-    let b = uniform(p * q, 2, -1.0, 1.0);
-    let prog = program(m, p, q, true);
-    let run = || prog.gradient_a(&[&a, &b]).unwrap();
-    let g1 = in_pool(1, run);
-    for t in [2, 3] {
-        let g = in_pool(t, run);
-        assert_eq!(g.value.to_bits(), g1.value.to_bits(), "{t} threads");
-        assert_eq!(
-            bits(&g.grads.concat()),
-            bits(&g1.grads.concat()),
-            "{t} threads"
-        );
+    // Several row tiles in every product (forward and both adjoint products); a long inner
+    // dimension, split into slabs whose partial products are added in order (the forward
+    // product of the second, the adjoint `Aᵀ C̄` of the third, as in the GMM's gradient).
+    for &(m, p, q) in &[(300, 40, 50), (6, 4000, 5), (4000, 6, 5)] {
+        let a = uniform(m * p, 1, -1.0, 1.0);
+        let b = uniform(p * q, 2, -1.0, 1.0);
+        let prog = program(m, p, q, true);
+        let run = || prog.gradient_a(&[&a, &b]).unwrap();
+        let g1 = in_pool(1, run);
+        for t in [2, 3] {
+            let g = in_pool(t, run);
+            assert_eq!(
+                g.value.to_bits(),
+                g1.value.to_bits(),
+                "{m}x{p}x{q}, {t} threads"
+            );
+            assert_eq!(
+                bits(&g.grads.concat()),
+                bits(&g1.grads.concat()),
+                "{m}x{p}x{q}, {t} threads"
+            );
+        }
+        // against the contraction written with combinators (another code path)
+        let gs = program(m, p, q, false).gradient_a(&[&a, &b]).unwrap();
+        assert!((gs.value - g1.value).abs() <= 1e-12 * g1.value.abs());
+        for (x, y) in gs.grads.concat().iter().zip(&g1.grads.concat()) {
+            assert!(
+                (x - y).abs() <= 1e-10 * (1.0 + y.abs()),
+                "{m}x{p}x{q}: {x} vs {y}"
+            );
+        }
     }
 }
 
