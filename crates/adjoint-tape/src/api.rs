@@ -263,10 +263,17 @@ impl Tape {
     }
 
     /// The forward pass's first non-finite value, in checked mode.
+    #[inline]
     fn forward_error(&self) -> Result<(), NonFinite> {
         if !self.checked {
             return Ok(());
         }
+        self.first_forward_error()
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn first_forward_error(&self) -> Result<(), NonFinite> {
         let ctx = self.last();
         if let Some(job) = &ctx.job {
             // No forks: one job.
@@ -356,8 +363,7 @@ impl Tape {
         init: Option<&[f64]>,
         grad: &mut [f64],
     ) -> Result<(), NonFinite> {
-        job.adj.clear();
-        job.adj.resize(job.entries.len(), 0.0);
+        zero_adjoints(job);
         init_inputs(job, inputs, init);
         for &(v, w) in seeds.iter().filter(|(v, _)| !v.is_constant()) {
             // Without forks every recorded value lives in the root job.
@@ -544,6 +550,21 @@ impl Tape {
                 row
             })
             .collect()
+    }
+}
+
+/// Every adjoint of `job` zero, one per entry. A short tape whose array is long enough (a
+/// steady-state call) is zeroed in place: `clear` + `resize` went through a `memset` call,
+/// ~1.5 ns of the ~40 ns a one-multiplication gradient took (`examples/small.rs`).
+#[inline]
+pub(crate) fn zero_adjoints(job: &mut Job) {
+    let n = job.entries.len();
+    if n <= 16 && job.adj.len() >= n {
+        job.adj.truncate(n);
+        job.adj.iter_mut().for_each(|a| *a = 0.0);
+    } else {
+        job.adj.clear();
+        job.adj.resize(n, 0.0);
     }
 }
 

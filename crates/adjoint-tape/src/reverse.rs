@@ -98,8 +98,7 @@ pub(crate) fn take_jobs(g: &mut Graph, out: &mut Vec<Mutex<Box<Job>>>) {
     out.clear();
     out.extend(g.jobs.drain(..).map(|j| {
         let mut j = j.expect("every job is sealed before the reverse pass");
-        j.adj.clear();
-        j.adj.resize(j.entries.len(), 0.0);
+        crate::api::zero_adjoints(&mut j);
         Mutex::new(j)
     }));
 }
