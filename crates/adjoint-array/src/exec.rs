@@ -78,6 +78,7 @@ pub(crate) struct Exec<'g> {
 /// thread (n = 1000): d2 K5 0.24 → 0.18 ms, d10 K5 0.54 → 0.38 ms, together with
 /// [`crate::buffers`] (without it, pool threads paid page faults for every large array).
 pub(crate) fn on_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    crate::buffers::start_run();
     if rayon::current_thread_index().is_some() {
         return f();
     }
