@@ -14,7 +14,8 @@
 //! a full cache refused new arrays: a gradient whose working set is larger (GMM 10k d10 K200,
 //! 1k d32 K200: arrays of 20–50 MB each), or that ran after programs of other sizes, then got
 //! fresh pages on every call, and took 1.3–2.7× as long as with its arrays kept
-//! (BENCHMARKS.md, twelfth session).
+//! (BENCHMARKS.md, twelfth session). An array no run has taken for [`MAX_IDLE_RUNS`] runs
+//! is freed too, so that arrays a run hands back beyond what it takes do not pile up.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
