@@ -218,6 +218,14 @@ impl Spare {
 mod tests {
     use super::*;
 
+    /// A cache of its own (not the process-wide one other tests use).
+    fn empty() -> Spare {
+        Spare {
+            bufs: VecDeque::new(),
+            kept: 0,
+        }
+    }
+
     #[test]
     fn a_recycled_array_comes_back_cleared() {
         let mut v = zeroed(MIN_LEN + 3);
@@ -237,10 +245,7 @@ mod tests {
 
     #[test]
     fn a_full_cache_frees_the_arrays_kept_longest_ago() {
-        let mut sp = Spare {
-            bufs: VecDeque::new(),
-            kept: 0,
-        };
+        let mut sp = empty();
         let n = MIN_LEN;
         let limit = 3 * n * 8; // room for three arrays of n
         for tag in 0..3 {
@@ -266,10 +271,7 @@ mod tests {
 
     #[test]
     fn arrays_no_run_asks_for_are_freed_after_a_while() {
-        let mut sp = Spare {
-            bufs: VecDeque::new(),
-            kept: 0,
-        };
+        let mut sp = empty();
         let n = MIN_LEN;
         let limit = 1 << 30;
         // every run hands back one array more than it takes (a size no one asks for, 2n)
@@ -286,10 +288,7 @@ mod tests {
             assert!(sp.bufs.len() as u64 <= MAX_IDLE_RUNS + 2, "run {run}");
         }
         // an array taken again in time is never freed for its age
-        let mut sp = Spare {
-            bufs: VecDeque::new(),
-            kept: 0,
-        };
+        let mut sp = empty();
         sp.put(vec![7.0; n], limit, 0);
         for run in 1..100 {
             let b = sp.take(n).expect("kept");

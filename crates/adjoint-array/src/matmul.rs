@@ -126,9 +126,7 @@ fn product(a: View, b: View, f32: bool) -> Vec<f64> {
                 rows: p1 - p0,
                 ..b
             };
-            let c_s = tiled(a_s, b_s, false);
-            part.copy_from_slice(&c_s);
-            recycle(c_s);
+            tiled_into(a_s, b_s, part);
         });
         let mut c = overwritten(m * n);
         c.copy_from_slice(&parts[..m * n]);
@@ -183,13 +181,29 @@ fn tiled(a: View, b: View, f32: bool) -> Vec<f64> {
         c.iter_mut().zip(&c32).for_each(|(o, &v)| *o = v as f64);
         return c;
     }
-    for_chunks(&mut c, rows * n, m * k * n, |t, ct| {
+    tiled_into(a, b, &mut c);
+    c
+}
+
+/// `A B` (`f64`) into `c` (`a.rows × b.cols`, row-major), in tiles of [`tile_rows`] rows.
+fn tiled_into(a: View, b: View, c: &mut [f64]) {
+    let (m, k, n) = (a.rows, a.cols, b.cols);
+    assert!(
+        a.in_bounds() && b.in_bounds() && a.cols == b.rows && c.len() == m * n,
+        "matmul: views and output of matching sizes"
+    );
+    if m == 0 || n == 0 {
+        return;
+    }
+    let rows = tile_rows(m);
+    for_chunks(c, rows * n, m * k * n, |t, ct| {
         let r0 = t * rows;
         let mr = ct.len() / n;
-        // SAFETY: as above, for the `f64` data itself: every element dgemm reads is
-        // `a.data[(r0 + i) * rs + p * cs]` (i < mr, p < k) or `b.data[p * rs + j * cs]`
-        // (p < k, j < n), inside the slices by `in_bounds`; `ct` is `mr × n` elements of
-        // this tile alone, written with non-aliasing strides (n, 1).
+        // SAFETY: every element dgemm reads is `a.data[(r0 + i) * rs + p * cs]` (i < mr,
+        // p < k) or `b.data[p * rs + j * cs]` (p < k, j < n), inside the slices by the
+        // `in_bounds` assert above (a slab's views are sub-views of checked ones, and checked
+        // again); `ct` is `mr × n` elements of this tile alone, written with non-aliasing
+        // strides (n, 1).
         unsafe {
             matrixmultiply::dgemm(
                 mr,
@@ -209,7 +223,6 @@ fn tiled(a: View, b: View, f32: bool) -> Vec<f64> {
             )
         }
     });
-    c
 }
 
 #[cfg(test)]

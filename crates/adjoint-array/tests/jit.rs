@@ -10,6 +10,17 @@ use adjoint_core::forward::{self, Dual64};
 mod common;
 use common::{bits, in_pool};
 
+/// The values element-wise lanes must treat as the scalar code does: NaNs of both signs, ±0,
+/// ±∞.
+const EDGES: [f64; 6] = [
+    f64::NAN,
+    -0.0,
+    0.0,
+    f64::INFINITY,
+    f64::NEG_INFINITY,
+    -f64::NAN,
+];
+
 fn data(n: usize, seed: u64) -> Vec<f64> {
     common::uniform(n, seed, -1.5, 1.5)
 }
@@ -327,15 +338,7 @@ fn element_wise_kernels_run_two_elements_at_a_time_bit_for_bit() {
     // the interpreter and plain Rust compute, NaN, ±0 and ±∞ included.
     let n = 4099;
     let mut x = data(n, 91);
-    let special = [
-        f64::NAN,
-        -0.0,
-        0.0,
-        f64::INFINITY,
-        f64::NEG_INFINITY,
-        0.5,
-        -f64::NAN,
-    ];
+    let special: Vec<f64> = EDGES.iter().copied().chain([0.5]).collect();
     x[..special.len()].copy_from_slice(&special);
     x[n - 1] = f64::NAN;
     let y_of = |v: f64| ((v * 1.5 + 0.25).max(v * v).min(v.abs().sqrt()) / (v - 0.5)).max(-3.0);
@@ -843,15 +846,7 @@ fn max_and_min_with_a_constant_operand_are_the_interpreters_bit_for_bit() {
     // unspecified: the engine keeps `x`).
     let n = 4099;
     let mut x = data(n, 57);
-    let special = [
-        f64::NAN,
-        -0.0,
-        0.0,
-        f64::INFINITY,
-        f64::NEG_INFINITY,
-        0.1,
-        -f64::NAN,
-    ];
+    let special: Vec<f64> = EDGES.iter().copied().chain([0.1]).collect();
     for (k, v) in special.iter().enumerate() {
         x[2 * k] = *v;
         x[2 * k + 1] = *v;

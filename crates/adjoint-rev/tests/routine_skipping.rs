@@ -76,23 +76,23 @@ fn unchecked_calls_match_checked_ones() {
     }
 }
 
+/// `got` within 1e-12 (relative, or absolute near 0) of forward mode's `want`.
+fn assert_close(got: f64, want: f64) {
+    assert!(
+        (got - want).abs() <= 1e-12 * (1.0 + want.abs()),
+        "{got} vs {want}"
+    );
+}
+
 #[test]
 fn gradients_through_skippable_routines_match_forward_mode() {
     for x0 in [0.3, -1.7, 2.5] {
         let (_, g) = value_and_grad_unchecked(via_square {}, (0.0f64, x0), 0).unwrap();
         let want = forward::derivative(|x: Dual<f64>| (x * x).sin(), x0);
-        assert!(
-            (g.1 - want).abs() <= 1e-12 * (1.0 + want.abs()),
-            "{} vs {want}",
-            g.1
-        );
+        assert_close(g.1, want);
         let (_, g) = value_and_grad_unchecked(via_shift {}, (0.0f64, x0), 0).unwrap();
         let want = forward::derivative(|x: Dual<f64>| ((x + 1.0) * (x + 1.0)).sin(), x0);
-        assert!(
-            (g.1 - want).abs() <= 1e-12 * (1.0 + want.abs()),
-            "{} vs {want}",
-            g.1
-        );
+        assert_close(g.1, want);
     }
 }
 
@@ -101,11 +101,7 @@ fn a_gradient_on_the_ancilla_keeps_the_uncomputation() {
     for x0 in [0.3, -1.7, 2.5] {
         let (_, g) = value_and_grad_unchecked(minus_via_square {}, (0.0f64, x0), 0).unwrap();
         let want = forward::derivative(|x: Dual<f64>| -(x * x).sin(), x0);
-        assert!(
-            (g.1 - want).abs() <= 1e-12 * (1.0 + want.abs()),
-            "{} vs {want}",
-            g.1
-        );
+        assert_close(g.1, want);
     }
 }
 

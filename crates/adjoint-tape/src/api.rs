@@ -553,13 +553,13 @@ impl Tape {
     }
 }
 
-/// Every adjoint of `job` zero, one per entry. A short tape whose array is long enough (a
-/// steady-state call) is zeroed in place: `clear` + `resize` went through a `memset` call,
-/// ~1.5 ns of the ~40 ns a one-multiplication gradient took (`examples/small.rs`).
+/// Every adjoint of `job` zero, one per entry. An array that is long enough (a steady-state
+/// call) is zeroed in place: `clear` + `resize` went through a `memset` call, ~1.5 ns of the
+/// ~40 ns a one-multiplication gradient took (`examples/small.rs`).
 #[inline]
 pub(crate) fn zero_adjoints(job: &mut Job) {
     let n = job.entries.len();
-    if n <= 16 && job.adj.len() >= n {
+    if job.adj.len() >= n {
         job.adj.truncate(n);
         job.adj.iter_mut().for_each(|a| *a = 0.0);
     } else {
