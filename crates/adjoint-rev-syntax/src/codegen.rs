@@ -3,7 +3,7 @@
 //! Every instruction reads its operands into locals, calls the instruction on the locals and writes
 //! them back, so `ROT(x[i], x[i + 1], θ)` borrows `x` once at a time; LLVM removes the copies.
 
-use crate::ir::{Kind, Operand, Rhs, Stmt};
+use crate::ir::{Keep, Kind, Operand, Rhs, Stmt};
 use crate::literal::Literal;
 use crate::parse::{may_alias, overlaps};
 use proc_macro2::{Delimiter, Group, Ident, Span, TokenStream, TokenTree};
@@ -22,6 +22,9 @@ pub struct Gen<'a> {
     pub fname: String,
     pub params: Vec<String>,
     pub backwards: bool,
+    /// Code of a gradient pass (unchecked): marked calls push and pop their callees' routine
+    /// values on `__rev_kept` ([`mark`]).
+    pub keep: bool,
     pub counter: Cell<usize>,
     /// The statement being generated: temporaries are located at it, so type errors in the
     /// generated code point at the user's statement.
@@ -151,7 +154,8 @@ impl Gen<'_> {
                 func,
                 inverse,
                 args,
-            } => self.call(func, *inverse, args, s, checks),
+                keep,
+            } => self.call(func, *inverse, args, s, checks, *keep),
             Kind::Let { name, ty, init } => {
                 let init = self.rw(init);
                 let ty = ty.as_ref().map(|t| quote!(: #t));
@@ -491,6 +495,7 @@ impl Gen<'_> {
         args: &[Operand],
         s: &Stmt,
         checks: bool,
+        keep: Keep,
     ) -> TokenStream {
         let span = s.span;
         let places: Vec<&Expr> = args
@@ -532,12 +537,22 @@ impl Gen<'_> {
                 }
             }
         }
+        // In a gradient pass, a marked call keeps its callee's routine values, and the mirrored
+        // uncall takes them back.
+        let keeps = self.keep
+            && !checks
+            && matches!((inverse, keep), (false, Keep::Push) | (true, Keep::Pop));
+        if keeps {
+            passed.push(quote!(&mut *__rev_kept));
+        }
         // Without checks, the callee runs without checks too (its `_unchecked` twin).
         let callee = match (inverse, checks) {
             (false, true) => func.to_token_stream(),
             _ => {
                 // `f::<T>` becomes `f::uncall::<T>` (or `f::call_unchecked::<T>`, …).
                 let name = match (inverse, checks) {
+                    _ if keeps && inverse => "__uncall_kept",
+                    _ if keeps => "__call_keep",
                     (true, true) => "uncall",
                     (true, false) => "uncall_unchecked",
                     _ => "call_unchecked",
@@ -563,6 +578,24 @@ impl Gen<'_> {
 /// their partials when it is zero; ancillas of nested scopes and of callees start with zero
 /// gradient; so no gradient moves.) Returns `None` when it may never be skipped.
 fn skip_condition(routine: &[Stmt], params: &[String], krate: &TokenStream) -> Option<TokenStream> {
+    let (mut conds, top) = writes_only_ancillas(routine, params)?;
+    conds.extend(top.iter().map(|n| {
+        let id = Ident::new(n, Span::call_site());
+        quote!(#krate::no_gradient(&#id))
+    }));
+    if conds.is_empty() {
+        return Some(quote!(true));
+    }
+    Some(quote!(#(#conds)&&*))
+}
+
+/// Whether `routine` writes only its own ancillas: `None` when it runs `@safe` code, writes a
+/// parameter or shadows a name; otherwise the conditions (constants: `!g::__WRITES[j]`) under
+/// which its calls write no non-ancilla either, and the names of its top-level ancillas.
+fn writes_only_ancillas(
+    routine: &[Stmt],
+    params: &[String],
+) -> Option<(Vec<TokenStream>, Vec<String>)> {
     use crate::parse::place_path;
     fn names(stmts: &[Stmt], nested: bool, top: &mut Vec<String>, inner: &mut Vec<String>) {
         for s in stmts {
@@ -646,14 +679,135 @@ fn skip_condition(routine: &[Stmt], params: &[String], krate: &TokenStream) -> O
     if !only_local(routine, &local, &mut conds) {
         return None;
     }
-    conds.extend(top.iter().map(|n| {
-        let id = Ident::new(n, Span::call_site());
-        quote!(#krate::no_gradient(&#id))
-    }));
-    if conds.is_empty() {
-        return Some(quote!(true));
+    Some((conds, top))
+}
+
+/// A body marked for a gradient pass's forward half: its forward calls keep their callees'
+/// routine values ([`Keep::Push`]); in the inverse of a marked body ([`invert`] swaps push and
+/// pop) their mirror images take them back ([`Keep::Pop`]), in last-in, first-out order. Calls
+/// inside a routine that the body itself uncomputes (and its uncomputation's uncalls) keep
+/// nothing: the body's inverse recomputes such a routine, and keeping happens in forward halves
+/// only, where every gradient is zero. Uncalls written as such (`~g(…)`) keep nothing either.
+pub(crate) fn mark(stmts: &[Stmt]) -> Vec<Stmt> {
+    // The routines uncomputed in this block: their computations (blocks, as `lower::expand`
+    // left them) are not marked. A block that merely reads the same is left unmarked too.
+    let routines: Vec<&[Stmt]> = stmts
+        .iter()
+        .filter_map(|s| match &s.kind {
+            Kind::Uncompute(_, routine) => Some(routine.as_slice()),
+            _ => None,
+        })
+        .collect();
+    let same = |a: &[Stmt], b: &[Stmt]| {
+        a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.text == y.text)
+    };
+    stmts
+        .iter()
+        .map(|s| {
+            let kind = match &s.kind {
+                Kind::Call {
+                    func,
+                    inverse: false,
+                    args,
+                    ..
+                } => Kind::Call {
+                    func: func.clone(),
+                    inverse: false,
+                    args: args.clone(),
+                    keep: Keep::Push,
+                },
+                Kind::Block(b) if routines.iter().any(|r| same(r, b)) => s.kind.clone(),
+                Kind::If {
+                    pre,
+                    post,
+                    then,
+                    els,
+                } => Kind::If {
+                    pre: pre.clone(),
+                    post: post.clone(),
+                    then: mark(then),
+                    els: mark(els),
+                },
+                Kind::While {
+                    pre,
+                    post,
+                    pre_text,
+                    post_text,
+                    body,
+                } => Kind::While {
+                    pre: pre.clone(),
+                    post: post.clone(),
+                    pre_text: pre_text.clone(),
+                    post_text: post_text.clone(),
+                    body: mark(body),
+                },
+                Kind::For {
+                    var,
+                    start,
+                    end,
+                    inclusive,
+                    step,
+                    rev,
+                    body,
+                } => Kind::For {
+                    var: var.clone(),
+                    start: start.clone(),
+                    end: end.clone(),
+                    inclusive: *inclusive,
+                    step: step.clone(),
+                    rev: *rev,
+                    body: mark(body),
+                },
+                Kind::Block(b) => Kind::Block(mark(b)),
+                Kind::NoCheck(b) => Kind::NoCheck(mark(b)),
+                // An uncomputation (its routine unmarked) and everything else: as is.
+                k => k.clone(),
+            };
+            Stmt {
+                kind,
+                text: s.text.clone(),
+                span: s.span,
+            }
+        })
+        .collect()
+}
+
+/// An ancilla a routine leaves allocated: its name, declared type and initial value.
+pub(crate) type Live = (Ident, Option<syn::Type>, Expr);
+
+/// How a gradient pass may keep a function's final routine instead of uncomputing it and
+/// recomputing it in the inverse: when the routine writes only its own ancillas (constants
+/// `!g::__WRITES[j]` for its calls, returned as one condition), the ancillas it leaves
+/// allocated, in the order they were allocated. `None` when it may not (`@safe` code, a written
+/// parameter, shadowing, an ancilla allocated twice).
+pub(crate) fn keep_plan(routine: &[Stmt], params: &[String]) -> Option<(TokenStream, Vec<Live>)> {
+    fn walk(stmts: &[Stmt], live: &mut Vec<Live>, ok: &mut bool) {
+        for s in stmts {
+            match &s.kind {
+                Kind::Let { name, ty, init } => {
+                    if live.iter().any(|(n, ..)| n == name) {
+                        *ok = false;
+                    }
+                    live.push((name.clone(), ty.clone(), init.clone()));
+                }
+                Kind::Unlet { name, .. } => live.retain(|(n, ..)| n != name),
+                Kind::Block(b) | Kind::NoCheck(b) | Kind::Uncompute(b, _) => walk(b, live, ok),
+                _ => {}
+            }
+        }
     }
-    Some(quote!(#(#conds)&&*))
+    let (conds, _) = writes_only_ancillas(routine, params)?;
+    let (mut live, mut ok) = (Vec::new(), true);
+    walk(routine, &mut live, &mut ok);
+    if !ok {
+        return None;
+    }
+    let cond = if conds.is_empty() {
+        quote!(true)
+    } else {
+        quote!(#(#conds)&&*)
+    };
+    Some((cond, live))
 }
 
 /// Which parameters a function body may write: targets of instructions, places passed to
@@ -759,6 +913,13 @@ impl VisitMut for LiteralComparisons<'_> {
             _ => {}
         }
     }
+}
+
+/// `e` with every parameter `p` read through as `(*p)`.
+pub(crate) fn deref_params(e: &Expr, params: &[String]) -> Expr {
+    let mut e = e.clone();
+    Deref { params }.visit_expr_mut(&mut e);
+    e
 }
 
 struct Deref<'a> {

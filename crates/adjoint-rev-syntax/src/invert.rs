@@ -1,6 +1,6 @@
 //! Seed 000 Table I: the inverse of every statement.
 
-use crate::ir::{Kind, Stmt};
+use crate::ir::{Keep, Kind, Stmt};
 
 /// The inverse of a statement list: the inverse statements in reverse order.
 pub fn invert(stmts: &[Stmt]) -> Vec<Stmt> {
@@ -24,10 +24,16 @@ fn invert_stmt(s: &Stmt) -> Stmt {
             func,
             inverse,
             args,
+            keep,
         } => Kind::Call {
             func: func.clone(),
             inverse: !inverse,
             args: args.clone(),
+            keep: match keep {
+                Keep::No => Keep::No,
+                Keep::Push => Keep::Pop,
+                Keep::Pop => Keep::Push,
+            },
         },
         Kind::Instr {
             name,

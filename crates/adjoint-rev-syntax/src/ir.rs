@@ -56,6 +56,17 @@ pub enum Rhs {
     Powi(Expr, Operand),
 }
 
+/// A call's part in a gradient pass's checkpointing (`crate::codegen::mark`): a forward call
+/// that keeps its callee's routine values for the mirrored uncall (`Push`), that uncall, which
+/// takes them back instead of recomputing them (`Pop`), or neither. Inversion swaps `Push` and
+/// `Pop`, so a marked body and its inverse pair every push with its pop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Keep {
+    No,
+    Push,
+    Pop,
+}
+
 #[derive(Clone)]
 pub enum Kind {
     /// `y += rhs` (`plus`) or `y -= rhs`.
@@ -73,6 +84,8 @@ pub enum Kind {
         func: Path,
         inverse: bool,
         args: Vec<Operand>,
+        /// What the call does with the checkpoint stack in a gradient pass ([`Keep`]).
+        keep: Keep,
     },
     /// `NAME(args)`: an instruction (built in, like `SWAP`, or the user's).
     Instr {

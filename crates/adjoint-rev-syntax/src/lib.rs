@@ -54,28 +54,86 @@ fn function(f: ir::Func, krate: &TokenStream) -> syn::Result<TokenStream> {
     let body = lower::expand(f.body)?;
     lower::check(&body, &params)?;
     let name = f.sig.ident.clone();
-    let gen = |stmts: &[ir::Stmt], backwards: bool, checks: bool| {
+    let gen_in = |stmts: &[ir::Stmt], backwards: bool, checks: bool, keep: bool| {
         codegen::Gen {
             krate,
             fname: name.to_string(),
             params: params.clone(),
             backwards,
+            keep,
             counter: Cell::new(0),
             at: Cell::new(proc_macro2::Span::call_site()),
         }
         .stmts(stmts, checks)
     };
+    let gen =
+        |stmts: &[ir::Stmt], backwards: bool, checks: bool| gen_in(stmts, backwards, checks, false);
     let writes = codegen::written_params(&body, &params);
-    // A body that ends by uncomputing its routine gets a fused gradient pass (see its doc).
-    let pass = match body.last() {
+    // Gradient passes keep routine values on a stack, which needs `'static` value types: not
+    // for functions with lifetimes or `impl Trait` arguments (their keeping twins delegate).
+    let keeps = f.sig.generics.lifetimes().next().is_none()
+        && f.params
+            .iter()
+            .all(|(_, t)| !matches!(t, syn::Type::ImplTrait(_)));
+    let marked = codegen::mark(&body);
+    // The body without its final uncomputation, marked (its routine's calls keep too).
+    let final_routine = match body.last() {
         Some(ir::Stmt {
-            kind: ir::Kind::Uncompute(..),
+            kind: ir::Kind::Uncompute(_, routine),
             ..
-        }) => {
-            let head = &body[..body.len() - 1];
-            Some((gen(head, false, false), gen(&invert(head), true, false)))
-        }
+        }) => Some(routine),
         _ => None,
+    };
+    let head = final_routine.map(|_| codegen::mark(&body[..body.len() - 1]));
+    // A body that ends by uncomputing its routine gets a fused gradient pass (see its doc).
+    let pass = head.as_ref().map(|head| {
+        (
+            gen_in(head, false, false, keeps),
+            gen_in(&invert(head), true, false, keeps),
+        )
+    });
+    let kept_ty = quote!(#krate::Kept);
+    let names: Vec<&syn::Ident> = f.params.iter().map(|(n, _)| n).collect();
+    // `f::__call_keep` and `f::__uncall_kept`: `f` and its inverse as a gradient pass runs them
+    // (unchecked; see `codegen::mark`). When `f` ends by uncomputing a routine that writes only
+    // its ancillas, `__call_keep` keeps them (their gradients, zero in a forward half, dropped)
+    // instead, and `__uncall_kept` takes them back instead of recomputing them.
+    let (call_keep, uncall_kept) = if !keeps {
+        (
+            quote!(#name::call_unchecked(#(#names),*)?;),
+            quote!(#name::uncall_unchecked(#(#names),*)?;),
+        )
+    } else {
+        let fwd = gen_in(&marked, false, false, true);
+        let inv = gen_in(&invert(&marked), true, false, true);
+        let plan = final_routine.and_then(|r| codegen::keep_plan(r, &params));
+        match (plan, &head) {
+            (Some((cond, live)), Some(head)) => {
+                let head_fwd = gen_in(head, false, false, true);
+                let head_inv = gen_in(&invert(head), true, false, true);
+                let pushes = live
+                    .iter()
+                    .rev()
+                    .map(|(n, ..)| quote!(#kept_ty::push_cleared(__rev_kept, #n);));
+                let pops = live.iter().map(|(n, ty, init)| {
+                    let init = codegen::deref_params(init, &params);
+                    let ty = ty.as_ref().map(|t| quote!(: #t));
+                    // `if false`: the popped value's type is the ancilla's.
+                    quote! {
+                        #[allow(unused_mut, unused_variables)]
+                        let mut #n #ty = #kept_ty::pop(__rev_kept);
+                        #[allow(unreachable_code)]
+                        if false { #n = #init; }
+                    }
+                });
+                // `cond` is a constant: one branch is compiled away.
+                (
+                    quote!(if #cond { #head_fwd #(#pushes)* } else { #fwd }),
+                    quote!(if #cond { #(#pops)* #head_inv } else { #inv }),
+                )
+            }
+            _ => (fwd, inv),
+        }
     };
     let inverted = invert(&body);
     let forward = gen(&body, false, true);
@@ -118,7 +176,8 @@ fn function(f: ir::Func, krate: &TokenStream) -> syn::Result<TokenStream> {
         clippy::needless_range_loop,
         clippy::unnecessary_cast,
         clippy::identity_op,
-        clippy::int_plus_one
+        clippy::int_plus_one,
+        clippy::multiple_bound_locations
     )]);
 
     let doc_struct = format!(
@@ -189,24 +248,79 @@ fn function(f: ir::Func, krate: &TokenStream) -> syn::Result<TokenStream> {
     } else {
         quote!()
     };
+    // The keeping twins and the pass take `'static` type parameters (the stack's values).
+    let statics = |sig: &mut syn::Signature| {
+        if keeps {
+            let tys: Vec<syn::Ident> = sig
+                .generics
+                .type_params()
+                .map(|t| t.ident.clone())
+                .collect();
+            let w = sig.generics.make_where_clause();
+            for t in tys {
+                w.predicates.push(syn::parse_quote!(#t: 'static));
+            }
+        }
+    };
+    let kept_param: syn::FnArg = syn::parse_quote!(__rev_kept: &mut #kept_ty);
+    let mut ksig = renamed("__call_keep");
+    ksig.inputs.push(kept_param.clone());
+    statics(&mut ksig);
+    let mut usig_kept = renamed("__uncall_kept");
+    usig_kept.inputs.push(kept_param);
+    statics(&mut usig_kept);
+    let keep_fns = quote! {
+        /// Gradient passes only: the function as a pass runs it, keeping the routine values
+        /// its uncomputation would drop on `__rev_kept` (unchecked).
+        #[doc(hidden)]
+        #(#code_attrs)*
+        #allow
+        #[allow(unused_variables, unused_mut)]
+        #inline
+        #vis #ksig { #call_keep ::core::result::Result::Ok(()) }
+
+        /// Gradient passes only: the inverse, taking back what the mirrored
+        /// `__call_keep` kept instead of recomputing it (unchecked).
+        #[doc(hidden)]
+        #(#code_attrs)*
+        #allow
+        #[allow(unused_variables, unused_mut)]
+        #inline
+        #vis #usig_kept { #uncall_kept ::core::result::Result::Ok(()) }
+    };
     let pass_fn = match pass {
         Some((fwd, inv)) => {
             let mut psig = renamed("gradient_pass_unchecked");
             let tys: Vec<&syn::Type> = f.params.iter().map(|(_, t)| t).collect();
-            let names: Vec<&syn::Ident> = f.params.iter().map(|(n, _)| n).collect();
             psig.inputs
                 .push(syn::parse_quote!(seed: impl ::core::ops::FnOnce(#(&mut #tys),*)));
+            statics(&mut psig);
             let doc = format!(
                 "[`{name}`](fn@{name}) and its inverse in one pass, without checks, for \
                  gradients: runs `{name}` (its final uncomputation left out), calls `seed` on \
                  the arguments (set the cotangents of the results on `GVar`s whose gradients \
                  are zero), then runs the inverse (whose leading recomputation is left out: \
-                 the two would cancel). The routine is computed once instead of three times; \
-                 the results are bit for bit those of `call_unchecked`, `seed` and \
-                 `uncall_unchecked` in turn when every gradient in the arguments is zero on \
-                 entry (`GVar::new(x, 0.0)`) and, as `~@routine` itself requires, the code \
-                 between the routine and its uncomputation leaves the routine's inputs alone."
+                 the two would cancel). The routine is computed once instead of three times, \
+                 and so is the routine of each function it calls whose routine writes only its \
+                 own ancillas: the pass keeps those values (a stack, NiLang's checkpointing) \
+                 and the inverse takes them back instead of recomputing them. The results are \
+                 those of `call_unchecked`, `seed` and `uncall_unchecked` in turn (bit for bit \
+                 where the inverse restores each routine's inputs exactly, as when they are \
+                 only read) when every gradient in the arguments is zero on entry \
+                 (`GVar::new(x, 0.0)`) and, as `~@routine` itself requires, the code between \
+                 a routine and its uncomputation leaves the routine's inputs alone."
             );
+            let (open, close) = if keeps {
+                (
+                    quote! {
+                        let mut __rev_kept_stack = #kept_ty::take();
+                        let __rev_kept = &mut __rev_kept_stack;
+                    },
+                    quote!(#kept_ty::give_back(__rev_kept_stack);),
+                )
+            } else {
+                (quote!(), quote!())
+            };
             quote! {
                 #[doc = #doc]
                 #(#code_attrs)*
@@ -214,9 +328,11 @@ fn function(f: ir::Func, krate: &TokenStream) -> syn::Result<TokenStream> {
                 #[allow(unused_variables)]
                 #inline
                 #vis #psig {
+                    #open
                     #fwd
                     seed(#(&mut *#names),*);
                     #inv
+                    #close
                     ::core::result::Result::Ok(())
                 }
             }
@@ -262,6 +378,8 @@ fn function(f: ir::Func, krate: &TokenStream) -> syn::Result<TokenStream> {
             #vis #usig_unchecked { #inverse_unchecked ::core::result::Result::Ok(()) }
 
             #pass_fn
+
+            #keep_fns
         }
 
         #reversible

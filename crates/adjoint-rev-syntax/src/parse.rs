@@ -1,7 +1,7 @@
 //! The parser: `reversible! { fn … { … } … }` to the IR, with every static reversibility error
 //! reported as a `syn::Error` at the offending tokens.
 
-use crate::ir::{Func, Kind, Operand, Rhs, Stmt};
+use crate::ir::{Func, Keep, Kind, Operand, Rhs, Stmt};
 use proc_macro2::Span;
 use quote::{quote, ToTokens};
 use syn::parse::discouraged::Speculative;
@@ -285,6 +285,7 @@ impl Parser {
                         func,
                         inverse: true,
                         args,
+                        keep: Keep::No,
                     },
                     text,
                     span,
@@ -702,7 +703,7 @@ impl Parser {
                 if last.starts_with(|c: char| c.is_ascii_uppercase()) {
                     Ok(Kind::Instr { name: func, inverse: false, args })
                 } else {
-                    Ok(Kind::Call { func, inverse: false, args })
+                    Ok(Kind::Call { func, inverse: false, args, keep: Keep::No })
                 }
             }
             Expr::Assign(a) => Err(Error::new_spanned(

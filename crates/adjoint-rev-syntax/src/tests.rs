@@ -147,6 +147,7 @@ fn inversion_follows_table_one() {
             fname: "f".into(),
             params: vec![],
             backwards: false,
+            keep: false,
             counter: Cell::new(0),
             at: Cell::new(proc_macro2::Span::call_site()),
         }
@@ -170,7 +171,9 @@ fn unchecked_forward_may_skip_passive_uncomputation_only() {
     });
     // The guard is a call to the runtime's `no_gradient`.
     let guard = ":: no_gradient (";
-    assert_eq!(s.matches(guard).count(), 1, "{s}");
+    // (outside the twins a gradient pass runs: `__call_keep` has the guard too)
+    let main = |s: &str| s[..s.find("fn __call_keep").unwrap()].to_string();
+    assert_eq!(main(&s).matches(guard).count(), 1, "{s}");
     let unchecked =
         &s[s.find("fn call_unchecked").unwrap()..s.find("fn uncall_unchecked").unwrap()];
     assert!(unchecked.contains(guard));
@@ -183,7 +186,7 @@ fn unchecked_forward_may_skip_passive_uncomputation_only() {
             ~@routine;
         }
     });
-    assert_eq!(s.matches(guard).count(), 1, "{s}");
+    assert_eq!(main(&s).matches(guard).count(), 1, "{s}");
     assert!(s.contains("! g :: __WRITES [1usize]"), "{s}");
     assert!(!s.contains("__WRITES [0usize]"), "{s}");
     // `__WRITES`: `y` is a target; `x` is passed to a call (counted as written, whatever `g`
@@ -247,9 +250,10 @@ fn alias_checks_stay_in_unchecked_code() {
         }
     });
     let unchecked = &s[s.find("fn call_unchecked").unwrap()..];
-    // Twice in each of the two unchecked functions (and of the two checked ones).
-    assert_eq!(unchecked.matches(":: distinct (").count(), 4, "{s}");
-    assert_eq!(s.matches(":: distinct (").count(), 8, "{s}");
+    // Twice in each of the four unchecked functions (the two a gradient pass runs among them),
+    // and of the two checked ones.
+    assert_eq!(unchecked.matches(":: distinct (").count(), 8, "{s}");
+    assert_eq!(s.matches(":: distinct (").count(), 12, "{s}");
 }
 
 #[test]
@@ -363,9 +367,7 @@ fn a_body_ending_with_its_uncomputation_gets_a_gradient_pass() {
     // the seed between the two halves, with the arguments reborrowed
     assert!(pass.contains("seed (& mut * y , & mut * x)"), "{pass}");
     // the routine's one computation (`n += exp x` forward) and one uncomputation (backwards)
-    let end = pass
-        .find("impl :: adjoint_rev :: Reversible")
-        .unwrap_or(pass.len());
+    let end = pass.find("fn __call_keep").expect("keeping twin");
     assert_eq!(pass[..end].matches("Op1 :: Exp").count(), 2, "{pass}");
     let s = ok(quote! {
         fn g(y: &mut f64, x: &mut f64) {
@@ -376,4 +378,118 @@ fn a_body_ending_with_its_uncomputation_gets_a_gradient_pass() {
         }
     });
     assert!(!s.contains("gradient_pass_unchecked"), "{s}");
+}
+
+#[test]
+fn a_gradient_pass_keeps_what_its_callees_routines_compute() {
+    let s = ok(quote! {
+        fn f<T: RevReal>(y: &mut T, x: &mut T) {
+            @routine {
+                let n = T::zero();
+                g(n, x);
+                ~h(n, x);
+            }
+            y += n.ln();
+            ~@routine;
+        }
+    });
+    let pass = &s[s.find("fn gradient_pass_unchecked").expect("generated")..];
+    let pass = &pass[..pass.find("fn __call_keep").expect("keeping twin")];
+    let seed = pass.find("seed (").expect("seed");
+    let (fwd, inv) = (&pass[..seed], &pass[seed..]);
+    // the forward call keeps g's routine values, and its mirror takes them back; the uncall
+    // written as such keeps nothing, nor does its mirror
+    assert!(
+        fwd.contains("g :: __call_keep (& mut n , & mut (* x) , & mut * __rev_kept)"),
+        "{fwd}"
+    );
+    assert!(
+        fwd.contains("h :: uncall_unchecked (& mut n , & mut (* x))"),
+        "{fwd}"
+    );
+    assert!(
+        inv.contains("g :: __uncall_kept (& mut n , & mut (* x) , & mut * __rev_kept)"),
+        "{inv}"
+    );
+    assert!(
+        inv.contains("h :: call_unchecked (& mut n , & mut (* x))"),
+        "{inv}"
+    );
+    assert!(!pass.contains("g :: uncall_unchecked"), "{pass}");
+    // `f`'s keeping twin keeps `n` (without its gradient) when `g` and `h` leave `x` alone
+    // (constants), and its inverse twin takes `n` back, typed by its initial value; otherwise
+    // they run `f` and its inverse, the routine's calls keeping nothing
+    let twin = &s[s.find("fn __call_keep").unwrap()..];
+    let cond = "{ if ! g :: __WRITES [1usize] && ! h :: __WRITES [1usize] {";
+    assert_eq!(twin.matches(cond).count(), 2, "{twin}");
+    assert!(
+        twin.contains(":: adjoint_rev :: Kept :: push_cleared (__rev_kept , n) ; } else {"),
+        "{twin}"
+    );
+    assert!(
+        twin.contains("let mut n = :: adjoint_rev :: Kept :: pop (__rev_kept) ;"),
+        "{twin}"
+    );
+    assert!(twin.contains("if false { n = T :: zero () ; }"), "{twin}");
+    let (kept, recomputed) = twin.split_at(twin.find("} else {").unwrap());
+    assert!(kept.contains("g :: __call_keep"), "{kept}");
+    assert!(
+        !recomputed[..recomputed.find("fn __uncall_kept").unwrap()].contains("__call_keep ("),
+        "{recomputed}"
+    );
+    // a routine that writes an argument is uncomputed, never kept
+    let s = ok(quote! {
+        fn w<T: RevReal>(y: &mut T, x: &mut T) {
+            @routine { x += 1.0; }
+            y += x.ln();
+            ~@routine;
+        }
+    });
+    let twin = &s[s.find("fn __call_keep").unwrap()..];
+    assert!(!twin.contains("Kept :: push"), "{twin}");
+}
+
+#[test]
+fn marking_pairs_every_push_with_a_pop_in_the_inverse() {
+    let src = quote! {
+        fn f(y: &mut f64, x: &mut f64) {
+            g(y, x);
+            @routine { let n = 0.0; g(n, x); ~g(n, x); }
+            if (y > 0.0, y > 0.0) { for i in 0..3 { g(y, x); } }
+            ~@routine;
+            ~g(y, x);
+        }
+    };
+    let funcs: parse::Funcs = syn::parse2(src).unwrap();
+    let body = lower::expand(funcs.0.into_iter().next().unwrap().body).unwrap();
+    fn count(stmts: &[ir::Stmt], n: &mut [usize; 3]) {
+        for s in stmts {
+            match &s.kind {
+                ir::Kind::Call { keep, .. } => n[*keep as usize] += 1,
+                ir::Kind::Uncompute(inv, _) => count(inv, n),
+                ir::Kind::Block(b) | ir::Kind::NoCheck(b) => count(b, n),
+                ir::Kind::If { then, els, .. } => {
+                    count(then, n);
+                    count(els, n);
+                }
+                ir::Kind::For { body, .. } | ir::Kind::While { body, .. } => count(body, n),
+                _ => {}
+            }
+        }
+    }
+    let marked = codegen::mark(&body);
+    let (mut m, mut i) = ([0; 3], [0; 3]);
+    count(&marked, &mut m);
+    count(&invert(&marked), &mut i);
+    // [No, Push, Pop]: the two g(y, x) push; the routine, which the body uncomputes (and so
+    // its inverse recomputes), keeps nothing: its g(n, x) and ~g(n, x), and their mirrors in
+    // the uncomputation; nor does the written ~g(y, x). The inverse swaps pushes and pops.
+    assert_eq!(m, [5, 2, 0], "marked");
+    assert_eq!(i, [5, 0, 2], "inverted");
+    assert!(count_unmarked(&body));
+    fn count_unmarked(stmts: &[ir::Stmt]) -> bool {
+        let mut n = [0; 3];
+        count(stmts, &mut n);
+        n[1] == 0 && n[2] == 0
+    }
 }

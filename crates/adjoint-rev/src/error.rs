@@ -254,6 +254,20 @@ pub trait Ancilla {
     fn no_gradient(&self) -> bool {
         Self::PASSIVE
     }
+
+    /// Drop the gradient riding on `self`: a [`GVar`](crate::GVar)'s becomes `+0.0` (every
+    /// lane), containers clear their elements', other types keep theirs. A gradient pass keeps
+    /// routine values this way in its forward half, where every gradient is zero anyway: it
+    /// tells the compiler so, which then need not compute them.
+    ///
+    /// ```
+    /// use adjoint_rev::{Ancilla, GVar};
+    /// let mut v = [GVar::new(2.0, 0.5), GVar::new(1.0, -1.0)];
+    /// v.clear_gradient();
+    /// assert_eq!((v[0].x, v[0].g, v[1].x, v[1].g), (2.0, 0.0, 1.0, 0.0));
+    /// ```
+    #[inline(always)]
+    fn clear_gradient(&mut self) {}
 }
 
 /// `T::PASSIVE` for a value (used by generated code).
@@ -317,7 +331,9 @@ impl<F> Ancilla for fixed::FixedI64<F> {
     const PASSIVE: bool = true;
 }
 
-impl<T: Ancilla, G: crate::gvar::ExactZero> Ancilla for crate::GVar<T, G> {
+impl<T: Ancilla, G: crate::gvar::ExactZero + adjoint_core::Cotangent<T>> Ancilla
+    for crate::GVar<T, G>
+{
     #[inline(always)]
     fn restored(&self, value: &Self) -> bool {
         self.x.restored(&value.x)
@@ -325,6 +341,11 @@ impl<T: Ancilla, G: crate::gvar::ExactZero> Ancilla for crate::GVar<T, G> {
     #[inline(always)]
     fn no_gradient(&self) -> bool {
         self.g.exact_zero() && self.x.no_gradient()
+    }
+    #[inline(always)]
+    fn clear_gradient(&mut self) {
+        self.g = G::zero();
+        self.x.clear_gradient();
     }
 }
 
@@ -338,6 +359,11 @@ impl<T: Ancilla> Ancilla for adjoint_core::forward::Dual<T> {
     #[inline(always)]
     fn no_gradient(&self) -> bool {
         self.re.no_gradient() && self.eps.no_gradient()
+    }
+    #[inline(always)]
+    fn clear_gradient(&mut self) {
+        self.re.clear_gradient();
+        self.eps.clear_gradient();
     }
 }
 
@@ -363,6 +389,12 @@ impl<T: Ancilla> Ancilla for Vec<T> {
     fn no_gradient(&self) -> bool {
         T::PASSIVE || self.iter().all(Ancilla::no_gradient)
     }
+    #[inline(always)]
+    fn clear_gradient(&mut self) {
+        if !T::PASSIVE {
+            self.iter_mut().for_each(Ancilla::clear_gradient);
+        }
+    }
 }
 
 impl<T: Ancilla, const N: usize> Ancilla for [T; N] {
@@ -373,6 +405,12 @@ impl<T: Ancilla, const N: usize> Ancilla for [T; N] {
     #[inline(always)]
     fn no_gradient(&self) -> bool {
         T::PASSIVE || self.iter().all(Ancilla::no_gradient)
+    }
+    #[inline(always)]
+    fn clear_gradient(&mut self) {
+        if !T::PASSIVE {
+            self.iter_mut().for_each(Ancilla::clear_gradient);
+        }
     }
 }
 
