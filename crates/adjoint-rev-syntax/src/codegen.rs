@@ -684,23 +684,12 @@ fn writes_only_ancillas(
 
 /// A body marked for a gradient pass's forward half: its forward calls keep their callees'
 /// routine values ([`Keep::Push`]); in the inverse of a marked body ([`invert`] swaps push and
-/// pop) their mirror images take them back ([`Keep::Pop`]), in last-in, first-out order. Calls
-/// inside a routine that the body itself uncomputes (and its uncomputation's uncalls) keep
-/// nothing: the body's inverse recomputes such a routine, and keeping happens in forward halves
-/// only, where every gradient is zero. Uncalls written as such (`~g(…)`) keep nothing either.
+/// pop) their mirror images take them back ([`Keep::Pop`]), in last-in, first-out order.
+/// Uncalls written as such (`~g(…)`) keep nothing, nor do an uncomputation's uncalls and its
+/// inverse, the recomputation (`Kind::Uncompute` keeps its routine unmarked): what the routine's
+/// calls kept stays on the stack until their mirror images in the inverse half take it back.
+/// So values are kept in forward halves only, where every gradient is zero.
 pub(crate) fn mark(stmts: &[Stmt]) -> Vec<Stmt> {
-    // The routines uncomputed in this block: their computations (blocks, as `lower::expand`
-    // left them) are not marked. A block that merely reads the same is left unmarked too.
-    let routines: Vec<&[Stmt]> = stmts
-        .iter()
-        .filter_map(|s| match &s.kind {
-            Kind::Uncompute(_, routine) => Some(routine.as_slice()),
-            _ => None,
-        })
-        .collect();
-    let same = |a: &[Stmt], b: &[Stmt]| {
-        a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.text == y.text)
-    };
     stmts
         .iter()
         .map(|s| {
@@ -716,7 +705,6 @@ pub(crate) fn mark(stmts: &[Stmt]) -> Vec<Stmt> {
                     args: args.clone(),
                     keep: Keep::Push,
                 },
-                Kind::Block(b) if routines.iter().any(|r| same(r, b)) => s.kind.clone(),
                 Kind::If {
                     pre,
                     post,
@@ -760,7 +748,7 @@ pub(crate) fn mark(stmts: &[Stmt]) -> Vec<Stmt> {
                 },
                 Kind::Block(b) => Kind::Block(mark(b)),
                 Kind::NoCheck(b) => Kind::NoCheck(mark(b)),
-                // An uncomputation (its routine unmarked) and everything else: as is.
+                // An uncomputation (its routine and inverse unmarked) and the rest: as is.
                 k => k.clone(),
             };
             Stmt {

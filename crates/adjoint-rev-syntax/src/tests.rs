@@ -431,12 +431,19 @@ fn a_gradient_pass_keeps_what_its_callees_routines_compute() {
         "{twin}"
     );
     assert!(twin.contains("if false { n = T :: zero () ; }"), "{twin}");
-    let (kept, recomputed) = twin.split_at(twin.find("} else {").unwrap());
-    assert!(kept.contains("g :: __call_keep"), "{kept}");
+    // otherwise the inverse twin recomputes the routine with plain calls (keeping nothing in
+    // an inverse half) and its uncomputation takes back what the routine's calls kept
+    let inv_twin = &twin[twin.find("fn __uncall_kept").unwrap()..];
+    let recomputed = &inv_twin[inv_twin.find("} else {").unwrap()..];
     assert!(
-        !recomputed[..recomputed.find("fn __uncall_kept").unwrap()].contains("__call_keep ("),
+        recomputed.contains("g :: call_unchecked (& mut n"),
         "{recomputed}"
     );
+    assert!(
+        recomputed.contains("g :: __uncall_kept (& mut n"),
+        "{recomputed}"
+    );
+    assert!(!recomputed.contains("__call_keep ("), "{recomputed}");
     // a routine that writes an argument is uncomputed, never kept
     let s = ok(quote! {
         fn w<T: RevReal>(y: &mut T, x: &mut T) {
@@ -481,11 +488,11 @@ fn marking_pairs_every_push_with_a_pop_in_the_inverse() {
     let (mut m, mut i) = ([0; 3], [0; 3]);
     count(&marked, &mut m);
     count(&invert(&marked), &mut i);
-    // [No, Push, Pop]: the two g(y, x) push; the routine, which the body uncomputes (and so
-    // its inverse recomputes), keeps nothing: its g(n, x) and ~g(n, x), and their mirrors in
-    // the uncomputation; nor does the written ~g(y, x). The inverse swaps pushes and pops.
-    assert_eq!(m, [5, 2, 0], "marked");
-    assert_eq!(i, [5, 0, 2], "inverted");
+    // [No, Push, Pop]: the two g(y, x) and the routine's g(n, x) push; the written ~g(n, x)
+    // and ~g(y, x) keep nothing, nor does the uncomputation (its ~g(n, x) and g(n, x)). The
+    // inverse swaps pushes and pops (its recomputation keeps nothing either).
+    assert_eq!(m, [4, 3, 0], "marked");
+    assert_eq!(i, [4, 0, 3], "inverted");
     assert!(count_unmarked(&body));
     fn count_unmarked(stmts: &[ir::Stmt]) -> bool {
         let mut n = [0; 3];

@@ -191,3 +191,35 @@ fn passes_reuse_their_stack() {
     assert_eq!(a, b);
     assert_eq!(a, inner);
 }
+
+/// Forward over reverse through the pass (`GVar<Dual<f64>>`): the kept values carry tangents,
+/// which keeping must not drop; the tangent of the gradient is a Hessian-vector product, against
+/// forward mode's Hessian.
+#[test]
+fn hessian_vector_products_through_the_pass() {
+    for (n, scale) in [(3, 1.0), (2, 0.2)] {
+        let x = inputs(n, scale);
+        let v: Vec<f64> = (0..x.len()).map(|i| 0.5 - 0.1 * i as f64).collect();
+        let mut gx: Vec<GVar<Dual<f64>>> = x
+            .iter()
+            .zip(&v)
+            .map(|(&xi, &vi)| GVar::new(Dual::new(xi, vi), Dual::new(0.0, 0.0)))
+            .collect();
+        let (mut l, mut nn) = (GVar::new(Dual::new(0.0, 0.0), Dual::new(0.0, 0.0)), n);
+        loss::gradient_pass_unchecked(&mut l, &mut gx, &mut nn, |l, _, _| {
+            l.g = Dual::new(1.0, 0.0)
+        })
+        .unwrap();
+        let h = forward::hessian(|u: &[forward::Dual2]| loss_ref(u, n), &x);
+        let want = forward::gradient(|u: &[Dual<f64>]| loss_ref(u, n), &x);
+        for (i, g) in gx.iter().enumerate() {
+            let hv: f64 = (0..x.len()).map(|j| h[i][j] * v[j]).sum();
+            assert!((g.g.re - want[i]).abs() <= 1e-10 * (1.0 + want[i].abs()));
+            assert!(
+                (g.g.eps - hv).abs() <= 1e-9 * (1.0 + hv.abs()),
+                "n = {n}, {i}: {} vs {hv}",
+                g.g.eps
+            );
+        }
+    }
+}
