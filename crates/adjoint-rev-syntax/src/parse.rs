@@ -99,6 +99,7 @@ fn parse_func(input: ParseStream) -> Result<Func> {
     braced!(content in input);
     let mut p = Parser {
         vars: params.iter().map(|(n, _)| n.to_string()).collect(),
+        loop_vars: Vec::new(),
     };
     let body = p.stmts(&content)?;
     Ok(Func {
@@ -151,6 +152,9 @@ struct Cond {
 /// them is a constant.
 struct Parser {
     vars: Vec<String>,
+    /// The variables of the `for` loops around the statement being read: read-only, so an
+    /// operand or argument that is one is passed as a copy (a constant of the iteration).
+    loop_vars: Vec<String>,
 }
 
 const UNARY: &[(&str, &str)] = &[
@@ -609,7 +613,10 @@ impl Parser {
             }
         };
         self.vars.push(var.to_string());
-        let body = self.block(input)?;
+        self.loop_vars.push(var.to_string());
+        let body = self.block(input);
+        self.loop_vars.pop();
+        let body = body?;
         Ok(Stmt {
             kind: Kind::For {
                 var,
@@ -724,7 +731,28 @@ impl Parser {
         self.vars.contains(&place_path(e).0)
     }
 
+    /// Whether `e` is the variable of a `for` loop around it (shadowing any other of its name).
+    fn is_loop_var(&self, e: &Expr) -> bool {
+        match strip_parens(e) {
+            Expr::Path(p) => p
+                .path
+                .get_ident()
+                .is_some_and(|id| self.loop_vars.contains(&id.to_string())),
+            _ => false,
+        }
+    }
+
     fn target(&self, t: &Expr) -> Result<()> {
+        if self.is_loop_var(t) {
+            return Err(Error::new_spanned(
+                t,
+                format!(
+                    "`{}` is a `for` loop's variable, which is read-only: it cannot be the target of \
+                     an instruction (copy it into an ancilla first: `let j = 0; j += {0};`)",
+                    pretty(t)
+                ),
+            ));
+        }
         if is_place(t) && self.root_is_var(t) {
             Ok(())
         } else {
@@ -863,7 +891,7 @@ impl Parser {
             crate::literal::Literal::parse(e)?;
             return Ok(Operand::Lit(e.clone()));
         }
-        if !self.mentions_var(e) {
+        if !self.mentions_var(e) || self.is_loop_var(e) {
             return Ok(Operand::Const(e.clone()));
         }
         if is_place(e) && self.root_is_var(e) {
@@ -886,7 +914,8 @@ impl Parser {
 
     /// A call argument: places are passed by `&mut`, other expressions as temporaries.
     fn arg(&self, e: &Expr) -> Result<Operand> {
-        if is_literal(e) {
+        // A loop variable is passed as a copy: the callee may not change it.
+        if is_literal(e) || self.is_loop_var(e) {
             return Ok(Operand::Const(e.clone()));
         }
         if is_place(e) && self.root_is_var(e) {

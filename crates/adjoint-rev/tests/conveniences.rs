@@ -149,3 +149,44 @@ fn odd_factors_scale_wrapping_integers_exactly_and_even_ones_are_errors() {
     assert!(e.contains("only odd factors"), "{e}");
     assert_eq!((h, f), (77, 6));
 }
+
+reversible! {
+    /// `s += 2·(0 + 1 + … + (n − 1))`, reading the loop variable as an operand and passing it
+    /// to a call (both copies: a loop variable is read-only).
+    fn index_sum(s: &mut usize, n: &mut usize) {
+        for i in 0..n {
+            s += i;
+            add_into(s, i);
+        }
+    }
+
+    fn add_into(s: &mut usize, a: &mut usize) {
+        s += a;
+    }
+
+    /// `y += Σᵢ xᵢ²`, the loop variable passed on to pick the element.
+    fn squares<T: RevReal>(y: &mut T, x: &mut Vec<T>) {
+        for i in 0..x.len() {
+            square_of(y, x, i);
+        }
+    }
+
+    fn square_of<T: RevReal>(y: &mut T, x: &mut Vec<T>, i: &mut usize) {
+        y += x[i] * x[i];
+    }
+}
+
+#[test]
+fn a_loop_variable_is_read_as_an_operand_and_passed_to_calls() {
+    let (mut s, mut n) = (7usize, 5usize);
+    index_sum(&mut s, &mut n).unwrap();
+    assert_eq!(s, 7 + 2 * (0 + 1 + 2 + 3 + 4));
+    index_sum::uncall(&mut s, &mut n).unwrap();
+    assert_eq!((s, n), (7, 5));
+
+    let x = vec![1.5, -0.5, 2.0, 3.0];
+    let g = grad(squares {}, (0.0f64, x.clone()), 0).unwrap();
+    let f = |x: &[f64]| x.iter().map(|a| a * a).sum::<f64>();
+    check_gradient(f, &x, &g.1).assert_passed();
+    assert_eq!(g.1, x.iter().map(|a| 2.0 * a).collect::<Vec<_>>()); // 2xᵢ, exactly
+}
