@@ -11,9 +11,6 @@ use adjoint_core::Real;
 use adjoint_rev::prelude::*;
 use adjoint_rev::GVar;
 
-/// Row numbers, passed as constants (a loop variable is not a place a call may take).
-const ROWS: [usize; 4] = [0, 1, 2, 3];
-
 reversible! {
     /// `out += ‖row a of x‖` (rows of length `n`): its routine writes only its ancilla `s`.
     fn norm_into<T: RevReal>(out: &mut T, x: &mut Vec<T>, a: &mut usize, n: &mut usize) {
@@ -53,7 +50,7 @@ reversible! {
         @routine {
             let d = [T::zero(); 4];
             for i in 0..4 {
-                norm_into(d[i], x, ROWS[i], n);
+                norm_into(d[i], x, i, n);
             }
             let e = T::zero();
             shifted_norm_into(e, x, 1, n);
