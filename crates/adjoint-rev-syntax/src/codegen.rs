@@ -646,7 +646,8 @@ fn writes_only_ancillas(
                 for (j, a) in args.iter().enumerate() {
                     if let Operand::Place(p) = a {
                         if !local(p) {
-                            conds.push(quote!(!#path::__WRITES[#j]));
+                            let c = writes_const(WRITE_LEVELS - 1);
+                            conds.push(quote!(!#path::#c[#j]));
                         }
                     }
                 }
@@ -798,25 +799,53 @@ pub(crate) fn keep_plan(routine: &[Stmt], params: &[String]) -> Option<(TokenStr
     Some((cond, live))
 }
 
-/// Which parameters a function body may write: targets of instructions, places passed to
-/// instructions and calls (whatever the callee does with them: a constant of one function may
-/// not depend on another's, which recursion would make a cycle), every parameter when it runs
-/// `@safe` code. The macro emits it as the function's `__WRITES`.
-pub(crate) fn written_params(stmts: &[Stmt], params: &[String]) -> Vec<bool> {
-    fn walk(stmts: &[Stmt], mark: &mut dyn FnMut(Option<&Expr>)) {
+/// How many levels of [`written_params`] a function has: `__WRITES` (level 0) to `__WRITES3`.
+pub(crate) const WRITE_LEVELS: usize = 4;
+
+/// The name of a function's level-`l` write constant (`__WRITES`, `__WRITES1`, …).
+pub(crate) fn writes_const(l: usize) -> Ident {
+    if l == 0 {
+        format_ident!("__WRITES")
+    } else {
+        format_ident!("__WRITES{}", l)
+    }
+}
+
+/// Which parameters a function body may write, at each of [`WRITE_LEVELS`] levels: targets of
+/// instructions and places passed to instructions always, every parameter when it runs `@safe`
+/// code; a place passed to a call at level 0 whatever the callee does with it, at level `l`
+/// when the callee's level `l − 1` says it may write it. Level `l` reads only the callees'
+/// level `l − 1`, so recursion makes no cycle of constants, and a call chain of up to
+/// `WRITE_LEVELS − 1` calls is seen through (`i_var` → `i_mean` → `i_sum`, which only reads its
+/// input). The macro emits level `l` as the function's [`writes_const`]`(l)`; level 0 as
+/// booleans, the others as constant expressions.
+pub(crate) fn written_params(stmts: &[Stmt], params: &[String]) -> Vec<Vec<TokenStream>> {
+    enum Write<'a> {
+        Direct(&'a Expr),
+        All,
+        Call(&'a syn::Path, usize, &'a Expr),
+    }
+    fn walk<'a>(stmts: &'a [Stmt], mark: &mut dyn FnMut(Write<'a>)) {
         for s in stmts {
             match &s.kind {
                 Kind::Acc { target, .. }
                 | Kind::Xor { target, .. }
-                | Kind::Scale { target, .. } => mark(Some(target)),
-                Kind::Instr { args, .. } | Kind::Call { args, .. } => {
+                | Kind::Scale { target, .. } => mark(Write::Direct(target)),
+                Kind::Instr { args, .. } => {
                     for a in args {
                         if let Operand::Place(p) = a {
-                            mark(Some(p));
+                            mark(Write::Direct(p));
                         }
                     }
                 }
-                Kind::Safe(_) => mark(None),
+                Kind::Call { func, args, .. } => {
+                    for (i, a) in args.iter().enumerate() {
+                        if let Operand::Place(p) = a {
+                            mark(Write::Call(func, i, p));
+                        }
+                    }
+                }
+                Kind::Safe(_) => mark(Write::All),
                 Kind::Let { .. } | Kind::Unlet { .. } => {}
                 Kind::If { then, els, .. } => {
                     walk(then, mark);
@@ -834,17 +863,54 @@ pub(crate) fn written_params(stmts: &[Stmt], params: &[String]) -> Vec<bool> {
             }
         }
     }
-    let mut w = vec![false; params.len()];
-    walk(stmts, &mut |e| match e {
-        None => w.fill(true),
-        Some(e) => {
-            let root = crate::parse::place_path(e).0;
-            if let Some(k) = params.iter().position(|p| *p == root) {
-                w[k] = true;
+    let n = params.len();
+    let mut direct = vec![false; n];
+    // per parameter: the (callee without generics, argument index) it is passed to
+    let mut calls: Vec<Vec<(syn::Path, usize)>> = vec![Vec::new(); n];
+    let param = |e: &Expr| {
+        let root = crate::parse::place_path(e).0;
+        params.iter().position(|p| *p == root)
+    };
+    walk(stmts, &mut |w| match w {
+        Write::All => direct.fill(true),
+        Write::Direct(e) => {
+            if let Some(k) = param(e) {
+                direct[k] = true;
+            }
+        }
+        Write::Call(func, i, e) => {
+            if let Some(k) = param(e) {
+                let mut path = func.clone();
+                if let Some(last) = path.segments.last_mut() {
+                    last.arguments = syn::PathArguments::None;
+                }
+                let key = (path.to_token_stream().to_string(), i);
+                if !calls[k]
+                    .iter()
+                    .any(|(p, j)| (p.to_token_stream().to_string(), *j) == key)
+                {
+                    calls[k].push((path, i));
+                }
             }
         }
     });
-    w
+    (0..WRITE_LEVELS)
+        .map(|l| {
+            (0..n)
+                .map(|k| {
+                    if direct[k] || (l == 0 && !calls[k].is_empty()) {
+                        quote!(true)
+                    } else if calls[k].is_empty() {
+                        quote!(false)
+                    } else {
+                        let c = writes_const(l - 1);
+                        let refs = calls[k].iter().map(|(path, i)| quote!(#path::#c[#i]));
+                        quote!((#(#refs)||*))
+                    }
+                })
+                .collect()
+        })
+        .collect()
 }
 
 /// The operands of an instruction's right-hand side, in order.

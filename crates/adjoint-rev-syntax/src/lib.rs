@@ -187,7 +187,14 @@ fn function(f: ir::Func, krate: &TokenStream) -> syn::Result<TokenStream> {
     let doc_uncall = format!(
         "The inverse of [`{name}`](fn@{name}): undoes one call exactly (`~{name}` in NiLang)."
     );
-    let nparams = writes.len();
+    let nparams = params.len();
+    let write_consts = writes.iter().enumerate().map(|(l, w)| {
+        let c = codegen::writes_const(l);
+        quote! {
+            #[doc(hidden)]
+            #vis const #c: [bool; #nparams] = [#(#w),*];
+        }
+    });
     let doc_unchecked = format!(
         "[`{name}`](fn@{name}) without reversibility checks, in it and in every reversible function it calls \
          (NiLang's `@invcheckoff` for proven code): no `unlet`, condition or bound checks (the checks \
@@ -351,11 +358,10 @@ fn function(f: ir::Func, krate: &TokenStream) -> syn::Result<TokenStream> {
         #vis struct #name {}
 
         impl #name {
-            /// Which arguments the function may write (the unchecked code of a caller's
-            /// routine that passes it non-ancillas only where this is `false` may skip
-            /// uncomputing the routine).
-            #[doc(hidden)]
-            #vis const __WRITES: [bool; #nparams] = [#(#writes),*];
+            // Which arguments the function may write, seen through 0 to 3 levels of calls
+            // (the unchecked code of a caller's routine that passes it non-ancillas only where
+            // this is `false` may skip uncomputing the routine, and a gradient pass may keep it).
+            #(#write_consts)*
 
             #[doc = #doc_uncall]
             #(#code_attrs)*

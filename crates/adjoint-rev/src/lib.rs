@@ -163,9 +163,10 @@
 //! always, a [`GVar`] whose gradient is still zero, as in the routines a gradient's inverse
 //! pass runs forward) — they are dropped right after anyway, and the uncomputation would move
 //! no gradient. A call in the routine counts as writing the arguments its callee may
-//! write (the callee's hidden `__WRITES` constant: targets and arguments of its instructions and
-//! calls, everything when it runs `@safe` code), so `i_dist(d[e], x, a, b, k)` into an ancilla
-//! `d` is skippable. The optimiser may delete other dead uncomputation.
+//! write (the callee's hidden `__WRITES` constants: targets and arguments of its instructions,
+//! everything when it runs `@safe` code, and what its own calls may write, seen through up to
+//! three levels of calls), so `i_dist(d[e], x, a, b, k)` into an ancilla `d` is skippable, and
+//! so is `i_var`'s routine, whose `i_mean` → `i_sum` only read `x`. The optimiser may delete other dead uncomputation.
 //!
 //! A function whose last statement is `~@routine` also gets `f::gradient_pass_unchecked(args…,
 //! seed)`: `f`, `seed(args…)` (set the results' cotangents) and `f`'s inverse in one pass on
