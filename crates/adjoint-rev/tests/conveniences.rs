@@ -180,7 +180,7 @@ reversible! {
 fn a_loop_variable_is_read_as_an_operand_and_passed_to_calls() {
     let (mut s, mut n) = (7usize, 5usize);
     index_sum(&mut s, &mut n).unwrap();
-    assert_eq!(s, 7 + 2 * (0 + 1 + 2 + 3 + 4));
+    assert_eq!(s, 7 + 2 * (1 + 2 + 3 + 4)); // i = 0 adds nothing
     index_sum::uncall(&mut s, &mut n).unwrap();
     assert_eq!((s, n), (7, 5));
 
