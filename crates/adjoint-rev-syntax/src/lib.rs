@@ -282,7 +282,7 @@ fn function(f: ir::Func, krate: &TokenStream) -> syn::Result<TokenStream> {
         #[doc(hidden)]
         #(#code_attrs)*
         #allow
-        #[allow(unused_variables, unused_mut)]
+        #[allow(unused_variables, unused_mut, clippy::too_many_arguments)]
         #inline
         #vis #ksig { #call_keep ::core::result::Result::Ok(()) }
 
@@ -291,7 +291,7 @@ fn function(f: ir::Func, krate: &TokenStream) -> syn::Result<TokenStream> {
         #[doc(hidden)]
         #(#code_attrs)*
         #allow
-        #[allow(unused_variables, unused_mut)]
+        #[allow(unused_variables, unused_mut, clippy::too_many_arguments)]
         #inline
         #vis #usig_kept { #uncall_kept ::core::result::Result::Ok(()) }
     };
@@ -332,7 +332,7 @@ fn function(f: ir::Func, krate: &TokenStream) -> syn::Result<TokenStream> {
                 #[doc = #doc]
                 #(#code_attrs)*
                 #allow
-                #[allow(unused_variables)]
+                #[allow(unused_variables, clippy::too_many_arguments)]
                 #inline
                 #vis #psig {
                     #open
