@@ -305,8 +305,41 @@ impl Gen<'_> {
                 if checks || self.backwards {
                     return body;
                 }
-                match skip_condition(routine, &self.params, k) {
+                let body = match skip_condition(routine, &self.params, k) {
                     Some(cond) => quote_spanned!(span=> if !(#cond) { #body }),
+                    None => body,
+                };
+                // A gradient pass's forward half keeps the ancillas for the recomputation.
+                match keep_plan(routine, &self.params).filter(|_| self.keep) {
+                    Some((cond, live)) => {
+                        let pushes = live.iter().rev().map(
+                            |n| quote_spanned!(span=> #k::Kept::push_cleared(__rev_kept, #n);),
+                        );
+                        quote_spanned!(span=> if #cond { #(#pushes)* } else { #body })
+                    }
+                    None => body,
+                }
+            }
+            Kind::Recompute(routine) => {
+                let body = self.stmts(routine, checks);
+                if checks || !self.backwards || !self.keep {
+                    return body;
+                }
+                // A gradient pass's inverse half takes back what its forward half kept (the
+                // mirror image of this recomputation is an uncomputation that pushed them).
+                match keep_plan(routine, &self.params) {
+                    Some((cond, live)) if !live.is_empty() => {
+                        let names = &live;
+                        let pops = live
+                            .iter()
+                            .map(|_| quote_spanned!(span=> #k::Kept::pop(__rev_kept)));
+                        // `cond` is a constant; the recomputed values type the popped ones.
+                        quote_spanned!(span=>
+                            #[allow(unused_mut, unused_variables)]
+                            let (#(mut #names,)*) = if #cond { (#(#pops,)*) } else { #body (#(#names,)*) };
+                        )
+                    }
+                    Some((cond, _)) => quote_spanned!(span=> if !(#cond) { #body }),
                     None => body,
                 }
             }
@@ -607,7 +640,7 @@ fn writes_only_ancillas(
                         top.push(name.to_string())
                     }
                 }
-                Kind::Block(b) | Kind::NoCheck(b) | Kind::Uncompute(b, _) => {
+                Kind::Block(b) | Kind::NoCheck(b) | Kind::Uncompute(b, _) | Kind::Recompute(b) => {
                     names(b, nested, top, inner)
                 }
                 Kind::If { then, els, .. } => {
@@ -659,7 +692,7 @@ fn writes_only_ancillas(
                 only_local(then, local, conds) && only_local(els, local, conds)
             }
             Kind::While { body, .. } | Kind::For { body, .. } => only_local(body, local, conds),
-            Kind::Block(b) | Kind::NoCheck(b) | Kind::Uncompute(b, _) => {
+            Kind::Block(b) | Kind::NoCheck(b) | Kind::Uncompute(b, _) | Kind::Recompute(b) => {
                 only_local(b, local, conds)
             }
             Kind::Routine(..) | Kind::Unroutine(_) | Kind::Inverse(_) => false,
@@ -761,26 +794,25 @@ pub(crate) fn mark(stmts: &[Stmt]) -> Vec<Stmt> {
         .collect()
 }
 
-/// An ancilla a routine leaves allocated: its name, declared type and initial value.
-pub(crate) type Live = (Ident, Option<syn::Type>, Expr);
-
-/// How a gradient pass may keep a function's final routine instead of uncomputing it and
-/// recomputing it in the inverse: when the routine writes only its own ancillas (constants
-/// `!g::__WRITES[j]` for its calls, returned as one condition), the ancillas it leaves
-/// allocated, in the order they were allocated. `None` when it may not (`@safe` code, a written
-/// parameter, shadowing, an ancilla allocated twice).
-pub(crate) fn keep_plan(routine: &[Stmt], params: &[String]) -> Option<(TokenStream, Vec<Live>)> {
-    fn walk(stmts: &[Stmt], live: &mut Vec<Live>, ok: &mut bool) {
+/// How a gradient pass may keep a routine's values instead of uncomputing it and recomputing it
+/// in the inverse: when the routine writes only its own ancillas (constants `!g::__WRITES3[j]`
+/// for its calls, returned as one condition), the ancillas it leaves allocated, in the order
+/// they were allocated. `None` when it may not (`@safe` code, a written parameter, shadowing,
+/// an ancilla allocated twice).
+pub(crate) fn keep_plan(routine: &[Stmt], params: &[String]) -> Option<(TokenStream, Vec<Ident>)> {
+    fn walk(stmts: &[Stmt], live: &mut Vec<Ident>, ok: &mut bool) {
         for s in stmts {
             match &s.kind {
-                Kind::Let { name, ty, init } => {
-                    if live.iter().any(|(n, ..)| n == name) {
+                Kind::Let { name, .. } => {
+                    if live.contains(name) {
                         *ok = false;
                     }
-                    live.push((name.clone(), ty.clone(), init.clone()));
+                    live.push(name.clone());
                 }
-                Kind::Unlet { name, .. } => live.retain(|(n, ..)| n != name),
-                Kind::Block(b) | Kind::NoCheck(b) | Kind::Uncompute(b, _) => walk(b, live, ok),
+                Kind::Unlet { name, .. } => live.retain(|n| n != name),
+                Kind::Block(b) | Kind::NoCheck(b) | Kind::Uncompute(b, _) | Kind::Recompute(b) => {
+                    walk(b, live, ok)
+                }
                 _ => {}
             }
         }
@@ -852,9 +884,11 @@ pub(crate) fn written_params(stmts: &[Stmt], params: &[String]) -> Vec<Vec<Token
                     walk(els, mark);
                 }
                 Kind::While { body, .. } | Kind::For { body, .. } => walk(body, mark),
-                Kind::Block(b) | Kind::NoCheck(b) | Kind::Routine(_, b) | Kind::Inverse(b) => {
-                    walk(b, mark)
-                }
+                Kind::Block(b)
+                | Kind::NoCheck(b)
+                | Kind::Routine(_, b)
+                | Kind::Inverse(b)
+                | Kind::Recompute(b) => walk(b, mark),
                 Kind::Uncompute(inv, routine) => {
                     walk(inv, mark);
                     walk(routine, mark);
@@ -967,13 +1001,6 @@ impl VisitMut for LiteralComparisons<'_> {
             _ => {}
         }
     }
-}
-
-/// `e` with every parameter `p` read through as `(*p)`.
-pub(crate) fn deref_params(e: &Expr, params: &[String]) -> Expr {
-    let mut e = e.clone();
-    Deref { params }.visit_expr_mut(&mut e);
-    e
 }
 
 struct Deref<'a> {

@@ -97,8 +97,9 @@ fn invert_stmt(s: &Stmt) -> Stmt {
         },
         Kind::NoCheck(b) => Kind::NoCheck(invert(b)),
         Kind::Block(b) => Kind::Block(invert(b)),
-        // Undoing an uncomputation recomputes the routine: an ordinary block.
-        Kind::Uncompute(_, routine) => Kind::Block(routine.clone()),
+        // Undoing an uncomputation recomputes the routine, and the other way round.
+        Kind::Uncompute(_, routine) => Kind::Recompute(routine.clone()),
+        Kind::Recompute(routine) => Kind::Uncompute(invert(routine), routine.clone()),
         // `lower::expand` removes these before anything is inverted; inverting them anyway is
         // well defined.
         Kind::Inverse(b) => Kind::Block(b.clone()),

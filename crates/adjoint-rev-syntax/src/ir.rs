@@ -146,4 +146,7 @@ pub enum Kind {
     /// `~@routine` after expansion: the routine's inverse, and the routine itself (consulted by
     /// unchecked forward code, which may skip the uncomputation).
     Uncompute(Vec<Stmt>, Vec<Stmt>),
+    /// The inverse of an uncomputation: the routine computed again (a gradient pass's inverse
+    /// half may take back the values its forward half kept instead). Inverts to `Uncompute`.
+    Recompute(Vec<Stmt>),
 }

@@ -77,14 +77,13 @@ fn function(f: ir::Func, krate: &TokenStream) -> syn::Result<TokenStream> {
             .all(|(_, t)| !matches!(t, syn::Type::ImplTrait(_)));
     let marked = codegen::mark(&body);
     // The body without its final uncomputation, marked (its routine's calls keep too).
-    let final_routine = match body.last() {
+    let head = match body.last() {
         Some(ir::Stmt {
-            kind: ir::Kind::Uncompute(_, routine),
+            kind: ir::Kind::Uncompute(..),
             ..
-        }) => Some(routine),
+        }) => Some(codegen::mark(&body[..body.len() - 1])),
         _ => None,
     };
-    let head = final_routine.map(|_| codegen::mark(&body[..body.len() - 1]));
     // A body that ends by uncomputing its routine gets a fused gradient pass (see its doc).
     let pass = head.as_ref().map(|head| {
         (
@@ -95,45 +94,19 @@ fn function(f: ir::Func, krate: &TokenStream) -> syn::Result<TokenStream> {
     let kept_ty = quote!(#krate::Kept);
     let names: Vec<&syn::Ident> = f.params.iter().map(|(n, _)| n).collect();
     // `f::__call_keep` and `f::__uncall_kept`: `f` and its inverse as a gradient pass runs them
-    // (unchecked; see `codegen::mark`). When `f` ends by uncomputing a routine that writes only
-    // its ancillas, `__call_keep` keeps them (their gradients, zero in a forward half, dropped)
-    // instead, and `__uncall_kept` takes them back instead of recomputing them.
-    let (call_keep, uncall_kept) = if !keeps {
+    // (unchecked; see `codegen::mark`). Where `f` uncomputes a routine that writes only its
+    // ancillas, `__call_keep` keeps them instead (their gradients, zero in a forward half,
+    // dropped), and `__uncall_kept` takes them back instead of recomputing them.
+    let (call_keep, uncall_kept) = if keeps {
+        (
+            gen_in(&marked, false, false, true),
+            gen_in(&invert(&marked), true, false, true),
+        )
+    } else {
         (
             quote!(#name::call_unchecked(#(#names),*)?;),
             quote!(#name::uncall_unchecked(#(#names),*)?;),
         )
-    } else {
-        let fwd = gen_in(&marked, false, false, true);
-        let inv = gen_in(&invert(&marked), true, false, true);
-        let plan = final_routine.and_then(|r| codegen::keep_plan(r, &params));
-        match (plan, &head) {
-            (Some((cond, live)), Some(head)) => {
-                let head_fwd = gen_in(head, false, false, true);
-                let head_inv = gen_in(&invert(head), true, false, true);
-                let pushes = live
-                    .iter()
-                    .rev()
-                    .map(|(n, ..)| quote!(#kept_ty::push_cleared(__rev_kept, #n);));
-                let pops = live.iter().map(|(n, ty, init)| {
-                    let init = codegen::deref_params(init, &params);
-                    let ty = ty.as_ref().map(|t| quote!(: #t));
-                    // `if false`: the popped value's type is the ancilla's.
-                    quote! {
-                        #[allow(unused_mut, unused_variables)]
-                        let mut #n #ty = #kept_ty::pop(__rev_kept);
-                        #[allow(unreachable_code)]
-                        if false { #n = #init; }
-                    }
-                });
-                // `cond` is a constant: one branch is compiled away.
-                (
-                    quote!(if #cond { #head_fwd #(#pushes)* } else { #fwd }),
-                    quote!(if #cond { #(#pops)* #head_inv } else { #inv }),
-                )
-            }
-            _ => (fwd, inv),
-        }
     };
     let inverted = invert(&body);
     let forward = gen(&body, false, true);

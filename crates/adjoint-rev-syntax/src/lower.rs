@@ -302,7 +302,9 @@ fn stmt(s: &Stmt, scope: &mut Scope, params: &[String]) -> Result<()> {
             nested(body, scope, params, Some(var))
         }
         Kind::Safe(_) => Ok(()),
-        Kind::NoCheck(b) | Kind::Block(b) | Kind::Uncompute(b, _) => block(b, scope, params),
+        Kind::NoCheck(b) | Kind::Block(b) | Kind::Uncompute(b, _) | Kind::Recompute(b) => {
+            block(b, scope, params)
+        }
         Kind::Routine(..) | Kind::Unroutine(_) | Kind::Inverse(_) => {
             unreachable!("expanded by `expand`")
         }

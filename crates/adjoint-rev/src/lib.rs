@@ -181,8 +181,9 @@
 //! the inverse half takes them back instead of recomputing the routine — for the Petersen loss,
 //! each of its 45 `i_dist` calls computes its sum of squares once instead of twice. Only forward
 //! halves keep (every gradient is zero there, so the kept values carry none: the compiler need
-//! not compute them); an uncomputation and its inverse, a recomputation, keep nothing, and what
-//! the routine's calls kept waits on the stack for their mirror images. Petersen gradient: 4.0–6.3 → 2.8–4.9 (the one pass) → 2.8–4.1× the plain program
+//! not compute them). The same holds for a routine uncomputed inside the pass's body or a
+//! callee's (in a branch, say): its uncomputation keeps its ancillas and the inverse's
+//! recomputation takes them back. Petersen gradient: 4.0–6.3 → 2.8–4.9 (the one pass) → 2.8–4.1× the plain program
 //! (keeping).
 //!
 //! ```

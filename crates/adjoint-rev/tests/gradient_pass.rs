@@ -43,9 +43,33 @@ reversible! {
         ~@routine;
     }
 
-    /// `l += p·m + sin e + w·d₃ + m` with `dᵢ = ‖xᵢ‖`, `e` the shifted norm of row 1,
+    /// `out += c·s` with `c = cos r`, `s = sin r`, `r = x[a]² + x[a+1]²`, when `r > 1` (a
+    /// routine nested in a branch, like BA's Rodrigues rotation), else `out += r`.
+    fn rot_into<T: RevReal>(out: &mut T, x: &mut Vec<T>, a: &mut usize) {
+        @routine {
+            let r = T::zero();
+            r += x[a].powi(2);
+            r += x[a + 1].powi(2);
+        }
+        if (r > 1.0, ~) {
+            @routine {
+                let c = T::zero();
+                c += r.cos();
+                let s = T::zero();
+                s += r.sin();
+            }
+            out += c * s;
+            ~@routine;
+        } else {
+            out += r;
+        }
+        ~@routine;
+    }
+
+    /// `l += p·m + sin e + w·d₃ + m + q` with `dᵢ = ‖xᵢ‖`, `e` the shifted norm of row 1,
     /// `m = d₀d₁ + ‖x₀‖` or `exp d₂`, `w = −‖x₃‖` and `p = ‖x₁‖` from a nested routine
-    /// (row 1 again: after `shifted_norm_into`, which must have moved it back).
+    /// (row 1 again: after `shifted_norm_into`, which must have moved it back), and
+    /// `q = rot_into(x, 1)` (entries 1 and 2).
     fn loss<T: RevReal>(l: &mut T, x: &mut Vec<T>, n: &mut usize) {
         @routine {
             let d = [T::zero(); 4];
@@ -63,6 +87,8 @@ reversible! {
             }
             let w = T::zero();
             ~norm_into(w, x, 3, n);
+            let q = T::zero();
+            rot_into(q, x, 1);
         }
         @routine inner {
             let p = T::zero();
@@ -73,6 +99,7 @@ reversible! {
         l += e.sin();
         l += w * d[3];
         l += m;
+        l += q;
         ~@routine;
     }
 }
@@ -98,7 +125,13 @@ fn loss_ref<T: Real>(x: &[T], n: usize) -> T {
     } else {
         d[2].exp()
     };
-    norm(1) * m + shifted.sin() - norm(3) * d[3] + m
+    let r = x[1] * x[1] + x[2] * x[2];
+    let q = if r.value() > 1.0 {
+        r.cos() * r.sin()
+    } else {
+        r
+    };
+    norm(1) * m + shifted.sin() - norm(3) * d[3] + m + q
 }
 
 fn inputs(n: usize, scale: f64) -> Vec<f64> {
@@ -155,6 +188,9 @@ fn both_branches_are_taken() {
     // `d₀ > 1` picks the branch with the call; each input set above must not test only one
     let d0 = |n: usize, s: f64| inputs(n, s)[..n].iter().map(|v| v * v).sum::<f64>().sqrt();
     assert!(d0(3, 1.0) > 1.0 && d0(5, 0.2) <= 1.0);
+    // `rot_into`'s `r > 1` likewise
+    let r = |n: usize, s: f64| inputs(n, s)[1].powi(2) + inputs(n, s)[2].powi(2);
+    assert!(r(3, 1.0) > 1.0 && r(5, 0.2) <= 1.0);
 }
 
 /// A pass leaves nothing on its stack: a second pass on this thread (which reuses it) gives the
