@@ -2063,13 +2063,30 @@ fn op_cost(op: &KOp) -> usize {
     }
 }
 
+/// What writing one element of a root (an array the kernel materialises) counts for in its
+/// [`work`](Kernel::work), on top of the operations that compute it: the store and, for a
+/// fresh array, its first touch of each page. Measured on GMM 10k d2 K5's gradient, whose
+/// materialised adjoint of `exp` (5·10⁴ elements, four operations and one root: work 2.5·10⁵,
+/// just under [`PAR_MIN_WORK`]) ran on one thread: with this weight it runs on the pool, and
+/// the 2-thread gradient went from 629–642 to 570–579 µs (speed-up 1.63–1.72 → 1.82–1.87; A/B
+/// binaries). It is the only kernel of the ADBench GMM grids (1k and 10k) whose side of the
+/// threshold this changes. Counting gathers too (2 or 4 each) also pooled a 48-operation
+/// kernel of 5·10³ elements in 1k d2 K5, whose 2-thread time went from 109 to 113 µs.
+const ROOT_COST: usize = 2;
+
 impl Kernel {
-    /// Elements × the cost of one element's operations ([`op_cost`]): an estimate of the
-    /// kernel's time in units of one inline operation.
+    /// Elements × the cost of one element (its operations, [`op_cost`], and the roots it
+    /// writes, [`ROOT_COST`]): an estimate of the kernel's time in units of one inline
+    /// operation.
     fn work(&self) -> usize {
-        let per: usize = self.ops.iter().map(op_cost).sum();
-        self.space_total().saturating_mul(per + 1)
+        work_of(self.space_total(), &self.ops, self.roots.len())
     }
+}
+
+/// [`Kernel::work`] of `elements` elements, each running `ops` and writing `roots` roots.
+fn work_of(elements: usize, ops: &[KOp], roots: usize) -> usize {
+    let per: usize = ops.iter().map(op_cost).sum::<usize>() + ROOT_COST * roots;
+    elements.saturating_mul(per + 1)
 }
 
 /// `f` over a kernel's chunks, results in chunk order: across the pool, or on this thread when
@@ -2208,5 +2225,24 @@ mod tests {
             assert_eq!(op_cost(&bin(op)), CALL_COST, "{op:?}");
         }
         assert_eq!(op_cost(&KOp::Idx { axis: 0, dst: 1 }), 1);
+    }
+
+    /// The two kernels `ROOT_COST` was measured on: GMM 10k d2 K5's adjoint of `exp` (5·10⁴
+    /// elements, four inline operations, one root) goes to the pool because of its root, while
+    /// a 48-operation kernel of 1k d2 K5 (5·10³ elements, no root) stays on one thread.
+    #[test]
+    fn roots_count_in_a_kernels_work() {
+        let add = KOp::Bin {
+            op: Op2::Add,
+            a: Src::S(0),
+            b: Src::P(0),
+            dst: 1,
+            d: None,
+        };
+        let four = vec![add.clone(); 4];
+        assert_eq!(work_of(50_000, &four, 1), 50_000 * (4 + ROOT_COST + 1));
+        assert!(work_of(50_000, &four, 0) < PAR_MIN_WORK);
+        assert!(work_of(50_000, &four, 1) >= PAR_MIN_WORK);
+        assert!(work_of(5_000, &vec![add; 48], 0) < PAR_MIN_WORK);
     }
 }
