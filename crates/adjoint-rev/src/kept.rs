@@ -1,6 +1,7 @@
 //! `Kept`: the stack on which a gradient pass keeps routine values for its inverse half.
 
 use core::any::{type_name, TypeId};
+use core::marker::PhantomData;
 use core::mem::{size_of, MaybeUninit};
 use std::cell::Cell;
 
@@ -23,12 +24,20 @@ use crate::Ancilla;
 /// ```
 ///
 /// A value still on the stack when it is dropped (a pass that stopped at an error) is leaked,
-/// not dropped.
+/// not dropped. A stack stays on the thread that made it (it is neither `Send` nor `Sync`): the
+/// values it holds need not be `Send`.
+///
+/// ```compile_fail
+/// fn send<S: Send>(_: S) {}
+/// send(adjoint_rev::Kept::default());
+/// ```
 #[derive(Default)]
 pub struct Kept {
     /// The values, back to back and unaligned: entry `i` holds a value of type `types[i]`.
     bytes: Vec<MaybeUninit<u8>>,
     types: Vec<TypeId>,
+    /// Not `Send`/`Sync`: an `Rc` pushed here must be popped on the thread that pushed it.
+    _thread: PhantomData<*const ()>,
 }
 
 thread_local! {
