@@ -739,51 +739,8 @@ pub(crate) fn mark(stmts: &[Stmt]) -> Vec<Stmt> {
                     args: args.clone(),
                     keep: Keep::Push,
                 },
-                Kind::If {
-                    pre,
-                    post,
-                    then,
-                    els,
-                } => Kind::If {
-                    pre: pre.clone(),
-                    post: post.clone(),
-                    then: mark(then),
-                    els: mark(els),
-                },
-                Kind::While {
-                    pre,
-                    post,
-                    pre_text,
-                    post_text,
-                    body,
-                } => Kind::While {
-                    pre: pre.clone(),
-                    post: post.clone(),
-                    pre_text: pre_text.clone(),
-                    post_text: post_text.clone(),
-                    body: mark(body),
-                },
-                Kind::For {
-                    var,
-                    start,
-                    end,
-                    inclusive,
-                    step,
-                    rev,
-                    body,
-                } => Kind::For {
-                    var: var.clone(),
-                    start: start.clone(),
-                    end: end.clone(),
-                    inclusive: *inclusive,
-                    step: step.clone(),
-                    rev: *rev,
-                    body: mark(body),
-                },
-                Kind::Block(b) => Kind::Block(mark(b)),
-                Kind::NoCheck(b) => Kind::NoCheck(mark(b)),
-                // An uncomputation (its routine and inverse unmarked) and the rest: as is.
-                k => k.clone(),
+                // Uncomputations and recomputations (their routines unmarked): as they are.
+                k => k.map_bodies(&mut |b| mark(b)),
             };
             Stmt {
                 kind,

@@ -150,3 +150,57 @@ pub enum Kind {
     /// half may take back the values its forward half kept instead). Inverts to `Uncompute`.
     Recompute(Vec<Stmt>),
 }
+
+impl Kind {
+    /// The statement with each nested body (an `if`'s branches, a loop's body, a block, an
+    /// `@invcheckoff` block) replaced by `f` of it; any other statement as it is (an
+    /// uncomputation and a recomputation included).
+    pub fn map_bodies(&self, f: &mut dyn FnMut(&[Stmt]) -> Vec<Stmt>) -> Kind {
+        match self {
+            Kind::If {
+                pre,
+                post,
+                then,
+                els,
+            } => Kind::If {
+                pre: pre.clone(),
+                post: post.clone(),
+                then: f(then),
+                els: f(els),
+            },
+            Kind::While {
+                pre,
+                post,
+                pre_text,
+                post_text,
+                body,
+            } => Kind::While {
+                pre: pre.clone(),
+                post: post.clone(),
+                pre_text: pre_text.clone(),
+                post_text: post_text.clone(),
+                body: f(body),
+            },
+            Kind::For {
+                var,
+                start,
+                end,
+                inclusive,
+                step,
+                rev,
+                body,
+            } => Kind::For {
+                var: var.clone(),
+                start: start.clone(),
+                end: end.clone(),
+                inclusive: *inclusive,
+                step: step.clone(),
+                rev: *rev,
+                body: f(body),
+            },
+            Kind::Block(b) => Kind::Block(f(b)),
+            Kind::NoCheck(b) => Kind::NoCheck(f(b)),
+            k => k.clone(),
+        }
+    }
+}

@@ -43,50 +43,20 @@ pub fn expand(stmts: Vec<Stmt>) -> Result<Vec<Stmt>> {
                 }
             }
             Kind::Inverse(body) => Kind::Block(invert(&expand(body)?)),
-            Kind::Block(b) => Kind::Block(expand(b)?),
-            Kind::NoCheck(b) => Kind::NoCheck(expand(b)?),
-            Kind::If {
-                pre,
-                post,
-                then,
-                els,
-            } => Kind::If {
-                pre,
-                post,
-                then: expand(then)?,
-                els: expand(els)?,
-            },
-            Kind::While {
-                pre,
-                post,
-                pre_text,
-                post_text,
-                body,
-            } => Kind::While {
-                pre,
-                post,
-                pre_text,
-                post_text,
-                body: expand(body)?,
-            },
-            Kind::For {
-                var,
-                start,
-                end,
-                inclusive,
-                step,
-                rev,
-                body,
-            } => Kind::For {
-                var,
-                start,
-                end,
-                inclusive,
-                step,
-                rev,
-                body: expand(body)?,
-            },
-            k => k,
+            // Blocks, branches and loops: their bodies expanded.
+            k => {
+                let mut error = None;
+                let k = k.map_bodies(&mut |b| {
+                    expand(b.to_vec()).unwrap_or_else(|e| {
+                        error.get_or_insert(e);
+                        Vec::new()
+                    })
+                });
+                if let Some(e) = error {
+                    return Err(e);
+                }
+                k
+            }
         };
         out.push(Stmt { kind, text, span });
     }
