@@ -256,3 +256,60 @@ fn hessian_vector_products_through_the_pass() {
         }
     }
 }
+
+reversible! {
+    /// `out += √(Σᵢ xᵢ²)` over the first three entries, through a `Vec` ancilla (moved onto the
+    /// stack and back, not copied).
+    fn vec_norm<T: RevReal>(out: &mut T, x: &mut Vec<T>) {
+        @routine {
+            let v = vec![T::zero(); 3];
+            for i in 0..3 {
+                v[i] += x[i] * x[i];
+            }
+            let s = T::zero();
+            for i in 0..3 {
+                s += v[i];
+            }
+        }
+        out += s.sqrt();
+        ~@routine;
+    }
+
+    /// `l += exp(vec_norm(x))`.
+    fn exp_norm<T: RevReal>(l: &mut T, x: &mut Vec<T>) {
+        @routine {
+            let a = T::zero();
+            vec_norm(a, x);
+        }
+        l += a.exp();
+        ~@routine;
+    }
+}
+
+#[test]
+fn a_vec_ancilla_is_kept_and_taken_back() {
+    let x = vec![0.3, -1.2, 0.8, 5.0];
+    let (mut l, mut gx) = (
+        GVar::new(0.0, 0.0),
+        x.iter().map(|&v| GVar::new(v, 0.0)).collect::<Vec<_>>(),
+    );
+    exp_norm::gradient_pass_unchecked(&mut l, &mut gx, |l, _| l.g = 1.0).unwrap();
+    let f = |v: &[Dual<f64>]| (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]).sqrt().exp();
+    let want = forward::gradient(f, &x);
+    for (g, w) in gx.iter().zip(&want) {
+        assert!((g.g - w).abs() <= 1e-12 * (1.0 + w.abs()), "{} vs {w}", g.g);
+    }
+    let (mut l2, mut gx2) = (
+        GVar::new(0.0, 0.0),
+        x.iter().map(|&v| GVar::new(v, 0.0)).collect::<Vec<_>>(),
+    );
+    exp_norm::call_unchecked(&mut l2, &mut gx2).unwrap();
+    l2.g = 1.0;
+    exp_norm::uncall_unchecked(&mut l2, &mut gx2).unwrap();
+    for (a, b) in gx.iter().zip(&gx2) {
+        assert_eq!(
+            (a.x.to_bits(), a.g.to_bits()),
+            (b.x.to_bits(), b.g.to_bits())
+        );
+    }
+}
