@@ -1,5 +1,6 @@
 //! The unitary example allocates nothing on the heap in its call, its uncall and its gradient
-//! (seed 001: "zero allocation"), counted with a counting global allocator.
+//! (seed 001: "zero allocation"), nor does a steady-state gradient pass that keeps routine
+//! values, counted with a counting global allocator.
 
 use adjoint_rev::examples::i_umm;
 use adjoint_rev::GVar;
@@ -25,6 +26,9 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
+/// The tests of this file run one at a time: the counter is process-wide.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn allocations(f: impl FnOnce()) -> usize {
     let before = ALLOCS.load(Ordering::Relaxed);
     f();
@@ -33,6 +37,7 @@ fn allocations(f: impl FnOnce()) -> usize {
 
 #[test]
 fn unitary_call_uncall_and_gradient_do_not_allocate() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let m = 6;
     let mut x: Vec<f64> = (0..3 * m).map(|i| (i as f64).cos()).collect();
     let mut theta: Vec<f64> = (0..m * (m - 1) / 2).map(|k| 0.1 * k as f64).collect();
@@ -63,4 +68,26 @@ fn unitary_call_uncall_and_gradient_do_not_allocate() {
     assert!(gt.iter().any(|t| t.g != 0.0));
     let x0: Vec<f64> = (0..3 * m).map(|i| (i as f64).cos()).collect();
     assert!(gx.iter().zip(&x0).all(|(a, b)| (a.x - b).abs() < 1e-14));
+}
+
+/// A gradient pass that keeps routine values (the Petersen loss: 45 `i_dist` sums on the
+/// stack) allocates nothing in steady state: the stack is this thread's spare, reused.
+#[test]
+fn a_steady_state_gradient_pass_does_not_allocate() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    use adjoint_rev::examples::i_petersen;
+    let k = 3;
+    let x: Vec<f64> = (0..10 * k).map(|i| (0.7 * i as f64).sin()).collect();
+    let mut gx: Vec<GVar<f64>> = vec![GVar::default(); 10 * k];
+    let pass = |gx: &mut Vec<GVar<f64>>| {
+        for (g, &v) in gx.iter_mut().zip(&x) {
+            *g = GVar::new(v, 0.0);
+        }
+        let (mut l, mut kk) = (GVar::new(0.0, 0.0), k);
+        i_petersen::gradient_pass_unchecked(&mut l, gx, &mut kk, |l, _, _| l.g = 1.0).unwrap();
+    };
+    pass(&mut gx); // the first pass grows this thread's stack
+    let first: Vec<f64> = gx.iter().map(|g| g.g).collect();
+    assert_eq!(allocations(|| pass(&mut gx)), 0, "steady-state pass");
+    assert_eq!(gx.iter().map(|g| g.g).collect::<Vec<_>>(), first);
 }
