@@ -765,7 +765,7 @@ impl Parser {
 
     /// The right-hand side of `+=`/`-=`; the flag says the sign flips (`y += -x` is `y -= x`).
     fn rhs(&mut self, e: Expr) -> Result<(Rhs, bool)> {
-        if !self.mentions_var(&e) {
+        if !self.mentions_state(&e) {
             return Ok((Rhs::Id(self.operand(&e)?), false));
         }
         match &e {
@@ -891,7 +891,7 @@ impl Parser {
             crate::literal::Literal::parse(e)?;
             return Ok(Operand::Lit(e.clone()));
         }
-        if !self.mentions_var(e) || self.is_loop_var(e) {
+        if !self.mentions_state(e) {
             return Ok(Operand::Const(e.clone()));
         }
         if is_place(e) && self.root_is_var(e) {
@@ -930,6 +930,18 @@ impl Parser {
             }
         }
         Ok(Operand::Const(e.clone()))
+    }
+
+    /// Whether `e` mentions a variable other than the loop variables in scope: an expression
+    /// over loop variables and constants (`T::from_f64(i as f64)`, `2 * i + 1`) is a constant
+    /// of the iteration, evaluated into a temporary like any constant.
+    fn mentions_state(&self, e: &Expr) -> bool {
+        let mut v = Idents::default();
+        v.visit_expr(e);
+        v.0.iter().any(|i| {
+            let i = i.to_string();
+            self.vars.contains(&i) && !self.loop_vars.contains(&i)
+        })
     }
 
     fn mentions_var(&self, e: &Expr) -> bool {

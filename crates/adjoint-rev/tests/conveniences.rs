@@ -174,6 +174,15 @@ reversible! {
     fn square_of<T: RevReal>(y: &mut T, x: &mut Vec<T>, i: &mut usize) {
         y += x[i] * x[i];
     }
+
+    /// `y += Σᵢ (i + 1)·xᵢ` and `s += Σᵢ 2i`: expressions over the loop variable are constants
+    /// of the iteration.
+    fn ramp<T: RevReal>(y: &mut T, x: &mut Vec<T>, s: &mut usize) {
+        for i in 0..x.len() {
+            y += x[i] * T::from_f64((i + 1) as f64);
+            s += i * 2;
+        }
+    }
 }
 
 #[test]
@@ -189,4 +198,12 @@ fn a_loop_variable_is_read_as_an_operand_and_passed_to_calls() {
     let f = |x: &[f64]| x.iter().map(|a| a * a).sum::<f64>();
     check_gradient(f, &x, &g.1).assert_passed();
     assert_eq!(g.1, x.iter().map(|a| 2.0 * a).collect::<Vec<_>>()); // 2xᵢ, exactly
+
+    let (_, g) = adjoint_rev::value_and_grad(ramp {}, (0.0f64, x.clone(), 0usize), 0).unwrap();
+    assert_eq!(g.1, vec![1.0, 2.0, 3.0, 4.0]); // ∂/∂xᵢ = i + 1, exactly
+    let (mut y, mut xv, mut s) = (0.5f64, x.clone(), 3usize);
+    ramp(&mut y, &mut xv, &mut s).unwrap();
+    assert_eq!(s, 3 + 2 * (1 + 2 + 3));
+    ramp::uncall(&mut y, &mut xv, &mut s).unwrap();
+    assert_eq!((y, s), (0.5, 3));
 }

@@ -5,15 +5,20 @@
 use adjoint_rev::examples::i_umm;
 use adjoint_rev::GVar;
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::cell::Cell;
 
 struct Counting;
-static ALLOCS: AtomicUsize = AtomicUsize::new(0);
 
-// SAFETY: forwards to the system allocator unchanged; only counts calls.
+thread_local! {
+    /// Allocations made by this thread (the test harness allocates on other threads meanwhile).
+    static ALLOCS: Cell<usize> = const { Cell::new(0) };
+}
+
+// SAFETY: forwards to the system allocator unchanged; only counts calls (in a thread-local
+// `Cell` with a constant initialiser and no destructor, which never allocates).
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
         // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract, which we pass on.
         unsafe { System.alloc(l) }
     }
@@ -26,18 +31,15 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
-/// The tests of this file run one at a time: the counter is process-wide.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
+/// How many allocations `f` makes on this thread.
 fn allocations(f: impl FnOnce()) -> usize {
-    let before = ALLOCS.load(Ordering::Relaxed);
+    let before = ALLOCS.with(Cell::get);
     f();
-    ALLOCS.load(Ordering::Relaxed) - before
+    ALLOCS.with(Cell::get) - before
 }
 
 #[test]
 fn unitary_call_uncall_and_gradient_do_not_allocate() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let m = 6;
     let mut x: Vec<f64> = (0..3 * m).map(|i| (i as f64).cos()).collect();
     let mut theta: Vec<f64> = (0..m * (m - 1) / 2).map(|k| 0.1 * k as f64).collect();
@@ -74,7 +76,6 @@ fn unitary_call_uncall_and_gradient_do_not_allocate() {
 /// stack) allocates nothing in steady state: the stack is this thread's spare, reused.
 #[test]
 fn a_steady_state_gradient_pass_does_not_allocate() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     use adjoint_rev::examples::i_petersen;
     let k = 3;
     let x: Vec<f64> = (0..10 * k).map(|i| (0.7 * i as f64).sin()).collect();
