@@ -603,7 +603,7 @@ impl Gen<'_> {
 
 /// When unchecked forward code may skip uncomputing `routine`: the routine runs no `@safe` code
 /// and writes only its own ancillas (a call counts as writing the arguments its callee's
-/// `__WRITES` marks, [`written_params`]), and the ancillas it leaves allocated carry no
+/// `__WRITES3` marks, [`written_params`]), and the ancillas it leaves allocated carry no
 /// gradient (`Ancilla::no_gradient`: passive types always, a `GVar` whose gradient is exactly
 /// zero; then every instruction of the uncomputation writes a zero-gradient ancilla and moves
 /// no gradient). Then the uncomputation only restores ancillas that are dropped right after,
@@ -623,7 +623,7 @@ fn skip_condition(routine: &[Stmt], params: &[String], krate: &TokenStream) -> O
 }
 
 /// Whether `routine` writes only its own ancillas: `None` when it runs `@safe` code, writes a
-/// parameter or shadows a name; otherwise the conditions (constants: `!g::__WRITES[j]`) under
+/// parameter or shadows a name; otherwise the conditions (constants: `!g::__WRITES3[j]`) under
 /// which its calls write no non-ancilla either, and the names of its top-level ancillas.
 fn writes_only_ancillas(
     routine: &[Stmt],
@@ -657,7 +657,7 @@ fn writes_only_ancillas(
         }
     }
     // `conds`: for a call that gets a non-ancilla, that the callee writes none of those
-    // arguments (its `__WRITES`, a constant: the test folds away)
+    // arguments (its `__WRITES3`, a constant: the test folds away)
     fn only_local(
         stmts: &[Stmt],
         local: &dyn Fn(&Expr) -> bool,

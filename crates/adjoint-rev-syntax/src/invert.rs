@@ -54,49 +54,31 @@ fn invert_stmt(s: &Stmt) -> Stmt {
             ty: ty.clone(),
             init: init.clone(),
         },
-        Kind::If {
-            pre,
-            post,
-            then,
-            els,
-        } => Kind::If {
-            pre: post.clone(),
-            post: pre.clone(),
-            then: invert(then),
-            els: invert(els),
-        },
-        Kind::While {
-            pre,
-            post,
-            pre_text,
-            post_text,
-            body,
-        } => Kind::While {
-            pre: post.clone(),
-            post: pre.clone(),
-            pre_text: post_text.clone(),
-            post_text: pre_text.clone(),
-            body: invert(body),
-        },
-        Kind::For {
-            var,
-            start,
-            end,
-            inclusive,
-            step,
-            rev,
-            body,
-        } => Kind::For {
-            var: var.clone(),
-            start: start.clone(),
-            end: end.clone(),
-            inclusive: *inclusive,
-            step: step.clone(),
-            rev: !rev,
-            body: invert(body),
-        },
-        Kind::NoCheck(b) => Kind::NoCheck(invert(b)),
-        Kind::Block(b) => Kind::Block(invert(b)),
+        // Branches, loops and blocks: their bodies inverted; an `if`'s or `while`'s pre- and
+        // post-conditions trade places, a `for` loop runs the other way.
+        Kind::If { .. }
+        | Kind::While { .. }
+        | Kind::For { .. }
+        | Kind::NoCheck(_)
+        | Kind::Block(_) => {
+            let mut k = s.kind.map_bodies(&mut |b| invert(b));
+            match &mut k {
+                Kind::If { pre, post, .. } => std::mem::swap(pre, post),
+                Kind::While {
+                    pre,
+                    post,
+                    pre_text,
+                    post_text,
+                    ..
+                } => {
+                    std::mem::swap(pre, post);
+                    std::mem::swap(pre_text, post_text);
+                }
+                Kind::For { rev, .. } => *rev = !*rev,
+                _ => {}
+            }
+            k
+        }
         // Undoing an uncomputation recomputes the routine, and the other way round.
         Kind::Uncompute(_, routine) => Kind::Recompute(routine.clone()),
         Kind::Recompute(routine) => Kind::Uncompute(invert(routine), routine.clone()),

@@ -223,6 +223,10 @@ fn passes_reuse_their_stack() {
     let (b, _) = grad();
     assert_eq!(a, b);
     assert_eq!(a, inner);
+    let want = forward::gradient(|v: &[Dual<f64>]| loss_ref(v, 3), &x);
+    for (g, w) in a.iter().zip(&want) {
+        assert!((g - w).abs() <= 1e-10 * (1.0 + w.abs()), "{g} vs {w}");
+    }
 }
 
 /// Forward over reverse through the pass (`GVar<Dual<f64>>`): the kept values carry tangents,
