@@ -18,8 +18,8 @@ use rayon::prelude::*;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-const AUX_DENSE: u32 = u32::MAX - 1;
-const AUX_BC: u32 = u32::MAX - 2;
+pub(crate) const AUX_DENSE: u32 = u32::MAX - 1;
+pub(crate) const AUX_BC: u32 = u32::MAX - 2;
 
 struct PermAux {
     /// flat target per source element, -1 when not kept
@@ -147,7 +147,7 @@ fn cached_kernel(g: &Graph, i: NodeId, key: u32, make: impl FnOnce() -> Kernel) 
         .clone()
 }
 
-fn primal_kernel<'a>(
+pub(crate) fn primal_kernel<'a>(
     g: &'a Graph,
     i: NodeId,
     lam: &Lambda,
@@ -1006,6 +1006,134 @@ fn adjoint_kernel(
     Ok(k.with_jit(g.jit))
 }
 
+/// The values a `Gen` node's adjoint kernel reads from the node's own array instead of
+/// computing them again: its one result when that is a storable primitive's value
+/// (`exp(…)`) of an `f64` array, else none.
+pub(crate) fn gen_own(g: &Graph, i: NodeId, f32: bool) -> Vec<Id> {
+    let ANode::Gen { lam, .. } = &g.nodes[i as usize].kind else {
+        return vec![];
+    };
+    match lam.ar.nodes[lam.outs[0] as usize] {
+        Node::Un(op, _) if lam.outs.len() == 1 && storable(op) && !f32 => vec![lam.outs[0]],
+        _ => vec![],
+    }
+}
+
+/// The adjoint kernel of `Gen` node `i` seeded by a dense adjoint (`has_d`), a broadcast one
+/// (`has_b`, one value per row of the last axis) or both. Its parameters: the node's
+/// arguments, then the dense seed when the node has one result, then the node's own values
+/// ([`gen_own`]); with several results the dense seed is read as the array `AUX_DENSE`
+/// (interleaved, `[space.., results]`), a broadcast seed as `AUX_BC`. Both backends run it.
+pub(crate) fn gen_adjoint(g: &Graph, i: NodeId, has_d: bool, has_b: bool) -> Result<Arc<Kernel>> {
+    let info = &g.nodes[i as usize];
+    let ANode::Gen { lam, args, space } = &info.kind else {
+        unreachable!("gen_adjoint of a Gen node")
+    };
+    let nouts = lam.outs.len();
+    let mode = u32::from(has_d) | (u32::from(has_b) << 1);
+    let np = lam.nparams;
+    let own = gen_own(g, i, info.dtype == DType::F32);
+    let node_shape = info.shape.clone();
+    let bc_shape: Vec<usize> = node_shape[..node_shape.len().saturating_sub(1)].to_vec();
+    cached_adjoint(g, i, mode, || {
+        let mut ptys: Vec<Ty> = args.iter().map(|&a| node_ty(g, a)).collect();
+        if has_d && nouts == 1 {
+            ptys.push(node_ty(g, i)); // the seed
+        }
+        ptys.extend(own.iter().map(|_| node_ty(g, i)));
+        let sp = space.clone();
+        let ns = node_shape.clone();
+        let bs = bc_shape.clone();
+        adjoint_kernel(
+            g,
+            lam,
+            &own,
+            space,
+            np + u32::from(has_d && nouts == 1) + own.len() as u32,
+            &|ar, r| {
+                let mut s: Option<Id> = None;
+                if has_d {
+                    let d = if nouts == 1 {
+                        ar.push(Node::Param(np))
+                    } else {
+                        let mut ix: Vec<Id> = (0..sp.len())
+                            .map(|a| ar.push(Node::Idx(a as u32)))
+                            .collect();
+                        ix.push(ar.konst(r as f64));
+                        ar.push(Node::Read(AUX_DENSE, ix))
+                    };
+                    s = Some(d);
+                }
+                if has_b {
+                    let ix: Vec<Id> = (0..bs.len())
+                        .map(|a| ar.push(Node::Idx(a as u32)))
+                        .collect();
+                    let b = ar.push(Node::Read(AUX_BC, ix));
+                    s = Some(match s {
+                        Some(d) => ar.bin(Op2::Add, d, b),
+                        None => b,
+                    });
+                }
+                s.expect("a seed")
+            },
+            &|k| g.active[args[k as usize] as usize],
+            true,
+            &|key| match key {
+                AUX_DENSE => ns.clone(),
+                AUX_BC => bs.clone(),
+                k => g.shape_of(k),
+            },
+            &Types {
+                params: &ptys,
+                read: &|key| match key {
+                    AUX_DENSE | AUX_BC => node_ty(g, i),
+                    k => node_ty(g, k),
+                },
+            },
+        )
+    })
+}
+
+/// The adjoint kernel of `SumGen` node `i`: its parameters are the node's arguments, its seed
+/// the array `AUX_BC` (the adjoint of the sums, one per row).
+pub(crate) fn sumgen_adjoint(g: &Graph, i: NodeId) -> Result<Arc<Kernel>> {
+    let info = &g.nodes[i as usize];
+    let ANode::SumGen { lam, args, space } = &info.kind else {
+        unreachable!("sumgen_adjoint of a SumGen node")
+    };
+    let rows_shape = info.shape.clone();
+    cached_adjoint(g, i, 2, || {
+        let ptys: Vec<Ty> = args.iter().map(|&a| node_ty(g, a)).collect();
+        let rs = rows_shape.clone();
+        adjoint_kernel(
+            g,
+            lam,
+            &[],
+            space,
+            lam.nparams,
+            &|ar, _| {
+                let ix: Vec<Id> = (0..rs.len())
+                    .map(|a| ar.push(Node::Idx(a as u32)))
+                    .collect();
+                ar.push(Node::Read(AUX_BC, ix))
+            },
+            &|k| g.active[args[k as usize] as usize],
+            true,
+            &|key| match key {
+                AUX_BC => rs.clone(),
+                k => g.shape_of(k),
+            },
+            &Types {
+                params: &ptys,
+                read: &|key| match key {
+                    AUX_BC => node_ty(g, i),
+                    k => node_ty(g, k),
+                },
+            },
+        )
+    })
+}
+
 /// Run an adjoint kernel and route its results: parameter adjoints to `param_dst`, identity
 /// scatters and windows to the read arrays' adjoints.
 fn apply_adjoint<'a>(
@@ -1094,85 +1222,15 @@ pub(crate) fn backward(ex: &Exec, seeds: Vec<(NodeId, Vec<f64>)>) -> Result<Vec<
         }
         // Gen and SumGen take their seeds without expanding broadcasts.
         match &info.kind {
-            ANode::Gen { lam, args, space } => {
+            ANode::Gen { lam, args, .. } => {
                 let dense = adj.dense[i as usize].take();
                 let bc = adj.bc[i as usize].take();
                 if dense.is_none() && bc.is_none() {
                     continue;
                 }
                 let nouts = lam.outs.len();
-                let mode = u32::from(dense.is_some()) | (u32::from(bc.is_some()) << 1);
-                let np = lam.nparams;
-                // An `f64` result that is a storable primitive's value (`exp(…)`): the adjoint
-                // reads it from the node's own array instead of computing it again.
-                let own: Vec<Id> = match lam.ar.nodes[lam.outs[0] as usize] {
-                    Node::Un(op, _) if nouts == 1 && storable(op) && !adj.f32[i as usize] => {
-                        vec![lam.outs[0]]
-                    }
-                    _ => vec![],
-                };
-                let node_shape = info.shape.clone();
-                let bc_shape: Vec<usize> =
-                    node_shape[..node_shape.len().saturating_sub(1)].to_vec();
-                let ak = cached_adjoint(g, i, mode, || {
-                    let has_d = dense.is_some();
-                    let has_b = bc.is_some();
-                    let mut ptys: Vec<Ty> = args.iter().map(|&a| node_ty(g, a)).collect();
-                    if has_d && nouts == 1 {
-                        ptys.push(node_ty(g, i)); // the seed
-                    }
-                    ptys.extend(own.iter().map(|_| node_ty(g, i)));
-                    let sp = space.clone();
-                    let ns = node_shape.clone();
-                    let bs = bc_shape.clone();
-                    adjoint_kernel(
-                        g,
-                        lam,
-                        &own,
-                        space,
-                        np + u32::from(has_d && nouts == 1) + own.len() as u32,
-                        &|ar, r| {
-                            let mut s: Option<Id> = None;
-                            if has_d {
-                                let d = if nouts == 1 {
-                                    ar.push(Node::Param(np))
-                                } else {
-                                    let mut ix: Vec<Id> = (0..sp.len())
-                                        .map(|a| ar.push(Node::Idx(a as u32)))
-                                        .collect();
-                                    ix.push(ar.konst(r as f64));
-                                    ar.push(Node::Read(AUX_DENSE, ix))
-                                };
-                                s = Some(d);
-                            }
-                            if has_b {
-                                let ix: Vec<Id> = (0..bs.len())
-                                    .map(|a| ar.push(Node::Idx(a as u32)))
-                                    .collect();
-                                let b = ar.push(Node::Read(AUX_BC, ix));
-                                s = Some(match s {
-                                    Some(d) => ar.bin(Op2::Add, d, b),
-                                    None => b,
-                                });
-                            }
-                            s.expect("a seed")
-                        },
-                        &|k| g.active[args[k as usize] as usize],
-                        true,
-                        &|key| match key {
-                            AUX_DENSE => ns.clone(),
-                            AUX_BC => bs.clone(),
-                            k => g.shape_of(k),
-                        },
-                        &Types {
-                            params: &ptys,
-                            read: &|key| match key {
-                                AUX_DENSE | AUX_BC => node_ty(g, i),
-                                k => node_ty(g, k),
-                            },
-                        },
-                    )
-                })?;
+                let own = gen_own(g, i, adj.f32[i as usize]);
+                let ak = gen_adjoint(g, i, dense.is_some(), bc.is_some())?;
                 let mut caller: Vec<&[f64]> = args.iter().map(|&a| ex.value(a)).collect();
                 if let (Some(d), 1) = (&dense, nouts) {
                     caller.push(d);
@@ -1192,41 +1250,11 @@ pub(crate) fn backward(ex: &Exec, seeds: Vec<(NodeId, Vec<f64>)>) -> Result<Vec<
                 })?;
                 continue;
             }
-            ANode::SumGen { lam, args, space } => {
+            ANode::SumGen { args, .. } => {
                 let Some(gv) = adj.take(i, size) else {
                     continue;
                 };
-                let rows_shape = info.shape.clone();
-                let ak = cached_adjoint(g, i, 2, || {
-                    let ptys: Vec<Ty> = args.iter().map(|&a| node_ty(g, a)).collect();
-                    let rs = rows_shape.clone();
-                    adjoint_kernel(
-                        g,
-                        lam,
-                        &[],
-                        space,
-                        lam.nparams,
-                        &|ar, _| {
-                            let ix: Vec<Id> = (0..rs.len())
-                                .map(|a| ar.push(Node::Idx(a as u32)))
-                                .collect();
-                            ar.push(Node::Read(AUX_BC, ix))
-                        },
-                        &|k| g.active[args[k as usize] as usize],
-                        true,
-                        &|key| match key {
-                            AUX_BC => rs.clone(),
-                            k => g.shape_of(k),
-                        },
-                        &Types {
-                            params: &ptys,
-                            read: &|key| match key {
-                                AUX_BC => node_ty(g, i),
-                                k => node_ty(g, k),
-                            },
-                        },
-                    )
-                })?;
+                let ak = sumgen_adjoint(g, i)?;
                 let caller: Vec<&[f64]> = args.iter().map(|&a| ex.value(a)).collect();
                 let aux = |key: u32| -> Option<&[f64]> { (key == AUX_BC).then_some(&gv[..]) };
                 apply_adjoint(ex, &mut adj, &ak, &caller, &aux, &|k| {

@@ -2167,24 +2167,8 @@ impl Program {
         ins: Vec<crate::exec::Val>,
         seeds: Vec<Vec<f64>>,
     ) -> Result<(Vec<Array>, Vec<Vec<f64>>)> {
-        let shapes = self.output_shapes();
-        if seeds.len() != shapes.len() {
-            return Err(Error::InputCount {
-                expected: shapes.len(),
-                got: seeds.len(),
-            });
-        }
-        for (i, (s, sh)) in seeds.iter().zip(&shapes).enumerate() {
-            let n: usize = sh.iter().product();
-            if s.len() != n {
-                return Err(Error::InputSize {
-                    index: i,
-                    shape: sh.clone(),
-                    expected: n,
-                    got: s.len(),
-                });
-            }
-        }
+        let refs: Vec<&[f64]> = seeds.iter().map(|s| &s[..]).collect();
+        self.check_seeds(&refs)?;
         crate::exec::on_pool(|| self.vjp_on_pool(ins, seeds))
     }
 
@@ -2214,7 +2198,30 @@ impl Program {
         Ok((outs, grads))
     }
 
-    fn check_inputs<'a>(&self, inputs: &[&'a [f64]]) -> Result<Vec<crate::exec::Val<'a>>> {
+    /// One seed per output, of the output's size.
+    pub(crate) fn check_seeds(&self, seeds: &[&[f64]]) -> Result<()> {
+        let shapes = self.output_shapes();
+        if seeds.len() != shapes.len() {
+            return Err(Error::InputCount {
+                expected: shapes.len(),
+                got: seeds.len(),
+            });
+        }
+        for (i, (s, sh)) in seeds.iter().zip(&shapes).enumerate() {
+            let n: usize = sh.iter().product();
+            if s.len() != n {
+                return Err(Error::InputSize {
+                    index: i,
+                    shape: sh.clone(),
+                    expected: n,
+                    got: s.len(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn check_inputs<'a>(&self, inputs: &[&'a [f64]]) -> Result<Vec<crate::exec::Val<'a>>> {
         let typed: Vec<Input<'a>> = inputs.iter().map(|&x| Input::F64(x)).collect();
         self.check_typed(&typed)
     }

@@ -152,9 +152,10 @@ mod buffers;
 pub mod cache {
     pub use crate::buffers::{clear, kept_bytes, limit, set_limit};
 }
-// The GPU backend's code generator and device layer (issue #17). No `Program` method reaches it
-// yet (programs do not run on a GPU end to end), so only its tests use it.
-#[allow(dead_code)]
+mod backend;
+// The GPU backend (issue #17): code generation (always built, tested as C), the device layer
+// and the executor (feature `cuda`). Without the feature only the tests use the generator.
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 mod cuda;
 mod error;
 mod exec;
@@ -167,6 +168,7 @@ mod matmul;
 /// Benchmark programs (ADBench GMM) written with the combinators.
 pub mod models;
 
+pub use backend::Backend;
 pub use error::{Error, Result};
 pub use expr::{cond, gradient_e, jacobian_e, lit, Exp};
 pub use graph::{

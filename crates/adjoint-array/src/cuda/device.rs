@@ -1,16 +1,17 @@
 //! Generated kernels on an NVIDIA GPU (feature `cuda`): `cudarc` loads the driver and NVRTC
 //! at run time, so building needs no CUDA installation.
 //!
-//! **Not yet run on a GPU**: no device was lent to the sessions that wrote this. What is
-//! checked everywhere is the generated code (`tests.rs` runs it as C on the CPU); this file
-//! compiles it with NVRTC, caches the module by its source text, and launches it with one
-//! thread per element. The tests that run it on a GPU are gated by `ADJOINT_CUDA_TESTS=1`.
+//! What is checked everywhere is the generated code (`tests.rs` runs it as C on the CPU); this
+//! file compiles it with NVRTC, caches the module by its source text, and launches it with one
+//! thread per element. The tests that run it on a GPU are gated by `ADJOINT_CUDA_TESTS=1`
+//! (first run on an H200 on 2026-11-26: BENCHMARKS.md).
 
-use super::{kernel_source, module_source, KernelSource};
+use super::{kernel_source_with, module_source, KernelSource, Roots, RUNTIME};
 use crate::error::{Error, Result};
 use crate::kernel::Kernel;
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
+    CudaContext, CudaFunction, CudaSlice, CudaStream, CudaViewMut, DeviceRepr, LaunchArgs, LaunchConfig,
+    PushKernelArg, ValidAsZeroBits,
 };
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
 use std::collections::HashMap;
@@ -27,11 +28,25 @@ fn driver(e: cudarc::driver::DriverError) -> Error {
 /// A GPU with its stream and the kernels compiled for it.
 pub(crate) struct Gpu {
     stream: Arc<CudaStream>,
-    /// compiled kernels by source text
-    kernels: Mutex<HashMap<String, Arc<CudaFunction>>>,
+    /// compiled kernels by source text (and function name)
+    kernels: Mutex<HashMap<(String, String), Arc<CudaFunction>>>,
+}
+
+/// Threads per block of every launch.
+const BLOCK: u32 = 256;
+
+/// What one launch of a kernel left on the device, before anything is read back.
+pub(crate) struct Pending {
+    /// the root arrays (one per root of `n`, or one of `n × roots`: [`Roots`])
+    pub roots: Vec<CudaSlice<f64>>,
+    /// per scatter: values and target offsets (−1: none), `n` each
+    pub contributions: Vec<(CudaSlice<f64>, CudaSlice<i64>)>,
+    /// the scatter target (index into `Kernel::targets`) of each scatter
+    pub scatters: Vec<usize>,
 }
 
 /// What one launch of a kernel left on the device.
+#[cfg_attr(not(test), allow(dead_code))] // the GPU tests' view of a launch
 pub(crate) struct Launched {
     /// one array of `n` per root
     pub roots: Vec<CudaSlice<f64>>,
@@ -72,11 +87,18 @@ impl Gpu {
     }
 
     /// The compiled function of kernel `k` (NVRTC on first use, then cached).
-    fn function(&self, k: &Kernel) -> Result<(KernelSource, Arc<CudaFunction>)> {
-        let ks = kernel_source(k, "adj_kernel")?;
-        let mut cache = self.kernels.lock().expect("kernel cache");
-        if let Some(f) = cache.get(&ks.code) {
-            return Ok((ks, f.clone()));
+    fn function(&self, k: &Kernel, roots: Roots) -> Result<(KernelSource, Arc<CudaFunction>)> {
+        let ks = kernel_source_with(k, "adj_kernel", roots)?;
+        let f = self.compiled(&ks.code, &ks.name)?;
+        Ok((ks, f))
+    }
+
+    /// Function `name` of the module made of the prelude, the executor's fixed kernels and
+    /// `code` (NVRTC on first use, then cached by text and name).
+    pub(crate) fn compiled(&self, code: &str, name: &str) -> Result<Arc<CudaFunction>> {
+        let key = (code.to_string(), name.to_string());
+        if let Some(f) = self.kernels.lock().expect("kernel cache").get(&key) {
+            return Ok(f.clone());
         }
         let opts = CompileOptions {
             // no fused multiply-adds: the GPU computes the IEEE operations the CPU does
@@ -84,12 +106,68 @@ impl Gpu {
             options: vec!["--std=c++17".into()],
             ..Default::default()
         };
-        let ptx = compile_ptx_with_opts(module_source(std::slice::from_ref(&ks)), opts)
+        let mut src = module_source(&[]);
+        src.push_str(RUNTIME);
+        src.push('\n');
+        src.push_str(code);
+        let ptx = compile_ptx_with_opts(src, opts)
             .map_err(|e| Error::Invalid(format!("NVRTC could not compile a kernel: {e:?}")))?;
         let module = self.stream.context().load_module(ptx).map_err(driver)?;
-        let f = Arc::new(module.load_function(&ks.name).map_err(driver)?);
-        cache.insert(ks.code.clone(), f.clone());
-        Ok((ks, f))
+        let f = Arc::new(module.load_function(name).map_err(driver)?);
+        self.kernels
+            .lock()
+            .expect("kernel cache")
+            .insert(key, f.clone());
+        Ok(f)
+    }
+
+    /// One of the executor's fixed kernels (`runtime.cuh`).
+    pub(crate) fn runtime(&self, name: &str) -> Result<Arc<CudaFunction>> {
+        self.compiled("", name)
+    }
+
+    /// A zeroed device array of `len` elements (at least one, as CUDA allocates).
+    pub(crate) fn zeros<T: DeviceRepr + ValidAsZeroBits>(&self, len: usize) -> Result<CudaSlice<T>> {
+        self.stream.alloc_zeros::<T>(len.max(1)).map_err(driver)
+    }
+
+    /// Launch `f` over `*n` elements (one thread each, in blocks of 256) with the arguments
+    /// `args` pushes after `n`.
+    ///
+    /// # Safety
+    /// `args` must push exactly the arguments the kernel declares after its element count, of
+    /// the declared types, with every array long enough for what threads `< n` access.
+    pub(crate) unsafe fn launch_n<'a>(
+        &'a self,
+        f: &'a CudaFunction,
+        n: &'a u64,
+        args: impl FnOnce(&mut LaunchArgs<'a>),
+    ) -> Result<()> {
+        if *n == 0 {
+            return Ok(());
+        }
+        let mut b = self.stream.launch_builder(f);
+        b.arg(n);
+        let n = *n as usize;
+        args(&mut b);
+        let blocks = u32::try_from(n.div_ceil(BLOCK as usize))
+            .map_err(|_| Error::Invalid(format!("a CUDA kernel over {n} elements is too large")))?;
+        let cfg = LaunchConfig {
+            grid_dim: (blocks, 1, 1),
+            block_dim: (BLOCK, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: the caller guarantees the arguments (this function's contract).
+        unsafe { b.launch(cfg) }.map_err(driver)?;
+        Ok(())
+    }
+
+    /// Copy host values of any device type to the device (at least one element).
+    pub(crate) fn upload_of<T: DeviceRepr + ValidAsZeroBits>(&self, data: &[T]) -> Result<CudaSlice<T>> {
+        if data.is_empty() {
+            return self.zeros(1);
+        }
+        self.stream.clone_htod(data).map_err(driver)
     }
 
     /// Copy host data to the device.
@@ -109,14 +187,18 @@ impl Gpu {
     }
 
     /// Run kernel `k` over its whole space: `params` hold `n` values each, `arrays` the arrays
-    /// it reads (both in the kernel's order).
-    pub(crate) fn launch(
+    /// it reads (both in the kernel's order). Nothing is read back: the smallest element whose
+    /// index was out of bounds goes to the one-element `bad` (an integer minimum with what it
+    /// holds), which stays on the device until the caller checks it.
+    pub(crate) fn launch_pending(
         &self,
         k: &Kernel,
+        roots: Roots,
         params: &[&CudaSlice<f64>],
         arrays: &[&CudaSlice<f64>],
-    ) -> Result<Launched> {
-        let (ks, f) = self.function(k)?;
+        bad: &mut CudaViewMut<'_, u64>,
+    ) -> Result<Pending> {
+        let (ks, f) = self.function(k, roots)?;
         let n: usize = k.space.iter().product();
         if params.len() < ks.params || arrays.len() != ks.arrays {
             return Err(Error::Invalid(format!(
@@ -127,58 +209,68 @@ impl Gpu {
                 arrays.len()
             )));
         }
-        let len = n.max(1);
-        let mut roots = Vec::with_capacity(ks.roots);
+        let root_len = match roots {
+            Roots::Separate => n,
+            Roots::Interleaved => n * k.roots.len(),
+        };
+        let mut root_arrays = Vec::with_capacity(ks.roots);
         for _ in 0..ks.roots {
-            roots.push(self.stream.alloc_zeros::<f64>(len).map_err(driver)?);
+            root_arrays.push(self.zeros::<f64>(root_len)?);
         }
         let mut contributions = Vec::with_capacity(ks.scatters.len());
         for _ in &ks.scatters {
-            contributions.push((
-                self.stream.alloc_zeros::<f64>(len).map_err(driver)?,
-                self.stream.alloc_zeros::<i64>(len).map_err(driver)?,
-            ));
+            contributions.push((self.zeros::<f64>(n)?, self.zeros::<i64>(n)?));
         }
-        let mut bad = self.stream.clone_htod(&[u64::MAX]).map_err(driver)?;
-        if n > 0 {
-            let n64 = n as u64;
-            let mut b = self.stream.launch_builder(&f);
-            b.arg(&n64);
-            for p in &params[..ks.params] {
-                b.arg(*p);
-            }
-            for a in arrays {
-                b.arg(*a);
-            }
-            for r in roots.iter_mut() {
-                b.arg(r);
-            }
-            for (v, i) in contributions.iter_mut() {
-                b.arg(v);
-                b.arg(i);
-            }
-            b.arg(&mut bad);
-            let threads = 256u32;
-            let blocks = u32::try_from(n.div_ceil(threads as usize)).map_err(|_| {
-                Error::Invalid(format!("a CUDA kernel over {n} elements is too large"))
+        if bad.len() != 1 {
+            return Err(Error::Invalid("a CUDA kernel's bad-index flag is one element".into()));
+        }
+        // SAFETY: the arguments match the generated signature one for one (`kernel_source`
+        // documents it; the counts were checked above): `ks.params` parameter arrays and the
+        // read arrays as given (each parameter holds `n` values: the caller's contract), the
+        // root arrays (`n` elements each, or `n × roots` interleaved) and two contribution
+        // arrays per scatter of `n` elements each (a thread writes only its own element,
+        // threads `≥ n` return at once), and the one-element `bad` flag. Gathers stay inside
+        // the arrays: an offset out of bounds is replaced by 0 before the load.
+        let n64 = n as u64;
+        unsafe {
+            self.launch_n(&f, &n64, |b| {
+                for p in &params[..ks.params] {
+                    b.arg(*p);
+                }
+                for a in arrays {
+                    b.arg(*a);
+                }
+                for r in root_arrays.iter_mut() {
+                    b.arg(r);
+                }
+                for (v, i) in contributions.iter_mut() {
+                    b.arg(v);
+                    b.arg(i);
+                }
+                b.arg(bad);
             })?;
-            let cfg = LaunchConfig {
-                grid_dim: (blocks, 1, 1),
-                block_dim: (threads, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            // SAFETY: the arguments match the generated signature one for one (`kernel_source`
-            // documents it; the counts were checked above): `n`, `ks.params` parameter arrays
-            // and the read arrays as uploaded, `ks.roots` root arrays and two contribution
-            // arrays per scatter of `n` elements each (a thread writes only its own element,
-            // threads `≥ n` return at once), and the one-element `bad` flag. Gathers stay
-            // inside the arrays: an offset out of bounds is replaced by 0 before the load.
-            unsafe { b.launch(cfg) }.map_err(driver)?;
         }
-        let bad = self.download(&bad)?[0];
-        Ok(Launched {
-            roots,
+        Ok(Pending {
+            roots: root_arrays,
             contributions,
+            scatters: ks.scatters,
+        })
+    }
+
+    /// [`Gpu::launch_pending`] with separate roots, its bad-index flag read back.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn launch(
+        &self,
+        k: &Kernel,
+        params: &[&CudaSlice<f64>],
+        arrays: &[&CudaSlice<f64>],
+    ) -> Result<Launched> {
+        let mut flag = self.stream.clone_htod(&[u64::MAX]).map_err(driver)?;
+        let p = self.launch_pending(k, Roots::Separate, params, arrays, &mut flag.slice_mut(..))?;
+        let bad = self.download(&flag)?[0];
+        Ok(Launched {
+            roots: p.roots,
+            contributions: p.contributions,
             bad: (bad != u64::MAX).then_some(bad),
         })
     }

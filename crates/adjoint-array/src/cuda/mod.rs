@@ -58,7 +58,7 @@ pub(crate) struct KernelSource {
     pub params: usize,
     /// number of arrays read
     pub arrays: usize,
-    /// number of roots
+    /// number of root arrays (one per root, or one for [`Roots::Interleaved`])
     pub roots: usize,
     /// the scatter target (index into `Kernel::targets`) of each scatter, in order
     pub scatters: Vec<usize>,
@@ -181,7 +181,23 @@ fn disc(op: DOp, a: &str, b: &str) -> String {
 }
 
 /// Print kernel `k` as the CUDA C function `name` (see the module docs for its parameters).
+#[cfg_attr(not(test), allow(dead_code))] // the tests' entry point
 pub(crate) fn kernel_source(k: &Kernel, name: &str) -> Result<KernelSource> {
+    kernel_source_with(k, name, Roots::Separate)
+}
+
+/// Where a kernel's roots go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Roots {
+    /// root `i` to its own array `r{i}` (`n` elements)
+    Separate,
+    /// every root to one array `r0` of `n × roots` elements, element `e`'s root `i` at
+    /// `r0[e · roots + i]`: the layout of a `generate_n` node's value
+    Interleaved,
+}
+
+/// [`kernel_source`] with the roots laid out as `roots` says.
+pub(crate) fn kernel_source_with(k: &Kernel, name: &str, roots: Roots) -> Result<KernelSource> {
     let nslots = k.nslots;
     // the interpreter indexes its parameter slices by `Src::P`, so `k.params` covers them all
     let nparams = k.params.len();
@@ -326,14 +342,23 @@ pub(crate) fn kernel_source(k: &Kernel, name: &str) -> Result<KernelSource> {
             }
         }
     }
+    let nroots = k.roots.len();
     for (i, r) in k.roots.iter().enumerate() {
-        writeln!(s, "  r{i}[e] = {};", src(*r)).unwrap();
+        match roots {
+            Roots::Separate => writeln!(s, "  r{i}[e] = {};", src(*r)),
+            Roots::Interleaved => writeln!(s, "  r0[e * {nroots}ULL + {i}ULL] = {};", src(*r)),
+        }
+        .unwrap();
     }
+    let root_arrays = match roots {
+        Roots::Separate => nroots,
+        Roots::Interleaved => usize::from(nroots > 0),
+    };
 
     let mut args = vec!["unsigned long long n".to_string()];
     args.extend((0..nparams).map(|p| format!("const double* p{p}")));
     args.extend((0..k.arrays.len()).map(|a| format!("const double* a{a}")));
-    args.extend((0..k.roots.len()).map(|r| format!("double* r{r}")));
+    args.extend((0..root_arrays).map(|r| format!("double* r{r}")));
     for j in 0..scatters.len() {
         args.push(format!("double* cv{j}"));
         args.push(format!("long long* ci{j}"));
@@ -371,9 +396,90 @@ pub(crate) fn kernel_source(k: &Kernel, name: &str) -> Result<KernelSource> {
         code,
         params: nparams,
         arrays: k.arrays.len(),
-        roots: k.roots.len(),
+        roots: root_arrays,
         scatters,
     })
+}
+
+/// The executor's fixed kernels (`runtime.cuh`): adding adjoints, broadcast adds, matrix
+/// products and row folds, each thread computing one output element in a fixed order.
+pub(crate) const RUNTIME: &str = include_str!("runtime.cuh");
+
+/// A combining kernel for the scatters `js` of kernel `k` into its target `t` whose indices are
+/// affine ([`Kernel`]'s `target_forms`) and one-to-one in the space's axes they use: **one
+/// thread per target element** finds, for each scatter in order, the one combination of those
+/// axes that reaches it (if any) and adds that scatter's contributions over the remaining axes
+/// in element order. So the sums are in a fixed order, with no sort, no atomics and no
+/// per-element target indices. Returns `None` when some scatter of `t` is not of that kind
+/// (the caller combines those on the host).
+///
+/// The kernel's parameters: `n` (the target's length), the contribution values of each scatter
+/// of `js` in order (`const double* cv0, …`, the kernel's `n` elements each), and
+/// `double* out`, the target's adjoint, which the sums are added to.
+pub(crate) fn combine_source(k: &Kernel, t: usize, js: &[usize], name: &str) -> Option<String> {
+    let forms = k.target_forms.get(t)?.as_ref()?;
+    if forms.len() != js.len() {
+        return None;
+    }
+    let rank = k.space.len();
+    let mut body = String::new();
+    for (q, f) in forms.iter().enumerate() {
+        // the stride of each axis in the target (summed when an axis occurs twice)
+        let mut st = vec![0usize; rank];
+        for &(a, s) in &f.terms {
+            st[a] += s;
+        }
+        let mut kept: Vec<usize> = (0..rank).filter(|&a| st[a] != 0).collect();
+        kept.sort_by_key(|&a| std::cmp::Reverse(st[a]));
+        // one-to-one: each stride exceeds the largest offset the smaller ones can make
+        for (x, &a) in kept.iter().enumerate() {
+            let below: usize = kept[x + 1..]
+                .iter()
+                .map(|&b| st[b] * (k.space[b].max(1) - 1))
+                .sum();
+            if st[a] <= below {
+                return None;
+            }
+        }
+        let dropped: Vec<usize> = (0..rank).filter(|&a| st[a] == 0).collect();
+        let c = f.c;
+        writeln!(body, "  if (t >= {c}ULL) {{").unwrap();
+        writeln!(body, "    unsigned long long rem = t - {c}ULL, base = 0; int hit = 1;").unwrap();
+        for &a in &kept {
+            let (s_t, dim, s_e) = (st[a], k.space[a], k.strides[a]);
+            writeln!(
+                body,
+                "    {{ unsigned long long i = rem / {s_t}ULL; if (i >= {dim}ULL) hit = 0; rem -= (i < {dim}ULL ? i : 0) * {s_t}ULL; base += i * {s_e}ULL; }}"
+            )
+            .unwrap();
+        }
+        writeln!(body, "    if (hit && rem == 0) {{").unwrap();
+        let mut idx = String::from("base");
+        for (d, &a) in dropped.iter().enumerate() {
+            let (dim, s_e) = (k.space[a], k.strides[a]);
+            writeln!(
+                body,
+                "    for (unsigned long long d{d} = 0; d{d} < {dim}ULL; d{d}++)"
+            )
+            .unwrap();
+            write!(idx, " + d{d} * {s_e}ULL").unwrap();
+        }
+        writeln!(body, "      acc += cv{q}[{idx}];").unwrap();
+        writeln!(body, "    }}").unwrap();
+        writeln!(body, "  }}").unwrap();
+    }
+    let mut args = vec!["unsigned long long n".to_string()];
+    args.extend((0..js.len()).map(|q| format!("const double* cv{q}")));
+    args.push("double* out".into());
+    let mut code = String::new();
+    writeln!(code, "ADJ_KERNEL {name}({}) {{", args.join(", ")).unwrap();
+    writeln!(code, "  const unsigned long long t = ADJ_ELEMENT;").unwrap();
+    writeln!(code, "  if (t >= n) return;").unwrap();
+    writeln!(code, "  double acc = 0.0;").unwrap();
+    code.push_str(&body);
+    writeln!(code, "  out[t] += acc;").unwrap();
+    code.push_str("}\n");
+    Some(code)
 }
 
 /// A whole CUDA module: the prelude followed by the kernels.
@@ -388,5 +494,7 @@ pub(crate) fn module_source(kernels: &[KernelSource]) -> String {
 
 #[cfg(feature = "cuda")]
 pub(crate) mod device;
+#[cfg(feature = "cuda")]
+pub(crate) mod run;
 #[cfg(test)]
 mod tests;

@@ -328,7 +328,229 @@ fn compare_with(k: &Kernel, seed: u64, (lo, hi, q): (f64, f64, f64), run: Runner
             );
         }
     }
+    // The executor's combining kernels, where a target's indices are affine and one-to-one,
+    // give the same sums from the contribution values alone.
+    for (t, want_t) in want.iter().enumerate() {
+        let js: Vec<usize> = (0..ks.scatters.len())
+            .filter(|&j| ks.scatters[j] == t)
+            .collect();
+        if js.is_empty() {
+            continue;
+        }
+        let Some(code) = combine_source(&k, t, &js, "adj_combine") else {
+            continue;
+        };
+        let cvs: Vec<Vec<f64>> = js.iter().map(|&j| em.contributions[j].0.clone()).collect();
+        let got = emulate_combine(&code, &cvs, want_t.len());
+        COMBINED.fetch_add(1, Ordering::Relaxed);
+        for (i, (x, y)) in want_t.iter().zip(&got).enumerate() {
+            assert!(
+                (x - y).abs() <= 1e-12 * (1.0 + x.abs()),
+                "combined target {t}[{i}]: interpreter {x} vs combining kernel {y}\n{code}"
+            );
+        }
+    }
     false
+}
+
+/// How many targets the combining kernels have been checked on (by any test).
+static COMBINED: AtomicUsize = AtomicUsize::new(0);
+
+/// C statements that read `m` doubles into a fresh `double* name`.
+fn read_into(name: &str, m: usize) -> String {
+    format!("  double* {name} = malloc({} * 8); if (fread({name}, 8, {m}, in) != {m}) return 3;\n", m.max(1))
+}
+
+/// A C program around kernel text `code` (with the prelude and the executor's fixed kernels)
+/// whose `main` runs `body` (`in`, `o` open).
+fn c_program(code: &str, body: &str) -> String {
+    let mut c = module_source(&[]);
+    c.push_str(RUNTIME);
+    c.push_str(code);
+    c.push_str(
+        "#include <stdio.h>\n#include <stdlib.h>\n\
+         int main(int argc, char** argv) {\n  (void)argc;\n  FILE* in = fopen(argv[1], \"rb\");\n  FILE* o = fopen(argv[2], \"wb\");\n",
+    );
+    c.push_str(body);
+    c.push_str("  fclose(o);\n  return 0;\n}\n");
+    c
+}
+
+/// Run a combining kernel (`combine_source`) over `m` target elements, one thread after
+/// another, adding into zeros.
+fn emulate_combine(code: &str, cvs: &[Vec<f64>], m: usize) -> Vec<f64> {
+    let mut body = String::new();
+    let mut args = vec![format!("{m}ULL")];
+    let mut input = Vec::new();
+    for (q, cv) in cvs.iter().enumerate() {
+        body.push_str(&read_into(&format!("cv{q}"), cv.len()));
+        args.push(format!("cv{q}"));
+        input.extend(bytes(cv));
+    }
+    body.push_str(&format!("  double* out = calloc({}, 8);\n", m.max(1)));
+    args.push("out".into());
+    body.push_str(&format!(
+        "  for (adj_element = 0; adj_element < {}ULL; adj_element++) adj_combine({});\n  fwrite(out, 8, {m}, o);\n",
+        m + 3,
+        args.join(", ")
+    ));
+    f64s(&run_c(&c_program(code, &body), &input))
+}
+
+#[test]
+fn combining_kernels_reach_every_gmm_target() {
+    // Every scatter target of the GMM gradient's kernels has affine, one-to-one indices, so
+    // the GPU combines all of them on the device (`compare_with` checks each against the
+    // interpreter).
+    let (n, d, k) = (12, 3, 4);
+    let gmm = crate::models::Gmm::new(n, d, k, 1.0, 0.0).unwrap();
+    let icf = d * (d + 1) / 2;
+    let inputs = [
+        ramp(k, -0.3, 0.4),
+        ramp(k * d, -1.0, 1.0),
+        ramp(k * icf, -0.2, 0.3),
+        ramp(n * d, -1.5, 1.5),
+    ];
+    let refs: Vec<&[f64]> = inputs.iter().map(|v| v.as_slice()).collect();
+    gmm.program.gradient_a(&refs).unwrap();
+    let mut targets = 0;
+    for kern in kernels(&gmm.program) {
+        let ks = kernel_source(&kern, "k").unwrap();
+        for t in 0..kern.targets.len() {
+            let js: Vec<usize> = (0..ks.scatters.len())
+                .filter(|&j| ks.scatters[j] == t)
+                .collect();
+            if !js.is_empty() {
+                targets += 1;
+                assert!(
+                    combine_source(&kern, t, &js, "c").is_some(),
+                    "target {t} of a GMM kernel is combined on the host"
+                );
+            }
+        }
+    }
+    assert!(targets >= 3, "GMM scatters into {targets} targets");
+}
+
+#[test]
+fn combining_kernels_match_the_interpreter() {
+    // `compare_with` runs every combining kernel of the cases; the GMM case has several.
+    let before = COMBINED.load(Ordering::Relaxed);
+    case_gmm_kernels(&emulate);
+    case_indices_reads_selects_and_discrete_ops(&emulate);
+    assert!(COMBINED.load(Ordering::Relaxed) >= before + 3);
+}
+
+#[test]
+fn a_non_affine_scatter_has_no_combining_kernel() {
+    // `x[⌊x⌋ mod 3]`: the index depends on data, so the executor combines it on the host.
+    let b = Builder::new();
+    let x = b.input(&[6]);
+    let y = b.generate(&[6], |i| {
+        let j = x.at(&[i[0].clone()]).abs().floor().imod(3.0);
+        x.at(&[j]) * x.at(&[i[0].clone()])
+    });
+    let p = b.build_scalar(&y.sum()).unwrap();
+    p.gradient_a(&[&ramp(6, 0.0, 5.0)]).unwrap();
+    let mut seen = false;
+    for kern in kernels(&p) {
+        let ks = kernel_source(&kern, "k").unwrap();
+        for t in 0..kern.targets.len() {
+            let js: Vec<usize> = (0..ks.scatters.len())
+                .filter(|&j| ks.scatters[j] == t)
+                .collect();
+            if !js.is_empty() && combine_source(&kern, t, &js, "c").is_none() {
+                seen = true;
+            }
+        }
+    }
+    assert!(seen, "the data-dependent read's scatter was given a combining kernel");
+}
+
+#[test]
+fn interleaved_roots_are_the_cpu_layout() {
+    // A `generate_n` stores its results interleaved, `[space.., n]`, on either backend.
+    let b = Builder::new();
+    let x = b.input(&[5]);
+    let y = b.generate_n(&[5], 3, |i| {
+        let v = x.at(&[i[0].clone()]);
+        vec![v.clone() * 2.0, v.clone().sin(), v * i[0].clone()]
+    });
+    let p = b.build(&[&y]).unwrap();
+    let xs = ramp(5, -1.0, 2.0);
+    let want = p.run(&[&xs]).unwrap()[0].data().to_vec();
+    let kern = p.g.primal.iter().find_map(|c| c.get().cloned()).expect("a kernel");
+    let ks = kernel_source_with(&kern, "k", Roots::Interleaved).unwrap();
+    assert_eq!(ks.roots, 1);
+    let mut body = String::new();
+    let mut args = vec!["5ULL".to_string()];
+    for q in 0..ks.params {
+        body.push_str(&read_into(&format!("p{q}"), 5));
+        args.push(format!("p{q}"));
+    }
+    for a in 0..ks.arrays {
+        body.push_str(&read_into(&format!("a{a}"), 5));
+        args.push(format!("a{a}"));
+    }
+    body.push_str("  double* r0 = calloc(15, 8);\n  unsigned long long bad = ~0ULL;\n");
+    args.push("r0".into());
+    args.push("&bad".into());
+    body.push_str(&format!(
+        "  for (adj_element = 0; adj_element < 8; adj_element++) k({});\n  fwrite(r0, 8, 15, o);\n",
+        args.join(", ")
+    ));
+    let mut input = Vec::new();
+    for _ in 0..ks.params + ks.arrays {
+        input.extend(bytes(&xs));
+    }
+    let got = f64s(&run_c(&c_program(&ks.code, &body), &input));
+    assert_eq!(got.len(), want.len());
+    for (a, b) in got.iter().zip(&want) {
+        assert!(close(*a, *b), "{got:?} vs {want:?}");
+    }
+}
+
+#[test]
+fn executor_kernels_fold_multiply_and_broadcast() {
+    // Row folds (short rows in one pass, long rows in parts then over the parts), matrix
+    // products of strided views (a transpose), and broadcast adds, against plain loops.
+    let rows = 3;
+    let long = 2500; // > the executor's split length: 10 parts of 256
+    let x: Vec<f64> = (0..rows * long).map(|i| ((i * 37 % 101) as f64 - 50.0) / 7.0).collect();
+    let body = format!(
+        "{}  double* part = calloc({p}, 8); double* fin = calloc({rows}, 8); double* sh = calloc({rows}, 8); double* mx = calloc({rows}, 8);\n\
+         for (adj_element = 0; adj_element < {p}ULL; adj_element++) adj_fold_add({p}ULL, {long}ULL, 10ULL, 256ULL, x, part);\n\
+         for (adj_element = 0; adj_element < {rows}ULL; adj_element++) adj_fold_add({rows}ULL, 10ULL, 1ULL, 10ULL, part, fin);\n\
+         for (adj_element = 0; adj_element < {rows}ULL; adj_element++) adj_fold_add({rows}ULL, {long}ULL, 1ULL, {long}ULL, x, sh);\n\
+         for (adj_element = 0; adj_element < {rows}ULL; adj_element++) adj_fold_max({rows}ULL, {long}ULL, 1ULL, {long}ULL, x, mx);\n\
+         /* c = xᵀ-view (cols 0..4 of rows 0..2 as a 4×3 matrix) times a 3×2 matrix */\n\
+         double b[6] = {{1.0, -2.0, 0.5, 3.0, -1.5, 2.5}}; double* c = calloc(8, 8);\n\
+         for (adj_element = 0; adj_element < 8; adj_element++) adj_matmul(8ULL, 2ULL, 3ULL, x, 1ULL, {long}ULL, b, 2ULL, 1ULL, c);\n\
+         double d[6] = {{0}}; double bc[2] = {{1.5, -4.0}};\n\
+         for (adj_element = 0; adj_element < 6; adj_element++) adj_add_bc(6ULL, 3ULL, d, bc);\n\
+         for (adj_element = 0; adj_element < 6; adj_element++) adj_add(6ULL, d, b);\n\
+         fwrite(fin, 8, {rows}, o); fwrite(sh, 8, {rows}, o); fwrite(mx, 8, {rows}, o); fwrite(c, 8, 8, o); fwrite(d, 8, 6, o);\n",
+        read_into("x", rows * long),
+        p = rows * 10,
+    );
+    let got = f64s(&run_c(&c_program("", &body), &bytes(&x)));
+    for r in 0..rows {
+        let row = &x[r * long..(r + 1) * long];
+        let seq: f64 = row.iter().sum();
+        let parts: f64 = row.chunks(256).map(|c| c.iter().sum::<f64>()).sum();
+        assert_eq!(got[r], parts, "row {r}: in parts, then over the parts");
+        assert_eq!(got[rows + r], seq, "row {r}: one pass, left to right");
+        assert_eq!(got[2 * rows + r], row.iter().copied().fold(f64::NEG_INFINITY, f64::max));
+    }
+    let b = [1.0, -2.0, 0.5, 3.0, -1.5, 2.5];
+    for i in 0..4 {
+        for j in 0..2 {
+            let want: f64 = (0..3).map(|k| x[k * long + i] * b[k * 2 + j]).sum();
+            assert_eq!(got[3 * rows + i * 2 + j], want, "c[{i}, {j}]");
+        }
+    }
+    let d: Vec<f64> = (0..6).map(|e| [1.5, -4.0][e / 3] + b[e]).collect();
+    assert_eq!(&got[3 * rows + 8..], &d[..]);
 }
 
 /// Every primal and adjoint kernel a program made while computing its gradient.

@@ -1,0 +1,601 @@
+//! A whole program on the GPU (feature `cuda`): the primal pass and the reverse pass of
+//! `exec.rs`, over arrays that stay on the device. Inputs are uploaded once per call and only
+//! the outputs and the gradients are read back.
+//!
+//! Every node runs as the CPU backend runs it, from the same kernels (`Kernel`s, printed as CUDA
+//! C by [`kernel_source_with`](super::kernel_source_with)) and the same adjoint kernels
+//! ([`gen_adjoint`], [`sumgen_adjoint`]):
+//!
+//! - `generate`/`map`/`zip_with` (`Gen`): one launch of its kernel, one thread per element;
+//!   several results are stored interleaved, as the CPU stores them;
+//! - sums and folds with `+ × max min` (`Sum`, `SumGen`, `Fold`): a thread per row (per part of
+//!   a long row, then a thread per row over the parts), left to right;
+//! - `matmul`: a thread per element of the product, the inner dimension in order;
+//! - the reverse pass: adjoint kernels as on the CPU; an indexed read's adjoint (a scatter) is
+//!   combined by a kernel made for it ([`combine_source`]) with one thread per target element,
+//!   when its index is affine and one-to-one in the axes it uses (every read of ADBench GMM),
+//!   and on the host otherwise.
+//!
+//! Nothing adds floating-point values in an order that depends on scheduling, so a gradient is
+//! bit-identical from run to run. The other nodes (`scan`, `scan_n`, `permute`, `acond`,
+//! `awhile`, folds with a general step or an initial value, and `f32` arrays) are refused with
+//! an error naming them; run such programs on the CPU backend.
+
+use super::device::{Gpu, Pending};
+use super::{combine_source, Roots};
+use crate::error::{Error, Result};
+use crate::exec::{gen_adjoint, gen_own, primal_kernel, sumgen_adjoint, AUX_BC, AUX_DENSE};
+use crate::graph::{ANode, DType, Graph, NodeId};
+use crate::kernel::{Kernel, ParamSrc};
+use adjoint_core::rules::Op2;
+use cudarc::driver::{CudaSlice, PushKernelArg};
+use std::cell::RefCell;
+use std::sync::Arc;
+
+/// A device array shared between nodes (a reshape is its source's array).
+type Dev = Arc<CudaSlice<f64>>;
+
+/// Rows longer than this are folded in parts of [`PART`] elements, then over the parts.
+const SPLIT: usize = 2048;
+const PART: usize = 256;
+
+fn unsupported(what: &str) -> Error {
+    Error::Invalid(format!(
+        "the CUDA backend does not support {what} yet; run this program on the CPU backend"
+    ))
+}
+
+fn node_name(k: &ANode) -> &'static str {
+    match k {
+        ANode::Input { .. } => "input",
+        ANode::Use(_) => "constant",
+        ANode::Gen { .. } => "generate",
+        ANode::SumGen { .. } => "sum of generate",
+        ANode::Sum { .. } => "sum",
+        ANode::Fold { .. } => "fold",
+        ANode::Scan { .. } => "scan",
+        ANode::Permute { .. } => "permute",
+        ANode::ScanN { .. } => "scan_n",
+        ANode::Reshape { .. } => "reshape",
+        ANode::StopGrad { .. } => "stop_gradient",
+        ANode::Acond { .. } => "acond",
+        ANode::Awhile { .. } => "awhile",
+        ANode::Proj { .. } => "awhile's results",
+        ANode::MatMul { .. } => "matmul",
+    }
+}
+
+/// A row-major matrix view of a device array (`(i, j)` at `i·rs + j·cs`).
+#[derive(Clone, Copy)]
+struct View<'a> {
+    data: &'a CudaSlice<f64>,
+    rows: usize,
+    cols: usize,
+    rs: usize,
+    cs: usize,
+}
+
+impl<'a> View<'a> {
+    fn new(data: &'a CudaSlice<f64>, rows: usize, cols: usize) -> Self {
+        View {
+            data,
+            rows,
+            cols,
+            rs: cols,
+            cs: 1,
+        }
+    }
+    fn t(self) -> Self {
+        View {
+            rows: self.cols,
+            cols: self.rows,
+            rs: self.cs,
+            cs: self.rs,
+            ..self
+        }
+    }
+}
+
+/// The adjoints of the reverse pass: dense ones, and broadcast ones (one value per row of the
+/// last axis) expanded only when a node needs its adjoint whole.
+struct Adj {
+    dense: Vec<Option<CudaSlice<f64>>>,
+    bc: Vec<Option<CudaSlice<f64>>>,
+}
+
+/// One run of a graph on the GPU.
+pub(crate) struct DevRun<'g> {
+    gpu: &'g Gpu,
+    g: &'g Graph,
+    inputs: &'g [&'g [f64]],
+    vals: Vec<Option<Dev>>,
+    /// per node, the smallest element of its kernels whose index was out of bounds
+    /// (`u64::MAX`: none), read back once at the end ([`DevRun::check`])
+    flags: RefCell<CudaSlice<u64>>,
+}
+
+fn len_of(g: &Graph, n: NodeId) -> usize {
+    g.nodes[n as usize].shape.iter().product()
+}
+
+impl<'g> DevRun<'g> {
+    pub(crate) fn new(gpu: &'g Gpu, g: &'g Graph, inputs: &'g [&'g [f64]]) -> Result<Self> {
+        let n = g.nodes.len();
+        Ok(DevRun {
+            gpu,
+            g,
+            inputs,
+            vals: vec![None; n],
+            flags: RefCell::new(gpu.upload_of(&vec![u64::MAX; n])?),
+        })
+    }
+
+    /// Compute every output.
+    pub(crate) fn run_outputs(&mut self) -> Result<()> {
+        for &o in &self.g.outputs {
+            self.force(o)?;
+        }
+        Ok(())
+    }
+
+    /// Node `n`'s value, read back.
+    pub(crate) fn download(&self, n: NodeId) -> Result<Vec<f64>> {
+        let v = self.vals[n as usize].as_ref().expect("computed");
+        let mut out = self.gpu.download(v)?;
+        out.truncate(len_of(self.g, n));
+        Ok(out)
+    }
+
+    /// Whether some kernel read out of bounds: the first such node's error, as the CPU
+    /// backend's interpreter reports it (the node is run on the CPU for the message).
+    pub(crate) fn check(&self) -> Result<()> {
+        let flags = self.gpu.download(&self.flags.borrow())?;
+        if let Some((node, &e)) = flags.iter().enumerate().find(|(_, &f)| f != u64::MAX) {
+            let k = &self.g.nodes[node].kind;
+            return Err(Error::Invalid(format!(
+                "an index out of bounds on the GPU: element {e} of node {node} ({}); run the \
+                 program on the CPU backend for the index and shape",
+                node_name(k)
+            )));
+        }
+        Ok(())
+    }
+
+    fn value(&self, n: NodeId) -> Result<Dev> {
+        self.vals[n as usize]
+            .clone()
+            .ok_or_else(|| Error::Invalid(format!("CUDA backend: node {n} used before computed")))
+    }
+
+    fn force_reads(&mut self, reads: &[NodeId]) -> Result<()> {
+        for &r in reads {
+            self.force(r)?;
+        }
+        Ok(())
+    }
+
+    /// Launch kernel `k` for node `i`: parameters from `caller` and arrays, arrays by key
+    /// (`aux` first, for the reverse pass's seeds).
+    fn launch(
+        &self,
+        i: NodeId,
+        k: &Kernel,
+        roots: Roots,
+        caller: &[Dev],
+        aux: &dyn Fn(u32) -> Option<Dev>,
+    ) -> Result<Pending> {
+        let get = |key: u32| -> Result<Dev> {
+            match aux(key) {
+                Some(v) => Ok(v),
+                None => self.value(key),
+            }
+        };
+        let params: Vec<Dev> = k
+            .params
+            .iter()
+            .map(|p| match p {
+                ParamSrc::Caller(j) => Ok(caller[*j as usize].clone()),
+                ParamSrc::Array(key) => get(*key),
+            })
+            .collect::<Result<_>>()?;
+        let arrays: Vec<Dev> = k.arrays.iter().map(|&key| get(key)).collect::<Result<_>>()?;
+        let pr: Vec<&CudaSlice<f64>> = params.iter().map(|a| &**a).collect();
+        let ar: Vec<&CudaSlice<f64>> = arrays.iter().map(|a| &**a).collect();
+        let mut flags = self.flags.borrow_mut();
+        let mut flag = flags.slice_mut(i as usize..i as usize + 1);
+        self.gpu.launch_pending(k, roots, &pr, &ar, &mut flag)
+    }
+
+    /// Compute node `i` (and, first, what it needs).
+    fn force(&mut self, i: NodeId) -> Result<()> {
+        if self.vals[i as usize].is_some() {
+            return Ok(());
+        }
+        let g = self.g;
+        let info = &g.nodes[i as usize];
+        if info.dtype == DType::F32 {
+            return Err(unsupported("f32 arrays"));
+        }
+        let total = len_of(g, i);
+        let v: CudaSlice<f64> = match &info.kind {
+            ANode::Input { index, .. } => self.gpu.upload(self.inputs[*index])?,
+            ANode::Use(d) => self.gpu.upload(d)?,
+            ANode::Reshape { src } | ANode::StopGrad { src } => {
+                self.force(*src)?;
+                self.vals[i as usize] = self.vals[*src as usize].clone();
+                return Ok(());
+            }
+            ANode::Gen { lam, args, space } => {
+                for &a in args {
+                    self.force(a)?;
+                }
+                self.force_reads(lam.reads())?;
+                let k = primal_kernel(g, i, lam, args, space);
+                if k.roots.len() != lam.outs.len() {
+                    return Err(unsupported("a generate whose kernel has extra results"));
+                }
+                let layout = if lam.outs.len() == 1 {
+                    Roots::Separate
+                } else {
+                    Roots::Interleaved
+                };
+                let caller = args.iter().map(|&a| self.value(a)).collect::<Result<Vec<_>>>()?;
+                let mut p = self.launch(i, k, layout, &caller, &|_| None)?;
+                p.roots.pop().expect("one root array")
+            }
+            ANode::SumGen { lam, args, space } => {
+                for &a in args {
+                    self.force(a)?;
+                }
+                self.force_reads(lam.reads())?;
+                let k = primal_kernel(g, i, lam, args, space);
+                let caller = args.iter().map(|&a| self.value(a)).collect::<Result<Vec<_>>>()?;
+                let mut p = self.launch(i, k, Roots::Separate, &caller, &|_| None)?;
+                let terms = p.roots.pop().expect("one root array");
+                let inner = *space.last().expect("rank ≥ 1");
+                self.fold_rows(Op2::Add, &terms, total, inner)?
+            }
+            ANode::Sum { src } => {
+                self.force(*src)?;
+                let inner = *g.nodes[*src as usize].shape.last().expect("rank ≥ 1");
+                let x = self.value(*src)?;
+                self.fold_rows(Op2::Add, &x, total, inner)?
+            }
+            ANode::Fold { f, init: None, src } if f.reads().is_empty() => {
+                let Some(op) = f.as_binop() else {
+                    return Err(unsupported("a fold with a general step function"));
+                };
+                self.force(*src)?;
+                let inner = *g.nodes[*src as usize].shape.last().expect("rank ≥ 1");
+                if inner == 0 && total > 0 {
+                    return Err(Error::Invalid(
+                        "a fold without an initial value over empty rows".into(),
+                    ));
+                }
+                let x = self.value(*src)?;
+                self.fold_rows(op, &x, total, inner)?
+            }
+            ANode::MatMul { a, b } => {
+                self.force(*a)?;
+                self.force(*b)?;
+                let (da, db) = (self.value(*a)?, self.value(*b)?);
+                let (sa, sb) = (&g.nodes[*a as usize].shape, &g.nodes[*b as usize].shape);
+                self.matmul(View::new(&da, sa[0], sa[1]), View::new(&db, sb[0], sb[1]))?
+            }
+            k => return Err(unsupported(&format!("{} nodes", node_name(k)))),
+        };
+        self.vals[i as usize] = Some(Arc::new(v));
+        Ok(())
+    }
+
+    /// `rows` folds with `op` of `inner` elements each (`x` row-major); an empty row sums to 0.
+    fn fold_rows(
+        &self,
+        op: Op2,
+        x: &CudaSlice<f64>,
+        rows: usize,
+        inner: usize,
+    ) -> Result<CudaSlice<f64>> {
+        let name = match op {
+            Op2::Add => "adj_fold_add",
+            Op2::Mul => "adj_fold_mul",
+            Op2::Max => "adj_fold_max",
+            Op2::Min => "adj_fold_min",
+            _ => return Err(unsupported("this fold")),
+        };
+        let f = self.gpu.runtime(name)?;
+        if inner == 0 {
+            return self.gpu.zeros(rows);
+        }
+        let parts = if inner > SPLIT {
+            inner.div_ceil(PART)
+        } else {
+            1
+        };
+        let chunk = if parts > 1 { PART } else { inner };
+        let mut out = self.gpu.zeros::<f64>(rows * parts)?;
+        let (inn, pa, ch) = (inner as u64, parts as u64, chunk as u64);
+        // SAFETY: `adj_fold_*(n, inner, parts, chunk, x, out)`: `x` holds `rows × inner` values
+        // (a node of that shape), thread `e < rows × parts` reads row `e / parts` from
+        // `(e % parts) · chunk` up to `min(+chunk, inner)` and writes `out[e]`.
+        unsafe {
+            self.gpu.launch_n(&f, &((rows * parts) as u64), |b| {
+                b.arg(&inn).arg(&pa).arg(&ch).arg(x).arg(&mut out);
+            })?;
+        }
+        if parts == 1 {
+            return Ok(out);
+        }
+        let mut fin = self.gpu.zeros::<f64>(rows)?;
+        let one = 1u64;
+        // SAFETY: as above, over the `rows × parts` partial results in one part per row.
+        unsafe {
+            self.gpu.launch_n(&f, &((rows) as u64), |b| {
+                b.arg(&pa).arg(&one).arg(&pa).arg(&out).arg(&mut fin);
+            })?;
+        }
+        Ok(fin)
+    }
+
+    /// The product of two views (`a.cols == b.rows`), row-major.
+    fn matmul(&self, a: View, b: View) -> Result<CudaSlice<f64>> {
+        if a.cols != b.rows {
+            return Err(Error::Invalid(format!(
+                "matmul of [{}, {}] and [{}, {}]",
+                a.rows, a.cols, b.rows, b.cols
+            )));
+        }
+        let f = self.gpu.runtime("adj_matmul")?;
+        let mut c = self.gpu.zeros::<f64>(a.rows * b.cols)?;
+        let (cols, inner) = (b.cols as u64, a.cols as u64);
+        let (ars, acs, brs, bcs) = (a.rs as u64, a.cs as u64, b.rs as u64, b.cs as u64);
+        // SAFETY: `adj_matmul(n, cols, inner, a, ars, acs, b, brs, bcs, c)`: the views lie in
+        // their arrays (shapes from the graph: `a` is rows × inner, `b` inner × cols, each
+        // strided as its node's row-major data or its transpose), and `c` has
+        // `rows × cols = n` elements.
+        unsafe {
+            self.gpu.launch_n(&f, &((a.rows * b.cols) as u64), |l| {
+                l.arg(&cols).arg(&inner);
+                l.arg(a.data).arg(&ars).arg(&acs);
+                l.arg(b.data).arg(&brs).arg(&bcs);
+                l.arg(&mut c);
+            })?;
+        }
+        Ok(c)
+    }
+
+    /// `a += b` elementwise over `n` elements.
+    fn add_into(&self, a: &mut CudaSlice<f64>, b: &CudaSlice<f64>, n: usize) -> Result<()> {
+        let f = self.gpu.runtime("adj_add")?;
+        // SAFETY: `adj_add(n, a, b)`: both hold a node's `n` adjoint values.
+        unsafe {
+            self.gpu.launch_n(&f, &((n) as u64), |l| {
+                l.arg(a).arg(b);
+            })
+        }
+    }
+
+    fn add(&self, adj: &mut Adj, n: NodeId, v: CudaSlice<f64>) -> Result<()> {
+        match &mut adj.dense[n as usize] {
+            Some(d) => self.add_into(d, &v, len_of(self.g, n)),
+            slot @ None => {
+                *slot = Some(v);
+                Ok(())
+            }
+        }
+    }
+
+    /// Add `v`, one value per row of `src`'s last axis, to `src`'s broadcast adjoint.
+    fn add_bc(&self, adj: &mut Adj, src: NodeId, v: CudaSlice<f64>, rows: usize) -> Result<()> {
+        match &mut adj.bc[src as usize] {
+            Some(d) => self.add_into(d, &v, rows),
+            slot @ None => {
+                *slot = Some(v);
+                Ok(())
+            }
+        }
+    }
+
+    /// Node `n`'s adjoint as one dense array (a broadcast part expanded), if it has one.
+    fn take(&self, adj: &mut Adj, n: NodeId) -> Result<Option<CudaSlice<f64>>> {
+        let d = adj.dense[n as usize].take();
+        let Some(b) = adj.bc[n as usize].take() else {
+            return Ok(d);
+        };
+        let size = len_of(self.g, n);
+        let mut d = match d {
+            Some(d) => d,
+            None => self.gpu.zeros(size)?,
+        };
+        let shape = &self.g.nodes[n as usize].shape;
+        let inner = (*shape.last().unwrap_or(&1)).max(1) as u64;
+        let f = self.gpu.runtime("adj_add_bc")?;
+        // SAFETY: `adj_add_bc(n, inner, d, b)`: `d` holds the node's `size` values, `b` one per
+        // row of `inner` (`size / inner` values).
+        unsafe {
+            self.gpu.launch_n(&f, &((size) as u64), |l| {
+                l.arg(&inner).arg(&mut d).arg(&b);
+            })?;
+        }
+        Ok(Some(d))
+    }
+
+    /// Run adjoint kernel `k` for node `i` and route its results: parameter adjoints to
+    /// `param_dst`, identity scatters to the read arrays' adjoints, other scatters combined
+    /// into them.
+    fn apply_adjoint(
+        &self,
+        adj: &mut Adj,
+        i: NodeId,
+        k: &Kernel,
+        caller: &[Dev],
+        aux: &dyn Fn(u32) -> Option<Dev>,
+        param_dst: &dyn Fn(u32) -> NodeId,
+    ) -> Result<()> {
+        let p = self.launch(i, k, Roots::Separate, caller, aux)?;
+        let mut roots: Vec<Option<CudaSlice<f64>>> = p.roots.into_iter().map(Some).collect();
+        for (r, &pk) in k.param_roots.iter().enumerate() {
+            let v = roots[r].take().expect("a root per parameter");
+            self.add(adj, param_dst(pk), v)?;
+        }
+        for &(ti, r) in &k.dense_targets {
+            let v = roots[r].take().expect("a root per dense target");
+            self.add(adj, k.targets[ti], v)?;
+        }
+        for (t, &key) in k.targets.iter().enumerate() {
+            let js: Vec<usize> = (0..p.scatters.len())
+                .filter(|&j| p.scatters[j] == t)
+                .collect();
+            if js.is_empty() {
+                continue;
+            }
+            let m = len_of(self.g, key);
+            if adj.dense[key as usize].is_none() {
+                adj.dense[key as usize] = Some(self.gpu.zeros(m)?);
+            }
+            let out = adj.dense[key as usize].as_mut().expect("set above");
+            match combine_source(k, t, &js, "adj_combine") {
+                Some(code) => {
+                    let f = self.gpu.compiled(&code, "adj_combine")?;
+                    // SAFETY: the combining kernel's signature is `(n, cv0, …, out)` with one
+                    // contribution array per scatter of `js` (the kernel's `n` elements each,
+                    // read at the elements the affine forms name, all inside the space) and
+                    // `out` the target's adjoint of `m` elements, one thread per element.
+                    unsafe {
+                        self.gpu.launch_n(&f, &((m) as u64), |l| {
+                            for &j in &js {
+                                l.arg(&p.contributions[j].0);
+                            }
+                            l.arg(out);
+                        })?;
+                    }
+                }
+                None => {
+                    // On the host, in element order, the scatters in order per element.
+                    let mut acc = self.gpu.download(out)?;
+                    let parts: Vec<(Vec<f64>, Vec<i64>)> = js
+                        .iter()
+                        .map(|&j| {
+                            let (v, ix) = &p.contributions[j];
+                            Ok((self.gpu.download(v)?, self.gpu.download(ix)?))
+                        })
+                        .collect::<Result<_>>()?;
+                    let n = k.space.iter().product::<usize>();
+                    for e in 0..n {
+                        for (v, ix) in &parts {
+                            if ix[e] >= 0 {
+                                acc[ix[e] as usize] += v[e];
+                            }
+                        }
+                    }
+                    *out = self.gpu.upload(&acc)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The reverse pass from `seeds` (adjoints of output nodes): one adjoint per graph input,
+    /// read back (`None` for inputs the outputs do not depend on).
+    pub(crate) fn backward(&self, seeds: Vec<(NodeId, Vec<f64>)>) -> Result<Vec<Option<Vec<f64>>>> {
+        let g = self.g;
+        let n = g.nodes.len();
+        let mut adj = Adj {
+            dense: (0..n).map(|_| None).collect(),
+            bc: (0..n).map(|_| None).collect(),
+        };
+        for (o, s) in seeds {
+            let v = self.gpu.upload(&s)?;
+            self.add(&mut adj, o, v)?;
+        }
+        let mut result: Vec<Option<Vec<f64>>> = vec![None; g.inputs.len()];
+        for i in (0..n as NodeId).rev() {
+            if self.vals[i as usize].is_none() || !g.active[i as usize] {
+                continue;
+            }
+            let info = &g.nodes[i as usize];
+            let size = len_of(g, i);
+            match &info.kind {
+                ANode::Gen { lam, args, .. } => {
+                    let dense = adj.dense[i as usize].take().map(Arc::new);
+                    let bc = adj.bc[i as usize].take().map(Arc::new);
+                    if dense.is_none() && bc.is_none() {
+                        continue;
+                    }
+                    let ak = gen_adjoint(g, i, dense.is_some(), bc.is_some())?;
+                    let own = gen_own(g, i, false);
+                    let mut caller = args.iter().map(|&a| self.value(a)).collect::<Result<Vec<_>>>()?;
+                    if let (Some(d), 1) = (&dense, lam.outs.len()) {
+                        caller.push(d.clone());
+                    }
+                    if !own.is_empty() {
+                        caller.push(self.value(i)?);
+                    }
+                    let aux = |key: u32| match key {
+                        AUX_DENSE => dense.clone(),
+                        AUX_BC => bc.clone(),
+                        _ => None,
+                    };
+                    self.apply_adjoint(&mut adj, i, &ak, &caller, &aux, &|k| args[k as usize])?;
+                    continue;
+                }
+                ANode::SumGen { args, .. } => {
+                    let Some(gv) = self.take(&mut adj, i)? else {
+                        continue;
+                    };
+                    let gv = Arc::new(gv);
+                    let ak = sumgen_adjoint(g, i)?;
+                    let caller = args.iter().map(|&a| self.value(a)).collect::<Result<Vec<_>>>()?;
+                    let aux = |key: u32| (key == AUX_BC).then(|| gv.clone());
+                    self.apply_adjoint(&mut adj, i, &ak, &caller, &aux, &|k| args[k as usize])?;
+                    continue;
+                }
+                _ => {}
+            }
+            let Some(gv) = self.take(&mut adj, i)? else {
+                continue;
+            };
+            match &info.kind {
+                ANode::Input { index, .. } => {
+                    let mut v = self.gpu.download(&gv)?;
+                    v.truncate(size);
+                    result[*index] = Some(v);
+                }
+                ANode::Use(_) | ANode::StopGrad { .. } => {}
+                ANode::Reshape { src } => self.add(&mut adj, *src, gv)?,
+                ANode::Sum { src } => {
+                    if g.active[*src as usize] {
+                        self.add_bc(&mut adj, *src, gv, size)?;
+                    }
+                }
+                ANode::Fold { f, src, .. } if f.as_binop() == Some(Op2::Add) => {
+                    if g.active[*src as usize] {
+                        self.add_bc(&mut adj, *src, gv, size)?;
+                    }
+                }
+                ANode::MatMul { a, b } => {
+                    // C = A B: Ā = C̄ Bᵀ, B̄ = Aᵀ C̄.
+                    let (da, db) = (self.value(*a)?, self.value(*b)?);
+                    let (sa, sb) = (&g.nodes[*a as usize].shape, &g.nodes[*b as usize].shape);
+                    let (va, vb) = (View::new(&da, sa[0], sa[1]), View::new(&db, sb[0], sb[1]));
+                    let vc = View::new(&gv, va.rows, vb.cols);
+                    if g.active[*a as usize] {
+                        let d = self.matmul(vc, vb.t())?;
+                        self.add(&mut adj, *a, d)?;
+                    }
+                    if g.active[*b as usize] {
+                        let d = self.matmul(va.t(), vc)?;
+                        self.add(&mut adj, *b, d)?;
+                    }
+                }
+                k => {
+                    return Err(unsupported(&format!(
+                        "the adjoint of {} nodes",
+                        node_name(k)
+                    )))
+                }
+            }
+        }
+        Ok(result)
+    }
+}
