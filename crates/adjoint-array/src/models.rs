@@ -11,7 +11,7 @@
 //! [`Ba`](crate::models::Ba) — ADBench's bundle adjustment Jacobian blocks: [`jacobian_e`]
 //! inside a `generate_n` over observations (seed 004's `gradientE` use).
 
-use crate::{jacobian_e, lit, Acc, Builder, Exp, Program, Result};
+use crate::{jacobian_e, lit, Acc, Backend, Builder, Exp, Program, Result};
 
 /// The reference implementation's π (a quirk of ADBench kept for comparable numbers).
 #[allow(clippy::approx_constant)]
@@ -185,7 +185,23 @@ impl Gmm {
         icf: &[f64],
         x: &[f64],
     ) -> Result<(f64, Vec<f64>)> {
-        let g = self.program.gradient_a(&[alphas, means, icf, x])?;
+        self.gradient_on(&Backend::cpu(), alphas, means, icf, x)
+    }
+
+    /// [`Gmm::gradient`] on `backend` (e.g. [`Backend::cuda`]).
+    pub fn gradient_on(
+        &self,
+        backend: &Backend,
+        alphas: &[f64],
+        means: &[f64],
+        icf: &[f64],
+        x: &[f64],
+    ) -> Result<(f64, Vec<f64>)> {
+        let g = if backend.is_cuda() {
+            self.program.gradient_on(backend, &[alphas, means, icf, x])?
+        } else {
+            self.program.gradient_a(&[alphas, means, icf, x])?
+        };
         let mut out = Vec::with_capacity(alphas.len() + means.len() + icf.len());
         for gi in &g.grads[..3] {
             out.extend_from_slice(gi);
@@ -454,5 +470,26 @@ impl Ba {
         let r = self.program.run_into(&[cams, x, w, feats, obs], &mut outs);
         *out = outs.pop().expect("one output");
         r
+    }
+
+    /// [`Ba::blocks_into`] on `backend` (e.g. [`Backend::cuda`]; the CPU reuses `out`'s
+    /// memory, the GPU's result replaces it).
+    #[allow(clippy::too_many_arguments)]
+    pub fn blocks_on(
+        &self,
+        backend: &Backend,
+        cams: &[f64],
+        x: &[f64],
+        w: &[f64],
+        feats: &[f64],
+        obs: &[f64],
+        out: &mut Vec<f64>,
+    ) -> Result<()> {
+        if !backend.is_cuda() {
+            return self.blocks_into(cams, x, w, feats, obs, out);
+        }
+        let mut r = self.program.run_on(backend, &[cams, x, w, feats, obs])?;
+        *out = r.pop().expect("one output").into_data();
+        Ok(())
     }
 }

@@ -2,7 +2,11 @@
 """ADBench GMM, BA and LSTM peers for `adjoint-bench adbench`: PyTorch (eager, vectorised), JAX (jit)
 and autograd.
 
-Usage: adbench_py.py TOOL MANIFEST [--quick]
+Usage: adbench_py.py TOOL MANIFEST [--quick] [--device cpu|cuda]
+
+`--device cuda` runs PyTorch with its tensors on `cuda` and JAX on its GPU backend (an error if
+JAX has none); every derivative is copied back to the host inside the timed call (`.cpu()`,
+`np.asarray`), which also waits for the GPU, and the rows are named `pytorch-cuda`, `jax-cuda`.
 
 MANIFEST is the JSON list written by adjoint-bench: {task, name, source, path, reference} per
 input, where `reference` is a little-endian f64 file with adjoint's tape gradient (GMM, LSTM) or the
@@ -191,9 +195,15 @@ def agree(x, y):
     return "ok (= tape)" if e[i] < 1e-8 else f"vs tape: element {i}: {x[i]} vs {y[i]} (error {e[i]:.2e})"
 
 
+DEVICE = 'cpu'
+
+
 def tool_torch():
     import torch
     torch.set_default_dtype(torch.float64)
+    if DEVICE == 'cuda' and not torch.cuda.is_available():
+        raise SystemExit('adbench_py: --device cuda, but PyTorch sees no GPU')
+    dev = torch.device(DEVICE)
 
     class NumpyNames:
         """numpy's spelling of the few reductions that differ in torch."""
@@ -214,7 +224,7 @@ def tool_torch():
 
     def gmm_fns(inp):
         alphas, means, icf, x, gamma, m = inp
-        T = lambda a: torch.tensor(a)
+        T = lambda a: torch.tensor(a, device=dev)
         xs, sc = T(x), T(tri_scatter(x.shape[1]))
         params = [T(alphas), T(means), T(icf)]
         obj = lambda: gmm(*params, xs, gamma, m, sc).item()
@@ -222,11 +232,11 @@ def tool_torch():
         def grad():
             ps = [p.clone().requires_grad_() for p in params]
             gmm(*ps, xs, gamma, m, sc).backward()
-            return np.concatenate([p.grad.numpy().ravel() for p in ps])
+            return np.concatenate([p.grad.cpu().numpy().ravel() for p in ps])
         return obj, grad
 
     def ba_fns(ba):
-        T = lambda a: torch.tensor(a)
+        T = lambda a: torch.tensor(a, device=dev)
         cams, X, w, feats = T(ba['cams'][ba['obs'][:, 0]]), T(ba['x'][ba['obs'][:, 1]]), T(ba['w']), T(ba['feats'])
         obj = lambda: (reproj(cams, X, w, feats), 1 - w * w)
         f = lambda z: reproj(z[0:11], z[11:14], z[14], z[15:17])
@@ -234,19 +244,19 @@ def tool_torch():
 
         def jacobian():
             z = torch.cat([cams, X, w[:, None], feats], 1)
-            return assemble(ba, jac(z)[:, :, :15].numpy())
+            return assemble(ba, jac(z)[:, :, :15].cpu().numpy())
         return obj, jacobian
 
     lstm = make_lstm(torch)
 
     def lstm_fns(inp):
-        main, extra, state, seq = [torch.tensor(a) for a in inp]
+        main, extra, state, seq = [torch.tensor(a, device=dev) for a in inp]
         obj = lambda: lstm(main, extra, state, seq).item()
 
         def grad():
             m, e = main.clone().requires_grad_(), extra.clone().requires_grad_()
             lstm(m, e, state, seq).backward()
-            return np.concatenate([m.grad.numpy().ravel(), e.grad.numpy().ravel()])
+            return np.concatenate([m.grad.cpu().numpy().ravel(), e.grad.cpu().numpy().ravel()])
         return obj, grad
     return gmm_fns, ba_fns, lstm_fns
 
@@ -254,6 +264,10 @@ def tool_torch():
 def tool_jax():
     import jax
     jax.config.update('jax_enable_x64', True)
+    if DEVICE == 'cpu':
+        jax.config.update('jax_platforms', 'cpu')
+    elif jax.default_backend() != 'gpu':
+        raise SystemExit(f'adbench_py: --device cuda, but JAX runs on {jax.default_backend()}')
     import jax.numpy as jnp
     gmm = make_gmm(jnp, jax.lax.stop_gradient)
     reproj = make_reproj(jnp)
@@ -330,15 +344,23 @@ def tool_autograd():
 
 
 def main():
+    global DEVICE
     tool, manifest = sys.argv[1], json.load(open(sys.argv[2]))
     quick = '--quick' in sys.argv
+    if '--device' in sys.argv:
+        DEVICE = sys.argv[sys.argv.index('--device') + 1]
+        if DEVICE not in ('cpu', 'cuda'):
+            raise SystemExit(f'adbench_py: --device cpu or cuda, not {DEVICE}')
+        if DEVICE == 'cuda' and tool == 'autograd':
+            raise SystemExit('adbench_py: autograd has no GPU')
+    name = tool if DEVICE == 'cpu' else f'{tool}-{DEVICE}'
     gmm_fns, ba_fns, lstm_fns = {'pytorch': tool_torch, 'jax': tool_jax, 'autograd': tool_autograd}[tool]()
     rows = []
     for item in manifest:
         if tool == 'autograd' and item['task'] == 'ba':
             # autograd has no vmap: a per-observation Python loop takes minutes per Jacobian.
             rows.append(dict(task='ba', input=item['name'], source=item['source'], params=0,
-                             engine=tool, objective_s=0.0, derivative_s=0.0, ratio=0.0, peak_bytes=0,
+                             engine=name, objective_s=0.0, derivative_s=0.0, ratio=0.0, peak_bytes=0,
                              check='skipped: per-observation Python Jacobian takes minutes'))
             continue
         if item['task'] == 'gmm':
@@ -359,14 +381,14 @@ def main():
         # What this peer computed, beside the reference, so agreement can be checked from files.
         ref = item['reference']
         out = ref[:-len('.reference.f64')] if ref.endswith('.reference.f64') else ref
-        np.asarray(result, dtype='<f8').tofile(f"{out}.{tool}.f64")
+        np.asarray(result, dtype='<f8').tofile(f"{out}.{name}.f64")
         ot = time_min(obj, quick)
         dt = time_min(der, quick)
         peak = max(0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0) * 1024
         rows.append(dict(task=item['task'], input=item['name'], source=item['source'], params=params,
-                         engine=tool, objective_s=ot, derivative_s=dt, ratio=dt / ot,
+                         engine=name, objective_s=ot, derivative_s=dt, ratio=dt / ot,
                          peak_bytes=peak, check=check))
-        print(f"  {tool} {item['task']} {item['name']}: {check}", file=sys.stderr)
+        print(f"  {name} {item['task']} {item['name']}: {check}", file=sys.stderr)
     json.dump(rows, sys.stdout)
 
 

@@ -53,6 +53,11 @@ enum Cmd {
         /// Only these engines, comma-separated (adjoint's and peers', e.g. `tape,jax`).
         #[arg(long, value_delimiter = ',')]
         engines: Option<Vec<String>>,
+        /// Where the Python peers compute: `cpu`, or `cuda` (PyTorch's tensors and JAX's arrays
+        /// on the GPU, results copied back; their rows are named `pytorch-cuda`, `jax-cuda`).
+        /// The interpreter is `peers/.venv`'s, or `$ADJOINT_PEERS_PYTHON`.
+        #[arg(long, default_value = "cpu")]
+        peer_device: String,
     },
 }
 
@@ -78,9 +83,13 @@ fn adbench(
     data: Option<PathBuf>,
     threads: Vec<usize>,
     sel: adjoint_bench::adbench::Selection,
+    peer_device: &str,
     out: &std::path::Path,
 ) -> Result<(), Box<dyn std::error::Error>> {
     sel.check_engines()?;
+    if !["cpu", "cuda"].contains(&peer_device) {
+        return Err(format!("--peer-device: `cpu` or `cuda`, not {peer_device:?}").into());
+    }
     let dir = adjoint_bench::adbench::data_dir(data.as_deref())?;
     match &dir {
         Some(d) => eprintln!("adbench: inputs from {}", d.display()),
@@ -123,6 +132,7 @@ fn adbench(
         &manifest_path,
         quick,
         &sel,
+        peer_device,
     ));
     rows.sort_by(|a, b| (&a.task, &a.input).cmp(&(&b.task, &b.input)));
     let machine = machine();
@@ -173,6 +183,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         threads,
         filter,
         engines,
+        peer_device,
     }) = args.cmd
     {
         if args.filter.is_some() || args.quick {
@@ -183,7 +194,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             );
         }
         let sel = adjoint_bench::adbench::Selection { filter, engines };
-        return adbench(quick, full_grid, data, threads, sel, &args.out);
+        return adbench(quick, full_grid, data, threads, sel, &peer_device, &args.out);
     }
     let budget = if args.quick {
         Duration::from_millis(150)

@@ -405,25 +405,51 @@ pub(crate) fn kernel_source_with(k: &Kernel, name: &str, roots: Roots) -> Result
 /// products and row folds, each thread computing one output element in a fixed order.
 pub(crate) const RUNTIME: &str = include_str!("runtime.cuh");
 
-/// A combining kernel for the scatters `js` of kernel `k` into its target `t` whose indices are
-/// affine ([`Kernel`]'s `target_forms`) and one-to-one in the space's axes they use: **one
-/// thread per target element** finds, for each scatter in order, the one combination of those
-/// axes that reaches it (if any) and adds that scatter's contributions over the remaining axes
-/// in element order. So the sums are in a fixed order, with no sort, no atomics and no
+/// Sums longer than this many terms are split into parts of [`CHUNK`] (then the parts are
+/// added in order): a thread per part keeps the GPU busy where a thread per sum would wait on
+/// one long chain of loads.
+pub(crate) const SPLIT_SUM: usize = 256;
+/// The terms per part of a split sum.
+pub(crate) const CHUNK: usize = 64;
+
+/// A combining kernel ([`combine_source`]) and how its sums are split.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct CombineSource {
+    /// the kernel's definition
+    pub code: String,
+    /// `1`: the kernel adds each target element's sum into `out`; more: it writes part `p` of
+    /// target element `t` at `part[p·m + t]`, `parts × m` threads, and `adj_add_parts` adds
+    /// the parts into `out` in order
+    pub parts: usize,
+}
+
+/// A combining kernel for the scatters `js` of kernel `k` into its target `t` (of `m`
+/// elements) whose indices are affine ([`Kernel`]'s `target_forms`) and one-to-one in the
+/// space's axes they use: **one thread per target element** (per part of its sum, when the
+/// sums are long) finds, for each scatter in order, the one combination of those axes that
+/// reaches it (if any) and adds that scatter's contributions over the remaining axes in
+/// element order. So the sums are in a fixed order, with no sort, no atomics and no
 /// per-element target indices. Returns `None` when some scatter of `t` is not of that kind
 /// (the caller combines those on the host).
 ///
-/// The kernel's parameters: `n` (the target's length), the contribution values of each scatter
-/// of `js` in order (`const double* cv0, …`, the kernel's `n` elements each), and
-/// `double* out`, the target's adjoint, which the sums are added to.
-pub(crate) fn combine_source(k: &Kernel, t: usize, js: &[usize], name: &str) -> Option<String> {
+/// The kernel's parameters: `n` (`m × parts` threads), the contribution values of each scatter
+/// of `js` in order (`const double* cv0, …`, the kernel's elements each), and `double* out`:
+/// the target's adjoint, which the sums are added to (one part), or the parts (several).
+pub(crate) fn combine_source(
+    k: &Kernel,
+    t: usize,
+    js: &[usize],
+    m: usize,
+    name: &str,
+) -> Option<CombineSource> {
     let forms = k.target_forms.get(t)?.as_ref()?;
     if forms.len() != js.len() {
         return None;
     }
     let rank = k.space.len();
-    let mut body = String::new();
-    for (q, f) in forms.iter().enumerate() {
+    // per scatter: the axes it keeps (stride in the target, largest first) and drops
+    let mut plans = Vec::with_capacity(forms.len());
+    for f in forms {
         // the stride of each axis in the target (summed when an axis occurs twice)
         let mut st = vec![0usize; rank];
         for &(a, s) in &f.terms {
@@ -442,10 +468,25 @@ pub(crate) fn combine_source(k: &Kernel, t: usize, js: &[usize], name: &str) -> 
             }
         }
         let dropped: Vec<usize> = (0..rank).filter(|&a| st[a] == 0).collect();
-        let c = f.c;
+        plans.push((f.c, st, kept, dropped));
+    }
+    let longest = plans
+        .iter()
+        .map(|(_, _, _, dr)| dr.iter().map(|&a| k.space[a]).product::<usize>())
+        .max()
+        .unwrap_or(1);
+    let parts = if longest > SPLIT_SUM {
+        longest.div_ceil(CHUNK)
+    } else {
+        1
+    };
+    let chunk = if parts > 1 { CHUNK } else { longest.max(1) };
+    let mut body = String::new();
+    for (q, (c, st, kept, dropped)) in plans.iter().enumerate() {
+        let terms: usize = dropped.iter().map(|&a| k.space[a]).product();
         writeln!(body, "  if (t >= {c}ULL) {{").unwrap();
         writeln!(body, "    unsigned long long rem = t - {c}ULL, base = 0; int hit = 1;").unwrap();
-        for &a in &kept {
+        for &a in kept {
             let (s_t, dim, s_e) = (st[a], k.space[a], k.strides[a]);
             writeln!(
                 body,
@@ -454,17 +495,20 @@ pub(crate) fn combine_source(k: &Kernel, t: usize, js: &[usize], name: &str) -> 
             .unwrap();
         }
         writeln!(body, "    if (hit && rem == 0) {{").unwrap();
-        let mut idx = String::from("base");
-        for (d, &a) in dropped.iter().enumerate() {
+        // the dropped axes' combined index `d`, the last axis fastest (element order)
+        writeln!(
+            body,
+            "      const unsigned long long hi = lo + {chunk}ULL < {terms}ULL ? lo + {chunk}ULL : {terms}ULL;"
+        )
+        .unwrap();
+        writeln!(body, "      for (unsigned long long d = lo; d < hi; d++) {{").unwrap();
+        writeln!(body, "        unsigned long long r = d, at = base;").unwrap();
+        for &a in dropped.iter().rev() {
             let (dim, s_e) = (k.space[a], k.strides[a]);
-            writeln!(
-                body,
-                "    for (unsigned long long d{d} = 0; d{d} < {dim}ULL; d{d}++)"
-            )
-            .unwrap();
-            write!(idx, " + d{d} * {s_e}ULL").unwrap();
+            writeln!(body, "        at += (r % {dim}ULL) * {s_e}ULL; r /= {dim}ULL;").unwrap();
         }
-        writeln!(body, "      acc += cv{q}[{idx}];").unwrap();
+        writeln!(body, "        acc += cv{q}[at];").unwrap();
+        writeln!(body, "      }}").unwrap();
         writeln!(body, "    }}").unwrap();
         writeln!(body, "  }}").unwrap();
     }
@@ -473,13 +517,22 @@ pub(crate) fn combine_source(k: &Kernel, t: usize, js: &[usize], name: &str) -> 
     args.push("double* out".into());
     let mut code = String::new();
     writeln!(code, "ADJ_KERNEL {name}({}) {{", args.join(", ")).unwrap();
-    writeln!(code, "  const unsigned long long t = ADJ_ELEMENT;").unwrap();
-    writeln!(code, "  if (t >= n) return;").unwrap();
+    writeln!(code, "  const unsigned long long e = ADJ_ELEMENT;").unwrap();
+    writeln!(code, "  if (e >= n) return;").unwrap();
+    writeln!(
+        code,
+        "  const unsigned long long t = e % {m}ULL, lo = (e / {m}ULL) * {chunk}ULL;"
+    )
+    .unwrap();
     writeln!(code, "  double acc = 0.0;").unwrap();
     code.push_str(&body);
-    writeln!(code, "  out[t] += acc;").unwrap();
+    if parts == 1 {
+        writeln!(code, "  out[t] += acc;").unwrap();
+    } else {
+        writeln!(code, "  out[e] = acc;").unwrap();
+    }
     code.push_str("}\n");
-    Some(code)
+    Some(CombineSource { code, parts })
 }
 
 /// A whole CUDA module: the prelude followed by the kernels.

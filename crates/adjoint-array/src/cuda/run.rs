@@ -22,7 +22,7 @@
 //! an error naming them; run such programs on the CPU backend.
 
 use super::device::{Gpu, Pending};
-use super::{combine_source, Roots};
+use super::{combine_source, Roots, CHUNK, SPLIT_SUM};
 use crate::error::{Error, Result};
 use crate::exec::{gen_adjoint, gen_own, primal_kernel, sumgen_adjoint, AUX_BC, AUX_DENSE};
 use crate::graph::{ANode, DType, Graph, NodeId};
@@ -345,23 +345,66 @@ impl<'g> DevRun<'g> {
                 a.rows, a.cols, b.rows, b.cols
             )));
         }
-        let f = self.gpu.runtime("adj_matmul")?;
-        let mut c = self.gpu.zeros::<f64>(a.rows * b.cols)?;
-        let (cols, inner) = (b.cols as u64, a.cols as u64);
+        let (rows, cols, inner) = (a.rows, b.cols, a.cols);
+        let mut c = self.gpu.zeros::<f64>(rows * cols)?;
         let (ars, acs, brs, bcs) = (a.rs as u64, a.cs as u64, b.rs as u64, b.cs as u64);
+        if inner > SPLIT_SUM {
+            // the inner dimension in parts (a thread per part of each element), then the parts
+            // added in order
+            let parts = inner.div_ceil(CHUNK);
+            let f = self.gpu.runtime("adj_matmul_parts")?;
+            let mut part = self.gpu.zeros::<f64>(rows * cols * parts)?;
+            let (c64, i64_, o64, ch) = (cols as u64, inner as u64, (rows * cols) as u64, CHUNK as u64);
+            // SAFETY: `adj_matmul_parts(n, cols, inner, outs, chunk, a, ars, acs, b, brs, bcs,
+            // part)`: the views lie in their arrays (shapes from the graph: `a` is
+            // rows × inner, `b` inner × cols, each strided as its node's row-major data or its
+            // transpose), `part` has `rows × cols × parts = n` elements, thread `e` reads
+            // inner indices `[p·chunk, min(+chunk, inner))` only.
+            unsafe {
+                self.gpu.launch_n(&f, &((rows * cols * parts) as u64), |l| {
+                    l.arg(&c64).arg(&i64_).arg(&o64).arg(&ch);
+                    l.arg(a.data).arg(&ars).arg(&acs);
+                    l.arg(b.data).arg(&brs).arg(&bcs);
+                    l.arg(&mut part);
+                })?;
+            }
+            self.add_parts(&mut c, &part, rows * cols, parts)?;
+            return Ok(c);
+        }
+        let f = self.gpu.runtime("adj_matmul")?;
+        let (cols64, inner64) = (cols as u64, inner as u64);
         // SAFETY: `adj_matmul(n, cols, inner, a, ars, acs, b, brs, bcs, c)`: the views lie in
         // their arrays (shapes from the graph: `a` is rows × inner, `b` inner × cols, each
         // strided as its node's row-major data or its transpose), and `c` has
         // `rows × cols = n` elements.
         unsafe {
-            self.gpu.launch_n(&f, &((a.rows * b.cols) as u64), |l| {
-                l.arg(&cols).arg(&inner);
+            self.gpu.launch_n(&f, &((rows * cols) as u64), |l| {
+                l.arg(&cols64).arg(&inner64);
                 l.arg(a.data).arg(&ars).arg(&acs);
                 l.arg(b.data).arg(&brs).arg(&bcs);
                 l.arg(&mut c);
             })?;
         }
         Ok(c)
+    }
+
+    /// `out[t] += Σ_p part[p·m + t]` for `t < m`, the parts in order.
+    fn add_parts(
+        &self,
+        out: &mut CudaSlice<f64>,
+        part: &CudaSlice<f64>,
+        m: usize,
+        parts: usize,
+    ) -> Result<()> {
+        let f = self.gpu.runtime("adj_add_parts")?;
+        let p64 = parts as u64;
+        // SAFETY: `adj_add_parts(n, parts, part, out)`: `part` holds `parts × m` values,
+        // `out` `m`, thread `t < m` reads `part[p·m + t]` and writes `out[t]`.
+        unsafe {
+            self.gpu.launch_n(&f, &(m as u64), |l| {
+                l.arg(&p64).arg(part).arg(out);
+            })
+        }
     }
 
     /// `a += b` elementwise over `n` elements.
@@ -450,24 +493,39 @@ impl<'g> DevRun<'g> {
                 continue;
             }
             let m = len_of(self.g, key);
+            if m == 0 {
+                continue;
+            }
             if adj.dense[key as usize].is_none() {
                 adj.dense[key as usize] = Some(self.gpu.zeros(m)?);
             }
             let out = adj.dense[key as usize].as_mut().expect("set above");
-            match combine_source(k, t, &js, "adj_combine") {
-                Some(code) => {
-                    let f = self.gpu.compiled(&code, "adj_combine")?;
+            match combine_source(k, t, &js, m, "adj_combine") {
+                Some(c) => {
+                    let f = self.gpu.compiled(&c.code, "adj_combine")?;
+                    let mut part = if c.parts > 1 {
+                        Some(self.gpu.zeros::<f64>(m * c.parts)?)
+                    } else {
+                        None
+                    };
                     // SAFETY: the combining kernel's signature is `(n, cv0, …, out)` with one
-                    // contribution array per scatter of `js` (the kernel's `n` elements each,
-                    // read at the elements the affine forms name, all inside the space) and
-                    // `out` the target's adjoint of `m` elements, one thread per element.
+                    // contribution array per scatter of `js` (the kernel's elements each, read
+                    // at the elements the affine forms name, all inside the space), and `out`
+                    // the target's adjoint of `m` elements (one part: a thread per element) or
+                    // the `m × parts` partial sums (a thread per part of each element).
                     unsafe {
-                        self.gpu.launch_n(&f, &((m) as u64), |l| {
+                        self.gpu.launch_n(&f, &((m * c.parts) as u64), |l| {
                             for &j in &js {
                                 l.arg(&p.contributions[j].0);
                             }
-                            l.arg(out);
+                            match part.as_mut() {
+                                Some(part) => l.arg(part),
+                                None => l.arg(&mut *out),
+                            };
                         })?;
+                    }
+                    if let Some(part) = part {
+                        self.add_parts(out, &part, m, c.parts)?;
                     }
                 }
                 None => {

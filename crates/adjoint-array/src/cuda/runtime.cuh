@@ -31,6 +31,34 @@ ADJ_KERNEL adj_matmul(unsigned long long n, unsigned long long cols, unsigned lo
   c[e] = s;
 }
 
+/* Split inner loops (matrix products and combining kernels with long sums) compute partial
+ * sums part-major, part p of output t at part[p·m + t]; this adds them, in part order:
+ * out[t] += Σ_p part[p·m + t], n = m */
+ADJ_KERNEL adj_add_parts(unsigned long long n, unsigned long long parts, const double* part, double* out) {
+  const unsigned long long t = ADJ_ELEMENT;
+  if (t >= n) return;
+  double s = 0.0;
+  for (unsigned long long p = 0; p < parts; p++) s += part[p * n + t];
+  out[t] += s;
+}
+
+/* adj_matmul with the inner dimension in `parts` parts of `chunk`: thread e computes part
+ * e / (rows·cols) of output e % (rows·cols) into part[e] (then adj_add_parts);
+ * n = rows · cols · parts */
+ADJ_KERNEL adj_matmul_parts(unsigned long long n, unsigned long long cols, unsigned long long inner,
+                            unsigned long long outs, unsigned long long chunk,
+                            const double* a, unsigned long long ars, unsigned long long acs,
+                            const double* b, unsigned long long brs, unsigned long long bcs, double* part) {
+  const unsigned long long e = ADJ_ELEMENT;
+  if (e >= n) return;
+  const unsigned long long p = e / outs, o = e % outs;
+  const unsigned long long i = o / cols, j = o % cols;
+  const unsigned long long lo = p * chunk, hi = lo + chunk < inner ? lo + chunk : inner;
+  double s = 0.0;
+  for (unsigned long long k = lo; k < hi; k++) s += a[i * ars + k * acs] * b[k * brs + j * bcs];
+  part[e] = s;
+}
+
 /* Row folds. Thread e folds part e % parts of row e / parts: elements
  * [p·chunk, min((p + 1)·chunk, inner)) of the row, left to right, starting from the first; a
  * second launch over the parts (inner = parts, parts = 1) finishes rows split into parts. */

@@ -337,11 +337,15 @@ fn compare_with(k: &Kernel, seed: u64, (lo, hi, q): (f64, f64, f64), run: Runner
         if js.is_empty() {
             continue;
         }
-        let Some(code) = combine_source(&k, t, &js, "adj_combine") else {
+        let Some(comb) = combine_source(&k, t, &js, want_t.len(), "adj_combine") else {
             continue;
         };
+        let code = &comb.code;
         let cvs: Vec<Vec<f64>> = js.iter().map(|&j| em.contributions[j].0.clone()).collect();
-        let got = emulate_combine(&code, &cvs, want_t.len());
+        let got = emulate_combine(&comb, &cvs, want_t.len());
+        if comb.parts > 1 {
+            SPLIT.fetch_add(1, Ordering::Relaxed);
+        }
         COMBINED.fetch_add(1, Ordering::Relaxed);
         for (i, (x, y)) in want_t.iter().zip(&got).enumerate() {
             assert!(
@@ -353,8 +357,10 @@ fn compare_with(k: &Kernel, seed: u64, (lo, hi, q): (f64, f64, f64), run: Runner
     false
 }
 
-/// How many targets the combining kernels have been checked on (by any test).
+/// How many targets the combining kernels have been checked on (by any test), and how many of
+/// those with their sums split into parts.
 static COMBINED: AtomicUsize = AtomicUsize::new(0);
+static SPLIT: AtomicUsize = AtomicUsize::new(0);
 
 /// C statements that read `m` doubles into a fresh `double* name`.
 fn read_into(name: &str, m: usize) -> String {
@@ -377,24 +383,37 @@ fn c_program(code: &str, body: &str) -> String {
 }
 
 /// Run a combining kernel (`combine_source`) over `m` target elements, one thread after
-/// another, adding into zeros.
-fn emulate_combine(code: &str, cvs: &[Vec<f64>], m: usize) -> Vec<f64> {
+/// another, adding into zeros (through the parts and `adj_add_parts` when it has parts).
+fn emulate_combine(comb: &CombineSource, cvs: &[Vec<f64>], m: usize) -> Vec<f64> {
     let mut body = String::new();
-    let mut args = vec![format!("{m}ULL")];
+    let threads = m * comb.parts;
+    let mut args = vec![format!("{threads}ULL")];
     let mut input = Vec::new();
     for (q, cv) in cvs.iter().enumerate() {
         body.push_str(&read_into(&format!("cv{q}"), cv.len()));
         args.push(format!("cv{q}"));
         input.extend(bytes(cv));
     }
-    body.push_str(&format!("  double* out = calloc({}, 8);\n", m.max(1)));
-    args.push("out".into());
     body.push_str(&format!(
-        "  for (adj_element = 0; adj_element < {}ULL; adj_element++) adj_combine({});\n  fwrite(out, 8, {m}, o);\n",
-        m + 3,
+        "  double* out = calloc({}, 8);\n  double* part = calloc({}, 8);\n",
+        m.max(1),
+        threads.max(1)
+    ));
+    args.push(if comb.parts > 1 { "part" } else { "out" }.into());
+    body.push_str(&format!(
+        "  for (adj_element = 0; adj_element < {}ULL; adj_element++) adj_combine({});\n",
+        threads + 3,
         args.join(", ")
     ));
-    f64s(&run_c(&c_program(code, &body), &input))
+    if comb.parts > 1 {
+        body.push_str(&format!(
+            "  for (adj_element = 0; adj_element < {}ULL; adj_element++) adj_add_parts({m}ULL, {}ULL, part, out);\n",
+            m + 3,
+            comb.parts
+        ));
+    }
+    body.push_str(&format!("  fwrite(out, 8, {m}, o);\n"));
+    f64s(&run_c(&c_program(&comb.code, &body), &input))
 }
 
 #[test]
@@ -422,14 +441,20 @@ fn combining_kernels_reach_every_gmm_target() {
                 .collect();
             if !js.is_empty() {
                 targets += 1;
+                let m = p_len(&gmm.program, kern.targets[t]);
                 assert!(
-                    combine_source(&kern, t, &js, "c").is_some(),
+                    combine_source(&kern, t, &js, m, "c").is_some(),
                     "target {t} of a GMM kernel is combined on the host"
                 );
             }
         }
     }
     assert!(targets >= 3, "GMM scatters into {targets} targets");
+}
+
+/// The length of graph node `key`.
+fn p_len(p: &Program, key: u32) -> usize {
+    p.g.nodes[key as usize].shape.iter().product()
 }
 
 #[test]
@@ -439,6 +464,19 @@ fn combining_kernels_match_the_interpreter() {
     case_gmm_kernels(&emulate);
     case_indices_reads_selects_and_discrete_ops(&emulate);
     assert!(COMBINED.load(Ordering::Relaxed) >= before + 3);
+    // Long sums (300 · 2 terms per element of `w`, 300 per element of `v`) in parts.
+    let split = SPLIT.load(Ordering::Relaxed);
+    let b = Builder::new();
+    let x = b.input(&[300, 2, 4]);
+    let w = b.input(&[4]);
+    let v = b.input(&[2, 4]);
+    let y = b.generate(&[300, 2, 4], |i| {
+        x.at(&[i[0], i[1], i[2]]) * w.at(&[i[2]]) + v.at(&[i[1], i[2]]).sin()
+    });
+    let p = b.build_scalar(&y.reshape(&[2400]).sum()).unwrap();
+    let inputs = [ramp(2400, -1.0, 1.0), ramp(4, 0.5, 1.5), ramp(8, -0.5, 0.5)];
+    check_program(&p, &inputs, (-1.0, 1.0, 0.0), &emulate);
+    assert!(SPLIT.load(Ordering::Relaxed) >= split + 2, "sums split into parts");
 }
 
 #[test]
@@ -459,7 +497,8 @@ fn a_non_affine_scatter_has_no_combining_kernel() {
             let js: Vec<usize> = (0..ks.scatters.len())
                 .filter(|&j| ks.scatters[j] == t)
                 .collect();
-            if !js.is_empty() && combine_source(&kern, t, &js, "c").is_none() {
+            let m = p_len(&p, kern.targets[t]);
+            if !js.is_empty() && combine_source(&kern, t, &js, m, "c").is_none() {
                 seen = true;
             }
         }
@@ -529,7 +568,11 @@ fn executor_kernels_fold_multiply_and_broadcast() {
          double d[6] = {{0}}; double bc[2] = {{1.5, -4.0}};\n\
          for (adj_element = 0; adj_element < 6; adj_element++) adj_add_bc(6ULL, 3ULL, d, bc);\n\
          for (adj_element = 0; adj_element < 6; adj_element++) adj_add(6ULL, d, b);\n\
-         fwrite(fin, 8, {rows}, o); fwrite(sh, 8, {rows}, o); fwrite(mx, 8, {rows}, o); fwrite(c, 8, 8, o); fwrite(d, 8, 6, o);\n",
+         /* a 2 × 300 view (rows of x) times x[0..900] as 300 × 3, the inner dimension in 5 parts of 64 */\n\
+         double* mp = calloc(30, 8); double* c2 = calloc(6, 8);\n\
+         for (adj_element = 0; adj_element < 30; adj_element++) adj_matmul_parts(30ULL, 3ULL, 300ULL, 6ULL, 64ULL, x, {long}ULL, 1ULL, x, 3ULL, 1ULL, mp);\n\
+         for (adj_element = 0; adj_element < 6; adj_element++) adj_add_parts(6ULL, 5ULL, mp, c2);\n\
+         fwrite(fin, 8, {rows}, o); fwrite(sh, 8, {rows}, o); fwrite(mx, 8, {rows}, o); fwrite(c, 8, 8, o); fwrite(d, 8, 6, o); fwrite(c2, 8, 6, o);\n",
         read_into("x", rows * long),
         p = rows * 10,
     );
@@ -550,7 +593,19 @@ fn executor_kernels_fold_multiply_and_broadcast() {
         }
     }
     let d: Vec<f64> = (0..6).map(|e| [1.5, -4.0][e / 3] + b[e]).collect();
-    assert_eq!(&got[3 * rows + 8..], &d[..]);
+    assert_eq!(&got[3 * rows + 8..3 * rows + 14], &d[..]);
+    for i in 0..2 {
+        for j in 0..3 {
+            let want: f64 = (0..5)
+                .map(|p| {
+                    (p * 64..(p * 64 + 64).min(300))
+                        .map(|k| x[i * long + k] * x[k * 3 + j])
+                        .sum::<f64>()
+                })
+                .sum();
+            assert_eq!(got[3 * rows + 14 + i * 3 + j], want, "split product [{i}, {j}]");
+        }
+    }
 }
 
 /// Every primal and adjoint kernel a program made while computing its gradient.
@@ -858,4 +913,132 @@ fn on_the_gpu() {
     case_gmm_kernels(&on_gpu);
     case_lstm_kernels(&on_gpu);
     case_folds_scans_permute_and_replicate(&on_gpu);
+}
+
+/// Whole programs on the GPU (`Backend::cuda`) against the CPU backend: values and gradients
+/// to 1e-12 (relative), run-to-run bit identity, and the errors of what the GPU does not run.
+/// Only with `ADJOINT_CUDA_TESTS=1` (and the `cuda` feature) on a machine with a GPU.
+#[cfg(feature = "cuda")]
+#[test]
+fn programs_on_the_gpu() {
+    use crate::Backend;
+    if std::env::var("ADJOINT_CUDA_TESTS").as_deref() != Ok("1") {
+        if let Err(e) = Backend::cuda() {
+            assert!(
+                e.to_string().starts_with("CUDA backend unavailable: "),
+                "{e}"
+            );
+        }
+        eprintln!("GPU tests skipped: set ADJOINT_CUDA_TESTS=1 on a machine with a GPU");
+        return;
+    }
+    let gpu = Backend::cuda().expect("ADJOINT_CUDA_TESTS=1 but no GPU");
+    let cpu = Backend::cpu();
+    // Relative to the array's largest value: the GPU adds long sums in another (fixed) order
+    // than the CPU's blocks, so a component that is a sum with cancellation (GMM's icf gradient
+    // at n = 1000: 0.0112499529393590 vs …33594) differs by more than 1e-12 of itself.
+    let near = |what: &str, a: &[f64], b: &[f64]| {
+        assert_eq!(a.len(), b.len(), "{what}: lengths");
+        let scale = a.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+        for (i, (x, y)) in a.iter().zip(b).enumerate() {
+            assert!(
+                (x - y).abs() <= 1e-12 * scale + 1e-300 || (x.is_nan() && y.is_nan()),
+                "{what}[{i}]: CPU {x} vs GPU {y} (largest |value| {scale})"
+            );
+        }
+    };
+    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    let check = |what: &str, p: &Program, inputs: &[Vec<f64>]| {
+        let refs: Vec<&[f64]> = inputs.iter().map(|v| v.as_slice()).collect();
+        let c = p.gradient_on(&cpu, &refs).unwrap();
+        let g1 = p.gradient_on(&gpu, &refs).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let g2 = p.gradient_on(&gpu, &refs).unwrap();
+        near(&format!("{what} value"), &[c.value], &[g1.value]);
+        for (k, (a, b)) in c.grads.iter().zip(&g1.grads).enumerate() {
+            near(&format!("{what} gradient {k}"), a, b);
+        }
+        assert_eq!(g1.value.to_bits(), g2.value.to_bits(), "{what}: value run to run");
+        for (a, b) in g1.grads.iter().zip(&g2.grads) {
+            assert_eq!(bits(a), bits(b), "{what}: gradient run to run");
+        }
+        let o = p.run_on(&gpu, &refs).unwrap();
+        near(&format!("{what} run_on"), &[c.value], o[0].data());
+        eprintln!("GPU: {what}: value and gradient = CPU's, bit-identical twice");
+    };
+
+    // Maps, zips, sums, a fold (max), reshape, stop_gradient, matmul, a generate reading other
+    // arrays at computed indices (scatters in the reverse pass), a broadcast adjoint.
+    let b = Builder::new();
+    let x = b.input(&[6, 5]);
+    let w = b.input(&[5, 4]);
+    let y = x.matmul(&w).map(|v| v.tanh());
+    let mx = y.maximum().stop_gradient();
+    let z = b.generate(&[6, 4], |i| {
+        (y.at(&[i[0].clone(), i[1].clone()]) - mx.at(&[i[0].clone()])).exp()
+            * w.at(&[i[1].clone() + 1.0, i[1].clone()])
+    });
+    let s = z.sum().zip_with(&mx, |a, m| a.ln() + m).sum();
+    let sq = x.zip_with(&x, |a, c| a * c.sin()).reshape(&[30]).sum();
+    let out = b.generate(&[], move |_| s.the() + sq.the() * 0.5);
+    let p = b.build_scalar(&out).unwrap();
+    check("seed-004-style program", &p, &[ramp(30, -1.0, 1.2), ramp(20, -0.7, 0.9)]);
+
+    // A long row (folded in parts on the GPU).
+    let b = Builder::new();
+    let x = b.input(&[5000]);
+    let p = b.build_scalar(&x.map(|v| (v * 0.01).sin() * v).sum()).unwrap();
+    check("long sum", &p, &[ramp(5000, -3.0, 4.0)]);
+
+    // A read whose index depends on data: combined on the host.
+    let b = Builder::new();
+    let x = b.input(&[6]);
+    let y = b.generate(&[6], |i| {
+        let j = x.at(&[i[0].clone()]).abs().floor().imod(3.0);
+        x.at(&[j]) * x.at(&[i[0].clone()])
+    });
+    let p = b.build_scalar(&y.sum()).unwrap();
+    check("data-dependent read", &p, &[ramp(6, 0.0, 5.0)]);
+
+    // ADBench GMM: the unrolled kernels (d < 4) and the matrix-product form.
+    for (n, d, k) in [(12, 3, 4), (200, 2, 5), (1000, 10, 25), (500, 20, 7)] {
+        let gmm = crate::models::Gmm::new(n, d, k, 1.0, 0.0).unwrap();
+        let icf = d * (d + 1) / 2;
+        let inputs = vec![
+            ramp(k, -0.3, 0.4),
+            ramp(k * d, -1.0, 1.0),
+            ramp(k * icf, -0.2, 0.3),
+            (0..n * d).map(|i| ((i * 7919 % 1000) as f64 / 500.0) - 1.0).collect(),
+        ];
+        check(&format!("GMM n = {n}, d = {d}, K = {k}"), &gmm.program, &inputs);
+    }
+
+    // ADBench BA: the Jacobian blocks (a generate_n, stored interleaved).
+    let (n, m, p) = (5, 40, 300);
+    let ba = crate::models::Ba::new(n, m, p).unwrap();
+    let cams: Vec<f64> = (0..n * 11).map(|i| 0.1 + (i % 11) as f64 * 0.05).collect();
+    let xs: Vec<f64> = (0..m * 3).map(|i| 0.2 * (i % 3) as f64 - 0.1 + i as f64 * 1e-3).collect();
+    let ws = vec![0.8; p];
+    let feats: Vec<f64> = (0..p * 2).map(|i| 100.0 + i as f64).collect();
+    let obs: Vec<f64> = (0..p).flat_map(|i| [(i % n) as f64, (i % m) as f64]).collect();
+    let (mut on_cpu, mut on_gpu, mut again) = (Vec::new(), Vec::new(), Vec::new());
+    ba.blocks_on(&cpu, &cams, &xs, &ws, &feats, &obs, &mut on_cpu).unwrap();
+    ba.blocks_on(&gpu, &cams, &xs, &ws, &feats, &obs, &mut on_gpu).unwrap();
+    ba.blocks_on(&gpu, &cams, &xs, &ws, &feats, &obs, &mut again).unwrap();
+    near("BA blocks", &on_cpu, &on_gpu);
+    assert_eq!(bits(&on_gpu), bits(&again), "BA blocks run to run");
+    eprintln!("GPU: BA blocks = CPU's, bit-identical twice");
+
+    // What the GPU does not run is an error naming it; a bad index is an error too.
+    let b = Builder::new();
+    let x = b.input(&[4]);
+    let p = b.build_scalar(&x.scanl(0.0, |a, c| a + c).sum()).unwrap();
+    let e = p.gradient_on(&gpu, &[&[1.0, 2.0, 3.0, 4.0]]).unwrap_err();
+    assert!(e.to_string().contains("scan"), "{e}");
+    let b = Builder::new();
+    let x = b.input(&[4]);
+    let y = b.generate(&[4], |i| x.at(&[i[0].clone() + 1.0]));
+    let p = b.build_scalar(&y.sum()).unwrap();
+    let e = p.gradient_on(&gpu, &[&[1.0, 2.0, 3.0, 4.0]]).unwrap_err();
+    assert!(e.to_string().contains("out of bounds"), "{e}");
+    eprintln!("GPU: unsupported nodes and bad indices are errors");
 }

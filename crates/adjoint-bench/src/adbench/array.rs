@@ -109,6 +109,94 @@ impl BaColumn for ArrayBa {
     }
 }
 
+/// The GMM gradient on the GPU (the array engine's CUDA backend, feature `cuda`).
+#[cfg(feature = "cuda")]
+pub struct ArrayCuda {
+    backend: adjoint::array::Backend,
+    built: RefCell<Option<(Sizes, Gmm)>>,
+}
+
+#[cfg(feature = "cuda")]
+impl ArrayCuda {
+    /// The column, or why there is none (no GPU, no driver).
+    pub fn new() -> Result<Self, String> {
+        let backend = adjoint::array::Backend::cuda().map_err(|e| e.to_string())?;
+        Ok(ArrayCuda {
+            backend,
+            built: RefCell::new(None),
+        })
+    }
+}
+
+#[cfg(feature = "cuda")]
+impl GmmColumn for ArrayCuda {
+    fn name(&self) -> &'static str {
+        "array-cuda"
+    }
+    fn gmm(&self, g: &GmmInput, p: &[f64], grad: &mut [f64]) -> f64 {
+        let key = (g.n, g.d, g.k, g.gamma.to_bits(), g.m.to_bits());
+        let mut built = self.built.borrow_mut();
+        if built.as_ref().is_none_or(|(k, _)| *k != key) {
+            let program = Gmm::new(g.n, g.d, g.k, g.gamma, g.m)
+                .unwrap_or_else(|e| panic!("array GMM for d = {}, K = {}: {e}", g.d, g.k));
+            *built = Some((key, program));
+        }
+        let (_, program) = built.as_ref().expect("built above");
+        let (alphas, rest) = p.split_at(g.k);
+        let (means, icf) = rest.split_at(g.k * g.d);
+        let (v, gr) = program
+            .gradient_on(&self.backend, alphas, means, icf, &g.x)
+            .unwrap_or_else(|e| panic!("array GMM gradient on the GPU: {e}"));
+        grad.copy_from_slice(&gr);
+        v
+    }
+}
+
+/// The BA Jacobian on the GPU (the array engine's CUDA backend, feature `cuda`).
+#[cfg(feature = "cuda")]
+pub struct ArrayCudaBa {
+    backend: adjoint::array::Backend,
+    built: Built<Ba>,
+    obs: RefCell<Vec<f64>>,
+}
+
+#[cfg(feature = "cuda")]
+impl ArrayCudaBa {
+    /// The column, or why there is none (no GPU, no driver).
+    pub fn new() -> Result<Self, String> {
+        let backend = adjoint::array::Backend::cuda().map_err(|e| e.to_string())?;
+        Ok(ArrayCudaBa {
+            backend,
+            built: RefCell::new(None),
+            obs: RefCell::new(Vec::new()),
+        })
+    }
+}
+
+#[cfg(feature = "cuda")]
+impl BaColumn for ArrayCudaBa {
+    fn name(&self) -> &'static str {
+        "array-cuda"
+    }
+    fn ba(&self, b: &BaInput, out: &mut Csr) {
+        let key = (b.n, b.m, b.p);
+        let mut built = self.built.borrow_mut();
+        if built.as_ref().is_none_or(|(k, _)| *k != key) {
+            let program = Ba::new(b.n, b.m, b.p)
+                .unwrap_or_else(|e| panic!("array BA for n = {}, m = {}: {e}", b.n, b.m));
+            *built = Some((key, program));
+        }
+        let (_, program) = built.as_ref().expect("built above");
+        let mut obs = self.obs.borrow_mut();
+        obs.clear();
+        obs.extend(b.obs.iter().flat_map(|o| [o[0] as f64, o[1] as f64]));
+        program
+            .blocks_on(&self.backend, &b.cams, &b.x, &b.w, &b.feats, &obs, &mut out.vals)
+            .unwrap_or_else(|e| panic!("array BA Jacobian on the GPU: {e}"));
+        ba::assemble_in_place(b, out)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

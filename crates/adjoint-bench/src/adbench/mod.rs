@@ -298,6 +298,9 @@ pub fn known_engines() -> Vec<&'static str> {
             v.push(e.name());
         }
     }
+    if cfg!(feature = "cuda") && !v.contains(&"array-cuda") {
+        v.push("array-cuda");
+    }
     v.extend(["pytorch", "jax", "autograd", "adolc"]);
     v
 }
@@ -580,26 +583,47 @@ impl BaColumn for ForwardVec {
 
 /// Every engine that computes the GMM gradient, adjoint's first. New engines add one entry.
 fn gmm_engines() -> Vec<Box<dyn GmmColumn>> {
-    vec![
+    #[allow(unused_mut)]
+    let mut v: Vec<Box<dyn GmmColumn>> = vec![
         Box::new(Tape),
         Box::new(TapeScalar),
         Box::new(reversible::Reversible),
         Box::new(crate::ssabench::Ssa),
         Box::new(array::Array::default()),
         Box::new(Echidna),
-    ]
+    ];
+    #[cfg(feature = "cuda")]
+    match array::ArrayCuda::new() {
+        Ok(c) => v.push(Box::new(c)),
+        Err(e) => no_gpu_column(&e),
+    }
+    v
+}
+
+/// No GPU column: say why, once.
+#[cfg(feature = "cuda")]
+fn no_gpu_column(why: &str) {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    SAID.call_once(|| eprintln!("adbench: no array-cuda column: {why}"));
 }
 
 /// Every engine that computes the BA Jacobian, adjoint's first. New engines add one entry.
 fn ba_engines() -> Vec<Box<dyn BaColumn>> {
-    vec![
+    #[allow(unused_mut)]
+    let mut v: Vec<Box<dyn BaColumn>> = vec![
         Box::new(Tape),
         Box::new(ForwardVec),
         Box::new(reversible::Reversible),
         Box::new(crate::ssabench::Ssa),
         Box::new(array::ArrayBa::default()),
         Box::new(Echidna),
-    ]
+    ];
+    #[cfg(feature = "cuda")]
+    match array::ArrayCudaBa::new() {
+        Ok(c) => v.push(Box::new(c)),
+        Err(e) => no_gpu_column(&e),
+    }
+    v
 }
 
 /// Every engine that computes the LSTM gradient, adjoint's first. New engines add one entry.
@@ -844,8 +868,20 @@ pub fn run(
 }
 
 /// Where `peers/install.sh` puts the peers.
+///
+/// That is `crates/adjoint-bench/peers` of the checkout the binary was built in, or of the
+/// current directory when the binary was carried to another machine (e.g. the `device`
+/// machine), or `$ADJOINT_PEERS_DIR`.
 pub fn peers_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("peers")
+    if let Some(d) = std::env::var_os("ADJOINT_PEERS_DIR") {
+        return PathBuf::from(d);
+    }
+    let built = Path::new(env!("CARGO_MANIFEST_DIR")).join("peers");
+    let here = Path::new("crates/adjoint-bench/peers");
+    if !built.is_dir() && here.is_dir() {
+        return here.to_path_buf();
+    }
+    built
 }
 
 /// Run every installed peer on the manifest; returns their rows (none when nothing is installed).
@@ -853,12 +889,25 @@ pub fn peers_dir() -> PathBuf {
 /// Peers report no peak memory (`peak_bytes: None`): their process-wide peak is reached while
 /// loading the framework, before any derivative runs, so its growth during one call is 0 and
 /// says nothing.
-pub fn run_peers(manifest: &Path, quick: bool, sel: &Selection) -> Vec<Row> {
+///
+/// `device` is where the Python peers compute (`cpu`, or `cuda`: passed on as `--device cuda`).
+/// Their interpreter is `peers/.venv/bin/python`, or `$ADJOINT_PEERS_PYTHON` when set (e.g. a
+/// machine's own `python3` with PyTorch and JAX installed).
+pub fn run_peers(manifest: &Path, quick: bool, sel: &Selection, device: &str) -> Vec<Row> {
     let manifest = &std::fs::canonicalize(manifest).unwrap_or_else(|_| manifest.to_path_buf());
     let dir = peers_dir();
     let mut commands: Vec<(String, std::process::Command)> = Vec::new();
-    let python = dir.join(".venv/bin/python");
-    if python.is_file() {
+    let python = std::env::var_os("ADJOINT_PEERS_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| dir.join(".venv/bin/python"));
+    let python_ok = python.is_file()
+        || (python.components().count() == 1
+            && std::process::Command::new(&python)
+                .arg("-c")
+                .arg("pass")
+                .status()
+                .is_ok_and(|s| s.success()));
+    if python_ok {
         for tool in ["pytorch", "jax", "autograd"]
             .into_iter()
             .filter(|t| sel.engine(t))
@@ -878,6 +927,9 @@ pub fn run_peers(manifest: &Path, quick: bool, sel: &Selection) -> Vec<Row> {
             }
             let mut c = std::process::Command::new(&python);
             c.arg(dir.join("adbench_py.py")).arg(tool).arg(manifest);
+            if device != "cpu" {
+                c.arg("--device").arg(device);
+            }
             commands.push((tool.to_string(), c));
         }
     }
@@ -887,7 +939,7 @@ pub fn run_peers(manifest: &Path, quick: bool, sel: &Selection) -> Vec<Row> {
         c.arg(manifest);
         commands.push(("adolc".to_string(), c));
     }
-    if !python.is_file() && !dir.join("build/adolc_peer").is_file() {
+    if !python_ok && !dir.join("build/adolc_peer").is_file() {
         eprintln!("adbench: no peers installed (run crates/adjoint-bench/peers/install.sh)");
     }
     let mut rows = Vec::new();
