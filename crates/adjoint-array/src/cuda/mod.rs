@@ -535,6 +535,48 @@ pub(crate) fn combine_source(
     Some(CombineSource { code, parts })
 }
 
+/// A combining kernel for scatters whose indices are not affine (they depend on data, or on
+/// index arithmetic): one thread per target element (per part of the elements, when the kernel
+/// has more than [`SPLIT_SUM`]) reads every contribution's target index, in element order and
+/// the scatters in order per element, and adds the values that land on it. `n·m·scatters`
+/// comparisons, so the executor uses it only up to a bound, and the host above it.
+///
+/// The kernel's parameters: the thread count (`m × parts`), the values and target indices of
+/// each scatter (`const double* cv0, const long long* ci0, …`, `n` each), and `out` as for
+/// [`combine_source`].
+pub(crate) fn scan_combine_source(scatters: usize, n: usize, m: usize, name: &str) -> CombineSource {
+    let parts = if n > SPLIT_SUM { n.div_ceil(CHUNK) } else { 1 };
+    let chunk = if parts > 1 { CHUNK } else { n.max(1) };
+    let mut args = vec!["unsigned long long n".to_string()];
+    for q in 0..scatters {
+        args.push(format!("const double* cv{q}"));
+        args.push(format!("const long long* ci{q}"));
+    }
+    args.push("double* out".into());
+    let mut code = String::new();
+    writeln!(code, "ADJ_KERNEL {name}({}) {{", args.join(", ")).unwrap();
+    writeln!(code, "  const unsigned long long e = ADJ_ELEMENT;").unwrap();
+    writeln!(code, "  if (e >= n) return;").unwrap();
+    writeln!(
+        code,
+        "  const long long t = (long long)(e % {m}ULL);\n  const unsigned long long lo = (e / {m}ULL) * {chunk}ULL;\n  const unsigned long long hi = lo + {chunk}ULL < {n}ULL ? lo + {chunk}ULL : {n}ULL;"
+    )
+    .unwrap();
+    writeln!(code, "  double acc = 0.0;").unwrap();
+    writeln!(code, "  for (unsigned long long x = lo; x < hi; x++) {{").unwrap();
+    for q in 0..scatters {
+        writeln!(code, "    if (ci{q}[x] == t) acc += cv{q}[x];").unwrap();
+    }
+    writeln!(code, "  }}").unwrap();
+    if parts == 1 {
+        writeln!(code, "  out[t] += acc;").unwrap();
+    } else {
+        writeln!(code, "  out[e] = acc;").unwrap();
+    }
+    code.push_str("}\n");
+    CombineSource { code, parts }
+}
+
 /// A whole CUDA module: the prelude followed by the kernels.
 pub(crate) fn module_source(kernels: &[KernelSource]) -> String {
     let mut s = String::from(PRELUDE);

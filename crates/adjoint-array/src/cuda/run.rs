@@ -22,7 +22,7 @@
 //! an error naming them; run such programs on the CPU backend.
 
 use super::device::{Gpu, Pending};
-use super::{combine_source, Roots, CHUNK, SPLIT_SUM};
+use super::{combine_source, scan_combine_source, Roots, CHUNK, SPLIT_SUM};
 use crate::error::{Error, Result};
 use crate::exec::{gen_adjoint, gen_own, primal_kernel, sumgen_adjoint, AUX_BC, AUX_DENSE};
 use crate::graph::{ANode, DType, Graph, NodeId};
@@ -34,6 +34,10 @@ use std::sync::Arc;
 
 /// A device array shared between nodes (a reshape is its source's array).
 type Dev = Arc<CudaSlice<f64>>;
+
+/// The most comparisons (target elements × kernel elements × scatters) a scanning combine
+/// ([`scan_combine_source`]) may make; above it a non-affine scatter is combined on the host.
+const SCAN_COMBINE_MAX: u128 = 1 << 32;
 
 /// Rows longer than this are folded in parts of [`PART`] elements, then over the parts.
 const SPLIT: usize = 2048;
@@ -500,23 +504,36 @@ impl<'g> DevRun<'g> {
                 adj.dense[key as usize] = Some(self.gpu.zeros(m)?);
             }
             let out = adj.dense[key as usize].as_mut().expect("set above");
-            match combine_source(k, t, &js, m, "adj_combine") {
-                Some(c) => {
+            let n = k.space.iter().product::<usize>();
+            let affine = combine_source(k, t, &js, m, "adj_combine");
+            let comb = match affine {
+                Some(c) => Some((c, false)),
+                None if (m as u128) * (n as u128) * (js.len() as u128) <= SCAN_COMBINE_MAX => {
+                    Some((scan_combine_source(js.len(), n, m, "adj_combine"), true))
+                }
+                None => None,
+            };
+            match comb {
+                Some((c, with_index)) => {
                     let f = self.gpu.compiled(&c.code, "adj_combine")?;
                     let mut part = if c.parts > 1 {
                         Some(self.gpu.zeros::<f64>(m * c.parts)?)
                     } else {
                         None
                     };
-                    // SAFETY: the combining kernel's signature is `(n, cv0, …, out)` with one
-                    // contribution array per scatter of `js` (the kernel's elements each, read
-                    // at the elements the affine forms name, all inside the space), and `out`
-                    // the target's adjoint of `m` elements (one part: a thread per element) or
-                    // the `m × parts` partial sums (a thread per part of each element).
+                    // SAFETY: the combining kernel's signature is `(n, cv0, [ci0,] …, out)`
+                    // with the contribution values (and, for the scanning kernel, target
+                    // indices) of each scatter of `js` (the kernel's `n` elements each; the
+                    // affine kernel reads the elements its forms name, all inside the space),
+                    // and `out` the target's adjoint of `m` elements (one part: a thread per
+                    // element) or the `m × parts` partial sums (a thread per part of each).
                     unsafe {
                         self.gpu.launch_n(&f, &((m * c.parts) as u64), |l| {
                             for &j in &js {
                                 l.arg(&p.contributions[j].0);
+                                if with_index {
+                                    l.arg(&p.contributions[j].1);
+                                }
                             }
                             match part.as_mut() {
                                 Some(part) => l.arg(part),
@@ -538,7 +555,6 @@ impl<'g> DevRun<'g> {
                             Ok((self.gpu.download(v)?, self.gpu.download(ix)?))
                         })
                         .collect::<Result<_>>()?;
-                    let n = k.space.iter().product::<usize>();
                     for e in 0..n {
                         for (v, ix) in &parts {
                             if ix[e] >= 0 {

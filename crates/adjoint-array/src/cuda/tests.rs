@@ -337,12 +337,22 @@ fn compare_with(k: &Kernel, seed: u64, (lo, hi, q): (f64, f64, f64), run: Runner
         if js.is_empty() {
             continue;
         }
+        let cvs: Vec<Vec<f64>> = js.iter().map(|&j| em.contributions[j].0.clone()).collect();
+        let cis: Vec<Vec<i64>> = js.iter().map(|&j| em.contributions[j].1.clone()).collect();
+        // the scanning kernel combines any scatter
+        let scan = scan_combine_source(js.len(), n, want_t.len(), "adj_combine");
+        let got = emulate_combine(&scan, &cvs, Some(&cis), want_t.len());
+        for (i, (x, y)) in want_t.iter().zip(&got).enumerate() {
+            assert!(
+                (x - y).abs() <= 1e-12 * (1.0 + x.abs()),
+                "scan-combined target {t}[{i}]: interpreter {x} vs combining kernel {y}"
+            );
+        }
         let Some(comb) = combine_source(&k, t, &js, want_t.len(), "adj_combine") else {
             continue;
         };
         let code = &comb.code;
-        let cvs: Vec<Vec<f64>> = js.iter().map(|&j| em.contributions[j].0.clone()).collect();
-        let got = emulate_combine(&comb, &cvs, want_t.len());
+        let got = emulate_combine(&comb, &cvs, None, want_t.len());
         if comb.parts > 1 {
             SPLIT.fetch_add(1, Ordering::Relaxed);
         }
@@ -384,7 +394,12 @@ fn c_program(code: &str, body: &str) -> String {
 
 /// Run a combining kernel (`combine_source`) over `m` target elements, one thread after
 /// another, adding into zeros (through the parts and `adj_add_parts` when it has parts).
-fn emulate_combine(comb: &CombineSource, cvs: &[Vec<f64>], m: usize) -> Vec<f64> {
+fn emulate_combine(
+    comb: &CombineSource,
+    cvs: &[Vec<f64>],
+    cis: Option<&[Vec<i64>]>,
+    m: usize,
+) -> Vec<f64> {
     let mut body = String::new();
     let threads = m * comb.parts;
     let mut args = vec![format!("{threads}ULL")];
@@ -393,6 +408,12 @@ fn emulate_combine(comb: &CombineSource, cvs: &[Vec<f64>], m: usize) -> Vec<f64>
         body.push_str(&read_into(&format!("cv{q}"), cv.len()));
         args.push(format!("cv{q}"));
         input.extend(bytes(cv));
+        if let Some(cis) = cis {
+            body.push_str(&read_into(&format!("cf{q}"), cv.len()));
+            body.push_str(&format!("  const long long* ci{q} = (const long long*)cf{q};\n"));
+            args.push(format!("ci{q}"));
+            input.extend(cis[q].iter().flat_map(|x| x.to_le_bytes()));
+        }
     }
     body.push_str(&format!(
         "  double* out = calloc({}, 8);\n  double* part = calloc({}, 8);\n",
@@ -1042,3 +1063,4 @@ fn programs_on_the_gpu() {
     assert!(e.to_string().contains("out of bounds"), "{e}");
     eprintln!("GPU: unsupported nodes and bad indices are errors");
 }
+
