@@ -34,7 +34,11 @@ enum Inner {
 
 impl std::fmt::Debug for Backend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.is_cuda() { "Backend::Cuda" } else { "Backend::Cpu" })
+        f.write_str(if self.is_cuda() {
+            "Backend::Cuda"
+        } else {
+            "Backend::Cpu"
+        })
     }
 }
 

@@ -243,6 +243,44 @@ pub(crate) struct Graph {
     pub jit: bool,
     /// `scan_n` gradients store their steps' transcendental values ([`Builder::set_scan_store`])
     pub scan_store: bool,
+    /// what a backend other than the CPU made for this graph (the CUDA backend's compiled
+    /// kernels), by `(node, role, part)`
+    pub device: DeviceCache,
+}
+
+/// A value of any type a backend keeps.
+type Kept = Arc<dyn std::any::Any + Send + Sync>;
+
+/// Values a backend keeps per graph ([`Graph::device`]), of any type.
+#[derive(Default)]
+pub(crate) struct DeviceCache(Mutex<HashMap<(u32, u32, u32), Kept>>);
+
+impl std::fmt::Debug for DeviceCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DeviceCache")
+    }
+}
+
+impl DeviceCache {
+    /// The value under `key`, made by `make` the first time.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) fn get_or_make<T: std::any::Any + Send + Sync>(
+        &self,
+        key: (u32, u32, u32),
+        make: impl FnOnce() -> crate::Result<T>,
+    ) -> crate::Result<Arc<T>> {
+        if let Some(v) = self.0.lock().expect("device cache").get(&key) {
+            if let Ok(t) = v.clone().downcast::<T>() {
+                return Ok(t);
+            }
+        }
+        let v = Arc::new(make()?);
+        self.0
+            .lock()
+            .expect("device cache")
+            .insert(key, v.clone() as Kept);
+        Ok(v)
+    }
 }
 
 impl Graph {
@@ -1110,6 +1148,7 @@ impl Builder {
             adjoint: (0..n).map(|_| Mutex::new(HashMap::new())).collect(),
             jit: gb.jit,
             scan_store: gb.scan_store,
+            device: DeviceCache::default(),
         })
     }
 }
@@ -2221,7 +2260,10 @@ impl Program {
         Ok(())
     }
 
-    pub(crate) fn check_inputs<'a>(&self, inputs: &[&'a [f64]]) -> Result<Vec<crate::exec::Val<'a>>> {
+    pub(crate) fn check_inputs<'a>(
+        &self,
+        inputs: &[&'a [f64]],
+    ) -> Result<Vec<crate::exec::Val<'a>>> {
         let typed: Vec<Input<'a>> = inputs.iter().map(|&x| Input::F64(x)).collect();
         self.check_typed(&typed)
     }

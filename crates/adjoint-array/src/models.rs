@@ -198,7 +198,8 @@ impl Gmm {
         x: &[f64],
     ) -> Result<(f64, Vec<f64>)> {
         let g = if backend.is_cuda() {
-            self.program.gradient_on(backend, &[alphas, means, icf, x])?
+            self.program
+                .gradient_on(backend, &[alphas, means, icf, x])?
         } else {
             self.program.gradient_a(&[alphas, means, icf, x])?
         };

@@ -194,7 +194,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             );
         }
         let sel = adjoint_bench::adbench::Selection { filter, engines };
-        return adbench(quick, full_grid, data, threads, sel, &peer_device, &args.out);
+        return adbench(
+            quick,
+            full_grid,
+            data,
+            threads,
+            sel,
+            &peer_device,
+            &args.out,
+        );
     }
     let budget = if args.quick {
         Duration::from_millis(150)

@@ -10,8 +10,8 @@ use super::{kernel_source_with, module_source, KernelSource, Roots, RUNTIME};
 use crate::error::{Error, Result};
 use crate::kernel::Kernel;
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaSlice, CudaStream, CudaViewMut, DeviceRepr, LaunchArgs, LaunchConfig,
-    PushKernelArg, ValidAsZeroBits,
+    CudaContext, CudaFunction, CudaSlice, CudaStream, CudaViewMut, DeviceRepr, LaunchArgs,
+    LaunchConfig, PushKernelArg, ValidAsZeroBits,
 };
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
 use std::collections::HashMap;
@@ -39,8 +39,8 @@ const BLOCK: u32 = 256;
 pub(crate) struct Pending {
     /// the root arrays (one per root of `n`, or one of `n × roots`: [`Roots`])
     pub roots: Vec<CudaSlice<f64>>,
-    /// per scatter: values and target offsets (−1: none), `n` each
-    pub contributions: Vec<(CudaSlice<f64>, CudaSlice<i64>)>,
+    /// per scatter: values and target offsets (−1: none; only where asked for), `n` each
+    pub contributions: Vec<(CudaSlice<f64>, Option<CudaSlice<i64>>)>,
     /// the scatter target (index into `Kernel::targets`) of each scatter
     pub scatters: Vec<usize>,
 }
@@ -87,8 +87,13 @@ impl Gpu {
     }
 
     /// The compiled function of kernel `k` (NVRTC on first use, then cached).
-    fn function(&self, k: &Kernel, roots: Roots) -> Result<(KernelSource, Arc<CudaFunction>)> {
-        let ks = kernel_source_with(k, "adj_kernel", roots)?;
+    pub(crate) fn function(
+        &self,
+        k: &Kernel,
+        roots: Roots,
+        indexed: &dyn Fn(usize) -> bool,
+    ) -> Result<(KernelSource, Arc<CudaFunction>)> {
+        let ks = kernel_source_with(k, "adj_kernel", roots, indexed)?;
         let f = self.compiled(&ks.code, &ks.name)?;
         Ok((ks, f))
     }
@@ -126,8 +131,29 @@ impl Gpu {
         self.compiled("", name)
     }
 
+    /// A device array of `len` elements (at least one) for a kernel to write in full: not
+    /// cleared, unless `ADJOINT_CUDA_ZEROED=1` (a measurement switch: clearing costs one
+    /// memset per array, of which a gradient makes dozens).
+    ///
+    /// # Safety
+    /// Every element must be written before it is read.
+    pub(crate) unsafe fn written<T: DeviceRepr + ValidAsZeroBits>(
+        &self,
+        len: usize,
+    ) -> Result<CudaSlice<T>> {
+        static ZEROED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        if *ZEROED.get_or_init(|| std::env::var("ADJOINT_CUDA_ZEROED").as_deref() == Ok("1")) {
+            return self.zeros(len);
+        }
+        // SAFETY: the caller writes every element before reading it (this function's contract).
+        unsafe { self.stream.alloc::<T>(len.max(1)) }.map_err(driver)
+    }
+
     /// A zeroed device array of `len` elements (at least one, as CUDA allocates).
-    pub(crate) fn zeros<T: DeviceRepr + ValidAsZeroBits>(&self, len: usize) -> Result<CudaSlice<T>> {
+    pub(crate) fn zeros<T: DeviceRepr + ValidAsZeroBits>(
+        &self,
+        len: usize,
+    ) -> Result<CudaSlice<T>> {
         self.stream.alloc_zeros::<T>(len.max(1)).map_err(driver)
     }
 
@@ -163,7 +189,10 @@ impl Gpu {
     }
 
     /// Copy host values of any device type to the device (at least one element).
-    pub(crate) fn upload_of<T: DeviceRepr + ValidAsZeroBits>(&self, data: &[T]) -> Result<CudaSlice<T>> {
+    pub(crate) fn upload_of<T: DeviceRepr + ValidAsZeroBits>(
+        &self,
+        data: &[T],
+    ) -> Result<CudaSlice<T>> {
         if data.is_empty() {
             return self.zeros(1);
         }
@@ -190,15 +219,34 @@ impl Gpu {
     /// it reads (both in the kernel's order). Nothing is read back: the smallest element whose
     /// index was out of bounds goes to the one-element `bad` (an integer minimum with what it
     /// holds), which stays on the device until the caller checks it.
+    ///
+    /// Target offsets are written (and allocated) for the scatters into the targets `t` with
+    /// `indexed(t)` only.
     pub(crate) fn launch_pending(
         &self,
+        k: &Kernel,
+        roots: Roots,
+        indexed: &dyn Fn(usize) -> bool,
+        params: &[&CudaSlice<f64>],
+        arrays: &[&CudaSlice<f64>],
+        bad: &mut CudaViewMut<'_, u64>,
+    ) -> Result<Pending> {
+        let (ks, f) = self.function(k, roots, indexed)?;
+        self.launch_compiled(&ks, &f, k, roots, params, arrays, bad)
+    }
+
+    /// [`Gpu::launch_pending`] of a kernel compiled before ([`Gpu::function`]: `ks`, `f`).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn launch_compiled(
+        &self,
+        ks: &KernelSource,
+        f: &CudaFunction,
         k: &Kernel,
         roots: Roots,
         params: &[&CudaSlice<f64>],
         arrays: &[&CudaSlice<f64>],
         bad: &mut CudaViewMut<'_, u64>,
     ) -> Result<Pending> {
-        let (ks, f) = self.function(k, roots)?;
         let n: usize = k.space.iter().product();
         if params.len() < ks.params || arrays.len() != ks.arrays {
             return Err(Error::Invalid(format!(
@@ -213,16 +261,28 @@ impl Gpu {
             Roots::Separate => n,
             Roots::Interleaved => n * k.roots.len(),
         };
+        // SAFETY (of the `written` allocations): the kernel writes every element `e < n` of
+        // each root array (all of an interleaved one's `n × roots`) and of each contribution
+        // array, whatever its data (a guarded scatter writes 0 and −1), before anything reads
+        // them; a kernel over no elements leaves them unread.
         let mut root_arrays = Vec::with_capacity(ks.roots);
         for _ in 0..ks.roots {
-            root_arrays.push(self.zeros::<f64>(root_len)?);
+            root_arrays.push(unsafe { self.written::<f64>(root_len) }?);
         }
         let mut contributions = Vec::with_capacity(ks.scatters.len());
-        for _ in &ks.scatters {
-            contributions.push((self.zeros::<f64>(n)?, self.zeros::<i64>(n)?));
+        for &with_index in &ks.indexed {
+            let v = unsafe { self.written::<f64>(n) }?;
+            let i = if with_index {
+                Some(unsafe { self.written::<i64>(n) }?)
+            } else {
+                None
+            };
+            contributions.push((v, i));
         }
         if bad.len() != 1 {
-            return Err(Error::Invalid("a CUDA kernel's bad-index flag is one element".into()));
+            return Err(Error::Invalid(
+                "a CUDA kernel's bad-index flag is one element".into(),
+            ));
         }
         // SAFETY: the arguments match the generated signature one for one (`kernel_source`
         // documents it; the counts were checked above): `ks.params` parameter arrays and the
@@ -233,7 +293,7 @@ impl Gpu {
         // the arrays: an offset out of bounds is replaced by 0 before the load.
         let n64 = n as u64;
         unsafe {
-            self.launch_n(&f, &n64, |b| {
+            self.launch_n(f, &n64, |b| {
                 for p in &params[..ks.params] {
                     b.arg(*p);
                 }
@@ -245,7 +305,9 @@ impl Gpu {
                 }
                 for (v, i) in contributions.iter_mut() {
                     b.arg(v);
-                    b.arg(i);
+                    if let Some(i) = i {
+                        b.arg(i);
+                    }
                 }
                 b.arg(bad);
             })?;
@@ -253,7 +315,7 @@ impl Gpu {
         Ok(Pending {
             roots: root_arrays,
             contributions,
-            scatters: ks.scatters,
+            scatters: ks.scatters.clone(),
         })
     }
 
@@ -266,11 +328,22 @@ impl Gpu {
         arrays: &[&CudaSlice<f64>],
     ) -> Result<Launched> {
         let mut flag = self.stream.clone_htod(&[u64::MAX]).map_err(driver)?;
-        let p = self.launch_pending(k, Roots::Separate, params, arrays, &mut flag.slice_mut(..))?;
+        let p = self.launch_pending(
+            k,
+            Roots::Separate,
+            &|_| true,
+            params,
+            arrays,
+            &mut flag.slice_mut(..),
+        )?;
         let bad = self.download(&flag)?[0];
         Ok(Launched {
             roots: p.roots,
-            contributions: p.contributions,
+            contributions: p
+                .contributions
+                .into_iter()
+                .map(|(v, i)| (v, i.expect("every scatter indexed")))
+                .collect(),
             bad: (bad != u64::MAX).then_some(bad),
         })
     }

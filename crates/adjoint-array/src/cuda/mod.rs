@@ -46,7 +46,8 @@ pub(crate) const PRELUDE: &str = include_str!("prelude.cuh");
 /// The kernel's parameters, in order: the element count `n` (`unsigned long long`), one
 /// `const double*` per kernel parameter (`p0, p1, …`: per-element values, `n` each), one per
 /// array read (`a0, …`: the whole array), one `double*` per root (`r0, …`: `n` each), then per
-/// scatter a `double*` and a `long long*` (`cv0, ci0, cv1, ci1, …`: `n` each), and last an
+/// scatter a `double*` and a `long long*` (`cv0, ci0, cv1, ci1, …`: `n` each; the `long long*`
+/// only where [`KernelSource::indexed`]), and last an
 /// `unsigned long long* bad` holding `ULLONG_MAX` before the launch.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct KernelSource {
@@ -62,6 +63,8 @@ pub(crate) struct KernelSource {
     pub roots: usize,
     /// the scatter target (index into `Kernel::targets`) of each scatter, in order
     pub scatters: Vec<usize>,
+    /// per scatter: whether its target offsets are written (`ci{j}` is an argument)
+    pub indexed: Vec<bool>,
 }
 
 fn unsupported(what: &str) -> Error {
@@ -183,7 +186,7 @@ fn disc(op: DOp, a: &str, b: &str) -> String {
 /// Print kernel `k` as the CUDA C function `name` (see the module docs for its parameters).
 #[cfg_attr(not(test), allow(dead_code))] // the tests' entry point
 pub(crate) fn kernel_source(k: &Kernel, name: &str) -> Result<KernelSource> {
-    kernel_source_with(k, name, Roots::Separate)
+    kernel_source_with(k, name, Roots::Separate, &|_| true)
 }
 
 /// Where a kernel's roots go.
@@ -196,8 +199,15 @@ pub(crate) enum Roots {
     Interleaved,
 }
 
-/// [`kernel_source`] with the roots laid out as `roots` says.
-pub(crate) fn kernel_source_with(k: &Kernel, name: &str, roots: Roots) -> Result<KernelSource> {
+/// [`kernel_source`] with the roots laid out as `roots` says, and the target offsets of the
+/// scatters into target `t` written only where `indexed(t)` (a target combined by an affine
+/// [`combine_source`] kernel needs only the values).
+pub(crate) fn kernel_source_with(
+    k: &Kernel,
+    name: &str,
+    roots: Roots,
+    indexed: &dyn Fn(usize) -> bool,
+) -> Result<KernelSource> {
     let nslots = k.nslots;
     // the interpreter indexes its parameter slices by `Src::P`, so `k.params` covers them all
     let nparams = k.params.len();
@@ -327,16 +337,21 @@ pub(crate) fn kernel_source_with(k: &Kernel, name: &str, roots: Roots) -> Result
                     None => format!("{c}"),
                 };
                 let v = src(*val);
+                let with_index = indexed(*target);
                 match guard {
                     // as the interpreter: a guarded scatter adds only live, nonzero values
                     Some(g) => {
                         let live = format!("({} != 0.0 && {v} != 0.0)", src(*g));
                         writeln!(s, "  cv{j}[e] = {live} ? {v} : 0.0;").unwrap();
-                        writeln!(s, "  ci{j}[e] = {live} ? (long long)({at}) : -1LL;").unwrap();
+                        if with_index {
+                            writeln!(s, "  ci{j}[e] = {live} ? (long long)({at}) : -1LL;").unwrap();
+                        }
                     }
                     None => {
                         writeln!(s, "  cv{j}[e] = {v};").unwrap();
-                        writeln!(s, "  ci{j}[e] = (long long)({at});").unwrap();
+                        if with_index {
+                            writeln!(s, "  ci{j}[e] = (long long)({at});").unwrap();
+                        }
                     }
                 }
             }
@@ -359,9 +374,12 @@ pub(crate) fn kernel_source_with(k: &Kernel, name: &str, roots: Roots) -> Result
     args.extend((0..nparams).map(|p| format!("const double* p{p}")));
     args.extend((0..k.arrays.len()).map(|a| format!("const double* a{a}")));
     args.extend((0..root_arrays).map(|r| format!("double* r{r}")));
-    for j in 0..scatters.len() {
+    let indexed: Vec<bool> = scatters.iter().map(|&t| indexed(t)).collect();
+    for (j, &with_index) in indexed.iter().enumerate() {
         args.push(format!("double* cv{j}"));
-        args.push(format!("long long* ci{j}"));
+        if with_index {
+            args.push(format!("long long* ci{j}"));
+        }
     }
     args.push("unsigned long long* bad".to_string());
     let mut code = String::new();
@@ -398,6 +416,7 @@ pub(crate) fn kernel_source_with(k: &Kernel, name: &str, roots: Roots) -> Result
         arrays: k.arrays.len(),
         roots: root_arrays,
         scatters,
+        indexed,
     })
 }
 
@@ -446,8 +465,22 @@ pub(crate) fn combine_source(
     if forms.len() != js.len() {
         return None;
     }
+    let plans = affine_plans(k, forms)?;
+    let longest = plans
+        .iter()
+        .map(|(_, _, _, dr)| dr.iter().map(|&a| k.space[a]).product::<usize>())
+        .max()
+        .unwrap_or(1);
+    combine_from_plans(k, &plans, longest, js.len(), m, name)
+}
+
+/// Per scatter of an affine target: the constant, each axis's stride in the target, the axes
+/// it keeps (largest stride first) and those it drops; `None` unless each is one-to-one in the
+/// axes it keeps.
+type Plan = (usize, Vec<usize>, Vec<usize>, Vec<usize>);
+
+fn affine_plans(k: &Kernel, forms: &[crate::kernel::Affine]) -> Option<Vec<Plan>> {
     let rank = k.space.len();
-    // per scatter: the axes it keeps (stride in the target, largest first) and drops
     let mut plans = Vec::with_capacity(forms.len());
     for f in forms {
         // the stride of each axis in the target (summed when an axis occurs twice)
@@ -470,11 +503,27 @@ pub(crate) fn combine_source(
         let dropped: Vec<usize> = (0..rank).filter(|&a| st[a] == 0).collect();
         plans.push((f.c, st, kept, dropped));
     }
-    let longest = plans
-        .iter()
-        .map(|(_, _, _, dr)| dr.iter().map(|&a| k.space[a]).product::<usize>())
-        .max()
-        .unwrap_or(1);
+    Some(plans)
+}
+
+/// Whether target `t` of kernel `k` is combined by an affine [`combine_source`] kernel (which
+/// reads no target offsets).
+pub(crate) fn affine_target(k: &Kernel, t: usize) -> bool {
+    k.target_forms
+        .get(t)
+        .and_then(|f| f.as_ref())
+        .and_then(|f| affine_plans(k, f))
+        .is_some()
+}
+
+fn combine_from_plans(
+    k: &Kernel,
+    plans: &[Plan],
+    longest: usize,
+    nscatters: usize,
+    m: usize,
+    name: &str,
+) -> Option<CombineSource> {
     let parts = if longest > SPLIT_SUM {
         longest.div_ceil(CHUNK)
     } else {
@@ -485,7 +534,11 @@ pub(crate) fn combine_source(
     for (q, (c, st, kept, dropped)) in plans.iter().enumerate() {
         let terms: usize = dropped.iter().map(|&a| k.space[a]).product();
         writeln!(body, "  if (t >= {c}ULL) {{").unwrap();
-        writeln!(body, "    unsigned long long rem = t - {c}ULL, base = 0; int hit = 1;").unwrap();
+        writeln!(
+            body,
+            "    unsigned long long rem = t - {c}ULL, base = 0; int hit = 1;"
+        )
+        .unwrap();
         for &a in kept {
             let (s_t, dim, s_e) = (st[a], k.space[a], k.strides[a]);
             writeln!(
@@ -501,11 +554,19 @@ pub(crate) fn combine_source(
             "      const unsigned long long hi = lo + {chunk}ULL < {terms}ULL ? lo + {chunk}ULL : {terms}ULL;"
         )
         .unwrap();
-        writeln!(body, "      for (unsigned long long d = lo; d < hi; d++) {{").unwrap();
+        writeln!(
+            body,
+            "      for (unsigned long long d = lo; d < hi; d++) {{"
+        )
+        .unwrap();
         writeln!(body, "        unsigned long long r = d, at = base;").unwrap();
         for &a in dropped.iter().rev() {
             let (dim, s_e) = (k.space[a], k.strides[a]);
-            writeln!(body, "        at += (r % {dim}ULL) * {s_e}ULL; r /= {dim}ULL;").unwrap();
+            writeln!(
+                body,
+                "        at += (r % {dim}ULL) * {s_e}ULL; r /= {dim}ULL;"
+            )
+            .unwrap();
         }
         writeln!(body, "        acc += cv{q}[at];").unwrap();
         writeln!(body, "      }}").unwrap();
@@ -513,7 +574,7 @@ pub(crate) fn combine_source(
         writeln!(body, "  }}").unwrap();
     }
     let mut args = vec!["unsigned long long n".to_string()];
-    args.extend((0..js.len()).map(|q| format!("const double* cv{q}")));
+    args.extend((0..nscatters).map(|q| format!("const double* cv{q}")));
     args.push("double* out".into());
     let mut code = String::new();
     writeln!(code, "ADJ_KERNEL {name}({}) {{", args.join(", ")).unwrap();
@@ -544,7 +605,12 @@ pub(crate) fn combine_source(
 /// The kernel's parameters: the thread count (`m × parts`), the values and target indices of
 /// each scatter (`const double* cv0, const long long* ci0, …`, `n` each), and `out` as for
 /// [`combine_source`].
-pub(crate) fn scan_combine_source(scatters: usize, n: usize, m: usize, name: &str) -> CombineSource {
+pub(crate) fn scan_combine_source(
+    scatters: usize,
+    n: usize,
+    m: usize,
+    name: &str,
+) -> CombineSource {
     let parts = if n > SPLIT_SUM { n.div_ceil(CHUNK) } else { 1 };
     let chunk = if parts > 1 { CHUNK } else { n.max(1) };
     let mut args = vec!["unsigned long long n".to_string()];

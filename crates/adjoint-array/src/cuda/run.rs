@@ -22,7 +22,7 @@
 //! an error naming them; run such programs on the CPU backend.
 
 use super::device::{Gpu, Pending};
-use super::{combine_source, scan_combine_source, Roots, CHUNK, SPLIT_SUM};
+use super::{affine_target, combine_source, scan_combine_source, Roots, CHUNK, SPLIT_SUM};
 use crate::error::{Error, Result};
 use crate::exec::{gen_adjoint, gen_own, primal_kernel, sumgen_adjoint, AUX_BC, AUX_DENSE};
 use crate::graph::{ANode, DType, Graph, NodeId};
@@ -38,6 +38,12 @@ type Dev = Arc<CudaSlice<f64>>;
 /// The most comparisons (target elements × kernel elements × scatters) a scanning combine
 /// ([`scan_combine_source`]) may make; above it a non-affine scatter is combined on the host.
 const SCAN_COMBINE_MAX: u128 = 1 << 32;
+
+/// Roles of a node's kernels in the graph's device cache: its primal kernel, its adjoint
+/// kernels (`+ mode`), and their combining kernels (`+ ROLE_COMBINE`, per target).
+const ROLE_PRIMAL: u32 = 0;
+const ROLE_ADJOINT: u32 = 1;
+const ROLE_COMBINE: u32 = 16;
 
 /// Rows longer than this are folded in parts of [`PART`] elements, then over the parts.
 const SPLIT: usize = 2048;
@@ -180,9 +186,13 @@ impl<'g> DevRun<'g> {
 
     /// Launch kernel `k` for node `i`: parameters from `caller` and arrays, arrays by key
     /// (`aux` first, for the reverse pass's seeds).
+    ///
+    /// The kernel is compiled once per graph, node and `role` (the primal kernel, an adjoint
+    /// kernel's mode), then kept in the graph's device cache with its source's description.
     fn launch(
         &self,
         i: NodeId,
+        role: u32,
         k: &Kernel,
         roots: Roots,
         caller: &[Dev],
@@ -202,12 +212,23 @@ impl<'g> DevRun<'g> {
                 ParamSrc::Array(key) => get(*key),
             })
             .collect::<Result<_>>()?;
-        let arrays: Vec<Dev> = k.arrays.iter().map(|&key| get(key)).collect::<Result<_>>()?;
+        let arrays: Vec<Dev> = k
+            .arrays
+            .iter()
+            .map(|&key| get(key))
+            .collect::<Result<_>>()?;
         let pr: Vec<&CudaSlice<f64>> = params.iter().map(|a| &**a).collect();
         let ar: Vec<&CudaSlice<f64>> = arrays.iter().map(|a| &**a).collect();
+        let compiled = self.g.device.get_or_make((i, role, u32::MAX), || {
+            // target offsets only for the scatters that no affine combining kernel takes
+            let indexed = |t: usize| !affine_target(k, t);
+            self.gpu.function(k, roots, &indexed)
+        })?;
+        let (ks, f) = &*compiled;
         let mut flags = self.flags.borrow_mut();
         let mut flag = flags.slice_mut(i as usize..i as usize + 1);
-        self.gpu.launch_pending(k, roots, &pr, &ar, &mut flag)
+        self.gpu
+            .launch_compiled(ks, f, k, roots, &pr, &ar, &mut flag)
     }
 
     /// Compute node `i` (and, first, what it needs).
@@ -243,8 +264,11 @@ impl<'g> DevRun<'g> {
                 } else {
                     Roots::Interleaved
                 };
-                let caller = args.iter().map(|&a| self.value(a)).collect::<Result<Vec<_>>>()?;
-                let mut p = self.launch(i, k, layout, &caller, &|_| None)?;
+                let caller = args
+                    .iter()
+                    .map(|&a| self.value(a))
+                    .collect::<Result<Vec<_>>>()?;
+                let mut p = self.launch(i, ROLE_PRIMAL, k, layout, &caller, &|_| None)?;
                 p.roots.pop().expect("one root array")
             }
             ANode::SumGen { lam, args, space } => {
@@ -253,8 +277,11 @@ impl<'g> DevRun<'g> {
                 }
                 self.force_reads(lam.reads())?;
                 let k = primal_kernel(g, i, lam, args, space);
-                let caller = args.iter().map(|&a| self.value(a)).collect::<Result<Vec<_>>>()?;
-                let mut p = self.launch(i, k, Roots::Separate, &caller, &|_| None)?;
+                let caller = args
+                    .iter()
+                    .map(|&a| self.value(a))
+                    .collect::<Result<Vec<_>>>()?;
+                let mut p = self.launch(i, ROLE_PRIMAL, k, Roots::Separate, &caller, &|_| None)?;
                 let terms = p.roots.pop().expect("one root array");
                 let inner = *space.last().expect("rank ≥ 1");
                 self.fold_rows(Op2::Add, &terms, total, inner)?
@@ -358,19 +385,25 @@ impl<'g> DevRun<'g> {
             let parts = inner.div_ceil(CHUNK);
             let f = self.gpu.runtime("adj_matmul_parts")?;
             let mut part = self.gpu.zeros::<f64>(rows * cols * parts)?;
-            let (c64, i64_, o64, ch) = (cols as u64, inner as u64, (rows * cols) as u64, CHUNK as u64);
+            let (c64, i64_, o64, ch) = (
+                cols as u64,
+                inner as u64,
+                (rows * cols) as u64,
+                CHUNK as u64,
+            );
             // SAFETY: `adj_matmul_parts(n, cols, inner, outs, chunk, a, ars, acs, b, brs, bcs,
             // part)`: the views lie in their arrays (shapes from the graph: `a` is
             // rows × inner, `b` inner × cols, each strided as its node's row-major data or its
             // transpose), `part` has `rows × cols × parts = n` elements, thread `e` reads
             // inner indices `[p·chunk, min(+chunk, inner))` only.
             unsafe {
-                self.gpu.launch_n(&f, &((rows * cols * parts) as u64), |l| {
-                    l.arg(&c64).arg(&i64_).arg(&o64).arg(&ch);
-                    l.arg(a.data).arg(&ars).arg(&acs);
-                    l.arg(b.data).arg(&brs).arg(&bcs);
-                    l.arg(&mut part);
-                })?;
+                self.gpu
+                    .launch_n(&f, &((rows * cols * parts) as u64), |l| {
+                        l.arg(&c64).arg(&i64_).arg(&o64).arg(&ch);
+                        l.arg(a.data).arg(&ars).arg(&acs);
+                        l.arg(b.data).arg(&brs).arg(&bcs);
+                        l.arg(&mut part);
+                    })?;
             }
             self.add_parts(&mut c, &part, rows * cols, parts)?;
             return Ok(c);
@@ -470,16 +503,18 @@ impl<'g> DevRun<'g> {
     /// Run adjoint kernel `k` for node `i` and route its results: parameter adjoints to
     /// `param_dst`, identity scatters to the read arrays' adjoints, other scatters combined
     /// into them.
+    #[allow(clippy::too_many_arguments)]
     fn apply_adjoint(
         &self,
         adj: &mut Adj,
         i: NodeId,
+        role: u32,
         k: &Kernel,
         caller: &[Dev],
         aux: &dyn Fn(u32) -> Option<Dev>,
         param_dst: &dyn Fn(u32) -> NodeId,
     ) -> Result<()> {
-        let p = self.launch(i, k, Roots::Separate, caller, aux)?;
+        let p = self.launch(i, role, k, Roots::Separate, caller, aux)?;
         let mut roots: Vec<Option<CudaSlice<f64>>> = p.roots.into_iter().map(Some).collect();
         for (r, &pk) in k.param_roots.iter().enumerate() {
             let v = roots[r].take().expect("a root per parameter");
@@ -505,19 +540,39 @@ impl<'g> DevRun<'g> {
             }
             let out = adj.dense[key as usize].as_mut().expect("set above");
             let n = k.space.iter().product::<usize>();
-            let affine = combine_source(k, t, &js, m, "adj_combine");
-            let comb = match affine {
-                Some(c) => Some((c, false)),
-                None if (m as u128) * (n as u128) * (js.len() as u128) <= SCAN_COMBINE_MAX => {
-                    Some((scan_combine_source(js.len(), n, m, "adj_combine"), true))
-                }
-                None => None,
-            };
-            match comb {
-                Some((c, with_index)) => {
-                    let f = self.gpu.compiled(&c.code, "adj_combine")?;
-                    let mut part = if c.parts > 1 {
-                        Some(self.gpu.zeros::<f64>(m * c.parts)?)
+            // the combining kernel of this target, compiled once per graph (`None`: the host)
+            let comb = self
+                .g
+                .device
+                .get_or_make((i, role + ROLE_COMBINE, t as u32), || {
+                    let source = if affine_target(k, t) {
+                        // the launch wrote no target offsets for this target
+                        let c = combine_source(k, t, &js, m, "adj_combine").ok_or_else(|| {
+                            Error::Invalid(
+                                "CUDA backend: an affine target without its combining kernel"
+                                    .into(),
+                            )
+                        })?;
+                        Some((c, false))
+                    } else if (m as u128) * (n as u128) * (js.len() as u128) <= SCAN_COMBINE_MAX {
+                        Some((scan_combine_source(js.len(), n, m, "adj_combine"), true))
+                    } else {
+                        None
+                    };
+                    source
+                        .map(|(c, with_index)| {
+                            let f = self.gpu.compiled(&c.code, "adj_combine")?;
+                            Ok((f, c.parts, with_index))
+                        })
+                        .transpose()
+                })?;
+            match comb.as_ref() {
+                Some((f, parts, with_index)) => {
+                    let (parts, with_index) = (*parts, *with_index);
+                    let mut part = if parts > 1 {
+                        // SAFETY: the combining kernel's `m × parts` threads each write their
+                        // element of the parts before `add_parts` reads them.
+                        Some(unsafe { self.gpu.written::<f64>(m * parts) }?)
                     } else {
                         None
                     };
@@ -528,11 +583,11 @@ impl<'g> DevRun<'g> {
                     // and `out` the target's adjoint of `m` elements (one part: a thread per
                     // element) or the `m × parts` partial sums (a thread per part of each).
                     unsafe {
-                        self.gpu.launch_n(&f, &((m * c.parts) as u64), |l| {
+                        self.gpu.launch_n(f, &((m * parts) as u64), |l| {
                             for &j in &js {
                                 l.arg(&p.contributions[j].0);
                                 if with_index {
-                                    l.arg(&p.contributions[j].1);
+                                    l.arg(p.contributions[j].1.as_ref().expect("indexed"));
                                 }
                             }
                             match part.as_mut() {
@@ -542,7 +597,7 @@ impl<'g> DevRun<'g> {
                         })?;
                     }
                     if let Some(part) = part {
-                        self.add_parts(out, &part, m, c.parts)?;
+                        self.add_parts(out, &part, m, parts)?;
                     }
                 }
                 None => {
@@ -552,6 +607,7 @@ impl<'g> DevRun<'g> {
                         .iter()
                         .map(|&j| {
                             let (v, ix) = &p.contributions[j];
+                            let ix = ix.as_ref().expect("indexed");
                             Ok((self.gpu.download(v)?, self.gpu.download(ix)?))
                         })
                         .collect::<Result<_>>()?;
@@ -597,8 +653,13 @@ impl<'g> DevRun<'g> {
                         continue;
                     }
                     let ak = gen_adjoint(g, i, dense.is_some(), bc.is_some())?;
+                    let role =
+                        ROLE_ADJOINT + u32::from(dense.is_some()) + 2 * u32::from(bc.is_some());
                     let own = gen_own(g, i, false);
-                    let mut caller = args.iter().map(|&a| self.value(a)).collect::<Result<Vec<_>>>()?;
+                    let mut caller = args
+                        .iter()
+                        .map(|&a| self.value(a))
+                        .collect::<Result<Vec<_>>>()?;
                     if let (Some(d), 1) = (&dense, lam.outs.len()) {
                         caller.push(d.clone());
                     }
@@ -610,7 +671,9 @@ impl<'g> DevRun<'g> {
                         AUX_BC => bc.clone(),
                         _ => None,
                     };
-                    self.apply_adjoint(&mut adj, i, &ak, &caller, &aux, &|k| args[k as usize])?;
+                    self.apply_adjoint(&mut adj, i, role, &ak, &caller, &aux, &|k| {
+                        args[k as usize]
+                    })?;
                     continue;
                 }
                 ANode::SumGen { args, .. } => {
@@ -619,9 +682,14 @@ impl<'g> DevRun<'g> {
                     };
                     let gv = Arc::new(gv);
                     let ak = sumgen_adjoint(g, i)?;
-                    let caller = args.iter().map(|&a| self.value(a)).collect::<Result<Vec<_>>>()?;
+                    let caller = args
+                        .iter()
+                        .map(|&a| self.value(a))
+                        .collect::<Result<Vec<_>>>()?;
                     let aux = |key: u32| (key == AUX_BC).then(|| gv.clone());
-                    self.apply_adjoint(&mut adj, i, &ak, &caller, &aux, &|k| args[k as usize])?;
+                    self.apply_adjoint(&mut adj, i, ROLE_ADJOINT + 4, &ak, &caller, &aux, &|k| {
+                        args[k as usize]
+                    })?;
                     continue;
                 }
                 _ => {}

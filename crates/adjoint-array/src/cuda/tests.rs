@@ -374,7 +374,10 @@ static SPLIT: AtomicUsize = AtomicUsize::new(0);
 
 /// C statements that read `m` doubles into a fresh `double* name`.
 fn read_into(name: &str, m: usize) -> String {
-    format!("  double* {name} = malloc({} * 8); if (fread({name}, 8, {m}, in) != {m}) return 3;\n", m.max(1))
+    format!(
+        "  double* {name} = malloc({} * 8); if (fread({name}, 8, {m}, in) != {m}) return 3;\n",
+        m.max(1)
+    )
 }
 
 /// A C program around kernel text `code` (with the prelude and the executor's fixed kernels)
@@ -410,7 +413,9 @@ fn emulate_combine(
         input.extend(bytes(cv));
         if let Some(cis) = cis {
             body.push_str(&read_into(&format!("cf{q}"), cv.len()));
-            body.push_str(&format!("  const long long* ci{q} = (const long long*)cf{q};\n"));
+            body.push_str(&format!(
+                "  const long long* ci{q} = (const long long*)cf{q};\n"
+            ));
             args.push(format!("ci{q}"));
             input.extend(cis[q].iter().flat_map(|x| x.to_le_bytes()));
         }
@@ -471,6 +476,21 @@ fn combining_kernels_reach_every_gmm_target() {
         }
     }
     assert!(targets >= 3, "GMM scatters into {targets} targets");
+    // The executor's kernels write no target offsets for affine targets, and still compile.
+    let mut unindexed = 0;
+    for kern in kernels(&gmm.program) {
+        let ks = kernel_source_with(&kern, "adj_k", Roots::Separate, &|t| {
+            !affine_target(&kern, t)
+        })
+        .unwrap();
+        for (j, &t) in ks.scatters.iter().enumerate() {
+            assert_eq!(ks.indexed[j], !affine_target(&kern, t));
+            unindexed += usize::from(!ks.indexed[j]);
+            assert_eq!(ks.code.contains(&format!("ci{j}[e]")), ks.indexed[j]);
+        }
+        run_c(&c_program(&ks.code, ""), &[]);
+    }
+    assert!(unindexed >= 3);
 }
 
 /// The length of graph node `key`.
@@ -497,7 +517,10 @@ fn combining_kernels_match_the_interpreter() {
     let p = b.build_scalar(&y.reshape(&[2400]).sum()).unwrap();
     let inputs = [ramp(2400, -1.0, 1.0), ramp(4, 0.5, 1.5), ramp(8, -0.5, 0.5)];
     check_program(&p, &inputs, (-1.0, 1.0, 0.0), &emulate);
-    assert!(SPLIT.load(Ordering::Relaxed) >= split + 2, "sums split into parts");
+    assert!(
+        SPLIT.load(Ordering::Relaxed) >= split + 2,
+        "sums split into parts"
+    );
 }
 
 #[test]
@@ -506,8 +529,8 @@ fn a_non_affine_scatter_has_no_combining_kernel() {
     let b = Builder::new();
     let x = b.input(&[6]);
     let y = b.generate(&[6], |i| {
-        let j = x.at(&[i[0].clone()]).abs().floor().imod(3.0);
-        x.at(&[j]) * x.at(&[i[0].clone()])
+        let j = x.at(&[i[0]]).abs().floor().imod(3.0);
+        x.at(&[j]) * x.at(&[i[0]])
     });
     let p = b.build_scalar(&y.sum()).unwrap();
     p.gradient_a(&[&ramp(6, 0.0, 5.0)]).unwrap();
@@ -524,7 +547,10 @@ fn a_non_affine_scatter_has_no_combining_kernel() {
             }
         }
     }
-    assert!(seen, "the data-dependent read's scatter was given a combining kernel");
+    assert!(
+        seen,
+        "the data-dependent read's scatter was given a combining kernel"
+    );
 }
 
 #[test]
@@ -533,14 +559,18 @@ fn interleaved_roots_are_the_cpu_layout() {
     let b = Builder::new();
     let x = b.input(&[5]);
     let y = b.generate_n(&[5], 3, |i| {
-        let v = x.at(&[i[0].clone()]);
-        vec![v.clone() * 2.0, v.clone().sin(), v * i[0].clone()]
+        let v = x.at(&[i[0]]);
+        vec![v * 2.0, v.sin(), v * i[0]]
     });
     let p = b.build(&[&y]).unwrap();
     let xs = ramp(5, -1.0, 2.0);
     let want = p.run(&[&xs]).unwrap()[0].data().to_vec();
-    let kern = p.g.primal.iter().find_map(|c| c.get().cloned()).expect("a kernel");
-    let ks = kernel_source_with(&kern, "k", Roots::Interleaved).unwrap();
+    let kern =
+        p.g.primal
+            .iter()
+            .find_map(|c| c.get().cloned())
+            .expect("a kernel");
+    let ks = kernel_source_with(&kern, "k", Roots::Interleaved, &|_| true).unwrap();
     assert_eq!(ks.roots, 1);
     let mut body = String::new();
     let mut args = vec!["5ULL".to_string()];
@@ -576,7 +606,9 @@ fn executor_kernels_fold_multiply_and_broadcast() {
     // products of strided views (a transpose), and broadcast adds, against plain loops.
     let rows = 3;
     let long = 2500; // > the executor's split length: 10 parts of 256
-    let x: Vec<f64> = (0..rows * long).map(|i| ((i * 37 % 101) as f64 - 50.0) / 7.0).collect();
+    let x: Vec<f64> = (0..rows * long)
+        .map(|i| ((i * 37 % 101) as f64 - 50.0) / 7.0)
+        .collect();
     let body = format!(
         "{}  double* part = calloc({p}, 8); double* fin = calloc({rows}, 8); double* sh = calloc({rows}, 8); double* mx = calloc({rows}, 8);\n\
          for (adj_element = 0; adj_element < {p}ULL; adj_element++) adj_fold_add({p}ULL, {long}ULL, 10ULL, 256ULL, x, part);\n\
@@ -604,7 +636,10 @@ fn executor_kernels_fold_multiply_and_broadcast() {
         let parts: f64 = row.chunks(256).map(|c| c.iter().sum::<f64>()).sum();
         assert_eq!(got[r], parts, "row {r}: in parts, then over the parts");
         assert_eq!(got[rows + r], seq, "row {r}: one pass, left to right");
-        assert_eq!(got[2 * rows + r], row.iter().copied().fold(f64::NEG_INFINITY, f64::max));
+        assert_eq!(
+            got[2 * rows + r],
+            row.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+        );
     }
     let b = [1.0, -2.0, 0.5, 3.0, -1.5, 2.5];
     for i in 0..4 {
@@ -624,7 +659,11 @@ fn executor_kernels_fold_multiply_and_broadcast() {
                         .sum::<f64>()
                 })
                 .sum();
-            assert_eq!(got[3 * rows + 14 + i * 3 + j], want, "split product [{i}, {j}]");
+            assert_eq!(
+                got[3 * rows + 14 + i * 3 + j],
+                want,
+                "split product [{i}, {j}]"
+            );
         }
     }
 }
@@ -699,7 +738,7 @@ fn case_indices_reads_selects_and_discrete_ops(run: Runner) {
     let b = Builder::new();
     let m = b.input(&[6, 5]);
     let v = b.input(&[5]);
-    let (m2, v2) = (m.clone(), v.clone());
+    let (m2, v2) = (m, v);
     let g = b.generate(&[6, 5, 4], move |ix| {
         let (i, j, l) = (ix[0], ix[1], ix[2]);
         let a = m2.at(&[i, (j + l).imod(5.0)]);
@@ -780,7 +819,7 @@ fn case_out_of_bounds_indices_are_flagged(run: Runner) {
     let b = Builder::new();
     let idx = b.constant_input(&[64]);
     let v = b.input(&[5]);
-    let v2 = v.clone();
+    let v2 = v;
     let y = idx.map(move |i| v2.at(&[i.floor()]) * 2.0);
     let p = b.build_scalar(&y.sum()).unwrap();
     p.gradient_a(&[&ramp(64, 0.0, 4.9), &ramp(5, 0.0, 1.0)])
@@ -972,13 +1011,19 @@ fn programs_on_the_gpu() {
     let check = |what: &str, p: &Program, inputs: &[Vec<f64>]| {
         let refs: Vec<&[f64]> = inputs.iter().map(|v| v.as_slice()).collect();
         let c = p.gradient_on(&cpu, &refs).unwrap();
-        let g1 = p.gradient_on(&gpu, &refs).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let g1 = p
+            .gradient_on(&gpu, &refs)
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
         let g2 = p.gradient_on(&gpu, &refs).unwrap();
         near(&format!("{what} value"), &[c.value], &[g1.value]);
         for (k, (a, b)) in c.grads.iter().zip(&g1.grads).enumerate() {
             near(&format!("{what} gradient {k}"), a, b);
         }
-        assert_eq!(g1.value.to_bits(), g2.value.to_bits(), "{what}: value run to run");
+        assert_eq!(
+            g1.value.to_bits(),
+            g2.value.to_bits(),
+            "{what}: value run to run"
+        );
         for (a, b) in g1.grads.iter().zip(&g2.grads) {
             assert_eq!(bits(a), bits(b), "{what}: gradient run to run");
         }
@@ -995,27 +1040,33 @@ fn programs_on_the_gpu() {
     let y = x.matmul(&w).map(|v| v.tanh());
     let mx = y.maximum().stop_gradient();
     let z = b.generate(&[6, 4], |i| {
-        (y.at(&[i[0].clone(), i[1].clone()]) - mx.at(&[i[0].clone()])).exp()
-            * w.at(&[i[1].clone() + 1.0, i[1].clone()])
+        (y.at(&[i[0], i[1]]) - mx.at(&[i[0]])).exp()
+            * w.at(&[i[1] + 1.0, i[1]])
     });
     let s = z.sum().zip_with(&mx, |a, m| a.ln() + m).sum();
     let sq = x.zip_with(&x, |a, c| a * c.sin()).reshape(&[30]).sum();
     let out = b.generate(&[], move |_| s.the() + sq.the() * 0.5);
     let p = b.build_scalar(&out).unwrap();
-    check("seed-004-style program", &p, &[ramp(30, -1.0, 1.2), ramp(20, -0.7, 0.9)]);
+    check(
+        "seed-004-style program",
+        &p,
+        &[ramp(30, -1.0, 1.2), ramp(20, -0.7, 0.9)],
+    );
 
     // A long row (folded in parts on the GPU).
     let b = Builder::new();
     let x = b.input(&[5000]);
-    let p = b.build_scalar(&x.map(|v| (v * 0.01).sin() * v).sum()).unwrap();
+    let p = b
+        .build_scalar(&x.map(|v| (v * 0.01).sin() * v).sum())
+        .unwrap();
     check("long sum", &p, &[ramp(5000, -3.0, 4.0)]);
 
     // A read whose index depends on data: combined on the host.
     let b = Builder::new();
     let x = b.input(&[6]);
     let y = b.generate(&[6], |i| {
-        let j = x.at(&[i[0].clone()]).abs().floor().imod(3.0);
-        x.at(&[j]) * x.at(&[i[0].clone()])
+        let j = x.at(&[i[0]]).abs().floor().imod(3.0);
+        x.at(&[j]) * x.at(&[i[0]])
     });
     let p = b.build_scalar(&y.sum()).unwrap();
     check("data-dependent read", &p, &[ramp(6, 0.0, 5.0)]);
@@ -1028,23 +1079,36 @@ fn programs_on_the_gpu() {
             ramp(k, -0.3, 0.4),
             ramp(k * d, -1.0, 1.0),
             ramp(k * icf, -0.2, 0.3),
-            (0..n * d).map(|i| ((i * 7919 % 1000) as f64 / 500.0) - 1.0).collect(),
+            (0..n * d)
+                .map(|i| ((i * 7919 % 1000) as f64 / 500.0) - 1.0)
+                .collect(),
         ];
-        check(&format!("GMM n = {n}, d = {d}, K = {k}"), &gmm.program, &inputs);
+        check(
+            &format!("GMM n = {n}, d = {d}, K = {k}"),
+            &gmm.program,
+            &inputs,
+        );
     }
 
     // ADBench BA: the Jacobian blocks (a generate_n, stored interleaved).
     let (n, m, p) = (5, 40, 300);
     let ba = crate::models::Ba::new(n, m, p).unwrap();
     let cams: Vec<f64> = (0..n * 11).map(|i| 0.1 + (i % 11) as f64 * 0.05).collect();
-    let xs: Vec<f64> = (0..m * 3).map(|i| 0.2 * (i % 3) as f64 - 0.1 + i as f64 * 1e-3).collect();
+    let xs: Vec<f64> = (0..m * 3)
+        .map(|i| 0.2 * (i % 3) as f64 - 0.1 + i as f64 * 1e-3)
+        .collect();
     let ws = vec![0.8; p];
     let feats: Vec<f64> = (0..p * 2).map(|i| 100.0 + i as f64).collect();
-    let obs: Vec<f64> = (0..p).flat_map(|i| [(i % n) as f64, (i % m) as f64]).collect();
+    let obs: Vec<f64> = (0..p)
+        .flat_map(|i| [(i % n) as f64, (i % m) as f64])
+        .collect();
     let (mut on_cpu, mut on_gpu, mut again) = (Vec::new(), Vec::new(), Vec::new());
-    ba.blocks_on(&cpu, &cams, &xs, &ws, &feats, &obs, &mut on_cpu).unwrap();
-    ba.blocks_on(&gpu, &cams, &xs, &ws, &feats, &obs, &mut on_gpu).unwrap();
-    ba.blocks_on(&gpu, &cams, &xs, &ws, &feats, &obs, &mut again).unwrap();
+    ba.blocks_on(&cpu, &cams, &xs, &ws, &feats, &obs, &mut on_cpu)
+        .unwrap();
+    ba.blocks_on(&gpu, &cams, &xs, &ws, &feats, &obs, &mut on_gpu)
+        .unwrap();
+    ba.blocks_on(&gpu, &cams, &xs, &ws, &feats, &obs, &mut again)
+        .unwrap();
     near("BA blocks", &on_cpu, &on_gpu);
     assert_eq!(bits(&on_gpu), bits(&again), "BA blocks run to run");
     eprintln!("GPU: BA blocks = CPU's, bit-identical twice");
@@ -1057,10 +1121,9 @@ fn programs_on_the_gpu() {
     assert!(e.to_string().contains("scan"), "{e}");
     let b = Builder::new();
     let x = b.input(&[4]);
-    let y = b.generate(&[4], |i| x.at(&[i[0].clone() + 1.0]));
+    let y = b.generate(&[4], |i| x.at(&[i[0] + 1.0]));
     let p = b.build_scalar(&y.sum()).unwrap();
     let e = p.gradient_on(&gpu, &[&[1.0, 2.0, 3.0, 4.0]]).unwrap_err();
     assert!(e.to_string().contains("out of bounds"), "{e}");
     eprintln!("GPU: unsupported nodes and bad indices are errors");
 }
-

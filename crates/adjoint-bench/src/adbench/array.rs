@@ -191,7 +191,15 @@ impl BaColumn for ArrayCudaBa {
         obs.clear();
         obs.extend(b.obs.iter().flat_map(|o| [o[0] as f64, o[1] as f64]));
         program
-            .blocks_on(&self.backend, &b.cams, &b.x, &b.w, &b.feats, &obs, &mut out.vals)
+            .blocks_on(
+                &self.backend,
+                &b.cams,
+                &b.x,
+                &b.w,
+                &b.feats,
+                &obs,
+                &mut out.vals,
+            )
             .unwrap_or_else(|e| panic!("array BA Jacobian on the GPU: {e}"));
         ba::assemble_in_place(b, out)
     }
