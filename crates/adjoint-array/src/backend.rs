@@ -130,6 +130,48 @@ impl Program {
         }
     }
 
+    /// [`run_into`](Program::run_into) on `backend`: each output into the caller's buffer,
+    /// whose memory a program run many times reuses (on the GPU: the copy back from the
+    /// device goes into it, with no fresh pages to fault in).
+    ///
+    /// ```
+    /// use adjoint_array::{Backend, Builder};
+    /// let b = Builder::new();
+    /// let x = b.input(&[2]);
+    /// let p = b.build(&[&x.map(|v| v + 1.0)]).unwrap();
+    /// let mut out = vec![Vec::new()];
+    /// p.run_on_into(&Backend::cpu(), &[&[1.0, 2.0]], &mut out).unwrap();
+    /// assert_eq!(out[0], vec![2.0, 3.0]);
+    /// ```
+    pub fn run_on_into(
+        &self,
+        backend: &Backend,
+        inputs: &[&[f64]],
+        outputs: &mut [Vec<f64>],
+    ) -> Result<()> {
+        match &backend.0 {
+            Inner::Cpu => self.run_into(inputs, outputs),
+            #[cfg(feature = "cuda")]
+            Inner::Cuda(gpu) => {
+                self.check_inputs(inputs)?;
+                if outputs.len() != self.g.outputs.len() {
+                    return Err(Error::Invalid(format!(
+                        "run_on_into: the program has {} outputs, {} buffers were given",
+                        self.g.outputs.len(),
+                        outputs.len()
+                    )));
+                }
+                let mut r = crate::cuda::run::DevRun::new(gpu, &self.g, inputs)?;
+                r.run_outputs()?;
+                r.check()?;
+                for (&o, buf) in self.g.outputs.iter().zip(outputs.iter_mut()) {
+                    r.download_into(o, buf)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
     /// [`vjp`](Program::vjp) on `backend`.
     pub fn vjp_on(
         &self,

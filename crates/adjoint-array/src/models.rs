@@ -473,8 +473,8 @@ impl Ba {
         r
     }
 
-    /// [`Ba::blocks_into`] on `backend` (e.g. [`Backend::cuda`]; the CPU reuses `out`'s
-    /// memory, the GPU's result replaces it).
+    /// [`Ba::blocks_into`] on `backend` (e.g. [`Backend::cuda`]); either reuses `out`'s
+    /// memory.
     #[allow(clippy::too_many_arguments)]
     pub fn blocks_on(
         &self,
@@ -486,11 +486,11 @@ impl Ba {
         obs: &[f64],
         out: &mut Vec<f64>,
     ) -> Result<()> {
-        if !backend.is_cuda() {
-            return self.blocks_into(cams, x, w, feats, obs, out);
-        }
-        let mut r = self.program.run_on(backend, &[cams, x, w, feats, obs])?;
-        *out = r.pop().expect("one output").into_data();
-        Ok(())
+        let mut outs = vec![std::mem::take(out)];
+        let r = self
+            .program
+            .run_on_into(backend, &[cams, x, w, feats, obs], &mut outs);
+        *out = outs.pop().expect("one output");
+        r
     }
 }

@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::kernel::Kernel;
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, CudaViewMut, DeviceRepr, LaunchArgs,
-    LaunchConfig, PushKernelArg, ValidAsZeroBits,
+    LaunchConfig, PinnedHostSlice, PushKernelArg, ValidAsZeroBits,
 };
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
 use std::collections::HashMap;
@@ -21,6 +21,13 @@ fn unavailable(why: impl std::fmt::Display) -> Error {
     Error::Invalid(format!("CUDA backend unavailable: {why}"))
 }
 
+/// `ADJOINT_CUDA_PLAIN=1`: cudarc's defaults instead of this backend's shortcuts (arrays
+/// cleared on allocation, per-allocation events), a switch for measuring what they save.
+fn plain() -> bool {
+    static PLAIN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *PLAIN.get_or_init(|| std::env::var("ADJOINT_CUDA_PLAIN").as_deref() == Ok("1"))
+}
+
 fn driver(e: cudarc::driver::DriverError) -> Error {
     Error::Invalid(format!("CUDA driver error: {e}"))
 }
@@ -28,6 +35,8 @@ fn driver(e: cudarc::driver::DriverError) -> Error {
 /// A GPU with its stream and the kernels compiled for it.
 pub(crate) struct Gpu {
     stream: Arc<CudaStream>,
+    /// page-locked host memory for large downloads (grown as needed)
+    staging: Mutex<Option<PinnedHostSlice<f64>>>,
     /// compiled kernels by source text (and function name)
     kernels: Mutex<HashMap<(String, String), Arc<CudaFunction>>>,
 }
@@ -80,8 +89,15 @@ impl Gpu {
         let ctx = std::panic::catch_unwind(|| CudaContext::new(0))
             .map_err(|_| unavailable("the CUDA driver failed to start"))?
             .map_err(|e| unavailable(format!("no usable device 0 ({e})")))?;
+        if !plain() {
+            // SAFETY: the backend uses the context's default stream only, so nothing can be
+            // freed, read or written on another stream while this one uses it: the events
+            // cudarc records per allocation to order streams have nothing to order.
+            unsafe { ctx.disable_event_tracking() };
+        }
         Ok(Gpu {
             stream: ctx.default_stream(),
+            staging: Mutex::new(None),
             kernels: Mutex::new(HashMap::new()),
         })
     }
@@ -132,7 +148,7 @@ impl Gpu {
     }
 
     /// A device array of `len` elements (at least one) for a kernel to write in full: not
-    /// cleared, unless `ADJOINT_CUDA_ZEROED=1` (a measurement switch: clearing costs one
+    /// cleared, unless `ADJOINT_CUDA_PLAIN=1` (a measurement switch: clearing costs one
     /// memset per array, of which a gradient makes dozens).
     ///
     /// # Safety
@@ -141,8 +157,7 @@ impl Gpu {
         &self,
         len: usize,
     ) -> Result<CudaSlice<T>> {
-        static ZEROED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        if *ZEROED.get_or_init(|| std::env::var("ADJOINT_CUDA_ZEROED").as_deref() == Ok("1")) {
+        if plain() {
             return self.zeros(len);
         }
         // SAFETY: the caller writes every element before reading it (this function's contract).
@@ -205,6 +220,45 @@ impl Gpu {
             return self.stream.alloc_zeros(1).map_err(driver);
         }
         self.stream.clone_htod(data).map_err(driver)
+    }
+
+    /// The first `len` values of `src` into `out` (resized to `len`, its memory reused): large
+    /// arrays through page-locked memory (a copy from the GPU into pageable memory runs at a
+    /// fraction of the bus's speed), then into `out` on all cores.
+    pub(crate) fn download_into(
+        &self,
+        src: &CudaSlice<f64>,
+        len: usize,
+        out: &mut Vec<f64>,
+    ) -> Result<()> {
+        use rayon::prelude::*;
+        out.resize(len, 0.0);
+        if len == 0 {
+            return Ok(());
+        }
+        let src = src.slice(..len);
+        if len < 1 << 16 {
+            self.stream
+                .memcpy_dtoh(&src, &mut out[..])
+                .map_err(driver)?;
+            return self.stream.synchronize().map_err(driver);
+        }
+        let mut staging = self.staging.lock().expect("staging buffer");
+        if staging.as_ref().is_none_or(|s| s.len() < len) {
+            *staging = None;
+            // SAFETY: page-locked host memory (flags 0: cached, not write-combined, so the CPU
+            // reads it at full speed), unset until the copy below writes its first `len`
+            // values, which are all that is read.
+            let fresh = unsafe { self.stream.context().alloc_pinned_with_flags::<f64>(len, 0) };
+            *staging = Some(fresh.map_err(driver)?);
+        }
+        let pinned = staging.as_mut().expect("allocated above");
+        self.stream.memcpy_dtoh(&src, pinned).map_err(driver)?;
+        let host = pinned.as_slice().map_err(driver)?;
+        out.par_chunks_mut(1 << 16)
+            .zip(host[..len].par_chunks(1 << 16))
+            .for_each(|(o, h)| o.copy_from_slice(h));
+        Ok(())
     }
 
     /// Copy device data to the host.

@@ -150,10 +150,15 @@ impl<'g> DevRun<'g> {
 
     /// Node `n`'s value, read back.
     pub(crate) fn download(&self, n: NodeId) -> Result<Vec<f64>> {
-        let v = self.vals[n as usize].as_ref().expect("computed");
-        let mut out = self.gpu.download(v)?;
-        out.truncate(len_of(self.g, n));
+        let mut out = Vec::new();
+        self.download_into(n, &mut out)?;
         Ok(out)
+    }
+
+    /// Node `n`'s value, read back into `out` (its memory reused).
+    pub(crate) fn download_into(&self, n: NodeId, out: &mut Vec<f64>) -> Result<()> {
+        let v = self.vals[n as usize].as_ref().expect("computed");
+        self.gpu.download_into(v, len_of(self.g, n), out)
     }
 
     /// Whether some kernel read out of bounds: the first such node's error, as the CPU
@@ -699,8 +704,8 @@ impl<'g> DevRun<'g> {
             };
             match &info.kind {
                 ANode::Input { index, .. } => {
-                    let mut v = self.gpu.download(&gv)?;
-                    v.truncate(size);
+                    let mut v = Vec::new();
+                    self.gpu.download_into(&gv, size, &mut v)?;
                     result[*index] = Some(v);
                 }
                 ANode::Use(_) | ANode::StopGrad { .. } => {}

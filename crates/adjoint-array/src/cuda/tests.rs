@@ -1040,8 +1040,7 @@ fn programs_on_the_gpu() {
     let y = x.matmul(&w).map(|v| v.tanh());
     let mx = y.maximum().stop_gradient();
     let z = b.generate(&[6, 4], |i| {
-        (y.at(&[i[0], i[1]]) - mx.at(&[i[0]])).exp()
-            * w.at(&[i[1] + 1.0, i[1]])
+        (y.at(&[i[0], i[1]]) - mx.at(&[i[0]])).exp() * w.at(&[i[1] + 1.0, i[1]])
     });
     let s = z.sum().zip_with(&mx, |a, m| a.ln() + m).sum();
     let sq = x.zip_with(&x, |a, c| a * c.sin()).reshape(&[30]).sum();
