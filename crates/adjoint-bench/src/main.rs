@@ -39,7 +39,7 @@ enum Cmd {
         /// ADBench's data directory (default: ../shared/adbench).
         #[arg(long)]
         data: Option<PathBuf>,
-        /// Measure the full grid (GMM 1k d ≤ 64, 10k d ≤ 32, BA 1–10) even with --quick's
+        /// Measure the full grid (GMM 1k d ≤ 128, 10k d ≤ 32, BA 1–20) even with --quick's
         /// short batches.
         #[arg(long)]
         full_grid: bool,

@@ -236,6 +236,7 @@ pub type Named<T> = (String, String, Option<PathBuf>, T);
 /// (and named so: `gen-…`).
 fn gmm_in_adbench(set: &str, d: usize, k: usize) -> bool {
     match set {
+        "1k" if d == 128 => k <= 25,
         "1k" => !(d == 64 && k == 200),
         "10k" => d <= 10,
         _ => false,
@@ -312,7 +313,7 @@ pub fn gmm_inputs(dir: Option<&Path>, quick: bool, sel: &Selection) -> Vec<Named
     let ds: &[usize] = if quick {
         &[2, 10, 20]
     } else {
-        &[2, 10, 20, 32, 64]
+        &[2, 10, 20, 32, 64, 128]
     };
     let ks: &[usize] = if quick {
         &[5, 25]
@@ -323,11 +324,13 @@ pub fn gmm_inputs(dir: Option<&Path>, quick: bool, sel: &Selection) -> Vec<Named
     let sets: &[(&str, usize, usize)] = if quick {
         &[("1k", 1000, 64)]
     } else {
-        &[("1k", 1000, 64), ("10k", 10_000, 32)]
+        &[("1k", 1000, 128), ("10k", 10_000, 32)]
     };
     for &(set, n, dmax) in sets {
         for &d in ds.iter().filter(|&&d| d <= dmax) {
-            for &k in ks {
+            // d = 128: ADBench's three inputs only (K ≤ 25; larger K would take the CPU
+            // engines minutes)
+            for &k in ks.iter().filter(|&&k| d < 128 || k <= 25) {
                 let name = format!("{set}/gmm_d{d}_K{k}");
                 if !sel.input(&name) {
                     continue;
@@ -404,7 +407,7 @@ fn read_or_generate<T>(
 
 /// The BA inputs of a run (missing or unreadable files: as for [`gmm_inputs`]).
 pub fn ba_inputs(dir: Option<&Path>, quick: bool, sel: &Selection) -> Vec<Named<io::BaInput>> {
-    let count = if quick { 3 } else { 10 };
+    let count = if quick { 3 } else { 20 };
     let sizes = [
         (49, 7776, 31843),
         (21, 11315, 36455),
@@ -416,6 +419,16 @@ pub fn ba_inputs(dir: Option<&Path>, quick: bool, sel: &Selection) -> Vec<Named<
         (88, 64298, 383937),
         (810, 88814, 393775),
         (1197, 126327, 563734),
+        (1723, 156502, 678718),
+        (253, 163691, 899155),
+        (245, 198739, 1091386),
+        (356, 226730, 1255268),
+        (1102, 780462, 4052340),
+        (1544, 942409, 4750193),
+        (1778, 993923, 5001946),
+        (1936, 649673, 5213733),
+        (4585, 1324582, 9125125),
+        (13682, 4456117, 2987644),
     ];
     let mut out = Vec::new();
     for i in 1..=count {
