@@ -186,27 +186,12 @@ impl Program {
                 self.check_inputs(inputs)?;
                 self.check_seeds(seeds)?;
                 let mut r = crate::cuda::run::DevRun::new(gpu, &self.g, inputs)?;
-                r.run_outputs()?;
-                let outs = self
-                    .g
-                    .outputs
-                    .iter()
-                    .map(|&o| {
-                        Ok(Array::new(
-                            self.g.nodes[o as usize].shape.clone(),
-                            r.download(o)?,
-                        ))
-                    })
-                    .collect::<Result<Vec<_>>>()?;
-                let seeds = self
-                    .g
-                    .outputs
-                    .iter()
-                    .copied()
-                    .zip(seeds.iter().map(|s| s.to_vec()))
+                let (outs, grads) = r.vjp(seeds)?;
+                let outs = outs
+                    .into_iter()
+                    .zip(self.output_shapes())
+                    .map(|(data, shape)| Array::new(shape, data))
                     .collect();
-                let grads = r.backward(seeds)?;
-                r.check()?;
                 let grads = grads
                     .into_iter()
                     .zip(self.input_shapes())

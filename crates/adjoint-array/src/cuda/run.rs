@@ -349,7 +349,9 @@ impl<'g> DevRun<'g> {
             1
         };
         let chunk = if parts > 1 { PART } else { inner };
-        let mut out = self.gpu.zeros::<f64>(rows * parts)?;
+        // SAFETY: each of the `rows × parts` threads below writes its element (and each of the
+        // `rows` threads of the second launch its row's).
+        let mut out = unsafe { self.gpu.written::<f64>(rows * parts) }?;
         let (inn, pa, ch) = (inner as u64, parts as u64, chunk as u64);
         // SAFETY: `adj_fold_*(n, inner, parts, chunk, x, out)`: `x` holds `rows × inner` values
         // (a node of that shape), thread `e < rows × parts` reads row `e / parts` from
@@ -362,7 +364,7 @@ impl<'g> DevRun<'g> {
         if parts == 1 {
             return Ok(out);
         }
-        let mut fin = self.gpu.zeros::<f64>(rows)?;
+        let mut fin = unsafe { self.gpu.written::<f64>(rows) }?;
         let one = 1u64;
         // SAFETY: as above, over the `rows × parts` partial results in one part per row.
         unsafe {
@@ -382,14 +384,15 @@ impl<'g> DevRun<'g> {
             )));
         }
         let (rows, cols, inner) = (a.rows, b.cols, a.cols);
-        let mut c = self.gpu.zeros::<f64>(rows * cols)?;
         let (ars, acs, brs, bcs) = (a.rs as u64, a.cs as u64, b.rs as u64, b.cs as u64);
         if inner > SPLIT_SUM {
             // the inner dimension in parts (a thread per part of each element), then the parts
             // added in order
             let parts = inner.div_ceil(CHUNK);
             let f = self.gpu.runtime("adj_matmul_parts")?;
-            let mut part = self.gpu.zeros::<f64>(rows * cols * parts)?;
+            let mut c = self.gpu.zeros::<f64>(rows * cols)?;
+            // SAFETY: each of the `rows × cols × parts` threads writes its part.
+            let mut part = unsafe { self.gpu.written::<f64>(rows * cols * parts) }?;
             let (c64, i64_, o64, ch) = (
                 cols as u64,
                 inner as u64,
@@ -414,6 +417,8 @@ impl<'g> DevRun<'g> {
             return Ok(c);
         }
         let f = self.gpu.runtime("adj_matmul")?;
+        // SAFETY: the product's `rows × cols` threads each write their element.
+        let mut c = unsafe { self.gpu.written::<f64>(rows * cols) }?;
         let (cols64, inner64) = (cols as u64, inner as u64);
         // SAFETY: `adj_matmul(n, cols, inner, a, ars, acs, b, brs, bcs, c)`: the views lie in
         // their arrays (shapes from the graph: `a` is rows × inner, `b` inner × cols, each
@@ -630,9 +635,50 @@ impl<'g> DevRun<'g> {
         Ok(())
     }
 
+    /// Outputs and vector–Jacobian product: the primal pass, the reverse pass from `seeds`
+    /// (one per output), then every output and input adjoint read back in one copy (`None`
+    /// for inputs the outputs do not depend on).
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn vjp(
+        &mut self,
+        seeds: &[&[f64]],
+    ) -> Result<(Vec<Vec<f64>>, Vec<Option<Vec<f64>>>)> {
+        self.run_outputs()?;
+        let g = self.g;
+        let seeds = g
+            .outputs
+            .iter()
+            .copied()
+            .zip(seeds.iter().map(|s| s.to_vec()))
+            .collect();
+        let grads = self.backward(seeds)?;
+        let mut parts: Vec<(Dev, usize)> = Vec::new();
+        for &o in &g.outputs {
+            parts.push((self.value(o)?, len_of(g, o)));
+        }
+        for (gi, &node) in grads.iter().zip(&g.inputs) {
+            if let Some(v) = gi {
+                parts.push((v.clone(), len_of(g, node)));
+            }
+        }
+        let host = self.gpu.download_many(&parts)?;
+        self.check()?;
+        let mut host = host.into_iter();
+        let outs = g
+            .outputs
+            .iter()
+            .map(|_| host.next().expect("an output"))
+            .collect();
+        let grads = grads
+            .iter()
+            .map(|gi| gi.as_ref().map(|_| host.next().expect("a gradient")))
+            .collect();
+        Ok((outs, grads))
+    }
+
     /// The reverse pass from `seeds` (adjoints of output nodes): one adjoint per graph input,
-    /// read back (`None` for inputs the outputs do not depend on).
-    pub(crate) fn backward(&self, seeds: Vec<(NodeId, Vec<f64>)>) -> Result<Vec<Option<Vec<f64>>>> {
+    /// left on the device (`None` for inputs the outputs do not depend on).
+    fn backward(&self, seeds: Vec<(NodeId, Vec<f64>)>) -> Result<Vec<Option<Dev>>> {
         let g = self.g;
         let n = g.nodes.len();
         let mut adj = Adj {
@@ -643,7 +689,7 @@ impl<'g> DevRun<'g> {
             let v = self.gpu.upload(&s)?;
             self.add(&mut adj, o, v)?;
         }
-        let mut result: Vec<Option<Vec<f64>>> = vec![None; g.inputs.len()];
+        let mut result: Vec<Option<Dev>> = vec![None; g.inputs.len()];
         for i in (0..n as NodeId).rev() {
             if self.vals[i as usize].is_none() || !g.active[i as usize] {
                 continue;
@@ -703,11 +749,7 @@ impl<'g> DevRun<'g> {
                 continue;
             };
             match &info.kind {
-                ANode::Input { index, .. } => {
-                    let mut v = Vec::new();
-                    self.gpu.download_into(&gv, size, &mut v)?;
-                    result[*index] = Some(v);
-                }
+                ANode::Input { index, .. } => result[*index] = Some(Arc::new(gv)),
                 ANode::Use(_) | ANode::StopGrad { .. } => {}
                 ANode::Reshape { src } => self.add(&mut adj, *src, gv)?,
                 ANode::Sum { src } => {
