@@ -47,7 +47,9 @@ enum Cmd {
         /// cores). Peers run once, with their own threading.
         #[arg(long, value_delimiter = ',')]
         threads: Vec<usize>,
-        /// Only inputs whose name contains this string (e.g. `d10`, `ba1`).
+        /// Only inputs whose name contains this string (e.g. `d10`, `ba1`), or one of its
+        /// comma-separated parts (`1k/gmm_d10_K25,ba2`); a part ending in `$` is a whole
+        /// name (`ba1$`, not `ba10`).
         #[arg(long)]
         filter: Option<String>,
         /// Only these engines, comma-separated (adjoint's and peers', e.g. `tape,jax`).

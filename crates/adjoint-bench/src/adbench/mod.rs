@@ -252,15 +252,23 @@ fn generated_name(name: &str) -> String {
 /// Which inputs and engines to measure.
 #[derive(Clone, Debug, Default)]
 pub struct Selection {
-    /// Only inputs whose name contains this string.
+    /// Only inputs whose name contains this string (or one of its comma-separated parts).
     pub filter: Option<String>,
     /// Only these engines (adjoint's and peers'); `None`: all.
     pub engines: Option<Vec<String>>,
 }
 
 impl Selection {
+    /// Whether input `name` is selected: it contains the filter, or one of its comma-separated
+    /// parts (`1k/gmm_d10_K25,ba2`); a part ending in `$` must be the whole name (`ba1$`: not
+    /// `ba10`).
     fn input(&self, name: &str) -> bool {
-        self.filter.as_deref().is_none_or(|f| name.contains(f))
+        self.filter.as_deref().is_none_or(|f| {
+            f.split(',').any(|part| match part.strip_suffix('$') {
+                Some(whole) => name == whole,
+                None => name.contains(part),
+            })
+        })
     }
     /// Whether `engine` is selected.
     pub fn engine(&self, engine: &str) -> bool {
