@@ -245,6 +245,7 @@ pub(crate) struct Graph {
     pub scan_store: bool,
     /// what a backend other than the CPU made for this graph (the CUDA backend's compiled
     /// kernels), by `(node, role, part)`
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub device: DeviceCache,
 }
 
@@ -253,6 +254,7 @@ type Kept = Arc<dyn std::any::Any + Send + Sync>;
 
 /// Values a backend keeps per graph ([`Graph::device`]), of any type.
 #[derive(Default)]
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 pub(crate) struct DeviceCache(Mutex<HashMap<(u32, u32, u32), Kept>>);
 
 impl std::fmt::Debug for DeviceCache {

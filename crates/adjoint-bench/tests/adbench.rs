@@ -612,12 +612,18 @@ fn filters_take_alternatives_and_whole_names() {
         filter: Some(f.into()),
         engines: None,
     };
-    let names = |v: Vec<(String, String, Option<std::path::PathBuf>, adjoint_bench::adbench::io::BaInput)>| {
-        v.into_iter().map(|x| x.0).collect::<Vec<_>>()
-    };
+    let names = |v: Vec<(
+        String,
+        String,
+        Option<std::path::PathBuf>,
+        adjoint_bench::adbench::io::BaInput,
+    )>| { v.into_iter().map(|x| x.0).collect::<Vec<_>>() };
     // `ba1` matches ba1 and ba10–19 of the full grid; `ba1$` only ba1.
     assert_eq!(names(ba_inputs(None, false, &sel("ba1"))).len(), 11);
-    assert_eq!(names(ba_inputs(None, false, &sel("ba1$,ba20$"))), ["gen-ba1", "gen-ba20"]);
+    assert_eq!(
+        names(ba_inputs(None, false, &sel("ba1$,ba20$"))),
+        ["gen-ba1", "gen-ba20"]
+    );
     let g: Vec<String> = gmm_inputs(None, true, &sel("d2_K5,d10_K25"))
         .into_iter()
         .map(|x| x.0)

@@ -6,7 +6,7 @@
 //! thread per element. The tests that run it on a GPU are gated by `ADJOINT_CUDA_TESTS=1`
 //! (first run on an H200 on 2026-11-26: BENCHMARKS.md).
 
-use super::{kernel_source_with, module_source, KernelSource, Roots, RUNTIME};
+use super::{kernel_source_layout, module_source, KernelSource, Roots, RUNTIME};
 use crate::error::{Error, Result};
 use crate::kernel::Kernel;
 use cudarc::driver::{
@@ -72,7 +72,13 @@ pub(crate) struct Pending {
     /// the root arrays (one per root of `n`, or one of `n × roots`: [`Roots`])
     pub roots: Vec<CudaSlice<f64>>,
     /// per scatter: values and target offsets (−1: none; only where asked for), `n` each
+    /// (a kernel whose contributions are not packed)
     pub contributions: Vec<(CudaSlice<f64>, Option<CudaSlice<i64>>)>,
+    /// packed contributions ([`kernel_source_layout`](super::kernel_source_layout)): scatter
+    /// `j`'s values at `cv[j·n ..]`, the indexed scatters' target offsets, in their order, at
+    /// `ci[slot·n ..]`
+    pub cv: Option<CudaSlice<f64>>,
+    pub ci: Option<CudaSlice<i64>>,
     /// the scatter target (index into `Kernel::targets`) of each scatter
     pub scatters: Vec<usize>,
 }
@@ -132,8 +138,9 @@ impl Gpu {
         k: &Kernel,
         roots: Roots,
         indexed: &dyn Fn(usize) -> bool,
+        packed: bool,
     ) -> Result<(KernelSource, Arc<CudaFunction>)> {
-        let ks = kernel_source_with(k, "adj_kernel", roots, indexed)?;
+        let ks = kernel_source_layout(k, "adj_kernel", roots, indexed, packed)?;
         let f = self.compiled(&ks.code, &ks.name)?;
         Ok((ks, f))
     }
@@ -339,7 +346,7 @@ impl Gpu {
         arrays: &[&CudaSlice<f64>],
         bad: &mut CudaViewMut<'_, u64>,
     ) -> Result<Pending> {
-        let (ks, f) = self.function(k, roots, indexed)?;
+        let (ks, f) = self.function(k, roots, indexed, false)?;
         self.launch_compiled(&ks, &f, k, roots, params, arrays, bad)
     }
 
@@ -377,15 +384,26 @@ impl Gpu {
         for _ in 0..ks.roots {
             root_arrays.push(unsafe { self.written::<f64>(root_len) }?);
         }
-        let mut contributions = Vec::with_capacity(ks.scatters.len());
-        for &with_index in &ks.indexed {
-            let v = unsafe { self.written::<f64>(n) }?;
-            let i = if with_index {
-                Some(unsafe { self.written::<i64>(n) }?)
-            } else {
-                None
-            };
-            contributions.push((v, i));
+        let mut contributions = Vec::new();
+        let (mut cv, mut ci) = (None, None);
+        if ks.packed {
+            let nidx = ks.indexed.iter().filter(|&&x| x).count();
+            if !ks.scatters.is_empty() {
+                cv = Some(unsafe { self.written::<f64>(n * ks.scatters.len()) }?);
+            }
+            if nidx > 0 {
+                ci = Some(unsafe { self.written::<i64>(n * nidx) }?);
+            }
+        } else {
+            for &with_index in &ks.indexed {
+                let v = unsafe { self.written::<f64>(n) }?;
+                let i = if with_index {
+                    Some(unsafe { self.written::<i64>(n) }?)
+                } else {
+                    None
+                };
+                contributions.push((v, i));
+            }
         }
         if bad.len() != 1 {
             return Err(Error::Invalid(
@@ -395,10 +413,11 @@ impl Gpu {
         // SAFETY: the arguments match the generated signature one for one (`kernel_source`
         // documents it; the counts were checked above): `ks.params` parameter arrays and the
         // read arrays as given (each parameter holds `n` values: the caller's contract), the
-        // root arrays (`n` elements each, or `n × roots` interleaved) and two contribution
-        // arrays per scatter of `n` elements each (a thread writes only its own element,
-        // threads `≥ n` return at once), and the one-element `bad` flag. Gathers stay inside
-        // the arrays: an offset out of bounds is replaced by 0 before the load.
+        // root arrays (`n` elements each, or `n × roots` interleaved) and the contribution
+        // arrays (per scatter `n` values and, where indexed, `n` offsets; packed: `n` per
+        // scatter in `cv`, `n` per indexed scatter in `ci`; a thread writes only its own
+        // elements, threads `≥ n` return at once), and the one-element `bad` flag. Gathers
+        // stay inside the arrays: an offset out of bounds is replaced by 0 before the load.
         let n64 = n as u64;
         unsafe {
             self.launch_n(f, &n64, |b| {
@@ -417,12 +436,20 @@ impl Gpu {
                         b.arg(i);
                     }
                 }
+                if let Some(cv) = cv.as_mut() {
+                    b.arg(cv);
+                }
+                if let Some(ci) = ci.as_mut() {
+                    b.arg(ci);
+                }
                 b.arg(bad);
             })?;
         }
         Ok(Pending {
             roots: root_arrays,
             contributions,
+            cv,
+            ci,
             scatters: ks.scatters.clone(),
         })
     }

@@ -65,6 +65,8 @@ pub(crate) struct KernelSource {
     pub scatters: Vec<usize>,
     /// per scatter: whether its target offsets are written (`ci{j}` is an argument)
     pub indexed: Vec<bool>,
+    /// whether the contributions are packed into `cv` and `ci` ([`kernel_source_layout`])
+    pub packed: bool,
 }
 
 fn unsupported(what: &str) -> Error {
@@ -201,13 +203,28 @@ pub(crate) enum Roots {
 
 /// [`kernel_source`] with the roots laid out as `roots` says, and the target offsets of the
 /// scatters into target `t` written only where `indexed(t)` (a target combined by an affine
-/// [`combine_source`] kernel needs only the values).
+/// [`combine_source`] kernel needs only the values). `packed`: the contributions go to two
+/// arrays, `cv` with scatter `j`'s values at `cv[j·n + e]` and `ci` with the target offsets of
+/// the indexed scatters, in their order, at `ci[slot·n + e]`: a kernel with thousands of
+/// scatters (ADBench GMM at d = 64 has 2080) then still takes a handful of arguments.
 pub(crate) fn kernel_source_with(
     k: &Kernel,
     name: &str,
     roots: Roots,
     indexed: &dyn Fn(usize) -> bool,
 ) -> Result<KernelSource> {
+    kernel_source_layout(k, name, roots, indexed, false)
+}
+
+/// [`kernel_source_with`], with the contributions `packed` or not.
+pub(crate) fn kernel_source_layout(
+    k: &Kernel,
+    name: &str,
+    roots: Roots,
+    indexed: &dyn Fn(usize) -> bool,
+    packed: bool,
+) -> Result<KernelSource> {
+    let mut slots = 0usize;
     let nslots = k.nslots;
     // the interpreter indexes its parameter slices by `Src::P`, so `k.params` covers them all
     let nparams = k.params.len();
@@ -338,19 +355,29 @@ pub(crate) fn kernel_source_with(
                 };
                 let v = src(*val);
                 let with_index = indexed(*target);
+                let (cv, ci) = if packed {
+                    let slot = slots;
+                    slots += usize::from(with_index);
+                    (
+                        format!("cv[{j}ULL * n + e]"),
+                        format!("ci[{slot}ULL * n + e]"),
+                    )
+                } else {
+                    (format!("cv{j}[e]"), format!("ci{j}[e]"))
+                };
                 match guard {
                     // as the interpreter: a guarded scatter adds only live, nonzero values
                     Some(g) => {
                         let live = format!("({} != 0.0 && {v} != 0.0)", src(*g));
-                        writeln!(s, "  cv{j}[e] = {live} ? {v} : 0.0;").unwrap();
+                        writeln!(s, "  {cv} = {live} ? {v} : 0.0;").unwrap();
                         if with_index {
-                            writeln!(s, "  ci{j}[e] = {live} ? (long long)({at}) : -1LL;").unwrap();
+                            writeln!(s, "  {ci} = {live} ? (long long)({at}) : -1LL;").unwrap();
                         }
                     }
                     None => {
-                        writeln!(s, "  cv{j}[e] = {v};").unwrap();
+                        writeln!(s, "  {cv} = {v};").unwrap();
                         if with_index {
-                            writeln!(s, "  ci{j}[e] = (long long)({at});").unwrap();
+                            writeln!(s, "  {ci} = (long long)({at});").unwrap();
                         }
                     }
                 }
@@ -375,10 +402,19 @@ pub(crate) fn kernel_source_with(
     args.extend((0..k.arrays.len()).map(|a| format!("const double* a{a}")));
     args.extend((0..root_arrays).map(|r| format!("double* r{r}")));
     let indexed: Vec<bool> = scatters.iter().map(|&t| indexed(t)).collect();
-    for (j, &with_index) in indexed.iter().enumerate() {
-        args.push(format!("double* cv{j}"));
-        if with_index {
-            args.push(format!("long long* ci{j}"));
+    if packed {
+        if !scatters.is_empty() {
+            args.push("double* cv".into());
+        }
+        if indexed.contains(&true) {
+            args.push("long long* ci".into());
+        }
+    } else {
+        for (j, &with_index) in indexed.iter().enumerate() {
+            args.push(format!("double* cv{j}"));
+            if with_index {
+                args.push(format!("long long* ci{j}"));
+            }
         }
     }
     args.push("unsigned long long* bad".to_string());
@@ -417,6 +453,7 @@ pub(crate) fn kernel_source_with(
         roots: root_arrays,
         scatters,
         indexed,
+        packed,
     })
 }
 
@@ -451,9 +488,10 @@ pub(crate) struct CombineSource {
 /// per-element target indices. Returns `None` when some scatter of `t` is not of that kind
 /// (the caller combines those on the host).
 ///
-/// The kernel's parameters: `n` (`m × parts` threads), the contribution values of each scatter
-/// of `js` in order (`const double* cv0, …`, the kernel's elements each), and `double* out`:
-/// the target's adjoint, which the sums are added to (one part), or the parts (several).
+/// The kernel's parameters: `n` (`m × parts` threads), the kernel's packed contribution values
+/// (`const double* cv`, scatter `j`'s at `cv[j·N ..]` for the kernel's `N` elements:
+/// [`kernel_source_layout`]), and `double* out`: the target's adjoint, which the sums are added
+/// to (one part), or the parts (several).
 pub(crate) fn combine_source(
     k: &Kernel,
     t: usize,
@@ -471,7 +509,7 @@ pub(crate) fn combine_source(
         .map(|(_, _, _, dr)| dr.iter().map(|&a| k.space[a]).product::<usize>())
         .max()
         .unwrap_or(1);
-    combine_from_plans(k, &plans, longest, js.len(), m, name)
+    combine_from_plans(k, &plans, longest, js, m, name)
 }
 
 /// Per scatter of an affine target: the constant, each axis's stride in the target, the axes
@@ -520,10 +558,11 @@ fn combine_from_plans(
     k: &Kernel,
     plans: &[Plan],
     longest: usize,
-    nscatters: usize,
+    js: &[usize],
     m: usize,
     name: &str,
 ) -> Option<CombineSource> {
+    let n: usize = k.space.iter().product();
     let parts = if longest > SPLIT_SUM {
         longest.div_ceil(CHUNK)
     } else {
@@ -568,14 +607,12 @@ fn combine_from_plans(
             )
             .unwrap();
         }
-        writeln!(body, "        acc += cv{q}[at];").unwrap();
+        writeln!(body, "        acc += cv[{}ULL * {n}ULL + at];", js[q]).unwrap();
         writeln!(body, "      }}").unwrap();
         writeln!(body, "    }}").unwrap();
         writeln!(body, "  }}").unwrap();
     }
-    let mut args = vec!["unsigned long long n".to_string()];
-    args.extend((0..nscatters).map(|q| format!("const double* cv{q}")));
-    args.push("double* out".into());
+    let args = ["unsigned long long n", "const double* cv", "double* out"];
     let mut code = String::new();
     writeln!(code, "ADJ_KERNEL {name}({}) {{", args.join(", ")).unwrap();
     writeln!(code, "  const unsigned long long e = ADJ_ELEMENT;").unwrap();
@@ -602,25 +639,25 @@ fn combine_from_plans(
 /// the scatters in order per element, and adds the values that land on it. `n·m·scatters`
 /// comparisons, so the executor uses it only up to a bound, and the host above it.
 ///
-/// The kernel's parameters: the thread count (`m × parts`), the values and target indices of
-/// each scatter (`const double* cv0, const long long* ci0, …`, `n` each), and `out` as for
+/// `js` are the scatters (their values at `cv[j·n ..]`), `slots` where their target offsets
+/// are in `ci` (`ci[slot·n ..]`), both packed as [`kernel_source_layout`] packs them. The
+/// kernel's parameters: the thread count (`m × parts`), `cv`, `ci`, and `out` as for
 /// [`combine_source`].
 pub(crate) fn scan_combine_source(
-    scatters: usize,
+    js: &[usize],
+    slots: &[usize],
     n: usize,
     m: usize,
     name: &str,
 ) -> CombineSource {
     let parts = if n > SPLIT_SUM { n.div_ceil(CHUNK) } else { 1 };
     let chunk = if parts > 1 { CHUNK } else { n.max(1) };
-    let mut args = vec!["unsigned long long n".to_string()];
-    for q in 0..scatters {
-        args.push(format!("const double* cv{q}"));
-        args.push(format!("const long long* ci{q}"));
-    }
-    args.push("double* out".into());
     let mut code = String::new();
-    writeln!(code, "ADJ_KERNEL {name}({}) {{", args.join(", ")).unwrap();
+    writeln!(
+        code,
+        "ADJ_KERNEL {name}(unsigned long long n, const double* cv, const long long* ci, double* out) {{"
+    )
+    .unwrap();
     writeln!(code, "  const unsigned long long e = ADJ_ELEMENT;").unwrap();
     writeln!(code, "  if (e >= n) return;").unwrap();
     writeln!(
@@ -630,8 +667,12 @@ pub(crate) fn scan_combine_source(
     .unwrap();
     writeln!(code, "  double acc = 0.0;").unwrap();
     writeln!(code, "  for (unsigned long long x = lo; x < hi; x++) {{").unwrap();
-    for q in 0..scatters {
-        writeln!(code, "    if (ci{q}[x] == t) acc += cv{q}[x];").unwrap();
+    for (&j, &slot) in js.iter().zip(slots) {
+        writeln!(
+            code,
+            "    if (ci[{slot}ULL * {n}ULL + x] == t) acc += cv[{j}ULL * {n}ULL + x];"
+        )
+        .unwrap();
     }
     writeln!(code, "  }}").unwrap();
     if parts == 1 {
@@ -641,6 +682,41 @@ pub(crate) fn scan_combine_source(
     }
     code.push_str("}\n");
     CombineSource { code, parts }
+}
+
+/// Where each packed contribution of kernel `k` lands in target `t` (`[j·n + e]`, as
+/// [`kernel_source_layout`] packs them; −1 for the scatters into other targets), when the
+/// scatters `js` into `t` are affine and no two contributions land on the same element: then
+/// each can be added where it lands, in any order, with the same result
+/// (`adj_scatter_direct`). `None` otherwise, or above `limit` contributions.
+pub(crate) fn direct_offsets(
+    k: &Kernel,
+    t: usize,
+    js: &[usize],
+    nscatters: usize,
+    limit: usize,
+) -> Option<Vec<i64>> {
+    let forms = k.target_forms.get(t)?.as_ref()?;
+    let n: usize = k.space.iter().product();
+    if forms.len() != js.len() || n.checked_mul(nscatters)? > limit {
+        return None;
+    }
+    let len = k.target_lens.get(t).copied()?;
+    let mut seen = vec![false; len];
+    let mut out = vec![-1i64; n * nscatters];
+    for (f, &j) in forms.iter().zip(js) {
+        for e in 0..n {
+            let mut off = f.c;
+            for &(a, st) in &f.terms {
+                off += ((e / k.strides[a].max(1)) % k.space[a].max(1)) * st;
+            }
+            if off >= len || std::mem::replace(&mut seen[off], true) {
+                return None;
+            }
+            out[j * n + e] = off as i64;
+        }
+    }
+    Some(out)
 }
 
 /// A whole CUDA module: the prelude followed by the kernels.

@@ -22,13 +22,15 @@
 //! an error naming them; run such programs on the CPU backend.
 
 use super::device::{Gpu, Pending};
-use super::{affine_target, combine_source, scan_combine_source, Roots, CHUNK, SPLIT_SUM};
+use super::{
+    affine_target, combine_source, direct_offsets, scan_combine_source, Roots, CHUNK, SPLIT_SUM,
+};
 use crate::error::{Error, Result};
 use crate::exec::{gen_adjoint, gen_own, primal_kernel, sumgen_adjoint, AUX_BC, AUX_DENSE};
 use crate::graph::{ANode, DType, Graph, NodeId};
 use crate::kernel::{Kernel, ParamSrc};
 use adjoint_core::rules::Op2;
-use cudarc::driver::{CudaSlice, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, PushKernelArg};
 use std::cell::RefCell;
 use std::sync::Arc;
 
@@ -39,11 +41,46 @@ type Dev = Arc<CudaSlice<f64>>;
 /// ([`scan_combine_source`]) may make; above it a non-affine scatter is combined on the host.
 const SCAN_COMBINE_MAX: u128 = 1 << 32;
 
+/// How the contributions to one scatter target are combined ([`DevRun::apply_adjoint`]).
+enum Comb {
+    /// each added where it lands (`adj_scatter_direct`, with the offsets)
+    Direct(Arc<CudaFunction>, Arc<CudaSlice<i64>>),
+    /// a combining kernel (`combine_source` or `scan_combine_source`), its parts, and
+    /// whether it reads target offsets
+    Kernel(Arc<CudaFunction>, usize, bool),
+    /// on the host (past the scanning kernel's bound)
+    Host,
+}
+
+/// Targets with at least this many scatters whose contributions land on distinct elements are
+/// combined by adding each where it lands (ADBench GMM's regularisation term at d = 64 reads
+/// 2080 `icf` elements per component), up to this many contributions.
+const DIRECT_MIN_SCATTERS: usize = 16;
+const DIRECT_MAX: usize = 1 << 26;
+
+/// The slot of each of kernel `k`'s scatters among its indexed ones (their order in the
+/// packed `ci`; affine targets' scatters are not indexed), the scatters' targets being
+/// `scatters`.
+fn index_slots(scatters: &[usize], k: &Kernel) -> Vec<usize> {
+    let affine: Vec<bool> = (0..k.targets.len()).map(|t| affine_target(k, t)).collect();
+    let mut next = 0;
+    scatters
+        .iter()
+        .map(|&t| {
+            let slot = next;
+            next += usize::from(!affine[t]);
+            slot
+        })
+        .collect()
+}
+
 /// Roles of a node's kernels in the graph's device cache: its primal kernel, its adjoint
-/// kernels (`+ mode`), and their combining kernels (`+ ROLE_COMBINE`, per target).
+/// kernels (`+ mode`), their combining kernels (`+ ROLE_COMBINE`, per target) and their
+/// scatters' slots in the packed target offsets (`+ ROLE_SLOTS`).
 const ROLE_PRIMAL: u32 = 0;
 const ROLE_ADJOINT: u32 = 1;
 const ROLE_COMBINE: u32 = 16;
+const ROLE_SLOTS: u32 = 32;
 
 /// Rows longer than this are folded in parts of [`PART`] elements, then over the parts.
 const SPLIT: usize = 2048;
@@ -227,7 +264,7 @@ impl<'g> DevRun<'g> {
         let compiled = self.g.device.get_or_make((i, role, u32::MAX), || {
             // target offsets only for the scatters that no affine combining kernel takes
             let indexed = |t: usize| !affine_target(k, t);
-            self.gpu.function(k, roots, &indexed)
+            self.gpu.function(k, roots, &indexed, true)
         })?;
         let (ks, f) = &*compiled;
         let mut flags = self.flags.borrow_mut();
@@ -524,8 +561,9 @@ impl<'g> DevRun<'g> {
         aux: &dyn Fn(u32) -> Option<Dev>,
         param_dst: &dyn Fn(u32) -> NodeId,
     ) -> Result<()> {
-        let p = self.launch(i, role, k, Roots::Separate, caller, aux)?;
-        let mut roots: Vec<Option<CudaSlice<f64>>> = p.roots.into_iter().map(Some).collect();
+        let mut p = self.launch(i, role, k, Roots::Separate, caller, aux)?;
+        let mut roots: Vec<Option<CudaSlice<f64>>> =
+            std::mem::take(&mut p.roots).into_iter().map(Some).collect();
         for (r, &pk) in k.param_roots.iter().enumerate() {
             let v = roots[r].take().expect("a root per parameter");
             self.add(adj, param_dst(pk), v)?;
@@ -550,12 +588,27 @@ impl<'g> DevRun<'g> {
             }
             let out = adj.dense[key as usize].as_mut().expect("set above");
             let n = k.space.iter().product::<usize>();
-            // the combining kernel of this target, compiled once per graph (`None`: the host)
+            let nsc = p.scatters.len();
+            // where the indexed scatters' target offsets are in the packed `ci`
+            let slots = self
+                .g
+                .device
+                .get_or_make((i, role + ROLE_SLOTS, u32::MAX), || {
+                    Ok(index_slots(&p.scatters, k))
+                })?;
+            let slot_of = |j: usize| slots[j];
+            // how this target is combined, decided and compiled once per graph
             let comb = self
                 .g
                 .device
                 .get_or_make((i, role + ROLE_COMBINE, t as u32), || {
-                    let source = if affine_target(k, t) {
+                    if affine_target(k, t) {
+                        if js.len() >= DIRECT_MIN_SCATTERS {
+                            if let Some(idx) = direct_offsets(k, t, &js, nsc, DIRECT_MAX) {
+                                let f = self.gpu.runtime("adj_scatter_direct")?;
+                                return Ok(Comb::Direct(f, Arc::new(self.gpu.upload_of(&idx)?)));
+                            }
+                        }
                         // the launch wrote no target offsets for this target
                         let c = combine_source(k, t, &js, m, "adj_combine").ok_or_else(|| {
                             Error::Invalid(
@@ -563,21 +616,32 @@ impl<'g> DevRun<'g> {
                                     .into(),
                             )
                         })?;
-                        Some((c, false))
+                        let f = self.gpu.compiled(&c.code, "adj_combine")?;
+                        Ok(Comb::Kernel(f, c.parts, false))
                     } else if (m as u128) * (n as u128) * (js.len() as u128) <= SCAN_COMBINE_MAX {
-                        Some((scan_combine_source(js.len(), n, m, "adj_combine"), true))
+                        let slots: Vec<usize> = js.iter().map(|&j| slot_of(j)).collect();
+                        let c = scan_combine_source(&js, &slots, n, m, "adj_combine");
+                        let f = self.gpu.compiled(&c.code, "adj_combine")?;
+                        Ok(Comb::Kernel(f, c.parts, true))
                     } else {
-                        None
-                    };
-                    source
-                        .map(|(c, with_index)| {
-                            let f = self.gpu.compiled(&c.code, "adj_combine")?;
-                            Ok((f, c.parts, with_index))
-                        })
-                        .transpose()
+                        Ok(Comb::Host)
+                    }
                 })?;
-            match comb.as_ref() {
-                Some((f, parts, with_index)) => {
+            let cv = p.cv.as_ref().expect("packed contributions");
+            match &*comb {
+                Comb::Direct(f, idx) => {
+                    let total = (n * nsc) as u64;
+                    // SAFETY: `adj_scatter_direct(n, cv, idx, out)`: `cv` and `idx` hold the
+                    // kernel's `n × scatters` packed contributions and their offsets in this
+                    // target (−1: another target), all `< m` and no two alike
+                    // (`direct_offsets` checked), so each thread adds into its own element.
+                    unsafe {
+                        self.gpu.launch_n(f, &total, |l| {
+                            l.arg(cv).arg(&**idx).arg(&mut *out);
+                        })?;
+                    }
+                }
+                Comb::Kernel(f, parts, with_index) => {
                     let (parts, with_index) = (*parts, *with_index);
                     let mut part = if parts > 1 {
                         // SAFETY: the combining kernel's `m × parts` threads each write their
@@ -586,19 +650,16 @@ impl<'g> DevRun<'g> {
                     } else {
                         None
                     };
-                    // SAFETY: the combining kernel's signature is `(n, cv0, [ci0,] …, out)`
-                    // with the contribution values (and, for the scanning kernel, target
-                    // indices) of each scatter of `js` (the kernel's `n` elements each; the
-                    // affine kernel reads the elements its forms name, all inside the space),
-                    // and `out` the target's adjoint of `m` elements (one part: a thread per
-                    // element) or the `m × parts` partial sums (a thread per part of each).
+                    // SAFETY: the combining kernel's signature is `(n, cv, [ci,] out)` with
+                    // the kernel's packed contribution values (and, for the scanning kernel,
+                    // target offsets), read at scatters `js` only and at elements inside the
+                    // space, and `out` the target's adjoint of `m` elements (one part: a
+                    // thread per element) or the `m × parts` partial sums (a thread per part).
                     unsafe {
                         self.gpu.launch_n(f, &((m * parts) as u64), |l| {
-                            for &j in &js {
-                                l.arg(&p.contributions[j].0);
-                                if with_index {
-                                    l.arg(p.contributions[j].1.as_ref().expect("indexed"));
-                                }
+                            l.arg(cv);
+                            if with_index {
+                                l.arg(p.ci.as_ref().expect("indexed scatters"));
                             }
                             match part.as_mut() {
                                 Some(part) => l.arg(part),
@@ -610,21 +671,18 @@ impl<'g> DevRun<'g> {
                         self.add_parts(out, &part, m, parts)?;
                     }
                 }
-                None => {
+                Comb::Host => {
                     // On the host, in element order, the scatters in order per element.
                     let mut acc = self.gpu.download(out)?;
-                    let parts: Vec<(Vec<f64>, Vec<i64>)> = js
-                        .iter()
-                        .map(|&j| {
-                            let (v, ix) = &p.contributions[j];
-                            let ix = ix.as_ref().expect("indexed");
-                            Ok((self.gpu.download(v)?, self.gpu.download(ix)?))
-                        })
-                        .collect::<Result<_>>()?;
+                    let vals = self.gpu.download(cv)?;
+                    let offs = self
+                        .gpu
+                        .download(p.ci.as_ref().expect("indexed scatters"))?;
                     for e in 0..n {
-                        for (v, ix) in &parts {
-                            if ix[e] >= 0 {
-                                acc[ix[e] as usize] += v[e];
+                        for &j in &js {
+                            let ix = offs[slot_of(j) * n + e];
+                            if ix >= 0 {
+                                acc[ix as usize] += vals[j * n + e];
                             }
                         }
                     }

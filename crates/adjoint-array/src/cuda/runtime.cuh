@@ -31,6 +31,16 @@ ADJ_KERNEL adj_matmul(unsigned long long n, unsigned long long cols, unsigned lo
   c[e] = s;
 }
 
+/* Contributions that land on distinct elements, each added where it lands:
+ * out[idx[x]] += cv[x] (idx[x] < 0: nowhere). Deterministic because no two threads share an
+ * element (the caller checked: `direct_offsets`). */
+ADJ_KERNEL adj_scatter_direct(unsigned long long n, const double* cv, const long long* idx, double* out) {
+  const unsigned long long x = ADJ_ELEMENT;
+  if (x >= n) return;
+  const long long t = idx[x];
+  if (t >= 0) out[t] += cv[x];
+}
+
 /* Split inner loops (matrix products and combining kernels with long sums) compute partial
  * sums part-major, part p of output t at part[p·m + t]; this adds them, in part order:
  * out[t] += Σ_p part[p·m + t], n = m */

@@ -156,7 +156,14 @@ struct Emulated {
 /// Run kernel `k` over its whole space as the GPU would, one thread after another (and a few
 /// threads past the end, which must do nothing).
 fn emulate(k: &Kernel, params: &[Vec<f64>], arrays: &[Vec<f64>]) -> Emulated {
-    let ks = kernel_source(k, "adj_test").expect("a supported kernel");
+    emulate_layout(k, params, arrays, false)
+}
+
+/// [`emulate`] of the kernel with its contributions packed (`kernel_source_layout`), read
+/// back per scatter.
+fn emulate_layout(k: &Kernel, params: &[Vec<f64>], arrays: &[Vec<f64>], packed: bool) -> Emulated {
+    let ks = kernel_source_layout(k, "adj_test", Roots::Separate, &|_| true, packed)
+        .expect("a supported kernel");
     let n: usize = k.space.iter().product();
     let mut c = module_source(std::slice::from_ref(&ks));
     c.push_str(
@@ -183,12 +190,24 @@ fn emulate(k: &Kernel, params: &[Vec<f64>], arrays: &[Vec<f64>]) -> Emulated {
         c.push_str(&format!("  double* r{r} = fresh(n);\n"));
         args.push(format!("r{r}"));
     }
-    for j in 0..ks.scatters.len() {
-        c.push_str(&format!(
-            "  double* cv{j} = fresh(n);\n  long long* ci{j} = (long long*)fresh(n);\n"
-        ));
-        args.push(format!("cv{j}"));
-        args.push(format!("ci{j}"));
+    let nsc = ks.scatters.len();
+    if packed {
+        if nsc > 0 {
+            // the packed arrays as `nsc` runs of `n + 3` (each run's last 3 marked, unwritten)
+            c.push_str(&format!(
+                "  double* cv = fresh({nsc}ULL * n);\n  long long* ci = (long long*)fresh({nsc}ULL * n);\n"
+            ));
+            args.push("cv".into());
+            args.push("ci".into());
+        }
+    } else {
+        for j in 0..nsc {
+            c.push_str(&format!(
+                "  double* cv{j} = fresh(n);\n  long long* ci{j} = (long long*)fresh(n);\n"
+            ));
+            args.push(format!("cv{j}"));
+            args.push(format!("ci{j}"));
+        }
     }
     c.push_str("  unsigned long long bad = ~0ULL;\n");
     args.push("&bad".into());
@@ -199,10 +218,17 @@ fn emulate(k: &Kernel, params: &[Vec<f64>], arrays: &[Vec<f64>]) -> Emulated {
     for r in 0..ks.roots {
         c.push_str(&format!("  fwrite(r{r}, 8, n + 3, o);\n"));
     }
-    for j in 0..ks.scatters.len() {
-        c.push_str(&format!(
-            "  fwrite(cv{j}, 8, n + 3, o);\n  fwrite(ci{j}, 8, n + 3, o);\n"
-        ));
+    for j in 0..nsc {
+        if packed {
+            // scatter j's run, then 3 marks (the array's own end marks for the last run)
+            c.push_str(&format!(
+                "  fwrite(cv + {j}ULL * n, 8, n, o); fwrite(cv + {nsc}ULL * n, 8, 3, o);\n  fwrite(ci + {j}ULL * n, 8, n, o); fwrite(ci + {nsc}ULL * n, 8, 3, o);\n"
+            ));
+        } else {
+            c.push_str(&format!(
+                "  fwrite(cv{j}, 8, n + 3, o);\n  fwrite(ci{j}, 8, n + 3, o);\n"
+            ));
+        }
     }
     c.push_str("  fwrite(&bad, 8, 1, o);\n  fclose(o);\n  return 0;\n}\n");
     let mut input = Vec::new();
@@ -337,11 +363,12 @@ fn compare_with(k: &Kernel, seed: u64, (lo, hi, q): (f64, f64, f64), run: Runner
         if js.is_empty() {
             continue;
         }
-        let cvs: Vec<Vec<f64>> = js.iter().map(|&j| em.contributions[j].0.clone()).collect();
-        let cis: Vec<Vec<i64>> = js.iter().map(|&j| em.contributions[j].1.clone()).collect();
+        // packed as the executor packs them (every scatter indexed: slot = scatter)
+        let cv: Vec<f64> = em.contributions.iter().flat_map(|c| c.0.clone()).collect();
+        let ci: Vec<i64> = em.contributions.iter().flat_map(|c| c.1.clone()).collect();
         // the scanning kernel combines any scatter
-        let scan = scan_combine_source(js.len(), n, want_t.len(), "adj_combine");
-        let got = emulate_combine(&scan, &cvs, Some(&cis), want_t.len());
+        let scan = scan_combine_source(&js, &js, n, want_t.len(), "adj_combine");
+        let got = emulate_combine(&scan, &cv, Some(&ci), want_t.len());
         for (i, (x, y)) in want_t.iter().zip(&got).enumerate() {
             assert!(
                 (x - y).abs() <= 1e-12 * (1.0 + x.abs()),
@@ -352,7 +379,18 @@ fn compare_with(k: &Kernel, seed: u64, (lo, hi, q): (f64, f64, f64), run: Runner
             continue;
         };
         let code = &comb.code;
-        let got = emulate_combine(&comb, &cvs, None, want_t.len());
+        let got = emulate_combine(&comb, &cv, None, want_t.len());
+        if let Some(idx) = direct_offsets(&k, t, &js, ks.scatters.len(), 1 << 26) {
+            // each contribution added where it lands (`adj_scatter_direct`)
+            let got = emulate_direct(&cv, &idx, want_t.len());
+            DIRECT.fetch_add(1, Ordering::Relaxed);
+            for (i, (x, y)) in want_t.iter().zip(&got).enumerate() {
+                assert!(
+                    (x - y).abs() <= 1e-12 * (1.0 + x.abs()),
+                    "directly combined target {t}[{i}]: interpreter {x} vs {y}"
+                );
+            }
+        }
         if comb.parts > 1 {
             SPLIT.fetch_add(1, Ordering::Relaxed);
         }
@@ -371,6 +409,7 @@ fn compare_with(k: &Kernel, seed: u64, (lo, hi, q): (f64, f64, f64), run: Runner
 /// those with their sums split into parts.
 static COMBINED: AtomicUsize = AtomicUsize::new(0);
 static SPLIT: AtomicUsize = AtomicUsize::new(0);
+static DIRECT: AtomicUsize = AtomicUsize::new(0);
 
 /// C statements that read `m` doubles into a fresh `double* name`.
 fn read_into(name: &str, m: usize) -> String {
@@ -397,28 +436,17 @@ fn c_program(code: &str, body: &str) -> String {
 
 /// Run a combining kernel (`combine_source`) over `m` target elements, one thread after
 /// another, adding into zeros (through the parts and `adj_add_parts` when it has parts).
-fn emulate_combine(
-    comb: &CombineSource,
-    cvs: &[Vec<f64>],
-    cis: Option<&[Vec<i64>]>,
-    m: usize,
-) -> Vec<f64> {
+fn emulate_combine(comb: &CombineSource, cv: &[f64], ci: Option<&[i64]>, m: usize) -> Vec<f64> {
     let mut body = String::new();
     let threads = m * comb.parts;
-    let mut args = vec![format!("{threads}ULL")];
-    let mut input = Vec::new();
-    for (q, cv) in cvs.iter().enumerate() {
-        body.push_str(&read_into(&format!("cv{q}"), cv.len()));
-        args.push(format!("cv{q}"));
-        input.extend(bytes(cv));
-        if let Some(cis) = cis {
-            body.push_str(&read_into(&format!("cf{q}"), cv.len()));
-            body.push_str(&format!(
-                "  const long long* ci{q} = (const long long*)cf{q};\n"
-            ));
-            args.push(format!("ci{q}"));
-            input.extend(cis[q].iter().flat_map(|x| x.to_le_bytes()));
-        }
+    let mut args = vec![format!("{threads}ULL"), "cv".to_string()];
+    let mut input = bytes(cv);
+    body.push_str(&read_into("cv", cv.len()));
+    if let Some(ci) = ci {
+        body.push_str(&read_into("cf", ci.len()));
+        body.push_str("  const long long* ci = (const long long*)cf;\n");
+        args.push("ci".into());
+        input.extend(ci.iter().flat_map(|x| x.to_le_bytes()));
     }
     body.push_str(&format!(
         "  double* out = calloc({}, 8);\n  double* part = calloc({}, 8);\n",
@@ -440,6 +468,23 @@ fn emulate_combine(
     }
     body.push_str(&format!("  fwrite(out, 8, {m}, o);\n"));
     f64s(&run_c(&c_program(&comb.code, &body), &input))
+}
+
+/// Run `adj_scatter_direct` over the packed contributions `cv` with offsets `idx`.
+fn emulate_direct(cv: &[f64], idx: &[i64], m: usize) -> Vec<f64> {
+    let n = cv.len();
+    let mut body = read_into("cv", n);
+    body.push_str(&read_into("xf", n));
+    body.push_str(&format!(
+        "  const long long* idx = (const long long*)xf;\n  double* out = calloc({}, 8);\n\
+         for (adj_element = 0; adj_element < {}ULL; adj_element++) adj_scatter_direct({n}ULL, cv, idx, out);\n\
+         fwrite(out, 8, {m}, o);\n",
+        m.max(1),
+        n + 3
+    ));
+    let mut input = bytes(cv);
+    input.extend(idx.iter().flat_map(|x| x.to_le_bytes()));
+    f64s(&run_c(&c_program("", &body), &input))
 }
 
 #[test]
@@ -521,6 +566,49 @@ fn combining_kernels_match_the_interpreter() {
         SPLIT.load(Ordering::Relaxed) >= split + 2,
         "sums split into parts"
     );
+    assert!(
+        DIRECT.load(Ordering::Relaxed) >= 1,
+        "a target combined directly"
+    );
+}
+
+#[test]
+fn packed_contributions_are_the_separate_ones() {
+    // The executor packs every scatter's contributions into one array; they must be exactly
+    // what the per-scatter layout writes.
+    let (n, d, k) = (12, 3, 4);
+    let gmm = crate::models::Gmm::new(n, d, k, 1.0, 0.0).unwrap();
+    let icf = d * (d + 1) / 2;
+    let inputs = [
+        ramp(k, -0.3, 0.4),
+        ramp(k * d, -1.0, 1.0),
+        ramp(k * icf, -0.2, 0.3),
+        ramp(n * d, -1.5, 1.5),
+    ];
+    let refs: Vec<&[f64]> = inputs.iter().map(|v| v.as_slice()).collect();
+    gmm.program.gradient_a(&refs).unwrap();
+    let mut checked = 0;
+    for kern in kernels(&gmm.program) {
+        let kern = (*kern).clone().with_jit(false);
+        if kern.targets.is_empty() {
+            continue;
+        }
+        let len: usize = kern.space.iter().product();
+        let params: Vec<Vec<f64>> = (0..kern.params.len())
+            .map(|p| ramp(len, -0.5, 0.5 + p as f64))
+            .collect();
+        let arrays: Vec<Vec<f64>> = kern
+            .array_shapes
+            .iter()
+            .map(|sh| ramp(sh.iter().product(), -0.7, 0.8))
+            .collect();
+        let a = emulate_layout(&kern, &params, &arrays, false);
+        let b = emulate_layout(&kern, &params, &arrays, true);
+        assert_eq!(a.contributions, b.contributions);
+        assert_eq!(a.roots, b.roots);
+        checked += 1;
+    }
+    assert!(checked >= 3);
 }
 
 #[test]
