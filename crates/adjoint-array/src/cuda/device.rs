@@ -51,6 +51,13 @@ fn keep_pool_memory(ctx: &CudaContext) {
     }
 }
 
+/// `ADJOINT_CUDA_PROFILE=1`: every launch is waited for and timed, per label
+/// ([`Gpu::take_profile`], printed after each gradient on the GPU).
+pub(crate) fn profile() -> bool {
+    static PROFILE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *PROFILE.get_or_init(|| std::env::var("ADJOINT_CUDA_PROFILE").as_deref() == Ok("1"))
+}
+
 fn driver(e: cudarc::driver::DriverError) -> Error {
     Error::Invalid(format!("CUDA driver error: {e}"))
 }
@@ -60,6 +67,10 @@ pub(crate) struct Gpu {
     stream: Arc<CudaStream>,
     /// page-locked host memory for large downloads (grown as needed)
     staging: Mutex<Option<PinnedHostSlice<f64>>>,
+    /// `ADJOINT_CUDA_PROFILE=1`: the label of the launches being made, and per label the
+    /// launches and seconds so far
+    label: Mutex<String>,
+    profile: Mutex<HashMap<String, (usize, f64)>>,
     /// compiled kernels by source text (and function name)
     kernels: Mutex<HashMap<(String, String), Arc<CudaFunction>>>,
 }
@@ -128,6 +139,8 @@ impl Gpu {
         Ok(Gpu {
             stream: ctx.default_stream(),
             staging: Mutex::new(None),
+            label: Mutex::new(String::new()),
+            profile: Mutex::new(HashMap::new()),
             kernels: Mutex::new(HashMap::new()),
         })
     }
@@ -229,9 +242,43 @@ impl Gpu {
             block_dim: (BLOCK, 1, 1),
             shared_mem_bytes: 0,
         };
+        let profiling = profile();
+        let start = profiling
+            .then(|| self.stream.synchronize().map(|_| std::time::Instant::now()))
+            .transpose()
+            .map_err(driver)?;
         // SAFETY: the caller guarantees the arguments (this function's contract).
         unsafe { b.launch(cfg) }.map_err(driver)?;
+        if let Some(start) = start {
+            self.stream.synchronize().map_err(driver)?;
+            let label = self.label.lock().expect("label").clone();
+            let mut prof = self.profile.lock().expect("profile");
+            let e = prof.entry(label).or_insert((0, 0.0));
+            e.0 += 1;
+            e.1 += start.elapsed().as_secs_f64();
+        }
         Ok(())
+    }
+
+    /// Name the launches that follow in the profile (`ADJOINT_CUDA_PROFILE=1`).
+    pub(crate) fn label(&self, what: impl FnOnce() -> String) {
+        if profile() {
+            *self.label.lock().expect("label") = what();
+        }
+    }
+
+    /// The profile so far (`ADJOINT_CUDA_PROFILE=1`: each launch waited for and timed),
+    /// largest total first, and cleared.
+    pub(crate) fn take_profile(&self) -> String {
+        let mut v: Vec<(String, (usize, f64))> =
+            self.profile.lock().expect("profile").drain().collect();
+        v.sort_by(|a, b| b.1 .1.total_cmp(&a.1 .1));
+        let total: f64 = v.iter().map(|x| x.1 .1).sum();
+        let mut out = format!("CUDA profile: {:.1} µs in launches\n", total * 1e6);
+        for (label, (count, secs)) in v {
+            out += &format!("  {:>9.1} µs  {count:>4} × {label}\n", secs * 1e6);
+        }
+        out
     }
 
     /// Copy host values of any device type to the device (at least one element).

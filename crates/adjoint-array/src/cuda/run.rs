@@ -267,6 +267,19 @@ impl<'g> DevRun<'g> {
             self.gpu.function(k, roots, &indexed, true)
         })?;
         let (ks, f) = &*compiled;
+        self.gpu.label(|| {
+            let what = if role == ROLE_PRIMAL {
+                "kernel"
+            } else {
+                "adjoint kernel"
+            };
+            format!(
+                "{what} of node {i} ({}, {:?}, {} scatters)",
+                node_name(&self.g.nodes[i as usize].kind),
+                k.space,
+                ks.scatters.len()
+            )
+        });
         let mut flags = self.flags.borrow_mut();
         let mut flag = flags.slice_mut(i as usize..i as usize + 1);
         self.gpu
@@ -377,6 +390,8 @@ impl<'g> DevRun<'g> {
             _ => return Err(unsupported("this fold")),
         };
         let f = self.gpu.runtime(name)?;
+        self.gpu
+            .label(|| format!("{name} ({rows} rows of {inner})"));
         if inner == 0 {
             return self.gpu.zeros(rows);
         }
@@ -421,6 +436,8 @@ impl<'g> DevRun<'g> {
             )));
         }
         let (rows, cols, inner) = (a.rows, b.cols, a.cols);
+        self.gpu
+            .label(|| format!("matmul [{rows}, {inner}] × [{inner}, {cols}]"));
         let (ars, acs, brs, bcs) = (a.rs as u64, a.cs as u64, b.rs as u64, b.cs as u64);
         if inner > SPLIT_SUM {
             // the inner dimension in parts (a thread per part of each element), then the parts
@@ -494,6 +511,7 @@ impl<'g> DevRun<'g> {
     /// `a += b` elementwise over `n` elements.
     fn add_into(&self, a: &mut CudaSlice<f64>, b: &CudaSlice<f64>, n: usize) -> Result<()> {
         let f = self.gpu.runtime("adj_add")?;
+        self.gpu.label(|| "adj_add".into());
         // SAFETY: `adj_add(n, a, b)`: both hold a node's `n` adjoint values.
         unsafe {
             self.gpu.launch_n(&f, &((n) as u64), |l| {
@@ -537,6 +555,7 @@ impl<'g> DevRun<'g> {
         let shape = &self.g.nodes[n as usize].shape;
         let inner = (*shape.last().unwrap_or(&1)).max(1) as u64;
         let f = self.gpu.runtime("adj_add_bc")?;
+        self.gpu.label(|| "adj_add_bc".into());
         // SAFETY: `adj_add_bc(n, inner, d, b)`: `d` holds the node's `size` values, `b` one per
         // row of `inner` (`size / inner` values).
         unsafe {
@@ -628,6 +647,18 @@ impl<'g> DevRun<'g> {
                     }
                 })?;
             let cv = p.cv.as_ref().expect("packed contributions");
+            self.gpu.label(|| {
+                let how = match &*comb {
+                    Comb::Direct(..) => "direct",
+                    Comb::Kernel(_, _, false) => "affine",
+                    Comb::Kernel(_, _, true) => "scanning",
+                    Comb::Host => "host",
+                };
+                format!(
+                    "combine ({how}) node {i} → node {key} ({m}), {} scatters",
+                    js.len()
+                )
+            });
             match &*comb {
                 Comb::Direct(f, idx) => {
                     let total = (n * nsc) as u64;
@@ -721,6 +752,9 @@ impl<'g> DevRun<'g> {
         }
         let host = self.gpu.download_many(&parts)?;
         self.check()?;
+        if super::device::profile() {
+            eprint!("{}", self.gpu.take_profile());
+        }
         let mut host = host.into_iter();
         let outs = g
             .outputs

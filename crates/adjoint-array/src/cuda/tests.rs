@@ -1214,3 +1214,35 @@ fn programs_on_the_gpu() {
     assert!(e.to_string().contains("out of bounds"), "{e}");
     eprintln!("GPU: unsupported nodes and bad indices are errors");
 }
+
+/// Where a GMM gradient's time goes on the GPU: with `ADJOINT_CUDA_TESTS=1` and
+/// `ADJOINT_CUDA_PROFILE=1`, two gradients each at ADBench's 1k d10 K25 and 10k d10 K200 sizes
+/// (random data), every launch waited for and timed; the second gradient's profile is the
+/// warm one. Prints only.
+#[cfg(feature = "cuda")]
+#[test]
+fn gmm_profile_on_the_gpu() {
+    use crate::Backend;
+    if std::env::var("ADJOINT_CUDA_TESTS").as_deref() != Ok("1")
+        || std::env::var("ADJOINT_CUDA_PROFILE").as_deref() != Ok("1")
+    {
+        eprintln!("set ADJOINT_CUDA_TESTS=1 ADJOINT_CUDA_PROFILE=1 to profile on a GPU");
+        return;
+    }
+    let gpu = Backend::cuda().expect("a GPU");
+    for (n, d, k) in [(1000, 10, 25), (10_000, 10, 200)] {
+        let gmm = crate::models::Gmm::new(n, d, k, 1.0, 0.0).unwrap();
+        let icf = d * (d + 1) / 2;
+        let inputs = [
+            ramp(k, -0.3, 0.4),
+            ramp(k * d, -1.0, 1.0),
+            ramp(k * icf, -0.2, 0.3),
+            ramp(n * d, -1.5, 1.5),
+        ];
+        for run in 0..2 {
+            eprintln!("GMM n = {n}, d = {d}, K = {k}, gradient {run}:");
+            gmm.gradient_on(&gpu, &inputs[0], &inputs[1], &inputs[2], &inputs[3])
+                .unwrap();
+        }
+    }
+}
