@@ -332,6 +332,11 @@ impl Gpu {
         }
         let pinned = staging.as_mut().expect("allocated above");
         self.stream.memcpy_dtoh(&src, pinned).map_err(driver)?;
+        // Wait for the copy: `as_slice` waits on the pinned buffer's event, which cudarc
+        // records only for contexts it manages with several streams, so on this single-stream
+        // context it would return before the copy ends (found on 2026-11-26: BA Jacobians read
+        // back this way had zeros past the first 64Ki values).
+        self.stream.synchronize().map_err(driver)?;
         let host = pinned.as_slice().map_err(driver)?;
         out.par_chunks_mut(1 << 16)
             .zip(host[..len].par_chunks(1 << 16))

@@ -1177,8 +1177,9 @@ fn programs_on_the_gpu() {
         );
     }
 
-    // ADBench BA: the Jacobian blocks (a generate_n, stored interleaved).
-    let (n, m, p) = (5, 40, 300);
+    // ADBench BA: the Jacobian blocks (a generate_n, stored interleaved); p = 3000 makes
+    // 90 000 values, read back through page-locked memory (≥ 2¹⁶ values).
+    let (n, m, p) = (5, 40, 3000);
     let ba = crate::models::Ba::new(n, m, p).unwrap();
     let cams: Vec<f64> = (0..n * 11).map(|i| 0.1 + (i % 11) as f64 * 0.05).collect();
     let xs: Vec<f64> = (0..m * 3)
