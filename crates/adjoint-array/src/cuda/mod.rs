@@ -12,8 +12,9 @@
 //!   stored at `r{i}[e]`;
 //! - scatter `j` (an indexed read's adjoint, added into an array) is not added anywhere: the
 //!   thread writes its *contribution*, the value at `cv{j}[e]` and the target offset at
-//!   `ci{j}[e]` (`-1` when the read was not taken), and a separate combining step sums the
-//!   contributions per target element in element order. With no floating-point atomics, no
+//!   `ci{j}[e]` (`-1` when the read was not taken; packed into one `cv` and one `ci` array for
+//!   the executor, [`kernel_source_layout`]), and a separate combining step sums the
+//!   contributions per target element in a fixed order. With no floating-point atomics, no
 //!   shared memory and no barriers, a kernel's results do not depend on how the GPU schedules
 //!   its threads: run to run they are bit-identical;
 //! - an index out of bounds makes the thread read element 0 instead and record its element
@@ -26,11 +27,11 @@
 //! interpreter's (see `tests.rs`). Not supported yet, and refused with a clear error: `f32`
 //! kernels (the issue asks for `f64` throughout).
 //!
-//! What is not there yet: running a whole program on the GPU (the primal and reverse passes of
-//! `exec.rs` over device arrays), the device-side combining of scatter contributions, folds
-//! and scans with a general step function, `permute`, and a public way to choose the backend.
-//! Until then the items below are used only by the device layer (feature `cuda`, `device.rs`)
-//! and the tests, and the module is marked `allow(dead_code)` in `lib.rs`.
+//! The executor (`run.rs`, feature `cuda`) runs whole programs from these kernels, combining
+//! the contributions with the kernels of [`combine_source`], [`scan_combine_source`] and
+//! `adj_scatter_direct` ([`direct_offsets`]); the device layer (`device.rs`) compiles and
+//! launches them. What does not run on the GPU yet: folds and scans with a general step
+//! function, `scan_n`, `permute`, `acond`, `awhile` and `f32` arrays (refused with an error).
 
 use crate::error::{Error, Result};
 use crate::expr::DOp;
