@@ -467,10 +467,7 @@ impl Ba {
         obs: &[f64],
         out: &mut Vec<f64>,
     ) -> Result<()> {
-        let mut outs = vec![std::mem::take(out)];
-        let r = self.program.run_into(&[cams, x, w, feats, obs], &mut outs);
-        *out = outs.pop().expect("one output");
-        r
+        self.blocks_on(&Backend::cpu(), cams, x, w, feats, obs, out)
     }
 
     /// [`Ba::blocks_into`] on `backend` (e.g. [`Backend::cuda`]); either reuses `out`'s

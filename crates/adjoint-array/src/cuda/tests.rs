@@ -492,15 +492,7 @@ fn combining_kernels_reach_every_gmm_target() {
     // Every scatter target of the GMM gradient's kernels has affine, one-to-one indices, so
     // the GPU combines all of them on the device (`compare_with` checks each against the
     // interpreter).
-    let (n, d, k) = (12, 3, 4);
-    let gmm = crate::models::Gmm::new(n, d, k, 1.0, 0.0).unwrap();
-    let icf = d * (d + 1) / 2;
-    let inputs = [
-        ramp(k, -0.3, 0.4),
-        ramp(k * d, -1.0, 1.0),
-        ramp(k * icf, -0.2, 0.3),
-        ramp(n * d, -1.5, 1.5),
-    ];
+    let (gmm, inputs) = gmm_case(12, 3, 4);
     let refs: Vec<&[f64]> = inputs.iter().map(|v| v.as_slice()).collect();
     gmm.program.gradient_a(&refs).unwrap();
     let mut targets = 0;
@@ -576,15 +568,7 @@ fn combining_kernels_match_the_interpreter() {
 fn packed_contributions_are_the_separate_ones() {
     // The executor packs every scatter's contributions into one array; they must be exactly
     // what the per-scatter layout writes.
-    let (n, d, k) = (12, 3, 4);
-    let gmm = crate::models::Gmm::new(n, d, k, 1.0, 0.0).unwrap();
-    let icf = d * (d + 1) / 2;
-    let inputs = [
-        ramp(k, -0.3, 0.4),
-        ramp(k * d, -1.0, 1.0),
-        ramp(k * icf, -0.2, 0.3),
-        ramp(n * d, -1.5, 1.5),
-    ];
+    let (gmm, inputs) = gmm_case(12, 3, 4);
     let refs: Vec<&[f64]> = inputs.iter().map(|v| v.as_slice()).collect();
     gmm.program.gradient_a(&refs).unwrap();
     let mut checked = 0;
@@ -780,6 +764,19 @@ fn check_program(p: &Program, inputs: &[Vec<f64>], data: (f64, f64, f64), run: R
     ks.len()
 }
 
+/// ADBench's GMM program for (n, d, K) and ramp data for its inputs.
+fn gmm_case(n: usize, d: usize, k: usize) -> (crate::models::Gmm, Vec<Vec<f64>>) {
+    let gmm = crate::models::Gmm::new(n, d, k, 1.0, 0.0).unwrap();
+    let icf = d * (d + 1) / 2;
+    let inputs = vec![
+        ramp(k, -0.3, 0.4),
+        ramp(k * d, -1.0, 1.0),
+        ramp(k * icf, -0.2, 0.3),
+        ramp(n * d, -1.5, 1.5),
+    ];
+    (gmm, inputs)
+}
+
 fn ramp(n: usize, a: f64, b: f64) -> Vec<f64> {
     (0..n)
         .map(|i| a + (b - a) * i as f64 / n.max(2) as f64)
@@ -930,15 +927,7 @@ fn gmm_kernels() {
 }
 
 fn case_gmm_kernels(run: Runner) {
-    let (n, d, k) = (12, 3, 4);
-    let gmm = crate::models::Gmm::new(n, d, k, 1.0, 0.0).unwrap();
-    let icf = d * (d + 1) / 2;
-    let inputs = vec![
-        ramp(k, -0.3, 0.4),
-        ramp(k * d, -1.0, 1.0),
-        ramp(k * icf, -0.2, 0.3),
-        ramp(n * d, -1.5, 1.5),
-    ];
+    let (gmm, inputs) = gmm_case(12, 3, 4);
     let count = check_program(&gmm.program, &inputs, (-1.0, 1.0, 0.0), run);
     assert!(count >= 3, "GMM uses {count} kernels");
 }
@@ -1160,16 +1149,10 @@ fn programs_on_the_gpu() {
 
     // ADBench GMM: the unrolled kernels (d < 4) and the matrix-product form.
     for (n, d, k) in [(12, 3, 4), (200, 2, 5), (1000, 10, 25), (500, 20, 7)] {
-        let gmm = crate::models::Gmm::new(n, d, k, 1.0, 0.0).unwrap();
-        let icf = d * (d + 1) / 2;
-        let inputs = vec![
-            ramp(k, -0.3, 0.4),
-            ramp(k * d, -1.0, 1.0),
-            ramp(k * icf, -0.2, 0.3),
-            (0..n * d)
-                .map(|i| ((i * 7919 % 1000) as f64 / 500.0) - 1.0)
-                .collect(),
-        ];
+        let (gmm, mut inputs) = gmm_case(n, d, k);
+        inputs[3] = (0..n * d)
+            .map(|i| ((i * 7919 % 1000) as f64 / 500.0) - 1.0)
+            .collect();
         check(
             &format!("GMM n = {n}, d = {d}, K = {k}"),
             &gmm.program,
@@ -1232,14 +1215,7 @@ fn gmm_profile_on_the_gpu() {
     }
     let gpu = Backend::cuda().expect("a GPU");
     for (n, d, k) in [(1000, 10, 25), (10_000, 10, 200)] {
-        let gmm = crate::models::Gmm::new(n, d, k, 1.0, 0.0).unwrap();
-        let icf = d * (d + 1) / 2;
-        let inputs = [
-            ramp(k, -0.3, 0.4),
-            ramp(k * d, -1.0, 1.0),
-            ramp(k * icf, -0.2, 0.3),
-            ramp(n * d, -1.5, 1.5),
-        ];
+        let (gmm, inputs) = gmm_case(n, d, k);
         for run in 0..2 {
             eprintln!("GMM n = {n}, d = {d}, K = {k}, gradient {run}:");
             gmm.gradient_on(&gpu, &inputs[0], &inputs[1], &inputs[2], &inputs[3])

@@ -8,6 +8,7 @@ use super::io::{BaInput, GmmInput, LstmInput};
 use super::lstm::LstmColumn;
 use super::{BaColumn, GmmColumn};
 use adjoint::array::models::{Ba, Gmm, Lstm};
+use adjoint::array::Backend;
 use std::cell::RefCell;
 
 /// A program built for the sizes of the last input (three sizes), rebuilt when they change.
@@ -16,16 +17,38 @@ type Built<T> = RefCell<Option<((usize, usize, usize), T)>>;
 /// What a built program depends on: `(n, d, K, γ bits, m bits)`.
 type Sizes = (usize, usize, usize, u64, u64);
 
-/// The array engine's GMM column.
-#[derive(Default)]
+/// The array engine's GMM gradient, on the CPU (`array`) or the GPU (`array-cuda`).
 pub struct Array {
-    /// The program built for the last input's sizes `(n, d, K, γ, m)`.
+    name: &'static str,
+    backend: Backend,
     built: RefCell<Option<(Sizes, Gmm)>>,
+}
+
+impl Default for Array {
+    fn default() -> Self {
+        Array {
+            name: "array",
+            backend: Backend::cpu(),
+            built: RefCell::new(None),
+        }
+    }
+}
+
+impl Array {
+    /// The column on the GPU (`array-cuda`), or why there is none (no GPU, no driver, or the
+    /// bench built without its `cuda` feature).
+    pub fn cuda() -> Result<Self, String> {
+        Ok(Array {
+            name: "array-cuda",
+            backend: Backend::cuda().map_err(|e| e.to_string())?,
+            built: RefCell::new(None),
+        })
+    }
 }
 
 impl GmmColumn for Array {
     fn name(&self) -> &'static str {
-        "array"
+        self.name
     }
     fn gmm(&self, g: &GmmInput, p: &[f64], grad: &mut [f64]) -> f64 {
         let key = (g.n, g.d, g.k, g.gamma.to_bits(), g.m.to_bits());
@@ -40,8 +63,8 @@ impl GmmColumn for Array {
         let (alphas, rest) = p.split_at(k);
         let (means, icf) = rest.split_at(k * d);
         let (v, gr) = program
-            .gradient(alphas, means, icf, &g.x)
-            .unwrap_or_else(|e| panic!("array GMM gradient: {e}"));
+            .gradient_on(&self.backend, alphas, means, icf, &g.x)
+            .unwrap_or_else(|e| panic!("{} GMM gradient: {e}", self.name));
         grad.copy_from_slice(&gr);
         v
     }
@@ -77,106 +100,41 @@ impl LstmColumn for ArrayLstm {
 }
 
 /// The array engine's BA column: [`adjoint::array::models::Ba`] (`jacobian_e` inside a
-/// `generate_n` over observations), built once per `(n, m, p)`; the CSR assembly is timed.
-#[derive(Default)]
+/// `generate_n` over observations), built once per `(n, m, p)`; the CSR assembly is timed. On
+/// the CPU (`array`) or the GPU (`array-cuda`).
 pub struct ArrayBa {
+    name: &'static str,
+    backend: Backend,
     built: Built<Ba>,
     /// Observation indices as numbers, a buffer reused between calls.
     obs: RefCell<Vec<f64>>,
 }
 
-impl BaColumn for ArrayBa {
-    fn name(&self) -> &'static str {
-        "array"
-    }
-    fn ba(&self, b: &BaInput, out: &mut Csr) {
-        let key = (b.n, b.m, b.p);
-        let mut built = self.built.borrow_mut();
-        if built.as_ref().is_none_or(|(k, _)| *k != key) {
-            let program = Ba::new(b.n, b.m, b.p)
-                .unwrap_or_else(|e| panic!("array BA for n = {}, m = {}: {e}", b.n, b.m));
-            *built = Some((key, program));
-        }
-        let (_, program) = built.as_ref().expect("built above");
-        let mut obs = self.obs.borrow_mut();
-        obs.clear();
-        obs.extend(b.obs.iter().flat_map(|o| [o[0] as f64, o[1] as f64]));
-        // the blocks straight into the CSR's values (its first 30 p entries)
-        program
-            .blocks_into(&b.cams, &b.x, &b.w, &b.feats, &obs, &mut out.vals)
-            .unwrap_or_else(|e| panic!("array BA Jacobian: {e}"));
-        ba::assemble_in_place(b, out)
-    }
-}
-
-/// The GMM gradient on the GPU (the array engine's CUDA backend, feature `cuda`).
-#[cfg(feature = "cuda")]
-pub struct ArrayCuda {
-    backend: adjoint::array::Backend,
-    built: RefCell<Option<(Sizes, Gmm)>>,
-}
-
-#[cfg(feature = "cuda")]
-impl ArrayCuda {
-    /// The column, or why there is none (no GPU, no driver).
-    pub fn new() -> Result<Self, String> {
-        let backend = adjoint::array::Backend::cuda().map_err(|e| e.to_string())?;
-        Ok(ArrayCuda {
-            backend,
-            built: RefCell::new(None),
-        })
-    }
-}
-
-#[cfg(feature = "cuda")]
-impl GmmColumn for ArrayCuda {
-    fn name(&self) -> &'static str {
-        "array-cuda"
-    }
-    fn gmm(&self, g: &GmmInput, p: &[f64], grad: &mut [f64]) -> f64 {
-        let key = (g.n, g.d, g.k, g.gamma.to_bits(), g.m.to_bits());
-        let mut built = self.built.borrow_mut();
-        if built.as_ref().is_none_or(|(k, _)| *k != key) {
-            let program = Gmm::new(g.n, g.d, g.k, g.gamma, g.m)
-                .unwrap_or_else(|e| panic!("array GMM for d = {}, K = {}: {e}", g.d, g.k));
-            *built = Some((key, program));
-        }
-        let (_, program) = built.as_ref().expect("built above");
-        let (alphas, rest) = p.split_at(g.k);
-        let (means, icf) = rest.split_at(g.k * g.d);
-        let (v, gr) = program
-            .gradient_on(&self.backend, alphas, means, icf, &g.x)
-            .unwrap_or_else(|e| panic!("array GMM gradient on the GPU: {e}"));
-        grad.copy_from_slice(&gr);
-        v
-    }
-}
-
-/// The BA Jacobian on the GPU (the array engine's CUDA backend, feature `cuda`).
-#[cfg(feature = "cuda")]
-pub struct ArrayCudaBa {
-    backend: adjoint::array::Backend,
-    built: Built<Ba>,
-    obs: RefCell<Vec<f64>>,
-}
-
-#[cfg(feature = "cuda")]
-impl ArrayCudaBa {
-    /// The column, or why there is none (no GPU, no driver).
-    pub fn new() -> Result<Self, String> {
-        let backend = adjoint::array::Backend::cuda().map_err(|e| e.to_string())?;
-        Ok(ArrayCudaBa {
-            backend,
+impl Default for ArrayBa {
+    fn default() -> Self {
+        ArrayBa {
+            name: "array",
+            backend: Backend::cpu(),
             built: RefCell::new(None),
             obs: RefCell::new(Vec::new()),
+        }
+    }
+}
+
+impl ArrayBa {
+    /// The column on the GPU (`array-cuda`), or why there is none.
+    pub fn cuda() -> Result<Self, String> {
+        Ok(ArrayBa {
+            name: "array-cuda",
+            backend: Backend::cuda().map_err(|e| e.to_string())?,
+            ..ArrayBa::default()
         })
     }
 }
 
-#[cfg(feature = "cuda")]
-impl BaColumn for ArrayCudaBa {
+impl BaColumn for ArrayBa {
     fn name(&self) -> &'static str {
-        "array-cuda"
+        self.name
     }
     fn ba(&self, b: &BaInput, out: &mut Csr) {
         let key = (b.n, b.m, b.p);
@@ -200,7 +158,7 @@ impl BaColumn for ArrayCudaBa {
                 &obs,
                 &mut out.vals,
             )
-            .unwrap_or_else(|e| panic!("array BA Jacobian on the GPU: {e}"));
+            .unwrap_or_else(|e| panic!("{} BA Jacobian: {e}", self.name));
         ba::assemble_in_place(b, out)
     }
 }

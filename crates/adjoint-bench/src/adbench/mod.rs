@@ -614,7 +614,7 @@ fn gmm_engines() -> Vec<Box<dyn GmmColumn>> {
         Box::new(Echidna),
     ];
     #[cfg(feature = "cuda")]
-    match array::ArrayCuda::new() {
+    match array::Array::cuda() {
         Ok(c) => v.push(Box::new(c)),
         Err(e) => no_gpu_column(&e),
     }
@@ -640,7 +640,7 @@ fn ba_engines() -> Vec<Box<dyn BaColumn>> {
         Box::new(Echidna),
     ];
     #[cfg(feature = "cuda")]
-    match array::ArrayCudaBa::new() {
+    match array::ArrayBa::cuda() {
         Ok(c) => v.push(Box::new(c)),
         Err(e) => no_gpu_column(&e),
     }
