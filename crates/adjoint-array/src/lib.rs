@@ -39,6 +39,12 @@
 //! kept for the next run (at most 1 GiB, process-wide; [`cache`] sets the limit) instead of
 //! going back to the allocator.
 //!
+//! **On a GPU.** With the `cuda` cargo feature, [`Backend::cuda`] runs the same program on an
+//! NVIDIA GPU ([`Program::run_on`], [`Program::gradient_on`]): generates, sums, folds with
+//! `+ × max min`, matrix products and their adjoints, compiled at run time by NVRTC, in `f64`,
+//! with every sum in a fixed order (bit-identical from run to run). Other nodes are refused
+//! with an error naming them; see [`Backend`].
+//!
 //! **Gradients.** [`Program::gradient_a`] (one scalar output) runs the primal pass, keeping the
 //! arrays it materialised, then walks the nodes backwards accumulating adjoint arrays: an
 //! element-wise kernel's adjoint is the reverse-mode transform of its expression DAG (partials
