@@ -198,8 +198,9 @@ impl<'g> DevRun<'g> {
         self.gpu.download_into(v, len_of(self.g, n), out)
     }
 
-    /// Whether some kernel read out of bounds: the first such node's error, as the CPU
-    /// backend's interpreter reports it (the node is run on the CPU for the message).
+    /// Whether some kernel read out of bounds: an error naming the first such node and the
+    /// smallest bad element of its kernels (the CPU backend's error names the index and the
+    /// shape; the message says to run there for them).
     pub(crate) fn check(&self) -> Result<()> {
         let flags = self.gpu.download(&self.flags.borrow())?;
         if let Some((node, &e)) = flags.iter().enumerate().find(|(_, &f)| f != u64::MAX) {
