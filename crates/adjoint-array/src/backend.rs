@@ -192,12 +192,7 @@ impl Program {
                     .zip(self.output_shapes())
                     .map(|(data, shape)| Array::new(shape, data))
                     .collect();
-                let grads = grads
-                    .into_iter()
-                    .zip(self.input_shapes())
-                    .map(|(g, sh)| g.unwrap_or_else(|| vec![0.0; sh.iter().product()]))
-                    .collect();
-                Ok((outs, grads))
+                Ok((outs, self.zero_filled(grads)))
             }
         }
     }

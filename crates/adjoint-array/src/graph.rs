@@ -2231,12 +2231,17 @@ impl Program {
             .collect();
         let seeds: Vec<(NodeId, Vec<f64>)> = self.g.outputs.iter().copied().zip(seeds).collect();
         let grads = crate::exec::backward(&ex, seeds)?;
-        let grads = grads
+        Ok((outs, self.zero_filled(grads)))
+    }
+
+    /// One gradient per input: the computed ones, zeros for inputs the outputs do not depend
+    /// on.
+    pub(crate) fn zero_filled(&self, grads: Vec<Option<Vec<f64>>>) -> Vec<Vec<f64>> {
+        grads
             .into_iter()
             .zip(self.input_shapes())
             .map(|(g, sh)| g.unwrap_or_else(|| vec![0.0; sh.iter().product()]))
-            .collect();
-        Ok((outs, grads))
+            .collect()
     }
 
     /// One seed per output, of the output's size.

@@ -382,27 +382,11 @@ impl Gpu {
         self.stream.clone_dtoh(data).map_err(driver)
     }
 
-    /// Run kernel `k` over its whole space: `params` hold `n` values each, `arrays` the arrays
-    /// it reads (both in the kernel's order). Nothing is read back: the smallest element whose
-    /// index was out of bounds goes to the one-element `bad` (an integer minimum with what it
-    /// holds), which stays on the device until the caller checks it.
-    ///
-    /// Target offsets are written (and allocated) for the scatters into the targets `t` with
-    /// `indexed(t)` only.
-    pub(crate) fn launch_pending(
-        &self,
-        k: &Kernel,
-        roots: Roots,
-        indexed: &dyn Fn(usize) -> bool,
-        params: &[&CudaSlice<f64>],
-        arrays: &[&CudaSlice<f64>],
-        bad: &mut CudaViewMut<'_, u64>,
-    ) -> Result<Pending> {
-        let (ks, f) = self.function(k, roots, indexed, false)?;
-        self.launch_compiled(&ks, &f, k, roots, params, arrays, bad)
-    }
-
-    /// [`Gpu::launch_pending`] of a kernel compiled before ([`Gpu::function`]: `ks`, `f`).
+    /// Run kernel `k`, compiled before ([`Gpu::function`]: `ks`, `f`), over its whole space:
+    /// `params` hold `n` values each, `arrays` the arrays it reads (both in the kernel's order).
+    /// Nothing is read back: the smallest element whose index was out of bounds goes to the
+    /// one-element `bad` (an integer minimum with what it holds), which stays on the device
+    /// until the caller checks it.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn launch_compiled(
         &self,
@@ -506,7 +490,8 @@ impl Gpu {
         })
     }
 
-    /// [`Gpu::launch_pending`] with separate roots, its bad-index flag read back.
+    /// Compile and run kernel `k` with separate roots and every scatter indexed, its
+    /// bad-index flag read back (the tests' view of one launch).
     #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn launch(
         &self,
@@ -515,10 +500,12 @@ impl Gpu {
         arrays: &[&CudaSlice<f64>],
     ) -> Result<Launched> {
         let mut flag = self.stream.clone_htod(&[u64::MAX]).map_err(driver)?;
-        let p = self.launch_pending(
+        let (ks, f) = self.function(k, Roots::Separate, &|_| true, false)?;
+        let p = self.launch_compiled(
+            &ks,
+            &f,
             k,
             Roots::Separate,
-            &|_| true,
             params,
             arrays,
             &mut flag.slice_mut(..),

@@ -189,7 +189,7 @@ fn disc(op: DOp, a: &str, b: &str) -> String {
 /// Print kernel `k` as the CUDA C function `name` (see the module docs for its parameters).
 #[cfg_attr(not(test), allow(dead_code))] // the tests' entry point
 pub(crate) fn kernel_source(k: &Kernel, name: &str) -> Result<KernelSource> {
-    kernel_source_with(k, name, Roots::Separate, &|_| true)
+    kernel_source_layout(k, name, Roots::Separate, &|_| true, false)
 }
 
 /// Where a kernel's roots go.
@@ -207,17 +207,8 @@ pub(crate) enum Roots {
 /// [`combine_source`] kernel needs only the values). `packed`: the contributions go to two
 /// arrays, `cv` with scatter `j`'s values at `cv[j·n + e]` and `ci` with the target offsets of
 /// the indexed scatters, in their order, at `ci[slot·n + e]`: a kernel with thousands of
-/// scatters (ADBench GMM at d = 64 has 2080) then still takes a handful of arguments.
-pub(crate) fn kernel_source_with(
-    k: &Kernel,
-    name: &str,
-    roots: Roots,
-    indexed: &dyn Fn(usize) -> bool,
-) -> Result<KernelSource> {
-    kernel_source_layout(k, name, roots, indexed, false)
-}
-
-/// [`kernel_source_with`], with the contributions `packed` or not.
+/// scatters (ADBench GMM at d = 64 has 2080) then still takes a handful of arguments; unpacked,
+/// scatter `j` writes `cv{j}` and `ci{j}`.
 pub(crate) fn kernel_source_layout(
     k: &Kernel,
     name: &str,
@@ -613,9 +604,33 @@ fn combine_from_plans(
         writeln!(body, "    }}").unwrap();
         writeln!(body, "  }}").unwrap();
     }
-    let args = ["unsigned long long n", "const double* cv", "double* out"];
+    Some(combining_kernel(
+        name,
+        "const double* cv",
+        m,
+        chunk,
+        parts,
+        &body,
+    ))
+}
+
+/// A combining kernel `name(n, <inputs>, double* out)` over `m × parts` threads: thread `e`
+/// sums into `acc` part `lo = (e / m)·chunk ..` of target element `t = e % m` by `body`, then
+/// adds it to `out[t]` (one part) or writes it to `out[e]` (several: `adj_add_parts` adds them).
+fn combining_kernel(
+    name: &str,
+    inputs: &str,
+    m: usize,
+    chunk: usize,
+    parts: usize,
+    body: &str,
+) -> CombineSource {
     let mut code = String::new();
-    writeln!(code, "ADJ_KERNEL {name}({}) {{", args.join(", ")).unwrap();
+    writeln!(
+        code,
+        "ADJ_KERNEL {name}(unsigned long long n, {inputs}, double* out) {{"
+    )
+    .unwrap();
     writeln!(code, "  const unsigned long long e = ADJ_ELEMENT;").unwrap();
     writeln!(code, "  if (e >= n) return;").unwrap();
     writeln!(
@@ -624,14 +639,14 @@ fn combine_from_plans(
     )
     .unwrap();
     writeln!(code, "  double acc = 0.0;").unwrap();
-    code.push_str(&body);
+    code.push_str(body);
     if parts == 1 {
         writeln!(code, "  out[t] += acc;").unwrap();
     } else {
         writeln!(code, "  out[e] = acc;").unwrap();
     }
     code.push_str("}\n");
-    Some(CombineSource { code, parts })
+    CombineSource { code, parts }
 }
 
 /// A combining kernel for scatters whose indices are not affine (they depend on data, or on
@@ -653,36 +668,29 @@ pub(crate) fn scan_combine_source(
 ) -> CombineSource {
     let parts = if n > SPLIT_SUM { n.div_ceil(CHUNK) } else { 1 };
     let chunk = if parts > 1 { CHUNK } else { n.max(1) };
-    let mut code = String::new();
+    let mut body = String::new();
     writeln!(
-        code,
-        "ADJ_KERNEL {name}(unsigned long long n, const double* cv, const long long* ci, double* out) {{"
+        body,
+        "  const unsigned long long hi = lo + {chunk}ULL < {n}ULL ? lo + {chunk}ULL : {n}ULL;"
     )
     .unwrap();
-    writeln!(code, "  const unsigned long long e = ADJ_ELEMENT;").unwrap();
-    writeln!(code, "  if (e >= n) return;").unwrap();
-    writeln!(
-        code,
-        "  const long long t = (long long)(e % {m}ULL);\n  const unsigned long long lo = (e / {m}ULL) * {chunk}ULL;\n  const unsigned long long hi = lo + {chunk}ULL < {n}ULL ? lo + {chunk}ULL : {n}ULL;"
-    )
-    .unwrap();
-    writeln!(code, "  double acc = 0.0;").unwrap();
-    writeln!(code, "  for (unsigned long long x = lo; x < hi; x++) {{").unwrap();
+    writeln!(body, "  for (unsigned long long x = lo; x < hi; x++) {{").unwrap();
     for (&j, &slot) in js.iter().zip(slots) {
         writeln!(
-            code,
-            "    if (ci[{slot}ULL * {n}ULL + x] == t) acc += cv[{j}ULL * {n}ULL + x];"
+            body,
+            "    if (ci[{slot}ULL * {n}ULL + x] == (long long)t) acc += cv[{j}ULL * {n}ULL + x];"
         )
         .unwrap();
     }
-    writeln!(code, "  }}").unwrap();
-    if parts == 1 {
-        writeln!(code, "  out[t] += acc;").unwrap();
-    } else {
-        writeln!(code, "  out[e] = acc;").unwrap();
-    }
-    code.push_str("}\n");
-    CombineSource { code, parts }
+    writeln!(body, "  }}").unwrap();
+    combining_kernel(
+        name,
+        "const double* cv, const long long* ci",
+        m,
+        chunk,
+        parts,
+        &body,
+    )
 }
 
 /// Where each packed contribution of kernel `k` lands in target `t` (`[j·n + e]`, as

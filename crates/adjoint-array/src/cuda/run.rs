@@ -3,7 +3,7 @@
 //! the outputs and the gradients are read back.
 //!
 //! Every node runs as the CPU backend runs it, from the same kernels (`Kernel`s, printed as CUDA
-//! C by [`kernel_source_with`](super::kernel_source_with)) and the same adjoint kernels
+//! C by [`kernel_source_layout`](super::kernel_source_layout)) and the same adjoint kernels
 //! ([`gen_adjoint`], [`sumgen_adjoint`]):
 //!
 //! - `generate`/`map`/`zip_with` (`Gen`): one launch of its kernel, one thread per element;

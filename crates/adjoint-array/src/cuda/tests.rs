@@ -489,43 +489,56 @@ fn emulate_direct(cv: &[f64], idx: &[i64], m: usize) -> Vec<f64> {
 
 #[test]
 fn combining_kernels_reach_every_gmm_target() {
-    // Every scatter target of the GMM gradient's kernels has affine, one-to-one indices, so
-    // the GPU combines all of them on the device (`compare_with` checks each against the
-    // interpreter).
-    let (gmm, inputs) = gmm_case(12, 3, 4);
-    let refs: Vec<&[f64]> = inputs.iter().map(|v| v.as_slice()).collect();
-    gmm.program.gradient_a(&refs).unwrap();
-    let mut targets = 0;
-    for kern in kernels(&gmm.program) {
-        let ks = kernel_source(&kern, "k").unwrap();
-        for t in 0..kern.targets.len() {
-            let js: Vec<usize> = (0..ks.scatters.len())
-                .filter(|&j| ks.scatters[j] == t)
-                .collect();
-            if !js.is_empty() {
-                targets += 1;
+    // The scatter targets of the GMM gradient's kernels that have affine, one-to-one indices
+    // are combined by an affine kernel (`compare_with` checks each against the interpreter):
+    // all of them in the unrolled form (d < 4); in the matrix-product form all but one, the
+    // triangular read of `icf` that builds `Q` (index arithmetic), which a scanning kernel takes.
+    for (d, non_affine) in [(3, 0), (5, 1)] {
+        let (gmm, ks) = gmm_gradient_kernels(12, d, 4);
+        let mut seen = 0;
+        for kern in &ks {
+            let src = kernel_source(kern, "k").unwrap();
+            for t in 0..kern.targets.len() {
+                let js: Vec<usize> = (0..src.scatters.len())
+                    .filter(|&j| src.scatters[j] == t)
+                    .collect();
                 let m = p_len(&gmm.program, kern.targets[t]);
-                assert!(
-                    combine_source(&kern, t, &js, m, "c").is_some(),
-                    "target {t} of a GMM kernel is combined on the host"
-                );
+                if !js.is_empty() && combine_source(kern, t, &js, m, "c").is_none() {
+                    seen += 1;
+                }
             }
         }
+        assert_eq!(
+            seen, non_affine,
+            "d = {d}: targets without an affine combining kernel"
+        );
+    }
+    let (_gmm, ks) = gmm_gradient_kernels(12, 3, 4);
+    let mut targets = 0;
+    for kern in &ks {
+        let src = kernel_source(kern, "k").unwrap();
+        targets += (0..kern.targets.len())
+            .filter(|&t| src.scatters.contains(&t))
+            .count();
     }
     assert!(targets >= 3, "GMM scatters into {targets} targets");
     // The executor's kernels write no target offsets for affine targets, and still compile.
     let mut unindexed = 0;
-    for kern in kernels(&gmm.program) {
-        let ks = kernel_source_with(&kern, "adj_k", Roots::Separate, &|t| {
-            !affine_target(&kern, t)
-        })
+    for kern in &ks {
+        let src = kernel_source_layout(
+            kern,
+            "adj_k",
+            Roots::Separate,
+            &|t| !affine_target(kern, t),
+            false,
+        )
         .unwrap();
-        for (j, &t) in ks.scatters.iter().enumerate() {
-            assert_eq!(ks.indexed[j], !affine_target(&kern, t));
-            unindexed += usize::from(!ks.indexed[j]);
-            assert_eq!(ks.code.contains(&format!("ci{j}[e]")), ks.indexed[j]);
+        for (j, &t) in src.scatters.iter().enumerate() {
+            assert_eq!(src.indexed[j], !affine_target(kern, t));
+            unindexed += usize::from(!src.indexed[j]);
+            assert_eq!(src.code.contains(&format!("ci{j}[e]")), src.indexed[j]);
         }
-        run_c(&c_program(&ks.code, ""), &[]);
+        run_c(&c_program(&src.code, ""), &[]);
     }
     assert!(unindexed >= 3);
 }
@@ -568,11 +581,9 @@ fn combining_kernels_match_the_interpreter() {
 fn packed_contributions_are_the_separate_ones() {
     // The executor packs every scatter's contributions into one array; they must be exactly
     // what the per-scatter layout writes.
-    let (gmm, inputs) = gmm_case(12, 3, 4);
-    let refs: Vec<&[f64]> = inputs.iter().map(|v| v.as_slice()).collect();
-    gmm.program.gradient_a(&refs).unwrap();
+    let (_gmm, ks) = gmm_gradient_kernels(12, 3, 4);
     let mut checked = 0;
-    for kern in kernels(&gmm.program) {
+    for kern in ks {
         let kern = (*kern).clone().with_jit(false);
         if kern.targets.is_empty() {
             continue;
@@ -642,7 +653,7 @@ fn interleaved_roots_are_the_cpu_layout() {
             .iter()
             .find_map(|c| c.get().cloned())
             .expect("a kernel");
-    let ks = kernel_source_with(&kern, "k", Roots::Interleaved, &|_| true).unwrap();
+    let ks = kernel_source_layout(&kern, "k", Roots::Interleaved, &|_| true, false).unwrap();
     assert_eq!(ks.roots, 1);
     let mut body = String::new();
     let mut args = vec!["5ULL".to_string()];
@@ -775,6 +786,15 @@ fn gmm_case(n: usize, d: usize, k: usize) -> (crate::models::Gmm, Vec<Vec<f64>>)
         ramp(n * d, -1.5, 1.5),
     ];
     (gmm, inputs)
+}
+
+/// [`gmm_case`]'s program after a gradient on the CPU, with every kernel that gradient used.
+fn gmm_gradient_kernels(n: usize, d: usize, k: usize) -> (crate::models::Gmm, Vec<Arc<Kernel>>) {
+    let (gmm, inputs) = gmm_case(n, d, k);
+    let refs: Vec<&[f64]> = inputs.iter().map(|v| v.as_slice()).collect();
+    gmm.program.gradient_a(&refs).unwrap();
+    let ks = kernels(&gmm.program);
+    (gmm, ks)
 }
 
 fn ramp(n: usize, a: f64, b: f64) -> Vec<f64> {
@@ -1123,11 +1143,26 @@ fn programs_on_the_gpu() {
     let sq = x.zip_with(&x, |a, c| a * c.sin()).reshape(&[30]).sum();
     let out = b.generate(&[], move |_| s.the() + sq.the() * 0.5);
     let p = b.build_scalar(&out).unwrap();
-    check(
-        "seed-004-style program",
-        &p,
-        &[ramp(30, -1.0, 1.2), ramp(20, -0.7, 0.9)],
-    );
+    let inputs = [ramp(30, -1.0, 1.2), ramp(20, -0.7, 0.9)];
+    check("seed-004-style program", &p, &inputs);
+    // And against central differences of the GPU's own values (independent of the CPU).
+    let refs: Vec<&[f64]> = inputs.iter().map(|v| v.as_slice()).collect();
+    let g = p.gradient_on(&gpu, &refs).unwrap();
+    for (a, i) in [(0, 0), (0, 17), (1, 3), (1, 19)] {
+        let h = 1e-6;
+        let value_at = |dx: f64| {
+            let mut xs = inputs.clone();
+            xs[a][i] += dx;
+            let r: Vec<&[f64]> = xs.iter().map(|v| v.as_slice()).collect();
+            p.run_on(&gpu, &r).unwrap()[0].data()[0]
+        };
+        let fd = (value_at(h) - value_at(-h)) / (2.0 * h);
+        assert!(
+            (fd - g.grads[a][i]).abs() <= 1e-6 * (1.0 + fd.abs()),
+            "input {a}[{i}]: GPU gradient {} vs central difference {fd}",
+            g.grads[a][i]
+        );
+    }
 
     // A long row (folded in parts on the GPU).
     let b = Builder::new();
@@ -1197,29 +1232,4 @@ fn programs_on_the_gpu() {
     let e = p.gradient_on(&gpu, &[&[1.0, 2.0, 3.0, 4.0]]).unwrap_err();
     assert!(e.to_string().contains("out of bounds"), "{e}");
     eprintln!("GPU: unsupported nodes and bad indices are errors");
-}
-
-/// Where a GMM gradient's time goes on the GPU: with `ADJOINT_CUDA_TESTS=1` and
-/// `ADJOINT_CUDA_PROFILE=1`, two gradients each at ADBench's 1k d10 K25 and 10k d10 K200 sizes
-/// (random data), every launch waited for and timed; the second gradient's profile is the
-/// warm one. Prints only.
-#[cfg(feature = "cuda")]
-#[test]
-fn gmm_profile_on_the_gpu() {
-    use crate::Backend;
-    if std::env::var("ADJOINT_CUDA_TESTS").as_deref() != Ok("1")
-        || std::env::var("ADJOINT_CUDA_PROFILE").as_deref() != Ok("1")
-    {
-        eprintln!("set ADJOINT_CUDA_TESTS=1 ADJOINT_CUDA_PROFILE=1 to profile on a GPU");
-        return;
-    }
-    let gpu = Backend::cuda().expect("a GPU");
-    for (n, d, k) in [(1000, 10, 25), (10_000, 10, 200)] {
-        let (gmm, inputs) = gmm_case(n, d, k);
-        for run in 0..2 {
-            eprintln!("GMM n = {n}, d = {d}, K = {k}, gradient {run}:");
-            gmm.gradient_on(&gpu, &inputs[0], &inputs[1], &inputs[2], &inputs[3])
-                .unwrap();
-        }
-    }
 }
