@@ -79,7 +79,7 @@ where
                 (slot, v.v)
             })
             .collect();
-        let start = job.entries.len() as u32;
+        let start = job.len();
         let checked = session.checked;
         let vars: Vec<Var> = outs
             .iter()

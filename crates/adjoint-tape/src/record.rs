@@ -9,6 +9,7 @@
 
 use crate::var::Var;
 use adjoint_core::rules::{Op1, Op2};
+use adjoint_core::vector::fast;
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -113,11 +114,40 @@ pub(crate) enum Label {
 /// a leaf at `at`, and its operands are `runs[runs.0..runs.1]` of `Job::runs`, whose partials
 /// are consecutive in `Job::partials` from `p0`. The reverse pass handles it between the scalar
 /// entries before and after `at`, like a checkpoint.
+///
+/// A whole matrix-vector product ([`Shape::Matvec`]) is one such record too: its results are
+/// the leaves `at..at + rows`, and its partials are the vector's values then the matrix's.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Nary {
     pub at: u32,
     pub runs: (u32, u32),
     pub p0: u32,
+    pub shape: Shape,
+}
+
+/// What a [`Nary`] record computes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Shape {
+    /// One result, its operands in runs.
+    One,
+    /// `out = M x`: `rows` results; `M` (row-major, `rows × cols`) at positions `m..`, `x` at
+    /// `x..` (each one run of consecutive values).
+    Matvec {
+        rows: u32,
+        cols: u32,
+        m: u32,
+        x: u32,
+    },
+}
+
+impl Nary {
+    /// How many results (consecutive leaves from `at`) the record has.
+    pub fn results(&self) -> u32 {
+        match self.shape {
+            Shape::One => 1,
+            Shape::Matvec { rows, .. } => rows,
+        }
+    }
 }
 
 /// Operands at consecutive tape positions `first..first + len` (a slice of `Var`s recorded one
@@ -192,13 +222,15 @@ pub(crate) struct Job {
     pub task: u32,
     /// Checked mode (records labels; every operation takes the slow path).
     pub checked: bool,
+    /// The entries of positions `leading_leaves..`: `entries[k]` is position
+    /// `leading_leaves + k` (see [`Job::len`]).
     pub entries: Vec<Entry>,
     pub imports: Vec<Import>,
     /// Imported `Var`s (id) → local slot.
     pub cache: HashMap<u64, u32, BuildHasherDefault<IdHasher>>,
     pub checkpoints: Vec<Checkpoint>,
-    /// Entries `0..leading_leaves` are the sink and the recording's inputs: leaves, which the
-    /// reverse sweep skips.
+    /// Positions `0..leading_leaves` are the sink and the recording's inputs: leaves, which the
+    /// reverse sweep never reads, so they take no entry (24 bytes less per input).
     pub leading_leaves: u32,
     /// Results of slice primitives, in tape order.
     pub nary: Vec<Nary>,
@@ -218,15 +250,14 @@ impl Job {
     pub(crate) fn reset(&mut self, idx: u16, checked: bool, values: usize) {
         // The range: twice what this buffer held last time (so that a recording like the last
         // one never outgrows it), at least 64 ids.
-        let want = (2 * self.entries.len()).max(values + 1).max(64);
+        let want = (2 * self.len() as usize).max(values + 1).max(64);
         self.limit = u32::try_from(want).unwrap_or(u32::MAX);
         self.base = reserve_ids(u64::from(self.limit));
         self.old_ranges.clear();
         self.idx = idx;
         self.first_bad = None;
         self.checked = checked;
-        self.entries.clear();
-        self.entries.push(Entry::default()); // the sink
+        self.entries.clear(); // position 0, the sink, is a leading leaf
         self.imports.clear();
         self.cache.clear();
         self.checkpoints.clear();
@@ -240,9 +271,15 @@ impl Job {
         }
     }
 
+    /// How many values (positions) the tape holds: the leading leaves, then one per entry.
+    #[inline(always)]
+    pub fn len(&self) -> u32 {
+        self.leading_leaves + self.entries.len() as u32
+    }
+
     #[inline(always)]
     pub fn push(&mut self, e: Entry) -> u32 {
-        let seq = self.entries.len() as u32;
+        let seq = self.len();
         if seq >= self.limit {
             self.grow_ids();
         }
@@ -274,7 +311,7 @@ impl Job {
     #[inline(always)]
     pub fn position(&self, id: u64) -> Option<u32> {
         let p = id.wrapping_sub(self.base);
-        if p < self.entries.len() as u64 {
+        if p < u64::from(self.len()) {
             Some(p as u32)
         } else {
             self.old_position(id)
@@ -283,7 +320,7 @@ impl Job {
 
     #[cold]
     fn old_position(&self, id: u64) -> Option<u32> {
-        let len = self.entries.len() as u64;
+        let len = u64::from(self.len());
         self.old_ranges.iter().find_map(|&(base, limit)| {
             let p = id.wrapping_sub(base);
             (p < u64::from(limit) && p < len).then_some(p as u32)
@@ -298,18 +335,35 @@ impl Job {
             .chain([(self.base, self.limit)])
     }
 
-    pub fn push_leaf(&mut self, checked: bool) -> u32 {
-        if checked {
-            self.labels.push(Label::Leaf);
+    /// Push `n` leaves at once; returns the first one's position. Leaves before any other entry
+    /// (the recording's inputs) are leading leaves: no entry is written for them.
+    #[inline]
+    pub fn push_leaves(&mut self, n: usize, checked: bool) -> u32 {
+        let first = self.len();
+        while (first as usize + n) > self.limit as usize {
+            self.grow_ids();
         }
-        self.push(Entry::default())
+        if checked {
+            self.labels.resize(self.labels.len() + n, Label::Leaf);
+        }
+        if self.entries.is_empty() {
+            self.leading_leaves += n as u32;
+        } else {
+            let k = self.entries.len();
+            self.entries.resize(k + n, Entry::default());
+        }
+        first
+    }
+
+    pub fn push_leaf(&mut self, checked: bool) -> u32 {
+        self.push_leaves(1, checked)
     }
 
     /// The job-local position of `v`, importing it if it belongs to an earlier job.
     #[inline(always)]
     pub(crate) fn local(&mut self, v: Var, session: &Session) -> u32 {
         let p = v.id.wrapping_sub(self.base);
-        if p < self.entries.len() as u64 {
+        if p < u64::from(self.len()) {
             p as u32
         } else {
             self.import(v, session)
@@ -337,7 +391,7 @@ impl Job {
                 stale(v)
             };
             let len = match g.jobs.get(usize::from(job)) {
-                Some(Some(j)) => j.entries.len(),
+                Some(Some(j)) => j.len() as usize,
                 _ => panic!(
                     "adjoint::tape: {v:?} was created in a parallel job that has not joined yet; \
                      pass values between jobs only through the results of join/par_map"
@@ -735,7 +789,7 @@ pub(crate) fn record1(a: Var, pa: f64, value: f64, label: impl Into<Label>) -> V
         // live here, and nothing below re-enters `STATE` while `job` is in use.
         let job = unsafe { &mut *p };
         let ia = a.id.wrapping_sub(job.base);
-        let own = job.entries.len() as u64;
+        let own = u64::from(job.len());
         if ia < own {
             let seq = job.push(Entry {
                 p: [pa, 0.0],
@@ -755,7 +809,7 @@ fn record1_slow(a: Var, pa: f64, value: f64, label: Label) -> Var {
         };
         let (job, session) = ctx.parts();
         let ia = job.local(a, session);
-        let own = job.entries.len() as u32;
+        let own = job.len();
         let seq = job.push(Entry {
             p: [pa, 0.0],
             i: [ia, own],
@@ -782,7 +836,7 @@ pub(crate) fn record2(
     if !p.is_null() {
         // SAFETY: as in `record1`.
         let job = unsafe { &mut *p };
-        let len = job.entries.len() as u64;
+        let len = u64::from(job.len());
         let (ia, ib) = (a.id.wrapping_sub(job.base), b.id.wrapping_sub(job.base));
         if ia < len && ib < len {
             let seq = job.push(Entry {
@@ -960,6 +1014,120 @@ pub(crate) fn record_nary<I: Iterator<Item = (Var, f64)>>(
     record_nary_slow(value, operands(), label)
 }
 
+/// Record one result of a slice primitive whose operands are whole slices of consecutive values
+/// of this thread's current job (the common case: inputs, or a vector built by one loop), with
+/// no per-operand work but the partials' copy: `fill` appends one partial per element of
+/// `slices`, in order. `None`, with nothing recorded, when a slice is not such a run (or in
+/// checked mode, or on an imported value): the caller then takes [`record_nary`].
+#[inline]
+pub(crate) fn record_runs(
+    value: f64,
+    slices: &[&[Var]],
+    fill: impl FnOnce(&mut Vec<f64>),
+) -> Option<Var> {
+    let p = FAST.get();
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: as in `record1`: `FAST` points at this thread's current (unchecked) job.
+    let job = unsafe { &mut *p };
+    let r0 = job.runs.len();
+    for vars in slices {
+        if vars.is_empty() {
+            continue;
+        }
+        let Some(start) = as_run(job, vars) else {
+            job.runs.truncate(r0);
+            return None;
+        };
+        let mut run = Some(Run {
+            first: start,
+            len: vars.len() as u32,
+        });
+        // A slice that continues the previous one extends its run.
+        if let Some(last) = job.runs[r0..].last_mut() {
+            if last.first + last.len == start {
+                last.len += vars.len() as u32;
+                run = None;
+            }
+        }
+        job.runs.extend(run);
+    }
+    if job.runs.len() == r0 {
+        return None; // no operand: the slow path returns a constant
+    }
+    let p0 = job.partials.len();
+    fill(&mut job.partials);
+    debug_assert_eq!(
+        job.partials.len() - p0,
+        slices.iter().map(|s| s.len()).sum::<usize>()
+    );
+    let seq = job.push(Entry::default());
+    job.nary.push(Nary {
+        at: seq,
+        runs: (r0 as u32, job.runs.len() as u32),
+        p0: p0 as u32,
+        shape: Shape::One,
+    });
+    Some(job.var(value, seq))
+}
+
+/// The position of `vars[0]` when `vars` (not empty) are consecutive values of `job`: ids
+/// `id, id + 1, …` from a position of this job. Constants and other jobs' values fail (their ids
+/// are outside `base..base + len`, and a run that wrapped would cover 2⁶⁴ ids). One branch-free
+/// pass over the ids, which the compiler vectorises.
+#[inline]
+fn as_run(job: &Job, vars: &[Var]) -> Option<u32> {
+    let first = vars.first()?.id;
+    let start = first.wrapping_sub(job.base);
+    let gaps = vars
+        .iter()
+        .zip(first..)
+        .fold(0u64, |acc, (v, id)| acc | (v.id ^ id));
+    let len = u64::from(job.len());
+    (gaps == 0 && start < len && start + vars.len() as u64 <= len).then_some(start as u32)
+}
+
+/// Record `out = M x` (`M` row-major, `out.len()` rows, `x.len() > 0` columns) as one record
+/// when `M` and `x` are each a run of consecutive values of this thread's current job: the
+/// partials are one copy of `x` and one of `M` (not two values per element), and the reverse
+/// pass is one matrix-vector loop. Returns `false`, with nothing recorded, otherwise.
+#[inline]
+pub(crate) fn record_matvec(m: &[Var], x: &[Var], out: &mut [Var]) -> bool {
+    let p = FAST.get();
+    if p.is_null() || out.is_empty() {
+        return false;
+    }
+    // SAFETY: as in `record1`: `FAST` points at this thread's current (unchecked) job.
+    let job = unsafe { &mut *p };
+    let (Some(m0), Some(x0)) = (as_run(job, m), as_run(job, x)) else {
+        return false;
+    };
+    let cols = x.len();
+    let p0 = job.partials.len();
+    job.partials.extend(x.iter().map(|v| v.v));
+    job.partials.extend(m.iter().map(|v| v.v));
+    let at = job.push_leaves(out.len(), false);
+    let xv = &job.partials[p0..p0 + cols];
+    for (k, (o, row)) in out.iter_mut().zip(m.chunks_exact(cols)).enumerate() {
+        let value = fast::dot_by(row, xv, |a| a.v, |&b| b);
+        *o = job.var(value, at + k as u32);
+    }
+    let r = job.runs.len() as u32;
+    job.nary.push(Nary {
+        at,
+        runs: (r, r),
+        p0: p0 as u32,
+        shape: Shape::Matvec {
+            rows: out.len() as u32,
+            cols: cols as u32,
+            m: m0,
+            x: x0,
+        },
+    });
+    true
+}
+
 /// Add the operand at position `i` to the run being built, pushing the finished run to `runs`
 /// when `i` does not follow it.
 #[inline(always)]
@@ -982,7 +1150,7 @@ fn extend_run(run: &mut Option<Run>, runs: &mut Vec<Run>, i: u32) {
 #[inline]
 fn nary_fast(job: &mut Job, value: f64, operands: impl Iterator<Item = (Var, f64)>) -> Option<Var> {
     let (r0, p0) = (job.runs.len(), job.partials.len());
-    let len = job.entries.len() as u32;
+    let len = job.len();
     job.partials.reserve(operands.size_hint().0);
     let mut run: Option<Run> = None;
     for (v, p) in operands {
@@ -1005,6 +1173,7 @@ fn nary_fast(job: &mut Job, value: f64, operands: impl Iterator<Item = (Var, f64
         at: seq,
         runs: (r0 as u32, job.runs.len() as u32),
         p0: p0 as u32,
+        shape: Shape::One,
     });
     Some(job.var(value, seq))
 }
@@ -1051,6 +1220,7 @@ fn record_nary_slow(
             at: seq,
             runs: (r0, job.runs.len() as u32),
             p0,
+            shape: Shape::One,
         });
         if session.checked {
             job.labels.push(Label::Vector(label));

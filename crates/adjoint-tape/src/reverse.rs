@@ -8,7 +8,7 @@
 //! side's contributions before the right side's. That fixed order makes the gradient
 //! independent of the number of threads, bit for bit.
 
-use crate::record::{BadValue, Entry, Graph, Job, Label, Segment, Task};
+use crate::record::{BadValue, Entry, Graph, Job, Label, Segment, Shape, Task};
 use std::sync::Mutex;
 
 /// An adjoint contribution to entry `seq` of job `job`.
@@ -117,8 +117,11 @@ pub(crate) fn return_jobs(g: &mut Graph, jobs: &mut Vec<Mutex<Box<Job>>>) {
 pub(crate) fn sweep(job: &mut Job, checked: bool, idx: u16) -> Result<(), BadValue> {
     if !checked && job.checkpoints.is_empty() && job.nary.is_empty() {
         // Plain scalar code: one loop.
-        let lo = (job.leading_leaves as usize).max(1);
-        return sweep_range(&job.entries, &mut job.adj, lo, job.entries.len(), None);
+        let tape = Entries {
+            entries: &job.entries,
+            lo: job.leading_leaves as usize,
+        };
+        return sweep_range(tape, &mut job.adj, tape.lo, tape.hi(), None);
     }
     sweep_stops(job, checked, idx)
 }
@@ -127,19 +130,21 @@ pub(crate) fn sweep(job: &mut Job, checked: bool, idx: u16) -> Result<(), BadVal
 fn sweep_stops(job: &mut Job, checked: bool, idx: u16) -> Result<(), BadValue> {
     let Job {
         entries,
+        leading_leaves,
         adj,
         checkpoints,
-        leading_leaves,
         nary,
         runs,
         partials,
         labels,
         ..
     } = job;
-    // Leaves have no operands: the sweep stops above the leading ones (the inputs).
-    let lo = (*leading_leaves as usize).max(1);
+    let tape = Entries {
+        entries,
+        lo: *leading_leaves as usize,
+    };
     let labels = checked.then_some((&labels[..], idx));
-    let mut hi = entries.len();
+    let mut hi = tape.hi();
     let (mut c, mut n) = (checkpoints.len(), nary.len());
     // Walk both lists (each in tape order) from the end, taking the later stop first.
     loop {
@@ -149,21 +154,30 @@ fn sweep_stops(job: &mut Job, checked: bool, idx: u16) -> Result<(), BadValue> {
             (None, None) => break,
             (Some(a), b) if b.is_none_or(|b| a > b) => {
                 let cp = &checkpoints[c - 1];
-                sweep_range(entries, adj, cp.end as usize, hi, labels)?;
+                sweep_range(tape, adj, cp.end as usize, hi, labels)?;
                 crate::checkpoint::reverse(cp, adj);
                 hi = cp.start as usize;
                 c -= 1;
             }
             _ => {
                 let op = nary[n - 1];
-                sweep_range(entries, adj, op.at as usize + 1, hi, labels)?;
-                sweep_nary(op, runs, partials, adj, labels)?;
+                sweep_range(tape, adj, (op.at + op.results()) as usize, hi, labels)?;
+                match op.shape {
+                    Shape::One => sweep_nary(op, runs, partials, adj, labels)?,
+                    Shape::Matvec { rows, cols, m, x } => {
+                        let (rows, cols) = (rows as usize, cols as usize);
+                        let p0 = op.p0 as usize;
+                        let xv = &partials[p0..p0 + cols];
+                        let mv = &partials[p0 + cols..p0 + cols + rows * cols];
+                        sweep_matvec(op.at as usize, m as usize, x as usize, xv, mv, adj);
+                    }
+                }
                 hi = op.at as usize;
                 n -= 1;
             }
         }
     }
-    sweep_range(entries, adj, lo.min(hi), hi, labels)
+    sweep_range(tape, adj, tape.lo.min(hi), hi, labels)
 }
 
 /// The adjoint of one slice-primitive result: each operand run gets `partial × adjoint`, a
@@ -208,21 +222,92 @@ fn sweep_nary(
     Ok(())
 }
 
-/// The tape loop over entries `lo..hi`, last to first. In checked mode (`labels` given) it stops
-/// at the first entry whose finite adjoint makes a non-finite contribution.
+/// The adjoint of `out = M x` recorded as one record (`record_matvec`): with `ā` the results'
+/// adjoints (at `at..`), `M̄ += ā xᵀ` and `x̄ += Mᵀ ā`, from the recorded values `xv` and `mv`.
+/// Rows are taken last to first, as the tape would sweep one `dot` per row, so the sums are
+/// added in the same order as on that path.
+fn sweep_matvec(at: usize, m: usize, x: usize, xv: &[f64], mv: &[f64], adj: &mut [f64]) {
+    let cols = xv.len();
+    let rows = mv.len() / cols;
+    // The operands precede the results: split there so the results' adjoints can be read while
+    // the operands' are updated.
+    let (lo, hi) = adj.split_at_mut(at);
+    let out = &hi[..rows];
+    let disjoint = m + rows * cols <= x || x + cols <= m;
+    if disjoint {
+        // Two non-overlapping runs: two slices, and loops the compiler vectorises.
+        let (gm, gx) = if m < x {
+            let (a, b) = lo.split_at_mut(x);
+            (&mut a[m..m + rows * cols], &mut b[..cols])
+        } else {
+            let (a, b) = lo.split_at_mut(m);
+            (&mut b[..rows * cols], &mut a[x..x + cols])
+        };
+        for i in (0..rows).rev() {
+            let a = out[i];
+            if a == 0.0 {
+                continue;
+            }
+            let row = &mv[i * cols..(i + 1) * cols];
+            for (g, &xj) in gm[i * cols..(i + 1) * cols].iter_mut().zip(xv) {
+                *g += xj * a;
+            }
+            for (g, &mij) in gx.iter_mut().zip(row) {
+                *g += mij * a;
+            }
+        }
+    } else {
+        // `M` and `x` share values (a matrix times part of itself): element by element, in the
+        // order the per-row records would use.
+        for i in (0..rows).rev() {
+            let a = out[i];
+            if a == 0.0 {
+                continue;
+            }
+            for j in 0..cols {
+                lo[m + i * cols + j] += xv[j] * a;
+            }
+            for j in 0..cols {
+                lo[x + j] += mv[i * cols + j] * a;
+            }
+        }
+    }
+}
+
+/// A job's entries by position: positions `lo..` have entries, those below are the leading
+/// leaves (the sink and the inputs), which have no operands and so nothing to sweep.
+#[derive(Clone, Copy)]
+struct Entries<'a> {
+    entries: &'a [Entry],
+    lo: usize,
+}
+
+impl Entries<'_> {
+    /// One past the last position.
+    fn hi(&self) -> usize {
+        self.lo + self.entries.len()
+    }
+}
+
+/// The tape loop over positions `lo..hi`, last to first (leading leaves skipped). In checked
+/// mode (`labels` given) it stops at the first entry whose finite adjoint makes a non-finite
+/// contribution.
 #[inline]
 fn sweep_range(
-    entries: &[Entry],
+    tape: Entries<'_>,
     adj: &mut [f64],
     lo: usize,
     hi: usize,
     labels: Option<(&[Label], u16)>,
 ) -> Result<(), BadValue> {
+    // Entry `k - base` is position `k`.
+    let (entries, base) = (tape.entries, tape.lo);
+    let lo = lo.max(base);
     if let Some((labels, idx)) = labels {
         for k in (lo..hi).rev() {
             let a = adj[k];
             if a != 0.0 {
-                let e = entries[k];
+                let e = entries[k - base];
                 let (c0, c1) = (e.p[0] * a, e.p[1] * a);
                 if a.is_finite() && !(c0.is_finite() && c1.is_finite()) {
                     return Err(BadValue {
@@ -239,16 +324,18 @@ fn sweep_range(
         }
         return Ok(());
     }
-    assert!(hi <= entries.len() && entries.len() == adj.len());
+    assert!(hi <= tape.hi() && tape.hi() == adj.len());
     for k in (lo..hi).rev() {
-        // SAFETY: k < hi ≤ len (asserted above), and every entry's operands precede it:
-        // `Job::push` only ever receives indices of existing entries (`Job::local` returns a
-        // position < len or a freshly pushed slot) or 0, the sink. So all indices are < len.
+        // SAFETY: base ≤ lo ≤ k < hi ≤ tape.hi() = base + entries.len() = adj.len() (asserted
+        // above), so `k` indexes `adj` and `k - base` indexes `entries`. Every entry's operands
+        // precede it: `Job::push` only ever receives positions of existing values
+        // (`Job::local` returns a position < len or a freshly pushed slot) or the entry's own
+        // position. So all operand indices are < adj.len().
         unsafe {
             let a = *adj.get_unchecked(k);
             // A zero adjoint contributes nothing, even through an infinite partial (sqrt at 0).
             if a != 0.0 {
-                let e = *entries.get_unchecked(k);
+                let e = *entries.get_unchecked(k - base);
                 *adj.get_unchecked_mut(e.i[0] as usize) += e.p[0] * a;
                 *adj.get_unchecked_mut(e.i[1] as usize) += e.p[1] * a;
             }

@@ -1,6 +1,6 @@
 //! The active scalar.
 
-use crate::record::{record1, record2, record_nary, CONST_ID};
+use crate::record::{record1, record2, record_matvec, record_nary, record_runs, CONST_ID};
 use adjoint_core::lift::Lift;
 use adjoint_core::rules::{self, Op1, Op2};
 use adjoint_core::vector::fast;
@@ -131,6 +131,13 @@ impl Lift for Var {
 
     fn lift_dot(a: &[Self], b: &[Self]) -> Self {
         let value = fast::dot_by(a, b, |x| x.v, |y| y.v);
+        let fill = |p: &mut Vec<f64>| {
+            p.extend(b.iter().map(|y| y.v));
+            p.extend(a.iter().map(|x| x.v));
+        };
+        if let Some(v) = record_runs(value, &[a, b], fill) {
+            return v;
+        }
         let ops = || {
             let first = a.iter().zip(b).map(|(x, y)| (*x, y.v));
             first.chain(a.iter().zip(b).map(|(x, y)| (*y, x.v)))
@@ -140,6 +147,9 @@ impl Lift for Var {
 
     fn lift_sum(a: &[Self]) -> Self {
         let value = fast::sum_by(a, |x| x.v);
+        if let Some(v) = record_runs(value, &[a], |p| p.resize(p.len() + a.len(), 1.0)) {
+            return v;
+        }
         record_nary(value, || a.iter().map(|x| (*x, 1.0)), "sum")
     }
 
@@ -147,6 +157,9 @@ impl Lift for Var {
         let cols = x.len();
         if cols == 0 {
             out.iter_mut().for_each(|o| *o = Var::constant(0.0));
+            return;
+        }
+        if record_matvec(m, x, out) {
             return;
         }
         for (o, row) in out.iter_mut().zip(m.chunks_exact(cols)) {
@@ -161,6 +174,10 @@ impl Lift for Var {
             return adjoint_core::vector::scalar::logsumexp(a);
         }
         let s = fast::sum_by(a, |x| (x.v - m).exp());
+        let fill = |p: &mut Vec<f64>| p.extend(a.iter().map(|x| (x.v - m).exp() / s));
+        if let Some(v) = record_runs(s.ln() + m, &[a], fill) {
+            return v;
+        }
         // The value as `f64`'s kernel computes it; ∂/∂aᵢ = softmax(a)ᵢ = exp(aᵢ − m) / s.
         record_nary(
             s.ln() + m,

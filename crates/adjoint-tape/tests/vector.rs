@@ -158,3 +158,67 @@ fn length_mismatch_is_a_clear_panic() {
     let msg = r.unwrap_err().downcast::<String>().unwrap();
     assert!(msg.contains("lengths 2 and 1 differ"), "{msg}");
 }
+
+/// Gradients of `f` from an unchecked tape (slice primitives on whole runs of values take the
+/// fast path: a `matvec` is one record) and from a checked one (every primitive takes the
+/// per-result path), which must agree bit for bit, and against forward mode.
+fn both_paths(f: impl Fn(&[Var]) -> Var + Copy, plain: impl Fn(&[Dual64]) -> Dual64, p: &[f64]) {
+    let (y, fast) = Tape::new().value_and_grad(f, p);
+    let (yc, slow) = Tape::new().checked().try_value_and_grad(f, p).unwrap();
+    assert_eq!(y.to_bits(), yc.to_bits());
+    assert_eq!(fast, slow);
+    let reference = forward::gradient(plain, p);
+    for (i, (a, b)) in fast.iter().zip(&reference).enumerate() {
+        assert!((a - b).abs() <= 1e-12 * b.abs().max(1.0), "{i}: {a} vs {b}");
+    }
+}
+
+use adjoint_core::forward::Dual64;
+
+#[test]
+fn whole_matrix_vector_products_match_the_per_row_path() {
+    let (r, c) = (7, 5);
+    // `[M, x]`, `[x, M]`, `M` times part of itself (overlapping runs), `x` an intermediate
+    // vector, `x` not a run (reversed), a product as the very first operation, rows whose
+    // result is unused (zero adjoint), and a 1 × c and an r × 1 product.
+    fn cases<T: Real>(v: &[T], r: usize, c: usize) -> T {
+        let mv = |m: &[T], x: &[T], rows: usize| {
+            let mut out = vec![T::cst(0.0); rows];
+            vector::matvec(m, x, &mut out);
+            out
+        };
+        let first = mv(&v[..r * c], &v[r * c..r * c + c], r);
+        let swapped = mv(&v[c..c + r * c], &v[..c], r);
+        let overlapping = mv(&v[..r * c], &v[2..2 + c], r);
+        let xs: Vec<T> = v[..c].iter().map(|&t| t.sin()).collect();
+        let intermediate = mv(&v[c..c + r * c], &xs, r);
+        let reversed: Vec<T> = v[..c].iter().rev().copied().collect();
+        let not_a_run = mv(&v[c..c + r * c], &reversed, r);
+        let row = mv(&v[..c], &v[c..2 * c], 1);
+        let column = mv(&v[..r], &v[r..r + 1], r);
+        first[0] * 0.5
+            + vector::sum(&first[2..])
+            + vector::dot(&swapped, &overlapping)
+            + vector::logsumexp(&intermediate)
+            + vector::sum(&not_a_run) * row[0]
+            + vector::dot(&column, &first)
+    }
+    let p = input(r * c + c + 3, 0.7);
+    both_paths(|v| cases(v, r, c), |v| cases(v, r, c), &p);
+}
+
+#[test]
+fn primitives_on_runs_and_on_scattered_values_agree() {
+    fn f<T: Real>(v: &[T]) -> T {
+        let n = v.len() / 2;
+        let (a, b) = v.split_at(n);
+        let every_other: Vec<T> = v.iter().step_by(2).copied().collect();
+        let with_constant: Vec<T> = a.iter().copied().chain([T::cst(2.0)]).collect();
+        vector::dot(a, b)
+            + vector::dot(&every_other, &v[..every_other.len()])
+            + vector::sum(&with_constant) * vector::logsumexp(b)
+            + vector::sum(&v[1..])
+    }
+    let p = input(40, -0.3);
+    both_paths(f, f, &p);
+}
