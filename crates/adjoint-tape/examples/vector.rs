@@ -1,5 +1,6 @@
-//! A profiling target: slice primitives on the tape (dot and matvec, as the bench's vector rows).
-use adjoint_core::vector;
+//! A profiling target: slice primitives on the tape (dot, matvec and seed 003's network, as the
+//! bench's vector rows). `cargo run --release -p adjoint-tape --example vector [dot|matvec|network]`
+use adjoint_core::{vector, Real};
 use adjoint_tape::{Tape, Var};
 use std::hint::black_box;
 use std::time::Instant;
@@ -16,7 +17,43 @@ fn time(label: &str, reps: usize, mut f: impl FnMut()) {
     );
 }
 
+fn dense_relu<T: Real>(w: &[T], b: &[T], x: &[T]) -> Vec<T> {
+    let mut a = vec![T::cst(0.0); b.len()];
+    vector::matvec(w, x, &mut a);
+    a.iter()
+        .zip(b)
+        .map(|(&a, &b)| (a + b).max(T::cst(0.0)))
+        .collect()
+}
+
+fn network<T: Real>(p: &[T]) -> T {
+    let (w1, rest) = p.split_at(100 * 50);
+    let (b1, rest) = rest.split_at(100);
+    let (w2, rest) = rest.split_at(50 * 100);
+    let (b2, x) = rest.split_at(50);
+    let h = dense_relu(w2, b2, &dense_relu(w1, b1, x));
+    let lse = vector::logsumexp(&h);
+    let e: Vec<T> = h.iter().map(|&z| (z - lse).exp()).collect();
+    vector::sum(&e)
+}
+
 fn main() {
+    let only = std::env::args().nth(1).unwrap_or_default();
+    let run = |name: &str| only.is_empty() || only == name;
+    if run("network") {
+        let p: Vec<f64> = (0..10_200).map(|i| (i as f64 * 0.37).sin()).collect();
+        let mut g = vec![0.0; p.len()];
+        let mut tape = Tape::new();
+        time("network primal", 20000, || {
+            black_box(network(black_box(&p)));
+        });
+        time("network tape", 20000, || {
+            tape.grad_into(|v: &[Var]| network(v), black_box(&p), &mut g);
+        });
+    }
+    if !(run("dot") || run("matvec")) {
+        return;
+    }
     let n = 100_000;
     let x: Vec<f64> = (0..2 * n)
         .map(|i| ((i * 7919) % 1000) as f64 / 1000.0)

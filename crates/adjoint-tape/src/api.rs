@@ -241,10 +241,12 @@ impl Tape {
         }
     }
 
-    /// Tape entries of the last recording, over all its jobs (each 24 bytes, see
-    /// [`BYTES_PER_ENTRY`](crate::BYTES_PER_ENTRY); the per-job sink entries included). A slice
-    /// primitive ([`adjoint_core::vector::dot`], …) adds one entry per result, plus 8 bytes per
-    /// active operand for its partials.
+    /// Values on the tape of the last recording, over all its jobs: each job's sink, the inputs,
+    /// and one per recorded result. A result takes one entry of
+    /// [`BYTES_PER_ENTRY`](crate::BYTES_PER_ENTRY) = 24 bytes; the sinks and the inputs take
+    /// none. A slice primitive ([`adjoint_core::vector::dot`], …) adds one value per result,
+    /// plus 8 bytes per active operand for its partials (for a whole `matvec`: one copy of `x`
+    /// and one of `M`).
     ///
     /// ```
     /// use adjoint_tape::{Tape, Var};

@@ -131,12 +131,13 @@ pub(crate) enum Shape {
     /// One result, its operands in runs.
     One,
     /// `out = M x`: `rows` results; `M` (row-major, `rows × cols`) at positions `m..`, `x` at
-    /// `x..` (each one run of consecutive values).
+    /// `x..` (each one run of consecutive values, or `None`: constants). The partials are
+    /// `x`'s values, then `M`'s when `x` is active.
     Matvec {
         rows: u32,
         cols: u32,
-        m: u32,
-        x: u32,
+        m: Option<u32>,
+        x: Option<u32>,
     },
 }
 
@@ -316,6 +317,26 @@ impl Job {
         } else {
             self.old_position(id)
         }
+    }
+
+    /// The position of the value with id `first` when the `n` ids `first..first + n` are all
+    /// values of this job in one id range (so at consecutive positions). Ids past the end of a
+    /// range may belong to the next range reserved, by this job or another one, and are not
+    /// the positions that follow.
+    #[inline]
+    pub fn run_position(&self, first: u64, n: usize) -> Option<u32> {
+        let len = u64::from(self.len());
+        let n = n as u64;
+        let p = first.wrapping_sub(self.base);
+        // The current range covers every position below `len` (`limit ≥ len`).
+        if p < len && p + n <= len {
+            return Some(p as u32);
+        }
+        self.old_ranges.iter().find_map(|&(base, limit)| {
+            let p = first.wrapping_sub(base);
+            let end = u64::from(limit).min(len);
+            (p < end && p + n <= end).then_some(p as u32)
+        })
     }
 
     #[cold]
@@ -1079,19 +1100,41 @@ pub(crate) fn record_runs(
 #[inline]
 fn as_run(job: &Job, vars: &[Var]) -> Option<u32> {
     let first = vars.first()?.id;
-    let start = first.wrapping_sub(job.base);
     let gaps = vars
         .iter()
         .zip(first..)
         .fold(0u64, |acc, (v, id)| acc | (v.id ^ id));
-    let len = u64::from(job.len());
-    (gaps == 0 && start < len && start + vars.len() as u64 <= len).then_some(start as u32)
+    if gaps == 0 {
+        job.run_position(first, vars.len())
+    } else {
+        None
+    }
+}
+
+/// [`as_run`] and the values' copy to `job.partials` in one pass; nothing copied on `None`.
+#[inline]
+fn copy_run(job: &mut Job, vars: &[Var]) -> Option<u32> {
+    let first = vars.first()?.id;
+    let p0 = job.partials.len();
+    let mut gaps = 0u64;
+    job.partials.extend(vars.iter().zip(first..).map(|(v, id)| {
+        gaps |= v.id ^ id;
+        v.v
+    }));
+    match job.run_position(first, vars.len()) {
+        Some(start) if gaps == 0 => Some(start),
+        _ => {
+            job.partials.truncate(p0);
+            None
+        }
+    }
 }
 
 /// Record `out = M x` (`M` row-major, `out.len()` rows, `x.len() > 0` columns) as one record
-/// when `M` and `x` are each a run of consecutive values of this thread's current job: the
-/// partials are one copy of `x` and one of `M` (not two values per element), and the reverse
-/// pass is one matrix-vector loop. Returns `false`, with nothing recorded, otherwise.
+/// when `M` and `x` are each a run of consecutive values of this thread's current job or all
+/// constants (data times weights): the partials are one copy of `x` (when `M` is active) and
+/// one of `M` (when `x` is), not two values per element, and the reverse pass is one
+/// matrix-vector loop. Returns `false`, with nothing recorded, otherwise.
 #[inline]
 pub(crate) fn record_matvec(m: &[Var], x: &[Var], out: &mut [Var]) -> bool {
     let p = FAST.get();
@@ -1100,18 +1143,57 @@ pub(crate) fn record_matvec(m: &[Var], x: &[Var], out: &mut [Var]) -> bool {
     }
     // SAFETY: as in `record1`: `FAST` points at this thread's current (unchecked) job.
     let job = unsafe { &mut *p };
-    let (Some(m0), Some(x0)) = (as_run(job, m), as_run(job, x)) else {
-        return false;
+    let p0 = job.partials.len();
+    let all_constant = |vars: &[Var]| vars.iter().fold(0, |acc, v| acc | v.id) == CONST_ID;
+    // A vector that is not one run (a layer's outputs built element by element, with
+    // constants among them) is first copied into one: `cols` entries, against two partials per
+    // element of every row on the per-row path.
+    let x0 = match as_run(job, x) {
+        Some(x0) => Some(x0),
+        None if all_constant(x) => None,
+        None if out.len() > 1 => match copy_to_run(job, x) {
+            Some(x0) => Some(x0),
+            None => return false,
+        },
+        None => return false,
+    };
+    job.partials.extend(x.iter().map(|v| v.v));
+    let m0 = if x0.is_some() {
+        // `x̄ += Mᵀ ā` needs `M`'s values: copied while checking its ids.
+        match copy_run(job, m) {
+            Some(m0) => Some(m0),
+            None if all_constant(m) => {
+                job.partials.extend(m.iter().map(|v| v.v));
+                None
+            }
+            None => {
+                // (A copy of `x` made above stays on the tape, unused: harmless.)
+                job.partials.truncate(p0);
+                return false;
+            }
+        }
+    } else {
+        match as_run(job, m) {
+            Some(m0) => Some(m0),
+            None => {
+                // Both constant (the generic path returns constants), or `M` not a run.
+                job.partials.truncate(p0);
+                return false;
+            }
+        }
     };
     let cols = x.len();
-    let p0 = job.partials.len();
-    job.partials.extend(x.iter().map(|v| v.v));
-    job.partials.extend(m.iter().map(|v| v.v));
     let at = job.push_leaves(out.len(), false);
-    let xv = &job.partials[p0..p0 + cols];
-    for (k, (o, row)) in out.iter_mut().zip(m.chunks_exact(cols)).enumerate() {
-        let value = fast::dot_by(row, xv, |a| a.v, |&b| b);
-        *o = job.var(value, at + k as u32);
+    let (xv, mv) = job.partials[p0..].split_at(cols);
+    if mv.is_empty() {
+        for (k, (o, row)) in out.iter_mut().zip(m.chunks_exact(cols)).enumerate() {
+            *o = job.var(fast::dot_by(row, xv, |a| a.v, |&b| b), at + k as u32);
+        }
+    } else {
+        // From the copies: contiguous `f64`s, the loop `f64`'s own matvec runs.
+        for (k, (o, row)) in out.iter_mut().zip(mv.chunks_exact(cols)).enumerate() {
+            *o = job.var(fast::dot(row, xv), at + k as u32);
+        }
     }
     let r = job.runs.len() as u32;
     job.nary.push(Nary {
@@ -1126,6 +1208,32 @@ pub(crate) fn record_matvec(m: &[Var], x: &[Var], out: &mut [Var]) -> bool {
         },
     });
     true
+}
+
+/// Record a copy of `vars` as consecutive values of `job` (an entry `1 × v` for each active
+/// value, a leaf for each constant) and return the first one's position; `None`, with nothing
+/// recorded, when one of them belongs to another job.
+fn copy_to_run(job: &mut Job, vars: &[Var]) -> Option<u32> {
+    let (first, k0) = (job.len(), job.entries.len());
+    for v in vars {
+        let own = job.len();
+        let e = if v.is_constant() {
+            Entry::default()
+        } else {
+            match job.position(v.id) {
+                Some(i) => Entry {
+                    p: [1.0, 0.0],
+                    i: [i, own],
+                },
+                None => {
+                    job.entries.truncate(k0);
+                    return None;
+                }
+            }
+        };
+        job.push(e);
+    }
+    Some(first)
 }
 
 /// Add the operand at position `i` to the run being built, pushing the finished run to `runs`
@@ -1232,4 +1340,32 @@ fn record_nary_slow(
         }
         job.var(value, seq)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_stay_inside_one_id_range() {
+        let mut job = Job::default();
+        job.reset(0, false, 10); // range of 64 ids: positions 0..64
+        let b0 = job.base;
+        job.push_leaves(10, false);
+        for _ in 0..60 {
+            job.push(Entry::default()); // past 64: a second range, 128 ids
+        }
+        assert_eq!(job.len(), 71);
+        assert_eq!(job.old_ranges, vec![(b0, 64)]);
+        let b1 = job.base;
+        // Inside the old range, inside the current one.
+        assert_eq!(job.run_position(b0 + 1, 10), Some(1));
+        assert_eq!(job.run_position(b0 + 60, 4), Some(60));
+        assert_eq!(job.run_position(b1 + 64, 7), Some(64));
+        // Across the end of the old range: ids b0 + 64.. are not positions 64.. (those have ids
+        // b1 + 64..), so this is no run, whatever holds those ids.
+        assert_eq!(job.run_position(b0 + 60, 5), None);
+        // Past the values recorded so far.
+        assert_eq!(job.run_position(b1 + 64, 8), None);
+    }
 }

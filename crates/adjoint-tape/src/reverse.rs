@@ -168,8 +168,12 @@ fn sweep_stops(job: &mut Job, checked: bool, idx: u16) -> Result<(), BadValue> {
                         let (rows, cols) = (rows as usize, cols as usize);
                         let p0 = op.p0 as usize;
                         let xv = &partials[p0..p0 + cols];
-                        let mv = &partials[p0 + cols..p0 + cols + rows * cols];
-                        sweep_matvec(op.at as usize, m as usize, x as usize, xv, mv, adj);
+                        let mv = match x {
+                            Some(_) => &partials[p0 + cols..p0 + cols + rows * cols],
+                            None => &[],
+                        };
+                        let (m, x) = (m.map(|m| m as usize), x.map(|x| x as usize));
+                        sweep_matvec(op.at as usize, rows, m, x, xv, mv, adj);
                     }
                 }
                 hi = op.at as usize;
@@ -223,54 +227,86 @@ fn sweep_nary(
 }
 
 /// The adjoint of `out = M x` recorded as one record (`record_matvec`): with `ā` the results'
-/// adjoints (at `at..`), `M̄ += ā xᵀ` and `x̄ += Mᵀ ā`, from the recorded values `xv` and `mv`.
-/// Rows are taken last to first, as the tape would sweep one `dot` per row, so the sums are
-/// added in the same order as on that path.
-fn sweep_matvec(at: usize, m: usize, x: usize, xv: &[f64], mv: &[f64], adj: &mut [f64]) {
+/// adjoints (at `at..`), `M̄ += ā xᵀ` (when `M` is active, at `m`) and `x̄ += Mᵀ ā` (when `x`
+/// is, at `x`), from the recorded values `xv` and `mv`. Rows are taken last to first, as the
+/// tape would sweep one `dot` per row, so the sums are added in the same order as on that path.
+fn sweep_matvec(
+    at: usize,
+    rows: usize,
+    m: Option<usize>,
+    x: Option<usize>,
+    xv: &[f64],
+    mv: &[f64],
+    adj: &mut [f64],
+) {
     let cols = xv.len();
-    let rows = mv.len() / cols;
     // The operands precede the results: split there so the results' adjoints can be read while
     // the operands' are updated.
     let (lo, hi) = adj.split_at_mut(at);
     let out = &hi[..rows];
-    let disjoint = m + rows * cols <= x || x + cols <= m;
-    if disjoint {
-        // Two non-overlapping runs: two slices, and loops the compiler vectorises.
-        let (gm, gx) = if m < x {
-            let (a, b) = lo.split_at_mut(x);
-            (&mut a[m..m + rows * cols], &mut b[..cols])
-        } else {
-            let (a, b) = lo.split_at_mut(m);
-            (&mut b[..rows * cols], &mut a[x..x + cols])
-        };
-        for i in (0..rows).rev() {
-            let a = out[i];
-            if a == 0.0 {
-                continue;
-            }
-            let row = &mv[i * cols..(i + 1) * cols];
-            for (g, &xj) in gm[i * cols..(i + 1) * cols].iter_mut().zip(xv) {
-                *g += xj * a;
-            }
-            for (g, &mij) in gx.iter_mut().zip(row) {
-                *g += mij * a;
+    let rows_of = |i: usize| i * cols..(i + 1) * cols;
+    match (m, x) {
+        (Some(m), None) => {
+            let gm = &mut lo[m..m + rows * cols];
+            for i in (0..rows).rev() {
+                let a = out[i];
+                if a != 0.0 {
+                    for (g, &xj) in gm[rows_of(i)].iter_mut().zip(xv) {
+                        *g += xj * a;
+                    }
+                }
             }
         }
-    } else {
-        // `M` and `x` share values (a matrix times part of itself): element by element, in the
-        // order the per-row records would use.
-        for i in (0..rows).rev() {
-            let a = out[i];
-            if a == 0.0 {
-                continue;
-            }
-            for j in 0..cols {
-                lo[m + i * cols + j] += xv[j] * a;
-            }
-            for j in 0..cols {
-                lo[x + j] += mv[i * cols + j] * a;
+        (None, Some(x)) => {
+            let gx = &mut lo[x..x + cols];
+            for i in (0..rows).rev() {
+                let a = out[i];
+                if a != 0.0 {
+                    for (g, &mij) in gx.iter_mut().zip(&mv[rows_of(i)]) {
+                        *g += mij * a;
+                    }
+                }
             }
         }
+        (Some(m), Some(x)) if m + rows * cols <= x || x + cols <= m => {
+            // Two non-overlapping runs: two slices, and loops the compiler vectorises.
+            let (gm, gx) = if m < x {
+                let (a, b) = lo.split_at_mut(x);
+                (&mut a[m..m + rows * cols], &mut b[..cols])
+            } else {
+                let (a, b) = lo.split_at_mut(m);
+                (&mut b[..rows * cols], &mut a[x..x + cols])
+            };
+            for i in (0..rows).rev() {
+                let a = out[i];
+                if a == 0.0 {
+                    continue;
+                }
+                for (g, &xj) in gm[rows_of(i)].iter_mut().zip(xv) {
+                    *g += xj * a;
+                }
+                for (g, &mij) in gx.iter_mut().zip(&mv[rows_of(i)]) {
+                    *g += mij * a;
+                }
+            }
+        }
+        (Some(m), Some(x)) => {
+            // `M` and `x` share values (a matrix times part of itself): element by element,
+            // in the order the per-row records would use.
+            for i in (0..rows).rev() {
+                let a = out[i];
+                if a == 0.0 {
+                    continue;
+                }
+                for j in 0..cols {
+                    lo[m + i * cols + j] += xv[j] * a;
+                }
+                for j in 0..cols {
+                    lo[x + j] += mv[i * cols + j] * a;
+                }
+            }
+        }
+        (None, None) => {}
     }
 }
 

@@ -161,12 +161,24 @@ fn length_mismatch_is_a_clear_panic() {
 
 /// Gradients of `f` from an unchecked tape (slice primitives on whole runs of values take the
 /// fast path: a `matvec` is one record) and from a checked one (every primitive takes the
-/// per-result path), which must agree bit for bit, and against forward mode.
-fn both_paths(f: impl Fn(&[Var]) -> Var + Copy, plain: impl Fn(&[Dual64]) -> Dual64, p: &[f64]) {
+/// per-result path), which must agree — bit for bit when `same_bits` (the fast path adds in
+/// the per-row path's order unless it copied a vector into a run first) — and against forward
+/// mode.
+fn both_paths(
+    f: impl Fn(&[Var]) -> Var + Copy,
+    plain: impl Fn(&[Dual64]) -> Dual64,
+    p: &[f64],
+    same_bits: bool,
+) {
     let (y, fast) = Tape::new().value_and_grad(f, p);
     let (yc, slow) = Tape::new().checked().try_value_and_grad(f, p).unwrap();
     assert_eq!(y.to_bits(), yc.to_bits());
-    assert_eq!(fast, slow);
+    if same_bits {
+        assert_eq!(fast, slow);
+    }
+    for (i, (a, b)) in fast.iter().zip(&slow).enumerate() {
+        assert!((a - b).abs() <= 1e-14 * b.abs().max(1.0), "{i}: {a} vs {b}");
+    }
     let reference = forward::gradient(plain, p);
     for (i, (a, b)) in fast.iter().zip(&reference).enumerate() {
         assert!((a - b).abs() <= 1e-12 * b.abs().max(1.0), "{i}: {a} vs {b}");
@@ -179,9 +191,10 @@ use adjoint_core::forward::Dual64;
 fn whole_matrix_vector_products_match_the_per_row_path() {
     let (r, c) = (7, 5);
     // `[M, x]`, `[x, M]`, `M` times part of itself (overlapping runs), `x` an intermediate
-    // vector, `x` not a run (reversed), a product as the very first operation, rows whose
-    // result is unused (zero adjoint), and a 1 × c and an r × 1 product.
-    fn cases<T: Real>(v: &[T], r: usize, c: usize) -> T {
+    // vector, `x` not a run (reversed: copied into one), a product as the very first
+    // operation, rows whose result is unused (zero adjoint), a 1 × c and an r × 1 product, and
+    // products with constants.
+    fn cases<T: Real>(v: &[T], r: usize, c: usize, copied: bool) -> T {
         let mv = |m: &[T], x: &[T], rows: usize| {
             let mut out = vec![T::cst(0.0); rows];
             vector::matvec(m, x, &mut out);
@@ -192,19 +205,42 @@ fn whole_matrix_vector_products_match_the_per_row_path() {
         let overlapping = mv(&v[..r * c], &v[2..2 + c], r);
         let xs: Vec<T> = v[..c].iter().map(|&t| t.sin()).collect();
         let intermediate = mv(&v[c..c + r * c], &xs, r);
-        let reversed: Vec<T> = v[..c].iter().rev().copied().collect();
-        let not_a_run = mv(&v[c..c + r * c], &reversed, r);
+        let not_a_run = if copied {
+            let mut reversed: Vec<T> = v[..c].iter().rev().copied().collect();
+            reversed[1] = T::cst(0.25); // and a constant among them
+            vector::sum(&mv(&v[c..c + r * c], &reversed, r))
+        } else {
+            T::cst(1.0)
+        };
         let row = mv(&v[..c], &v[c..2 * c], 1);
         let column = mv(&v[..r], &v[r..r + 1], r);
+        // Constant data times active weights, active weights times constant data, constants.
+        let data: Vec<T> = (0..r * c).map(|i| T::cst((i as f64 * 0.3).cos())).collect();
+        let by_data = mv(&data, &v[r * c..r * c + c], r);
+        let of_data = mv(&v[..r * c], &data[..c], r);
+        let constants = mv(&data, &data[..c], r);
         first[0] * 0.5
             + vector::sum(&first[2..])
             + vector::dot(&swapped, &overlapping)
             + vector::logsumexp(&intermediate)
-            + vector::sum(&not_a_run) * row[0]
+            + not_a_run * row[0]
             + vector::dot(&column, &first)
+            + vector::dot(&by_data, &of_data)
+            + vector::dot(&constants, &by_data)
     }
     let p = input(r * c + c + 3, 0.7);
-    both_paths(|v| cases(v, r, c), |v| cases(v, r, c), &p);
+    both_paths(
+        |v| cases(v, r, c, false),
+        |v| cases(v, r, c, false),
+        &p,
+        true,
+    );
+    both_paths(
+        |v| cases(v, r, c, true),
+        |v| cases(v, r, c, true),
+        &p,
+        false,
+    );
 }
 
 #[test]
@@ -220,5 +256,43 @@ fn primitives_on_runs_and_on_scattered_values_agree() {
             + vector::sum(&v[1..])
     }
     let p = input(40, -0.3);
-    both_paths(f, f, &p);
+    both_paths(f, f, &p, true);
+}
+
+#[test]
+fn matrix_vector_products_in_forked_jobs() {
+    // Inside a job of a fork: `M` a run of that job, `x` mixing a value of the parent job (an
+    // import: the product takes the per-row path) or only the job's own values (copied into a
+    // run: one record).
+    fn f(v: &[Var]) -> Var {
+        let a = v[0] * v[1];
+        let (l, r) = join(
+            || {
+                let m: Vec<Var> = v[..6].iter().map(|t| t.sin()).collect();
+                let mut out = [Var::constant(0.0); 3];
+                vector::matvec(&m, &[a, v[7]], &mut out);
+                vector::sum(&out)
+            },
+            || {
+                let m: Vec<Var> = v[2..8].iter().map(|t| t.cos()).collect();
+                let x = [v[1].exp(), Var::constant(0.5)];
+                let mut out = [Var::constant(0.0); 3];
+                vector::matvec(&m, &[x[1], x[0]], &mut out);
+                vector::dot(&out, &m[..3])
+            },
+        );
+        l * r + a
+    }
+    fn plain(v: &[Dual64]) -> Dual64 {
+        let a = v[0] * v[1];
+        let m: Vec<Dual64> = v[..6].iter().map(|t| t.sin()).collect();
+        let mut out = [Dual64::cst(0.0); 3];
+        vector::matvec(&m, &[a, v[7]], &mut out);
+        let l = vector::sum(&out);
+        let m: Vec<Dual64> = v[2..8].iter().map(|t| t.cos()).collect();
+        let mut out = [Dual64::cst(0.0); 3];
+        vector::matvec(&m, &[Dual64::cst(0.5), v[1].exp()], &mut out);
+        l * vector::dot(&out, &m[..3]) + a
+    }
+    both_paths(f, plain, &input(8, 0.2), false);
 }
