@@ -193,8 +193,10 @@ impl Tape {
             // Every input active: positions 1..=n, written in two vectorisable loops.
             None => {
                 let first = job.push_leaves(x.len(), self.checked);
+                // The first id in a local (not re-read from `job` after every store).
+                let id0 = job.var(0.0, first).id;
                 self.inputs
-                    .extend(x.iter().zip(first..).map(|(&v, seq)| job.var(v, seq)));
+                    .extend(x.iter().zip(id0..).map(|(&v, id)| Var::at(v, id)));
             }
             Some(active) => {
                 for (&v, &is_active) in x.iter().zip(active) {
