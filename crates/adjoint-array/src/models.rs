@@ -77,8 +77,16 @@ impl Gmm {
         let x = b.constant_input(&[n, d]);
         let c = |v: usize| lit(v as f64);
         let qdiag = b.generate(&[k, d], |i| icf.at(&[i[0], i[1]]).exp());
-        let sum_q =
-            |ik: Exp| -> Exp { (1..d).fold(icf.at(&[ik, c(0)]), |s, j| s + icf.at(&[ik, c(j)])) };
+        // Σ_j q_kj: unrolled for small d; a sum over an array for larger d, where d unrolled
+        // reads would make kernels whose adjoints scatter d values each (the GPU's combining
+        // kernels grow with that count).
+        let sum_q_array = (d >= MATMUL_MIN_D).then(|| b.generate(&[k, d], |i| icf.at(i)).sum());
+        let sum_q = |ik: Exp| -> Exp {
+            match &sum_q_array {
+                Some(s) => s.at(&[ik]),
+                None => (1..d).fold(icf.at(&[ik, c(0)]), |s, j| s + icf.at(&[ik, c(j)])),
+            }
+        };
         let base = b.generate(&[k], |i| alphas.at(&[i[0]]) + sum_q(i[0]));
         // main[i, k] = α_k + Σq_k − ½‖Q_k (x_i − μ_k)‖²
         let main = if d < MATMUL_MIN_D {
@@ -145,8 +153,10 @@ impl Gmm {
         let constant = -(n as f64) * df * 0.5 * (2.0 * PI).ln();
         let nn = df + m + 1.0;
         let wishart_c = nn * df * (gamma.ln() - 0.5 * 2f64.ln()) - log_gamma_distrib(0.5 * nn, d);
-        let prior = b
-            .generate(&[k], |i| {
+        // Wishart prior: Σ_k ½γ²‖Q_k‖²_F − m Σ_k Σ_j q_kj.
+        let half_g2 = 0.5 * gamma * gamma;
+        let prior = if d < MATMUL_MIN_D {
+            b.generate(&[k], |i| {
                 let ik = i[0];
                 let frob = (0..icf_sz).fold(lit(0.0), |s, j| {
                     let v = icf.at(&[ik, c(j)]);
@@ -157,9 +167,25 @@ impl Gmm {
                         s + v * v
                     }
                 });
-                frob * (0.5 * gamma * gamma) - sum_q(ik) * m
+                frob * half_g2 - sum_q(ik) * m
             })
-            .sum();
+            .sum()
+        } else {
+            // One term per entry of icf, read where it is: at d = 64 the unrolled form was
+            // one kernel of 2080 reads per component (8256 at d = 128).
+            b.generate(&[k, icf_sz], |i| {
+                let v = icf.at(i);
+                i[1].lt(c(d)).select(
+                    {
+                        let e = v.exp();
+                        e * e * half_g2 - v * m
+                    },
+                    v * v * half_g2,
+                )
+            })
+            .sum()
+            .sum()
+        };
         let rest = constant - k as f64 * wishart_c;
         let total = b.generate(&[], |_| {
             data_term.the() + (alse.the() * -(n as f64) + prior.the() + rest)

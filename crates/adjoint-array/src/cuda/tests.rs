@@ -1233,3 +1233,35 @@ fn programs_on_the_gpu() {
     assert!(e.to_string().contains("out of bounds"), "{e}");
     eprintln!("GPU: unsupported nodes and bad indices are errors");
 }
+
+#[test]
+fn gmm_kernels_stay_small_at_adbench_dimensions() {
+    // At d = 64 and 128 (ADBench's largest GMM inputs) no gradient kernel reads a number of
+    // values that grows with icf's d(d+1)/2 entries: the Wishart prior once read all 2080
+    // (8256) of a component's in one unrolled kernel, whose adjoint scattered each one — a
+    // megabyte of CUDA C for NVRTC at d = 64, where the GPU gradient did not finish. The
+    // quadratic form's d-term sums stay unrolled (2d + 1 scatters, 44 kB at d = 64).
+    for d in [64, 128] {
+        let (_gmm, ks) = gmm_gradient_kernels(3, d, 2);
+        let mut largest = (0, 0);
+        for kern in &ks {
+            let src = kernel_source(kern, "k").unwrap();
+            largest.0 = largest.0.max(src.scatters.len());
+            largest.1 = largest.1.max(src.code.len());
+        }
+        eprintln!(
+            "d = {d}: at most {} scatters, {} bytes of source",
+            largest.0, largest.1
+        );
+        assert!(
+            largest.0 <= 2 * d + 1,
+            "d = {d}: a kernel with {} scatters",
+            largest.0
+        );
+        assert!(
+            largest.1 <= 1000 * d,
+            "d = {d}: a kernel of {} bytes",
+            largest.1
+        );
+    }
+}
