@@ -857,9 +857,12 @@ pub(crate) fn record2(
     if !p.is_null() {
         // SAFETY: as in `record1`.
         let job = unsafe { &mut *p };
-        let len = u64::from(job.len());
+        // An id of the current range below `limit` is a recorded value (ids are handed out
+        // only for pushed positions, and a reset takes a fresh range), so the bound is the
+        // range's, one field, not the tape's length.
+        let limit = u64::from(job.limit);
         let (ia, ib) = (a.id.wrapping_sub(job.base), b.id.wrapping_sub(job.base));
-        if ia < len && ib < len {
+        if ia < limit && ib < limit {
             let seq = job.push(Entry {
                 p: [pa, pb],
                 i: [ia as u32, ib as u32],
@@ -1100,6 +1103,10 @@ pub(crate) fn record_runs(
 #[inline]
 fn as_run(job: &Job, vars: &[Var]) -> Option<u32> {
     let first = vars.first()?.id;
+    // Most slices that are not runs fail at their last element: no pass over the rest.
+    if vars[vars.len() - 1].id != first.wrapping_add(vars.len() as u64 - 1) {
+        return None;
+    }
     let gaps = vars
         .iter()
         .zip(first..)
@@ -1115,6 +1122,9 @@ fn as_run(job: &Job, vars: &[Var]) -> Option<u32> {
 #[inline]
 fn copy_run(job: &mut Job, vars: &[Var]) -> Option<u32> {
     let first = vars.first()?.id;
+    if vars[vars.len() - 1].id != first.wrapping_add(vars.len() as u64 - 1) {
+        return None;
+    }
     let p0 = job.partials.len();
     let mut gaps = 0u64;
     job.partials.extend(vars.iter().zip(first..).map(|(v, id)| {
