@@ -272,6 +272,19 @@ impl Job {
         }
     }
 
+    /// Record a one-result slice primitive whose operands are `runs[r0..]` with partials from
+    /// `partials[p0..]`: its leaf entry and its record.
+    fn push_nary(&mut self, value: f64, r0: usize, p0: usize) -> Var {
+        let seq = self.push(Entry::default());
+        self.nary.push(Nary {
+            at: seq,
+            runs: (r0 as u32, self.runs.len() as u32),
+            p0: p0 as u32,
+            shape: Shape::One,
+        });
+        self.var(value, seq)
+    }
+
     /// How many values (positions) the tape holds: the leading leaves, then one per entry.
     #[inline(always)]
     pub fn len(&self) -> u32 {
@@ -1086,20 +1099,13 @@ pub(crate) fn record_runs(
         job.partials.len() - p0,
         slices.iter().map(|s| s.len()).sum::<usize>()
     );
-    let seq = job.push(Entry::default());
-    job.nary.push(Nary {
-        at: seq,
-        runs: (r0 as u32, job.runs.len() as u32),
-        p0: p0 as u32,
-        shape: Shape::One,
-    });
-    Some(job.var(value, seq))
+    Some(job.push_nary(value, r0, p0))
 }
 
 /// The position of `vars[0]` when `vars` (not empty) are consecutive values of `job`: ids
-/// `id, id + 1, …` from a position of this job. Constants and other jobs' values fail (their ids
-/// are outside `base..base + len`, and a run that wrapped would cover 2⁶⁴ ids). One branch-free
-/// pass over the ids, which the compiler vectorises.
+/// `id, id + 1, …` within one of its id ranges ([`Job::run_position`]). Constants and other
+/// jobs' values fail (their ids are in no range of this job, and a run that wrapped would cover
+/// 2⁶⁴ ids). One branch-free pass over the ids, which the compiler vectorises.
 #[inline]
 fn as_run(job: &Job, vars: &[Var]) -> Option<u32> {
     let first = vars.first()?.id;
@@ -1286,14 +1292,7 @@ fn nary_fast(job: &mut Job, value: f64, operands: impl Iterator<Item = (Var, f64
     }
     let r = run?; // no active operand: the slow path returns a constant
     job.runs.push(r);
-    let seq = job.push(Entry::default());
-    job.nary.push(Nary {
-        at: seq,
-        runs: (r0 as u32, job.runs.len() as u32),
-        p0: p0 as u32,
-        shape: Shape::One,
-    });
-    Some(job.var(value, seq))
+    Some(job.push_nary(value, r0, p0))
 }
 
 #[inline(never)]

@@ -364,9 +364,12 @@ fn sweep_range(
     for k in (lo..hi).rev() {
         // SAFETY: base ≤ lo ≤ k < hi ≤ tape.hi() = base + entries.len() = adj.len() (asserted
         // above), so `k` indexes `adj` and `k - base` indexes `entries`. Every entry's operands
-        // precede it: `Job::push` only ever receives positions of existing values
-        // (`Job::local` returns a position < len or a freshly pushed slot) or the entry's own
-        // position. So all operand indices are < adj.len().
+        // precede it: `Job::push` only ever receives positions of existing values or the
+        // entry's own position — `Job::local` returns a position < len or a freshly pushed
+        // slot, `copy_to_run` positions from `Job::position`, and `record1`/`record2` accept an
+        // id of the current range only below `len`/`limit`, where every id was handed out for
+        // a pushed position (ids exist only for pushed positions; a reset takes a fresh range).
+        // So all operand indices are < adj.len().
         unsafe {
             let a = *adj.get_unchecked(k);
             // A zero adjoint contributes nothing, even through an infinite partial (sqrt at 0).
