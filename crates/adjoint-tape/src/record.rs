@@ -1124,6 +1124,41 @@ fn as_run(job: &Job, vars: &[Var]) -> Option<u32> {
     }
 }
 
+/// `vector::dot(a, b)` (equal lengths) when `a` and `b` are runs of this thread's current job:
+/// one pass over each slice checks its ids and copies its values into the partials (`b`'s are
+/// `a`'s partials and the other way round), and the value is the `f64` kernel's over the
+/// copies (the same products, added in the same order). `None`, with nothing recorded,
+/// otherwise.
+#[inline]
+pub(crate) fn record_dot(a: &[Var], b: &[Var]) -> Option<Var> {
+    let p = FAST.get();
+    if p.is_null() || a.is_empty() {
+        return None;
+    }
+    // SAFETY: as in `record1`: `FAST` points at this thread's current (unchecked) job.
+    let job = unsafe { &mut *p };
+    let (n, p0) = (a.len(), job.partials.len());
+    let b0 = copy_run(job, b)?;
+    let Some(a0) = copy_run(job, a) else {
+        job.partials.truncate(p0);
+        return None;
+    };
+    let (pb, pa) = job.partials[p0..].split_at(n);
+    let value = fast::dot(pa, pb);
+    let r0 = job.runs.len();
+    let n = n as u32;
+    if a0 + n == b0 {
+        job.runs.push(Run {
+            first: a0,
+            len: 2 * n,
+        });
+    } else {
+        job.runs.push(Run { first: a0, len: n });
+        job.runs.push(Run { first: b0, len: n });
+    }
+    Some(job.push_nary(value, r0, p0))
+}
+
 /// [`as_run`] and the values' copy to `job.partials` in one pass; nothing copied on `None`.
 #[inline]
 fn copy_run(job: &mut Job, vars: &[Var]) -> Option<u32> {

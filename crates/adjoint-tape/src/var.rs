@@ -1,6 +1,8 @@
 //! The active scalar.
 
-use crate::record::{record1, record2, record_matvec, record_nary, record_runs, CONST_ID};
+use crate::record::{
+    record1, record2, record_dot, record_matvec, record_nary, record_runs, CONST_ID,
+};
 use adjoint_core::lift::Lift;
 use adjoint_core::rules::{self, Op1, Op2};
 use adjoint_core::vector::fast;
@@ -130,14 +132,10 @@ impl Lift for Var {
     // Slice primitives: one tape entry per result, operands in runs (see `record_nary`).
 
     fn lift_dot(a: &[Self], b: &[Self]) -> Self {
-        let value = fast::dot_by(a, b, |x| x.v, |y| y.v);
-        let fill = |p: &mut Vec<f64>| {
-            p.extend(b.iter().map(|y| y.v));
-            p.extend(a.iter().map(|x| x.v));
-        };
-        if let Some(v) = record_runs(value, &[a, b], fill) {
+        if let Some(v) = record_dot(a, b) {
             return v;
         }
+        let value = fast::dot_by(a, b, |x| x.v, |y| y.v);
         let ops = || {
             let first = a.iter().zip(b).map(|(x, y)| (*x, y.v));
             first.chain(a.iter().zip(b).map(|(x, y)| (*y, x.v)))
