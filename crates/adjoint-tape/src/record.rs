@@ -1051,15 +1051,16 @@ pub(crate) fn record_nary<I: Iterator<Item = (Var, f64)>>(
     record_nary_slow(value, operands(), label)
 }
 
-/// Record one result of a slice primitive whose operands are whole slices of consecutive values
-/// of this thread's current job (the common case: inputs, or a vector built by one loop), with
-/// no per-operand work but the partials' copy: `fill` appends one partial per element of
-/// `slices`, in order. `None`, with nothing recorded, when a slice is not such a run (or in
-/// checked mode, or on an imported value): the caller then takes [`record_nary`].
+/// Record one result of a one-slice primitive (`sum`, `logsumexp`) whose operand slice is a
+/// run of consecutive values of this thread's current job (the common case: inputs, or a
+/// vector built by one loop), with no per-operand work but the partials' copy: `fill` appends
+/// one partial per element of `vars`. `None`, with nothing recorded, when the slice is not
+/// such a run (or is empty, or in checked mode, or holds an imported value): the caller then
+/// takes [`record_nary`].
 #[inline]
-pub(crate) fn record_runs(
+pub(crate) fn record_run(
     value: f64,
-    slices: &[&[Var]],
+    vars: &[Var],
     fill: impl FnOnce(&mut Vec<f64>),
 ) -> Option<Var> {
     let p = FAST.get();
@@ -1068,37 +1069,14 @@ pub(crate) fn record_runs(
     }
     // SAFETY: as in `record1`: `FAST` points at this thread's current (unchecked) job.
     let job = unsafe { &mut *p };
-    let r0 = job.runs.len();
-    for vars in slices {
-        if vars.is_empty() {
-            continue;
-        }
-        let Some(start) = as_run(job, vars) else {
-            job.runs.truncate(r0);
-            return None;
-        };
-        let mut run = Some(Run {
-            first: start,
-            len: vars.len() as u32,
-        });
-        // A slice that continues the previous one extends its run.
-        if let Some(last) = job.runs[r0..].last_mut() {
-            if last.first + last.len == start {
-                last.len += vars.len() as u32;
-                run = None;
-            }
-        }
-        job.runs.extend(run);
-    }
-    if job.runs.len() == r0 {
-        return None; // no operand: the slow path returns a constant
-    }
-    let p0 = job.partials.len();
+    let first = as_run(job, vars)?;
+    let (r0, p0) = (job.runs.len(), job.partials.len());
+    job.runs.push(Run {
+        first,
+        len: vars.len() as u32,
+    });
     fill(&mut job.partials);
-    debug_assert_eq!(
-        job.partials.len() - p0,
-        slices.iter().map(|s| s.len()).sum::<usize>()
-    );
+    debug_assert_eq!(job.partials.len() - p0, vars.len());
     Some(job.push_nary(value, r0, p0))
 }
 

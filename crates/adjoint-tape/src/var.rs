@@ -1,7 +1,7 @@
 //! The active scalar.
 
 use crate::record::{
-    record1, record2, record_dot, record_matvec, record_nary, record_runs, CONST_ID,
+    record1, record2, record_dot, record_matvec, record_nary, record_run, CONST_ID,
 };
 use adjoint_core::lift::Lift;
 use adjoint_core::rules::{self, Op1, Op2};
@@ -145,7 +145,7 @@ impl Lift for Var {
 
     fn lift_sum(a: &[Self]) -> Self {
         let value = fast::sum_by(a, |x| x.v);
-        if let Some(v) = record_runs(value, &[a], |p| p.resize(p.len() + a.len(), 1.0)) {
+        if let Some(v) = record_run(value, a, |p| p.resize(p.len() + a.len(), 1.0)) {
             return v;
         }
         record_nary(value, || a.iter().map(|x| (*x, 1.0)), "sum")
@@ -173,7 +173,7 @@ impl Lift for Var {
         }
         let s = fast::sum_by(a, |x| (x.v - m).exp());
         let fill = |p: &mut Vec<f64>| p.extend(a.iter().map(|x| (x.v - m).exp() / s));
-        if let Some(v) = record_runs(s.ln() + m, &[a], fill) {
+        if let Some(v) = record_run(s.ln() + m, a, fill) {
             return v;
         }
         // The value as `f64`'s kernel computes it; ∂/∂aᵢ = softmax(a)ᵢ = exp(aᵢ − m) / s.
