@@ -50,21 +50,26 @@ fn bin<T: Real>(op: u8, x: T, y: T) -> T {
     }
 }
 
+/// One instruction's result over the values computed so far.
+fn scalar_op<T: Real>(ins: &Instr, v: &[T]) -> T {
+    let n = v.len();
+    match *ins {
+        Instr::Un(op, a) => un(op, v[a % n]),
+        Instr::Bin(op, a, b) => bin(op, v[a % n], v[b % n]),
+        Instr::Branch(a, b, o1, o2) => {
+            if v[a % n] > v[b % n] {
+                un(o1, v[a % n])
+            } else {
+                bin(o2, v[a % n], v[b % n])
+            }
+        }
+    }
+}
+
 fn run<T: Real>(prog: &[Instr], x: &[T]) -> T {
     let mut v: Vec<T> = x.to_vec();
     for ins in prog {
-        let n = v.len();
-        let r = match *ins {
-            Instr::Un(op, a) => un(op, v[a % n]),
-            Instr::Bin(op, a, b) => bin(op, v[a % n], v[b % n]),
-            Instr::Branch(a, b, o1, o2) => {
-                if v[a % n] > v[b % n] {
-                    un(o1, v[a % n])
-                } else {
-                    bin(o2, v[a % n], v[b % n])
-                }
-            }
-        };
+        let r = scalar_op(ins, &v);
         // Keep magnitudes tame so every program stays finite.
         v.push(r.tanh() * 2.0 + r * 0.01);
     }
@@ -122,6 +127,117 @@ proptest! {
             for i in 0..x.len() {
                 prop_assert!(close(col[i], h[i][j], 1e-9), "H[{}][{}]: tape {} forward {}", i, j, col[i], h[i][j]);
             }
+        }
+    }
+}
+
+/// A slice primitive over windows of the values computed so far: the inputs are one run of
+/// tape values, intermediate results are not (each takes several entries), so windows mix runs,
+/// non-runs, reversed copies and constants.
+#[derive(Clone, Debug)]
+enum Slice {
+    Dot(usize, usize, usize, bool),
+    Sum(usize, usize),
+    LogSumExp(usize, usize),
+    /// matrix start, vector start, rows, columns, a constant in the vector
+    Matvec(usize, usize, usize, usize, bool),
+}
+
+#[derive(Clone, Debug)]
+enum Step {
+    Scalar(Instr),
+    Slice(Slice),
+}
+
+fn window<T: Real>(v: &[T], start: usize, len: usize) -> &[T] {
+    let s = start % v.len();
+    let l = 1 + len % (v.len() - s).min(8);
+    &v[s..s + l]
+}
+
+fn slice_op<T: Real>(op: &Slice, v: &[T]) -> T {
+    use adjoint_core::vector;
+    match *op {
+        Slice::Dot(a, b, l, reversed) => {
+            let x = window(v, a, l);
+            let y = window(v, b, l);
+            let n = x.len().min(y.len());
+            let y: Vec<T> = if reversed {
+                y[..n].iter().rev().copied().collect()
+            } else {
+                y[..n].to_vec()
+            };
+            vector::dot(&x[..n], &y)
+        }
+        Slice::Sum(s, l) => vector::sum(window(v, s, l)),
+        Slice::LogSumExp(s, l) => vector::logsumexp(window(v, s, l)),
+        Slice::Matvec(sm, sx, r, c, with_constant) => {
+            let (rows, cols) = (1 + r % 3, 1 + c % 4);
+            if rows * cols > v.len() {
+                return v[0] * 0.5;
+            }
+            let sm = sm % (v.len() - rows * cols + 1);
+            let m = &v[sm..sm + rows * cols];
+            let mut x = window(v, sx, cols + 7).to_vec();
+            x.resize(cols, T::cst(0.3)); // a short window is padded with constants
+            if with_constant {
+                x[0] = T::cst(-0.7);
+            }
+            let mut out = vec![T::cst(0.0); rows];
+            vector::matvec(m, &x, &mut out);
+            out.iter()
+                .enumerate()
+                .fold(T::cst(0.0), |s, (i, &o)| s + o * (i as f64 + 1.0))
+        }
+    }
+}
+
+fn run_steps<T: Real>(prog: &[Step], x: &[T]) -> T {
+    let mut v: Vec<T> = x.to_vec();
+    for step in prog {
+        let r = match step {
+            Step::Scalar(ins) => scalar_op(ins, &v),
+            Step::Slice(op) => slice_op(op, &v),
+        };
+        v.push(r.tanh() * 2.0 + r * 0.01);
+    }
+    v.iter().rev().take(4).copied().sum()
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    let slice = prop_oneof![
+        (0..64usize, 0..64usize, 0..64usize, any::<bool>())
+            .prop_map(|(a, b, l, r)| Slice::Dot(a, b, l, r)),
+        (0..64usize, 0..64usize).prop_map(|(s, l)| Slice::Sum(s, l)),
+        (0..64usize, 0..64usize).prop_map(|(s, l)| Slice::LogSumExp(s, l)),
+        (0..64usize, 0..64usize, 0..8usize, 0..8usize, any::<bool>())
+            .prop_map(|(m, x, r, c, k)| Slice::Matvec(m, x, r, c, k)),
+    ];
+    prop_oneof![instr().prop_map(Step::Scalar), slice.prop_map(Step::Slice)]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn slice_primitives_match_checked_mode_and_forward_mode(
+        prog in prop::collection::vec(step(), 1..30),
+        x in prop::collection::vec(-2.0f64..2.0, 1..12),
+    ) {
+        let y: f64 = run_steps(&prog, &x);
+        prop_assume!(y.is_finite());
+        let f = forward::gradient(|v| run_steps(&prog, v), &x);
+        prop_assume!(f.iter().all(|d| d.is_finite()));
+        // Unchecked: runs take the one-pass records, a matvec is one record. Checked: every
+        // primitive operand by operand.
+        let g = grad(|v: &[Var]| run_steps(&prog, v), &x);
+        let (_, c) = adjoint_tape::Tape::new()
+            .checked()
+            .try_value_and_grad(|v: &[Var]| run_steps(&prog, v), &x)
+            .unwrap();
+        for (i, ((a, b), r)) in g.iter().zip(&c).zip(&f).enumerate() {
+            prop_assert!(close(*a, *b, 1e-12), "coordinate {}: fast {} checked {}", i, a, b);
+            prop_assert!(close(*a, *r, 1e-10), "coordinate {}: tape {} forward {}", i, a, r);
         }
     }
 }
