@@ -4,14 +4,13 @@
 # time limit (about 9 minutes in all, inside one call's 600 s) and appends to $OUT/log.txt;
 # the bench tables go to $OUT/*.md (7 files). A stage that runs out of time is cut and the
 # next one still runs.
-OUT=${OUT:-/tmp/out}
+OUT=${OUT:-$(mktemp -d)} # the device tool sets $OUT
 mkdir -p "$OUT"
 exec > >(tee -a "$OUT/log.txt") 2>&1
 export ADJOINT_PEERS_PYTHON=${ADJOINT_PEERS_PYTHON:-python3} PYTHONUNBUFFERED=1
 stage() { echo; echo "== $1 ($(date -u +%T))"; }
 B=".dev/adjoint-bench adbench --quick --data .dev/adbench --full-grid"
-T=/tmp/adjoint-device
-mkdir -p $T
+T=$(mktemp -d)
 date -u; nproc; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 
 stage "GPU tests (every code-generation case, then whole programs against the CPU backend)"
