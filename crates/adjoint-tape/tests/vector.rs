@@ -340,3 +340,27 @@ fn primitives_inside_a_checkpoint() {
         assert!((a - b).abs() <= 1e-12 * b.abs().max(1.0), "{a} vs {b}");
     }
 }
+
+#[test]
+fn jacobian_of_a_layer_through_one_matvec_record() {
+    // y = tanh(W x) with W and x inputs: one sweep per output over the same recording (the
+    // whole-matvec record is swept again each time, with one result's adjoint nonzero).
+    let (r, c) = (4, 3);
+    fn layer<T: Real>(v: &[T], r: usize, c: usize) -> Vec<T> {
+        let mut out = vec![T::cst(0.0); r];
+        vector::matvec(&v[..r * c], &v[r * c..], &mut out);
+        out.iter().map(|o| o.tanh()).collect()
+    }
+    let p = input(r * c + c, 0.15);
+    let j = adjoint_tape::jacobian(|v: &[Var]| layer(v, r, c), &p);
+    assert_eq!(j.len(), r);
+    for (i, row) in j.iter().enumerate() {
+        let reference = forward::gradient(|v| layer(v, r, c)[i], &p);
+        for (a, b) in row.iter().zip(&reference) {
+            assert!(
+                (a - b).abs() <= 1e-13 * b.abs().max(1.0),
+                "row {i}: {a} vs {b}"
+            );
+        }
+    }
+}
