@@ -8,6 +8,13 @@
 //! default methods of [`Real`]) are the specification; every implementation computes the same
 //! values up to the order of floating-point additions.
 //!
+//! On the tape the cheapest operands are whole slices of values recorded one after the other:
+//! the function's inputs, or a vector built by one loop (`xs.iter().map(|x| x.sin()).collect()`).
+//! Such a slice is checked and copied in one pass, and a `matvec` over them (or over constants,
+//! e.g. data times weights) is one record for the whole product. Other slices (every other
+//! element, values interleaved with other results) are still one entry per result, taken
+//! operand by operand.
+//!
 //! ```
 //! use adjoint_core::{forward, vector, Real};
 //!
