@@ -219,3 +219,29 @@ fn gmm_without_points() {
         }
     }
 }
+
+#[test]
+fn gmm_prior_with_an_off_diagonal_entry_whose_exp_overflows() {
+    // For d >= 4 the Wishart prior is one term per entry of icf, `exp(v)²` on the diagonal and
+    // `v²` below it, chosen by `select`: the branch not taken (exp(400)² = ∞ for an
+    // off-diagonal 400) must not reach the value or the gradient. n = 0 keeps the data term
+    // out, so the prior is the whole objective.
+    let (n, d, k, gamma, wm) = (0, 4, 2, 1.0, 1.0);
+    let icf_sz = d * (d + 1) / 2;
+    let mut p = data(k + k * d + k * icf_sz, 8, 0.5);
+    let big = k + k * d + icf_sz + d + 1; // component 1, second off-diagonal entry
+    p[big] = 400.0;
+    let gmm = Gmm::new(n, d, k, gamma, wm).unwrap();
+    let (a, rest) = p.split_at(k);
+    let (mu, icf) = rest.split_at(k * d);
+    let (v, g) = gmm.gradient(a, mu, icf, &[]).unwrap();
+    let r = reference::<f64>(n, d, k, gamma, wm, &[], &p);
+    assert!((v - r).abs() <= 1e-12 * r.abs(), "{v} vs {r}");
+    let gf = forward::gradient(|q: &[Dual64]| reference(n, d, k, gamma, wm, &[], q), &p);
+    // ∂/∂L of ½γ²L² is γ²L = 400, exactly.
+    assert_eq!(gf[big], 400.0);
+    for (i, (u, w)) in g.iter().zip(&gf).enumerate() {
+        assert!(u.is_finite(), "∂{i} = {u}");
+        assert!((u - w).abs() <= 1e-10 * (1.0 + w.abs()), "∂{i}: {u} vs {w}");
+    }
+}

@@ -18,12 +18,9 @@ fn time(label: &str, reps: usize, mut f: impl FnMut()) {
 }
 
 fn dense_relu<T: Real>(w: &[T], b: &[T], x: &[T]) -> Vec<T> {
-    let mut a = vec![T::cst(0.0); b.len()];
+    let mut a = vec![T::from(0.0); b.len()];
     vector::matvec(w, x, &mut a);
-    a.iter()
-        .zip(b)
-        .map(|(&a, &b)| (a + b).max(T::cst(0.0)))
-        .collect()
+    a.iter().zip(b).map(|(&a, &b)| (a + b).max(0.0)).collect()
 }
 
 fn network<T: Real>(p: &[T]) -> T {

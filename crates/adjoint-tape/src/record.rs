@@ -1110,7 +1110,9 @@ fn as_run(job: &Job, vars: &[Var]) -> Option<u32> {
 #[inline]
 pub(crate) fn record_dot(a: &[Var], b: &[Var]) -> Option<Var> {
     let p = FAST.get();
-    if p.is_null() || a.is_empty() {
+    // (`vector::dot` asserts equal lengths; `Real::slice_dot` called directly does not, and
+    // the partials' split below relies on them.)
+    if p.is_null() || a.is_empty() || a.len() != b.len() {
         return None;
     }
     // SAFETY: as in `record1`: `FAST` points at this thread's current (unchecked) job.
