@@ -957,6 +957,9 @@ impl<'a> Gen<'a> {
         }
         if record {
             if let Some(c) = &self.p.counted[t.block] {
+                if self.p.preds[t.block][c.entry] == (from, slot) {
+                    out.extend(self.fwd_range_entry(t.block));
+                }
                 if c.innermost && self.p.preds[t.block][c.entry] == (from, slot) {
                     let kp = self.f.blocks[t.block]
                         .params
@@ -1033,8 +1036,22 @@ impl<'a> Gen<'a> {
 
     fn fwd_body(&self, b: BlockId, record: bool) -> TokenStream {
         let mut body = TokenStream::new();
-        for i in &self.f.blocks[b].insts {
-            body.extend(self.inst(i, !record));
+        for (k, i) in self.f.blocks[b].insts.iter().enumerate() {
+            match (record, self.p.ranged[b][k], i) {
+                (true, Some((h, base)), Inst::Load { dst, slice, .. }) => {
+                    let (d, s, ix) = (self.v(*dst), self.slice(*slice), self.fwd_ranged(h, base));
+                    // SAFETY: `ix` is `rb + counter` with the counter in `[start, end)`, and
+                    // `rb + end <= s.len()` was checked on entering the loop (`fwd_range_entry`).
+                    body.extend(quote!(#d = unsafe { *#s.get_unchecked(#ix) };));
+                }
+                (true, Some((h, base)), Inst::Store { slice, val, .. }) => {
+                    let (s, ix) = (self.slice(*slice), self.fwd_ranged(h, base));
+                    let x = self.to_slice_elem(*slice, *val);
+                    // SAFETY: as for the load above.
+                    body.extend(quote!(unsafe { *#s.get_unchecked_mut(#ix) = #x; }));
+                }
+                _ => body.extend(self.inst(i, !record)),
+            }
         }
         if record && self.fused_of(b).is_none() {
             let reserved = self.p.reserved_loop(b).is_some();
@@ -1043,6 +1060,13 @@ impl<'a> Gen<'a> {
             }
         }
         body
+    }
+
+    /// The index `rb + counter` of a load or store ranged on loop `h`, in the forward sweep.
+    fn fwd_ranged(&self, h: BlockId, base: RangeBase) -> TokenStream {
+        let c = self.p.counted[h].as_ref().expect("counted loop");
+        let (rb, k) = (self.rb(h, base), self.v(c.k));
+        quote!(#rb.wrapping_add(#k))
     }
 
     fn fwd_term(&self, b: BlockId, jump: &mut dyn FnMut(usize) -> TokenStream) -> TokenStream {
@@ -1408,7 +1432,7 @@ impl<'a> Gen<'a> {
     }
 
     /// [`Gen::ranged`], except for accesses ranged on fused loop `fz` (whose reversed loop
-    /// does not run: they index with a check).
+    /// does not run: they index from the forward counter).
     fn ranged_in(
         &self,
         b: BlockId,
@@ -1416,9 +1440,13 @@ impl<'a> Gen<'a> {
         k: usize,
         fz: Option<BlockId>,
     ) -> Option<TokenStream> {
-        let (h, _) = self.p.ranged.get(ib)?.get(k).copied().flatten()?;
+        let (h, base) = self.p.ranged.get(ib)?.get(k).copied().flatten()?;
         if Some(h) == fz {
-            return None;
+            // inside the forward iteration: `rb + counter`, checked on entering the loop (see
+            // `fwd_range_entry`, which checks a fused loop's adjoint slices too)
+            let c = self.p.counted[h].as_ref()?;
+            let (rb, k) = (self.rb(h, base), self.v(c.k));
+            return Some(quote!(#rb.wrapping_add(#k)));
         }
         self.ranged(b, ib, k)
     }
@@ -1540,6 +1568,41 @@ impl<'a> Gen<'a> {
     fn range_entry(&self, h: BlockId) -> TokenStream {
         let rt = self.rt;
         let (cnt, lo) = (ms(&format!("cnt{h}")), ms(&format!("lo{h}")));
+        let mut code = self.bind_range_bases(h, self.updates_at_two_bases(h));
+        let check = quote!(#rt::__private::check_range);
+        let checks = self.range_checks(h, true, &check, &quote!(#lo), &quote!(#cnt));
+        if !checks.is_empty() {
+            code.extend(quote!(if #cnt != #lo { #checks }));
+        }
+        code
+    }
+
+    /// On entering counted loop `h` in the pullback's forward sweep: bind its range bases and
+    /// check, once, that every slice it indexes at `base + counter` on each iteration (see
+    /// [`Plan::ranged`]) holds the whole range, so the iterations index without checks (four
+    /// bounds checks per iteration made Rosenbrock's gradient 1.3× slower). A fused loop
+    /// updates the adjoints of its active slices there too: those are checked as well.
+    fn fwd_range_entry(&self, h: BlockId) -> TokenStream {
+        let rt = self.rt;
+        let c = self.p.counted[h].as_ref().expect("counted loop");
+        let (lo, hi) = (self.v(c.start), self.v(c.end));
+        let fused = self.p.fused[h].is_some();
+        let mut code = self.bind_range_bases(h, false);
+        let checks = self.range_checks(
+            h,
+            fused,
+            &quote!(#rt::__private::check_loop_range),
+            &quote!(#lo),
+            &quote!(#hi),
+        );
+        if !checks.is_empty() {
+            code.extend(quote!(if #lo < #hi { #checks }));
+        }
+        code
+    }
+
+    /// Binds loop `h`'s range bases `rb{h}_{k}`; `opaque`: through `black_box` (see below).
+    fn bind_range_bases(&self, h: BlockId, opaque: bool) -> TokenStream {
         let mut code = TokenStream::new();
         let c = self.p.counted[h].as_ref().expect("counted loop");
         for r in self.p.range_bases(h) {
@@ -1553,8 +1616,31 @@ impl<'a> Gen<'a> {
                 let (en, st) = (self.v(entry), self.v(c.start));
                 e = quote!((#e).wrapping_add(#en).wrapping_sub(#st));
             }
+            if opaque && r.base.is_some() {
+                // LLVM vectorises such a loop behind a run-time overlap check of the two ranges,
+                // and hoists that check out of the enclosing loop when the bases are affine in
+                // its counter — a form valid only for growing addresses. A reversed enclosing
+                // loop's bases shrink, so the hoisted check always failed and the scalar loop
+                // ran (network's layer-1 adjoint, `d_p[w1 + i·n0 + j]` beside `d_p[x + j]`).
+                // Seen through `black_box` (one store and load per entry) the base is opaque:
+                // the check stays per entry, passes, and the vector loop runs.
+                e = quote!(::core::hint::black_box(#e));
+            }
             code.extend(quote!(#rb = #e;));
         }
+        code
+    }
+
+    /// `check(rb, lo, hi, len)` once per slice and range base that loop `h` indexes at
+    /// `rb + counter`; `adjoints`: also the adjoint slices of the active ones.
+    fn range_checks(
+        &self,
+        h: BlockId,
+        adjoints: bool,
+        check: &TokenStream,
+        lo: &TokenStream,
+        hi: &TokenStream,
+    ) -> TokenStream {
         let mut checked: Vec<(SliceId, RangeBase, bool)> = vec![];
         let mut checks = TokenStream::new();
         for (ib, block) in self.f.blocks.iter().enumerate() {
@@ -1569,7 +1655,7 @@ impl<'a> Gen<'a> {
                     continue;
                 }
                 let mut sides = vec![false];
-                if self.p.slice_active[*slice] {
+                if adjoints && self.p.slice_active[*slice] {
                     sides.push(true);
                 }
                 for d in sides {
@@ -1583,14 +1669,34 @@ impl<'a> Gen<'a> {
                         self.slice(*slice)
                     };
                     let rb = self.rb(h, base);
-                    checks.extend(quote!(#rt::__private::check_range(#rb, #lo, #cnt, #s.len());));
+                    checks.extend(quote!(#check(#rb, #lo, #hi, #s.len());));
                 }
             }
         }
-        if !checks.is_empty() {
-            code.extend(quote!(if #cnt != #lo { #checks }));
+        checks
+    }
+
+    /// Whether reversed loop `h` updates the adjoint of one slice at two range bases (see
+    /// [`Plan::ranged`]): the accesses LLVM can only vectorise behind a run-time overlap check.
+    fn updates_at_two_bases(&self, h: BlockId) -> bool {
+        let mut seen: Vec<(SliceId, RangeBase)> = vec![];
+        for (ib, block) in self.f.blocks.iter().enumerate() {
+            for (k, i) in block.insts.iter().enumerate() {
+                let (Some((hh, base)), Inst::Load { slice, .. } | Inst::Store { slice, .. }) =
+                    (self.p.ranged[ib][k], i)
+                else {
+                    continue;
+                };
+                if hh != h || !self.p.slice_active[*slice] {
+                    continue;
+                }
+                if seen.iter().any(|&(s, b)| s == *slice && b != base) {
+                    return true;
+                }
+                seen.push((*slice, base));
+            }
         }
-        code
+        false
     }
 
     /// Adjoint transfers on reversed edge `k` of block `b` (to its `k`-th predecessor).

@@ -900,3 +900,20 @@ fn fused_loops_are_detected() {
         assert_eq!(fused(src), 0, "{src}");
     }
 }
+
+#[test]
+fn two_bases_of_one_adjoint_are_opaque_to_llvm() {
+    // a reversed inner loop updating `d_p` at `i·n + j` and at `x + j`: its bases go through
+    // `black_box` (else LLVM's hoisted overlap check fails under the reversed outer loop)
+    let expand = |src: &str| {
+        let item: proc_macro2::TokenStream = src.parse().unwrap();
+        crate::expand(quote::quote!(), item, quote::quote!(::adjoint_ssa)).to_string()
+    };
+    let two = "fn f(p: &[f64], n: usize, x: usize) -> f64 { let mut s = 0.0; for i in 0..4 { let mut a = 0.0; for j in 0..n { a += p[i * n + j] * p[x + j]; } s += a.sin(); } s }";
+    let text = expand(two);
+    assert_eq!(text.matches("black_box").count(), 2, "{text}");
+    // one base per adjoint slice (a matrix row times another slice): no barrier
+    let one = "fn f(m: &[f64], v: &[f64], n: usize) -> f64 { let mut s = 0.0; for i in 0..4 { let mut a = 0.0; for j in 0..n { a += m[i * n + j] * v[j]; } s += a.sin(); } s }";
+    let text = expand(one);
+    assert!(!text.contains("black_box"), "{text}");
+}

@@ -285,6 +285,33 @@ pub mod __private {
         }
     }
 
+    /// On entering a counted loop in the forward sweep of a pullback: the loop indexes the slice
+    /// at `base + counter` on every iteration, `counter` in `[lo, hi)`, so the slice must hold
+    /// `base + lo .. base + hi`; checked once here, the iterations index without checks. Where
+    /// it fails, the function itself panics at the first index past the end of the slice.
+    #[inline]
+    #[track_caller]
+    pub fn check_loop_range(base: usize, lo: usize, hi: usize, len: usize) {
+        let first = base.wrapping_add(lo);
+        let fits = hi
+            .checked_sub(lo)
+            .and_then(|n| first.checked_add(n))
+            .is_some_and(|end| end <= len);
+        if !fits {
+            loop_range_failed(first, hi.wrapping_sub(lo), len)
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    #[track_caller]
+    fn loop_range_failed(first: usize, n: usize, len: usize) -> ! {
+        panic!(
+            "index out of bounds: a loop indexes {n} elements from {first} of a slice of length \
+             {len} (checked on entering the loop in the gradient's forward sweep)"
+        )
+    }
+
     #[cold]
     #[inline(never)]
     #[track_caller]

@@ -225,3 +225,79 @@ fn the_entry_check_accepts_the_exact_range() {
     // a base below zero (wrapping) whose range starts at an index ≥ 0
     adjoint_ssa::__private::check_range(usize::MAX - 2, 3, 7, 4);
 }
+
+/// Rows `p[i·n .. i·n + n]` times the vector `p[x .. x + n]` of one packed slice: the reversed
+/// inner loop updates `d_p` at two bases (its bases pass through `black_box`, so LLVM checks
+/// their overlap on each entry). The vector lies after the rows, inside them (so it overlaps
+/// some rows at run time) or is the first row itself.
+#[differentiable]
+fn packed_rows(p: &[f64], rows: usize, n: usize, x: usize) -> f64 {
+    let mut s = 0.0;
+    for i in 0..rows {
+        let mut a = p[x];
+        for j in 0..n {
+            a += p[i * n + j] * p[x + j];
+        }
+        s += a * a;
+    }
+    s
+}
+
+fn packed_rows_ref<T: Real>(p: &[T], rows: usize, n: usize, x: usize) -> T {
+    let mut s = T::zero();
+    for i in 0..rows {
+        let mut a = p[x];
+        for j in 0..n {
+            a += p[i * n + j] * p[x + j];
+        }
+        s += a * a;
+    }
+    s
+}
+
+#[test]
+fn two_bases_of_one_slice_disjoint_or_overlapping() {
+    let (rows, n) = (5, 9);
+    let p: Vec<f64> = (0..rows * n + n)
+        .map(|k| ((k * 7 % 13) as f64 - 6.0) * 0.05)
+        .collect();
+    for x in [rows * n, n + 3, 2 * n, 0] {
+        let mut g = vec![0.0; p.len()];
+        let val = packed_rows::grad(&p, rows, n, x, &mut g);
+        assert_eq!(val, packed_rows(&p, rows, n, x));
+        let want = forward::gradient(|q: &[Dual<f64>]| packed_rows_ref(q, rows, n, x), &p);
+        check(&format!("packed rows, vector at {x}"), &g, &want);
+    }
+}
+
+/// `x[o + j]` for `j` in `0..n`: the forward sweep of the gradient checks `o + n <= x.len()`
+/// once on entering the loop and then indexes without checks.
+#[differentiable]
+fn window(x: &[f64], o: usize, n: usize) -> f64 {
+    let mut s = 0.0;
+    for j in 0..n {
+        s += x[o + j] * x[o + j];
+    }
+    s
+}
+
+#[test]
+fn forward_loops_check_their_range_on_entry() {
+    let x = [0.5, -1.0, 2.0, 3.0];
+    for (o, n) in [(0, 4), (1, 3), (3, 1), (4, 0), (100, 0)] {
+        let mut g = [0.0; 4];
+        let v = window::grad(&x, o, n, &mut g);
+        assert_eq!(v, window(&x, o, n));
+        let want: Vec<f64> = (0..4)
+            .map(|i| if i >= o && i < o + n { 2.0 * x[i] } else { 0.0 })
+            .collect();
+        check(&format!("window {o} {n}"), &g, &want);
+    }
+}
+
+#[test]
+#[should_panic(expected = "a loop indexes 3 elements from 2 of a slice of length 4")]
+fn a_forward_range_past_the_end_panics_on_entry() {
+    let mut g = [0.0; 4];
+    window::grad(&[0.5, -1.0, 2.0, 3.0], 2, 3, &mut g);
+}
