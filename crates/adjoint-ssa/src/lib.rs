@@ -178,7 +178,9 @@
 //! A reversed counted loop that indexes a slice at `base + counter` (the common `for i in 0..n`
 //! over `x[i]` or `x[i * n + j]`) checks the whole range once when the pullback enters the loop
 //! (`__private::check_range`, a panic before any access if it does not fit) and then indexes
-//! with `get_unchecked` inside `unsafe` blocks. Those blocks come from the macro, and rustc does
+//! with `get_unchecked` inside `unsafe` blocks. The forward sweep of a pullback does the same
+//! on entering such a loop (`__private::check_loop_range`): an index past the end of a slice
+//! panics there, before the loop runs, where the function itself panics at that index. Those blocks come from the macro, and rustc does
 //! not apply the `unsafe_code` lint to code a proc macro generates, so a crate with
 //! `#![forbid(unsafe_code)]` still compiles its `#[differentiable]` functions
 //! (`tests/ranged.rs` is such a crate). `ADJOINT_SSA_DUMP=name` lists, per function, the
