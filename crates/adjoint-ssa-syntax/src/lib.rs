@@ -12,6 +12,8 @@ pub mod ir;
 pub mod lower;
 pub mod passes;
 pub mod structure;
+#[doc(hidden)]
+pub mod testgen;
 
 #[cfg(test)]
 mod tests;

@@ -261,10 +261,16 @@ pub fn infer_ints(f: &mut Func) {
             }
         }
     }
-    // loads and stores of integer slices
+    // indices are `usize`; loads and stores of integer slices have the element type
     let mut known: Vec<Option<IntTy>> = vec![None; n];
     for blk in &f.blocks {
         for i in &blk.insts {
+            if let Inst::Load { idx, .. } | Inst::Store { idx, .. } = i {
+                // (lowering types the index it reads, but a copy of a variable can be replaced
+                // by the variable's own value later: `for i8 in 0..1 { … out[i8] … }` indexed
+                // with an `i32`, a compile error in the generated code)
+                known[*idx] = Some(IntTy::Usize);
+            }
             match i {
                 Inst::Load { dst, slice, .. } => {
                     if let Ty::Int(Some(t)) = f.slices[*slice].elem {

@@ -101,177 +101,7 @@ fn counted_loops() {
 
 // ---- random programs: the interpreter's adjoint equals forward mode ----
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
-struct ProgGen {
-    rng: Rng,
-    vars: Vec<Vec<String>>,    // float variables per scope
-    loops: Vec<(String, u64)>, // loop index variables in scope, with their largest value
-    counter: usize,
-    in_loop: usize,
-}
-
-impl ProgGen {
-    fn var(&mut self) -> Option<String> {
-        let all: Vec<&String> = self.vars.iter().flatten().collect();
-        if all.is_empty() {
-            None
-        } else {
-            Some(all[self.rng.below(all.len() as u64) as usize].clone())
-        }
-    }
-    /// An index into the 3-element slices: a constant, `l % 3`, or an affine form of loop
-    /// indices that stays below 3 (`l`, `l + 1`, `i * 2 + j`: what ranged accesses index by).
-    fn idx(&mut self) -> String {
-        if self.loops.is_empty() || self.rng.below(2) == 0 {
-            return format!("{}", self.rng.below(3));
-        }
-        let pick = |g: &mut Self| g.loops[g.rng.below(g.loops.len() as u64) as usize].clone();
-        let (l, ml) = pick(self);
-        let (l2, ml2) = pick(self);
-        match self.rng.below(4) {
-            0 => format!("({l} % 3)"),
-            1 => l,
-            2 => {
-                let k = self.rng.below(3 - ml);
-                format!("({l} + {k})")
-            }
-            _ => {
-                let c = 1 + self.rng.below(2);
-                if l != l2 && c * ml + ml2 <= 2 {
-                    format!("({l} * {c} + {l2})")
-                } else {
-                    format!("({k} + {l})", k = self.rng.below(3 - ml))
-                }
-            }
-        }
-    }
-    fn atom(&mut self) -> String {
-        match self.rng.below(5) {
-            0 => format!("x[{}]", self.idx()),
-            1 => format!("out[{}]", self.idx()),
-            2 => format!("{}.{}", self.rng.below(3), 1 + self.rng.below(9)),
-            _ => self.var().unwrap_or_else(|| "x[0]".into()),
-        }
-    }
-    fn expr(&mut self, depth: u32) -> String {
-        if depth == 0 {
-            return self.atom();
-        }
-        let a = self.expr(depth - 1);
-        let b = self.expr(depth - 1);
-        match self.rng.below(10) {
-            0 => format!("({a} + {b})"),
-            1 => format!("({a} - {b})"),
-            2 => format!("({a} * {b})"),
-            3 => format!("({a}).sin()"),
-            4 => format!("({a}).tanh()"),
-            5 => format!("({a}).max({b})"),
-            6 => format!("(({a}) * ({a}) + 1.0).sqrt()"),
-            7 => format!("({a} / (({b}) * ({b}) + 1.5))"),
-            8 => format!("(0.5 * ({a})).exp()"),
-            _ => format!("({a}).cos() * {b}"),
-        }
-    }
-    fn cond(&mut self) -> String {
-        if !self.loops.is_empty() && self.rng.below(3) == 0 {
-            let l = &self.loops[self.rng.below(self.loops.len() as u64) as usize].0;
-            return format!("{l} % 2 == 0");
-        }
-        let (a, b) = (self.expr(1), self.expr(1));
-        format!("{a} > {b}")
-    }
-    fn stmts(&mut self, depth: u32, n: usize) -> String {
-        self.vars.push(vec![]);
-        let mut s = String::new();
-        for _ in 0..n {
-            s.push_str(&self.stmt(depth));
-        }
-        self.vars.pop();
-        s
-    }
-    fn stmt(&mut self, depth: u32) -> String {
-        let k = self.rng.below(if depth == 0 { 5 } else { 9 });
-        match k {
-            0 | 1 => {
-                self.counter += 1;
-                let v = format!("v{}", self.counter);
-                let e = self.expr(2);
-                self.vars.last_mut().unwrap().push(v.clone());
-                format!("let mut {v} = {e};\n")
-            }
-            2 => match self.var() {
-                Some(v) => {
-                    let e = self.expr(2);
-                    let op = ["=", "+=", "*=", "-="][self.rng.below(4) as usize];
-                    format!("{v} {op} {e};\n")
-                }
-                None => String::new(),
-            },
-            3 | 4 => {
-                let i = self.idx();
-                let e = self.expr(2);
-                let op = ["=", "+="][self.rng.below(2) as usize];
-                format!("out[{i}] {op} {e};\n")
-            }
-            5 | 6 => {
-                let c = self.cond();
-                let a = self.stmts(depth - 1, 2);
-                let b = self.stmts(depth - 1, 2);
-                format!("if {c} {{\n{a}}} else {{\n{b}}}\n")
-            }
-            7 => {
-                self.counter += 1;
-                let l = format!("i{}", self.counter);
-                let (bound, max) = if self.rng.below(2) == 0 {
-                    ("n".to_string(), 1) // n = 2
-                } else {
-                    let b = 1 + self.rng.below(3);
-                    (format!("{b}"), b - 1)
-                };
-                self.loops.push((l.clone(), max));
-                self.in_loop += 1;
-                let body = self.stmts(depth - 1, 3);
-                self.in_loop -= 1;
-                self.loops.pop();
-                format!("for {l} in 0..{bound} {{\n{body}}}\n")
-            }
-            _ => {
-                if self.in_loop > 0 && self.rng.below(2) == 0 {
-                    let c = self.cond();
-                    let kw = ["break", "continue"][self.rng.below(2) as usize];
-                    return format!("if {c} {{ {kw}; }}\n");
-                }
-                self.counter += 1;
-                let c = format!("c{}", self.counter);
-                self.loops.push((c.clone(), 2));
-                self.in_loop += 1;
-                let body = self.stmts(depth - 1, 2);
-                self.in_loop -= 1;
-                self.loops.pop();
-                format!("let mut {c} = 0;\nwhile {c} < 2 {{\n{c} += 1;\n{body}}}\n")
-            }
-        }
-    }
-    fn program(&mut self) -> String {
-        self.vars = vec![vec!["acc".into()]];
-        let body = self.stmts(3, 6);
-        format!(
-            "fn f(x: &[f64], out: &mut [f64], n: usize) -> f64 {{\nlet mut acc = x[1] * 0.5;\n{body}acc + out[0] * 0.25 + out[2]\n}}"
-        )
-    }
-}
+use crate::testgen;
 
 /// For random programs (straight-line code, branches, nested loops with break/continue,
 /// in-place writes, indices affine in loop counters), ⟨adjoint⟩ equals forward mode to 1e-10
@@ -298,14 +128,7 @@ fn random_programs_adjoint_equals_forward_mode() {
     };
     let n_seeds = seeds.len();
     for seed in seeds {
-        let mut g = ProgGen {
-            rng: Rng(seed.wrapping_mul(0x9E3779B97F4A7C15) | 1),
-            vars: vec![],
-            loops: vec![],
-            counter: 0,
-            in_loop: 0,
-        };
-        let src = g.program();
+        let src = testgen::program(seed);
         let (f, p) = lower_str(&src, "").unwrap_or_else(|e| panic!("{e}\n{src}"));
         let x = [0.3, -0.6, 0.8];
         let out0 = [0.1, 0.2, -0.4];
@@ -916,4 +739,22 @@ fn two_bases_of_one_adjoint_are_opaque_to_llvm() {
     let one = "fn f(m: &[f64], v: &[f64], n: usize) -> f64 { let mut s = 0.0; for i in 0..4 { let mut a = 0.0; for j in 0..n { a += m[i * n + j] * v[j]; } s += a.sin(); } s }";
     let text = expand(one);
     assert!(!text.contains("black_box"), "{text}");
+}
+
+/// `adjoint-ssa`'s `tests/random_programs/programs.rs` is what the generator writes now.
+/// Regenerate it with `cargo run -p adjoint-ssa-syntax --example random_programs >
+/// crates/adjoint-ssa/tests/random_programs/programs.rs` (rustfmt leaves it as written).
+#[test]
+fn compiled_random_programs_are_up_to_date() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../adjoint-ssa/tests/random_programs/programs.rs"
+    );
+    let Ok(committed) = std::fs::read_to_string(path) else {
+        return; // this crate outside the workspace
+    };
+    assert!(
+        committed == testgen::random_programs_test(),
+        "{path} is out of date: regenerate it (see this test's doc)"
+    );
 }

@@ -466,3 +466,53 @@ fn triangular_product_with_the_row_value_loaded_inside() {
         check("triangular_inner l", &gl, &want[d..]);
     }
 }
+
+/// A `for` counter with unsuffixed literal bounds, used as an index only after an inner loop:
+/// the index makes it a `usize` (it was typed `i32`, and the generated code did not compile).
+/// Found by the compiled random programs (`tests/random_programs.rs`).
+#[differentiable]
+fn index_after_inner_loop(x: &[f64]) -> f64 {
+    let mut s = 0.0;
+    for i in 0..2 {
+        let mut c = 0;
+        while c < 2 {
+            c += 1;
+            s += 0.5 * x[2];
+        }
+        if s > 1.0 {
+            s += x[i] * x[i];
+        } else {
+            s += x[i];
+        }
+    }
+    s
+}
+fn index_after_inner_loop_ref<T: Real>(x: &[T]) -> T {
+    let mut s = T::zero();
+    for i in 0..2 {
+        let mut c = 0;
+        while c < 2 {
+            c += 1;
+            s += x[2] * 0.5;
+        }
+        if s.value() > 1.0 {
+            s += x[i] * x[i];
+        } else {
+            s += x[i];
+        }
+    }
+    s
+}
+
+#[test]
+fn loop_counter_typed_by_a_later_index() {
+    for x in [[0.3, -0.7, 0.4], [1.5, 2.0, 0.9]] {
+        check_slice(
+            "index after inner loop",
+            &x,
+            index_after_inner_loop::grad,
+            index_after_inner_loop,
+            |v| index_after_inner_loop_ref(v),
+        );
+    }
+}
