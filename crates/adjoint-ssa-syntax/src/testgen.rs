@@ -250,9 +250,10 @@ pub fn random_programs_test() -> String {
         "//! Random programs through the real macro: {n} programs of `adjoint_ssa_syntax::testgen`
 //! (straight-line code, branches, counted and `while` loops with `break`/`continue`, in-place
 //! writes, indices affine in loop counters), compiled by rustc and LLVM. For each, the pullback's
-//! value and outputs equal the function's bit for bit, and its gradient (with respect to `x`
-//! and to the initial contents of `out`, cotangent {cot:?} on `out`) equals forward mode over
-//! the generated generic `primal` to 1e-10 relative. The interpreter's tests check the adjoint
+//! value and outputs equal the function's bit for bit, its gradient (with respect to `x` and
+//! to the initial contents of `out`, cotangent {cot:?} on `out`) equals forward mode over the
+//! generated generic `primal` to 1e-10 relative, and `pullback_vec` with two cotangent lanes
+//! gives in each lane what `pullback` gives with that lane's cotangent, bit for bit. The interpreter's tests check the adjoint
 //! program; these check the Rust generated from it: pushes and pops, replayed counters, fused
 //! loops and the accesses it indexes without bounds checks.
 //!
@@ -267,7 +268,7 @@ pub fn random_programs_test() -> String {
 )]
 
 use adjoint_core::forward::Dual;
-use adjoint_ssa::Workspace;
+use adjoint_ssa::{{Cotangents, Workspace}};
 ",
         n = COMPILED_PROGRAMS,
         cot = TEST_COT
@@ -284,14 +285,16 @@ type Plain = fn(&[f64], &mut [f64], usize) -> f64;
 type Pullback =
     fn(&mut Workspace<f64>, &[f64], &mut [f64], usize, &mut [f64], &mut [f64], f64) -> f64;
 type Forward = fn(&[Dual<f64>], &mut [Dual<f64>], usize) -> Dual<f64>;
+type C2 = Cotangents<f64, 2>;
+type Lanes = fn(&mut Workspace<f64>, &[f64], &mut [f64], usize, &mut [C2], &mut [C2], C2) -> f64;
 
-const PROGRAMS: [(u64, Plain, Pullback, Forward); {n}] = [
+const PROGRAMS: [(u64, Plain, Pullback, Forward, Lanes); {n}] = [
 ",
         n = seeds.len()
     ));
     for &seed in &seeds {
         s.push_str(&format!(
-            "    (\n        {seed},\n        p{seed}::f,\n        p{seed}::f::pullback,\n        p{seed}::f::primal::<Dual<f64>>,\n    ),\n"
+            "    (\n        {seed},\n        p{seed}::f,\n        p{seed}::f::pullback,\n        p{seed}::f::primal::<Dual<f64>>,\n        p{seed}::f::pullback_vec::<f64, C2>,\n    ),\n"
         ));
     }
     s.push_str(&format!(
@@ -301,7 +304,7 @@ const PROGRAMS: [(u64, Plain, Pullback, Forward); {n}] = [
 fn compiled_adjoints_of_random_programs_equal_forward_mode() {{
     let (x, out0, cot) = ({x:?}, {out:?}, {cot:?});
     let n = 2;
-    for (seed, plain, pullback, forward) in PROGRAMS {{
+    for (seed, plain, pullback, forward, lanes) in PROGRAMS {{
         let mut out_plain = out0;
         let value = plain(&x, &mut out_plain, n);
         let (mut out, mut d_x, mut d_out) = (out0, [0.0; 3], cot);
@@ -320,6 +323,20 @@ fn compiled_adjoints_of_random_programs_equal_forward_mode() {{
                 (got - want).abs() <= 1e-10 * (1.0 + want.abs()),
                 \"program {{seed}}, direction {{dir}}: adjoint {{got}} against forward {{want}}\"
             );
+        }}
+        // lane 0: (1, cot); lane 1: (-0.5, cot reversed)
+        let cot1 = [cot[2], cot[1], cot[0]];
+        let (mut out2, mut d_x2, mut d_out2) = (out0, [0.0; 3], cot1);
+        pullback(&mut Workspace::new(), &x, &mut out2, n, &mut d_x2, &mut d_out2, -0.5);
+        let mut lx = [Cotangents([0.0; 2]); 3];
+        let mut lo: Vec<C2> = (0..3).map(|j| Cotangents([cot[j], cot1[j]])).collect();
+        let mut out3 = out0;
+        let v = lanes(&mut Workspace::new(), &x, &mut out3, n, &mut lx, &mut lo, Cotangents([1.0, -0.5]));
+        assert_eq!(v.to_bits(), value.to_bits(), \"program {{seed}}: lanes value\");
+        for j in 0..3 {{
+            let (l0, l1) = ((lx[j].0[0], lo[j].0[0]), (lx[j].0[1], lo[j].0[1]));
+            assert_eq!((l0.0.to_bits(), l0.1.to_bits()), (d_x[j].to_bits(), d_out[j].to_bits()), \"program {{seed}}: lane 0\");
+            assert_eq!((l1.0.to_bits(), l1.1.to_bits()), (d_x2[j].to_bits(), d_out2[j].to_bits()), \"program {{seed}}: lane 1\");
         }}
     }}
 }}

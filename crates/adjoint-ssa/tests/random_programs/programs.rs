@@ -1,9 +1,10 @@
 //! Random programs through the real macro: 96 programs of `adjoint_ssa_syntax::testgen`
 //! (straight-line code, branches, counted and `while` loops with `break`/`continue`, in-place
 //! writes, indices affine in loop counters), compiled by rustc and LLVM. For each, the pullback's
-//! value and outputs equal the function's bit for bit, and its gradient (with respect to `x`
-//! and to the initial contents of `out`, cotangent [0.7, -1.1, 0.4] on `out`) equals forward mode over
-//! the generated generic `primal` to 1e-10 relative. The interpreter's tests check the adjoint
+//! value and outputs equal the function's bit for bit, its gradient (with respect to `x` and
+//! to the initial contents of `out`, cotangent [0.7, -1.1, 0.4] on `out`) equals forward mode over the
+//! generated generic `primal` to 1e-10 relative, and `pullback_vec` with two cotangent lanes
+//! gives in each lane what `pullback` gives with that lane's cotangent, bit for bit. The interpreter's tests check the adjoint
 //! program; these check the Rust generated from it: pushes and pops, replayed counters, fused
 //! loops and the accesses it indexes without bounds checks.
 //!
@@ -18,7 +19,7 @@
 )]
 
 use adjoint_core::forward::Dual;
-use adjoint_ssa::Workspace;
+use adjoint_ssa::{Cotangents, Workspace};
 
 mod p1 {
     use adjoint_ssa::differentiable;
@@ -7160,583 +7161,681 @@ type Plain = fn(&[f64], &mut [f64], usize) -> f64;
 type Pullback =
     fn(&mut Workspace<f64>, &[f64], &mut [f64], usize, &mut [f64], &mut [f64], f64) -> f64;
 type Forward = fn(&[Dual<f64>], &mut [Dual<f64>], usize) -> Dual<f64>;
+type C2 = Cotangents<f64, 2>;
+type Lanes = fn(&mut Workspace<f64>, &[f64], &mut [f64], usize, &mut [C2], &mut [C2], C2) -> f64;
 
-const PROGRAMS: [(u64, Plain, Pullback, Forward); 96] = [
+const PROGRAMS: [(u64, Plain, Pullback, Forward, Lanes); 96] = [
     (
         1,
         p1::f,
         p1::f::pullback,
         p1::f::primal::<Dual<f64>>,
+        p1::f::pullback_vec::<f64, C2>,
     ),
     (
         2,
         p2::f,
         p2::f::pullback,
         p2::f::primal::<Dual<f64>>,
+        p2::f::pullback_vec::<f64, C2>,
     ),
     (
         3,
         p3::f,
         p3::f::pullback,
         p3::f::primal::<Dual<f64>>,
+        p3::f::pullback_vec::<f64, C2>,
     ),
     (
         4,
         p4::f,
         p4::f::pullback,
         p4::f::primal::<Dual<f64>>,
+        p4::f::pullback_vec::<f64, C2>,
     ),
     (
         5,
         p5::f,
         p5::f::pullback,
         p5::f::primal::<Dual<f64>>,
+        p5::f::pullback_vec::<f64, C2>,
     ),
     (
         6,
         p6::f,
         p6::f::pullback,
         p6::f::primal::<Dual<f64>>,
+        p6::f::pullback_vec::<f64, C2>,
     ),
     (
         7,
         p7::f,
         p7::f::pullback,
         p7::f::primal::<Dual<f64>>,
+        p7::f::pullback_vec::<f64, C2>,
     ),
     (
         8,
         p8::f,
         p8::f::pullback,
         p8::f::primal::<Dual<f64>>,
+        p8::f::pullback_vec::<f64, C2>,
     ),
     (
         9,
         p9::f,
         p9::f::pullback,
         p9::f::primal::<Dual<f64>>,
+        p9::f::pullback_vec::<f64, C2>,
     ),
     (
         10,
         p10::f,
         p10::f::pullback,
         p10::f::primal::<Dual<f64>>,
+        p10::f::pullback_vec::<f64, C2>,
     ),
     (
         11,
         p11::f,
         p11::f::pullback,
         p11::f::primal::<Dual<f64>>,
+        p11::f::pullback_vec::<f64, C2>,
     ),
     (
         12,
         p12::f,
         p12::f::pullback,
         p12::f::primal::<Dual<f64>>,
+        p12::f::pullback_vec::<f64, C2>,
     ),
     (
         13,
         p13::f,
         p13::f::pullback,
         p13::f::primal::<Dual<f64>>,
+        p13::f::pullback_vec::<f64, C2>,
     ),
     (
         14,
         p14::f,
         p14::f::pullback,
         p14::f::primal::<Dual<f64>>,
+        p14::f::pullback_vec::<f64, C2>,
     ),
     (
         15,
         p15::f,
         p15::f::pullback,
         p15::f::primal::<Dual<f64>>,
+        p15::f::pullback_vec::<f64, C2>,
     ),
     (
         16,
         p16::f,
         p16::f::pullback,
         p16::f::primal::<Dual<f64>>,
+        p16::f::pullback_vec::<f64, C2>,
     ),
     (
         17,
         p17::f,
         p17::f::pullback,
         p17::f::primal::<Dual<f64>>,
+        p17::f::pullback_vec::<f64, C2>,
     ),
     (
         18,
         p18::f,
         p18::f::pullback,
         p18::f::primal::<Dual<f64>>,
+        p18::f::pullback_vec::<f64, C2>,
     ),
     (
         19,
         p19::f,
         p19::f::pullback,
         p19::f::primal::<Dual<f64>>,
+        p19::f::pullback_vec::<f64, C2>,
     ),
     (
         20,
         p20::f,
         p20::f::pullback,
         p20::f::primal::<Dual<f64>>,
+        p20::f::pullback_vec::<f64, C2>,
     ),
     (
         21,
         p21::f,
         p21::f::pullback,
         p21::f::primal::<Dual<f64>>,
+        p21::f::pullback_vec::<f64, C2>,
     ),
     (
         22,
         p22::f,
         p22::f::pullback,
         p22::f::primal::<Dual<f64>>,
+        p22::f::pullback_vec::<f64, C2>,
     ),
     (
         23,
         p23::f,
         p23::f::pullback,
         p23::f::primal::<Dual<f64>>,
+        p23::f::pullback_vec::<f64, C2>,
     ),
     (
         24,
         p24::f,
         p24::f::pullback,
         p24::f::primal::<Dual<f64>>,
+        p24::f::pullback_vec::<f64, C2>,
     ),
     (
         25,
         p25::f,
         p25::f::pullback,
         p25::f::primal::<Dual<f64>>,
+        p25::f::pullback_vec::<f64, C2>,
     ),
     (
         26,
         p26::f,
         p26::f::pullback,
         p26::f::primal::<Dual<f64>>,
+        p26::f::pullback_vec::<f64, C2>,
     ),
     (
         27,
         p27::f,
         p27::f::pullback,
         p27::f::primal::<Dual<f64>>,
+        p27::f::pullback_vec::<f64, C2>,
     ),
     (
         28,
         p28::f,
         p28::f::pullback,
         p28::f::primal::<Dual<f64>>,
+        p28::f::pullback_vec::<f64, C2>,
     ),
     (
         29,
         p29::f,
         p29::f::pullback,
         p29::f::primal::<Dual<f64>>,
+        p29::f::pullback_vec::<f64, C2>,
     ),
     (
         30,
         p30::f,
         p30::f::pullback,
         p30::f::primal::<Dual<f64>>,
+        p30::f::pullback_vec::<f64, C2>,
     ),
     (
         31,
         p31::f,
         p31::f::pullback,
         p31::f::primal::<Dual<f64>>,
+        p31::f::pullback_vec::<f64, C2>,
     ),
     (
         32,
         p32::f,
         p32::f::pullback,
         p32::f::primal::<Dual<f64>>,
+        p32::f::pullback_vec::<f64, C2>,
     ),
     (
         33,
         p33::f,
         p33::f::pullback,
         p33::f::primal::<Dual<f64>>,
+        p33::f::pullback_vec::<f64, C2>,
     ),
     (
         34,
         p34::f,
         p34::f::pullback,
         p34::f::primal::<Dual<f64>>,
+        p34::f::pullback_vec::<f64, C2>,
     ),
     (
         35,
         p35::f,
         p35::f::pullback,
         p35::f::primal::<Dual<f64>>,
+        p35::f::pullback_vec::<f64, C2>,
     ),
     (
         36,
         p36::f,
         p36::f::pullback,
         p36::f::primal::<Dual<f64>>,
+        p36::f::pullback_vec::<f64, C2>,
     ),
     (
         37,
         p37::f,
         p37::f::pullback,
         p37::f::primal::<Dual<f64>>,
+        p37::f::pullback_vec::<f64, C2>,
     ),
     (
         38,
         p38::f,
         p38::f::pullback,
         p38::f::primal::<Dual<f64>>,
+        p38::f::pullback_vec::<f64, C2>,
     ),
     (
         39,
         p39::f,
         p39::f::pullback,
         p39::f::primal::<Dual<f64>>,
+        p39::f::pullback_vec::<f64, C2>,
     ),
     (
         40,
         p40::f,
         p40::f::pullback,
         p40::f::primal::<Dual<f64>>,
+        p40::f::pullback_vec::<f64, C2>,
     ),
     (
         41,
         p41::f,
         p41::f::pullback,
         p41::f::primal::<Dual<f64>>,
+        p41::f::pullback_vec::<f64, C2>,
     ),
     (
         42,
         p42::f,
         p42::f::pullback,
         p42::f::primal::<Dual<f64>>,
+        p42::f::pullback_vec::<f64, C2>,
     ),
     (
         43,
         p43::f,
         p43::f::pullback,
         p43::f::primal::<Dual<f64>>,
+        p43::f::pullback_vec::<f64, C2>,
     ),
     (
         44,
         p44::f,
         p44::f::pullback,
         p44::f::primal::<Dual<f64>>,
+        p44::f::pullback_vec::<f64, C2>,
     ),
     (
         45,
         p45::f,
         p45::f::pullback,
         p45::f::primal::<Dual<f64>>,
+        p45::f::pullback_vec::<f64, C2>,
     ),
     (
         46,
         p46::f,
         p46::f::pullback,
         p46::f::primal::<Dual<f64>>,
+        p46::f::pullback_vec::<f64, C2>,
     ),
     (
         47,
         p47::f,
         p47::f::pullback,
         p47::f::primal::<Dual<f64>>,
+        p47::f::pullback_vec::<f64, C2>,
     ),
     (
         48,
         p48::f,
         p48::f::pullback,
         p48::f::primal::<Dual<f64>>,
+        p48::f::pullback_vec::<f64, C2>,
     ),
     (
         49,
         p49::f,
         p49::f::pullback,
         p49::f::primal::<Dual<f64>>,
+        p49::f::pullback_vec::<f64, C2>,
     ),
     (
         50,
         p50::f,
         p50::f::pullback,
         p50::f::primal::<Dual<f64>>,
+        p50::f::pullback_vec::<f64, C2>,
     ),
     (
         51,
         p51::f,
         p51::f::pullback,
         p51::f::primal::<Dual<f64>>,
+        p51::f::pullback_vec::<f64, C2>,
     ),
     (
         52,
         p52::f,
         p52::f::pullback,
         p52::f::primal::<Dual<f64>>,
+        p52::f::pullback_vec::<f64, C2>,
     ),
     (
         53,
         p53::f,
         p53::f::pullback,
         p53::f::primal::<Dual<f64>>,
+        p53::f::pullback_vec::<f64, C2>,
     ),
     (
         54,
         p54::f,
         p54::f::pullback,
         p54::f::primal::<Dual<f64>>,
+        p54::f::pullback_vec::<f64, C2>,
     ),
     (
         55,
         p55::f,
         p55::f::pullback,
         p55::f::primal::<Dual<f64>>,
+        p55::f::pullback_vec::<f64, C2>,
     ),
     (
         56,
         p56::f,
         p56::f::pullback,
         p56::f::primal::<Dual<f64>>,
+        p56::f::pullback_vec::<f64, C2>,
     ),
     (
         58,
         p58::f,
         p58::f::pullback,
         p58::f::primal::<Dual<f64>>,
+        p58::f::pullback_vec::<f64, C2>,
     ),
     (
         59,
         p59::f,
         p59::f::pullback,
         p59::f::primal::<Dual<f64>>,
+        p59::f::pullback_vec::<f64, C2>,
     ),
     (
         60,
         p60::f,
         p60::f::pullback,
         p60::f::primal::<Dual<f64>>,
+        p60::f::pullback_vec::<f64, C2>,
     ),
     (
         61,
         p61::f,
         p61::f::pullback,
         p61::f::primal::<Dual<f64>>,
+        p61::f::pullback_vec::<f64, C2>,
     ),
     (
         62,
         p62::f,
         p62::f::pullback,
         p62::f::primal::<Dual<f64>>,
+        p62::f::pullback_vec::<f64, C2>,
     ),
     (
         63,
         p63::f,
         p63::f::pullback,
         p63::f::primal::<Dual<f64>>,
+        p63::f::pullback_vec::<f64, C2>,
     ),
     (
         64,
         p64::f,
         p64::f::pullback,
         p64::f::primal::<Dual<f64>>,
+        p64::f::pullback_vec::<f64, C2>,
     ),
     (
         65,
         p65::f,
         p65::f::pullback,
         p65::f::primal::<Dual<f64>>,
+        p65::f::pullback_vec::<f64, C2>,
     ),
     (
         66,
         p66::f,
         p66::f::pullback,
         p66::f::primal::<Dual<f64>>,
+        p66::f::pullback_vec::<f64, C2>,
     ),
     (
         67,
         p67::f,
         p67::f::pullback,
         p67::f::primal::<Dual<f64>>,
+        p67::f::pullback_vec::<f64, C2>,
     ),
     (
         68,
         p68::f,
         p68::f::pullback,
         p68::f::primal::<Dual<f64>>,
+        p68::f::pullback_vec::<f64, C2>,
     ),
     (
         69,
         p69::f,
         p69::f::pullback,
         p69::f::primal::<Dual<f64>>,
+        p69::f::pullback_vec::<f64, C2>,
     ),
     (
         70,
         p70::f,
         p70::f::pullback,
         p70::f::primal::<Dual<f64>>,
+        p70::f::pullback_vec::<f64, C2>,
     ),
     (
         71,
         p71::f,
         p71::f::pullback,
         p71::f::primal::<Dual<f64>>,
+        p71::f::pullback_vec::<f64, C2>,
     ),
     (
         72,
         p72::f,
         p72::f::pullback,
         p72::f::primal::<Dual<f64>>,
+        p72::f::pullback_vec::<f64, C2>,
     ),
     (
         73,
         p73::f,
         p73::f::pullback,
         p73::f::primal::<Dual<f64>>,
+        p73::f::pullback_vec::<f64, C2>,
     ),
     (
         74,
         p74::f,
         p74::f::pullback,
         p74::f::primal::<Dual<f64>>,
+        p74::f::pullback_vec::<f64, C2>,
     ),
     (
         75,
         p75::f,
         p75::f::pullback,
         p75::f::primal::<Dual<f64>>,
+        p75::f::pullback_vec::<f64, C2>,
     ),
     (
         76,
         p76::f,
         p76::f::pullback,
         p76::f::primal::<Dual<f64>>,
+        p76::f::pullback_vec::<f64, C2>,
     ),
     (
         77,
         p77::f,
         p77::f::pullback,
         p77::f::primal::<Dual<f64>>,
+        p77::f::pullback_vec::<f64, C2>,
     ),
     (
         78,
         p78::f,
         p78::f::pullback,
         p78::f::primal::<Dual<f64>>,
+        p78::f::pullback_vec::<f64, C2>,
     ),
     (
         79,
         p79::f,
         p79::f::pullback,
         p79::f::primal::<Dual<f64>>,
+        p79::f::pullback_vec::<f64, C2>,
     ),
     (
         80,
         p80::f,
         p80::f::pullback,
         p80::f::primal::<Dual<f64>>,
+        p80::f::pullback_vec::<f64, C2>,
     ),
     (
         81,
         p81::f,
         p81::f::pullback,
         p81::f::primal::<Dual<f64>>,
+        p81::f::pullback_vec::<f64, C2>,
     ),
     (
         82,
         p82::f,
         p82::f::pullback,
         p82::f::primal::<Dual<f64>>,
+        p82::f::pullback_vec::<f64, C2>,
     ),
     (
         83,
         p83::f,
         p83::f::pullback,
         p83::f::primal::<Dual<f64>>,
+        p83::f::pullback_vec::<f64, C2>,
     ),
     (
         84,
         p84::f,
         p84::f::pullback,
         p84::f::primal::<Dual<f64>>,
+        p84::f::pullback_vec::<f64, C2>,
     ),
     (
         85,
         p85::f,
         p85::f::pullback,
         p85::f::primal::<Dual<f64>>,
+        p85::f::pullback_vec::<f64, C2>,
     ),
     (
         86,
         p86::f,
         p86::f::pullback,
         p86::f::primal::<Dual<f64>>,
+        p86::f::pullback_vec::<f64, C2>,
     ),
     (
         87,
         p87::f,
         p87::f::pullback,
         p87::f::primal::<Dual<f64>>,
+        p87::f::pullback_vec::<f64, C2>,
     ),
     (
         88,
         p88::f,
         p88::f::pullback,
         p88::f::primal::<Dual<f64>>,
+        p88::f::pullback_vec::<f64, C2>,
     ),
     (
         89,
         p89::f,
         p89::f::pullback,
         p89::f::primal::<Dual<f64>>,
+        p89::f::pullback_vec::<f64, C2>,
     ),
     (
         90,
         p90::f,
         p90::f::pullback,
         p90::f::primal::<Dual<f64>>,
+        p90::f::pullback_vec::<f64, C2>,
     ),
     (
         91,
         p91::f,
         p91::f::pullback,
         p91::f::primal::<Dual<f64>>,
+        p91::f::pullback_vec::<f64, C2>,
     ),
     (
         92,
         p92::f,
         p92::f::pullback,
         p92::f::primal::<Dual<f64>>,
+        p92::f::pullback_vec::<f64, C2>,
     ),
     (
         93,
         p93::f,
         p93::f::pullback,
         p93::f::primal::<Dual<f64>>,
+        p93::f::pullback_vec::<f64, C2>,
     ),
     (
         94,
         p94::f,
         p94::f::pullback,
         p94::f::primal::<Dual<f64>>,
+        p94::f::pullback_vec::<f64, C2>,
     ),
     (
         95,
         p95::f,
         p95::f::pullback,
         p95::f::primal::<Dual<f64>>,
+        p95::f::pullback_vec::<f64, C2>,
     ),
     (
         96,
         p96::f,
         p96::f::pullback,
         p96::f::primal::<Dual<f64>>,
+        p96::f::pullback_vec::<f64, C2>,
     ),
     (
         97,
         p97::f,
         p97::f::pullback,
         p97::f::primal::<Dual<f64>>,
+        p97::f::pullback_vec::<f64, C2>,
     ),
 ];
 
@@ -7744,7 +7843,7 @@ const PROGRAMS: [(u64, Plain, Pullback, Forward); 96] = [
 fn compiled_adjoints_of_random_programs_equal_forward_mode() {
     let (x, out0, cot) = ([0.3, -0.6, 0.8], [0.1, 0.2, -0.4], [0.7, -1.1, 0.4]);
     let n = 2;
-    for (seed, plain, pullback, forward) in PROGRAMS {
+    for (seed, plain, pullback, forward, lanes) in PROGRAMS {
         let mut out_plain = out0;
         let value = plain(&x, &mut out_plain, n);
         let (mut out, mut d_x, mut d_out) = (out0, [0.0; 3], cot);
@@ -7763,6 +7862,20 @@ fn compiled_adjoints_of_random_programs_equal_forward_mode() {
                 (got - want).abs() <= 1e-10 * (1.0 + want.abs()),
                 "program {seed}, direction {dir}: adjoint {got} against forward {want}"
             );
+        }
+        // lane 0: (1, cot); lane 1: (-0.5, cot reversed)
+        let cot1 = [cot[2], cot[1], cot[0]];
+        let (mut out2, mut d_x2, mut d_out2) = (out0, [0.0; 3], cot1);
+        pullback(&mut Workspace::new(), &x, &mut out2, n, &mut d_x2, &mut d_out2, -0.5);
+        let mut lx = [Cotangents([0.0; 2]); 3];
+        let mut lo: Vec<C2> = (0..3).map(|j| Cotangents([cot[j], cot1[j]])).collect();
+        let mut out3 = out0;
+        let v = lanes(&mut Workspace::new(), &x, &mut out3, n, &mut lx, &mut lo, Cotangents([1.0, -0.5]));
+        assert_eq!(v.to_bits(), value.to_bits(), "program {seed}: lanes value");
+        for j in 0..3 {
+            let (l0, l1) = ((lx[j].0[0], lo[j].0[0]), (lx[j].0[1], lo[j].0[1]));
+            assert_eq!((l0.0.to_bits(), l0.1.to_bits()), (d_x[j].to_bits(), d_out[j].to_bits()), "program {seed}: lane 0");
+            assert_eq!((l1.0.to_bits(), l1.1.to_bits()), (d_x2[j].to_bits(), d_out2[j].to_bits()), "program {seed}: lane 1");
         }
     }
 }
