@@ -1606,7 +1606,7 @@ pub fn dump(f: &Func, p: &Plan) -> String {
     if !ranged.is_empty() {
         let _ = writeln!(
             s,
-            "=== unchecked in the reverse sweep (range checked on entry) ==="
+            "=== unchecked in both sweeps (range checked on entering the loop) ==="
         );
         let _ = writeln!(s, "{}", ranged.join(", "));
     }

@@ -666,7 +666,7 @@ fn ranged_accesses_of_a_matrix_row() {
         1,
         "{seen:?}\n{dump}"
     );
-    assert!(dump.contains("unchecked in the reverse sweep"), "{dump}");
+    assert!(dump.contains("unchecked in both sweeps"), "{dump}");
 }
 
 /// Which loops fuse (see [`crate::adjoint::Fused`]): the shapes of the codegen tests in

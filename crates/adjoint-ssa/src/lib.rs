@@ -184,7 +184,7 @@
 //! not apply the `unsafe_code` lint to code a proc macro generates, so a crate with
 //! `#![forbid(unsafe_code)]` still compiles its `#[differentiable]` functions
 //! (`tests/ranged.rs` is such a crate). `ADJOINT_SSA_DUMP=name` lists, per function, the
-//! accesses compiled this way ("unchecked in the reverse sweep").
+//! accesses compiled this way ("unchecked in both sweeps").
 //!
 //! # Supported Rust
 //!
