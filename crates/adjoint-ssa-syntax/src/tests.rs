@@ -103,8 +103,9 @@ fn counted_loops() {
 
 use crate::testgen;
 
-/// For random programs (straight-line code, branches, nested loops with break/continue,
-/// in-place writes, indices affine in loop counters), ⟨adjoint⟩ equals forward mode to 1e-10
+/// For random programs of `testgen` (straight-line code, branches, `match`, `for` over ranges
+/// and `x.iter().enumerate()`, `while` and `loop` with break/continue, early returns, in-place
+/// writes, indices affine in loop counters), ⟨adjoint⟩ equals forward mode to 1e-10
 /// relative, for the gradient with respect to `x` and to the initial contents of `out`. The
 /// interpreter also checks, at every ranged access (`Plan::ranged`), that the index the
 /// generated code uses without a bounds check (`rb + cnt`, `rb` computed on entering the
@@ -112,18 +113,29 @@ use crate::testgen;
 /// Directions whose forward sweep overflowed to ±∞ are skipped where the tangent is not
 /// finite, or where the adjoint is NaN (`0 · ∞`, documented in the crate docs).
 ///
-/// Seeds beyond the 300 run here include programs whose values reach 1e58 (seed 3840): there a
-/// generated `exp(0.5·(x[2] − x[2]))` sends adjoints of ±5e45 into `x[2]` that cancel exactly,
-/// and the true 2.4e28 is lost below their rounding: the reverse sweep gives 0 (so does the
-/// tape engine on the same program), forward mode 2.4e28. Replacing `x[2] − x[2]` by `0.0`
-/// makes them agree; it is floating-point absorption, not a wrong adjoint rule.
+/// Where the program is ill-conditioned enough that reverse and forward accumulation round
+/// apart (adjoints far larger than the result, cancelling: floating-point absorption, not a wrong
+/// rule), the tape engine running the same program in reverse is the referee and must agree with
+/// the adjoint to 1e-12: none among seeds 1–300, 2 programs of seeds 1–3000 and 14 of the
+/// 29 015 finite ones of 1–30 000 (`ADJOINT_SSA_RANDOM_SEEDS`), each matched by the tape.
 #[test]
 fn random_programs_adjoint_equals_forward_mode() {
     let mut total_pushed = 0;
     let mut total_ranged = 0;
     let mut skipped = 0;
+    let mut absorbed = 0;
     let seeds: Vec<u64> = match std::env::var("ADJOINT_SSA_RANDOM_SEEDS") {
-        Ok(s) => s.split(',').map(|t| t.trim().parse().unwrap()).collect(),
+        // `3840`, `1-30000` or a comma-separated list of either
+        Ok(s) => s
+            .split(',')
+            .flat_map(|t| match t.trim().split_once('-') {
+                Some((a, b)) => a.parse().unwrap()..=b.parse().unwrap(),
+                None => {
+                    let v = t.trim().parse().unwrap();
+                    v..=v
+                }
+            })
+            .collect(),
         Err(_) => (1..=300).collect(),
     };
     let n_seeds = seeds.len();
@@ -194,13 +206,29 @@ fn random_programs_adjoint_equals_forward_mode() {
                 skipped += 1;
                 continue;
             }
+            if (got - want).abs() <= 1e-10 * (1.0 + want.abs()) {
+                continue;
+            }
+            // Reverse and forward accumulation round differently; where the program is so
+            // ill-conditioned that this shows (adjoints far larger than the result, cancelling),
+            // the tape engine, running the same program in reverse, must give what the adjoint
+            // plan gives: another reverse-mode implementation as the referee.
+            // (both NaN: a 0/0 partial such as `hypot(0, 0)`'s met by a zero adjoint, which
+            // forward mode may multiply by a zero tangent first)
+            let tape = tape_gradient(&f, &x, &out0, &cot, n)[dir];
             assert!(
-                (got - want).abs() <= 1e-10 * (1.0 + want.abs()),
-                "seed {seed}: direction {dir}: adjoint {got} vs forward {want}\n{src}\n{}",
+                (got - tape).abs() <= 1e-12 * (1.0 + tape.abs()) || (got.is_nan() && tape.is_nan()),
+                "seed {seed}: direction {dir}: adjoint {got} vs forward {want} and tape {tape}\n{src}\n{}",
                 crate::adjoint::dump(&f, &p)
             );
+            absorbed += 1;
         }
     }
+    // a handful of directions in 10⁵ (see the doc)
+    assert!(
+        absorbed * 1000 < 6 * n_seeds,
+        "{absorbed} directions differ from forward mode"
+    );
     assert!(total_pushed > 0, "the programs exercise the stacks");
     assert!(total_ranged > 0, "the programs exercise ranged accesses");
     let directions = 6 * n_seeds;
@@ -209,6 +237,26 @@ fn random_programs_adjoint_equals_forward_mode() {
         skipped * 50 < directions,
         "{skipped} of {directions} directions overflowed"
     );
+}
+
+/// The tape engine's gradient of `f` (run by the interpreter on `Var`s) with respect to `x` and
+/// the initial `out`, cotangent `cot` on the final `out`.
+fn tape_gradient(f: &crate::ir::Func, x: &[f64], out0: &[f64], cot: &[f64], n: i128) -> Vec<f64> {
+    use adjoint_tape::Var;
+    let inputs: Vec<f64> = x.iter().chain(out0).copied().collect();
+    adjoint_tape::grad(
+        |v: &[Var]| {
+            let mut a = vec![
+                ArgVal::Floats(v[..3].to_vec()),
+                ArgVal::Floats(v[3..].to_vec()),
+                ArgVal::Scalar(interp::V::I(n)),
+            ];
+            let r = interp::primal::<Var>(f, &mut a).unwrap();
+            let ArgVal::Floats(o) = &a[1] else { panic!() };
+            (0..3).fold(r, |s, j| s + o[j] * cot[j])
+        },
+        &inputs,
+    )
 }
 
 /// The dependency facts the reverse sweep relies on for cheap primitives agree with the rule
