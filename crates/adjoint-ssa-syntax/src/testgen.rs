@@ -1,11 +1,12 @@
 //! Random programs of the supported Rust subset, for tests: straight-line code, branches,
 //! `match` on integers, counted `for` loops over ranges and over `x.iter().enumerate()`, `while`
 //! and `loop` with `break`/`continue`, early `return`s, compound assignments, in-place writes to
-//! an output slice, and indices affine in loop counters (what ranged accesses index by). Every program is
-//! `fn f(x: &[f64], out: &mut [f64], n: usize) -> f64` over 3-element slices with `n = 2`.
-//! The interpreter's adjoint is checked against forward mode on them (unit tests), and so is
-//! the code the macro generates for them (`adjoint-ssa`'s `tests/random_programs/programs.rs`, written
-//! by `cargo run -p adjoint-ssa-syntax --example random_programs`).
+//! an output slice, and indices affine in loop counters (what ranged accesses index by). Every
+//! program is `fn f(x: &[f64], out: &mut [f64], n: usize) -> f64` over 3-element slices with
+//! `n = 2`. The interpreter's adjoint is checked against forward mode on them (unit tests), and
+//! so is the code the macro generates for them (`adjoint-ssa`'s
+//! `tests/random_programs/programs.rs`, written by `cargo run -p adjoint-ssa-syntax --example
+//! random_programs`).
 
 /// The source of random program `seed`.
 ///
@@ -231,11 +232,7 @@ impl ProgGen {
                     let b = 1 + self.rng.below(3);
                     (format!("{b}"), b - 1)
                 };
-                self.loops.push((l.clone(), max));
-                self.in_loop += 1;
-                let body = self.stmts(depth - 1, 3);
-                self.in_loop -= 1;
-                self.loops.pop();
+                let body = self.body(&l, max, None, depth, 3);
                 format!("for {l} in 0..{bound} {{\n{body}}}\n")
             }
             _ => {
@@ -246,11 +243,7 @@ impl ProgGen {
                 }
                 self.counter += 1;
                 let c = format!("c{}", self.counter);
-                self.loops.push((c.clone(), 2));
-                self.in_loop += 1;
-                let body = self.stmts(depth - 1, 2);
-                self.in_loop -= 1;
-                self.loops.pop();
+                let body = self.body(&c, 2, None, depth, 2);
                 format!("let mut {c} = 0;\nwhile {c} < 2 {{\n{c} += 1;\n{body}}}\n")
             }
         }
@@ -280,8 +273,8 @@ impl ProgGen {
     }
 }
 
-/// How many programs `adjoint-ssa`'s `tests/random_programs/programs.rs` compiles (each expands to a few
-/// thousand lines; the file's build time grows with it).
+/// How many programs `adjoint-ssa`'s `tests/random_programs/programs.rs` compiles (each expands
+/// to a few thousand lines: the file takes about two minutes to build in CI).
 pub const COMPILED_PROGRAMS: usize = 48;
 
 /// Whether the interpreter runs program `src` at the test point without a non-finite value
@@ -345,9 +338,9 @@ pub const TEST_OUT: [f64; 3] = [0.1, 0.2, -0.4];
 /// See [`TEST_X`].
 pub const TEST_COT: [f64; 3] = [0.7, -1.1, 0.4];
 
-/// The text of `adjoint-ssa`'s `tests/random_programs/programs.rs`: the first [`COMPILED_PROGRAMS`]
-/// clean programs (see `clean`), each in its own module under `#[differentiable]`, and one test
-/// over all of them.
+/// The text of `adjoint-ssa`'s `tests/random_programs/programs.rs`: the first
+/// [`COMPILED_PROGRAMS`] clean programs (see `clean`), each in its own module under
+/// `#[differentiable]`, and one test over all of them.
 pub fn random_programs_test() -> String {
     let mut seeds = vec![];
     let mut seed = 1;
