@@ -277,14 +277,19 @@ pub mod __private {
     #[inline]
     #[track_caller]
     pub fn check_range(base: usize, lo: usize, hi: usize, len: usize) {
-        let first = base.wrapping_add(lo);
-        let fits = hi
-            .checked_sub(lo)
-            .and_then(|n| first.checked_add(n))
-            .is_some_and(|end| end <= len);
-        if !fits {
-            range_failed(first, hi.wrapping_sub(lo), len)
+        if !fits(base, lo, hi, len) {
+            range_failed(base.wrapping_add(lo), hi.wrapping_sub(lo), len)
         }
+    }
+
+    /// Whether a slice of length `len` holds `base + lo .. base + hi` (`base + lo` wrapping, as
+    /// the generated indices do; the end must not overflow).
+    #[inline]
+    fn fits(base: usize, lo: usize, hi: usize, len: usize) -> bool {
+        let first = base.wrapping_add(lo);
+        hi.checked_sub(lo)
+            .and_then(|n| first.checked_add(n))
+            .is_some_and(|end| end <= len)
     }
 
     /// On entering a counted loop in the forward sweep of a pullback: the loop indexes the slice
@@ -294,13 +299,8 @@ pub mod __private {
     #[inline]
     #[track_caller]
     pub fn check_loop_range(base: usize, lo: usize, hi: usize, len: usize) {
-        let first = base.wrapping_add(lo);
-        let fits = hi
-            .checked_sub(lo)
-            .and_then(|n| first.checked_add(n))
-            .is_some_and(|end| end <= len);
-        if !fits {
-            loop_range_failed(first, hi.wrapping_sub(lo), len)
+        if !fits(base, lo, hi, len) {
+            loop_range_failed(base.wrapping_add(lo), hi.wrapping_sub(lo), len)
         }
     }
 

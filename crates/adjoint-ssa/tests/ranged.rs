@@ -301,3 +301,12 @@ fn a_forward_range_past_the_end_panics_on_entry() {
     let mut g = [0.0; 4];
     window::grad(&[0.5, -1.0, 2.0, 3.0], 2, 3, &mut g);
 }
+
+/// A base so large that `base + n` overflows: the entry check reports it (the function itself
+/// panics at `x[o + j]`) instead of wrapping around into the slice.
+#[test]
+#[should_panic(expected = "a loop indexes 2 elements from")]
+fn a_forward_range_whose_end_overflows_panics_on_entry() {
+    let mut g = [0.0; 4];
+    window::grad(&[0.5, -1.0, 2.0, 3.0], usize::MAX, 2, &mut g);
+}

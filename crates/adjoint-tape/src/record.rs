@@ -1086,11 +1086,7 @@ pub(crate) fn record_run(
 /// 2⁶⁴ ids). One branch-free pass over the ids, which the compiler vectorises.
 #[inline]
 fn as_run(job: &Job, vars: &[Var]) -> Option<u32> {
-    let first = vars.first()?.id;
-    // Most slices that are not runs fail at their last element: no pass over the rest.
-    if vars[vars.len() - 1].id != first.wrapping_add(vars.len() as u64 - 1) {
-        return None;
-    }
+    let first = run_candidate(vars)?;
     let gaps = vars
         .iter()
         .zip(first..)
@@ -1139,13 +1135,18 @@ pub(crate) fn record_dot(a: &[Var], b: &[Var]) -> Option<Var> {
     Some(job.push_nary(value, r0, p0))
 }
 
+/// The first id of `vars` (not empty) if its last id is where a run would put it: most slices
+/// that are not runs fail here, at their last element, with no pass over the rest.
+#[inline(always)]
+fn run_candidate(vars: &[Var]) -> Option<u64> {
+    let first = vars.first()?.id;
+    (vars[vars.len() - 1].id == first.wrapping_add(vars.len() as u64 - 1)).then_some(first)
+}
+
 /// [`as_run`] and the values' copy to `job.partials` in one pass; nothing copied on `None`.
 #[inline]
 fn copy_run(job: &mut Job, vars: &[Var]) -> Option<u32> {
-    let first = vars.first()?.id;
-    if vars[vars.len() - 1].id != first.wrapping_add(vars.len() as u64 - 1) {
-        return None;
-    }
+    let first = run_candidate(vars)?;
     let p0 = job.partials.len();
     let mut gaps = 0u64;
     job.partials.extend(vars.iter().zip(first..).map(|(v, id)| {
