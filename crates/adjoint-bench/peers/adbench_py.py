@@ -8,9 +8,10 @@ Usage: adbench_py.py TOOL MANIFEST [--quick] [--device cpu|cuda]
 JAX has none); every derivative is copied back to the host inside the timed call (`.cpu()`,
 `np.asarray`), which also waits for the GPU, and the rows are named `pytorch-cuda`, `jax-cuda`.
 
-MANIFEST is the JSON list written by adjoint-bench: {task, name, source, path, reference} per
-input, where `reference` is a little-endian f64 file with adjoint's tape gradient (GMM, LSTM) or the
-CSR values of its Jacobian (BA). The script times objective and derivative with ADBench's
+MANIFEST is the JSON list written by adjoint-bench: {task, name, source, path, reference,
+reference_engine} per input, where `reference` is a little-endian f64 file with the gradient (GMM,
+LSTM) or the CSR values of the Jacobian (BA) of adjoint's engine `reference_engine` (the first
+engine selected; the tape when only peers are). The script times objective and derivative with ADBench's
 protocol, checks its derivative against the reference with ADBench's rule, and prints rows in
 adjoint-bench's JSON row format on stdout.
 """
@@ -186,13 +187,13 @@ def time_min(f, quick):
     return best
 
 
-def agree(x, y):
+def agree(x, y, who):
     x, y = np.asarray(x, dtype=np.float64).ravel(), np.asarray(y, dtype=np.float64).ravel()
     if x.shape != y.shape:
         return f"lengths differ: {x.size} vs {y.size}"
     e = np.abs(x - y) / np.maximum(1.0, np.abs(x) + np.abs(y))
     i = int(np.argmax(e))
-    return "ok (= tape)" if e[i] < 1e-8 else f"vs tape: element {i}: {x[i]} vs {y[i]} (error {e[i]:.2e})"
+    return f"ok (= {who})" if e[i] < 1e-8 else f"vs {who}: element {i}: {x[i]} vs {y[i]} (error {e[i]:.2e})"
 
 
 DEVICE = 'cpu'
@@ -377,7 +378,7 @@ def main():
             params = 11 * ba['n'] + 3 * ba['m'] + ba['p']
         rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         result = der()
-        check = agree(result, np.fromfile(item['reference'], dtype='<f8'))
+        check = agree(result, np.fromfile(item['reference'], dtype='<f8'), item['reference_engine'])
         # What this peer computed, beside the reference, so agreement can be checked from files.
         ref = item['reference']
         out = ref[:-len('.reference.f64')] if ref.endswith('.reference.f64') else ref

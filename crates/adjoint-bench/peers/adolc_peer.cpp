@@ -1,7 +1,7 @@
 // ADOL-C peer for `adjoint-bench adbench`: GMM gradient and BA sparse Jacobian by taping with
-// ADOL-C, timed with ADBench's protocol, checked against adjoint's tape, rows printed as JSON.
-// Usage: adolc_peer MANIFEST.json [--quick]   (reads MANIFEST.txt beside it: task name source
-// path reference, tab-separated). Built by install.sh.
+// ADOL-C, timed with ADBench's protocol, checked against adjoint's reference derivative, rows
+// printed as JSON. Usage: adolc_peer MANIFEST.json [--quick]   (reads MANIFEST.txt beside it: task
+// name source path reference reference-engine, tab-separated). Built by install.sh.
 #include <adolc/adolc.h>
 #include <sys/resource.h>
 
@@ -156,7 +156,8 @@ static double time_min(const std::function<void()>& f, bool quick) {
   return best;
 }
 
-static std::string agree(const std::vector<double>& x, const std::string& ref_path) {
+static std::string agree(const std::vector<double>& x, const std::string& ref_path,
+                         const std::string& who) {
   std::ifstream in(ref_path, std::ios::binary);
   std::vector<double> y(x.size());
   in.read(reinterpret_cast<char*>(y.data()), (std::streamsize)(y.size() * sizeof(double)));
@@ -165,11 +166,11 @@ static std::string agree(const std::vector<double>& x, const std::string& ref_pa
     double e = std::fabs(x[i] - y[i]) / std::max(1.0, std::fabs(x[i]) + std::fabs(y[i]));
     if (!(e < 1e-8)) {
       std::ostringstream s;
-      s << "vs tape: element " << i << ": " << x[i] << " vs " << y[i];
+      s << "vs " << who << ": element " << i << ": " << x[i] << " vs " << y[i];
       return s.str();
     }
   }
-  return "ok (= tape)";
+  return "ok (= " + who + ")";
 }
 
 // Write what this peer computed beside the reference (`<input>.adolc.f64`), so agreement can be
@@ -206,9 +207,9 @@ int main(int argc, char** argv) {
   std::cout << "[";
   for (const std::string& line : ordered) {
     std::istringstream ls(line);
-    std::string task, name, source, path, ref;
+    std::string task, name, source, path, ref, who;
     std::getline(ls, task, '\t'); std::getline(ls, name, '\t'); std::getline(ls, source, '\t');
-    std::getline(ls, path, '\t'); std::getline(ls, ref, '\t');
+    std::getline(ls, path, '\t'); std::getline(ls, ref, '\t'); std::getline(ls, who, '\t');
     if (task.empty()) continue;
     if (task != "gmm" && task != "ba") {
       std::cerr << "  adolc " << task << " " << name << ": not implemented by this peer; skipped\n";
@@ -253,7 +254,7 @@ int main(int argc, char** argv) {
       };
       (void)isz;
       derivative();
-      check = agree(grad, ref);
+      check = agree(grad, ref, who);
       write_result(grad, ref);
       ot = time_min(objective, quick);
       dt = time_min(derivative, quick);
@@ -298,7 +299,7 @@ int main(int argc, char** argv) {
         for (int i = 0; i < b.p; i++) vals[30 * (size_t)b.p + i] = -2 * b.w;
       };
       derivative();
-      check = agree(vals, ref);
+      check = agree(vals, ref, who);
       write_result(vals, ref);
       ot = time_min(objective, quick);
       dt = time_min(derivative, quick);

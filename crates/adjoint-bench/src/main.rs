@@ -117,12 +117,13 @@ fn adbench(
         .iter()
         .map(|m| {
             format!(
-                "{}\t{}\t{}\t{}\t{}\n",
+                "{}\t{}\t{}\t{}\t{}\t{}\n",
                 m.task,
                 m.name,
                 m.source,
                 m.path.display(),
-                m.reference.display()
+                m.reference.display(),
+                m.reference_engine
             )
         })
         .collect();

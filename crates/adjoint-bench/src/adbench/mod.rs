@@ -668,8 +668,11 @@ pub struct ManifestItem {
     pub source: String,
     /// The input file (ADBench's, or written by this run).
     pub path: PathBuf,
-    /// Little-endian f64 file: the tape's GMM gradient, or its BA Jacobian's CSR values.
+    /// Little-endian f64 file: the GMM or LSTM gradient, or the BA Jacobian's CSR values, of
+    /// the first engine selected (the tape's when only peers are selected).
     pub reference: PathBuf,
+    /// The engine that computed `reference`: the peers name it in their agreement check.
+    pub reference_engine: String,
 }
 
 /// Write one engine's derivative beside the inputs (a message, not a failure, when it cannot).
@@ -693,7 +696,7 @@ fn manifest_item(
     source: &str,
     file: Option<&Path>,
     text: impl FnOnce() -> String,
-    reference: &[f64],
+    (reference_engine, reference): (&str, &[f64]),
 ) -> std::io::Result<ManifestItem> {
     std::fs::create_dir_all(work)?;
     let stem = name.replace('/', "_");
@@ -713,6 +716,7 @@ fn manifest_item(
         source: source.into(),
         path: std::fs::canonicalize(&path)?,
         reference: std::fs::canonicalize(&refp)?,
+        reference_engine: reference_engine.into(),
     })
 }
 
@@ -760,7 +764,7 @@ pub fn run(
                     &source,
                     file.as_deref(),
                     || io::write_gmm(&g),
-                    &grad,
+                    (engine.name(), &grad),
                 ) {
                     Ok(item) => manifest.push(item),
                     Err(e) => eprintln!("  cannot write peer inputs for {name}: {e}"),
@@ -787,7 +791,8 @@ pub fn run(
             let mut grad = vec![0.0; p.len()];
             gmm::gmm_gradient_tape(&g, &p, &mut grad);
             let text = || io::write_gmm(&g);
-            match manifest_item(work, "gmm", &name, &source, file.as_deref(), text, &grad) {
+            let reference = ("tape", &grad[..]);
+            match manifest_item(work, "gmm", &name, &source, file.as_deref(), text, reference) {
                 Ok(item) => manifest.push(item),
                 Err(e) => eprintln!("  cannot write peer inputs for {name}: {e}"),
             }
@@ -815,7 +820,8 @@ pub fn run(
             };
             if reference.is_none() {
                 let text = || io::write_ba(b.n, b.m, b.p);
-                match manifest_item(work, "ba", &name, &source, file.as_deref(), text, &j.vals) {
+                let reference = (engine.name(), &j.vals[..]);
+                match manifest_item(work, "ba", &name, &source, file.as_deref(), text, reference) {
                     Ok(item) => manifest.push(item),
                     Err(e) => eprintln!("  cannot write peer inputs for {name}: {e}"),
                 }
@@ -839,7 +845,8 @@ pub fn run(
         if reference.is_none() {
             let j = ba::ba_jacobian(&Tape, &b);
             let text = || io::write_ba(b.n, b.m, b.p);
-            match manifest_item(work, "ba", &name, &source, file.as_deref(), text, &j.vals) {
+            let reference = ("tape", &j.vals[..]);
+            match manifest_item(work, "ba", &name, &source, file.as_deref(), text, reference) {
                 Ok(item) => manifest.push(item),
                 Err(e) => eprintln!("  cannot write peer inputs for {name}: {e}"),
             }
@@ -863,7 +870,8 @@ pub fn run(
             };
             if reference.is_none() {
                 let text = || io::write_lstm(&g);
-                match manifest_item(work, "lstm", &name, &source, file.as_deref(), text, &grad) {
+                let reference = (engine.name(), &grad[..]);
+                match manifest_item(work, "lstm", &name, &source, file.as_deref(), text, reference) {
                     Ok(item) => manifest.push(item),
                     Err(e) => eprintln!("  cannot write peer inputs for {name}: {e}"),
                 }
