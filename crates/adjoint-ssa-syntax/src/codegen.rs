@@ -164,6 +164,20 @@ impl<'a> Gen<'a> {
         quote!(<A as #rt::Cotangent<T>>::zero())
     }
 
+    /// What the cotangent of slice `s` is cleared to (initially, and where the reverse sweep
+    /// passes a store): `+0.0` for the caller's slices, whose cotangents the caller reads back;
+    /// `-0.0`, the exact additive identity, for local arrays, whose cotangents only flow into
+    /// adjoints. A store's clear is then usually followed by the adjoint of a load of the same
+    /// element (`a[r] += e` reads and writes `a[r]`): `d[r] = -0.0; d[r] += g` is `d[r] = g`
+    /// for every `g`, which LLVM folds, where `+0.0 + g` turns `-0.0` into `+0.0` and must be
+    /// computed and stored on every iteration.
+    fn slice_clear(&self, s: SliceId) -> TokenStream {
+        match self.f.slices[s].kind {
+            SliceKind::Local { .. } => self.adj_zero(),
+            SliceKind::Param { .. } => self.adj_clear(),
+        }
+    }
+
     fn v(&self, v: Val) -> Ident {
         ms(&format!("v{v}"))
     }
@@ -569,7 +583,7 @@ impl<'a> Gen<'a> {
                 out.extend(quote!(let mut #id: [#et; #len] = [#z; #len];));
                 if adjoints && self.p.slice_active[s] {
                     let d = ms(&format!("ds{s}"));
-                    let zt = self.adj_clear();
+                    let zt = self.slice_clear(s);
                     out.extend(quote!(let mut #d: [A; #len] = [#zt; #len];));
                 }
             }
@@ -1236,6 +1250,7 @@ impl<'a> Gen<'a> {
             }
             Inst::Store { slice, idx, val } => {
                 let ds = self.dslice(*slice);
+                let az = self.slice_clear(*slice);
                 // SAFETY (ranged): as for ranged loads in `rev_body`.
                 let e = match ranged {
                     Some(ix) => quote!((*unsafe { #ds.get_unchecked_mut(#ix) })),
@@ -1253,6 +1268,7 @@ impl<'a> Gen<'a> {
             }
             Inst::Fill { slice, val } => {
                 let ds = self.dslice(*slice);
+                let az = self.slice_clear(*slice);
                 if self.active(*val) {
                     let av = self.a(*val);
                     quote!(for e in #ds.iter_mut() { #av += *e; *e = #az; })

@@ -407,6 +407,39 @@ fn zero_gradients_are_positive_zero() {
     assert_eq!(dy, 1.0); // Σ x
 }
 
+/// A local array's cotangent is cleared to −0.0 where the reverse sweep passes a store (so the
+/// clear and the next load's accumulation, `a[i] += …`, fold into one assignment); an element
+/// overwritten by a constant still gives its input an exact +0.0 in the caller's buffer.
+#[differentiable]
+fn overwritten_local(x: &[f64]) -> f64 {
+    let mut a = [0.0; 4];
+    for i in 0..4 {
+        a[i] = x[i] * x[i];
+    }
+    for i in 0..4 {
+        a[i] += a[i] * x[i];
+    }
+    a[3] = 2.0;
+    let mut s = 0.0;
+    for i in 0..4 {
+        s += a[i];
+    }
+    s
+}
+
+#[test]
+fn local_array_cotangents_fold_and_zeros_stay_positive() {
+    let x = [0.5, -0.25, 0.0, 0.75];
+    let mut g = vec![0.0; 4];
+    let v = overwritten_local::grad(&x, &mut g);
+    assert_eq!(v, overwritten_local(&x));
+    // d/dx (x² + x³) = 2x + 3x² for the three summed elements; x[3] is overwritten
+    let want: Vec<f64> = x[..3].iter().map(|&t| 2.0 * t + 3.0 * t * t).collect();
+    check("overwritten_local", &g[..3], &want);
+    assert_eq!(g[3].to_bits(), 0.0f64.to_bits(), "{g:?}");
+    assert_eq!(g[2].to_bits(), 0.0f64.to_bits(), "{g:?}");
+}
+
 /// The triangular product in ADBench's own spelling: `xc[i]` loaded inside the inner loop. Its
 /// adjoint is added to `dxc[i]` once per row, in the row's last reversed iteration (rows with no
 /// iteration add nothing); gradients against forward mode, including `d = 1` (no iteration).

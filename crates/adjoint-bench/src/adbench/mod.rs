@@ -792,7 +792,15 @@ pub fn run(
             gmm::gmm_gradient_tape(&g, &p, &mut grad);
             let text = || io::write_gmm(&g);
             let reference = ("tape", &grad[..]);
-            match manifest_item(work, "gmm", &name, &source, file.as_deref(), text, reference) {
+            match manifest_item(
+                work,
+                "gmm",
+                &name,
+                &source,
+                file.as_deref(),
+                text,
+                reference,
+            ) {
                 Ok(item) => manifest.push(item),
                 Err(e) => eprintln!("  cannot write peer inputs for {name}: {e}"),
             }
@@ -871,7 +879,15 @@ pub fn run(
             if reference.is_none() {
                 let text = || io::write_lstm(&g);
                 let reference = (engine.name(), &grad[..]);
-                match manifest_item(work, "lstm", &name, &source, file.as_deref(), text, reference) {
+                match manifest_item(
+                    work,
+                    "lstm",
+                    &name,
+                    &source,
+                    file.as_deref(),
+                    text,
+                    reference,
+                ) {
                     Ok(item) => manifest.push(item),
                     Err(e) => eprintln!("  cannot write peer inputs for {name}: {e}"),
                 }
