@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # One device call (see device-prepare.sh): the GPU tests, ADBench GMM and BA on the GPU against
 # JAX and PyTorch on the same GPU (#17), and the 16-core rows of #16. Each stage has its own
-# time limit, cut to what is left of 570 s (about 7 minutes ran on 2026-11-26) and appends to $OUT/log.txt;
-# the bench tables go to $OUT/*.md (7 files). A stage that runs out of time is cut and the
-# next one still runs.
+# time limit, cut to what is left of 570 s (the stages took about 7 minutes on 2026-11-26),
+# and appends to $OUT/log.txt; the bench tables go to $OUT/*.md (6 files). A stage that runs
+# out of time is cut and the next one still runs.
 OUT=${OUT:-$(mktemp -d)} # the device tool sets $OUT
 mkdir -p "$OUT"
 exec > >(tee -a "$OUT/log.txt") 2>&1
