@@ -498,6 +498,41 @@ fn engine_selection_rejects_unknown_names() {
     assert!(Selection::default().engine("anything"));
 }
 
+/// The peers check their derivative against the reference file of the manifest, and name the
+/// engine that wrote it: the first engine selected, or the tape when only peers are selected.
+/// Both references equal the tape's gradient computed here independently.
+#[test]
+fn the_manifest_names_the_engine_whose_derivative_is_the_reference() {
+    use adjoint_bench::adbench::{gmm_inputs, run, Selection};
+    let work = std::env::temp_dir().join(format!("adjoint-manifest-{}", std::process::id()));
+    let sel = |engine: &str| Selection {
+        filter: Some("gmm_d2_K5".into()),
+        engines: Some(vec![engine.into()]),
+    };
+    let g = gmm_inputs(None, true, &sel("tape")).remove(0).3;
+    let p = g.params();
+    let mut want = vec![0.0; p.len()];
+    gmm::gmm_gradient_tape(&g, &p, &mut want);
+    for (engine, named) in [("reversible", "reversible"), ("jax", "tape")] {
+        let (_, manifest) = run(None, true, false, &sel(engine), &work);
+        assert_eq!(manifest.len(), 1);
+        assert_eq!(manifest[0].reference_engine, named);
+        let got: Vec<f64> = std::fs::read(&manifest[0].reference)
+            .unwrap()
+            .chunks_exact(8)
+            .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        assert_eq!(got.len(), want.len());
+        for (a, b) in got.iter().zip(&want) {
+            assert!(
+                (a - b).abs() <= 1e-9 * b.abs().max(1.0),
+                "{engine}: {a} vs {b}"
+            );
+        }
+    }
+    std::fs::remove_dir_all(&work).unwrap();
+}
+
 #[test]
 fn adbench_command_reports_substitutions_and_writes_every_engines_result() {
     let dir = scratch_adbench_dir("cli");

@@ -688,36 +688,50 @@ fn write_f64s(path: &Path, v: &[f64]) -> std::io::Result<()> {
     std::fs::write(path, bytes)
 }
 
-/// Make an input and its reference available to the peers.
-fn manifest_item(
-    work: &Path,
-    task: &str,
-    name: &str,
-    source: &str,
-    file: Option<&Path>,
-    text: impl FnOnce() -> String,
-    (reference_engine, reference): (&str, &[f64]),
-) -> std::io::Result<ManifestItem> {
-    std::fs::create_dir_all(work)?;
-    let stem = name.replace('/', "_");
-    let path = match file {
-        Some(f) => f.to_path_buf(),
-        None => {
-            let p = work.join(format!("{stem}.txt"));
-            std::fs::write(&p, text())?;
-            p
+/// The inputs handed to the peers, each written into `work` as it is added.
+struct Manifest<'w> {
+    work: &'w Path,
+    items: Vec<ManifestItem>,
+}
+
+impl Manifest<'_> {
+    /// Hand an input and a reference derivative (`(engine, values)`) to the peers: the input's
+    /// file (ADBench's, or `text` written out) and the reference's. A message, not a failure,
+    /// when they cannot be written.
+    fn add(
+        &mut self,
+        (task, name, source): (&str, &str, &str),
+        file: Option<&Path>,
+        text: impl FnOnce() -> String,
+        (reference_engine, reference): (&str, &[f64]),
+    ) {
+        let write = || -> std::io::Result<ManifestItem> {
+            std::fs::create_dir_all(self.work)?;
+            let stem = name.replace('/', "_");
+            let path = match file {
+                Some(f) => f.to_path_buf(),
+                None => {
+                    let p = self.work.join(format!("{stem}.txt"));
+                    std::fs::write(&p, text())?;
+                    p
+                }
+            };
+            let refp = self.work.join(format!("{stem}.reference.f64"));
+            write_f64s(&refp, reference)?;
+            Ok(ManifestItem {
+                task: task.into(),
+                name: name.into(),
+                source: source.into(),
+                path: std::fs::canonicalize(&path)?,
+                reference: std::fs::canonicalize(&refp)?,
+                reference_engine: reference_engine.into(),
+            })
+        };
+        match write() {
+            Ok(item) => self.items.push(item),
+            Err(e) => eprintln!("  cannot write peer inputs for {name}: {e}"),
         }
-    };
-    let refp = work.join(format!("{stem}.reference.f64"));
-    write_f64s(&refp, reference)?;
-    Ok(ManifestItem {
-        task: task.into(),
-        name: name.into(),
-        source: source.into(),
-        path: std::fs::canonicalize(&path)?,
-        reference: std::fs::canonicalize(&refp)?,
-        reference_engine: reference_engine.into(),
-    })
+    }
 }
 
 /// Run GMM and BA with every selected engine; inputs and references for the peers go to `work`,
@@ -731,7 +745,10 @@ pub fn run(
     work: &Path,
 ) -> (Vec<Row>, Vec<ManifestItem>) {
     let small = quick && !full_grid;
-    let mut manifest = Vec::new();
+    let mut manifest = Manifest {
+        work,
+        items: Vec::new(),
+    };
     let budget = if quick {
         Budget::QUICK
     } else {
@@ -757,18 +774,12 @@ pub fn run(
                 ),
             };
             if reference.is_none() {
-                match manifest_item(
-                    work,
-                    "gmm",
-                    &name,
-                    &source,
+                manifest.add(
+                    ("gmm", &name, &source),
                     file.as_deref(),
                     || io::write_gmm(&g),
                     (engine.name(), &grad),
-                ) {
-                    Ok(item) => manifest.push(item),
-                    Err(e) => eprintln!("  cannot write peer inputs for {name}: {e}"),
-                }
+                );
             }
             reference.get_or_insert_with(|| (engine.name(), grad.clone()));
             let derivative_s = time_min(|| engine.gmm(&g, &p, &mut grad), budget);
@@ -790,20 +801,12 @@ pub fn run(
             // Only peers selected: they still need the input file and a reference to check.
             let mut grad = vec![0.0; p.len()];
             gmm::gmm_gradient_tape(&g, &p, &mut grad);
-            let text = || io::write_gmm(&g);
-            let reference = ("tape", &grad[..]);
-            match manifest_item(
-                work,
-                "gmm",
-                &name,
-                &source,
+            manifest.add(
+                ("gmm", &name, &source),
                 file.as_deref(),
-                text,
-                reference,
-            ) {
-                Ok(item) => manifest.push(item),
-                Err(e) => eprintln!("  cannot write peer inputs for {name}: {e}"),
-            }
+                || io::write_gmm(&g),
+                ("tape", &grad),
+            );
         }
     }
     for (name, source, file, b) in ba_inputs(dir, small, sel) {
@@ -827,12 +830,12 @@ pub fn run(
                 ),
             };
             if reference.is_none() {
-                let text = || io::write_ba(b.n, b.m, b.p);
-                let reference = (engine.name(), &j.vals[..]);
-                match manifest_item(work, "ba", &name, &source, file.as_deref(), text, reference) {
-                    Ok(item) => manifest.push(item),
-                    Err(e) => eprintln!("  cannot write peer inputs for {name}: {e}"),
-                }
+                manifest.add(
+                    ("ba", &name, &source),
+                    file.as_deref(),
+                    || io::write_ba(b.n, b.m, b.p),
+                    (engine.name(), &j.vals),
+                );
             }
             reference.get_or_insert_with(|| (engine.name(), j.vals.clone()));
             let derivative_s = time_min(|| engine.ba(&b, &mut j), budget);
@@ -852,12 +855,12 @@ pub fn run(
         }
         if reference.is_none() {
             let j = ba::ba_jacobian(&Tape, &b);
-            let text = || io::write_ba(b.n, b.m, b.p);
-            let reference = ("tape", &j.vals[..]);
-            match manifest_item(work, "ba", &name, &source, file.as_deref(), text, reference) {
-                Ok(item) => manifest.push(item),
-                Err(e) => eprintln!("  cannot write peer inputs for {name}: {e}"),
-            }
+            manifest.add(
+                ("ba", &name, &source),
+                file.as_deref(),
+                || io::write_ba(b.n, b.m, b.p),
+                ("tape", &j.vals),
+            );
         }
     }
     for (name, source, file, g) in lstm_inputs(dir, small, sel) {
@@ -877,20 +880,12 @@ pub fn run(
                 ),
             };
             if reference.is_none() {
-                let text = || io::write_lstm(&g);
-                let reference = (engine.name(), &grad[..]);
-                match manifest_item(
-                    work,
-                    "lstm",
-                    &name,
-                    &source,
+                manifest.add(
+                    ("lstm", &name, &source),
                     file.as_deref(),
-                    text,
-                    reference,
-                ) {
-                    Ok(item) => manifest.push(item),
-                    Err(e) => eprintln!("  cannot write peer inputs for {name}: {e}"),
-                }
+                    || io::write_lstm(&g),
+                    (engine.name(), &grad),
+                );
             }
             reference.get_or_insert_with(|| (engine.name(), grad.clone()));
             let derivative_s = time_min(|| engine.lstm(&g, &p, &mut grad), budget);
@@ -909,7 +904,7 @@ pub fn run(
             });
         }
     }
-    (rows, manifest)
+    (rows, manifest.items)
 }
 
 /// Where `peers/install.sh` puts the peers.
