@@ -4,7 +4,8 @@
 //! ADJOINT_CUDA_PROFILE=1 cargo run --release -p adjoint-array --features cuda --example gpu_profile
 //! ```
 //!
-//! Two gradients each at ADBench's 1k d10 K25 and 10k d10 K200 sizes (ramp data); with
+//! Two gradients each at ADBench's 1k d10 K25 and 10k d10 K200 sizes (ramp data), or at the
+//! sizes given as `n,d,K` arguments (`gpu_profile 1000,64,25 1000,128,25`); with
 //! `ADJOINT_CUDA_PROFILE=1` every launch is waited for and timed, and a profile per gradient is
 //! printed (the second is the warm one). Without a GPU it says why and stops.
 use adjoint_array::models::Gmm;
@@ -24,8 +25,24 @@ fn main() {
             return;
         }
     };
-    for (n, d, k) in [(1000, 10, 25), (10_000, 10, 200)] {
-        let gmm = Gmm::new(n, d, k, 1.0, 0.0).expect("the GMM program builds");
+    let mut sizes: Vec<(usize, usize, usize)> = std::env::args()
+        .skip(1)
+        .map(|a| {
+            let v: Vec<usize> = a
+                .split(',')
+                .map(|x| x.parse().expect("a size is `n,d,K`"))
+                .collect();
+            match v[..] {
+                [n, d, k] => (n, d, k),
+                _ => panic!("a size is `n,d,K`, not `{a}`"),
+            }
+        })
+        .collect();
+    if sizes.is_empty() {
+        sizes = vec![(1000, 10, 25), (10_000, 10, 200)];
+    }
+    for (n, d, k) in sizes {
+        let gmm = Gmm::for_backend(n, d, k, 1.0, 0.0, &gpu).expect("the GMM program builds");
         let icf = d * (d + 1) / 2;
         let (alphas, means) = (ramp(k, -0.3, 0.4), ramp(k * d, -1.0, 1.0));
         let (icf, x) = (ramp(k * icf, -0.2, 0.3), ramp(n * d, -1.5, 1.5));

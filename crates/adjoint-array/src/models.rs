@@ -22,6 +22,9 @@ const PI: f64 = 3.14159265359;
 /// the gradient at n = 1000, K = 5; d = 10: 0.76 against 0.64 ms; BENCHMARKS.md).
 pub const MATMUL_MIN_D: usize = 4;
 
+/// From this dimension the GMM's squared norms are sums over arrays.
+pub const NORMS_AS_ARRAYS_MIN_D: usize = 64;
+
 /// ln Γ_d(a), the log multivariate gamma function.
 fn log_gamma_distrib(a: f64, d: usize) -> f64 {
     let df = d as f64;
@@ -69,6 +72,60 @@ impl Gmm {
     /// Build the program for `n` points in dimension `d` with `k` components and Wishart
     /// prior `(gamma, m)`.
     pub fn new(n: usize, d: usize, k: usize, gamma: f64, m: f64) -> Result<Self> {
+        Self::with_norms_as_arrays(n, d, k, gamma, m, d >= NORMS_AS_ARRAYS_MIN_D)
+    }
+
+    /// [`Gmm::new`] in the form that runs fastest on `backend`: on the GPU the squared norms
+    /// are sums over arrays at every d from [`MATMUL_MIN_D`] (see [`NORMS_AS_ARRAYS_MIN_D`]).
+    ///
+    /// ```
+    /// use adjoint_array::models::Gmm;
+    /// use adjoint_array::Backend;
+    /// let backend = Backend::cuda().unwrap_or_else(|_| Backend::cpu());
+    /// let gmm = Gmm::for_backend(4, 5, 2, 1.0, 0.0, &backend).unwrap();
+    /// let icf: Vec<f64> = (0..2 * 15).map(|i| 0.01 * i as f64).collect();
+    /// let x: Vec<f64> = (0..4 * 5).map(|i| (i as f64).sin()).collect();
+    /// let (v, g) = gmm.gradient_on(&backend, &[0.1, -0.2], &[0.3; 10], &icf, &x).unwrap();
+    /// assert!(v.is_finite() && g.len() == 2 + 10 + 30);
+    /// ```
+    pub fn for_backend(
+        n: usize,
+        d: usize,
+        k: usize,
+        gamma: f64,
+        m: f64,
+        backend: &Backend,
+    ) -> Result<Self> {
+        let arrays = backend.is_cuda() || d >= NORMS_AS_ARRAYS_MIN_D;
+        Self::with_norms_as_arrays(n, d, k, gamma, m, arrays)
+    }
+
+    /// [`Gmm::new`] with `Q_k (μ_k − x_0)` and the squared norms written as sums over arrays
+    /// (`norms_as_arrays`; from [`MATMUL_MIN_D`] on) or unrolled into one element each, the
+    /// choice [`Gmm::new`] and [`Gmm::for_backend`] make by backend and dimension. Either form
+    /// runs on either backend, with the same objective and gradient up to rounding.
+    ///
+    /// ```
+    /// use adjoint_array::models::Gmm;
+    /// let (n, d, k) = (6, 5, 2);
+    /// let unrolled = Gmm::with_norms_as_arrays(n, d, k, 1.0, 0.0, false).unwrap();
+    /// let arrays = Gmm::with_norms_as_arrays(n, d, k, 1.0, 0.0, true).unwrap();
+    /// let (alphas, means) = (vec![0.1, -0.2], vec![0.3; k * d]);
+    /// let icf: Vec<f64> = (0..k * d * (d + 1) / 2).map(|i| 0.01 * i as f64).collect();
+    /// let x: Vec<f64> = (0..n * d).map(|i| (i as f64).sin()).collect();
+    /// let (v, g) = unrolled.gradient(&alphas, &means, &icf, &x).unwrap();
+    /// let (w, h) = arrays.gradient(&alphas, &means, &icf, &x).unwrap();
+    /// assert!((v - w).abs() <= 1e-12 * v.abs());
+    /// assert!(g.iter().zip(&h).all(|(a, b)| (a - b).abs() <= 1e-12 * (1.0 + a.abs())));
+    /// ```
+    pub fn with_norms_as_arrays(
+        n: usize,
+        d: usize,
+        k: usize,
+        gamma: f64,
+        m: f64,
+        norms_as_arrays: bool,
+    ) -> Result<Self> {
         let icf_sz = d * (d + 1) / 2;
         let b = Builder::new();
         let alphas = b.input(&[k]);
@@ -132,20 +189,40 @@ impl Gmm {
                 )
             });
             let xq = xc.matmul(&qt.reshape(&[d, k * d])).reshape(&[n, k, d]);
-            // Q_k (μ_k − c)
-            let mc = |ik: Exp, j: usize| means.at(&[ik, c(j)]) - centre(c(j));
-            let qmu = b.generate(&[k, d], |i| {
-                (1..d).fold(qt.at(&[c(0), i[0], i[1]]) * mc(i[0], 0), |s, j| {
-                    s + qt.at(&[c(j), i[0], i[1]]) * mc(i[0], j)
-                })
-            });
-            b.generate(&[n, k], |i| {
-                let sq = (0..d).fold(lit(0.0), |s, r| {
-                    let v = xq.at(&[i[0], i[1], c(r)]) - qmu.at(&[i[1], c(r)]);
-                    s + v * v
+            // Q_k (μ_k − c) and the squared norms: as sums over arrays, or d reads unrolled
+            // into one element. Unrolled, the adjoint of an element scatters d values into
+            // `xq`, and on the GPU every element of `xq`'s adjoint then tried each of those d
+            // scatters (the largest kernel of 10k d10 K200); read where they are, each entry's
+            // adjoint lands on its own element.
+            if norms_as_arrays {
+                let qmu = b
+                    .generate(&[k, d, d], |i| {
+                        let (ik, row, col) = (i[0], i[1], i[2]);
+                        qt.at(&[col, ik, row]) * (means.at(&[ik, col]) - centre(col))
+                    })
+                    .sum();
+                let sq = b
+                    .generate(&[n, k, d], |i| {
+                        let v = xq.at(i) - qmu.at(&[i[1], i[2]]);
+                        v * v
+                    })
+                    .sum();
+                b.generate(&[n, k], |i| base.at(&[i[1]]) - sq.at(i) * 0.5)
+            } else {
+                let mc = |ik: Exp, j: usize| means.at(&[ik, c(j)]) - centre(c(j));
+                let qmu = b.generate(&[k, d], |i| {
+                    (1..d).fold(qt.at(&[c(0), i[0], i[1]]) * mc(i[0], 0), |s, j| {
+                        s + qt.at(&[c(j), i[0], i[1]]) * mc(i[0], j)
+                    })
                 });
-                base.at(&[i[1]]) - sq * 0.5
-            })
+                b.generate(&[n, k], |i| {
+                    let sq = (0..d).fold(lit(0.0), |s, r| {
+                        let v = xq.at(&[i[0], i[1], c(r)]) - qmu.at(&[i[1], c(r)]);
+                        s + v * v
+                    });
+                    base.at(&[i[1]]) - sq * 0.5
+                })
+            }
         };
         let data_term = logsumexp_rows(&b, &main).sum();
         let alse = logsumexp_rows(&b, &alphas);

@@ -86,12 +86,25 @@ fn reference<T: Real>(n: usize, d: usize, k: usize, gamma: f64, wm: f64, x: &[f6
 #[test]
 fn gmm_value_and_gradient_match_the_reference() {
     // d ≥ MATMUL_MIN_D computes Q_k x_i by a matrix product, smaller d by an unrolled kernel
-    for &(n, d, k) in &[(10, 3, 4), (7, 1, 2), (5, 5, 3), (6, 10, 3)] {
+    // (the squared norms unrolled or as sums over arrays: `arrays`)
+    let cases = [
+        (10, 3, 4, false),
+        (7, 1, 2, false),
+        (5, 5, 3, false),
+        (6, 10, 3, false),
+    ];
+    let arrays = [
+        (5, 5, 3, true),
+        (6, 10, 3, true),
+        (4, 64, 2, false),
+        (4, 64, 2, true),
+    ];
+    for &(n, d, k, arrays) in cases.iter().chain(&arrays) {
         let (gamma, wm) = (1.0, 0.0);
         let icf_sz = d * (d + 1) / 2;
         let p = data(k + k * d + k * icf_sz, (n * 31 + d * 7 + k) as u64, 0.5);
         let x = data(n * d, 99, 1.0);
-        let gmm = Gmm::new(n, d, k, gamma, wm).unwrap();
+        let gmm = Gmm::with_norms_as_arrays(n, d, k, gamma, wm, arrays).unwrap();
         let (a, rest) = p.split_at(k);
         let (mu, icf) = rest.split_at(k * d);
         let v = gmm.objective(a, mu, icf, &x).unwrap();
@@ -106,7 +119,7 @@ fn gmm_value_and_gradient_match_the_reference() {
         for (i, (u, w)) in g.iter().zip(&gf).enumerate() {
             assert!(
                 (u - w).abs() <= 1e-10 * (1.0 + w.abs()),
-                "({n},{d},{k}) ∂{i}: {u} vs {w}"
+                "({n},{d},{k}, arrays {arrays}) ∂{i}: {u} vs {w}"
             );
         }
     }

@@ -775,9 +775,20 @@ fn check_program(p: &Program, inputs: &[Vec<f64>], data: (f64, f64, f64), run: R
     ks.len()
 }
 
-/// ADBench's GMM program for (n, d, K) and ramp data for its inputs.
+/// ADBench's GMM program for (n, d, K) ([`crate::models::Gmm::new`]) and ramp data for its
+/// inputs.
 fn gmm_case(n: usize, d: usize, k: usize) -> (crate::models::Gmm, Vec<Vec<f64>>) {
-    let gmm = crate::models::Gmm::new(n, d, k, 1.0, 0.0).unwrap();
+    gmm_case_form(n, d, k, d >= crate::models::NORMS_AS_ARRAYS_MIN_D)
+}
+
+/// [`gmm_case`] with the squared norms as sums over arrays or unrolled.
+fn gmm_case_form(
+    n: usize,
+    d: usize,
+    k: usize,
+    arrays: bool,
+) -> (crate::models::Gmm, Vec<Vec<f64>>) {
+    let gmm = crate::models::Gmm::with_norms_as_arrays(n, d, k, 1.0, 0.0, arrays).unwrap();
     let icf = d * (d + 1) / 2;
     let inputs = vec![
         ramp(k, -0.3, 0.4),
@@ -950,6 +961,12 @@ fn case_gmm_kernels(run: Runner) {
     let (gmm, inputs) = gmm_case(12, 3, 4);
     let count = check_program(&gmm.program, &inputs, (-1.0, 1.0, 0.0), run);
     assert!(count >= 3, "GMM uses {count} kernels");
+    // the matrix-product form, its squared norms unrolled and as sums over arrays
+    for arrays in [false, true] {
+        let (gmm, inputs) = gmm_case_form(9, 5, 3, arrays);
+        let count = check_program(&gmm.program, &inputs, (-1.0, 1.0, 0.0), run);
+        assert!(count >= 3, "GMM d = 5 uses {count} kernels");
+    }
 }
 
 #[test]
@@ -1182,17 +1199,24 @@ fn programs_on_the_gpu() {
     let p = b.build_scalar(&y.sum()).unwrap();
     check("data-dependent read", &p, &[ramp(6, 0.0, 5.0)]);
 
-    // ADBench GMM: the unrolled kernels (d < 4) and the matrix-product form.
+    // ADBench GMM: the unrolled kernels (d < 4) and the matrix-product form, its squared
+    // norms unrolled (the CPU's form below d = 64) and as sums over arrays (the GPU's).
     for (n, d, k) in [(12, 3, 4), (200, 2, 5), (1000, 10, 25), (500, 20, 7)] {
-        let (gmm, mut inputs) = gmm_case(n, d, k);
-        inputs[3] = (0..n * d)
-            .map(|i| ((i * 7919 % 1000) as f64 / 500.0) - 1.0)
-            .collect();
-        check(
-            &format!("GMM n = {n}, d = {d}, K = {k}"),
-            &gmm.program,
-            &inputs,
-        );
+        for arrays in [false, true] {
+            if arrays && d < crate::models::MATMUL_MIN_D {
+                continue;
+            }
+            let (gmm, mut inputs) = gmm_case_form(n, d, k, arrays);
+            inputs[3] = (0..n * d)
+                .map(|i| ((i * 7919 % 1000) as f64 / 500.0) - 1.0)
+                .collect();
+            let form = if arrays { "arrays" } else { "unrolled" };
+            check(
+                &format!("GMM n = {n}, d = {d}, K = {k}, norms {form}"),
+                &gmm.program,
+                &inputs,
+            );
+        }
     }
 
     // ADBench BA: the Jacobian blocks (a generate_n, stored interleaved); p = 3000 makes
@@ -1240,7 +1264,8 @@ fn gmm_kernels_stay_small_at_adbench_dimensions() {
     // values that grows with icf's d(d+1)/2 entries: the Wishart prior once read all 2080
     // (8256) of a component's in one unrolled kernel, whose adjoint scattered each one — a
     // megabyte of CUDA C for NVRTC at d = 64, where the GPU gradient did not finish. The
-    // quadratic form's d-term sums stay unrolled (2d + 1 scatters, 44 kB at d = 64).
+    // quadratic form's d-term sums are sums over arrays there (unrolled, they made 2d + 1
+    // scatters, 44 kB at d = 64).
     for d in [64, 128] {
         let (_gmm, ks) = gmm_gradient_kernels(3, d, 2);
         let mut largest = (0, 0);

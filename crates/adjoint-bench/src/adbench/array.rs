@@ -54,7 +54,7 @@ impl GmmColumn for Array {
         let key = (g.n, g.d, g.k, g.gamma.to_bits(), g.m.to_bits());
         let mut built = self.built.borrow_mut();
         if built.as_ref().is_none_or(|(k, _)| *k != key) {
-            let program = Gmm::new(g.n, g.d, g.k, g.gamma, g.m)
+            let program = Gmm::for_backend(g.n, g.d, g.k, g.gamma, g.m, &self.backend)
                 .unwrap_or_else(|e| panic!("array GMM for d = {}, K = {}: {e}", g.d, g.k));
             *built = Some((key, program));
         }
