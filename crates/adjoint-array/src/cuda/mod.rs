@@ -728,6 +728,127 @@ pub(crate) fn direct_offsets(
     Some(out)
 }
 
+/// [`direct_offsets`] for a target whose scatter indices are not affine but still depend on
+/// the element's position only: index arithmetic on `Idx` values and constants, as the
+/// triangular read of ADBench GMM's `icf` (`Q[row, col]` at `col·(2d − 1 − col)/2 + row − …`).
+/// The kernel's position-only operations are evaluated for every element on the host (once
+/// per program: the executor caches the result). A scatter whose guard is position-only and
+/// false lands nowhere (−1); one whose guard depends on data is taken to land at its offset
+/// (not taken, it adds a zero there). `None` when some offset depends on data, lies outside
+/// the target, or two contributions may land on one element, or above `limit`
+/// contributions.
+pub(crate) fn static_offsets(
+    k: &Kernel,
+    t: usize,
+    nscatters: usize,
+    limit: usize,
+) -> Option<Vec<i64>> {
+    let n: usize = k.space.iter().product();
+    if n.checked_mul(nscatters)? > limit {
+        return None;
+    }
+    let len = k.target_lens.get(t).copied()?;
+    let mut seen = vec![false; len];
+    let mut out = vec![-1i64; n * nscatters];
+    // per slot: its value where it depends on the position only; per offset slot: the offset
+    // (`Some(None)`: out of bounds)
+    let mut val: Vec<Option<f64>> = vec![None; k.nslots];
+    let mut offs: Vec<Option<Option<usize>>> = vec![None; k.nslots];
+    for e in 0..n {
+        val.fill(None);
+        offs.fill(None);
+        for &(sl, v) in &k.consts {
+            val[sl as usize] = Some(v);
+        }
+        let mut j = 0;
+        for op in &k.ops {
+            let get = |a: Src| match a {
+                Src::S(sl) => val[sl as usize],
+                Src::P(_) => None,
+            };
+            match op {
+                KOp::Idx { axis, dst } => {
+                    let i = (e / k.strides[*axis].max(1)) % k.space[*axis].max(1);
+                    val[*dst as usize] = Some(i as f64);
+                }
+                KOp::Un { op, a, dst, d } => {
+                    let r = get(*a).map(|x| adjoint_core::rules::unary(*op, x));
+                    val[*dst as usize] = r.map(|r| r.value);
+                    if let Some(d) = d {
+                        val[*d as usize] = r.map(|r| r.d);
+                    }
+                }
+                KOp::Bin { op, a, b, dst, d } => {
+                    let r = get(*a)
+                        .zip(get(*b))
+                        .map(|(x, y)| adjoint_core::rules::binary(*op, x, y));
+                    val[*dst as usize] = r.map(|r| r.value);
+                    if let Some((dx, dy)) = d {
+                        val[*dx as usize] = r.map(|r| r.dx);
+                        val[*dy as usize] = r.map(|r| r.dy);
+                    }
+                }
+                KOp::Disc { op, a, b, dst } => {
+                    val[*dst as usize] = get(*a).zip(get(*b)).map(|(x, y)| op.eval(x, y));
+                }
+                KOp::Select { c, a, b, dst } => {
+                    val[*dst as usize] = get(*c).and_then(|c| get(if c != 0.0 { *a } else { *b }));
+                }
+                KOp::Cast { a, dst, to32 } => {
+                    val[*dst as usize] =
+                        get(*a).map(|x| if *to32 { crate::f32ops::r32(x) } else { x });
+                }
+                KOp::Offset {
+                    comps, guard, dst, ..
+                } => {
+                    // as the interpreter: the variable components' sum, 0 where the guard is off
+                    let mut at = Some(Some(0usize));
+                    for c in comps {
+                        if let Comp::Var(a, st, dim) = c {
+                            at = match (at, get(*a)) {
+                                (Some(o), Some(x)) => Some(o.and_then(|o| {
+                                    (x >= 0.0 && x < *dim as f64).then(|| o + (x as usize) * st)
+                                })),
+                                _ => None,
+                            };
+                        }
+                    }
+                    if guard.and_then(get) == Some(0.0) {
+                        at = Some(Some(0));
+                    }
+                    offs[*dst as usize] = at;
+                }
+                KOp::Scatter {
+                    target,
+                    off,
+                    c,
+                    guard,
+                    ..
+                } => {
+                    if *target == t && guard.and_then(get) != Some(0.0) {
+                        let base = match off {
+                            None => 0,
+                            Some(o) => offs[*o as usize]??,
+                        };
+                        let at = base + c;
+                        if at >= len || std::mem::replace(&mut seen[at], true) {
+                            return None;
+                        }
+                        out[j * n + e] = at as i64;
+                    }
+                    j += 1;
+                }
+                op => {
+                    for d in op.results() {
+                        val[d as usize] = None;
+                    }
+                }
+            }
+        }
+    }
+    Some(out)
+}
+
 /// A whole CUDA module: the prelude followed by the kernels.
 pub(crate) fn module_source(kernels: &[KernelSource]) -> String {
     let mut s = String::from(PRELUDE);

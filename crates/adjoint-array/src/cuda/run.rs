@@ -23,7 +23,8 @@
 
 use super::device::{Gpu, Pending};
 use super::{
-    affine_target, combine_source, direct_offsets, scan_combine_source, Roots, CHUNK, SPLIT_SUM,
+    affine_target, combine_source, direct_offsets, scan_combine_source, static_offsets, Roots,
+    CHUNK, SPLIT_SUM,
 };
 use crate::error::{Error, Result};
 use crate::exec::{gen_adjoint, gen_own, primal_kernel, sumgen_adjoint, AUX_BC, AUX_DENSE};
@@ -52,9 +53,12 @@ enum Comb {
     Host,
 }
 
-/// Targets with at least this many scatters whose contributions land on distinct elements are
-/// combined by adding each where it lands (ADBench GMM's regularisation term at d = 64 reads
-/// 2080 `icf` elements per component), up to this many contributions.
+/// Affine targets with at least this many scatters whose contributions land on distinct
+/// elements are combined by adding each where it lands (ADBench GMM's regularisation term at
+/// d = 64 read 2080 `icf` elements per component), up to this many contributions; so are
+/// targets whose indices are position-only arithmetic ([`static_offsets`]) with any number of
+/// scatters (the scanning kernel they took instead makes target × kernel elements comparisons:
+/// GMM's triangular read of `icf` at d = 64 was past its bound and combined on the host).
 const DIRECT_MIN_SCATTERS: usize = 16;
 const DIRECT_MAX: usize = 1 << 26;
 
@@ -638,6 +642,10 @@ impl<'g> DevRun<'g> {
                         })?;
                         let f = self.gpu.compiled(&c.code, "adj_combine")?;
                         Ok(Comb::Kernel(f, c.parts, false))
+                    } else if let Some(idx) = static_offsets(k, t, nsc, DIRECT_MAX) {
+                        // index arithmetic on the position only, each element reached once
+                        let f = self.gpu.runtime("adj_scatter_direct")?;
+                        Ok(Comb::Direct(f, Arc::new(self.gpu.upload_of(&idx)?)))
                     } else if (m as u128) * (n as u128) * (js.len() as u128) <= SCAN_COMBINE_MAX {
                         let slots: Vec<usize> = js.iter().map(|&j| slot_of(j)).collect();
                         let c = scan_combine_source(&js, &slots, n, m, "adj_combine");
@@ -666,7 +674,8 @@ impl<'g> DevRun<'g> {
                     // SAFETY: `adj_scatter_direct(n, cv, idx, out)`: `cv` and `idx` hold the
                     // kernel's `n × scatters` packed contributions and their offsets in this
                     // target (−1: another target), all `< m` and no two alike
-                    // (`direct_offsets` checked), so each thread adds into its own element.
+                    // (`direct_offsets` and `static_offsets` checked), so each thread adds into
+                    // its own element.
                     unsafe {
                         self.gpu.launch_n(f, &total, |l| {
                             l.arg(cv).arg(&**idx).arg(&mut *out);

@@ -375,6 +375,19 @@ fn compare_with(k: &Kernel, seed: u64, (lo, hi, q): (f64, f64, f64), run: Runner
                 "scan-combined target {t}[{i}]: interpreter {x} vs combining kernel {y}"
             );
         }
+        if let Some(idx) = static_offsets(&k, t, ks.scatters.len(), 1 << 26) {
+            // position-only offsets: each contribution added where it lands
+            let got = emulate_direct(&cv, &idx, want_t.len());
+            if !affine_target(&k, t) {
+                STATIC.fetch_add(1, Ordering::Relaxed);
+            }
+            for (i, (x, y)) in want_t.iter().zip(&got).enumerate() {
+                assert!(
+                    (x - y).abs() <= 1e-12 * (1.0 + x.abs()),
+                    "target {t}[{i}] at position-only offsets: interpreter {x} vs {y}"
+                );
+            }
+        }
         let Some(comb) = combine_source(&k, t, &js, want_t.len(), "adj_combine") else {
             continue;
         };
@@ -410,6 +423,8 @@ fn compare_with(k: &Kernel, seed: u64, (lo, hi, q): (f64, f64, f64), run: Runner
 static COMBINED: AtomicUsize = AtomicUsize::new(0);
 static SPLIT: AtomicUsize = AtomicUsize::new(0);
 static DIRECT: AtomicUsize = AtomicUsize::new(0);
+/// How many targets that are not affine have been combined at position-only offsets.
+static STATIC: AtomicUsize = AtomicUsize::new(0);
 
 /// C statements that read `m` doubles into a fresh `double* name`.
 fn read_into(name: &str, m: usize) -> String {
@@ -541,6 +556,82 @@ fn combining_kernels_reach_every_gmm_target() {
         run_c(&c_program(&src.code, ""), &[]);
     }
     assert!(unindexed >= 3);
+}
+
+#[test]
+fn position_only_indices_are_combined_directly() {
+    // GMM's triangular read of `icf` (d = 5) is not affine, but each element's index is
+    // arithmetic on its position, and no two land on one element: the executor adds each
+    // contribution where it lands (`compare_with` checks the sums against the interpreter).
+    let before = STATIC.load(Ordering::Relaxed);
+    case_gmm_kernels(&emulate);
+    assert!(STATIC.load(Ordering::Relaxed) > before);
+    let (_gmm, ks) = gmm_gradient_kernels(12, 5, 4);
+    let mut found = 0;
+    for kern in &ks {
+        let src = kernel_source(kern, "k").unwrap();
+        for t in 0..kern.targets.len() {
+            if src.scatters.contains(&t) && !affine_target(kern, t) {
+                assert!(static_offsets(kern, t, src.scatters.len(), 1 << 26).is_some());
+                found += 1;
+            }
+        }
+    }
+    assert_eq!(found, 1, "GMM's non-affine targets");
+    // Not position-only, or not one-to-one, or past the limit: no offsets.
+    let non_affine = |p: &Program, inputs: &[&[f64]]| -> Vec<Option<Vec<i64>>> {
+        p.gradient_a(inputs).unwrap();
+        let mut v = Vec::new();
+        for kern in kernels(p) {
+            let src = kernel_source(&kern, "k").unwrap();
+            for t in 0..kern.targets.len() {
+                if src.scatters.contains(&t) && !affine_target(&kern, t) {
+                    v.push(static_offsets(&kern, t, src.scatters.len(), 1 << 26));
+                }
+            }
+        }
+        v
+    };
+    let data = ramp(6, 0.0, 5.0);
+    // an index read from the data
+    let b = Builder::new();
+    let x = b.input(&[6]);
+    let y = b.generate(&[6], |i| {
+        let j = x.at(&[i[0]]).abs().floor().imod(3.0);
+        x.at(&[j]) * x.at(&[i[0]])
+    });
+    let offs = non_affine(&b.build_scalar(&y.sum()).unwrap(), &[&data]);
+    assert!(!offs.is_empty() && offs.iter().all(|o| o.is_none()));
+    // two elements reading one (`x[⌊i/2⌋]`)
+    let b = Builder::new();
+    let x = b.input(&[6]);
+    let y = b.generate(&[6], |i| x.at(&[(i[0] * 0.5).floor()]).sin());
+    let offs = non_affine(&b.build_scalar(&y.sum()).unwrap(), &[&data]);
+    assert!(!offs.is_empty() && offs.iter().all(|o| o.is_none()));
+    // a reversal (`x[5 − i]`) and a shifted read under a position-only guard whose off element
+    // would read out of bounds (`w[i + 1]` for i < 5): each one-to-one
+    let b = Builder::new();
+    let x = b.input(&[6]);
+    let w = b.input(&[6]);
+    let y = b.generate(&[6], |i| {
+        let r = x.at(&[(i[0] * -1.0 + 5.0).floor()]);
+        i[0].lt(5.0).select(w.at(&[(i[0] + 1.0).floor()]) * r, r)
+    });
+    let p = b.build_scalar(&y.sum()).unwrap();
+    let wd = ramp(6, -1.0, 2.0);
+    let offs = non_affine(&p, &[&data, &wd]);
+    assert_eq!(offs.len(), 2);
+    for o in offs {
+        let o = o.expect("position-only offsets");
+        let mut live: Vec<i64> = o.into_iter().filter(|&v| v >= 0).collect();
+        live.sort();
+        assert!(
+            live == [0, 1, 2, 3, 4, 5] || live == [1, 2, 3, 4, 5],
+            "{live:?}"
+        );
+    }
+    let n = check_program(&p, &[data, wd], (-1.0, 1.0, 0.0), &emulate);
+    assert!(n >= 1);
 }
 
 /// The length of graph node `key`.
