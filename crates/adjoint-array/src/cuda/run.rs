@@ -62,6 +62,10 @@ enum Comb {
 const DIRECT_MIN_SCATTERS: usize = 16;
 const DIRECT_MAX: usize = 1 << 26;
 
+/// The side of the block of a matrix product each thread computes (`ADJ_MM` in
+/// `runtime.cuh`).
+const MM: usize = 4;
+
 /// The slot of each of kernel `k`'s scatters among its indexed ones (their order in the
 /// packed `ci`; affine targets' scatters are not indexed), the scatters' targets being
 /// `scatters`.
@@ -444,48 +448,46 @@ impl<'g> DevRun<'g> {
         self.gpu
             .label(|| format!("matmul [{rows}, {inner}] × [{inner}, {cols}]"));
         let (ars, acs, brs, bcs) = (a.rs as u64, a.cs as u64, b.rs as u64, b.cs as u64);
+        // a thread per block of MM × MM elements (`adj_mm_block`)
+        let blocks = rows.div_ceil(MM) * cols.div_ceil(MM);
+        let (r64, c64, i64_, bl64) = (rows as u64, cols as u64, inner as u64, blocks as u64);
         if inner > SPLIT_SUM {
-            // the inner dimension in parts (a thread per part of each element), then the parts
+            // the inner dimension in parts (a thread per part of each block), then the parts
             // added in order
             let parts = inner.div_ceil(CHUNK);
             let f = self.gpu.runtime("adj_matmul_parts")?;
             let mut c = self.gpu.zeros::<f64>(rows * cols)?;
-            // SAFETY: each of the `rows × cols × parts` threads writes its part.
+            // SAFETY: the `blocks × parts` threads below write every element of every part.
             let mut part = unsafe { self.gpu.written::<f64>(rows * cols * parts) }?;
-            let (c64, i64_, o64, ch) = (
-                cols as u64,
-                inner as u64,
-                (rows * cols) as u64,
-                CHUNK as u64,
-            );
-            // SAFETY: `adj_matmul_parts(n, cols, inner, outs, chunk, a, ars, acs, b, brs, bcs,
-            // part)`: the views lie in their arrays (shapes from the graph: `a` is
+            let ch = CHUNK as u64;
+            // SAFETY: `adj_matmul_parts(n, rows, cols, inner, blocks, chunk, a, ars, acs, b,
+            // brs, bcs, part)`: the views lie in their arrays (shapes from the graph: `a` is
             // rows × inner, `b` inner × cols, each strided as its node's row-major data or its
-            // transpose), `part` has `rows × cols × parts = n` elements, thread `e` reads
-            // inner indices `[p·chunk, min(+chunk, inner))` only.
+            // transpose; reads are at clamped row and column indices), `part` has
+            // `rows × cols × parts` elements, thread `e < blocks × parts` reads inner indices
+            // `[p·chunk, min(+chunk, inner))` only and writes its block of part `p`.
             unsafe {
-                self.gpu
-                    .launch_n(&f, &((rows * cols * parts) as u64), |l| {
-                        l.arg(&c64).arg(&i64_).arg(&o64).arg(&ch);
-                        l.arg(a.data).arg(&ars).arg(&acs);
-                        l.arg(b.data).arg(&brs).arg(&bcs);
-                        l.arg(&mut part);
-                    })?;
+                self.gpu.launch_n(&f, &((blocks * parts) as u64), |l| {
+                    l.arg(&r64).arg(&c64).arg(&i64_).arg(&bl64).arg(&ch);
+                    l.arg(a.data).arg(&ars).arg(&acs);
+                    l.arg(b.data).arg(&brs).arg(&bcs);
+                    l.arg(&mut part);
+                })?;
             }
             self.add_parts(&mut c, &part, rows * cols, parts)?;
             return Ok(c);
         }
         let f = self.gpu.runtime("adj_matmul")?;
-        // SAFETY: the product's `rows × cols` threads each write their element.
+        // SAFETY: the product's `blocks` threads together write each of its elements.
         let mut c = unsafe { self.gpu.written::<f64>(rows * cols) }?;
-        let (cols64, inner64) = (cols as u64, inner as u64);
-        // SAFETY: `adj_matmul(n, cols, inner, a, ars, acs, b, brs, bcs, c)`: the views lie in
-        // their arrays (shapes from the graph: `a` is rows × inner, `b` inner × cols, each
-        // strided as its node's row-major data or its transpose), and `c` has
-        // `rows × cols = n` elements.
+        // SAFETY: `adj_matmul(n, rows, cols, inner, a, ars, acs, b, brs, bcs, c)`: the views lie
+        // in their arrays (shapes from the graph: `a` is rows × inner, `b` inner × cols, each
+        // strided as its node's row-major data or its transpose; reads are at clamped row and
+        // column indices), and `c` has `rows × cols` elements, of which thread `e < blocks`
+        // writes its block's.
         unsafe {
-            self.gpu.launch_n(&f, &((rows * cols) as u64), |l| {
-                l.arg(&cols64).arg(&inner64);
+            self.gpu.launch_n(&f, &bl64, |l| {
+                l.arg(&r64).arg(&c64).arg(&i64_);
                 l.arg(a.data).arg(&ars).arg(&acs);
                 l.arg(b.data).arg(&brs).arg(&bcs);
                 l.arg(&mut c);

@@ -1,6 +1,6 @@
 /* adjoint-array: the fixed kernels of the CUDA backend's executor (`run.rs`), appended to the
- * prelude. Like the generated kernels, each thread computes one element of its output in a
- * fixed order, with no shared memory, barriers or floating-point atomics: results are the same
+ * prelude. Like the generated kernels, each thread computes its elements of the output (one, or
+ * a block of a matrix product) in a fixed order, with no shared memory, barriers or floating-point atomics: results are the same
  * on every run, and the tests run these kernels as C with a loop over the threads.
  */
 
@@ -18,17 +18,51 @@ ADJ_KERNEL adj_add_bc(unsigned long long n, unsigned long long inner, double* a,
   a[e] += b[e / inner];
 }
 
-/* c = A B for strided views: c[i, j] = sum over k, in order, of a[i·ars + k·acs] · b[k·brs + j·bcs];
- * n = rows · cols of c */
-ADJ_KERNEL adj_matmul(unsigned long long n, unsigned long long cols, unsigned long long inner,
+/* Matrix products of strided views, c[i, j] = Σ_k a[i·ars + k·acs] · b[k·brs + j·bcs], the
+ * sum in the order of k (as a thread per element would add it), each thread computing a block
+ * of ADJ_MM × ADJ_MM elements of c: a step of k loads ADJ_MM values of a and ADJ_MM of b for
+ * ADJ_MM² products (one thread per element loaded two per product). Rows and columns past the
+ * edge are computed on clamped indices and not stored. */
+#define ADJ_MM 4
+
+/* the block of c at rows i0.., columns j0.. over k in [lo, hi), into s */
+ADJ_DEV void adj_mm_block(unsigned long long i0, unsigned long long j0, unsigned long long rows,
+                          unsigned long long cols, unsigned long long lo, unsigned long long hi,
+                          const double* a, unsigned long long ars, unsigned long long acs,
+                          const double* b, unsigned long long brs, unsigned long long bcs,
+                          double s[ADJ_MM][ADJ_MM]) {
+  unsigned long long ia[ADJ_MM], jb[ADJ_MM];
+  for (int u = 0; u < ADJ_MM; u++) {
+    ia[u] = (i0 + u < rows ? i0 + u : rows - 1) * ars;
+    jb[u] = (j0 + u < cols ? j0 + u : cols - 1) * bcs;
+    for (int v = 0; v < ADJ_MM; v++) s[u][v] = 0.0;
+  }
+  for (unsigned long long k = lo; k < hi; k++) {
+    double x[ADJ_MM], y[ADJ_MM];
+    for (int u = 0; u < ADJ_MM; u++) {
+      x[u] = a[ia[u] + k * acs];
+      y[u] = b[k * brs + jb[u]];
+    }
+    for (int u = 0; u < ADJ_MM; u++)
+      for (int v = 0; v < ADJ_MM; v++) s[u][v] += x[u] * y[v];
+  }
+}
+
+/* c = A B, thread e computing block (e / cb, e % cb), cb = ⌈cols / ADJ_MM⌉;
+ * n = ⌈rows / ADJ_MM⌉ · cb */
+ADJ_KERNEL adj_matmul(unsigned long long n, unsigned long long rows, unsigned long long cols,
+                      unsigned long long inner,
                       const double* a, unsigned long long ars, unsigned long long acs,
                       const double* b, unsigned long long brs, unsigned long long bcs, double* c) {
   const unsigned long long e = ADJ_ELEMENT;
   if (e >= n) return;
-  const unsigned long long i = e / cols, j = e % cols;
-  double s = 0.0;
-  for (unsigned long long k = 0; k < inner; k++) s += a[i * ars + k * acs] * b[k * brs + j * bcs];
-  c[e] = s;
+  const unsigned long long cb = (cols + ADJ_MM - 1) / ADJ_MM;
+  const unsigned long long i0 = e / cb * ADJ_MM, j0 = e % cb * ADJ_MM;
+  double s[ADJ_MM][ADJ_MM];
+  adj_mm_block(i0, j0, rows, cols, 0, inner, a, ars, acs, b, brs, bcs, s);
+  for (int u = 0; u < ADJ_MM; u++)
+    for (int v = 0; v < ADJ_MM; v++)
+      if (i0 + u < rows && j0 + v < cols) c[(i0 + u) * cols + j0 + v] = s[u][v];
 }
 
 /* Contributions that land on distinct elements, each added where it lands:
@@ -53,20 +87,25 @@ ADJ_KERNEL adj_add_parts(unsigned long long n, unsigned long long parts, const d
 }
 
 /* adj_matmul with the inner dimension in `parts` parts of `chunk`: thread e computes part
- * e / (rows·cols) of output e % (rows·cols) into part[e] (then adj_add_parts);
- * n = rows · cols · parts */
-ADJ_KERNEL adj_matmul_parts(unsigned long long n, unsigned long long cols, unsigned long long inner,
-                            unsigned long long outs, unsigned long long chunk,
+ * e / blocks of block e % blocks (numbered as adj_matmul's) into part[p·rows·cols + i·cols + j]
+ * (then adj_add_parts); n = blocks · parts */
+ADJ_KERNEL adj_matmul_parts(unsigned long long n, unsigned long long rows, unsigned long long cols,
+                            unsigned long long inner, unsigned long long blocks,
+                            unsigned long long chunk,
                             const double* a, unsigned long long ars, unsigned long long acs,
                             const double* b, unsigned long long brs, unsigned long long bcs, double* part) {
   const unsigned long long e = ADJ_ELEMENT;
   if (e >= n) return;
-  const unsigned long long p = e / outs, o = e % outs;
-  const unsigned long long i = o / cols, j = o % cols;
+  const unsigned long long p = e / blocks, o = e % blocks;
+  const unsigned long long cb = (cols + ADJ_MM - 1) / ADJ_MM;
+  const unsigned long long i0 = o / cb * ADJ_MM, j0 = o % cb * ADJ_MM;
   const unsigned long long lo = p * chunk, hi = lo + chunk < inner ? lo + chunk : inner;
-  double s = 0.0;
-  for (unsigned long long k = lo; k < hi; k++) s += a[i * ars + k * acs] * b[k * brs + j * bcs];
-  part[e] = s;
+  double s[ADJ_MM][ADJ_MM];
+  adj_mm_block(i0, j0, rows, cols, lo, hi, a, ars, acs, b, brs, bcs, s);
+  double* out = part + p * rows * cols;
+  for (int u = 0; u < ADJ_MM; u++)
+    for (int v = 0; v < ADJ_MM; v++)
+      if (i0 + u < rows && j0 + v < cols) out[(i0 + u) * cols + j0 + v] = s[u][v];
 }
 
 /* Row folds. Thread e folds part e % parts of row e / parts: elements

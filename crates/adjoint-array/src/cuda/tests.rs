@@ -791,15 +791,18 @@ fn executor_kernels_fold_multiply_and_broadcast() {
          for (adj_element = 0; adj_element < {rows}ULL; adj_element++) adj_fold_max({rows}ULL, {long}ULL, 1ULL, {long}ULL, x, mx);\n\
          /* c = xᵀ-view (cols 0..4 of rows 0..2 as a 4×3 matrix) times a 3×2 matrix */\n\
          double b[6] = {{1.0, -2.0, 0.5, 3.0, -1.5, 2.5}}; double* c = calloc(8, 8);\n\
-         for (adj_element = 0; adj_element < 8; adj_element++) adj_matmul(8ULL, 2ULL, 3ULL, x, 1ULL, {long}ULL, b, 2ULL, 1ULL, c);\n\
+         for (adj_element = 0; adj_element < 4; adj_element++) adj_matmul(1ULL, 4ULL, 2ULL, 3ULL, x, 1ULL, {long}ULL, b, 2ULL, 1ULL, c);\n\
+         /* a 5 × 7 view (x as rows of 7) times x[100..142] as 7 × 6: 2 × 2 blocks, cut at the edges */\n\
+         double* c3 = calloc(30, 8);\n\
+         for (adj_element = 0; adj_element < 7; adj_element++) adj_matmul(4ULL, 5ULL, 6ULL, 7ULL, x, 7ULL, 1ULL, x + 100, 6ULL, 1ULL, c3);\n\
          double d[6] = {{0}}; double bc[2] = {{1.5, -4.0}};\n\
          for (adj_element = 0; adj_element < 6; adj_element++) adj_add_bc(6ULL, 3ULL, d, bc);\n\
          for (adj_element = 0; adj_element < 6; adj_element++) adj_add(6ULL, d, b);\n\
          /* a 2 × 300 view (rows of x) times x[0..900] as 300 × 3, the inner dimension in 5 parts of 64 */\n\
          double* mp = calloc(30, 8); double* c2 = calloc(6, 8);\n\
-         for (adj_element = 0; adj_element < 30; adj_element++) adj_matmul_parts(30ULL, 3ULL, 300ULL, 6ULL, 64ULL, x, {long}ULL, 1ULL, x, 3ULL, 1ULL, mp);\n\
+         for (adj_element = 0; adj_element < 8; adj_element++) adj_matmul_parts(5ULL, 2ULL, 3ULL, 300ULL, 1ULL, 64ULL, x, {long}ULL, 1ULL, x, 3ULL, 1ULL, mp);\n\
          for (adj_element = 0; adj_element < 6; adj_element++) adj_add_parts(6ULL, 5ULL, mp, c2);\n\
-         fwrite(fin, 8, {rows}, o); fwrite(sh, 8, {rows}, o); fwrite(mx, 8, {rows}, o); fwrite(c, 8, 8, o); fwrite(d, 8, 6, o); fwrite(c2, 8, 6, o);\n",
+         fwrite(fin, 8, {rows}, o); fwrite(sh, 8, {rows}, o); fwrite(mx, 8, {rows}, o); fwrite(c, 8, 8, o); fwrite(d, 8, 6, o); fwrite(c2, 8, 6, o); fwrite(c3, 8, 30, o);\n",
         read_into("x", rows * long),
         p = rows * 10,
     );
@@ -837,6 +840,17 @@ fn executor_kernels_fold_multiply_and_broadcast() {
                 got[3 * rows + 14 + i * 3 + j],
                 want,
                 "split product [{i}, {j}]"
+            );
+        }
+    }
+    // blocks of 4 × 4 cut at the edges: every element, in the order of k
+    for i in 0..5 {
+        for j in 0..6 {
+            let want = (0..7).fold(0.0, |s, k| s + x[i * 7 + k] * x[100 + k * 6 + j]);
+            assert_eq!(
+                got[3 * rows + 20 + i * 6 + j],
+                want,
+                "block product [{i}, {j}]"
             );
         }
     }
