@@ -2,50 +2,82 @@
 # One device call (see device-prepare.sh): the GPU tests, ADBench GMM and BA on the GPU against
 # JAX and PyTorch on the same GPU (#17), and the 16-core rows of #16. Each stage has its own
 # time limit, cut to what is left of 570 s (the stages took about 7 minutes on 2026-11-26),
-# and appends to $OUT/log.txt; the bench tables go to $OUT/*.md (6 files). A stage that runs
-# out of time is cut and the next one still runs.
+# and appends to $OUT/log.txt; the bench tables go to $OUT/*.md. A stage that runs out of time
+# is cut and the next one still runs. Arguments name the stages to run (default: tests gmm
+# gmm-large ba ba-large scaling particles; `gmm-grid` runs ADBench's whole GMM grid, 44 inputs,
+# and `ba-large-peers` adds JAX and PyTorch to BA 11-20), e.g. `device-run.sh tests gmm-grid`
+# and then `LIMIT=250 device-run.sh ba ba-large-peers` in a second call (LIMIT: the overall
+# limit in seconds, 570 by default).
 OUT=${OUT:-$(mktemp -d)} # the device tool sets $OUT
 mkdir -p "$OUT"
 exec > >(tee -a "$OUT/log.txt") 2>&1
 export ADJOINT_PEERS_PYTHON=${ADJOINT_PEERS_PYTHON:-python3} PYTHONUNBUFFERED=1
+STAGES=${*:-tests gmm gmm-large ba ba-large scaling particles}
+want() { [[ " $STAGES " == *" $1 "* ]]; }
 stage() { echo; echo "== $1 ($(date -u +%T))"; }
-# Every stage's limit, cut to what is left of 570 s, so the call ends inside its 600 s.
-START=$(date +%s)
-lim() { local r=$((570 - $(date +%s) + START)); echo $((r < $1 ? (r > 1 ? r : 1) : $1)); }
+# Every stage's limit, cut to what is left of $LIMIT s, so the call ends inside its 600 s.
+START=$(date +%s) LIMIT=${LIMIT:-570}
+lim() { local r=$((LIMIT - $(date +%s) + START)); echo $((r < $1 ? (r > 1 ? r : 1) : $1)); }
 B=".dev/adjoint-bench adbench --quick --data .dev/adbench --full-grid"
 T=$(mktemp -d)
 date -u; nproc; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 
+want tests && {
 stage "GPU tests (every code-generation case, then whole programs against the CPU backend)"
 ADJOINT_CUDA_TESTS=1 timeout $(lim 120) .dev/array-tests on_the_gpu programs_on_the_gpu --nocapture --test-threads 1 | grep -v "^$"
+}
 
+want gmm && {
 stage "GMM on the GPU against JAX (1k d <= 32, 10k d <= 10)"
 G='1k/gmm_d2_K5$,1k/gmm_d2_K200$,1k/gmm_d10_K5$,1k/gmm_d10_K25$,1k/gmm_d10_K200$,1k/gmm_d20_K25$,1k/gmm_d32_K25$,10k/gmm_d2_K5$,10k/gmm_d2_K200$,10k/gmm_d10_K25$,10k/gmm_d10_K200$'
 timeout $(lim 120) $B --threads 16 --peer-device cuda --filter "$G" --engines array-cuda,jax --out $T/g1
 cp $T/g1/adbench.md "$OUT/gmm.md"
+}
 
+want gmm-grid && {
+stage "ADBench's GMM grid on the GPU against JAX: d <= 32 in one process, then d64 and d128 one per process"
+timeout $(lim 300) $B --threads 16 --peer-device cuda --filter '_d2_,_d10_,_d20_,_d32_' --engines array-cuda,jax --out $T/grid
+cp $T/grid/adbench.md "$OUT/gmm-grid.md"
+for f in d64_K5 d64_K10 d64_K25 d64_K50 d64_K100 d128_K5 d128_K10 d128_K25; do
+    timeout $(lim 75) $B --threads 16 --peer-device cuda --filter "1k/gmm_$f\$" --engines array-cuda,jax --out $T/g$f
+    grep -h '^| gmm' $T/g$f/adbench.md >> "$OUT/gmm-grid-large.md"
+done
+}
+
+want gmm-large && {
 stage "GMM d64, d128 on the GPU against JAX (one process per input: a cut input keeps the rows before it)"
 # The first run of a d = 128 program spends ~30 s in the driver's PTX compiler (cached after).
 for f in d64_K5 d64_K25 d128_K5 d128_K25; do
     timeout $(lim 75) $B --threads 16 --peer-device cuda --filter "1k/gmm_$f\$" --engines array-cuda,jax --out $T/g$f
     grep -h '^| gmm' $T/g$f/adbench.md >> "$OUT/gmm-d64.md"
 done
+}
 
+want ba && {
 stage "BA 1-10 on the GPU against JAX and PyTorch"
 timeout $(lim 100) $B --threads 16 --peer-device cuda --filter 'ba1$,ba2$,ba3$,ba4$,ba5$,ba6$,ba7$,ba8$,ba9$,ba10$' --engines array-cuda,jax,pytorch --out $T/b1
 cp $T/b1/adbench.md "$OUT/ba.md"
+}
 
-stage "BA 11-20 on the GPU (one process per input; ba20 alone takes ~40 s and 17 GiB of host memory)"
+for peers in ba-large ba-large-peers; do
+want $peers || continue
+[ $peers = ba-large ] && E=array-cuda || E=array-cuda,pytorch,jax
+stage "BA 11-20 on the GPU, $E (one process per input; ba20 alone takes ~40 s and 17 GiB of host memory)"
 for n in 11 12 13 14 15 16 17 18 19 20; do
-    timeout $(lim 60) $B --threads 16 --filter "ba$n\$" --engines array-cuda --out $T/b$n
-    grep -h '^| ba' $T/b$n/adbench.md >> "$OUT/ba-large.md"
+    timeout $(lim 90) $B --threads 16 --peer-device cuda --filter "ba$n\$" --engines $E --out $T/b$n
+    grep -h '^| ba' $T/b$n/adbench.md >> "$OUT/$peers.md"
+done
 done
 
+want scaling && {
 stage "16 threads against 1 (#16): BA 1-3, GMM 1k and 10k d10 K25"
 timeout $(lim 70) .dev/adjoint-bench adbench --quick --data .dev/adbench --full-grid --filter 'ba1$,ba2$,ba3$,gmm_d10_K25$' --threads 1,16 --engines tape,reversible,ssa,array --out $T/s
 cp $T/s/adbench.md "$OUT/scaling.md"
+}
 
+want particles && {
 stage "particles (#16)"
 timeout $(lim 40) .dev/adjoint-bench --quick --filter particles --out $T/p
 cp $T/p/bench.md "$OUT/particles.md"
+}
 date -u
