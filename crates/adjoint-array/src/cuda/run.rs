@@ -10,11 +10,15 @@
 //!   several results are stored interleaved, as the CPU stores them;
 //! - sums and folds with `+ × max min` (`Sum`, `SumGen`, `Fold`): a thread per row (per part of
 //!   a long row, then a thread per row over the parts), left to right;
-//! - `matmul`: a thread per element of the product, the inner dimension in order;
+//! - `matmul`: a thread per 4 × 4 block of the product, each element's sum in the order of the
+//!   inner index;
 //! - the reverse pass: adjoint kernels as on the CPU; an indexed read's adjoint (a scatter) is
 //!   combined by a kernel made for it ([`combine_source`]) with one thread per target element,
-//!   when its index is affine and one-to-one in the axes it uses (every read of ADBench GMM),
-//!   and on the host otherwise.
+//!   when its index is affine and one-to-one in the axes it uses; added where it lands when no
+//!   two contributions meet ([`direct_offsets`] for affine indices with many scatters,
+//!   [`static_offsets`] for index arithmetic on the position, as GMM's triangular read of
+//!   `icf`); by a scanning kernel ([`scan_combine_source`]) for indices that depend on data, and
+//!   on the host past that kernel's bound.
 //!
 //! Nothing adds floating-point values in an order that depends on scheduling, so a gradient is
 //! bit-identical from run to run. The other nodes (`scan`, `scan_n`, `permute`, `acond`,
