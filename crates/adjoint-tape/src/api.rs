@@ -504,6 +504,46 @@ impl Tape {
             .collect()
     }
 
+    /// [`Tape::jacobian`] into `jac` (row-major, `outputs × x.len()`), without allocating: `f`
+    /// may return its outputs as an array (`[Var; 2]`) or a `Vec`. Steady-state calls on one
+    /// tape reuse its buffers, so a loop of small Jacobians (one per observation of a bundle
+    /// adjustment) allocates nothing.
+    ///
+    /// ```
+    /// use adjoint_tape::{Tape, Var};
+    /// let mut tape = Tape::new();
+    /// let mut j = [0.0; 4];
+    /// tape.jacobian_into(|x: &[Var]| [x[0] + x[1], x[0] * 3.0], &[1.0, 2.0], &mut j);
+    /// assert_eq!(j, [1.0, 1.0, 3.0, 0.0]);
+    /// ```
+    ///
+    /// # Panics
+    /// If `jac.len()` is not the number of outputs times `x.len()`, or if a checked tape finds
+    /// a non-finite value.
+    pub fn jacobian_into<F, Y>(&mut self, f: F, x: &[f64], jac: &mut [f64])
+    where
+        F: FnOnce(&[Var]) -> Y,
+        Y: AsRef<[Var]>,
+    {
+        let ys = self.record(x, None, f);
+        let ys = ys.as_ref();
+        let n = x.len();
+        assert_eq!(
+            jac.len(),
+            ys.len() * n,
+            "jacobian_into: {} outputs × {n} inputs, but the buffer has {}",
+            ys.len(),
+            jac.len()
+        );
+        if n == 0 {
+            return;
+        }
+        for (&y, row) in ys.iter().zip(jac.chunks_exact_mut(n)) {
+            self.reverse(&[(y, 1.0)], None, row)
+                .unwrap_or_else(|e| panic!("adjoint::tape checked mode: {e}"));
+        }
+    }
+
     /// Hessian-vector product `H(x)·v`, by reverse over forward: `f` runs on `Dual<Var>` with
     /// tangent `v`, so its tangent output is the scalar `∇f·v` recorded on the tape, and one
     /// reverse sweep of that scalar gives `∇(∇f·v) = H v`. Cost: a small constant times one
@@ -722,6 +762,23 @@ pub fn vjp<F: FnOnce(&[Var]) -> Vec<Var>>(f: F, x: &[f64], w: &[f64]) -> (Vec<f6
 /// ```
 pub fn jacobian<F: FnOnce(&[Var]) -> Vec<Var>>(f: F, x: &[f64]) -> Vec<Vec<f64>> {
     with_tape(|t| t.jacobian(f, x))
+}
+
+/// [`Tape::jacobian_into`] on this thread's cached tape: a Jacobian into a caller's buffer
+/// (row-major), allocating nothing in steady state.
+///
+/// ```
+/// use adjoint_tape::{jacobian_into, Var};
+/// let mut j = [0.0; 4];
+/// jacobian_into(|x: &[Var]| [x[0] * x[1], x[0] - x[1]], &[3.0, 2.0], &mut j);
+/// assert_eq!(j, [2.0, 3.0, 1.0, -1.0]);
+/// ```
+pub fn jacobian_into<F, Y>(f: F, x: &[f64], jac: &mut [f64])
+where
+    F: FnOnce(&[Var]) -> Y,
+    Y: AsRef<[Var]>,
+{
+    with_tape(|t| t.jacobian_into(f, x, jac))
 }
 
 /// Hessian-vector product by reverse over forward (see [`Tape::hvp`]).

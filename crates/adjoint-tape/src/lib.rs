@@ -115,7 +115,8 @@ mod reverse;
 mod var;
 
 pub use api::{
-    checked_grad, grad, hessian, hvp, jacobian, value_and_grad, vjp, NonFinite, Pass, Tape,
+    checked_grad, grad, hessian, hvp, jacobian, jacobian_into, value_and_grad, vjp, NonFinite,
+    Pass, Tape,
 };
 pub use checkpoint::checkpoint;
 #[doc(hidden)]

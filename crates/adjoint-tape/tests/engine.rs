@@ -329,6 +329,37 @@ fn jacobian_and_vjp_match_forward_mode() {
 }
 
 #[test]
+fn jacobian_into_matches_forward_mode_and_jacobian() {
+    // outputs as an array (no allocation) and as a Vec, into a row-major buffer
+    fn f<T: Real>(x: &[T]) -> [T; 3] {
+        [x[0] * x[1].sin(), x[2].exp() - x[0], (x[1] * x[2]).atan()]
+    }
+    let x = [0.7, -1.1, 0.4];
+    let mut j = [f64::NAN; 9];
+    adjoint_tape::jacobian_into(|v: &[Var]| f(v), &x, &mut j);
+    for col in 0..3 {
+        let mut e = [0.0; 3];
+        e[col] = 1.0;
+        let (_, t) = forward::jvp(|v| f(v).to_vec(), &x, &e);
+        for row in 0..3 {
+            assert!((j[3 * row + col] - t[row]).abs() < 1e-15, "[{row}, {col}]");
+        }
+    }
+    let rows = jacobian(|v: &[Var]| f(v).to_vec(), &x);
+    let mut again = [0.0; 9];
+    Tape::new().jacobian_into(|v: &[Var]| f(v).to_vec(), &x, &mut again);
+    assert_eq!(again.to_vec(), rows.concat());
+    assert_eq!(j, again);
+}
+
+#[test]
+#[should_panic(expected = "jacobian_into: 3 outputs × 3 inputs, but the buffer has 8")]
+fn jacobian_into_names_both_sizes() {
+    let mut j = [0.0; 8];
+    adjoint_tape::jacobian_into(|v: &[Var]| [v[0], v[1], v[2]], &[1.0, 2.0, 3.0], &mut j);
+}
+
+#[test]
 fn tape_hessian_matches_forward_hessian() {
     let x = [0.3, -0.4, 1.1, 0.5, 0.9, -0.1];
     let h = adjoint_tape::hessian(|v| system(v), &x);

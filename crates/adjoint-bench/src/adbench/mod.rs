@@ -100,17 +100,17 @@ impl Engine for Tape {
         adjoint_tape::value_and_grad(|v: &[adjoint_tape::Var]| gmm::gmm_rest(g, v), p)
     }
     fn ba_block(&self, input: &[f64; 15], feat: &[f64]) -> [[f64; 15]; 2] {
-        let j = adjoint_tape::jacobian(
-            |v: &[adjoint_tape::Var]| ba::reproj_error(&v[..11], &v[11..14], v[14], feat).to_vec(),
+        ba_block_from_rows(self, input, feat)
+    }
+    fn ba_rows(&self, input: &[f64; 15], feat: &[f64], rows: &mut [f64; 30]) {
+        // straight into the CSR values, the outputs an array: no allocation per observation
+        adjoint_tape::jacobian_into(
+            |v: &[adjoint_tape::Var]| ba::reproj_error(&v[..11], &v[11..14], v[14], feat),
             input,
+            rows,
         );
-        let mut out = [[0.0; 15]; 2];
-        out[0].copy_from_slice(&j[0]);
-        out[1].copy_from_slice(&j[1]);
-        out
     }
 }
-
 /// adjoint's tape engine on the scalar GMM source (every operation one entry), for comparison
 /// with [`Tape`]'s slice primitives in the same run.
 pub struct TapeScalar;
