@@ -131,27 +131,21 @@ fn adbench(
     if manifest.is_empty() {
         return Err(format!("adbench: no input matches --filter {:?}", sel.filter).into());
     }
+    // adjoint's rows are written before the peers run (they can take minutes), so a run cut
+    // short while they do keeps them; the full table replaces them at the end.
+    write_adbench_report(out, &mut rows)?;
+    eprintln!(
+        "adbench: adjoint's rows written to {} (peers next)",
+        out.join("adbench.md").display()
+    );
     rows.extend(adjoint_bench::adbench::run_peers(
         &manifest_path,
         quick,
         &sel,
         peer_device,
     ));
-    rows.sort_by(|a, b| (&a.task, &a.input).cmp(&(&b.task, &b.input)));
-    let machine = machine();
-    let command = std::env::args().collect::<Vec<_>>().join(" ");
-    let md = format!(
-        "# adjoint-bench adbench\n\nCommand: `{command}`  \nMachine: {machine}\n\n{}\n## Scaling with threads\n\n{}",
-        adjoint_bench::adbench::markdown(&rows),
-        adjoint_bench::adbench::scaling_markdown(&rows)
-    );
+    let md = write_adbench_report(out, &mut rows)?;
     println!("{md}");
-    std::fs::create_dir_all(out)?;
-    std::fs::write(
-        out.join("adbench.json"),
-        serde_json::to_string_pretty(&rows)?,
-    )?;
-    std::fs::write(out.join("adbench.md"), md)?;
     // Plots show each engine at the largest thread count measured (peers: their own threading).
     let most = rows.iter().map(|r| r.threads).max().unwrap_or(0);
     let plotted: Vec<_> = rows
@@ -164,6 +158,29 @@ fn adbench(
     }
     eprintln!("wrote {}", out.join("adbench.md").display());
     Ok(())
+}
+
+/// Sort `rows` and write them as `adbench.md` and `adbench.json` under `out`; returns the
+/// markdown.
+fn write_adbench_report(
+    out: &std::path::Path,
+    rows: &mut [adjoint_bench::adbench::Row],
+) -> Result<String, Box<dyn std::error::Error>> {
+    rows.sort_by(|a, b| (&a.task, &a.input).cmp(&(&b.task, &b.input)));
+    let machine = machine();
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let md = format!(
+        "# adjoint-bench adbench\n\nCommand: `{command}`  \nMachine: {machine}\n\n{}\n## Scaling with threads\n\n{}",
+        adjoint_bench::adbench::markdown(rows),
+        adjoint_bench::adbench::scaling_markdown(rows)
+    );
+    std::fs::create_dir_all(out)?;
+    std::fs::write(
+        out.join("adbench.json"),
+        serde_json::to_string_pretty(rows)?,
+    )?;
+    std::fs::write(out.join("adbench.md"), &md)?;
+    Ok(md)
 }
 
 #[derive(Serialize)]
