@@ -38,11 +38,12 @@ cp $T/g1/adbench.md "$OUT/gmm.md"
 
 want gmm-grid && {
 stage "ADBench's GMM grid on the GPU against JAX, one process per (n, d): a cut process loses only its own rows"
-# (the bench writes its table at the end: on 2026-11-26 one process for the 36 inputs with
-# d <= 32 ran out of its 300 s after JAX and lost every row)
+# (on 2026-11-26 one process for the 36 inputs with d <= 32 ran out of its 300 s and lost every
+# row: the bench wrote its table only at the end; it now writes adjoint's rows before the peers)
 for g in 1k/gmm_d2_ 1k/gmm_d10_ 1k/gmm_d20_ 1k/gmm_d32_ 10k/gmm_d2_ 10k/gmm_d10_; do
-    timeout $(lim 60) $B --threads 16 --peer-device cuda --filter "$g" --engines array-cuda,jax --out $T/grid
-    grep -h '^| gmm' $T/grid/adbench.md >> "$OUT/gmm-grid.md"
+    o=$T/grid-${g//\//-}
+    timeout $(lim 60) $B --threads 16 --peer-device cuda --filter "$g" --engines array-cuda,jax --out $o
+    grep -h '^| gmm' $o/adbench.md >> "$OUT/gmm-grid.md"
 done
 for f in d64_K5 d64_K10 d64_K25 d64_K50 d64_K100 d128_K5 d128_K10 d128_K25; do
     timeout $(lim 75) $B --threads 16 --peer-device cuda --filter "1k/gmm_$f\$" --engines array-cuda,jax --out $T/g$f
