@@ -754,14 +754,19 @@ pub(crate) fn static_offsets(
     // (`Some(None)`: out of bounds)
     let mut val: Vec<Option<f64>> = vec![None; k.nslots];
     let mut offs: Vec<Option<Option<usize>>> = vec![None; k.nslots];
+    for &(sl, v) in &k.consts {
+        val[sl as usize] = Some(v);
+    }
+    // Only the operations these offsets and guards depend on run: each of them writes its
+    // result before any of them reads it, so nothing is cleared between elements.
+    let keep = slice_for_target(k, t);
     for e in 0..n {
-        val.fill(None);
-        offs.fill(None);
-        for &(sl, v) in &k.consts {
-            val[sl as usize] = Some(v);
-        }
         let mut j = 0;
-        for op in &k.ops {
+        for (op, &kept) in k.ops.iter().zip(&keep) {
+            if !kept {
+                j += usize::from(matches!(op, KOp::Scatter { .. }));
+                continue;
+            }
             let get = |a: Src| match a {
                 Src::S(sl) => val[sl as usize],
                 Src::P(_) => None,
@@ -847,6 +852,73 @@ pub(crate) fn static_offsets(
         }
     }
     Some(out)
+}
+
+/// Which of kernel `k`'s operations the offsets and guards of its scatters into target `t`
+/// depend on: a backward slice through the value and offset slots (slots are reused, so a slot
+/// is needed from a read back to the operation that last wrote it). Operations that
+/// [`static_offsets`] does not evaluate are kept without their operands (they make their
+/// results unknown).
+fn slice_for_target(k: &Kernel, t: usize) -> Vec<bool> {
+    let mut need_val = vec![false; k.nslots];
+    let mut need_off = vec![false; k.nslots];
+    let mut keep = vec![false; k.ops.len()];
+    let use_src = |a: &Src, need_val: &mut Vec<bool>| {
+        if let Src::S(sl) = a {
+            need_val[*sl as usize] = true;
+        }
+    };
+    for (i, op) in k.ops.iter().enumerate().rev() {
+        match op {
+            KOp::Scatter {
+                target, off, guard, ..
+            } => {
+                if *target == t {
+                    keep[i] = true;
+                    if let Some(o) = off {
+                        need_off[*o as usize] = true;
+                    }
+                    if let Some(g) = guard {
+                        use_src(g, &mut need_val);
+                    }
+                }
+            }
+            KOp::Offset {
+                comps, guard, dst, ..
+            } => {
+                if std::mem::replace(&mut need_off[*dst as usize], false) {
+                    keep[i] = true;
+                    for c in comps {
+                        if let Comp::Var(a, ..) = c {
+                            use_src(a, &mut need_val);
+                        }
+                    }
+                    if let Some(g) = guard {
+                        use_src(g, &mut need_val);
+                    }
+                }
+            }
+            op => {
+                let results = op.results();
+                if results.iter().any(|&d| need_val[d as usize]) {
+                    keep[i] = true;
+                    for d in results {
+                        need_val[d as usize] = false;
+                    }
+                    let operands: &[&Src] = match op {
+                        KOp::Un { a, .. } | KOp::Cast { a, .. } => &[a],
+                        KOp::Bin { a, b, .. } | KOp::Disc { a, b, .. } => &[a, b],
+                        KOp::Select { c, a, b, .. } => &[c, a, b],
+                        _ => &[],
+                    };
+                    for a in operands {
+                        use_src(a, &mut need_val);
+                    }
+                }
+            }
+        }
+    }
+    keep
 }
 
 /// A whole CUDA module: the prelude followed by the kernels.
