@@ -1,7 +1,8 @@
 /* adjoint-array: the fixed kernels of the CUDA backend's executor (`run.rs`), appended to the
  * prelude. Like the generated kernels, each thread computes its elements of the output (one, or
- * a block of a matrix product) in a fixed order, with no shared memory, barriers or floating-point atomics: results are the same
- * on every run, and the tests run these kernels as C with a loop over the threads.
+ * a block of a matrix product) in a fixed order, with no shared memory, barriers or
+ * floating-point atomics: results are the same on every run, and the tests run these kernels
+ * as C with a loop over the threads.
  */
 
 /* a[e] += b[e] */
