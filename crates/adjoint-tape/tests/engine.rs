@@ -353,6 +353,32 @@ fn jacobian_into_matches_forward_mode_and_jacobian() {
 }
 
 #[test]
+fn jacobian_into_through_forked_jobs() {
+    // outputs recorded in two jobs of a `join`: the same rows as the sequential recording
+    fn f<T: Real>(x: &[T]) -> [T; 2] {
+        [x[0] * x[1].exp(), (x[1] - x[2]).sin() * x[0]]
+    }
+    let x = [0.3, -0.8, 1.2];
+    let mut forked = [0.0; 6];
+    adjoint_tape::jacobian_into(
+        |v: &[Var]| {
+            let (a, b) = join(|| f(v)[0], || f(v)[1]);
+            [a, b]
+        },
+        &x,
+        &mut forked,
+    );
+    let mut plain = [0.0; 6];
+    adjoint_tape::jacobian_into(|v: &[Var]| f(v), &x, &mut plain);
+    assert_eq!(forked, plain);
+    let f0 = forward::gradient(|v| f(v)[0], &x);
+    let f1 = forward::gradient(|v| f(v)[1], &x);
+    for (a, b) in plain.iter().zip(f0.iter().chain(&f1)) {
+        assert!((a - b).abs() < 1e-15, "{a} vs {b}");
+    }
+}
+
+#[test]
 #[should_panic(expected = "jacobian_into: 3 outputs × 3 inputs, but the buffer has 8")]
 fn jacobian_into_names_both_sizes() {
     let mut j = [0.0; 8];
