@@ -608,6 +608,18 @@ fn position_only_indices_are_combined_directly() {
     let y = b.generate(&[6], |i| x.at(&[(i[0] * 0.5).floor()]).sin());
     let offs = non_affine(&b.build_scalar(&y.sum()).unwrap(), &[&data]);
     assert!(!offs.is_empty() && offs.iter().all(|o| o.is_none()));
+    // A live offset past the end (`x[i + 1]` at i = 5, unguarded) never reaches an adjoint:
+    // the forward kernel reads the same index and reports it (on the GPU too:
+    // `programs_on_the_gpu`'s bad-index case); `static_offsets` would refuse it (`at >= len`).
+    let b = Builder::new();
+    let x = b.input(&[6]);
+    let y = b.generate(&[6], |i| x.at(&[(i[0] + 1.0).floor()]).sin());
+    let e = b
+        .build_scalar(&y.sum())
+        .unwrap()
+        .gradient_a(&[&data])
+        .unwrap_err();
+    assert!(e.to_string().contains("out of bounds"), "{e}");
     // a reversal (`x[5 − i]`) and a shifted read under a position-only guard whose off element
     // would read out of bounds (`w[i + 1]` for i < 5): each one-to-one
     let b = Builder::new();

@@ -111,6 +111,7 @@ impl Engine for Tape {
         );
     }
 }
+
 /// adjoint's tape engine on the scalar GMM source (every operation one entry), for comparison
 /// with [`Tape`]'s slice primitives in the same run.
 pub struct TapeScalar;
