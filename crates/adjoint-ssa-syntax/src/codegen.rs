@@ -1630,7 +1630,8 @@ impl<'a> Gen<'a> {
             if let Some((entry, _)) = r.ind.and_then(|i| c.induction(i)) {
                 // `base + ind` with `ind = entry + (counter − start)`
                 let (en, st) = (self.v(entry), self.v(c.start));
-                e = quote!((#e).wrapping_add(#en).wrapping_sub(#st));
+                // (`usize::` gives a literal base its type: `(1).wrapping_add` does not compile)
+                e = quote!(::core::primitive::usize::wrapping_add(#e, #en).wrapping_sub(#st));
             }
             if opaque && r.base.is_some() {
                 // LLVM vectorises such a loop behind a run-time overlap check of the two ranges,

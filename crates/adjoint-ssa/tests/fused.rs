@@ -5,7 +5,11 @@
 //! gradient here is checked against forward mode over a generic reference written as plain
 //! Rust, the value against the user function; the shapes that must not fuse are checked too.
 
-#![allow(clippy::needless_range_loop, clippy::assign_op_pattern)] // `q = e + q`: the accumulator on the right is a shape under test
+#![allow(
+    clippy::needless_range_loop,
+    clippy::assign_op_pattern,
+    clippy::explicit_counter_loop
+)] // `q = e + q`, `j += 1` beside the counter: shapes under test
 
 use adjoint_core::forward::{self, Dual};
 use adjoint_core::Real;
@@ -330,6 +334,106 @@ fn two_loops_ref<T: Real>(x: &[T]) -> T {
         b += (x[i] * a).sin();
     }
     b
+}
+
+/// Stencils, each element's adjoint updated by several iterations: a second difference
+/// (offsets 0, 1, 2), no iteration when `x.len() == 2`.
+#[differentiable]
+fn second_difference(x: &[f64]) -> f64 {
+    let mut s = 0.0;
+    for i in 0..x.len() - 2 {
+        let t = x[i + 2] - 2.0 * x[i + 1] + x[i];
+        s += t * t;
+    }
+    s
+}
+fn second_difference_ref<T: Real>(x: &[T]) -> T {
+    let mut s = T::zero();
+    for i in 0..x.len() - 2 {
+        let t = x[i + 2] - x[i + 1] * 2.0 + x[i];
+        s += t * t;
+    }
+    s
+}
+
+/// Offsets 1 and 3, a loop from 1, which runs no iteration for `x.len() <= 4` (for 3, its
+/// start is past its end).
+#[differentiable]
+fn gapped(x: &[f64]) -> f64 {
+    let mut s = 0.0;
+    for i in 1..x.len() - 3 {
+        s += (x[i + 1] * x[i + 3]).sin();
+    }
+    s
+}
+fn gapped_ref<T: Real>(x: &[T]) -> T {
+    let mut s = T::zero();
+    for i in 1..x.len() - 3 {
+        s += (x[i + 1] * x[i + 3]).sin();
+    }
+    s
+}
+
+/// A stencil indexed by an induction variable beside the counter (`j += 1`): a constant
+/// range base (`j + 1`) beside an induction (it did not compile: the base's literal had no
+/// type), and a load at `j - 1` (not a range base: checked per iteration).
+#[differentiable]
+fn shifted_pairs(x: &[f64]) -> f64 {
+    let mut s = 0.0;
+    let mut j = 2;
+    for _k in 0..x.len() - 3 {
+        s += x[j] * x[j + 1] - x[j - 1] * x[j];
+        j += 1;
+    }
+    s
+}
+fn shifted_pairs_ref<T: Real>(x: &[T]) -> T {
+    let mut s = T::zero();
+    let mut j = 2;
+    for _k in 0..x.len() - 3 {
+        s += x[j] * x[j + 1] - x[j - 1] * x[j];
+        j += 1;
+    }
+    s
+}
+
+#[test]
+fn stencils_match_forward_mode() {
+    for n in [2, 3, 4, 5, 6, 11] {
+        let x = input(n);
+        check_slice("stencil", &x, stencil::grad, stencil, stencil_ref);
+        check_slice(
+            "second_difference",
+            &x,
+            second_difference::grad,
+            second_difference,
+            second_difference_ref,
+        );
+        if n >= 3 {
+            check_slice("gapped", &x, gapped::grad, gapped, gapped_ref);
+            check_slice(
+                "shifted_pairs",
+                &x,
+                shifted_pairs::grad,
+                shifted_pairs,
+                shifted_pairs_ref,
+            );
+        }
+    }
+    // lanes: each is what one cotangent gives, bit for bit, on a reused workspace too
+    let x = input(9);
+    let mut ws = Workspace::new();
+    for _ in 0..2 {
+        let mut d: Vec<Cotangents<f64, 2>> = vec![Cotangents([0.0; 2]); x.len()];
+        second_difference::pullback_vec(&mut ws, &x, &mut d, Cotangents([1.0, -2.5]));
+        for (k, ct) in [1.0, -2.5].into_iter().enumerate() {
+            let mut one = vec![0.0; x.len()];
+            second_difference::pullback(&mut ws, &x, &mut one, ct);
+            for i in 0..x.len() {
+                assert_eq!(d[i][k].to_bits(), one[i].to_bits(), "lane {k}, x[{i}]");
+            }
+        }
+    }
 }
 
 /// In-place outputs written before the loop and read in it (its cotangent is an input of

@@ -204,6 +204,47 @@ fn ranged_induction_indices() {
     }
 }
 
+/// An induction beside the counter read at a constant offset (`x[j + 1]`) in a loop that is
+/// not fused (its sum goes through `ln`): the reverse sweep's range base `1 + j₀ − start` did
+/// not compile before (the literal `1` had no type for `wrapping_add`).
+#[differentiable]
+fn shifted_log(x: &[f64]) -> f64 {
+    let mut s = 1.0;
+    let mut j = 1;
+    for _k in 0..x.len() - 2 {
+        let t = x[j] - x[j + 1] * x[j - 1];
+        s += t * t;
+        j += 1;
+    }
+    s.ln()
+}
+
+fn shifted_log_ref<T: Real>(x: &[T]) -> T {
+    let mut s = T::one();
+    let mut j = 1;
+    for _k in 0..x.len() - 2 {
+        let t = x[j] - x[j + 1] * x[j - 1];
+        s += t * t;
+        j += 1;
+    }
+    s.ln()
+}
+
+#[test]
+fn ranged_induction_at_a_constant_offset() {
+    for n in [2, 3, 7] {
+        let x: Vec<f64> = (0..n).map(|k| 0.4 + 0.3 * (k as f64).sin()).collect();
+        let mut g = vec![0.0; n];
+        let v = shifted_log::grad(&x, &mut g);
+        assert_eq!(v, shifted_log(&x));
+        check(
+            &format!("shifted_log n{n}"),
+            &g,
+            &forward::gradient(|z| shifted_log_ref(z), &x),
+        );
+    }
+}
+
 /// The check made on entering a reversed loop is what makes its unchecked accesses sound:
 /// it panics (never indexes out of bounds) when a range does not fit.
 #[test]
