@@ -4,7 +4,8 @@
 //! local arrays, stores into `&mut` outputs, and accesses under a branch (checked as before).
 //! Gradients against forward mode over generic twins of the functions.
 
-#![allow(clippy::needless_range_loop)]
+#![allow(clippy::needless_range_loop, clippy::explicit_counter_loop)]
+// `j += 1` beside the counter: a shape under test
 // The generated unchecked accesses do not trip a user's `forbid(unsafe_code)`.
 #![forbid(unsafe_code)]
 
