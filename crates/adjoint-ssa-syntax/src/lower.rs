@@ -8,7 +8,7 @@
 use crate::ir::*;
 use adjoint_core::rules::{Op1, Op2};
 use proc_macro2::{Span, TokenStream};
-use quote::{quote, ToTokens};
+use quote::{quote, quote_spanned, ToTokens};
 use std::collections::HashSet;
 use syn::spanned::Spanned;
 use syn::{BinOp, Expr, Lit, Pat, Stmt, UnOp};
@@ -2019,6 +2019,23 @@ impl Lower<'_> {
 
     fn method(&mut self, m: &syn::ExprMethodCall, hint: Option<Ty>) -> Result<Ev> {
         let name = m.method.to_string();
+        let reduction = match (name.as_str(), m.args.len()) {
+            ("sum" | "product", 0) | ("fold", 2) => true,
+            ("max" | "min", 0) if is_iterator(&m.receiver) => {
+                return err(
+                    &m.method,
+                    format!(
+                        "`.{name}()` of an iterator is not supported (`f64` is not `Ord`): write \
+                         `.fold(f64::NEG_INFINITY, |m, v| m.max(v))` or a `for` loop"
+                    ),
+                );
+            }
+            _ => false,
+        };
+        if reduction {
+            let e = reduction_loop(m, &name, hint)?;
+            return self.expr(&e, hint);
+        }
         if m.turbofish.is_some() {
             return err(&m.turbofish, "turbofish method calls are not supported");
         }
@@ -2028,12 +2045,19 @@ impl Lower<'_> {
                 if name == "len" && m.args.is_empty() {
                     return Ok(Ev::V(self.len_of(&s)));
                 }
+                if name == "is_empty" && m.args.is_empty() {
+                    let (len, zero) = (self.len_of(&s), self.usize_const(0));
+                    return Ok(Ev::V(self.cmp(CmpOp::Eq, len, zero)));
+                }
+                let hint = if name == "iter" {
+                    "loop over it with `for v in x.iter()`, or reduce it with `.sum()`, \
+                     `.product()`, `.fold(init, |acc, v| …)` (after an optional `.map(|v| …)`)"
+                } else {
+                    "use `.len()`, `.is_empty()`, indexing, or a `for` loop over `.iter()`"
+                };
                 return err(
                     &m.method,
-                    format!(
-                        "`.{name}()` on a slice is not supported: use `.len()`, indexing, or a \
-                         `for` loop over `.iter()`"
-                    ),
+                    format!("`.{name}()` on a slice is not supported here: {hint}"),
                 );
             }
             Ev::V(v) => v,
@@ -3054,6 +3078,166 @@ fn pat_name(p: &Pat) -> Option<String> {
         Pat::Ident(pi) => Some(pi.ident.to_string()),
         _ => None,
     }
+}
+
+/// Whether `e` is an iterator chain a `for` loop of this macro takes (`x.iter()…`, `(a..b)…`).
+fn is_iterator(e: &Expr) -> bool {
+    match strip(e) {
+        Expr::Range(_) => true,
+        Expr::MethodCall(m) => matches!(
+            m.method.to_string().as_str(),
+            "iter"
+                | "iter_mut"
+                | "into_iter"
+                | "copied"
+                | "cloned"
+                | "enumerate"
+                | "zip"
+                | "rev"
+                | "step_by"
+                | "map"
+        ),
+        _ => false,
+    }
+}
+
+/// `iter.sum()`, `iter.product()` and `iter.fold(init, |acc, v| body)`, where `iter` is any
+/// iterator a `for` loop takes, optionally followed by `.map(|pat| body)`, as the loop a user
+/// would write instead:
+///
+/// ```text
+/// x.iter().zip(y).map(|(a, b)| a * b).sum()
+///   → { let mut acc = 0.0; for (a, b) in x.iter().zip(y) { acc += a * b; } acc }
+/// ```
+///
+/// (so a reduction that feeds the result is a fused loop, like the written-out one). The
+/// closures' bodies are inlined: a `return` inside one would return from the function instead
+/// of the closure, so it is refused.
+fn reduction_loop(m: &syn::ExprMethodCall, name: &str, hint: Option<Ty>) -> Result<Expr> {
+    let span = m.method.span();
+    // the accumulator's type: `::<f64>`, `::<usize>`, …, or the expected type
+    let int = match &m.turbofish {
+        Some(t) => match (t.args.len(), t.args.first()) {
+            (1, Some(syn::GenericArgument::Type(ty))) => {
+                let ty = ty.to_token_stream().to_string();
+                match ty.as_str() {
+                    "f64" => false,
+                    "usize" | "u64" | "u32" | "i64" | "i32" => true,
+                    _ => return err(t, format!("`{name}` of `{ty}` values is not supported")),
+                }
+            }
+            _ => return err(t, "expected one type: `::<f64>`"),
+        },
+        None => matches!(hint, Some(Ty::Int(_))),
+    };
+    let closure = |e: &Expr, params: usize| -> Result<syn::ExprClosure> {
+        let Expr::Closure(c) = strip(e) else {
+            return err(e, "expected a closure here (`|v| v * v`)");
+        };
+        if c.inputs.len() != params {
+            return err(
+                &c.inputs,
+                format!("this closure takes {params} parameter(s)"),
+            );
+        }
+        let mut finder = ReturnFinder(None);
+        syn::visit::Visit::visit_expr(&mut finder, &c.body);
+        if let Some(r) = finder.0 {
+            return err(
+                r,
+                "`return` inside a closure is not supported: the closure is inlined into a loop",
+            );
+        }
+        Ok(c.clone())
+    };
+    // a closure parameter as a `for`/`let` pattern (without its type annotation)
+    let pat = |p: &Pat| -> Pat {
+        match p {
+            Pat::Type(t) => (*t.pat).clone(),
+            p => p.clone(),
+        }
+    };
+    let (iter, map) = match strip(&m.receiver) {
+        Expr::MethodCall(r) if r.method == "map" && r.args.len() == 1 => {
+            (&*r.receiver, Some(closure(&r.args[0], 1)?))
+        }
+        _ => (&*m.receiver, None),
+    };
+    if !is_iterator(iter) {
+        return err(
+            &m.receiver,
+            format!(
+                "`.{name}()` is supported on the iterators a `for` loop takes (`x.iter()`, \
+                 `(a..b)`, `.enumerate()`, `.zip()`, `.rev()`, `.step_by()`), then an optional \
+                 `.map(|v| …)`"
+            ),
+        );
+    }
+    let acc = syn::Ident::new("__adjoint_acc", span);
+    let v = syn::Ident::new("__adjoint_item", span);
+    // the loop's pattern and the per-item value
+    let (item_pat, item): (TokenStream, TokenStream) = match &map {
+        Some(c) => {
+            let (p, body) = (pat(&c.inputs[0]), &c.body);
+            (quote!(#p), quote!((#body)))
+        }
+        None => (quote!(#v), quote!(#v)),
+    };
+    let tokens = match name {
+        "fold" => {
+            let f = closure(&m.args[1], 2)?;
+            let init = &m.args[0];
+            let (pa, pv, body) = (pat(&f.inputs[0]), pat(&f.inputs[1]), &f.body);
+            let step = match &map {
+                Some(_) => quote!(let #pv = #item;),
+                None => quote!(),
+            };
+            let loop_pat = if map.is_some() {
+                item_pat.clone()
+            } else {
+                quote!(#pv)
+            };
+            quote_spanned! {span=>
+                {
+                    let mut #acc = #init;
+                    for #loop_pat in #iter {
+                        #step
+                        let #pa = #acc;
+                        #acc = #body;
+                    }
+                    #acc
+                }
+            }
+        }
+        _ => {
+            let (zero, op) = match (name, int) {
+                ("sum", false) => (quote!(0.0), quote!(+=)),
+                ("sum", true) => (quote!(0), quote!(+=)),
+                (_, false) => (quote!(1.0), quote!(*=)),
+                (_, true) => (quote!(1), quote!(*=)),
+            };
+            quote_spanned! {span=>
+                {
+                    let mut #acc = #zero;
+                    for #item_pat in #iter {
+                        #acc #op #item;
+                    }
+                    #acc
+                }
+            }
+        }
+    };
+    syn::parse2(tokens)
+}
+
+/// The first `return` in an expression, outside nested closures.
+struct ReturnFinder<'a>(Option<&'a syn::ExprReturn>);
+
+impl<'ast> syn::visit::Visit<'ast> for ReturnFinder<'ast> {
+    fn visit_expr_return(&mut self, r: &'ast syn::ExprReturn) {
+        self.0.get_or_insert(r);
+    }
+    fn visit_expr_closure(&mut self, _: &'ast syn::ExprClosure) {}
 }
 
 fn strip(e: &Expr) -> &Expr {

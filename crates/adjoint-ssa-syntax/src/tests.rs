@@ -386,6 +386,80 @@ fn aggregate_misuse_is_an_error_not_a_panic() {
     }
 }
 
+/// Iterator reductions as users write them (`x.iter().sum()`, `.map(|v| …).sum()`, `.product()`,
+/// `.fold(…)`, over slices, ranges, `zip`, `enumerate`, nested) lower to the loops they stand
+/// for: each adjoint against forward mode, and a reduction that is the result is a fused loop.
+#[test]
+fn iterator_reductions_lower_to_loops() {
+    let x = [0.7, -0.4, 1.3, 0.2, 0.9, -1.1];
+    for src in [
+        "fn f(x: &[f64]) -> f64 { x.iter().sum() }",
+        "fn f(x: &[f64]) -> f64 { x.iter().copied().sum::<f64>() * x.iter().sum::<f64>() }",
+        "fn f(x: &[f64]) -> f64 { x[..3].iter().zip(&x[3..]).map(|(a, b)| a * b).sum() }",
+        "fn f(x: &[f64]) -> f64 { x.iter().enumerate().map(|(i, v)| v * i as f64).sum::<f64>().sin() }",
+        "fn f(x: &[f64]) -> f64 { let n = x.len(); (0..n).step_by(2).map(|i| x[i] * x[n - 1 - i]).sum::<f64>() + (0..n).rev().map(|i| x[i] * i as f64).sum::<f64>() }",
+        "fn f(x: &[f64]) -> f64 { (0..x.len()).map(|i| (0..i).map(|j| x[i] * x[j]).sum::<f64>()).sum() }",
+        "fn f(x: &[f64]) -> f64 { x.iter().product::<f64>() + x.iter().map(|v: &f64| v.cos()).product::<f64>() }",
+        "fn f(x: &[f64]) -> f64 { let m = x.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(v)); m + x.iter().map(|v| (v - m).exp()).fold(0.0, |a, e| a + e).ln() }",
+        "fn f(x: &[f64]) -> f64 { let n: usize = x.iter().map(|_| 1).sum(); let k = (0..n).sum::<usize>(); x[1] * (n + k) as f64 }",
+        "fn f(x: &[f64]) -> f64 { if x.is_empty() { 0.0 } else { x[0] * x[1] } }",
+    ] {
+        grad_check(src, &x);
+    }
+    let fused = |src: &str| {
+        let (_, p) = lower_str(src, "").unwrap_or_else(|e| panic!("{e}"));
+        p.fused.iter().flatten().count()
+    };
+    assert_eq!(
+        fused("fn f(x: &[f64], y: &[f64]) -> f64 { x.iter().zip(y).map(|(a, b)| a * b).sum() }"),
+        1
+    );
+    assert_eq!(
+        fused("fn f(x: &[f64]) -> f64 { x.iter().fold(0.0, |s, v| s + v * v) / 2.0 }"),
+        1
+    );
+}
+
+/// Reductions the lowering cannot inline are errors that say what to write.
+#[test]
+fn unsupported_reductions_say_what_to_write() {
+    for (src, msg) in [
+        (
+            "fn f(x: &[f64]) -> f64 { x.iter().filter(|v| **v > 0.0).sum() }",
+            "supported on the iterators a `for` loop takes",
+        ),
+        (
+            "fn f(x: &[f64]) -> f64 { x.iter().map(|v| { if *v < 0.0 { return 0.0; } *v }).sum() }",
+            "`return` inside a closure",
+        ),
+        (
+            "fn f(x: &[f64]) -> f64 { x.iter().copied().max().unwrap() }",
+            "`.fold(f64::NEG_INFINITY, |m, v| m.max(v))`",
+        ),
+        (
+            "fn f(x: &[f64]) -> f64 { x.iter().sum::<f32>() as f64 }",
+            "`sum` of `f32` values",
+        ),
+        (
+            "fn f(x: &[f64]) -> f64 { x.iter().fold(0.0, |a| a) }",
+            "takes 2 parameter(s)",
+        ),
+        (
+            "fn f(x: &[f64]) -> f64 { x.iter().map(f64::sin).sum() }",
+            "expected a closure",
+        ),
+        (
+            "fn f(x: &[f64]) -> f64 { let it = x.iter(); 0.0 }",
+            "reduce it with `.sum()`",
+        ),
+    ] {
+        match lower_str(src, "") {
+            Ok(_) => panic!("accepted: {src}"),
+            Err(e) => assert!(e.to_string().contains(msg), "{src}: {e}"),
+        }
+    }
+}
+
 /// A value defined outside a counted loop and read by its reverse code is recorded once per run
 /// of the loop, at the loop's exit, not once per iteration: the triangular product of ADBench's
 /// GMM pushes `d` values per row instead of `d²/2`. Nests, several invariant values, an

@@ -171,6 +171,19 @@
 //! assert_eq!(g, [1.0, 3.0]); // 2 x / n
 //! ```
 //!
+//! The iterator spelling is the same loop:
+//!
+//! ```
+//! use adjoint_ssa::differentiable;
+//! #[differentiable]
+//! fn dot(x: &[f64], y: &[f64]) -> f64 {
+//!     x.iter().zip(y).map(|(a, b)| a * b).sum()
+//! }
+//! let (mut dx, mut dy) = ([0.0; 2], [0.0; 2]);
+//! assert_eq!(dot::grad(&[1.0, 2.0], &[3.0, 4.0], &mut dx, &mut dy), 11.0);
+//! assert_eq!((dx, dy), ([3.0, 4.0], [1.0, 2.0]));
+//! ```
+//!
 //! `ADJOINT_SSA_DUMP` marks such loops "fused".
 //!
 //! # `unsafe` in the generated code
@@ -191,8 +204,12 @@
 //! `let` (with tuples `let (a, b) = (x, y);`), assignment and compound assignment, `if`/`else`
 //! (also as expressions), `match` on integers and bools, `while`, `loop` with labelled
 //! `break`/`continue`, `for` over ranges (`a..b`, `a..=b`, `.rev()`, `.step_by(k)`) and slices
-//! (`.iter()`, `.iter_mut()`, `.enumerate()`, `.zip()`), early `return`; slice indexing and
-//! sub-slices `&x[a..b]`, `x.len()`, local arrays `[0.0; N]` and `[a, b, c]`; tuples, arrays and
+//! (`.iter()`, `.iter_mut()`, `.enumerate()`, `.zip()`), early `return`; reductions of those
+//! iterators, `.sum()`, `.product()` (also `::<f64>`) and `.fold(init, |acc, v| …)`, after an
+//! optional `.map(|v| …)` — each is lowered to the loop it stands for, the closure's body
+//! inlined, so `x.iter().zip(y).map(|(a, b)| a * b).sum()` is differentiated as the written-out
+//! loop (a `return` inside such a closure is refused); slice indexing and
+//! sub-slices `&x[a..b]`, `x.len()`, `x.is_empty()`, local arrays `[0.0; N]` and `[a, b, c]`; tuples, arrays and
 //! structs (above); every primitive of the shared rule
 //! table as a method (`x.sin()`, `x.powi(2)`, `a.max(b)`, `x.powf(y)`, `x.erf()` with
 //! [`Real`] in scope, …) or as `f64::sin(x)`; piecewise-constant `floor`, `ceil`, `round`,

@@ -380,3 +380,39 @@ fn clamp_keeps_nan_and_routes_the_gradient_to_the_active_bound() {
     assert!(clamped(f64::NAN, 0.0, 1.0).is_nan());
     assert!(clamped::primal(f64::NAN, 0.0, 1.0).is_nan());
 }
+
+/// Iterator reductions written as users write them: `zip`/`map`/`sum`, `fold` for a maximum,
+/// `sum::<f64>()`, `product()`, a range's `map`, `is_empty()`.
+#[differentiable]
+fn reductions(x: &[f64], y: &[f64]) -> f64 {
+    if x.is_empty() {
+        return 0.0;
+    }
+    let dot: f64 = x.iter().zip(y).map(|(a, b)| a * b).sum();
+    let m = x.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(v));
+    let lse = m + x.iter().map(|v| (v - m).exp()).sum::<f64>().ln();
+    let p: f64 = y.iter().map(|v| 1.0 + v * v).product();
+    let w = (0..x.len()).map(|i| x[i] * i as f64).sum::<f64>();
+    dot * lse + p.ln() + w
+}
+
+#[test]
+fn iterator_reductions() {
+    let (x, y) = ([0.7, -0.4, 1.3, 0.2], [0.5, 1.5, -0.3, 0.8]);
+    let (mut dx, mut dy) = ([0.0; 4], [0.0; 4]);
+    let v = reductions::grad(&x, &y, &mut dx, &mut dy);
+    // the value of the function as written (rustc's iterators), to rounding
+    assert!(
+        close(v, reductions(&x, &y)),
+        "{v} vs {}",
+        reductions(&x, &y)
+    );
+    let xy: Vec<f64> = x.iter().chain(&y).copied().collect();
+    let want = forward::gradient(|z| reductions::primal(&z[..4], &z[4..]), &xy);
+    let got: Vec<f64> = dx.iter().chain(&dy).copied().collect();
+    check_all("reductions", &got, &want);
+    // and against finite differences of the function as written
+    check::check_gradient(|z: &[f64]| reductions(&z[..4], &z[4..]), &xy, &got).assert_passed();
+    let (mut ex, mut ey) = ([0.0; 0], [0.0; 0]);
+    assert_eq!(reductions::grad(&[], &[], &mut ex, &mut ey), 0.0);
+}

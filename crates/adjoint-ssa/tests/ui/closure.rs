@@ -2,7 +2,8 @@ use adjoint_ssa::differentiable;
 
 #[differentiable]
 fn f(x: &[f64]) -> f64 {
-    x.iter().map(|v| v * v).sum()
+    let sq = |v: f64| v * v;
+    sq(x[0])
 }
 
 fn main() {}
