@@ -804,6 +804,14 @@ impl<'a> Gen<'a> {
                 let x = self.to_slice_elem(*slice, *val);
                 quote!(#s.fill(#x);)
             }
+            Inst::Check { a, b, what } => {
+                let (a, b, rt) = (self.v(*a), self.v(*b), self.rt);
+                let fail = match *what {
+                    "index" => quote!(#rt::__private::sub_slice_index_failed(#a, #b)),
+                    _ => quote!(#rt::__private::sub_slice_range_failed(#a, #b)),
+                };
+                quote!(if #a >= #b { #fail })
+            }
             Inst::Call { dst, func, args } => {
                 let d = self.v(*dst);
                 if self.p.varied[*dst] {

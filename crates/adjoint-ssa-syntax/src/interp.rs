@@ -275,6 +275,10 @@ impl<T: Real> Machine<T> {
                     self.mem[*slice].set(i, x);
                 }
             }
+            Inst::Check { a, b, what } => {
+                let (a, b) = (g(*a).i(), g(*b).i());
+                assert!(a < b, "{what} out of bounds: {a} is not below {b}");
+            }
             Inst::Call { .. } | Inst::Rule { .. } => {
                 panic!("the interpreter does not run calls or user rules")
             }

@@ -314,6 +314,18 @@ pub enum Inst {
         /// arguments
         args: Vec<Arg>,
     },
+    /// Panics unless `a < b`: indexing a sub-slice (`w[i]` with `w = &x[lo..hi]`, a window or
+    /// a chunk) at or past its length, or making a sub-slice whose bounds are out of order or
+    /// past the end — where the function as written panics, and the parent slice's own bounds
+    /// check would not catch it.
+    Check {
+        /// what must be below `b`
+        a: Val,
+        /// the bound
+        b: Val,
+        /// `"index"` (`a` an index, `b` a length) or `"range"` (the bounds of a sub-slice)
+        what: &'static str,
+    },
     /// `dst = func(args)` for an opaque function with a user-supplied rule `rule(args) ->
     /// (value, [partials; N])`.
     Rule {
@@ -344,7 +356,7 @@ impl Inst {
             | Inst::Load { dst, .. }
             | Inst::Call { dst, .. }
             | Inst::Rule { dst, .. } => Some(*dst),
-            Inst::Store { .. } | Inst::Fill { .. } => None,
+            Inst::Store { .. } | Inst::Fill { .. } | Inst::Check { .. } => None,
         }
     }
 
@@ -372,6 +384,7 @@ impl Inst {
             Inst::Load { idx, .. } => vec![*idx],
             Inst::Store { idx, val, .. } => vec![*idx, *val],
             Inst::Fill { val, .. } => vec![*val],
+            Inst::Check { a, b, .. } => vec![*a, *b],
             Inst::Call { args, .. } => {
                 let mut v = vec![];
                 for a in args {
@@ -782,6 +795,7 @@ impl Func {
             Inst::Load { dst, slice, idx } => format!("{} = {}[{}]", n(*dst), sl(*slice), n(*idx)),
             Inst::Store { slice, idx, val } => format!("{}[{}] = {}", sl(*slice), n(*idx), n(*val)),
             Inst::Fill { slice, val } => format!("fill {} with {}", sl(*slice), n(*val)),
+            Inst::Check { a, b, what } => format!("check {what}: {} < {}", n(*a), n(*b)),
             Inst::Call { dst, func, args } => {
                 let a: Vec<String> = args
                     .iter()

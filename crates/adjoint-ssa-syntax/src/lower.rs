@@ -125,6 +125,8 @@ enum Item {
     Int(Val),
     Elem(SliceId, Val, bool),
     Tuple(Vec<Item>),
+    /// A sub-slice (`x.windows(k)`, `x.chunks(k)`).
+    Sub(SliceArg),
 }
 
 enum It {
@@ -137,6 +139,12 @@ enum It {
     Slice(SliceArg, bool),
     Enumerate(Box<It>),
     Zip(Box<It>, Box<It>),
+    /// Any of these backwards (`x.iter().rev()`; ranges keep `Range::rev`).
+    Rev(Box<It>),
+    /// `x.windows(k)`: `&x[i..i + k]`.
+    Windows(SliceArg, Val),
+    /// `x.chunks(k)` (`exact`: `x.chunks_exact(k)`): `&x[i·k..min(i·k + k, len)]`.
+    Chunks(SliceArg, Val, bool),
 }
 
 struct Lower<'a> {
@@ -472,7 +480,15 @@ impl<'ast> syn::visit::Visit<'ast> for ArrayUses<'_> {
     fn visit_expr_method_call(&mut self, m: &'ast syn::ExprMethodCall) {
         if matches!(
             m.method.to_string().as_str(),
-            "len" | "iter" | "iter_mut" | "into_iter"
+            "len"
+                | "iter"
+                | "iter_mut"
+                | "into_iter"
+                | "is_empty"
+                | "fill"
+                | "windows"
+                | "chunks"
+                | "chunks_exact"
         ) {
             self.mark(&m.receiver);
         }
@@ -1530,6 +1546,12 @@ impl Lower<'_> {
                 "closures are not supported: write a loop, or a separate #[differentiable] \
                  function",
             ),
+            Expr::Macro(m) if m.mac.path.is_ident("vec") => err(
+                &m.mac,
+                "`vec!` is not supported: a local array's length is fixed at compile time \
+                 (`[0.0; N]` with a literal or a `const` N); for a run-time length, take a \
+                 `&mut [f64]` buffer parameter",
+            ),
             Expr::Macro(m) => err(
                 &m.mac,
                 "macros are not supported in #[differentiable] functions (write the code they \
@@ -1949,7 +1971,7 @@ impl Lower<'_> {
             return err(&ix.index, "indices are `usize`");
         }
         self.f.values[i].ty = Ty::Int(Some(IntTy::Usize));
-        let idx = self.offset(&base, i);
+        let idx = self.checked_offset(&base, i);
         let dst = self.val(self.f.slices[base.slice].elem);
         self.emit(Inst::Load {
             dst,
@@ -1957,6 +1979,22 @@ impl Lower<'_> {
             idx,
         });
         Ok(Ev::V(dst))
+    }
+
+    /// [`Lower::offset`] of an index written by the user (`w[i]`): a sub-slice with an end
+    /// (`&x[a..b]`, a window, a chunk) checks `i` against its length first, as Rust does; the
+    /// parent's own bounds check would let `w[i]` read past `b`. (A sub-slice to the end needs
+    /// no check: past its end is past the parent's.)
+    fn checked_offset(&mut self, base: &SliceArg, i: Val) -> Val {
+        if base.hi.is_some() {
+            let len = self.len_of(base);
+            self.emit(Inst::Check {
+                a: i,
+                b: len,
+                what: "index",
+            });
+        }
+        self.offset(base, i)
     }
 
     fn offset(&mut self, base: &SliceArg, i: Val) -> Val {
@@ -1992,6 +2030,31 @@ impl Lower<'_> {
             }),
             None => base.hi,
         };
+        if lo.is_some() || hi.is_some() {
+            // as Rust: `lo <= hi <= len` of the slice indexed (checked as `a < b + 1`)
+            let end = |me: &mut Self, hi: Option<Val>| match hi {
+                Some(h) => h,
+                None => me.len_of(&SliceArg {
+                    slice: base.slice,
+                    lo: None,
+                    hi: None,
+                }),
+            };
+            let (outer, inner) = (end(self, base.hi), end(self, hi2));
+            let start = match lo2 {
+                Some(l) => l,
+                None => self.usize_const(0),
+            };
+            let one = self.usize_const(1);
+            for (a, b) in [(start, inner), (inner, outer)] {
+                let b1 = self.int_op(IntOp::Add, b, one);
+                self.emit(Inst::Check {
+                    a,
+                    b: b1,
+                    what: "range",
+                });
+            }
+        }
         Ok(SliceArg {
             slice: base.slice,
             lo: lo2,
@@ -2035,6 +2098,27 @@ impl Lower<'_> {
         if reduction {
             let e = reduction_loop(m, &name, hint)?;
             return self.expr(&e, hint);
+        }
+        if name == "fill" && m.args.len() == 1 {
+            // `out.fill(v)`, `out[a..b].fill(v)`: the loop it stands for
+            let (recv, v, span) = (&m.receiver, &m.args[0], m.method.span());
+            let e: Expr = syn::parse2(quote_spanned! {span=>
+                {
+                    let __adjoint_fill = #v;
+                    for __adjoint_elem in #recv.iter_mut() {
+                        *__adjoint_elem = __adjoint_fill;
+                    }
+                }
+            })?;
+            return self.expr(&e, hint);
+        }
+        if name == "copy_from_slice" {
+            return err(
+                &m.method,
+                "`.copy_from_slice()` is not supported: write the loop, \
+                 `for (o, &v) in out.iter_mut().zip(x.iter()) { *o = v; }` (after checking the \
+                 lengths if they can differ)",
+            );
         }
         if m.turbofish.is_some() {
             return err(&m.turbofish, "turbofish method calls are not supported");
@@ -2102,6 +2186,29 @@ impl Lower<'_> {
                     return Ok(Ev::V(dst));
                 }
                 match name {
+                    // passive predicates on the primal value
+                    "is_nan" | "is_finite" | "is_infinite" => {
+                        nargs(0)?;
+                        Ok(Ev::V(match name {
+                            // NaN is the one value unequal to itself
+                            "is_nan" => self.cmp(CmpOp::Ne, recv, recv),
+                            // `x − x` is 0 for finite `x`, NaN for ±∞ and NaN
+                            "is_finite" => {
+                                let d = self.bin(Op2::Sub, recv, recv);
+                                let z = self.konst(Ty::F64, quote!(0.0), ConstVal::F(0.0));
+                                self.cmp(CmpOp::Eq, d, z)
+                            }
+                            _ => {
+                                let a = self.un(Op1::Abs, recv, None);
+                                let inf = self.konst(
+                                    Ty::F64,
+                                    quote!(f64::INFINITY),
+                                    ConstVal::F(f64::INFINITY),
+                                );
+                                self.cmp(CmpOp::Eq, a, inf)
+                            }
+                        }))
+                    }
                     "powi" | "polygamma" => {
                         nargs(1)?;
                         let t = if name == "powi" {
@@ -2386,7 +2493,7 @@ impl Lower<'_> {
                     return err(&ix.index, "indices are `usize`");
                 }
                 self.f.values[i].ty = Ty::Int(Some(IntTy::Usize));
-                let idx = self.offset(&base, i);
+                let idx = self.checked_offset(&base, i);
                 self.store(base.slice, idx, op, rhs)
             }
             Expr::Field(f) => err(
@@ -2656,8 +2763,101 @@ impl Lower<'_> {
                             rev: true,
                             step: None,
                         }),
-                        _ => err(&m.method, "`.rev()` is supported on ranges only"),
+                        It::Range { rev: true, .. } => err(&m.method, "`.rev().rev()`: drop both"),
+                        other => Ok(It::Rev(Box::new(other))),
                     },
+                    "skip" | "take" => {
+                        if m.args.len() != 1 {
+                            return err(&m.method, format!("`.{name}()` takes 1 argument"));
+                        }
+                        let inner = self.iter_spec(&m.receiver)?;
+                        let n = self.scalar(&m.args[0], us)?;
+                        if self.ty(n) != Ty::Int(Some(IntTy::Usize)) {
+                            return err(&m.args[0], "expected a `usize`");
+                        }
+                        match inner {
+                            It::Range {
+                                lo,
+                                hi,
+                                rev: false,
+                                step: None,
+                            } => {
+                                // an empty range (`lo > hi`) stays empty: its length is
+                                // `max(hi, lo) − lo`
+                                let (lo, hi) = if name == "skip" {
+                                    (self.int_op(IntOp::Add, lo, n), hi)
+                                } else {
+                                    let end = self.int_op(IntOp::Add, lo, n);
+                                    (lo, self.int_op(IntOp::Min, hi, end))
+                                };
+                                Ok(It::Range {
+                                    lo,
+                                    hi,
+                                    rev: false,
+                                    step: None,
+                                })
+                            }
+                            It::Slice(s, mutable) => {
+                                // a shorter sub-slice: `lo + n` capped at the end
+                                let lo = s.lo.unwrap_or_else(|| self.usize_const(0));
+                                let hi = match s.hi {
+                                    Some(h) => h,
+                                    None => self.len_of(&SliceArg {
+                                        slice: s.slice,
+                                        lo: None,
+                                        hi: None,
+                                    }),
+                                };
+                                let cut = self.int_op(IntOp::Add, lo, n);
+                                let cut = self.int_op(IntOp::Min, cut, hi);
+                                let s = if name == "skip" {
+                                    SliceArg {
+                                        slice: s.slice,
+                                        lo: Some(cut),
+                                        hi: Some(hi),
+                                    }
+                                } else {
+                                    SliceArg {
+                                        slice: s.slice,
+                                        lo: Some(lo),
+                                        hi: Some(cut),
+                                    }
+                                };
+                                Ok(It::Slice(s, mutable))
+                            }
+                            _ => err(
+                                &m.method,
+                                format!(
+                                    "`.{name}()` is supported on a range `a..b` or right after \
+                                     `.iter()`/`.iter_mut()` (or index a sub-slice: `x[a..b]`)"
+                                ),
+                            ),
+                        }
+                    }
+                    "windows" | "chunks" | "chunks_exact" => {
+                        if m.args.len() != 1 {
+                            return err(&m.method, format!("`.{name}()` takes 1 argument"));
+                        }
+                        let Ev::S(s) = self.expr(&m.receiver, None)? else {
+                            return err(&m.receiver, "expected a slice");
+                        };
+                        if let Expr::Lit(syn::ExprLit {
+                            lit: Lit::Int(i), ..
+                        }) = strip(&m.args[0])
+                        {
+                            if i.base10_parse::<u64>()? == 0 {
+                                return err(i, "the size must not be zero");
+                            }
+                        }
+                        let k = self.scalar(&m.args[0], us)?;
+                        if self.ty(k) != Ty::Int(Some(IntTy::Usize)) {
+                            return err(&m.args[0], "expected a `usize`");
+                        }
+                        Ok(match name.as_str() {
+                            "windows" => It::Windows(s, k),
+                            _ => It::Chunks(s, k, name == "chunks_exact"),
+                        })
+                    }
                     "step_by" => match self.iter_spec(&m.receiver)? {
                         It::Range {
                             lo,
@@ -2699,7 +2899,9 @@ impl Lower<'_> {
                     _ => err(
                         &m.method,
                         "unsupported iterator adapter: loop over ranges or slices with `.iter()`, \
-                         `.iter_mut()`, `.enumerate()`, `.zip()`, `.rev()`, `.step_by()`",
+                         `.iter_mut()`, `.enumerate()`, `.zip()`, `.rev()`, `.step_by()`, \
+                         `.skip()`, `.take()`, or over `.windows(k)`, `.chunks(k)`, \
+                         `.chunks_exact(k)`",
                     ),
                 }
             }
@@ -2735,11 +2937,30 @@ impl Lower<'_> {
                 }
             }
             It::Slice(s, _) => self.len_of(&s.clone()),
-            It::Enumerate(i) => self.iter_len(i),
+            It::Enumerate(i) | It::Rev(i) => self.iter_len(i),
             It::Zip(a, b) => {
                 let la = self.iter_len(a);
                 let lb = self.iter_len(b);
                 self.int_op(IntOp::Min, la, lb)
+            }
+            It::Windows(s, k) => {
+                // `len − k + 1` windows when `len >= k`, else none: `max(len + 1, k) − k`
+                let len = self.len_of(&s.clone());
+                let one = self.usize_const(1);
+                let l1 = self.int_op(IntOp::Add, len, one);
+                let m = self.int_op(IntOp::Max, l1, *k);
+                self.int_op(IntOp::Sub, m, *k)
+            }
+            It::Chunks(s, k, exact) => {
+                let len = self.len_of(&s.clone());
+                if *exact {
+                    self.int_op(IntOp::Div, len, *k)
+                } else {
+                    let one = self.usize_const(1);
+                    let km1 = self.int_op(IntOp::Sub, *k, one);
+                    let t = self.int_op(IntOp::Add, len, km1);
+                    self.int_op(IntOp::Div, t, *k)
+                }
             }
         }
     }
@@ -2774,12 +2995,54 @@ impl Lower<'_> {
                 let ib = self.iter_item(b, k);
                 Item::Tuple(vec![ia, ib])
             }
+            It::Rev(i) => {
+                // the item at `len − 1 − k`
+                let len = self.iter_len(i);
+                let one = self.usize_const(1);
+                let l1 = self.int_op(IntOp::Sub, len, one);
+                let j = self.int_op(IntOp::Sub, l1, k);
+                self.iter_item(i, j)
+            }
+            It::Windows(s, w) => {
+                let lo = self.offset(&s.clone(), k);
+                let hi = self.int_op(IntOp::Add, lo, *w);
+                Item::Sub(SliceArg {
+                    slice: s.slice,
+                    lo: Some(lo),
+                    hi: Some(hi),
+                })
+            }
+            It::Chunks(s, c, exact) => {
+                let i = self.int_op(IntOp::Mul, k, *c);
+                let lo = self.offset(&s.clone(), i);
+                let hi = self.int_op(IntOp::Add, lo, *c);
+                let hi = if *exact {
+                    hi
+                } else {
+                    // the last chunk ends at the slice's end
+                    let len = self.len_of(&s.clone());
+                    let end = self.offset(&s.clone(), len);
+                    self.int_op(IntOp::Min, hi, end)
+                };
+                Item::Sub(SliceArg {
+                    slice: s.slice,
+                    lo: Some(lo),
+                    hi: Some(hi),
+                })
+            }
         }
     }
 
     fn bind_item(&mut self, pat: &Pat, item: Item) -> Result<()> {
         match (pat, item) {
             (Pat::Wild(_), _) => Ok(()),
+            (Pat::Ident(pi), Item::Sub(s)) if pi.by_ref.is_none() && pi.subpat.is_none() => {
+                self.env.push(Var {
+                    name: pi.ident.to_string(),
+                    b: Binding::Slice(s),
+                });
+                Ok(())
+            }
             (Pat::Ident(pi), Item::Int(v)) => {
                 self.env.push(Var {
                     name: pi.ident.to_string(),

@@ -26,6 +26,10 @@ pub fn map_inst_uses(inst: &mut Inst, f: &mut impl FnMut(Val) -> Val) {
             *val = f(*val);
         }
         Inst::Fill { val, .. } => *val = f(*val),
+        Inst::Check { a, b, .. } => {
+            *a = f(*a);
+            *b = f(*b);
+        }
         Inst::Call { args, .. } => {
             for a in args {
                 match a {

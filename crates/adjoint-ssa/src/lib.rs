@@ -204,12 +204,17 @@
 //! `let` (with tuples `let (a, b) = (x, y);`), assignment and compound assignment, `if`/`else`
 //! (also as expressions), `match` on integers and bools, `while`, `loop` with labelled
 //! `break`/`continue`, `for` over ranges (`a..b`, `a..=b`, `.rev()`, `.step_by(k)`) and slices
-//! (`.iter()`, `.iter_mut()`, `.enumerate()`, `.zip()`), early `return`; reductions of those
+//! (`.iter()`, `.iter_mut()`, `.enumerate()`, `.zip()`, `.rev()`; `.skip(n)`/`.take(n)` on a
+//! range or right after `.iter()`), over `x.windows(k)`, `x.chunks(k)` and `x.chunks_exact(k)`
+//! (each item a sub-slice), early `return`; reductions of those
 //! iterators, `.sum()`, `.product()` (also `::<f64>`) and `.fold(init, |acc, v| …)`, after an
 //! optional `.map(|v| …)` — each is lowered to the loop it stands for, the closure's body
 //! inlined, so `x.iter().zip(y).map(|(a, b)| a * b).sum()` is differentiated as the written-out
 //! loop (a `return` inside such a closure is refused); slice indexing and
-//! sub-slices `&x[a..b]`, `x.len()`, `x.is_empty()`, local arrays `[0.0; N]` and `[a, b, c]`; tuples, arrays and
+//! sub-slices `&x[a..b]` (indexing one past its own end panics, as in Rust, even where the
+//! slice it was cut from has the element), `x.len()`, `x.is_empty()`, `out.fill(v)` (also on
+//! `out[a..b]`), local arrays `[0.0; N]` and `[a, b, c]`; `x.is_nan()`, `x.is_finite()`,
+//! `x.is_infinite()` in conditions; tuples, arrays and
 //! structs (above); every primitive of the shared rule
 //! table as a method (`x.sin()`, `x.powi(2)`, `a.max(b)`, `x.powf(y)`, `x.erf()` with
 //! [`Real`] in scope, …) or as `f64::sin(x)`; piecewise-constant `floor`, `ceil`, `round`,
@@ -319,6 +324,28 @@ pub mod __private {
         if !fits(base, lo, hi, len) {
             loop_range_failed(base.wrapping_add(lo), hi.wrapping_sub(lo), len)
         }
+    }
+
+    /// A sub-slice indexed at or past its length (`Inst::Check`): where the function as
+    /// written panics.
+    #[cold]
+    #[inline(never)]
+    #[track_caller]
+    pub fn sub_slice_index_failed(index: usize, len: usize) -> ! {
+        panic!("index out of bounds: the len is {len} but the index is {index} (a sub-slice)")
+    }
+
+    /// A sub-slice `&x[lo..hi]` whose bounds are out of order (`lo` not below `hi + 1`) or past
+    /// the end (`hi` not below `len + 1`) (`Inst::Check`).
+    #[cold]
+    #[inline(never)]
+    #[track_caller]
+    pub fn sub_slice_range_failed(a: usize, b: usize) -> ! {
+        panic!(
+            "range out of bounds: a sub-slice bound {a} is past {}: its start must not exceed its \
+             end, nor its end the slice's length",
+            b.wrapping_sub(1)
+        )
     }
 
     #[cold]

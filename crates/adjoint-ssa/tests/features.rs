@@ -416,3 +416,111 @@ fn iterator_reductions() {
     let (mut ex, mut ey) = ([0.0; 0], [0.0; 0]);
     assert_eq!(reductions::grad(&[], &[], &mut ex, &mut ey), 0.0);
 }
+
+/// Iterator shapes as users write them: `windows`, `chunks`, `chunks_exact`, `rev` of a slice
+/// (and of an `enumerate`), `skip`/`take` of a slice and of a range, `fill` of a sub-slice,
+/// `is_nan`/`is_finite`/`is_infinite`.
+#[differentiable]
+fn iterator_shapes(x: &[f64], out: &mut [f64]) -> f64 {
+    let mut s = 0.0;
+    for w in x.windows(2) {
+        s += (w[1] - w[0]).powi(2);
+    }
+    for (i, c) in x.chunks(3).enumerate() {
+        s += c[0] * c[c.len() - 1] * (i + 1) as f64;
+    }
+    for c in x.chunks_exact(2) {
+        s += c[0] * c[1].sin();
+    }
+    for (i, v) in x.iter().enumerate().rev() {
+        s = s * 0.5 + v * i as f64;
+    }
+    for v in x.iter().skip(1).take(3) {
+        s += v.exp();
+    }
+    for i in (0..x.len()).skip(2).take(2) {
+        s += x[i] * x[i - 1];
+    }
+    out[1..].fill(s * 2.0);
+    out[0] = if x[0].is_nan() || !x[1].is_finite() || x[2].is_infinite() {
+        0.0
+    } else {
+        x[0]
+    };
+    s
+}
+
+#[test]
+fn iterator_shapes_match_the_function_as_written() {
+    let x = [0.7, -0.4, 1.3, 0.2, 0.9, -1.1, 0.35];
+    let n = x.len();
+    let (mut out, mut out2) = ([0.0; 3], [0.0; 3]);
+    let mut ws = Workspace::new();
+    let (mut dx, mut dout) = ([0.0; 7], [0.5, -1.0, 2.0]);
+    let v = iterator_shapes::pullback(&mut ws, &x, &mut out, &mut dx, &mut dout, 1.0);
+    assert!(close(v, iterator_shapes(&x, &mut out2)));
+    check_all("outputs", &out, &out2);
+    // the vector-Jacobian product `[1, 0.5, −1, 2] · J` against finite differences of the
+    // function as written
+    let h = 1e-6;
+    for i in 0..n {
+        let f = |d: f64| {
+            let mut z = x;
+            z[i] += d;
+            let mut o = [0.0; 3];
+            let v = iterator_shapes(&z, &mut o);
+            v + 0.5 * o[0] - o[1] + 2.0 * o[2]
+        };
+        let fd = (f(h) - f(-h)) / (2.0 * h);
+        assert!(
+            (dx[i] - fd).abs() <= 1e-6 * (1.0 + fd.abs()),
+            "x[{i}]: {} vs {fd}",
+            dx[i]
+        );
+    }
+}
+
+/// A window indexed past its own length, at an element the slice has: the function as written
+/// panics there, and so does the gradient (it must not read `x[i + 2]`).
+#[differentiable]
+fn window_past_its_end(x: &[f64]) -> f64 {
+    let mut s = 0.0;
+    for w in x[..3].windows(2) {
+        s += w[2];
+    }
+    s
+}
+
+#[test]
+#[should_panic(expected = "the len is 2 but the index is 2")]
+fn a_window_indexed_past_its_end_panics() {
+    let mut g = [0.0; 5];
+    window_past_its_end::grad(&[1.0, 2.0, 3.0, 4.0, 5.0], &mut g);
+}
+
+/// A sub-slice whose end is past its parent's end (but within the slice it was cut from).
+#[differentiable]
+fn nested_sub_slice(x: &[f64], k: usize) -> f64 {
+    let a = &x[0..3];
+    let b = &a[1..k];
+    b[0] * x[4]
+}
+
+#[test]
+#[should_panic(expected = "range out of bounds")]
+fn a_sub_slice_past_its_parent_panics() {
+    let mut g = [0.0; 5];
+    // `&a[1..4]` with `a.len() == 3`: Rust panics; `x[1..4]` would exist
+    nested_sub_slice::grad(&[1.0, 2.0, 3.0, 4.0, 5.0], 4, &mut g);
+}
+
+#[test]
+fn a_sub_slice_within_its_parent_is_fine() {
+    let mut g = [0.0; 5];
+    let x = [1.0, 2.0, 3.0, 4.0, 5.0];
+    assert_eq!(
+        nested_sub_slice::grad(&x, 3, &mut g),
+        nested_sub_slice(&x, 3)
+    );
+    assert_eq!(g, [0.0, 5.0, 0.0, 0.0, 2.0]);
+}
