@@ -804,6 +804,15 @@ impl<'a> Gen<'a> {
                 let x = self.to_slice_elem(*slice, *val);
                 quote!(#s.fill(#x);)
             }
+            Inst::Assert { cond, msg, debug } => {
+                let c = self.v(*cond);
+                let on = if *debug {
+                    quote!(::core::cfg!(debug_assertions) &&)
+                } else {
+                    quote!()
+                };
+                quote!(if #on !#c { ::core::panic!("{}", #msg) })
+            }
             Inst::Check { a, b, what } => {
                 let (a, b, rt) = (self.v(*a), self.v(*b), self.rt);
                 let fail = match *what {

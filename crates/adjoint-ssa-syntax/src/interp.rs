@@ -275,6 +275,11 @@ impl<T: Real> Machine<T> {
                     self.mem[*slice].set(i, x);
                 }
             }
+            Inst::Assert { cond, msg, debug } => {
+                if !*debug || cfg!(debug_assertions) {
+                    assert!(g(*cond).b(), "{msg}");
+                }
+            }
             Inst::Check { a, b, what } => {
                 let (a, b) = (g(*a).i(), g(*b).i());
                 assert!(a < b, "{what} out of bounds: {a} is not below {b}");

@@ -326,6 +326,16 @@ pub enum Inst {
         /// `"index"` (`a` an index, `b` a length) or `"range"` (the bounds of a sub-slice)
         what: &'static str,
     },
+    /// Panics with `msg` unless `cond` holds (`assert!`, `assert_eq!`, …; `debug`: only where
+    /// debug assertions are on, as `debug_assert!`).
+    Assert {
+        /// the condition
+        cond: Val,
+        /// the panic message
+        msg: String,
+        /// `debug_assert!` and friends
+        debug: bool,
+    },
     /// `dst = func(args)` for an opaque function with a user-supplied rule `rule(args) ->
     /// (value, [partials; N])`.
     Rule {
@@ -356,7 +366,9 @@ impl Inst {
             | Inst::Load { dst, .. }
             | Inst::Call { dst, .. }
             | Inst::Rule { dst, .. } => Some(*dst),
-            Inst::Store { .. } | Inst::Fill { .. } | Inst::Check { .. } => None,
+            Inst::Store { .. } | Inst::Fill { .. } | Inst::Check { .. } | Inst::Assert { .. } => {
+                None
+            }
         }
     }
 
@@ -385,6 +397,7 @@ impl Inst {
             Inst::Store { idx, val, .. } => vec![*idx, *val],
             Inst::Fill { val, .. } => vec![*val],
             Inst::Check { a, b, .. } => vec![*a, *b],
+            Inst::Assert { cond, .. } => vec![*cond],
             Inst::Call { args, .. } => {
                 let mut v = vec![];
                 for a in args {
@@ -796,6 +809,10 @@ impl Func {
             Inst::Store { slice, idx, val } => format!("{}[{}] = {}", sl(*slice), n(*idx), n(*val)),
             Inst::Fill { slice, val } => format!("fill {} with {}", sl(*slice), n(*val)),
             Inst::Check { a, b, what } => format!("check {what}: {} < {}", n(*a), n(*b)),
+            Inst::Assert { cond, msg, debug } => {
+                let d = if *debug { "debug " } else { "" };
+                format!("{d}assert {} ({msg:?})", n(*cond))
+            }
             Inst::Call { dst, func, args } => {
                 let a: Vec<String> = args
                     .iter()

@@ -534,6 +534,10 @@ pub fn lower(item: &syn::ItemFn, opts: &Options) -> Result<Func> {
     let mut ret_agg = None;
     let returns_f64 = match &sig.output {
         syn::ReturnType::Default => false,
+        // `-> ()`: nothing
+        syn::ReturnType::Type(_, t) if matches!(&**t, syn::Type::Tuple(tt) if tt.elems.is_empty()) => {
+            false
+        }
         syn::ReturnType::Type(_, t) => {
             if type_of(t) == Some(Ty::F64) {
                 true
@@ -928,12 +932,67 @@ impl Lower<'_> {
                 i,
                 "nested items are not supported: move them out of the function",
             ),
+            Stmt::Macro(m) if assert_kind(&m.mac).is_some() => self.assert(&m.mac),
             Stmt::Macro(m) => err(
                 &m.mac,
                 "macros are not supported in #[differentiable] functions (write the code they \
                  expand to, or call a #[differentiable] function)",
             ),
         }
+    }
+
+    /// `assert!(c)`, `assert!(c, "message")`, `assert_eq!(a, b)`, `assert_ne!(a, b)` and their
+    /// `debug_` forms: a passive check that panics as the macro does (the message is the
+    /// macro's own for a bare condition, the literal when one is given; a format string's
+    /// arguments are not evaluated).
+    fn assert(&mut self, mac: &syn::Macro) -> Result<Ev> {
+        let (eq, debug) = assert_kind(mac).expect("checked by the caller");
+        let args = mac.parse_body_with(
+            syn::punctuated::Punctuated::<Expr, syn::Token![,]>::parse_terminated,
+        )?;
+        let args: Vec<&Expr> = args.iter().collect();
+        let need = if eq.is_some() { 2 } else { 1 };
+        if args.len() < need {
+            return err(mac, format!("expected {need} argument(s)"));
+        }
+        let text = |e: &Expr| e.to_token_stream().to_string();
+        let given = match args.get(need) {
+            Some(Expr::Lit(syn::ExprLit {
+                lit: Lit::Str(s), ..
+            })) => Some(s.value()),
+            _ => None,
+        };
+        let (cond, default) = match eq {
+            None => (
+                self.cond(args[0])?,
+                format!("assertion failed: {}", text(args[0])),
+            ),
+            Some(op) => {
+                let a = self.scalar(args[0], None)?;
+                let b = self.scalar(args[1], Some(self.ty(a)))?;
+                if !self.ty(a).same_kind(self.ty(b)) {
+                    return err(args[1], "compare values of one type");
+                }
+                let (cmp, sym) = if op {
+                    (CmpOp::Eq, "==")
+                } else {
+                    (CmpOp::Ne, "!=")
+                };
+                let c = self.cmp(cmp, a, b);
+                let m = format!(
+                    "assertion `left {sym} right` failed: {} {sym} {}",
+                    text(args[0]),
+                    text(args[1])
+                );
+                (c, m)
+            }
+        };
+        self.emit(Inst::Assert {
+            cond,
+            msg: given.unwrap_or(default),
+            debug,
+        });
+        Ok(Ev::Unit)
     }
 
     fn local(&mut self, l: &syn::Local) -> Result<()> {
@@ -1546,6 +1605,7 @@ impl Lower<'_> {
                 "closures are not supported: write a loop, or a separate #[differentiable] \
                  function",
             ),
+            Expr::Macro(m) if assert_kind(&m.mac).is_some() => self.assert(&m.mac),
             Expr::Macro(m) if m.mac.path.is_ident("vec") => err(
                 &m.mac,
                 "`vec!` is not supported: a local array's length is fixed at compile time \
@@ -3341,6 +3401,23 @@ fn pat_name(p: &Pat) -> Option<String> {
         Pat::Ident(pi) => Some(pi.ident.to_string()),
         _ => None,
     }
+}
+
+/// `assert!`-like macros: `(Some(true))` for `assert_eq!`, `Some(false)` for `assert_ne!`,
+/// `None` for `assert!`; and whether it is a `debug_` form.
+fn assert_kind(mac: &syn::Macro) -> Option<(Option<bool>, bool)> {
+    let name = mac.path.get_ident()?.to_string();
+    let (debug, base) = match name.strip_prefix("debug_") {
+        Some(b) => (true, b.to_string()),
+        None => (false, name),
+    };
+    let eq = match base.as_str() {
+        "assert" => None,
+        "assert_eq" => Some(true),
+        "assert_ne" => Some(false),
+        _ => return None,
+    };
+    Some((eq, debug))
 }
 
 /// Whether `e` is an iterator chain a `for` loop of this macro takes (`x.iter()…`, `(a..b)…`).

@@ -30,6 +30,7 @@ pub fn map_inst_uses(inst: &mut Inst, f: &mut impl FnMut(Val) -> Val) {
             *a = f(*a);
             *b = f(*b);
         }
+        Inst::Assert { cond, .. } => *cond = f(*cond),
         Inst::Call { args, .. } => {
             for a in args {
                 match a {

@@ -214,7 +214,9 @@
 //! sub-slices `&x[a..b]` (indexing one past its own end panics, as in Rust, even where the
 //! slice it was cut from has the element), `x.len()`, `x.is_empty()`, `out.fill(v)` (also on
 //! `out[a..b]`), local arrays `[0.0; N]` and `[a, b, c]`; `x.is_nan()`, `x.is_finite()`,
-//! `x.is_infinite()` in conditions; tuples, arrays and
+//! `x.is_infinite()` in conditions; `assert!`, `assert_eq!`, `assert_ne!` and their `debug_`
+//! forms (checked as written; a message given as a literal is kept, a format string's
+//! arguments are not evaluated); tuples, arrays and
 //! structs (above); every primitive of the shared rule
 //! table as a method (`x.sin()`, `x.powi(2)`, `a.max(b)`, `x.powf(y)`, `x.erf()` with
 //! [`Real`] in scope, …) or as `f64::sin(x)`; piecewise-constant `floor`, `ceil`, `round`,

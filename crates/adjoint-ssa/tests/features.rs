@@ -524,3 +524,39 @@ fn a_sub_slice_within_its_parent_is_fine() {
     );
     assert_eq!(g, [0.0, 5.0, 0.0, 0.0, 2.0]);
 }
+
+/// `assert!`-like macros check as they do in the function as written; `-> ()` returns nothing.
+#[differentiable]
+#[allow(clippy::unused_unit)] // `-> ()` is the shape under test
+fn asserting(x: &[f64], y: &[f64], out: &mut [f64]) -> () {
+    assert_eq!(x.len(), y.len());
+    assert!(!x.is_empty(), "need at least one element");
+    assert_ne!(x[0], 0.0);
+    debug_assert!(x.len() < 100);
+    out[0] = x[0] * y[0];
+}
+
+#[test]
+fn asserts_pass_and_fail_as_written() {
+    let (x, y) = ([1.5, 2.0], [3.0, 4.0]);
+    let (mut dx, mut dy, mut out, mut dout) = ([0.0; 2], [0.0; 2], [0.0], [1.0]);
+    let mut ws = Workspace::new();
+    asserting::pullback(&mut ws, &x, &y, &mut out, &mut dx, &mut dy, &mut dout);
+    assert_eq!((out, dx, dy), ([4.5], [3.0, 0.0], [1.5, 0.0]));
+    let fails = |x: &[f64], y: &[f64]| {
+        let (x, y) = (x.to_vec(), y.to_vec());
+        let msg = |r: Box<dyn std::any::Any + Send>| {
+            r.downcast_ref::<String>().cloned().unwrap_or_default()
+        };
+        let ours = std::panic::catch_unwind(move || {
+            let (mut dx, mut dy) = (vec![0.0; x.len()], vec![0.0; y.len()]);
+            let (mut out, mut dout) = ([0.0], [1.0]);
+            let mut ws = Workspace::new();
+            asserting::pullback(&mut ws, &x, &y, &mut out, &mut dx, &mut dy, &mut dout);
+        });
+        msg(ours.expect_err("the pullback must panic"))
+    };
+    assert!(fails(&[1.0], &[1.0, 2.0]).contains("left == right"));
+    assert!(fails(&[], &[]).contains("need at least one element"));
+    assert!(fails(&[0.0], &[1.0]).contains("left != right"));
+}
