@@ -141,6 +141,8 @@ enum It {
     Zip(Box<It>, Box<It>),
     /// Any of these backwards (`x.iter().rev()`; ranges keep `Range::rev`).
     Rev(Box<It>),
+    /// Every `s`-th item of any of these (`x.iter().step_by(s)`; ranges keep `Range::step`).
+    Step(Box<It>, Val),
     /// `x.windows(k)`: `&x[i..i + k]`.
     Windows(SliceArg, Val),
     /// `x.chunks(k)` (`exact`: `x.chunks_exact(k)`): `&x[i·k..min(i·k + k, len)]`.
@@ -2933,7 +2935,21 @@ impl Lower<'_> {
                                 step: Some(s),
                             })
                         }
-                        _ => err(&m.method, "`.step_by()` is supported on ranges only"),
+                        other => {
+                            if let Expr::Lit(syn::ExprLit {
+                                lit: Lit::Int(i), ..
+                            }) = strip(&m.args[0])
+                            {
+                                if i.base10_parse::<u64>()? == 0 {
+                                    return err(i, "the step must not be zero");
+                                }
+                            }
+                            let s = self.scalar(&m.args[0], us)?;
+                            if self.ty(s) != Ty::Int(Some(IntTy::Usize)) {
+                                return err(&m.args[0], "expected a `usize`");
+                            }
+                            Ok(It::Step(Box::new(other), s))
+                        }
                     },
                     "enumerate" => Ok(It::Enumerate(Box::new(self.iter_spec(&m.receiver)?))),
                     "zip" => {
@@ -3003,6 +3019,14 @@ impl Lower<'_> {
                 let lb = self.iter_len(b);
                 self.int_op(IntOp::Min, la, lb)
             }
+            It::Step(i, s) => {
+                // `⌈len / s⌉`
+                let len = self.iter_len(i);
+                let one = self.usize_const(1);
+                let sm1 = self.int_op(IntOp::Sub, *s, one);
+                let t = self.int_op(IntOp::Add, len, sm1);
+                self.int_op(IntOp::Div, t, *s)
+            }
             It::Windows(s, k) => {
                 // `len − k + 1` windows when `len >= k`, else none: `max(len + 1, k) − k`
                 let len = self.len_of(&s.clone());
@@ -3061,6 +3085,10 @@ impl Lower<'_> {
                 let one = self.usize_const(1);
                 let l1 = self.int_op(IntOp::Sub, len, one);
                 let j = self.int_op(IntOp::Sub, l1, k);
+                self.iter_item(i, j)
+            }
+            It::Step(i, s) => {
+                let j = self.int_op(IntOp::Mul, k, *s);
                 self.iter_item(i, j)
             }
             It::Windows(s, w) => {

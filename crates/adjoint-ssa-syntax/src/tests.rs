@@ -403,6 +403,8 @@ fn iterator_reductions_lower_to_loops() {
         "fn f(x: &[f64]) -> f64 { let m = x.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(v)); m + x.iter().map(|v| (v - m).exp()).fold(0.0, |a, e| a + e).ln() }",
         "fn f(x: &[f64]) -> f64 { let n: usize = x.iter().map(|_| 1).sum(); let k = (0..n).sum::<usize>(); x[1] * (n + k) as f64 }",
         "fn f(x: &[f64]) -> f64 { if x.is_empty() { 0.0 } else { x[0] * x[1] } }",
+        // `step_by` on slice iterators and after `rev`, `rev` after `step_by`
+        "fn f(x: &[f64]) -> f64 { let mut s = 0.0; for (i, v) in x.iter().enumerate().step_by(2) { s = s * 0.5 + v * i as f64; } for i in (0..x.len()).rev().step_by(2) { s = s * 0.9 + x[i]; } for i in (1..x.len()).step_by(3).rev() { s = s * 0.7 + x[i] * x[i]; } s }",
         // assertions are passive checks (here they hold)
         "fn f(x: &[f64]) -> f64 { assert!(x.len() > 1); assert_eq!(x.len() % 2, 0, \"even\"); debug_assert_ne!(x[0], 0.0); x[0] * x[1] }",
     ] {

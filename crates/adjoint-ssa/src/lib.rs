@@ -204,8 +204,8 @@
 //! `let` (with tuples `let (a, b) = (x, y);`), assignment and compound assignment, `if`/`else`
 //! (also as expressions), `match` on integers and bools, `while`, `loop` with labelled
 //! `break`/`continue`, `for` over ranges (`a..b`, `a..=b`, `.rev()`, `.step_by(k)`) and slices
-//! (`.iter()`, `.iter_mut()`, `.enumerate()`, `.zip()`, `.rev()`; `.skip(n)`/`.take(n)` on a
-//! range or right after `.iter()`), over `x.windows(k)`, `x.chunks(k)` and `x.chunks_exact(k)`
+//! (`.iter()`, `.iter_mut()`, `.enumerate()`, `.zip()`, `.rev()`, `.step_by(k)`;
+//! `.skip(n)`/`.take(n)` on a range or right after `.iter()`), over `x.windows(k)`, `x.chunks(k)` and `x.chunks_exact(k)`
 //! (each item a sub-slice), early `return`; reductions of those
 //! iterators, `.sum()`, `.product()` (also `::<f64>`) and `.fold(init, |acc, v| …)`, after an
 //! optional `.map(|v| …)` — each is lowered to the loop it stands for, the closure's body

@@ -418,7 +418,8 @@ fn iterator_reductions() {
 }
 
 /// Iterator shapes as users write them: `windows`, `chunks`, `chunks_exact`, `rev` of a slice
-/// (and of an `enumerate`), `skip`/`take` of a slice and of a range, `fill` of a sub-slice,
+/// (and of an `enumerate`), `step_by` of a slice and after `rev`, `skip`/`take` of a slice and
+/// of a range, `fill` of a sub-slice,
 /// `is_nan`/`is_finite`/`is_infinite`.
 #[differentiable]
 fn iterator_shapes(x: &[f64], out: &mut [f64]) -> f64 {
@@ -434,6 +435,12 @@ fn iterator_shapes(x: &[f64], out: &mut [f64]) -> f64 {
     }
     for (i, v) in x.iter().enumerate().rev() {
         s = s * 0.5 + v * i as f64;
+    }
+    for v in x.iter().step_by(3) {
+        s = s * 0.75 + v;
+    }
+    for i in (0..x.len()).rev().step_by(2) {
+        s += x[i].cos();
     }
     for v in x.iter().skip(1).take(3) {
         s += v.exp();
