@@ -205,27 +205,25 @@
 //! (also as expressions), `match` on integers and bools, `while`, `loop` with labelled
 //! `break`/`continue`, `for` over ranges (`a..b`, `a..=b`, `.rev()`, `.step_by(k)`) and slices
 //! (`.iter()`, `.iter_mut()`, `.enumerate()`, `.zip()`, `.rev()`, `.step_by(k)`;
-//! `.skip(n)`/`.take(n)` on a range or right after `.iter()`), over `x.windows(k)`, `x.chunks(k)` and `x.chunks_exact(k)`
-//! (each item a sub-slice), early `return`; reductions of those
-//! iterators, `.sum()`, `.product()` (also `::<f64>`) and `.fold(init, |acc, v| …)`, after an
-//! optional `.map(|v| …)` — each is lowered to the loop it stands for, the closure's body
-//! inlined, so `x.iter().zip(y).map(|(a, b)| a * b).sum()` is differentiated as the written-out
-//! loop (a `return` inside such a closure is refused); slice indexing and
-//! sub-slices `&x[a..b]` (indexing one past its own end panics, as in Rust, even where the
-//! slice it was cut from has the element), `x.len()`, `x.is_empty()`, `out.fill(v)` (also on
-//! `out[a..b]`), local arrays `[0.0; N]` and `[a, b, c]`; `x.is_nan()`, `x.is_finite()`,
-//! `x.is_infinite()` in conditions; `assert!`, `assert_eq!`, `assert_ne!` and their `debug_`
-//! forms (checked as written; a message given as a literal is kept, a format string's
-//! arguments are not evaluated); tuples, arrays and
-//! structs (above); every primitive of the shared rule
-//! table as a method (`x.sin()`, `x.powi(2)`, `a.max(b)`, `x.powf(y)`, `x.erf()` with
-//! [`Real`] in scope, …) or as `f64::sin(x)`; piecewise-constant `floor`, `ceil`, `round`,
-//! `trunc`, `signum` (derivative 0); calls to other `#[differentiable]` functions (their pullback
-//! runs in the reverse sweep, recomputing the callee's forward: joint call-tree reversal);
-//! opaque functions with user rules: `#[differentiable(rule(softplus = softplus_rule))]` where
-//! `fn softplus_rule<T: Real>(x: T) -> (T, [T; 1])` returns value and partials. Integer
-//! arithmetic, comparisons and indexing are passive. Anything else is a compile error at the
-//! offending tokens saying what to write instead.
+//! `.skip(n)`/`.take(n)` on a range or right after `.iter()`), over `x.windows(k)`, `x.chunks(k)`
+//! and `x.chunks_exact(k)` (each item a sub-slice), early `return`; reductions of those iterators,
+//! `.sum()`, `.product()` (also `::<f64>`) and `.fold(init, |acc, v| …)`, after an optional
+//! `.map(|v| …)` — each is lowered to the loop it stands for, the closure's body inlined, so
+//! `x.iter().zip(y).map(|(a, b)| a * b).sum()` is differentiated as the written-out loop (a
+//! `return` inside such a closure is refused); slice indexing and sub-slices `&x[a..b]` (indexing
+//! one past its own end panics, as in Rust, even where the slice it was cut from has the element),
+//! `x.len()`, `x.is_empty()`, `out.fill(v)` (also on `out[a..b]`), local arrays `[0.0; N]` and `[a,
+//! b, c]`; `x.is_nan()`, `x.is_finite()`, `x.is_infinite()` in conditions; `assert!`, `assert_eq!`,
+//! `assert_ne!` and their `debug_` forms (checked as written; a message given as a literal is kept,
+//! a format string's arguments are not evaluated); tuples, arrays and structs (above); every
+//! primitive of the shared rule table as a method (`x.sin()`, `x.powi(2)`, `a.max(b)`, `x.powf(y)`,
+//! `x.erf()` with [`Real`] in scope, …) or as `f64::sin(x)`; piecewise-constant `floor`, `ceil`,
+//! `round`, `trunc`, `signum` (derivative 0); calls to other `#[differentiable]` functions (their
+//! pullback runs in the reverse sweep, recomputing the callee's forward: joint call-tree reversal);
+//! opaque functions with user rules: `#[differentiable(rule(softplus = softplus_rule))]` where `fn
+//! softplus_rule<T: Real>(x: T) -> (T, [T; 1])` returns value and partials. Integer arithmetic,
+//! comparisons and indexing are passive. Anything else is a compile error at the offending tokens
+//! saying what to write instead.
 //!
 //! *Overflow.* The reverse sweep multiplies every partial by its adjoint, as JAX and PyTorch do:
 //! an intermediate that overflowed (`exp` of a large value) where the result does not depend on
