@@ -636,6 +636,9 @@ pub struct Func {
     pub blocks: Vec<Block>,
     /// Span of the function name (for errors in generated code).
     pub span: Span,
+    /// `const` items declared in the body (`const EPS: f64 = 1e-8;`): emitted in the generated
+    /// module, where the generated code names them.
+    pub consts: Vec<syn::ItemConst>,
 }
 
 impl Func {

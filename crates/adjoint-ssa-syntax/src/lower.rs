@@ -570,6 +570,7 @@ pub fn lower(item: &syn::ItemFn, opts: &Options) -> Result<Func> {
         slices: vec![],
         blocks: vec![],
         span: sig.ident.span(),
+        consts: vec![],
     };
     let entry = Block {
         params: vec![],
@@ -930,9 +931,14 @@ impl Lower<'_> {
                 self.expr(e, None)?;
                 Ok(Ev::Unit)
             }
+            Stmt::Item(syn::Item::Const(c)) => {
+                self.nested_const(c)?;
+                Ok(Ev::Unit)
+            }
             Stmt::Item(i) => err(
                 i,
-                "nested items are not supported: move them out of the function",
+                "nested items other than `const` are not supported: move them out of the \
+                 function",
             ),
             Stmt::Macro(m) if assert_kind(&m.mac).is_some() => self.assert(&m.mac),
             Stmt::Macro(m) => err(
@@ -995,6 +1001,48 @@ impl Lower<'_> {
             debug,
         });
         Ok(Ev::Unit)
+    }
+
+    /// `const NAME: f64 = …;` (or an integer type) in the body: the generated module declares
+    /// it too, and the body reads it by name.
+    fn nested_const(&mut self, c: &syn::ItemConst) -> Result<()> {
+        let Some(ty) = type_of(&c.ty).filter(|t| *t != Ty::Bool) else {
+            return err(&c.ty, "a `const` in the body is an `f64` or an integer");
+        };
+        if !c.generics.params.is_empty() {
+            return err(&c.generics, "generic `const` items are not supported");
+        }
+        let name = c.ident.to_string();
+        if self.f.consts.iter().any(|k| k.ident == c.ident) {
+            return err(
+                &c.ident,
+                format!("a second `const {name}` in this function: rename one"),
+            );
+        }
+        let value = match strip(&c.expr) {
+            Expr::Lit(syn::ExprLit {
+                lit: Lit::Float(x), ..
+            }) => ConstVal::F(x.base10_parse()?),
+            Expr::Lit(syn::ExprLit {
+                lit: Lit::Int(i), ..
+            }) if ty == Ty::F64 => ConstVal::F(i.base10_parse()?),
+            Expr::Lit(syn::ExprLit {
+                lit: Lit::Int(i), ..
+            }) => ConstVal::I(i.base10_parse()?),
+            // an expression of other constants: its value is known to rustc only
+            _ if ty == Ty::F64 => ConstVal::F(f64::NAN),
+            _ => ConstVal::I(0),
+        };
+        let mut item = c.clone();
+        item.vis = syn::Visibility::Inherited;
+        self.f.consts.push(item);
+        let id = &c.ident;
+        let v = self.konst(ty, quote!(#id), value);
+        self.env.push(Var {
+            name,
+            b: Binding::Val(v),
+        });
+        Ok(())
     }
 
     fn local(&mut self, l: &syn::Local) -> Result<()> {

@@ -456,6 +456,18 @@ fn unsupported_reductions_say_what_to_write() {
             "fn f(x: &[f64]) -> f64 { let it = x.iter(); 0.0 }",
             "reduce it with `.sum()`",
         ),
+        (
+            "fn f(x: &[f64]) -> f64 { const B: bool = true; x[0] }",
+            "an `f64` or an integer",
+        ),
+        (
+            "fn f(x: &[f64]) -> f64 { { const C: f64 = 1.0; } const C: f64 = 2.0; x[0] * C }",
+            "a second `const C`",
+        ),
+        (
+            "fn f(x: &[f64]) -> f64 { fn g() {} x[0] }",
+            "other than `const`",
+        ),
     ] {
         match lower_str(src, "") {
             Ok(_) => panic!("accepted: {src}"),

@@ -201,15 +201,15 @@
 //!
 //! # Supported Rust
 //!
-//! `let` (with tuples `let (a, b) = (x, y);`), assignment and compound assignment, `if`/`else`
-//! (also as expressions), `match` on integers and bools, `while`, `loop` with labelled
-//! `break`/`continue`, `for` over ranges (`a..b`, `a..=b`, `.rev()`, `.step_by(k)`) and slices
-//! (`.iter()`, `.iter_mut()`, `.enumerate()`, `.zip()`, `.rev()`, `.step_by(k)`;
-//! `.skip(n)`/`.take(n)` on a range or right after `.iter()`), over `x.windows(k)`, `x.chunks(k)`
-//! and `x.chunks_exact(k)` (each item a sub-slice), early `return`; reductions of those iterators,
-//! `.sum()`, `.product()` (also `::<f64>`) and `.fold(init, |acc, v| …)`, after an optional
-//! `.map(|v| …)` — each is lowered to the loop it stands for, the closure's body inlined, so
-//! `x.iter().zip(y).map(|(a, b)| a * b).sum()` is differentiated as the written-out loop (a
+//! `let` (with tuples `let (a, b) = (x, y);`), `const` items of `f64` or integer type, assignment
+//! and compound assignment, `if`/`else` (also as expressions), `match` on integers and bools,
+//! `while`, `loop` with labelled `break`/`continue`, `for` over ranges (`a..b`, `a..=b`, `.rev()`,
+//! `.step_by(k)`) and slices (`.iter()`, `.iter_mut()`, `.enumerate()`, `.zip()`, `.rev()`,
+//! `.step_by(k)`; `.skip(n)`/`.take(n)` on a range or right after `.iter()`), over `x.windows(k)`,
+//! `x.chunks(k)` and `x.chunks_exact(k)` (each item a sub-slice), early `return`; reductions of
+//! those iterators, `.sum()`, `.product()` (also `::<f64>`) and `.fold(init, |acc, v| …)`, after an
+//! optional `.map(|v| …)` — each is lowered to the loop it stands for, the closure's body inlined,
+//! so `x.iter().zip(y).map(|(a, b)| a * b).sum()` is differentiated as the written-out loop (a
 //! `return` inside such a closure is refused); slice indexing and sub-slices `&x[a..b]` (indexing
 //! one past its own end panics, as in Rust, even where the slice it was cut from has the element),
 //! `x.len()`, `x.is_empty()`, `out.fill(v)` (also on `out[a..b]`), local arrays `[0.0; N]` and `[a,

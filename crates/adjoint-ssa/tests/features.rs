@@ -567,3 +567,25 @@ fn asserts_pass_and_fail_as_written() {
     assert!(fails(&[], &[]).contains("need at least one element"));
     assert!(fails(&[0.0], &[1.0]).contains("left != right"));
 }
+
+/// `const` items in the body, one naming another, one the length of a local array.
+#[differentiable]
+fn with_consts(x: &[f64]) -> f64 {
+    const N: usize = 2;
+    const EPS: f64 = 1e-3;
+    const TWO_EPS: f64 = 2.0 * EPS;
+    let mut h = [0.0; N];
+    for i in 0..N {
+        h[i] = x[i] * x[i] + EPS;
+    }
+    (h[0] + h[1]).sqrt() + TWO_EPS * x[0]
+}
+
+#[test]
+fn consts_in_the_body() {
+    let x = [0.3, 0.4];
+    let mut g = [0.0; 2];
+    assert_eq!(with_consts::grad(&x, &mut g), with_consts(&x));
+    let r = (0.09f64 + 0.16 + 2e-3).sqrt();
+    check_all("with_consts", &g, &[0.3 / r + 2e-3, 0.4 / r]);
+}
