@@ -2951,18 +2951,7 @@ impl Lower<'_> {
                         let Ev::S(s) = self.expr(&m.receiver, None)? else {
                             return err(&m.receiver, "expected a slice");
                         };
-                        if let Expr::Lit(syn::ExprLit {
-                            lit: Lit::Int(i), ..
-                        }) = strip(&m.args[0])
-                        {
-                            if i.base10_parse::<u64>()? == 0 {
-                                return err(i, "the size must not be zero");
-                            }
-                        }
-                        let k = self.scalar(&m.args[0], us)?;
-                        if self.ty(k) != Ty::Int(Some(IntTy::Usize)) {
-                            return err(&m.args[0], "expected a `usize`");
-                        }
+                        let k = self.nonzero_usize(&m.args[0], "size")?;
                         Ok(match name.as_str() {
                             "windows" => It::Windows(s, k),
                             _ => It::Chunks(s, k, name == "chunks_exact"),
@@ -2984,18 +2973,7 @@ impl Lower<'_> {
                             })
                         }
                         other => {
-                            if let Expr::Lit(syn::ExprLit {
-                                lit: Lit::Int(i), ..
-                            }) = strip(&m.args[0])
-                            {
-                                if i.base10_parse::<u64>()? == 0 {
-                                    return err(i, "the step must not be zero");
-                                }
-                            }
-                            let s = self.scalar(&m.args[0], us)?;
-                            if self.ty(s) != Ty::Int(Some(IntTy::Usize)) {
-                                return err(&m.args[0], "expected a `usize`");
-                            }
+                            let s = self.nonzero_usize(&m.args[0], "step")?;
                             Ok(It::Step(Box::new(other), s))
                         }
                     },
@@ -3041,6 +3019,24 @@ impl Lower<'_> {
                 _ => err(other, "loop over a range or a slice"),
             },
         }
+    }
+
+    /// A `usize` argument of `step_by`, `windows`, `chunks`: a literal zero (which panics in
+    /// Rust) is refused here.
+    fn nonzero_usize(&mut self, e: &Expr, what: &str) -> Result<Val> {
+        if let Expr::Lit(syn::ExprLit {
+            lit: Lit::Int(i), ..
+        }) = strip(e)
+        {
+            if i.base10_parse::<u64>()? == 0 {
+                return err(i, format!("the {what} must not be zero"));
+            }
+        }
+        let v = self.scalar(e, Some(Ty::Int(Some(IntTy::Usize))))?;
+        if self.ty(v) != Ty::Int(Some(IntTy::Usize)) {
+            return err(e, "expected a `usize`");
+        }
+        Ok(v)
     }
 
     /// Number of iterations of an iterator.
