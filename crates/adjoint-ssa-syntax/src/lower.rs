@@ -1029,9 +1029,11 @@ impl Lower<'_> {
             Expr::Lit(syn::ExprLit {
                 lit: Lit::Int(i), ..
             }) => ConstVal::I(i.base10_parse()?),
-            // an expression of other constants: its value is known to rustc only
-            _ if ty == Ty::F64 => ConstVal::F(f64::NAN),
-            _ => ConstVal::I(0),
+            // An expression of other constants: its value is known to rustc only. It must
+            // not look like a known integer: the analyses read `ConstVal::I` (a counter's
+            // `+= 1`, an induction's step), and a made-up value would send adjoints to the
+            // wrong elements. `F(NaN)` is what a module-level constant gets too.
+            _ => ConstVal::F(f64::NAN),
         };
         let mut item = c.clone();
         item.vis = syn::Visibility::Inherited;
@@ -2873,7 +2875,18 @@ impl Lower<'_> {
                             rev: true,
                             step: None,
                         }),
-                        It::Range { rev: true, .. } => err(&m.method, "`.rev().rev()`: drop both"),
+                        // `.rev().rev()`: forwards again
+                        It::Range {
+                            lo,
+                            hi,
+                            rev: true,
+                            step: None,
+                        } => Ok(It::Range {
+                            lo,
+                            hi,
+                            rev: false,
+                            step: None,
+                        }),
                         other => Ok(It::Rev(Box::new(other))),
                     },
                     "skip" | "take" => {
@@ -2881,25 +2894,30 @@ impl Lower<'_> {
                             return err(&m.method, format!("`.{name}()` takes 1 argument"));
                         }
                         let inner = self.iter_spec(&m.receiver)?;
-                        let n = self.scalar(&m.args[0], us)?;
-                        if self.ty(n) != Ty::Int(Some(IntTy::Usize)) {
-                            return err(&m.args[0], "expected a `usize`");
-                        }
+                        let n = self.usize_arg(&m.args[0])?;
+                        // `m = min(n, len)` items skipped or taken from `lo`: `lo + m` cannot
+                        // pass the end, nor overflow for a huge `n`
+                        let cut = |me: &mut Self, lo: Val, it: &It| {
+                            let len = me.iter_len(it);
+                            let m = me.int_op(IntOp::Min, n, len);
+                            me.int_op(IntOp::Add, lo, m)
+                        };
+                        let usize_ty = Ty::Int(Some(IntTy::Usize));
                         match inner {
                             It::Range {
                                 lo,
                                 hi,
                                 rev: false,
                                 step: None,
-                            } => {
-                                // an empty range (`lo > hi`) stays empty: its length is
-                                // `max(hi, lo) − lo`
-                                let (lo, hi) = if name == "skip" {
-                                    (self.int_op(IntOp::Add, lo, n), hi)
-                                } else {
-                                    let end = self.int_op(IntOp::Add, lo, n);
-                                    (lo, self.int_op(IntOp::Min, hi, end))
-                                };
+                            } if [lo, hi].iter().all(|&v| {
+                                matches!(self.ty(v), Ty::Int(None | Some(IntTy::Usize)))
+                            }) =>
+                            {
+                                // (a literal bound's type is settled here)
+                                self.f.values[lo].ty = usize_ty;
+                                self.f.values[hi].ty = usize_ty;
+                                let c = cut(self, lo, &inner);
+                                let (lo, hi) = if name == "skip" { (c, hi) } else { (lo, c) };
                                 Ok(It::Range {
                                     lo,
                                     hi,
@@ -2907,38 +2925,28 @@ impl Lower<'_> {
                                     step: None,
                                 })
                             }
-                            It::Slice(s, mutable) => {
-                                // a shorter sub-slice: `lo + n` capped at the end
+                            It::Slice(ref s, mutable) => {
                                 let lo = s.lo.unwrap_or_else(|| self.usize_const(0));
-                                let hi = match s.hi {
-                                    Some(h) => h,
-                                    None => self.len_of(&SliceArg {
-                                        slice: s.slice,
-                                        lo: None,
-                                        hi: None,
-                                    }),
-                                };
-                                let cut = self.int_op(IntOp::Add, lo, n);
-                                let cut = self.int_op(IntOp::Min, cut, hi);
-                                let s = if name == "skip" {
-                                    SliceArg {
-                                        slice: s.slice,
-                                        lo: Some(cut),
-                                        hi: Some(hi),
-                                    }
+                                let c = cut(self, lo, &inner);
+                                let (lo, hi) = if name == "skip" {
+                                    (c, s.hi)
                                 } else {
-                                    SliceArg {
-                                        slice: s.slice,
-                                        lo: Some(lo),
-                                        hi: Some(cut),
-                                    }
+                                    (lo, Some(c))
                                 };
-                                Ok(It::Slice(s, mutable))
+                                let slice = s.slice;
+                                Ok(It::Slice(
+                                    SliceArg {
+                                        slice,
+                                        lo: Some(lo),
+                                        hi,
+                                    },
+                                    mutable,
+                                ))
                             }
                             _ => err(
                                 &m.method,
                                 format!(
-                                    "`.{name}()` is supported on a range `a..b` or right after \
+                                    "`.{name}()` is supported on a `usize` range `a..b` or right after \
                                      `.iter()`/`.iter_mut()` (or index a sub-slice: `x[a..b]`)"
                                 ),
                             ),
@@ -3021,6 +3029,15 @@ impl Lower<'_> {
         }
     }
 
+    /// A `usize` argument (`skip(n)`, `step_by(k)`, …).
+    fn usize_arg(&mut self, e: &Expr) -> Result<Val> {
+        let v = self.scalar(e, Some(Ty::Int(Some(IntTy::Usize))))?;
+        if self.ty(v) != Ty::Int(Some(IntTy::Usize)) {
+            return err(e, "expected a `usize`");
+        }
+        Ok(v)
+    }
+
     /// A `usize` argument of `step_by`, `windows`, `chunks`: a literal zero (which panics in
     /// Rust) is refused here.
     fn nonzero_usize(&mut self, e: &Expr, what: &str) -> Result<Val> {
@@ -3032,11 +3049,16 @@ impl Lower<'_> {
                 return err(i, format!("the {what} must not be zero"));
             }
         }
-        let v = self.scalar(e, Some(Ty::Int(Some(IntTy::Usize))))?;
-        if self.ty(v) != Ty::Int(Some(IntTy::Usize)) {
-            return err(e, "expected a `usize`");
-        }
-        Ok(v)
+        self.usize_arg(e)
+    }
+
+    /// `⌈a / b⌉` as `a / b + min(a % b, 1)`: `(a + b − 1) / b` overflows for a huge `b`.
+    fn ceil_div(&mut self, a: Val, b: Val) -> Val {
+        let q = self.int_op(IntOp::Div, a, b);
+        let r = self.int_op(IntOp::Rem, a, b);
+        let one = self.konst(self.ty(a), quote!(1), ConstVal::I(1));
+        let r1 = self.int_op(IntOp::Min, r, one);
+        self.int_op(IntOp::Add, q, r1)
     }
 
     /// Number of iterations of an iterator.
@@ -3048,12 +3070,7 @@ impl Lower<'_> {
                 let d = self.int_op(IntOp::Sub, m, *lo);
                 match step {
                     None => d,
-                    Some(s) => {
-                        let one = self.konst(self.ty(*s), quote!(1), ConstVal::I(1));
-                        let sm1 = self.int_op(IntOp::Sub, *s, one);
-                        let t = self.int_op(IntOp::Add, d, sm1);
-                        self.int_op(IntOp::Div, t, *s)
-                    }
+                    Some(s) => self.ceil_div(d, *s),
                 }
             }
             It::Slice(s, _) => self.len_of(&s.clone()),
@@ -3064,12 +3081,8 @@ impl Lower<'_> {
                 self.int_op(IntOp::Min, la, lb)
             }
             It::Step(i, s) => {
-                // `⌈len / s⌉`
                 let len = self.iter_len(i);
-                let one = self.usize_const(1);
-                let sm1 = self.int_op(IntOp::Sub, *s, one);
-                let t = self.int_op(IntOp::Add, len, sm1);
-                self.int_op(IntOp::Div, t, *s)
+                self.ceil_div(len, *s)
             }
             It::Windows(s, k) => {
                 // `len − k + 1` windows when `len >= k`, else none: `max(len + 1, k) − k`
@@ -3084,10 +3097,7 @@ impl Lower<'_> {
                 if *exact {
                     self.int_op(IntOp::Div, len, *k)
                 } else {
-                    let one = self.usize_const(1);
-                    let km1 = self.int_op(IntOp::Sub, *k, one);
-                    let t = self.int_op(IntOp::Add, len, km1);
-                    self.int_op(IntOp::Div, t, *k)
+                    self.ceil_div(len, *k)
                 }
             }
         }
@@ -3147,15 +3157,16 @@ impl Lower<'_> {
             It::Chunks(s, c, exact) => {
                 let i = self.int_op(IntOp::Mul, k, *c);
                 let lo = self.offset(&s.clone(), i);
-                let hi = self.int_op(IntOp::Add, lo, *c);
-                let hi = if *exact {
-                    hi
+                let size = if *exact {
+                    *c
                 } else {
-                    // the last chunk ends at the slice's end
+                    // the last chunk ends at the slice's end: `min(c, len − i·c)` (no `lo + c`,
+                    // which could overflow for a huge `c`)
                     let len = self.len_of(&s.clone());
-                    let end = self.offset(&s.clone(), len);
-                    self.int_op(IntOp::Min, hi, end)
+                    let rest = self.int_op(IntOp::Sub, len, i);
+                    self.int_op(IntOp::Min, *c, rest)
                 };
+                let hi = self.int_op(IntOp::Add, lo, size);
                 Item::Sub(SliceArg {
                     slice: s.slice,
                     lo: Some(lo),

@@ -589,3 +589,71 @@ fn consts_in_the_body() {
     let r = (0.09f64 + 0.16 + 2e-3).sqrt();
     check_all("with_consts", &g, &[0.3 / r + 2e-3, 0.4 / r]);
 }
+
+/// A `const` whose value is an expression (known to rustc, not to the macro) as the step of an
+/// index beside the counter: it must not be taken for a known step (a wrong one would send
+/// the adjoints to the wrong elements).
+#[differentiable]
+fn const_step(x: &[f64]) -> f64 {
+    const STEP: usize = 1 + 1;
+    let mut s = 0.0;
+    let mut j = 0;
+    for _i in 0..x.len() / STEP {
+        s += x[j] * x[j];
+        j += STEP;
+    }
+    s.sqrt()
+}
+
+#[test]
+fn a_const_expression_step() {
+    let x = [0.3, 0.4, 1.2, -0.5, 0.7];
+    let mut g = [0.0; 5];
+    assert_eq!(const_step::grad(&x, &mut g), const_step(&x));
+    let want = forward::gradient(|z| const_step::primal(z), &x);
+    check_all("const_step", &g, &want);
+    // closed form: x[j] / s at j = 0, 2; zero elsewhere
+    let r = (0.09f64 + 1.44).sqrt();
+    check_all(
+        "const_step closed form",
+        &g,
+        &[0.3 / r, 0.0, 1.2 / r, 0.0, 0.0],
+    );
+}
+
+/// Counts at the edges: `skip`/`take`/`step_by`/`chunks` by `usize::MAX` (an `lo + n` or
+/// `len + k − 1` would wrap and run the wrong iterations), `.rev().rev()`.
+#[differentiable]
+fn huge_counts(x: &[f64], big: usize) -> f64 {
+    let mut s = 0.0;
+    for i in (1..x.len()).skip(big) {
+        s += x[i] * 100.0;
+    }
+    for v in x.iter().take(big) {
+        s += v * v;
+    }
+    for v in x.iter().skip(1).step_by(big) {
+        s += v.sin();
+    }
+    for i in (0..x.len()).step_by(big) {
+        s += x[i] * 3.0;
+    }
+    for c in x.chunks(big) {
+        s += c[c.len() - 1] * c[0];
+    }
+    for i in (0..x.len()).rev().rev() {
+        s = s * 0.5 + x[i];
+    }
+    s
+}
+
+#[test]
+fn huge_counts_match_the_function_as_written() {
+    let x = [0.3, -0.7, 1.2, 0.5];
+    for big in [1, 2, 3, usize::MAX - 1, usize::MAX] {
+        let mut g = [0.0; 4];
+        let v = huge_counts::grad(&x, big, &mut g);
+        assert_eq!(v, huge_counts(&x, big), "big = {big}");
+        check::check_gradient(|z: &[f64]| huge_counts(z, big), &x, &g).assert_passed();
+    }
+}
