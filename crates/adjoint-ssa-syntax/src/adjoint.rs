@@ -209,8 +209,8 @@ impl Plan {
             Inst::Un { dst, .. }
             | Inst::Bin { dst, .. }
             | Inst::Load { dst, .. }
-            | Inst::Call { dst, .. }
             | Inst::Rule { dst, .. } => self.active(f, *dst),
+            Inst::Call { dsts, .. } => dsts.iter().any(|d| self.active(f, *d)),
             _ => false,
         }
     }
@@ -320,8 +320,11 @@ pub fn prepare(f: &mut Func) -> syn::Result<Plan> {
     // check calls: a varied call passes every slice as `&[T]`
     for blk in &f.blocks {
         for i in &blk.insts {
-            if let Inst::Call { dst, func, args } = i {
-                if varied[*dst] {
+            if let Inst::Call {
+                dsts, func, args, ..
+            } = i
+            {
+                if dsts.iter().any(|d| varied[*d]) {
                     for a in args {
                         if let Arg::Slice(s) = a {
                             if !slice_active[s.slice] && f.slices[s.slice].elem == Ty::F64 {
@@ -706,7 +709,7 @@ fn exit_paths(
             }
             match i {
                 Inst::Cmp { .. } | Inst::Pass { .. } | Inst::Cast { .. } => continue,
-                _ if i.dst().is_some_and(|d| !p.active(f, d)) => continue,
+                _ if i.dst().is_some() && !p.inst_active(f, i) => continue,
                 _ if !chain.contains(&b) => return None,
                 Inst::Un {
                     op: Op1::Neg, dst, ..
@@ -1407,13 +1410,15 @@ fn varied(f: &Func) -> (Vec<bool>, Vec<bool>) {
                     Inst::Store { slice, val, .. } | Inst::Fill { slice, val } if v[*val] => {
                         set(&mut s[*slice])
                     }
-                    Inst::Call { dst, args, .. } => {
+                    Inst::Call { dsts, args, .. } => {
                         let any = args.iter().any(|a| match a {
                             Arg::Val(x) => v[*x],
                             Arg::Slice(sa) => s[sa.slice],
                         });
                         if any {
-                            set(&mut v[*dst]);
+                            for d in dsts {
+                                set(&mut v[*d]);
+                            }
                         }
                     }
                     Inst::Rule { dst, args, .. } if args.iter().any(|a| v[*a]) => set(&mut v[*dst]),
@@ -1475,7 +1480,7 @@ fn useful(f: &Func, varied: &[bool], slices: &[bool]) -> Vec<bool> {
                             set(&mut u[*a]);
                         }
                     }
-                    Inst::Call { dst, args, .. } if u[*dst] => {
+                    Inst::Call { dsts, args, .. } if dsts.iter().any(|d| u[*d]) => {
                         for a in args {
                             if let Arg::Val(x) = a {
                                 set(&mut u[*x]);
@@ -1771,8 +1776,12 @@ pub fn dump(f: &Func, p: &Plan) -> String {
                     },
                     f.slices[*slice].name
                 ),
-                Inst::Call { dst, func, .. } => {
-                    format!("pullback of {} with {}", quote::quote!(#func), a(*dst))
+                Inst::Call { dsts, func, .. } => {
+                    let g: Vec<String> = dsts
+                        .iter()
+                        .map(|d| if p.active(f, *d) { a(*d) } else { "0".into() })
+                        .collect();
+                    format!("pullback of {} with {}", quote::quote!(#func), g.join(", "))
                 }
                 Inst::Rule { dst, args, .. } => format!(
                     "{} += recorded partials · {}",

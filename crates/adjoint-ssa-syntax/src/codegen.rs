@@ -21,6 +21,7 @@ use crate::structure::{structured, structured_in, Cfg, Emit};
 use adjoint_core::rules::{Op1, Op2};
 use proc_macro2::{Ident, Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
+use syn::spanned::Spanned;
 
 /// Code generator for one function.
 pub struct Gen<'a> {
@@ -49,6 +50,37 @@ fn ms(s: &str) -> Ident {
 }
 
 /// The cursors of the workspace's four stacks (reals, floats, ints, tags).
+/// The place of each leaf of a call's result `base` of shape `ret`, depth first (`r.1[2]`).
+fn ret_places(ret: &Ret, base: TokenStream) -> Vec<TokenStream> {
+    match ret {
+        Ret::Scalar => vec![base],
+        Ret::Array(n) => (0..*n).map(|k| quote!(#base[#k])).collect(),
+        Ret::Tuple(m) => m
+            .iter()
+            .enumerate()
+            .flat_map(|(k, r)| {
+                let k = syn::Index::from(k);
+                ret_places(r, quote!(#base.#k))
+            })
+            .collect(),
+    }
+}
+
+/// A value of shape `ret` built from `leaves`, depth first (a call's cotangent).
+fn ret_tokens(ret: &Ret, leaves: &mut impl Iterator<Item = TokenStream>) -> TokenStream {
+    match ret {
+        Ret::Scalar => leaves.next().expect("a leaf per result"),
+        Ret::Array(n) => {
+            let e: Vec<TokenStream> = leaves.take(*n).collect();
+            quote!([#(#e),*])
+        }
+        Ret::Tuple(m) => {
+            let e: Vec<TokenStream> = m.iter().map(|r| ret_tokens(r, leaves)).collect();
+            quote!((#(#e,)*))
+        }
+    }
+}
+
 fn cursors() -> [Ident; 4] {
     [ms("c_reals"), ms("c_floats"), ms("c_ints"), ms("c_tags")]
 }
@@ -821,33 +853,44 @@ impl<'a> Gen<'a> {
                 };
                 quote!(if #a >= #b { #fail })
             }
-            Inst::Call { dst, func, args } => {
-                let d = self.v(*dst);
-                if self.p.varied[*dst] {
-                    let a: Vec<TokenStream> = args
-                        .iter()
-                        .map(|a| match a {
-                            Arg::Val(v) if f.values[*v].ty == Ty::F64 => self.tv(*v),
-                            Arg::Val(v) => {
-                                let id = self.v(*v);
-                                quote!(#id)
-                            }
-                            Arg::Slice(s) => self.slice_arg(s, false),
-                        })
-                        .collect();
-                    quote!(#d = #func::primal::<T>(#(#a),*);)
+            Inst::Call {
+                dsts,
+                ret,
+                func,
+                args,
+            } => {
+                let varied = dsts.iter().any(|d| self.p.varied[*d]);
+                let a: Vec<TokenStream> = args
+                    .iter()
+                    .map(|a| match a {
+                        Arg::Val(v) if varied && f.values[*v].ty == Ty::F64 => self.tv(*v),
+                        Arg::Val(v) => {
+                            let id = self.v(*v);
+                            quote!(#id)
+                        }
+                        Arg::Slice(s) => self.slice_arg(s, false),
+                    })
+                    .collect();
+                let call = if varied {
+                    quote!(#func::primal::<T>(#(#a),*))
                 } else {
-                    let a: Vec<TokenStream> = args
+                    quote!(#func(#(#a),*))
+                };
+                // spanned at the call: where the callee's result has another shape than the
+                // caller binds (`let (u, n) = f(x);` with `u` an array), rustc points there
+                let sp = func.span();
+                if *ret == Ret::Scalar {
+                    let d = self.v(dsts[0]);
+                    quote_spanned!(sp=> #d = #call;)
+                } else {
+                    let reads = dsts
                         .iter()
-                        .map(|a| match a {
-                            Arg::Val(v) => {
-                                let id = self.v(*v);
-                                quote!(#id)
-                            }
-                            Arg::Slice(s) => self.slice_arg(s, false),
-                        })
-                        .collect();
-                    quote!(#d = #func(#(#a),*);)
+                        .zip(ret_places(ret, quote!(r)))
+                        .map(|(d, place)| {
+                            let d = self.v(*d);
+                            quote_spanned!(sp=> #d = #place;)
+                        });
+                    quote!({ let r = #call; #(#reads)* })
                 }
             }
             Inst::Rule {
@@ -1293,13 +1336,31 @@ impl<'a> Gen<'a> {
                     quote!(for e in #ds.iter_mut() { *e = #az; })
                 }
             }
-            Inst::Call { dst, func, args } => {
-                let ad = self.a(*dst);
+            Inst::Call {
+                dsts,
+                ret,
+                func,
+                args,
+            } => {
                 let ws = &self.names.ws;
+                let mut leaves = dsts.iter().map(|d| {
+                    if self.active(*d) {
+                        let ad = self.a(*d);
+                        quote!(#ad)
+                    } else {
+                        nz.clone()
+                    }
+                });
+                let g = ret_tokens(ret, &mut leaves);
+                let clear = dsts.iter().filter(|d| self.active(**d)).map(|d| {
+                    let ad = self.a(*d);
+                    quote!(#ad = #nz;)
+                });
                 let mut pre = TokenStream::new();
                 let mut post = TokenStream::new();
                 let mut pargs = vec![];
                 let mut dargs = vec![];
+                let mut passed = vec![];
                 for (k, a) in args.iter().enumerate() {
                     match a {
                         Arg::Val(v) if f.values[*v].ty == Ty::F64 => {
@@ -1317,8 +1378,24 @@ impl<'a> Gen<'a> {
                             pargs.push(quote!(#id));
                         }
                         Arg::Slice(s) => {
-                            pargs.push(self.slice_arg(s, false));
-                            if f.slices[s.slice].elem == Ty::F64 {
+                            let pa = self.slice_arg(s, false);
+                            pargs.push(pa.clone());
+                            if f.slices[s.slice].elem != Ty::F64 {
+                                continue;
+                            }
+                            if passed.contains(&s.slice) {
+                                // The slice is passed again (`dot(x, x)`): the callee takes each
+                                // adjoint buffer as its own `&mut`, so this one collects into a
+                                // fresh buffer, added after the call (the one case that
+                                // allocates).
+                                let (t, da) = (ms(&format!("d{k}")), self.slice_arg(s, true));
+                                pre.extend(quote!(let mut #t = ::std::vec![#az; (#pa).len()];));
+                                dargs.push(quote!(&mut #t[..]));
+                                post.extend(quote!(
+                                    for (d, t) in (#da).iter_mut().zip(&#t) { *d += *t; }
+                                ));
+                            } else {
+                                passed.push(s.slice);
                                 dargs.push(self.slice_arg(s, true));
                             }
                         }
@@ -1326,12 +1403,15 @@ impl<'a> Gen<'a> {
                 }
                 let commit = self.commit_cursors();
                 let acquire = self.acquire_cursors(false);
+                let pull = quote_spanned!(func.span()=>
+                    let _ = #func::pullback_vec::<T, A>(&mut *#ws, #(#pargs,)* #(#dargs,)* g);
+                );
                 quote!({
                     #pre
-                    let g = #ad;
-                    #ad = #nz;
+                    let g = #g;
+                    #(#clear)*
                     #commit
-                    let _ = #func::pullback_vec::<T, A>(&mut *#ws, #(#pargs,)* #(#dargs,)* g);
+                    #pull
                     #acquire
                     #post
                 })

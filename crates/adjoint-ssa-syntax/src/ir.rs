@@ -189,6 +189,30 @@ pub enum Arg {
     Slice(SliceArg),
 }
 
+/// The shape of a call's result as the caller binds it (`let (c, s) = polar(r, t);`): how the
+/// call's [`Inst::Call::dsts`] are read from, and its cotangent is built for, the callee's
+/// return value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Ret {
+    /// One `f64`: the next value of `dsts`.
+    Scalar,
+    /// `[f64; n]`: the next `n` values.
+    Array(usize),
+    /// A tuple of these (never empty).
+    Tuple(Vec<Ret>),
+}
+
+impl Ret {
+    /// How many `f64` values the result holds.
+    pub fn count(&self) -> usize {
+        match self {
+            Ret::Scalar => 1,
+            Ret::Array(n) => *n,
+            Ret::Tuple(m) => m.iter().map(Ret::count).sum(),
+        }
+    }
+}
+
 /// An instruction.
 #[derive(Clone, Debug)]
 pub enum Inst {
@@ -304,11 +328,13 @@ pub enum Inst {
         /// value
         val: Val,
     },
-    /// `dst = func(args)`: a call to another `#[differentiable]` function (its pullback runs in
-    /// the reverse sweep).
+    /// `dsts = func(args)`: a call to another `#[differentiable]` function (its pullback runs in
+    /// the reverse sweep). Every result depends on every argument.
     Call {
-        /// result (f64)
-        dst: Val,
+        /// the results (f64), `ret.count()` of them, depth first
+        dsts: Vec<Val>,
+        /// how the results are read from the callee's return value
+        ret: Ret,
         /// the callee's path as written
         func: syn::Path,
         /// arguments
@@ -364,17 +390,18 @@ impl Inst {
             | Inst::Cast { dst, .. }
             | Inst::Len { dst, .. }
             | Inst::Load { dst, .. }
-            | Inst::Call { dst, .. }
             | Inst::Rule { dst, .. } => Some(*dst),
+            Inst::Call { dsts, .. } => dsts.first().copied(),
             Inst::Store { .. } | Inst::Fill { .. } | Inst::Check { .. } | Inst::Assert { .. } => {
                 None
             }
         }
     }
 
-    /// Values defined besides `dst` (recorded partials).
+    /// Values defined besides `dst` (recorded partials, a call's further results).
     pub fn extra_defs(&self) -> Vec<Val> {
         match self {
+            Inst::Call { dsts, .. } => dsts.iter().skip(1).copied().collect(),
             Inst::Un {
                 partial: Some(p), ..
             } => vec![*p],
@@ -816,7 +843,12 @@ impl Func {
                 let d = if *debug { "debug " } else { "" };
                 format!("{d}assert {} ({msg:?})", n(*cond))
             }
-            Inst::Call { dst, func, args } => {
+            Inst::Call {
+                dsts,
+                ret,
+                func,
+                args,
+            } => {
                 let a: Vec<String> = args
                     .iter()
                     .map(|a| match a {
@@ -829,12 +861,12 @@ impl Func {
                         ),
                     })
                     .collect();
-                format!(
-                    "{} = call {}({})",
-                    n(*dst),
-                    quote::quote!(#func),
-                    a.join(", ")
-                )
+                let d: Vec<String> = dsts.iter().map(|v| n(*v)).collect();
+                let d = match ret {
+                    Ret::Scalar => d.join(""),
+                    _ => format!("({})", d.join(", ")),
+                };
+                format!("{d} = call {}({})", quote::quote!(#func), a.join(", "))
             }
             Inst::Rule {
                 dst,

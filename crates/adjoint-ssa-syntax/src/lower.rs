@@ -261,6 +261,48 @@ fn type_of(ty: &syn::Type) -> Option<Ty> {
     None
 }
 
+/// The shape of a call's result from the type it is bound with (`let (v, n): ([f64; 3], f64) =
+/// f(x);`).
+fn ret_of_type(t: &syn::Type) -> Result<Ret> {
+    let bad = |t: &syn::Type| {
+        err(
+            t,
+            "the result of a #[differentiable] function is bound as `f64`, `[f64; N]` with a \
+             literal `N`, or a tuple of these",
+        )
+    };
+    match t {
+        syn::Type::Paren(p) => ret_of_type(&p.elem),
+        syn::Type::Group(g) => ret_of_type(&g.elem),
+        syn::Type::Tuple(tt) if !tt.elems.is_empty() => Ok(Ret::Tuple(
+            tt.elems.iter().map(ret_of_type).collect::<Result<_>>()?,
+        )),
+        syn::Type::Array(a) if type_of(&a.elem) == Some(Ty::F64) => match array_len(&a.len)? {
+            (_, Some(n)) if n > 0 => Ok(Ret::Array(n)),
+            _ => err(
+                &a.len,
+                "write the length of an array returned by a call as a literal (`[f64; 3]`): \
+                 the macro needs to know how many numbers it holds",
+            ),
+        },
+        t if type_of(t) == Some(Ty::F64) => Ok(Ret::Scalar),
+        t => bad(t),
+    }
+}
+
+/// The shape of a call's result from the pattern it is bound to: a tuple pattern is a tuple,
+/// each name one `f64` (arrays need a type: `let (v, n): ([f64; 3], f64) = f(x);`).
+fn ret_of_pat(p: &Pat) -> Result<Ret> {
+    match p {
+        Pat::Tuple(pt) if !pt.elems.is_empty() => Ok(Ret::Tuple(
+            pt.elems.iter().map(ret_of_pat).collect::<Result<_>>()?,
+        )),
+        Pat::Paren(pp) => ret_of_pat(&pp.pat),
+        Pat::Ident(_) | Pat::Wild(_) => Ok(Ret::Scalar),
+        p => err(p, "bind plain names, `_` or tuples of these"),
+    }
+}
+
 /// The length of `[e; N]`: its tokens, and its value when it is a literal.
 fn array_len(len: &Expr) -> Result<(TokenStream, Option<usize>)> {
     match strip(len) {
@@ -1122,6 +1164,17 @@ impl Lower<'_> {
             });
             return Ok(());
         }
+        // `let (c, s) = polar(r, t);`, `let v: [f64; 3] = cross(a, b);`
+        if let Some(c) = self.is_user_call(init) {
+            let ret = match ty {
+                Some(t) => ret_of_type(t)?,
+                None => ret_of_pat(pat)?,
+            };
+            if ret != Ret::Scalar {
+                let ev = self.user_call(c, ret)?;
+                return self.bind_ev(pat, ev, init);
+            }
+        }
         let hint = match ty {
             Some(t) => match (type_of(t), t) {
                 (Some(t), _) => Some(t),
@@ -1215,6 +1268,11 @@ impl Lower<'_> {
     fn bind_ev(&mut self, pat: &Pat, ev: Ev, at: &dyn ToTokens) -> Result<()> {
         match pat {
             Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
+                if let Ev::V(v) = ev {
+                    if self.f.values[v].name.is_none() {
+                        self.f.values[v].name = Some(pi.ident.to_string());
+                    }
+                }
                 let Some(b) = ev.binding() else {
                     return err(pat, "this element has no value");
                 };
@@ -1233,8 +1291,8 @@ impl Lower<'_> {
                 else {
                     return err(
                         at,
-                        "destructure tuples only (`let (a, b) = (x, y);`, a tuple parameter or \
-                         a tuple variable); calls to #[differentiable] functions return one `f64`",
+                        "destructure tuples only (`let (a, b) = (x, y);`, a tuple parameter, a \
+                         tuple variable or `let (a, b) = f(x);` with `f` #[differentiable])",
                     );
                 };
                 if members.len() != pt.elems.len() {
@@ -1334,6 +1392,10 @@ impl Lower<'_> {
     /// Store a result into the hidden result arrays.
     fn store_ret(&mut self, ev: Ev, at: &dyn ToTokens) -> Result<()> {
         let ra = self.f.ret_agg.clone().expect("aggregate result");
+        let ev = match ev {
+            Ev::V(v) if !ra.is_struct => self.reshape_call(v, &ra.ty)?,
+            ev => ev,
+        };
         if ra.is_struct && !matches!(ev, Ev::Agg(AggV { path: Some(_), .. })) {
             return err(
                 at,
@@ -1492,12 +1554,58 @@ impl Lower<'_> {
                 syn::Member::Named(id) => self.struct_field(k, &fe.base, id),
                 m => err(m, "struct fields have names"),
             },
+            Ev::V(v) if self.call_of(v).is_some() => self.unshaped_call(v, fe),
             _ => err(
                 fe,
                 "fields are read from tuples, struct literals and `#[derive(Differentiable)]` \
                  struct parameters",
             ),
         }
+    }
+
+    /// `v` as the result of a function returning `ty`: when `v` comes from the call just
+    /// emitted (`fn f(…) -> (f64, f64) { polar(r, t) }`), that call gets the shape of `ty`.
+    fn reshape_call(&mut self, v: Val, ty: &syn::Type) -> Result<Ev> {
+        let Some(Inst::Call { dsts, ret, .. }) = self.f.blocks[self.cur].insts.last() else {
+            return Ok(Ev::V(v));
+        };
+        if *dsts != [v] || *ret != Ret::Scalar {
+            return Ok(Ev::V(v));
+        }
+        let shape = ret_of_type(ty)?;
+        let mut leaves = vec![v];
+        leaves.extend((1..shape.count()).map(|_| self.val(Ty::F64)));
+        let Some(Inst::Call { dsts, ret, .. }) = self.f.blocks[self.cur].insts.last_mut() else {
+            unreachable!("the call above")
+        };
+        (*dsts, *ret) = (leaves.clone(), shape.clone());
+        Ok(self.ret_ev(&shape, &mut leaves.into_iter()))
+    }
+
+    /// The error for a field or an element of `v`, a call's result bound as one `f64`.
+    fn unshaped_call<T>(&self, v: Val, at: impl ToTokens) -> Result<T> {
+        let callee = self.call_of(v).expect("a call");
+        let callee = quote!(#callee).to_string();
+        err(
+            at,
+            format!(
+                "this holds the result of `{callee}(…)` as one `f64`: destructure the call \
+                 (`let (a, b) = {callee}(…);`) or write its type (`let r: ([f64; 2], f64) = \
+                 {callee}(…);`), so the macro knows its shape"
+            ),
+        )
+    }
+
+    /// The callee when `v` is the result of a call of another `#[differentiable]` function.
+    fn call_of(&self, v: Val) -> Option<&syn::Path> {
+        self.f
+            .blocks
+            .iter()
+            .flat_map(|b| &b.insts)
+            .find_map(|i| match i {
+                Inst::Call { dsts, func, .. } if dsts.contains(&v) => Some(func),
+                _ => None,
+            })
     }
 
     /// `[a, b, c]`: a fresh local array.
@@ -1521,6 +1629,11 @@ impl Lower<'_> {
             h = Some(t);
             vals.push(v);
         }
+        Ok(self.local_array(vals))
+    }
+
+    /// A new local array holding `vals` (one type, at least one).
+    fn local_array(&mut self, vals: Vec<Val>) -> Ev {
         let n = vals.len();
         let lit = proc_macro2::Literal::usize_unsuffixed(n);
         self.f.slices.push(SliceInfo {
@@ -1538,11 +1651,11 @@ impl Lower<'_> {
             let idx = self.usize_const(k);
             self.emit(Inst::Store { slice, idx, val: v });
         }
-        Ok(Ev::S(SliceArg {
+        Ev::S(SliceArg {
             slice,
             lo: None,
             hi: None,
-        }))
+        })
     }
 
     // ---- expressions ----
@@ -2073,6 +2186,7 @@ impl Lower<'_> {
     fn index(&mut self, ix: &syn::ExprIndex) -> Result<Ev> {
         let base = match self.expr(&ix.expr, None)? {
             Ev::S(s) => s,
+            Ev::V(v) if self.call_of(v).is_some() => return self.unshaped_call(v, &ix.expr),
             _ => return err(&ix.expr, "only slices and arrays can be indexed"),
         };
         if let Expr::Range(r) = strip(&ix.index) {
@@ -2510,8 +2624,31 @@ impl Lower<'_> {
             });
             return Ok(Ev::V(dst));
         }
-        if *id == self.f.name {
-            return err(id, "recursion is not supported: write a loop");
+        self.user_call(c, Ret::Scalar)
+    }
+
+    /// Whether `init` calls another `#[differentiable]` function (not a rule, not `f64::…`).
+    fn is_user_call<'e>(&self, init: &'e Expr) -> Option<&'e syn::ExprCall> {
+        let Expr::Call(c) = strip(init) else {
+            return None;
+        };
+        let Expr::Path(p) = &*c.func else {
+            return None;
+        };
+        let id = p.path.get_ident()?;
+        let user = *id != self.f.name && !self.opts.rules.iter().any(|(n, _)| n == id);
+        user.then_some(c)
+    }
+
+    /// A call of another `#[differentiable]` function whose result has shape `ret`: one
+    /// [`Inst::Call`] defining a value per `f64` of the result, returned as a number, a local
+    /// array or a tuple of these.
+    fn user_call(&mut self, c: &syn::ExprCall, ret: Ret) -> Result<Ev> {
+        let Expr::Path(p) = &*c.func else {
+            return err(&c.func, "only calls of named functions are supported");
+        };
+        if p.path.get_ident().is_some_and(|id| *id == self.f.name) {
+            return err(&p.path, "recursion is not supported: write a loop");
         }
         let mut args = vec![];
         for a in &c.args {
@@ -2538,13 +2675,33 @@ impl Lower<'_> {
                 Ev::Unit => return err(a, "this argument has no value"),
             }
         }
-        let dst = self.val(Ty::F64);
+        let dsts: Vec<Val> = (0..ret.count()).map(|_| self.val(Ty::F64)).collect();
         self.emit(Inst::Call {
-            dst,
+            dsts: dsts.clone(),
+            ret: ret.clone(),
             func: p.path.clone(),
             args,
         });
-        Ok(Ev::V(dst))
+        Ok(self.ret_ev(&ret, &mut dsts.into_iter()))
+    }
+
+    /// The value of shape `ret` made of `leaves` (arrays become local arrays).
+    fn ret_ev(&mut self, ret: &Ret, leaves: &mut impl Iterator<Item = Val>) -> Ev {
+        match ret {
+            Ret::Scalar => Ev::V(leaves.next().expect("a value per leaf")),
+            Ret::Array(n) => {
+                let vals: Vec<Val> = leaves.take(*n).collect();
+                self.local_array(vals)
+            }
+            Ret::Tuple(m) => Ev::Agg(AggV {
+                members: m
+                    .iter()
+                    .enumerate()
+                    .map(|(k, r)| (k.to_string(), self.ret_ev(r, leaves)))
+                    .collect(),
+                path: None,
+            }),
+        }
     }
 
     fn assign(&mut self, lhs: &Expr, op: Option<(BinOp, &BinOp)>, rhs: &Expr) -> Result<()> {

@@ -896,3 +896,76 @@ fn compiled_random_programs_are_up_to_date() {
         "{path} is out of date: regenerate it (see this test's doc)"
     );
 }
+
+/// `let (c, s) = polar(r, t);` lowers to one call defining a value per `f64` of the result, in
+/// the order the result's type lists them; an array becomes a local array; a result nothing
+/// reads has no adjoint, and the call is active while one of its results is.
+#[test]
+fn calls_with_tuple_results_lower_to_one_call() {
+    use crate::ir::{Inst, Ret};
+    let src = "fn f(r: f64, t: f64, a: &[f64]) -> f64 {
+        let (x, _) = polar(r, t);
+        let ((p, q), v, n): ((f64, f64), [f64; 2], f64) = g(a, t);
+        x * p + v[1] * n
+    }";
+    let (f, p) = lower_str(src, "").unwrap();
+    let calls: Vec<(&Vec<usize>, &Ret)> = f
+        .blocks
+        .iter()
+        .flat_map(|b| &b.insts)
+        .filter_map(|i| match i {
+            Inst::Call { dsts, ret, .. } => Some((dsts, ret)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(calls.len(), 2);
+    assert_eq!(*calls[0].1, Ret::Tuple(vec![Ret::Scalar, Ret::Scalar]));
+    assert_eq!(
+        *calls[1].1,
+        Ret::Tuple(vec![
+            Ret::Tuple(vec![Ret::Scalar, Ret::Scalar]),
+            Ret::Array(2),
+            Ret::Scalar
+        ])
+    );
+    assert_eq!(calls[1].0.len(), 5);
+    // polar's `y` and g's `q` and `v[0]` are read by nothing: no adjoint
+    let active: Vec<bool> = calls[0].0.iter().map(|&d| p.active(&f, d)).collect();
+    assert_eq!(active, [true, false]);
+    let active: Vec<bool> = calls[1].0.iter().map(|&d| p.active(&f, d)).collect();
+    assert_eq!(active, [true, false, true, true, true]);
+    let text = f.to_string();
+    assert!(text.contains("call polar("), "{text}");
+    assert!(text.contains(") = call g("), "{text}");
+}
+
+#[test]
+fn call_results_of_unknown_shape_say_what_to_write() {
+    for (src, msg) in [
+        (
+            "fn f(r: f64, t: f64) -> f64 { let p = polar(r, t); p.0 * p.1 }",
+            "destructure the call",
+        ),
+        (
+            "fn f(a: &[f64]) -> f64 { let u = unit(a); u[0] }",
+            "write its type",
+        ),
+        (
+            "fn f(a: &[f64]) -> f64 { let u: [f64; N] = unit(a); u[0] }",
+            "as a literal",
+        ),
+        (
+            "fn f(a: &[f64]) -> f64 { let u: (f64, usize) = g(a); u.0 }",
+            "`f64`, `[f64; N]` with a literal `N`, or a tuple",
+        ),
+        (
+            "fn f(a: &[f64]) -> f64 { let () = g(a); 0.0 }",
+            "bind plain names",
+        ),
+    ] {
+        match lower_str(src, "") {
+            Ok(_) => panic!("accepted: {src}"),
+            Err(e) => assert!(e.to_string().contains(msg), "{src}: {e}"),
+        }
+    }
+}

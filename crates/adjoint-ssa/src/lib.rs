@@ -142,9 +142,46 @@
 //! read-only values (destructure into `let mut` variables to change them). Not supported, each a
 //! compile error saying what to write instead: structs whose fields are not `T` or `[T; N]`
 //! (nested structs, references, integers), struct parameters by `&mut`, methods called on
-//! structs, tuples or structs produced by `if`/`match` branches or passed to or returned from
-//! calls of other `#[differentiable]` functions (pass fields; callees take slices, not arrays).
-//! The struct must be visible (with its fields) where the function is.
+//! structs, tuples or structs produced by `if`/`match` branches or passed to calls of other
+//! `#[differentiable]` functions (pass fields; callees take slices, not arrays), structs returned
+//! from such calls. The struct must be visible (with its fields) where the function is.
+//!
+//! *Calls with tuple or array results.* The macro sees one function at a time, so the caller
+//! says the shape of a callee's result where it binds it: a tuple pattern gives a tuple of
+//! `f64`s (`let (x, y) = polar(r, t);`, nested `let ((a, b), c) = …` too), and an array needs
+//! its type, with a literal length (`let v: [f64; 3] = cross(a, b);`, `let (u, n): ([f64; 2],
+//! f64) = unit(a);`). A function may also end in such a call (`polar(r * r, t)` as the result
+//! of a function returning `(f64, f64)`). A result bound to one name without a type is one
+//! `f64`; reading a field or an element of it is a compile error saying to destructure it or
+//! write its type. Passing one slice twice (`dot(x, x)`) works; that call's reverse sweep
+//! collects the second adjoint in a fresh buffer, the one case where a steady-state call
+//! allocates.
+//!
+//! ```
+//! use adjoint_ssa::differentiable;
+//!
+//! #[differentiable]
+//! fn moments(x: &[f64]) -> (f64, f64) {
+//!     let n = x.len() as f64;
+//!     let mean = x.iter().sum::<f64>() / n;
+//!     let var = x.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
+//!     (mean, var)
+//! }
+//!
+//! #[differentiable]
+//! fn zscore_of_first(x: &[f64]) -> f64 {
+//!     let (mean, var) = moments(x);
+//!     (x[0] - mean) / var.sqrt()
+//! }
+//!
+//! # fn main() {
+//! let x = [1.0, 2.0, 6.0];
+//! let mut g = [0.0; 3];
+//! let z = zscore_of_first::grad(&x, &mut g);
+//! assert!((z - (1.0 - 3.0) / (14.0f64 / 3.0).sqrt()).abs() < 1e-12);
+//! assert!(g.iter().sum::<f64>().abs() < 1e-12); // shifting every x leaves z unchanged
+//! # }
+//! ```
 //!
 //! # Loops that only accumulate
 //!
@@ -218,8 +255,9 @@
 //! a format string's arguments are not evaluated); tuples, arrays and structs (above); every
 //! primitive of the shared rule table as a method (`x.sin()`, `x.powi(2)`, `a.max(b)`, `x.powf(y)`,
 //! `x.erf()` with [`Real`] in scope, …) or as `f64::sin(x)`; piecewise-constant `floor`, `ceil`,
-//! `round`, `trunc`, `signum` (derivative 0); calls to other `#[differentiable]` functions (their
-//! pullback runs in the reverse sweep, recomputing the callee's forward: joint call-tree reversal);
+//! `round`, `trunc`, `signum` (derivative 0); calls to other `#[differentiable]` functions,
+//! returning `f64`, tuples or arrays (above; their pullback runs in the reverse sweep, recomputing
+//! the callee's forward: joint call-tree reversal);
 //! opaque functions with user rules: `#[differentiable(rule(softplus = softplus_rule))]` where `fn
 //! softplus_rule<T: Real>(x: T) -> (T, [T; 1])` returns value and partials. Integer arithmetic,
 //! comparisons and indexing are passive. Anything else is a compile error at the offending tokens

@@ -1,14 +1,16 @@
 use adjoint_ssa::differentiable;
 
+const D: usize = 3;
+
 #[differentiable]
-fn polar(r: f64, t: f64) -> (f64, f64) {
-    (r * t.cos(), r * t.sin())
+fn scaled(a: &[f64], s: f64) -> [f64; D] {
+    [a[0] * s, a[1] * s, a[2] * s]
 }
 
 #[differentiable]
-fn f(r: f64, t: f64) -> f64 {
-    let (x, y) = polar(r, t);
-    x * y
+fn f(a: &[f64], s: f64) -> f64 {
+    let v: [f64; D] = scaled(a, s);
+    v[0] + v[2]
 }
 
 fn main() {}
