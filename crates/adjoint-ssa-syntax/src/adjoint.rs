@@ -1414,6 +1414,7 @@ fn varied(f: &Func) -> (Vec<bool>, Vec<bool>) {
                         let any = args.iter().any(|a| match a {
                             Arg::Val(x) => v[*x],
                             Arg::Slice(sa) => s[sa.slice],
+                            Arg::Elems(e) => e.iter().any(|x| v[*x]),
                         });
                         if any {
                             for d in dsts {
@@ -1482,8 +1483,10 @@ fn useful(f: &Func, varied: &[bool], slices: &[bool]) -> Vec<bool> {
                     }
                     Inst::Call { dsts, args, .. } if dsts.iter().any(|d| u[*d]) => {
                         for a in args {
-                            if let Arg::Val(x) = a {
-                                set(&mut u[*x]);
+                            match a {
+                                Arg::Val(x) => set(&mut u[*x]),
+                                Arg::Elems(e) => e.iter().for_each(|x| set(&mut u[*x])),
+                                Arg::Slice(_) => {}
                             }
                         }
                     }

@@ -869,6 +869,17 @@ impl<'a> Gen<'a> {
                             quote!(#id)
                         }
                         Arg::Slice(s) => self.slice_arg(s, false),
+                        Arg::Elems(e) => {
+                            let e = e.iter().map(|v| {
+                                if varied && f.values[*v].ty == Ty::F64 {
+                                    self.tv(*v)
+                                } else {
+                                    let id = self.v(*v);
+                                    quote!(#id)
+                                }
+                            });
+                            quote!(&[#(#e),*])
+                        }
                     })
                     .collect();
                 let call = if varied {
@@ -1376,6 +1387,23 @@ impl<'a> Gen<'a> {
                         Arg::Val(v) => {
                             let id = self.v(*v);
                             pargs.push(quote!(#id));
+                        }
+                        Arg::Elems(e) if f.values[e[0]].ty == Ty::F64 => {
+                            let vals = e.iter().map(|v| self.tv(*v));
+                            pargs.push(quote!(&[#(#vals),*]));
+                            let (t, n) = (ms(&format!("d{k}")), e.len());
+                            pre.extend(quote!(let mut #t: [A; #n] = [#az; #n];));
+                            dargs.push(quote!(&mut #t));
+                            for (j, v) in e.iter().enumerate() {
+                                if self.active(*v) {
+                                    let av = self.a(*v);
+                                    post.extend(quote!(#av += #t[#j];));
+                                }
+                            }
+                        }
+                        Arg::Elems(e) => {
+                            let vals = e.iter().map(|v| self.v(*v));
+                            pargs.push(quote!(&[#(#vals),*]));
                         }
                         Arg::Slice(s) => {
                             let pa = self.slice_arg(s, false);

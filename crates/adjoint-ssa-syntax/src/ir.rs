@@ -187,6 +187,11 @@ pub enum Arg {
     Val(Val),
     /// A slice or sub-slice.
     Slice(SliceArg),
+    /// The elements of a local array, loaded just before the call and passed as a fresh array
+    /// (`norm(&v)` with `let v: [f64; 3] = …`): the reverse sweep needs the values the call
+    /// saw, which the array may no longer hold, and the loads' values are recorded as any
+    /// value is.
+    Elems(Vec<Val>),
 }
 
 /// The shape of a call's result as the caller binds it (`let (c, s) = polar(r, t);`): how the
@@ -431,6 +436,7 @@ impl Inst {
                     match a {
                         Arg::Val(x) => v.push(*x),
                         Arg::Slice(s) => v.extend(s.lo.iter().chain(s.hi.iter())),
+                        Arg::Elems(e) => v.extend(e),
                     }
                 }
                 v
@@ -853,6 +859,12 @@ impl Func {
                     .iter()
                     .map(|a| match a {
                         Arg::Val(v) => n(*v),
+                        Arg::Elems(e) => {
+                            format!(
+                                "&[{}]",
+                                e.iter().map(|v| n(*v)).collect::<Vec<_>>().join(", ")
+                            )
+                        }
                         Arg::Slice(s) => format!(
                             "&{}[{}..{}]",
                             sl(s.slice),

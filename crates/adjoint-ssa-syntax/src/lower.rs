@@ -2655,15 +2655,40 @@ impl Lower<'_> {
             match self.expr(a, None)? {
                 Ev::V(v) => args.push(Arg::Val(v)),
                 Ev::S(s) => {
-                    if self.f.slices[s.slice].mutable() {
-                        return err(
-                            a,
-                            "passing a `&mut` slice or a local array to another \
-                             #[differentiable] function is not supported (its values may change \
-                             before the reverse sweep): pass input slices",
-                        );
+                    let si = &self.f.slices[s.slice];
+                    match (&si.kind, s.lo, s.hi) {
+                        (_, _, _) if !si.mutable() => args.push(Arg::Slice(s)),
+                        (SliceKind::Local { len_value, .. }, None, None) => {
+                            let (elem, Some(n @ 1..)) = (si.elem, *len_value) else {
+                                return err(
+                                    a,
+                                    "a local array passed to another #[differentiable] function \
+                                     needs a literal length (`[0.0; 3]`)",
+                                );
+                            };
+                            let elems = (0..n)
+                                .map(|k| {
+                                    let (idx, dst) = (self.usize_const(k), self.val(elem));
+                                    self.emit(Inst::Load {
+                                        dst,
+                                        slice: s.slice,
+                                        idx,
+                                    });
+                                    dst
+                                })
+                                .collect();
+                            args.push(Arg::Elems(elems));
+                        }
+                        _ => {
+                            return err(
+                                a,
+                                "passing a `&mut` slice or part of a local array to another \
+                                 #[differentiable] function is not supported (its values may \
+                                 change before the reverse sweep): pass input slices or a whole \
+                                 local array",
+                            )
+                        }
                     }
-                    args.push(Arg::Slice(s))
                 }
                 Ev::Agg(_) | Ev::Struct(_) => {
                     return err(

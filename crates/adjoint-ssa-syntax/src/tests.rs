@@ -937,6 +937,20 @@ fn calls_with_tuple_results_lower_to_one_call() {
     let text = f.to_string();
     assert!(text.contains("call polar("), "{text}");
     assert!(text.contains(") = call g("), "{text}");
+    // a local array passed on: its elements, loaded before the call
+    let (f, _) = lower_str("fn f(a: f64) -> f64 { let w = [a, 2.0 * a]; g(&w) }", "").unwrap();
+    let elems = f
+        .blocks
+        .iter()
+        .flat_map(|b| &b.insts)
+        .find_map(|i| match i {
+            Inst::Call { args, .. } => match &args[..] {
+                [crate::ir::Arg::Elems(e)] => Some(e.len()),
+                _ => None,
+            },
+            _ => None,
+        });
+    assert_eq!(elems, Some(2));
 }
 
 #[test]
@@ -961,6 +975,14 @@ fn call_results_of_unknown_shape_say_what_to_write() {
         (
             "fn f(a: &[f64]) -> f64 { let () = g(a); 0.0 }",
             "bind plain names",
+        ),
+        (
+            "fn f(a: &[f64]) -> f64 { let w = [a[0]; N]; g(&w) }",
+            "needs a literal length",
+        ),
+        (
+            "fn f(a: &[f64]) -> f64 { let w = [a[0], a[1]]; g(&w[1..]) }",
+            "part of a local array",
         ),
     ] {
         match lower_str(src, "") {

@@ -153,9 +153,12 @@
 //! f64) = unit(a);`). A function may also end in such a call (`polar(r * r, t)` as the result
 //! of a function returning `(f64, f64)`). A result bound to one name without a type is one
 //! `f64`; reading a field or an element of it is a compile error saying to destructure it or
-//! write its type. Passing one slice twice (`dot(x, x)`) works; that call's reverse sweep
-//! collects the second adjoint in a fresh buffer, the one case where a steady-state call
-//! allocates.
+//! write its type. A local array with a literal length may be passed on whole (`norm(&v)`, to
+//! a callee taking `&[f64]` or `&[f64; N]`): its elements are read at the call and the reverse
+//! sweep gives the callee those values, even where the array changes later (in a loop, say).
+//! `&mut` slices and parts of local arrays are not passed on. Passing one slice twice
+//! (`dot(x, x)`) works; that call's reverse sweep collects the second adjoint in a fresh
+//! buffer, the one case where a steady-state call allocates.
 //!
 //! ```
 //! use adjoint_ssa::differentiable;

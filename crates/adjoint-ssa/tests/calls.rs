@@ -337,3 +337,40 @@ fn a_call_as_the_result() {
         }
     }
 }
+
+#[differentiable]
+fn norm(v: &[f64]) -> f64 {
+    v.iter().map(|a| a * a).sum::<f64>().sqrt()
+}
+
+#[differentiable]
+fn norm3(v: &[f64; 3]) -> f64 {
+    (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]).sqrt()
+}
+
+/// Local arrays passed to other functions: a call's array result, in a loop that rewrites it
+/// every iteration (the reverse sweep passes each call the values it saw), a literal array,
+/// and a callee taking `&[f64; 3]`.
+#[differentiable]
+fn areas(a: &[f64], b: &[f64]) -> f64 {
+    let mut s = 0.0;
+    for i in 0..a.len() / 3 {
+        let v: [f64; 3] = cross(&a[3 * i..3 * i + 3], &b[3 * i..3 * i + 3]);
+        s += norm(&v) * (i as f64 + 1.0);
+    }
+    let w = [a[0] * b[1], a[1], 2.0];
+    s + norm3(&w) + norm(&w)
+}
+
+#[test]
+fn local_arrays_passed_to_calls() {
+    let a = [0.3, -1.2, 0.8, 1.5, 0.4, -0.6, 0.9, 0.1, -0.7];
+    let b = [1.1, 0.2, -0.5, -0.3, 0.8, 1.4, 0.6, -1.0, 0.25];
+    let (mut da, mut db) = ([0.0; 9], [0.0; 9]);
+    let v = areas::grad(&a, &b, &mut da, &mut db);
+    assert_eq!(v, areas(&a, &b));
+    check::check_gradient(|a| areas(a, &b), &a, &da).assert_passed();
+    check::check_gradient(|b| areas(&a, b), &b, &db).assert_passed();
+    let want = forward::gradient(|a| areas::primal(a, &b.map(Dual::constant)), &a);
+    check_all("areas/a", &da, &want);
+}
