@@ -1414,7 +1414,7 @@ fn varied(f: &Func) -> (Vec<bool>, Vec<bool>) {
                         let any = args.iter().any(|a| match a {
                             Arg::Val(x) => v[*x],
                             Arg::Slice(sa) => s[sa.slice],
-                            Arg::Elems(e) => e.iter().any(|x| v[*x]),
+                            Arg::Elems { vals, .. } => vals.iter().any(|x| v[*x]),
                         });
                         if any {
                             for d in dsts {
@@ -1485,7 +1485,9 @@ fn useful(f: &Func, varied: &[bool], slices: &[bool]) -> Vec<bool> {
                         for a in args {
                             match a {
                                 Arg::Val(x) => set(&mut u[*x]),
-                                Arg::Elems(e) => e.iter().for_each(|x| set(&mut u[*x])),
+                                Arg::Elems { vals, .. } => {
+                                    vals.iter().for_each(|x| set(&mut u[*x]))
+                                }
                                 Arg::Slice(_) => {}
                             }
                         }

@@ -321,6 +321,51 @@ impl<'a> Gen<'a> {
         }
     }
 
+    /// A call's argument in the forward sweep (`lift`: floats as `T`, the callee's `primal`)
+    /// or as the primal argument of its pullback. Integers are cast to the callee's parameter
+    /// type (`as _`): the macro does not see it, and an unsuffixed literal (`poly(x, 3)`) was
+    /// given a default type.
+    fn call_arg(&self, a: &Arg, lift: bool) -> TokenStream {
+        let scalar = |v: Val| match self.f.values[v].ty {
+            Ty::F64 if lift => self.tv(v),
+            Ty::Int(_) => {
+                let id = self.v(v);
+                quote!((#id as _))
+            }
+            _ => {
+                let id = self.v(v);
+                quote!(#id)
+            }
+        };
+        match a {
+            Arg::Val(v) => scalar(*v),
+            Arg::Slice(s) => self.call_slice(s, self.slice_arg(s, false)),
+            Arg::Elems { vals, by_ref } => {
+                let e = vals.iter().map(|v| match self.f.values[*v].ty {
+                    Ty::F64 if lift => self.tv(*v),
+                    _ => {
+                        let id = self.v(*v);
+                        quote!(#id)
+                    }
+                });
+                let amp = if *by_ref { quote!(&) } else { quote!() };
+                quote!(#amp [#(#e),*])
+            }
+        }
+    }
+
+    /// `arg`, a (sub-)slice of `s` or of its adjoint, as a call's argument: a parameter of
+    /// array type (`p: [f64; 3]`, `q: &[f64; 3]`) may be passed to a callee taking `[f64; 3]`,
+    /// `&[f64; 3]` or `&[f64]`, which the macro does not see, so it is converted to whichever
+    /// that is (the function as written, compiled beside, checks that the types fit).
+    fn call_slice(&self, s: &SliceArg, arg: TokenStream) -> TokenStream {
+        if self.f.slices[s.slice].array.is_some() {
+            quote!(::core::result::Result::unwrap(::core::convert::TryInto::try_into(#arg)))
+        } else {
+            arg
+        }
+    }
+
     fn slice_arg(&self, sa: &SliceArg, adjoint: bool) -> TokenStream {
         let base = if adjoint {
             self.dslice(sa.slice)
@@ -860,28 +905,7 @@ impl<'a> Gen<'a> {
                 args,
             } => {
                 let varied = dsts.iter().any(|d| self.p.varied[*d]);
-                let a: Vec<TokenStream> = args
-                    .iter()
-                    .map(|a| match a {
-                        Arg::Val(v) if varied && f.values[*v].ty == Ty::F64 => self.tv(*v),
-                        Arg::Val(v) => {
-                            let id = self.v(*v);
-                            quote!(#id)
-                        }
-                        Arg::Slice(s) => self.slice_arg(s, false),
-                        Arg::Elems(e) => {
-                            let e = e.iter().map(|v| {
-                                if varied && f.values[*v].ty == Ty::F64 {
-                                    self.tv(*v)
-                                } else {
-                                    let id = self.v(*v);
-                                    quote!(#id)
-                                }
-                            });
-                            quote!(&[#(#e),*])
-                        }
-                    })
-                    .collect();
+                let a: Vec<TokenStream> = args.iter().map(|a| self.call_arg(a, varied)).collect();
                 let call = if varied {
                     quote!(#func::primal::<T>(#(#a),*))
                 } else {
@@ -1384,30 +1408,23 @@ impl<'a> Gen<'a> {
                                 post.extend(quote!(#av += #t;));
                             }
                         }
-                        Arg::Val(v) => {
-                            let id = self.v(*v);
-                            pargs.push(quote!(#id));
-                        }
-                        Arg::Elems(e) if f.values[e[0]].ty == Ty::F64 => {
-                            let vals = e.iter().map(|v| self.tv(*v));
-                            pargs.push(quote!(&[#(#vals),*]));
-                            let (t, n) = (ms(&format!("d{k}")), e.len());
+                        Arg::Val(_) => pargs.push(self.call_arg(a, true)),
+                        Arg::Elems { vals, .. } if f.values[vals[0]].ty == Ty::F64 => {
+                            pargs.push(self.call_arg(a, true));
+                            let (t, n) = (ms(&format!("d{k}")), vals.len());
                             pre.extend(quote!(let mut #t: [A; #n] = [#az; #n];));
                             dargs.push(quote!(&mut #t));
-                            for (j, v) in e.iter().enumerate() {
+                            for (j, v) in vals.iter().enumerate() {
                                 if self.active(*v) {
                                     let av = self.a(*v);
                                     post.extend(quote!(#av += #t[#j];));
                                 }
                             }
                         }
-                        Arg::Elems(e) => {
-                            let vals = e.iter().map(|v| self.v(*v));
-                            pargs.push(quote!(&[#(#vals),*]));
-                        }
+                        Arg::Elems { .. } => pargs.push(self.call_arg(a, true)),
                         Arg::Slice(s) => {
                             let pa = self.slice_arg(s, false);
-                            pargs.push(pa.clone());
+                            pargs.push(self.call_slice(s, pa.clone()));
                             if f.slices[s.slice].elem != Ty::F64 {
                                 continue;
                             }
@@ -1418,13 +1435,13 @@ impl<'a> Gen<'a> {
                                 // allocates).
                                 let (t, da) = (ms(&format!("d{k}")), self.slice_arg(s, true));
                                 pre.extend(quote!(let mut #t = ::std::vec![#az; (#pa).len()];));
-                                dargs.push(quote!(&mut #t[..]));
+                                dargs.push(self.call_slice(s, quote!(&mut #t[..])));
                                 post.extend(quote!(
                                     for (d, t) in (#da).iter_mut().zip(&#t) { *d += *t; }
                                 ));
                             } else {
                                 passed.push(s.slice);
-                                dargs.push(self.slice_arg(s, true));
+                                dargs.push(self.call_slice(s, self.slice_arg(s, true)));
                             }
                         }
                     }

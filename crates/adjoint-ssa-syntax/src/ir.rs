@@ -191,7 +191,12 @@ pub enum Arg {
     /// (`norm(&v)` with `let v: [f64; 3] = …`): the reverse sweep needs the values the call
     /// saw, which the array may no longer hold, and the loads' values are recorded as any
     /// value is.
-    Elems(Vec<Val>),
+    Elems {
+        /// the loaded elements
+        vals: Vec<Val>,
+        /// passed as `&[…]` (else by value, to a `[f64; N]` parameter)
+        by_ref: bool,
+    },
 }
 
 /// The shape of a call's result as the caller binds it (`let (c, s) = polar(r, t);`): how the
@@ -436,7 +441,7 @@ impl Inst {
                     match a {
                         Arg::Val(x) => v.push(*x),
                         Arg::Slice(s) => v.extend(s.lo.iter().chain(s.hi.iter())),
-                        Arg::Elems(e) => v.extend(e),
+                        Arg::Elems { vals, .. } => v.extend(vals),
                     }
                 }
                 v
@@ -859,12 +864,11 @@ impl Func {
                     .iter()
                     .map(|a| match a {
                         Arg::Val(v) => n(*v),
-                        Arg::Elems(e) => {
-                            format!(
-                                "&[{}]",
-                                e.iter().map(|v| n(*v)).collect::<Vec<_>>().join(", ")
-                            )
-                        }
+                        Arg::Elems { vals, by_ref } => format!(
+                            "{}[{}]",
+                            if *by_ref { "&" } else { "" },
+                            vals.iter().map(|v| n(*v)).collect::<Vec<_>>().join(", ")
+                        ),
                         Arg::Slice(s) => format!(
                             "&{}[{}..{}]",
                             sl(s.slice),

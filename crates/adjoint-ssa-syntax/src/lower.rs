@@ -2677,7 +2677,11 @@ impl Lower<'_> {
                                     dst
                                 })
                                 .collect();
-                            args.push(Arg::Elems(elems));
+                            let by_ref = matches!(strip(a), Expr::Reference(_));
+                            args.push(Arg::Elems {
+                                vals: elems,
+                                by_ref,
+                            });
                         }
                         _ => {
                             return err(

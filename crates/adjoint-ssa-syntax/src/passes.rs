@@ -35,7 +35,7 @@ pub fn map_inst_uses(inst: &mut Inst, f: &mut impl FnMut(Val) -> Val) {
             for a in args {
                 match a {
                     Arg::Val(v) => *v = f(*v),
-                    Arg::Elems(e) => e.iter_mut().for_each(|v| *v = f(*v)),
+                    Arg::Elems { vals, .. } => vals.iter_mut().for_each(|v| *v = f(*v)),
                     Arg::Slice(s) => {
                         if let Some(l) = &mut s.lo {
                             *l = f(*l);

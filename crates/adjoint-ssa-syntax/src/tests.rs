@@ -945,12 +945,12 @@ fn calls_with_tuple_results_lower_to_one_call() {
         .flat_map(|b| &b.insts)
         .find_map(|i| match i {
             Inst::Call { args, .. } => match &args[..] {
-                [crate::ir::Arg::Elems(e)] => Some(e.len()),
+                [crate::ir::Arg::Elems { vals, by_ref }] => Some((vals.len(), *by_ref)),
                 _ => None,
             },
             _ => None,
         });
-    assert_eq!(elems, Some(2));
+    assert_eq!(elems, Some((2, true)));
 }
 
 #[test]

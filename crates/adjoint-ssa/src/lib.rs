@@ -143,8 +143,7 @@
 //! compile error saying what to write instead: structs whose fields are not `T` or `[T; N]`
 //! (nested structs, references, integers), struct parameters by `&mut`, methods called on
 //! structs, tuples or structs produced by `if`/`match` branches or passed to calls of other
-//! `#[differentiable]` functions (pass fields; callees take slices, not arrays), structs returned
-//! from such calls. The struct must be visible (with its fields) where the function is.
+//! `#[differentiable]` functions (pass their fields), structs returned from such calls. The struct must be visible (with its fields) where the function is.
 //!
 //! *Calls with tuple or array results.* The macro sees one function at a time, so the caller
 //! says the shape of a callee's result where it binds it: a tuple pattern gives a tuple of
@@ -153,10 +152,12 @@
 //! f64) = unit(a);`). A function may also end in such a call (`polar(r * r, t)` as the result
 //! of a function returning `(f64, f64)`). A result bound to one name without a type is one
 //! `f64`; reading a field or an element of it is a compile error saying to destructure it or
-//! write its type. A local array with a literal length may be passed on whole (`norm(&v)`, to
-//! a callee taking `&[f64]` or `&[f64; N]`): its elements are read at the call and the reverse
-//! sweep gives the callee those values, even where the array changes later (in a loop, say).
-//! `&mut` slices and parts of local arrays are not passed on. Passing one slice twice
+//! write its type. Arrays are passed as Rust passes them: an array parameter `p: [f64; 3]` as
+//! `f(p)` or `f(&p)` to a callee taking `[f64; 3]`, `&[f64; 3]` or `&[f64]`, and a local array
+//! with a literal length whole, `f(v)` or `f(&v)`: its elements are read at the call and the
+//! reverse sweep gives the callee those values, even where the array changes later (in a
+//! loop, say). `&mut` slices and parts of local arrays are not passed on. Integer arguments
+//! take the callee's parameter type (`poly(x, 3)` with `n: usize`). Passing one slice twice
 //! (`dot(x, x)`) works; that call's reverse sweep collects the second adjoint in a fresh
 //! buffer, the one case where a steady-state call allocates.
 //!

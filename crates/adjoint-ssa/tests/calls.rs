@@ -374,3 +374,54 @@ fn local_arrays_passed_to_calls() {
     let want = forward::gradient(|a| areas::primal(a, &b.map(Dual::constant)), &a);
     check_all("areas/a", &da, &want);
 }
+
+#[differentiable]
+fn dot3(a: [f64; 3], b: &[f64; 3]) -> f64 {
+    a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
+}
+
+#[differentiable]
+fn poly(x: f64, n: usize) -> f64 {
+    let mut s = 0.0;
+    for k in 0..n {
+        s += x.powi(k as i32);
+    }
+    s
+}
+
+#[differentiable]
+fn sigmoid(x: f64) -> f64 {
+    1.0 / (1.0 + (-x).exp())
+}
+
+/// Arrays to callees taking `[f64; 3]` and `&[f64; 3]`: array parameters as they are, local
+/// arrays by value and by reference; an integer literal for a `usize` parameter; calls inside
+/// a reduction's closure, nested, and in a condition.
+#[differentiable]
+fn many_calls(x: &[f64], p: [f64; 3], q: &[f64; 3]) -> f64 {
+    let u = [x[0], x[1], x[2]];
+    let a = dot3(p, q) + dot3(*q, &p) + dot3(u, &u);
+    let b: f64 = x.iter().map(|v| sigmoid(*v)).sum();
+    let c = poly(poly(x[0], 2), 3);
+    let d = if norm(x) > 1.0 {
+        poly(x[1], 4)
+    } else {
+        0.5 * x[2]
+    };
+    a + b + c + d
+}
+
+#[test]
+fn arrays_integers_and_calls_where_users_write_them() {
+    let q = [0.1, 0.2, 0.3];
+    let p = [1.0, 2.0, 0.5];
+    for x in [[0.3, 0.4, 1.2, -0.5], [0.1, 0.2, -0.3, 0.2]] {
+        let (mut dx, mut dp, mut dq) = ([0.0; 4], [0.0; 3], [0.0; 3]);
+        let v = many_calls::grad(&x, p, &q, &mut dx, &mut dp, &mut dq);
+        assert_eq!(v, many_calls(&x, p, &q));
+        check::check_gradient(|x| many_calls(x, p, &q), &x, &dx).assert_passed();
+        // 2 p·q: the gradients in p and q are 2q and 2p
+        check_all("dp", &dp, &q.map(|a| 2.0 * a));
+        check_all("dq", &dq, &p.map(|a| 2.0 * a));
+    }
+}
