@@ -326,6 +326,21 @@ pub fn prepare(f: &mut Func) -> syn::Result<Plan> {
             {
                 if dsts.iter().any(|d| varied[*d]) {
                     for a in args {
+                        if let Arg::Struct(k) = a {
+                            if let SigItem::Agg(ap) = &f.sig[*k] {
+                                if !ap.active {
+                                    return Err(syn::Error::new_spanned(
+                                        func,
+                                        format!(
+                                            "`{}` is passive (not in `wrt`) but is passed to a \
+                                             differentiable function together with active \
+                                             arguments: make it active",
+                                            ap.name
+                                        ),
+                                    ));
+                                }
+                            }
+                        }
                         if let Arg::Slice(s) = a {
                             if !slice_active[s.slice] && f.slices[s.slice].elem == Ty::F64 {
                                 return Err(syn::Error::new_spanned(
@@ -1415,6 +1430,7 @@ fn varied(f: &Func) -> (Vec<bool>, Vec<bool>) {
                             Arg::Val(x) => v[*x],
                             Arg::Slice(sa) => s[sa.slice],
                             Arg::Elems { vals, .. } => vals.iter().any(|x| v[*x]),
+                            Arg::Struct(k) => matches!(&f.sig[*k], SigItem::Agg(a) if a.active),
                         });
                         if any {
                             for d in dsts {
@@ -1488,7 +1504,7 @@ fn useful(f: &Func, varied: &[bool], slices: &[bool]) -> Vec<bool> {
                                 Arg::Elems { vals, .. } => {
                                     vals.iter().for_each(|x| set(&mut u[*x]))
                                 }
-                                Arg::Slice(_) => {}
+                                Arg::Slice(_) | Arg::Struct(_) => {}
                             }
                         }
                     }

@@ -43,6 +43,10 @@ struct Names {
     dagg: Vec<Option<Ident>>,
     /// flat parameters that are leaves of an aggregate
     in_agg: Vec<bool>,
+    /// the place of a flat parameter's adjoint inside its struct's (`d_p.w`), for structs
+    /// passed on to calls: those leaves are not bound to `&mut` locals, which would hold the
+    /// struct's adjoint borrowed while the callee's pullback adds into it
+    leaf_place: Vec<Option<TokenStream>>,
 }
 
 fn ms(s: &str) -> Ident {
@@ -140,7 +144,7 @@ impl<'a> Gen<'a> {
                 _ => None,
             })
             .collect();
-        let dagg = f
+        let dagg: Vec<Option<Ident>> = f
             .sig
             .iter()
             .map(|it| match it {
@@ -156,12 +160,36 @@ impl<'a> Gen<'a> {
                 }
             }
         }
+        let passed: Vec<usize> = f
+            .blocks
+            .iter()
+            .flat_map(|b| &b.insts)
+            .filter_map(|i| match i {
+                Inst::Call { args, .. } => Some(args),
+                _ => None,
+            })
+            .flatten()
+            .filter_map(|a| match a {
+                Arg::Struct(k) => Some(*k),
+                _ => None,
+            })
+            .collect();
+        let mut leaf_place = vec![None; f.params.len()];
+        for (k, (it, d)) in f.sig.iter().zip(&dagg).enumerate() {
+            if let (SigItem::Agg(a), Some(d), true) = (it, d, passed.contains(&k)) {
+                for l in &a.leaves {
+                    let path = &l.path;
+                    leaf_place[l.param] = Some(quote!(#d #(.#path)*));
+                }
+            }
+        }
         let names = Names {
             ws: fresh("ws".into()),
             dret: fresh("dret".into()),
             dparam,
             dagg,
             in_agg,
+            leaf_place,
         };
         Gen { f, p, rt, names }
     }
@@ -285,6 +313,9 @@ impl<'a> Gen<'a> {
         for (k, p) in self.f.params.iter().enumerate() {
             if let Param::Slice { slice, .. } = p {
                 if *slice == s {
+                    if let Some(place) = &self.names.leaf_place[k] {
+                        return place.clone();
+                    }
                     let d = self.names.dparam[k].as_ref().expect("active slice");
                     return quote!(#d);
                 }
@@ -340,6 +371,13 @@ impl<'a> Gen<'a> {
         match a {
             Arg::Val(v) => scalar(*v),
             Arg::Slice(s) => self.call_slice(s, self.slice_arg(s, false)),
+            Arg::Struct(k) => match &self.f.sig[*k] {
+                SigItem::Agg(ap) => {
+                    let name = &ap.name;
+                    quote!(#name)
+                }
+                SigItem::Leaf(_) => unreachable!("a struct parameter"),
+            },
             Arg::Elems { vals, by_ref } => {
                 let e = vals.iter().map(|v| match self.f.values[*v].ty {
                     Ty::F64 if lift => self.tv(*v),
@@ -600,6 +638,9 @@ impl<'a> Gen<'a> {
                 let (Some(d), Some(dl)) = (da, &self.names.dparam[l.param]) else {
                     continue;
                 };
+                if self.names.leaf_place[l.param].is_some() {
+                    continue;
+                }
                 match &self.f.params[l.param] {
                     Param::Scalar { .. } => {
                         out.extend(quote_spanned!(span=> let #dl: &mut A = &mut #d #(.#path)*;))
@@ -1422,6 +1463,11 @@ impl<'a> Gen<'a> {
                             }
                         }
                         Arg::Elems { .. } => pargs.push(self.call_arg(a, true)),
+                        Arg::Struct(k) => {
+                            pargs.push(self.call_arg(a, true));
+                            let d = self.names.dagg[*k].as_ref().expect("an active struct");
+                            dargs.push(quote!(&mut *#d));
+                        }
                         Arg::Slice(s) => {
                             let pa = self.slice_arg(s, false);
                             pargs.push(self.call_slice(s, pa.clone()));
@@ -2087,13 +2133,16 @@ impl<'a> Gen<'a> {
         // adjoint outputs of scalar parameters; length checks of slices
         let mut outs = TokenStream::new();
         let mut checks = TokenStream::new();
-        for (pa, d) in self.f.params.iter().zip(&self.names.dparam) {
+        for (k, (pa, d)) in self.f.params.iter().zip(&self.names.dparam).enumerate() {
             let Some(d) = d else { continue };
             match pa {
                 Param::Scalar { val, .. } => {
                     if self.active(*val) {
                         let a = self.a(*val);
-                        outs.extend(quote!(*#d += #a;));
+                        outs.extend(match &self.names.leaf_place[k] {
+                            Some(place) => quote!(#place += #a;),
+                            None => quote!(*#d += #a;),
+                        });
                     }
                 }
                 Param::Slice { name, slice } => {

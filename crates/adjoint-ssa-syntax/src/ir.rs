@@ -197,6 +197,9 @@ pub enum Arg {
         /// passed as `&[…]` (else by value, to a `[f64; N]` parameter)
         by_ref: bool,
     },
+    /// A `#[derive(Differentiable)]` struct parameter of the caller, passed on as it is
+    /// (`Func::sig[k]`); the callee's pullback adds into the caller's adjoint of it.
+    Struct(usize),
 }
 
 /// The shape of a call's result as the caller binds it (`let (c, s) = polar(r, t);`): how the
@@ -442,6 +445,7 @@ impl Inst {
                         Arg::Val(x) => v.push(*x),
                         Arg::Slice(s) => v.extend(s.lo.iter().chain(s.hi.iter())),
                         Arg::Elems { vals, .. } => v.extend(vals),
+                        Arg::Struct(_) => {}
                     }
                 }
                 v
@@ -864,6 +868,10 @@ impl Func {
                     .iter()
                     .map(|a| match a {
                         Arg::Val(v) => n(*v),
+                        Arg::Struct(k) => match &self.sig[*k] {
+                            SigItem::Agg(a) => a.name.to_string(),
+                            SigItem::Leaf(_) => "?".into(),
+                        },
                         Arg::Elems { vals, by_ref } => format!(
                             "{}[{}]",
                             if *by_ref { "&" } else { "" },

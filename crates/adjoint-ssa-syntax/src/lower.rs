@@ -2694,11 +2694,13 @@ impl Lower<'_> {
                         }
                     }
                 }
-                Ev::Agg(_) | Ev::Struct(_) => {
+                Ev::Struct(k) => args.push(Arg::Struct(k)),
+                Ev::Agg(_) => {
                     return err(
                         a,
-                        "passing tuples or structs to another #[differentiable] function is not \
-                         supported: pass their fields",
+                        "passing tuples or struct literals to another #[differentiable] function \
+                         is not supported: pass their fields (a struct parameter may be passed \
+                         on)",
                     )
                 }
                 Ev::Unit => return err(a, "this argument has no value"),

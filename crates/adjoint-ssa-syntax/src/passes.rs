@@ -36,6 +36,7 @@ pub fn map_inst_uses(inst: &mut Inst, f: &mut impl FnMut(Val) -> Val) {
                 match a {
                     Arg::Val(v) => *v = f(*v),
                     Arg::Elems { vals, .. } => vals.iter_mut().for_each(|v| *v = f(*v)),
+                    Arg::Struct(_) => {}
                     Arg::Slice(s) => {
                         if let Some(l) = &mut s.lo {
                             *l = f(*l);

@@ -142,8 +142,9 @@
 //! read-only values (destructure into `let mut` variables to change them). Not supported, each a
 //! compile error saying what to write instead: structs whose fields are not `T` or `[T; N]`
 //! (nested structs, references, integers), struct parameters by `&mut`, methods called on
-//! structs, tuples or structs produced by `if`/`match` branches or passed to calls of other
-//! `#[differentiable]` functions (pass their fields), structs returned from such calls. The struct must be visible (with its fields) where the function is.
+//! structs, tuples or structs produced by `if`/`match` branches, tuples and struct literals
+//! passed to calls of other `#[differentiable]` functions (pass their fields; a struct
+//! parameter may be passed on as it is, `predict(p, x)`), structs returned from such calls. The struct must be visible (with its fields) where the function is.
 //!
 //! *Calls with tuple or array results.* The macro sees one function at a time, so the caller
 //! says the shape of a callee's result where it binds it: a tuple pattern gives a tuple of

@@ -425,3 +425,57 @@ fn arrays_integers_and_calls_where_users_write_them() {
         check_all("dq", &dq, &p.map(|a| 2.0 * a));
     }
 }
+
+#[derive(Clone, Copy, Debug, PartialEq, adjoint_ssa::Differentiable)]
+struct Layer<T = f64> {
+    w: [T; 3],
+    b: T,
+    scale: T,
+}
+
+/// A struct parameter passed on to a helper.
+#[differentiable]
+fn predict(p: &Layer, x: &[f64]) -> f64 {
+    let mut z = p.b;
+    for k in 0..3 {
+        z += p.w[k] * x[k];
+    }
+    z.tanh()
+}
+
+/// The caller reads some fields itself (`w`, `scale`) and passes the struct on, in a loop;
+/// the helper reads `b`, which the caller never does.
+#[differentiable]
+fn fit(p: &Layer, xs: &[f64], ys: &[f64]) -> f64 {
+    let mut loss = 0.0;
+    for i in 0..ys.len() {
+        let e = p.scale * predict(p, &xs[3 * i..3 * i + 3]) - ys[i];
+        loss += e * e;
+    }
+    loss + 0.01 * (p.w[0] * p.w[0] + p.w[1] * p.w[1] + p.w[2] * p.w[2])
+}
+
+#[test]
+fn a_struct_parameter_passed_to_a_call() {
+    use adjoint_ssa::Differentiable;
+    let p = Layer {
+        w: [0.3, -0.2, 0.5],
+        b: 0.1,
+        scale: 1.5,
+    };
+    let xs = [0.2, 0.4, -0.1, 1.0, -0.5, 0.3, -0.7, 0.2, 0.9];
+    let ys = [0.4, -0.2, 0.6];
+    let (mut dp, mut dxs, mut dys) = (Layer::zero(), [0.0; 9], [0.0; 3]);
+    let v = fit::grad(&p, &xs, &ys, &mut dp, &mut dxs, &mut dys);
+    assert_eq!(v, fit(&p, &xs, &ys));
+    // against finite differences of the function as written, field by field
+    let flat = |p: &Layer| [p.w[0], p.w[1], p.w[2], p.b, p.scale];
+    let unflat = |v: &[f64]| Layer {
+        w: [v[0], v[1], v[2]],
+        b: v[3],
+        scale: v[4],
+    };
+    check::check_gradient(|v| fit(&unflat(v), &xs, &ys), &flat(&p), &flat(&dp)).assert_passed();
+    check::check_gradient(|xs| fit(&p, xs, &ys), &xs, &dxs).assert_passed();
+    check::check_gradient(|ys| fit(&p, &xs, ys), &ys, &dys).assert_passed();
+}
