@@ -329,6 +329,15 @@ pub trait Real:
     fn slice_axpy(alpha: Self, x: &[Self], y: &mut [Self]) {
         crate::vector::scalar::axpy(alpha, x, y)
     }
+    /// `x` itself where `Self` is `f64`, else `None`: code generic over `Real` that holds
+    /// `f64` data and must pass it as `&[Self]` copies it only for other number types (the SSA
+    /// engine's calls with passive slices).
+    #[doc(hidden)]
+    #[inline]
+    fn f64_slice_as_self(x: &[f64]) -> Option<&[Self]> {
+        let _ = x;
+        None
+    }
 }
 
 /// `f64` methods forwarded to the inherent ones (`f64::sin`, …).
@@ -343,6 +352,10 @@ impl Real for f64 {
     #[inline]
     fn value(&self) -> f64 {
         *self
+    }
+    #[inline]
+    fn f64_slice_as_self(x: &[f64]) -> Option<&[f64]> {
+        Some(x)
     }
     #[inline]
     fn slice_dot(a: &[f64], b: &[f64]) -> f64 {

@@ -317,7 +317,8 @@ pub fn prepare(f: &mut Func) -> syn::Result<Plan> {
     let (mut varied, mut slice_active) = varied(f);
     let mut useful = useful(f, &varied, &slice_active);
     let _ = &mut slice_active;
-    // check calls: a varied call passes every slice as `&[T]`
+    // check calls: a varied call passes a struct parameter as `&S<T>` (a passive slice is
+    // lifted to `&[T]` where it is passed)
     for blk in &f.blocks {
         for i in &blk.insts {
             if let Inst::Call {
@@ -339,19 +340,6 @@ pub fn prepare(f: &mut Func) -> syn::Result<Plan> {
                                         ),
                                     ));
                                 }
-                            }
-                        }
-                        if let Arg::Slice(s) = a {
-                            if !slice_active[s.slice] && f.slices[s.slice].elem == Ty::F64 {
-                                return Err(syn::Error::new_spanned(
-                                    func,
-                                    format!(
-                                        "the slice `{}` is passive (not in `wrt`) but is passed \
-                                         to a differentiable function together with active \
-                                         arguments: make it active",
-                                        f.slices[s.slice].name
-                                    ),
-                                ));
                             }
                         }
                     }

@@ -370,6 +370,10 @@ impl<'a> Gen<'a> {
         };
         match a {
             Arg::Val(v) => scalar(*v),
+            Arg::Slice(s) if lift && self.passive_floats(s.slice) => {
+                let (rt, x) = (self.rt, self.slice_arg(s, false));
+                self.call_slice(s, quote!(&*#rt::__private::lift::<T>(#x)))
+            }
             Arg::Slice(s) => self.call_slice(s, self.slice_arg(s, false)),
             Arg::Struct(k) => match &self.f.sig[*k] {
                 SigItem::Agg(ap) => {
@@ -390,6 +394,11 @@ impl<'a> Gen<'a> {
                 quote!(#amp [#(#e),*])
             }
         }
+    }
+
+    /// A slice of `f64`s without adjoint (a passive parameter).
+    fn passive_floats(&self, s: SliceId) -> bool {
+        self.f.slices[s].elem == Ty::F64 && !self.p.slice_active[s]
     }
 
     /// `arg`, a (sub-)slice of `s` or of its adjoint, as a call's argument: a parameter of
@@ -1470,8 +1479,16 @@ impl<'a> Gen<'a> {
                         }
                         Arg::Slice(s) => {
                             let pa = self.slice_arg(s, false);
-                            pargs.push(self.call_slice(s, pa.clone()));
+                            pargs.push(self.call_arg(a, true));
                             if f.slices[s.slice].elem != Ty::F64 {
+                                continue;
+                            }
+                            if self.passive_floats(s.slice) {
+                                // a passive slice: the callee's adjoint of it goes to scratch
+                                let rt = self.rt;
+                                let d = quote!(&mut *#rt::__private::Scratch::<A>::filled(
+                                    (#pa).len(), #az));
+                                dargs.push(self.call_slice(s, d));
                                 continue;
                             }
                             if passed.contains(&s.slice) {

@@ -158,7 +158,12 @@
 //! with a literal length whole, `f(v)` or `f(&v)`: its elements are read at the call and the
 //! reverse sweep gives the callee those values, even where the array changes later (in a
 //! loop, say). `&mut` slices and parts of local arrays are not passed on. Integer arguments
-//! take the callee's parameter type (`poly(x, 3)` with `n: usize`). Passing one slice twice
+//! take the callee's parameter type (`poly(x, 3)` with `n: usize`). A passive slice (a
+//! function with `wrt(p)` passing its data `&xs[a..b]` on) is given to the callee as it is
+//! where the number type is `f64`, and as lifted copies at other number types (`Dual` for
+//! forward-over-reverse); the callee's adjoint of it goes to a scratch buffer from a
+//! per-thread pool (no allocation in steady state). A struct parameter passed on must be
+//! active. Passing one slice twice
 //! (`dot(x, x)`) works; that call's reverse sweep collects the second adjoint in a fresh
 //! buffer, the one case where a steady-state call allocates.
 //!
@@ -326,12 +331,14 @@ pub trait Differentiable: Sized {
     }
 }
 
+mod scratch;
 mod workspace;
 pub use adjoint_core::{Cotangent, Cotangents};
 pub use workspace::{with_workspace, Cursor, Stack, Workspace};
 
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::scratch::{lift, Scratch};
     pub use adjoint_core::rules;
 
     /// Checked once when a pullback enters a reversed counted loop that indexes a slice at
