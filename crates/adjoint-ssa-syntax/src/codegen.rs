@@ -1494,13 +1494,16 @@ impl<'a> Gen<'a> {
                             if passed.contains(&s.slice) {
                                 // The slice is passed again (`dot(x, x)`): the callee takes each
                                 // adjoint buffer as its own `&mut`, so this one collects into a
-                                // fresh buffer, added after the call (the one case that
-                                // allocates).
+                                // scratch buffer, added after the call.
                                 let (t, da) = (ms(&format!("d{k}")), self.slice_arg(s, true));
-                                pre.extend(quote!(let mut #t = ::std::vec![#az; (#pa).len()];));
+                                let rt = self.rt;
+                                pre.extend(quote!(
+                                    let mut #t = #rt::__private::Scratch::<A>::filled(
+                                        (#pa).len(), #az);
+                                ));
                                 dargs.push(self.call_slice(s, quote!(&mut #t[..])));
                                 post.extend(quote!(
-                                    for (d, t) in (#da).iter_mut().zip(&#t) { *d += *t; }
+                                    for (d, t) in (#da).iter_mut().zip(#t.iter()) { *d += *t; }
                                 ));
                             } else {
                                 passed.push(s.slice);

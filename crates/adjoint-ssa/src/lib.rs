@@ -163,9 +163,8 @@
 //! where the number type is `f64`, and as lifted copies at other number types (`Dual` for
 //! forward-over-reverse); the callee's adjoint of it goes to a scratch buffer from a
 //! per-thread pool (no allocation in steady state). A struct parameter passed on must be
-//! active. Passing one slice twice
-//! (`dot(x, x)`) works; that call's reverse sweep collects the second adjoint in a fresh
-//! buffer, the one case where a steady-state call allocates.
+//! active. Passing one slice twice (`dot(x, x)`) works: that call's reverse sweep collects the
+//! second adjoint in a scratch buffer from the same pool.
 //!
 //! ```
 //! use adjoint_ssa::differentiable;

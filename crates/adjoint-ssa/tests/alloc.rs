@@ -173,7 +173,8 @@ fn weighted(w: &[f64], x: &[f64]) -> f64 {
     s
 }
 
-/// A passive slice passed to a call in a loop: its adjoint goes to a pooled scratch buffer.
+/// A passive slice passed to a call in a loop: its adjoint goes to a pooled scratch buffer;
+/// and one slice passed twice, whose second adjoint does too.
 #[differentiable(wrt(w))]
 fn over_rows(w: &[f64], xs: &[f64]) -> f64 {
     let n = w.len();
@@ -181,7 +182,7 @@ fn over_rows(w: &[f64], xs: &[f64]) -> f64 {
     for r in 0..xs.len() / n {
         s += weighted(w, &xs[r * n..(r + 1) * n]);
     }
-    s
+    s + 0.5 * weighted(w, w)
 }
 
 #[test]
@@ -196,12 +197,13 @@ fn steady_state_calls_with_passive_slices_allocate_nothing() {
         over_rows::grad_with(&mut ws, &w, &xs, &mut g);
     }
     assert_eq!(allocs(), before, "a steady-state call allocated");
-    // and the gradient: Σ over rows of x (1 − tanh²(w·x)) per element
+    // and the gradient: Σ over rows of x (1 − tanh²(w·x)) per element, plus w (1 − tanh²(w²))
     for k in 0..4 {
         let want: f64 = xs
             .chunks(4)
             .map(|x| x[k] * (1.0 - (w[k] * x[k]).tanh().powi(2)))
-            .sum();
+            .sum::<f64>()
+            + w[k] * (1.0 - (w[k] * w[k]).tanh().powi(2));
         assert!((g[k] - want).abs() < 1e-12 * (1.0 + want.abs()), "{k}");
     }
 }
