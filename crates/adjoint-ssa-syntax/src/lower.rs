@@ -73,6 +73,16 @@ enum Binding {
     /// A `#[derive(Differentiable)]` struct parameter: `Func::sig[k]` (fields become leaves
     /// when read).
     Struct(usize),
+    /// A closure bound by `let f = |v: f64| v * s;`: inlined where it is called.
+    Closure(std::rc::Rc<ClosureDef>),
+}
+
+/// A closure and the variables as they were where it was defined (what it captures: a call
+/// sees those, not a later variable of the same name).
+#[derive(Clone, Debug)]
+struct ClosureDef {
+    c: syn::ExprClosure,
+    env: Vec<Var>,
 }
 
 /// A tuple (members `0`, `1`, …) or struct literal (named members) value.
@@ -160,6 +170,9 @@ struct Lower<'a> {
     ret: BlockId,
     dead: HashSet<BlockId>,
     counter: usize,
+    /// Inside an inlined closure: the number of variables it captured (it may not assign
+    /// them: the change would be lost when the caller's variables come back).
+    captured: Option<usize>,
 }
 
 const FLOAT_CONSTS: &[(&str, f64)] = &[
@@ -751,6 +764,7 @@ pub fn lower(item: &syn::ItemFn, opts: &Options) -> Result<Func> {
         ret: 0,
         dead: HashSet::new(),
         counter: 0,
+        captured: None,
     };
     let ret = l.new_block();
     l.ret = ret;
@@ -1108,6 +1122,27 @@ impl Lower<'_> {
             Pat::Type(pt) => (&*pt.pat, Some(&*pt.ty)),
             p => (p, None),
         };
+        if let Expr::Closure(c) = strip(init) {
+            let Pat::Ident(pi) = pat else {
+                return err(
+                    pat,
+                    "bind a closure to a plain name: `let f = |x: f64| x * x;`",
+                );
+            };
+            if let Some(t) = ty {
+                return err(t, "leave out the closure's type: `let f = |x: f64| x * x;`");
+            }
+            check_closure(c)?;
+            let def = ClosureDef {
+                c: c.clone(),
+                env: self.env.clone(),
+            };
+            self.env.push(Var {
+                name: pi.ident.to_string(),
+                b: Binding::Closure(std::rc::Rc::new(def)),
+            });
+            return Ok(());
+        }
         // Local arrays: `let mut a = [0.0; N];` or `let mut a: [f64; N] = [0.0; N];`
         if let Expr::Repeat(rep) = init {
             let name = match pat {
@@ -1902,6 +1937,9 @@ impl Lower<'_> {
                     }
                     Binding::Agg(a) => Ev::Agg(a),
                     Binding::Struct(k) => Ev::Struct(k),
+                    Binding::Closure(_) => {
+                        return err(p, "a closure is called here, not used as a value: `f(x)`")
+                    }
                 });
             }
             if name
@@ -2602,7 +2640,12 @@ impl Lower<'_> {
                  `f64::method(x)` are supported",
             );
         };
-        let _ = hint;
+        if let Some(i) = self.lookup(&id.to_string()) {
+            if let Binding::Closure(def) = &self.env[i].b {
+                let def = def.clone();
+                return self.inline_closure(&def, c, hint);
+            }
+        }
         // user rule?
         if let Some((_, rule)) = self.opts.rules.iter().find(|(n, _)| n == id) {
             let rule = rule.clone();
@@ -2627,6 +2670,38 @@ impl Lower<'_> {
         self.user_call(c, Ret::Scalar)
     }
 
+    /// `f(args)` for a closure `f`: its body, lowered where it is called, with its parameters
+    /// bound to the arguments and its captured variables as they were where it was defined.
+    fn inline_closure(
+        &mut self,
+        def: &ClosureDef,
+        c: &syn::ExprCall,
+        hint: Option<Ty>,
+    ) -> Result<Ev> {
+        if c.args.len() != def.c.inputs.len() {
+            return err(
+                &c.args,
+                format!("this closure takes {} argument(s)", def.c.inputs.len()),
+            );
+        }
+        let mut args = vec![];
+        for a in &c.args {
+            args.push(self.expr(a, None)?);
+        }
+        let outer = std::mem::replace(&mut self.env, def.env.clone());
+        let captured = self.captured.replace(self.env.len());
+        let r = (|| {
+            for (p, ev) in def.c.inputs.iter().zip(args) {
+                let p = closure_param(p);
+                self.bind_ev(p, ev, p)?;
+            }
+            self.expr(&def.c.body, hint)
+        })();
+        self.captured = captured;
+        self.env = outer;
+        r
+    }
+
     /// Whether `init` calls another `#[differentiable]` function (not a rule, not `f64::…`).
     fn is_user_call<'e>(&self, init: &'e Expr) -> Option<&'e syn::ExprCall> {
         let Expr::Call(c) = strip(init) else {
@@ -2636,7 +2711,9 @@ impl Lower<'_> {
             return None;
         };
         let id = p.path.get_ident()?;
-        let user = *id != self.f.name && !self.opts.rules.iter().any(|(n, _)| n == id);
+        let user = *id != self.f.name
+            && !self.opts.rules.iter().any(|(n, _)| n == id)
+            && self.lookup(&id.to_string()).is_none();
         user.then_some(c)
     }
 
@@ -2742,6 +2819,15 @@ impl Lower<'_> {
                 let Some(i) = self.lookup(&name) else {
                     return err(p, format!("unknown variable `{name}`"));
                 };
+                if self.captured.is_some_and(|n| i < n) {
+                    return err(
+                        lhs,
+                        format!(
+                            "this closure assigns `{name}`, a variable it captures, which is not \
+                             supported: return the new value instead (`{name} = f(…);`)"
+                        ),
+                    );
+                }
                 match self.env[i].b.clone() {
                     Binding::Val(old) => {
                         let hint = Some(self.ty(old));
@@ -2766,6 +2852,7 @@ impl Lower<'_> {
                         "tuples and structs are read-only: destructure them into variables \
                          (`let (mut a, mut b) = t;`)",
                     ),
+                    Binding::Closure(_) => err(lhs, "assigning closures is not supported"),
                 }
             }
             Expr::Unary(u) if matches!(u.op, UnOp::Deref(_)) => {
@@ -3742,8 +3829,19 @@ fn reduction_loop(m: &syn::ExprMethodCall, name: &str, hint: Option<Ty>) -> Resu
         None => matches!(hint, Some(Ty::Int(_))),
     };
     let closure = |e: &Expr, params: usize| -> Result<syn::ExprClosure> {
+        if let Expr::Path(p) = strip(e) {
+            // a function named (`f64::max`, a #[differentiable] function, a local closure):
+            // called with the items
+            let args: Vec<syn::Ident> = (0..params)
+                .map(|k| syn::Ident::new(&format!("__adjoint_arg{k}"), p.span()))
+                .collect();
+            return syn::parse2(quote_spanned!(p.span()=> |#(#args),*| #p(#(#args),*)));
+        }
         let Expr::Closure(c) = strip(e) else {
-            return err(e, "expected a closure here (`|v| v * v`)");
+            return err(
+                e,
+                "expected a closure (`|v| v * v`) or a function's name (`f64::max`) here",
+            );
         };
         if c.inputs.len() != params {
             return err(
@@ -3839,6 +3937,36 @@ fn reduction_loop(m: &syn::ExprMethodCall, name: &str, hint: Option<Ty>) -> Resu
         }
     };
     syn::parse2(tokens)
+}
+
+/// A closure the macro can inline where it is called: not `move` (a moved copy of an array
+/// would not see later changes the inlined body sees), not `async`, no `return`.
+fn check_closure(c: &syn::ExprClosure) -> Result<()> {
+    if let Some(m) = &c.capture {
+        return err(m, "`move` closures are not supported: leave out `move`");
+    }
+    if c.asyncness.is_some() || c.constness.is_some() || c.lifetimes.is_some() {
+        return err(c, "only plain closures `|x: f64| …` are supported");
+    }
+    let mut finder = ReturnFinder(None);
+    syn::visit::Visit::visit_expr(&mut finder, &c.body);
+    if let Some(r) = finder.0 {
+        return err(
+            r,
+            "`return` inside a closure is not supported: the closure is inlined where it is \
+             called",
+        );
+    }
+    Ok(())
+}
+
+/// A closure parameter as a `let` pattern: without its type, and `&v` as `v`.
+fn closure_param(p: &Pat) -> &Pat {
+    match p {
+        Pat::Type(t) => closure_param(&t.pat),
+        Pat::Reference(r) => closure_param(&r.pat),
+        p => p,
+    }
 }
 
 /// The first `return` in an expression, outside nested closures.

@@ -405,6 +405,10 @@ fn iterator_reductions_lower_to_loops() {
         "fn f(x: &[f64]) -> f64 { if x.is_empty() { 0.0 } else { x[0] * x[1] } }",
         // `step_by` on slice iterators and after `rev`, `rev` after `step_by`
         "fn f(x: &[f64]) -> f64 { let mut s = 0.0; for (i, v) in x.iter().enumerate().step_by(2) { s = s * 0.5 + v * i as f64; } for i in (0..x.len()).rev().step_by(2) { s = s * 0.9 + x[i]; } for i in (1..x.len()).step_by(3).rev() { s = s * 0.7 + x[i] * x[i]; } s }",
+        // functions named instead of closures
+        "fn f(x: &[f64]) -> f64 { x.iter().copied().map(f64::sin).sum::<f64>() * x.iter().copied().fold(f64::MIN, f64::max) }",
+        // closures bound to names, called, and named in a reduction
+        "fn f(x: &[f64]) -> f64 { let n = x.len(); let at = |i: usize| n - 1 - i; let sq = |v: f64| v * v; let t = |a: f64, b: f64| { let d = a - b; sq(d) + 1.0 }; t(x[at(0)], x[1]) + x.iter().copied().map(sq).sum::<f64>() }",
         // assertions are passive checks (here they hold)
         "fn f(x: &[f64]) -> f64 { assert!(x.len() > 1); assert_eq!(x.len() % 2, 0, \"even\"); debug_assert_ne!(x[0], 0.0); x[0] * x[1] }",
     ] {
@@ -449,8 +453,28 @@ fn unsupported_reductions_say_what_to_write() {
             "takes 2 parameter(s)",
         ),
         (
-            "fn f(x: &[f64]) -> f64 { x.iter().map(f64::sin).sum() }",
+            "fn f(x: &[f64]) -> f64 { x.iter().map(1.0).sum() }",
             "expected a closure",
+        ),
+        (
+            "fn f(x: &[f64]) -> f64 { let g = move |v: f64| v * x[0]; g(x[1]) }",
+            "`move` closures are not supported",
+        ),
+        (
+            "fn f(x: &[f64]) -> f64 { let g = |v: f64| { if v > 0.0 { return v; } 0.0 }; g(x[1]) }",
+            "`return` inside a closure",
+        ),
+        (
+            "fn f(x: &[f64]) -> f64 { let mut s = 0.0; let mut g = |v: f64| s += v; g(x[0]); s }",
+            "assigns `s`, a variable it captures",
+        ),
+        (
+            "fn f(x: &[f64]) -> f64 { let g = |v: f64| v; let h = g; h(x[0]) }",
+            "not used as a value",
+        ),
+        (
+            "fn f(x: &[f64]) -> f64 { let g = |v: f64| v; g(x[0], x[1]) }",
+            "takes 1 argument",
         ),
         (
             "fn f(x: &[f64]) -> f64 { let it = x.iter(); 0.0 }",

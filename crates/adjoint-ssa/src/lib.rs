@@ -256,7 +256,11 @@
 //! those iterators, `.sum()`, `.product()` (also `::<f64>`) and `.fold(init, |acc, v| …)`, after an
 //! optional `.map(|v| …)` — each is lowered to the loop it stands for, the closure's body inlined,
 //! so `x.iter().zip(y).map(|(a, b)| a * b).sum()` is differentiated as the written-out loop (a
-//! `return` inside such a closure is refused); slice indexing and sub-slices `&x[a..b]` (indexing
+//! `return` inside such a closure is refused; a function's name works in place of a closure:
+//! `.map(f64::sin)`, `.fold(f64::MIN, f64::max)`); closures bound to a name and called (`let
+//! sq = |v: f64| v * v;`, `let at = |i: usize, j: usize| i * n + j;`), inlined where they are
+//! called, over the variables as they were where the closure was defined (not `move`, no
+//! `return`, and not assigning a variable they capture: return the new value instead); slice indexing and sub-slices `&x[a..b]` (indexing
 //! one past its own end panics, as in Rust, even where the slice it was cut from has the element),
 //! `x.len()`, `x.is_empty()`, `out.fill(v)` (also on `out[a..b]`), local arrays `[0.0; N]` and `[a,
 //! b, c]`; `x.is_nan()`, `x.is_finite()`, `x.is_infinite()` in conditions; `assert!`, `assert_eq!`,

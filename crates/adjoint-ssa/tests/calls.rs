@@ -549,3 +549,33 @@ fn passive_slices_passed_to_a_call() {
         assert!(close(gv[i].re, flat(&dp)[i]));
     }
 }
+
+/// Closures bound to names and called: inlined where they are called, over the variables they
+/// captured where they were defined (a later `let` of the same name is another variable).
+#[differentiable]
+fn closures(x: &[f64], w: f64) -> f64 {
+    let n = x.len();
+    let at = |i: usize| n - 1 - i;
+    let scale = w * 2.0;
+    let f = |v: f64| (v * scale).tanh();
+    let scale = 100.0; // shadows; `f` keeps the first
+    let pair = |v: f64| (v.sin(), v * v);
+    let mut s = 0.0;
+    for i in 0..n {
+        let (a, b) = pair(x[at(i)]);
+        s += f(x[i]) * a + b / scale;
+    }
+    let norm2 = |v: &[f64]| -> f64 { v.iter().map(|a| a * a).sum() };
+    s + norm2(x) + x.iter().copied().map(f).sum::<f64>() + polar_mix(x[0], w)
+}
+
+#[test]
+fn closures_bound_and_called() {
+    let x = [0.3, -1.2, 0.8, 0.5];
+    let w = 0.7;
+    let (mut dx, mut dw) = ([0.0; 4], 0.0);
+    let v = closures::grad(&x, w, &mut dx, &mut dw);
+    assert_eq!(v, closures(&x, w));
+    check::check_gradient(|x| closures(x, w), &x, &dx).assert_passed();
+    check::check_gradient(|p| closures(&x, p[0]), &[w], &[dw]).assert_passed();
+}
