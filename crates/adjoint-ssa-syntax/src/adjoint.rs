@@ -325,9 +325,25 @@ pub fn prepare(f: &mut Func) -> syn::Result<Plan> {
                 dsts, func, args, ..
             } = i
             {
+                for a in args {
+                    let Arg::Val(v) = a else { continue };
+                    let literal = f
+                        .blocks
+                        .iter()
+                        .flat_map(|b| &b.insts)
+                        .any(|i| matches!(i, Inst::Const { dst, .. } if dst == v));
+                    if f.values[*v].ty == Ty::Int(None) && !literal {
+                        return Err(syn::Error::new_spanned(
+                            func,
+                            "an integer passed here has no type this function fixes (in the \
+                             function as written it takes the parameter's type, which the macro \
+                             does not see): give it one (`let k: u64 = …;`, `3u64`)",
+                        ));
+                    }
+                }
                 if dsts.iter().any(|d| varied[*d]) {
                     for a in args {
-                        if let Arg::Struct(k) = a {
+                        if let Arg::Struct(k, _) = a {
                             if let SigItem::Agg(ap) = &f.sig[*k] {
                                 if !ap.active {
                                     return Err(syn::Error::new_spanned(
@@ -1418,7 +1434,7 @@ fn varied(f: &Func) -> (Vec<bool>, Vec<bool>) {
                             Arg::Val(x) => v[*x],
                             Arg::Slice(sa) => s[sa.slice],
                             Arg::Elems { vals, .. } => vals.iter().any(|x| v[*x]),
-                            Arg::Struct(k) => matches!(&f.sig[*k], SigItem::Agg(a) if a.active),
+                            Arg::Struct(k, _) => matches!(&f.sig[*k], SigItem::Agg(a) if a.active),
                         });
                         if any {
                             for d in dsts {
@@ -1492,7 +1508,7 @@ fn useful(f: &Func, varied: &[bool], slices: &[bool]) -> Vec<bool> {
                                 Arg::Elems { vals, .. } => {
                                     vals.iter().for_each(|x| set(&mut u[*x]))
                                 }
-                                Arg::Slice(_) | Arg::Struct(_) => {}
+                                Arg::Slice(_) | Arg::Struct(..) => {}
                             }
                         }
                     }

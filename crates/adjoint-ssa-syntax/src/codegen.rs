@@ -54,10 +54,18 @@ fn ms(s: &str) -> Ident {
 }
 
 /// The cursors of the workspace's four stacks (reals, floats, ints, tags).
+/// A slice `arg` (`&[T]`, `&mut [A]`) as whichever of `[T; N]`, `&[T; N]` or `&[T]` (or their
+/// `&mut` adjoints) the callee's parameter is: the macro does not see it, and in the function as
+/// written an array, or a reference to one or to its alias, may go to any of them.
+fn to_param(arg: TokenStream) -> TokenStream {
+    quote!(::core::result::Result::unwrap(::core::convert::TryInto::try_into(#arg)))
+}
+
 /// The place of each leaf of a call's result `base` of shape `ret`, depth first (`r.1[2]`).
 fn ret_places(ret: &Ret, base: TokenStream) -> Vec<TokenStream> {
     match ret {
         Ret::Scalar => vec![base],
+        Ret::Ignored => vec![],
         Ret::Array(n) => (0..*n).map(|k| quote!(#base[#k])).collect(),
         Ret::Tuple(m) => m
             .iter()
@@ -74,6 +82,7 @@ fn ret_places(ret: &Ret, base: TokenStream) -> Vec<TokenStream> {
 fn ret_tokens(ret: &Ret, leaves: &mut impl Iterator<Item = TokenStream>) -> TokenStream {
     match ret {
         Ret::Scalar => leaves.next().expect("a leaf per result"),
+        Ret::Ignored => quote!(()),
         Ret::Array(n) => {
             let e: Vec<TokenStream> = leaves.take(*n).collect();
             quote!([#(#e),*])
@@ -170,7 +179,7 @@ impl<'a> Gen<'a> {
             })
             .flatten()
             .filter_map(|a| match a {
-                Arg::Struct(k) => Some(*k),
+                Arg::Struct(k, _) => Some(*k),
                 _ => None,
             })
             .collect();
@@ -264,7 +273,9 @@ impl<'a> Gen<'a> {
             }
             Ty::Bool => quote!(bool),
             Ty::Int(t) => {
-                let id = format_ident!("{}", t.unwrap_or(IntTy::I32).name());
+                // an integer of open type: only literals reach calls, and `i128` holds any
+                // literal the callee's type could take (see `passes::infer_ints`)
+                let id = format_ident!("{}", t.map_or("i128", IntTy::name));
                 quote!(#id)
             }
         }
@@ -353,15 +364,24 @@ impl<'a> Gen<'a> {
     }
 
     /// A call's argument in the forward sweep (`lift`: floats as `T`, the callee's `primal`)
-    /// or as the primal argument of its pullback. Integers are cast to the callee's parameter
-    /// type (`as _`): the macro does not see it, and an unsuffixed literal (`poly(x, 3)`) was
-    /// given a default type.
+    /// or as the primal argument of its pullback. An integer literal whose type nothing in this
+    /// function fixes (`poly(x, 3)`) is passed as written, taking the callee's parameter type
+    /// as in the function as written (any other integer of open type is refused by
+    /// [`prepare`](crate::adjoint::prepare)).
     fn call_arg(&self, a: &Arg, lift: bool) -> TokenStream {
         let scalar = |v: Val| match self.f.values[v].ty {
             Ty::F64 if lift => self.tv(v),
-            Ty::Int(_) => {
-                let id = self.v(v);
-                quote!((#id as _))
+            Ty::Int(None) => {
+                let lit = self
+                    .f
+                    .blocks
+                    .iter()
+                    .flat_map(|b| &b.insts)
+                    .find_map(|i| match i {
+                        Inst::Const { dst, c } if *dst == v => Some(c.tokens.clone()),
+                        _ => None,
+                    });
+                lit.expect("an integer of open type is a literal")
             }
             _ => {
                 let id = self.v(v);
@@ -375,14 +395,22 @@ impl<'a> Gen<'a> {
                 self.call_slice(s, quote!(&*#rt::__private::lift::<T>(#x)))
             }
             Arg::Slice(s) => self.call_slice(s, self.slice_arg(s, false)),
-            Arg::Struct(k) => match &self.f.sig[*k] {
+            Arg::Struct(k, how) => match &self.f.sig[*k] {
                 SigItem::Agg(ap) => {
                     let name = &ap.name;
-                    quote!(#name)
+                    match how {
+                        StructArg::Ref => quote!(&#name),
+                        StructArg::Deref => quote!(*#name),
+                        // taken by value: the pullback needs it again
+                        StructArg::Plain if !matches!(ap.ty, syn::Type::Reference(_)) => {
+                            quote!(::core::clone::Clone::clone(&#name))
+                        }
+                        StructArg::Plain => quote!(#name),
+                    }
                 }
                 SigItem::Leaf(_) => unreachable!("a struct parameter"),
             },
-            Arg::Elems { vals, by_ref } => {
+            Arg::Elems { vals } => {
                 let e = vals.iter().map(|v| match self.f.values[*v].ty {
                     Ty::F64 if lift => self.tv(*v),
                     _ => {
@@ -390,8 +418,7 @@ impl<'a> Gen<'a> {
                         quote!(#id)
                     }
                 });
-                let amp = if *by_ref { quote!(&) } else { quote!() };
-                quote!(#amp [#(#e),*])
+                to_param(quote!(&[#(#e),*][..]))
             }
         }
     }
@@ -407,7 +434,7 @@ impl<'a> Gen<'a> {
     /// that is (the function as written, compiled beside, checks that the types fit).
     fn call_slice(&self, s: &SliceArg, arg: TokenStream) -> TokenStream {
         if self.f.slices[s.slice].array.is_some() {
-            quote!(::core::result::Result::unwrap(::core::convert::TryInto::try_into(#arg)))
+            to_param(arg)
         } else {
             arg
         }
@@ -954,7 +981,17 @@ impl<'a> Gen<'a> {
                 func,
                 args,
             } => {
-                let varied = dsts.iter().any(|d| self.p.varied[*d]);
+                // a dropped result has no value to say: then whether an argument varies
+                let varied = dsts.iter().any(|d| self.p.varied[*d])
+                    || (dsts.is_empty()
+                        && args.iter().any(|a| match a {
+                            Arg::Val(v) => self.p.varied[*v],
+                            Arg::Slice(s) => self.p.slice_active[s.slice],
+                            Arg::Elems { vals } => vals.iter().any(|v| self.p.varied[*v]),
+                            Arg::Struct(k, _) => {
+                                matches!(&f.sig[*k], SigItem::Agg(a) if a.active)
+                            }
+                        }));
                 let a: Vec<TokenStream> = args.iter().map(|a| self.call_arg(a, varied)).collect();
                 let call = if varied {
                     quote!(#func::primal::<T>(#(#a),*))
@@ -964,18 +1001,21 @@ impl<'a> Gen<'a> {
                 // spanned at the call: where the callee's result has another shape than the
                 // caller binds (`let (u, n) = f(x);` with `u` an array), rustc points there
                 let sp = func.span();
-                if *ret == Ret::Scalar {
+                if *ret == Ret::Ignored {
+                    quote_spanned!(sp=> let _ = #call;)
+                } else if *ret == Ret::Scalar {
                     let d = self.v(dsts[0]);
                     quote_spanned!(sp=> #d = #call;)
                 } else {
+                    let r = ms("r");
                     let reads = dsts
                         .iter()
-                        .zip(ret_places(ret, quote!(r)))
+                        .zip(ret_places(ret, quote!(#r)))
                         .map(|(d, place)| {
                             let d = self.v(*d);
                             quote_spanned!(sp=> #d = #place;)
                         });
-                    quote!({ let r = #call; #(#reads)* })
+                    quote!({ let #r = #call; #(#reads)* })
                 }
             }
             Inst::Rule {
@@ -1463,7 +1503,7 @@ impl<'a> Gen<'a> {
                             pargs.push(self.call_arg(a, true));
                             let (t, n) = (ms(&format!("d{k}")), vals.len());
                             pre.extend(quote!(let mut #t: [A; #n] = [#az; #n];));
-                            dargs.push(quote!(&mut #t));
+                            dargs.push(to_param(quote!(&mut #t[..])));
                             for (j, v) in vals.iter().enumerate() {
                                 if self.active(*v) {
                                     let av = self.a(*v);
@@ -1472,7 +1512,7 @@ impl<'a> Gen<'a> {
                             }
                         }
                         Arg::Elems { .. } => pargs.push(self.call_arg(a, true)),
-                        Arg::Struct(k) => {
+                        Arg::Struct(k, _) => {
                             pargs.push(self.call_arg(a, true));
                             let d = self.names.dagg[*k].as_ref().expect("an active struct");
                             dargs.push(quote!(&mut *#d));
@@ -1514,12 +1554,14 @@ impl<'a> Gen<'a> {
                 }
                 let commit = self.commit_cursors();
                 let acquire = self.acquire_cursors(false);
+                // mixed-site names: the arguments may name the user's variables (`g`, `r`)
+                let gn = ms("g");
                 let pull = quote_spanned!(func.span()=>
-                    let _ = #func::pullback_vec::<T, A>(&mut *#ws, #(#pargs,)* #(#dargs,)* g);
+                    let _ = #func::pullback_vec::<T, A>(&mut *#ws, #(#pargs,)* #(#dargs,)* #gn);
                 );
                 quote!({
                     #pre
-                    let g = #g;
+                    let #gn = #g;
                     #(#clear)*
                     #commit
                     #pull

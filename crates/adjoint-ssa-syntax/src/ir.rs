@@ -194,12 +194,10 @@ pub enum Arg {
     Elems {
         /// the loaded elements
         vals: Vec<Val>,
-        /// passed as `&[…]` (else by value, to a `[f64; N]` parameter)
-        by_ref: bool,
     },
-    /// A `#[derive(Differentiable)]` struct parameter of the caller, passed on as it is
-    /// (`Func::sig[k]`); the callee's pullback adds into the caller's adjoint of it.
-    Struct(usize),
+    /// A `#[derive(Differentiable)]` struct parameter of the caller (`Func::sig[k]`), passed on
+    /// as written: `p`, `&p` or `*p`; the callee's pullback adds into the caller's adjoint of it.
+    Struct(usize, StructArg),
 }
 
 /// The shape of a call's result as the caller binds it (`let (c, s) = polar(r, t);`): how the
@@ -213,6 +211,8 @@ pub enum Ret {
     Array(usize),
     /// A tuple of these (never empty).
     Tuple(Vec<Ret>),
+    /// Dropped (`f(x);`, `let _ = f(x);`): no values, whatever the callee returns.
+    Ignored,
 }
 
 impl Ret {
@@ -222,8 +222,20 @@ impl Ret {
             Ret::Scalar => 1,
             Ret::Array(n) => *n,
             Ret::Tuple(m) => m.iter().map(Ret::count).sum(),
+            Ret::Ignored => 0,
         }
     }
+}
+
+/// How a struct parameter is written as a call's argument.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StructArg {
+    /// `p` (a reference or, for a parameter taken by value, a copy: `Clone::clone(&p)`)
+    Plain,
+    /// `&p`
+    Ref,
+    /// `*p`
+    Deref,
 }
 
 /// An instruction.
@@ -445,7 +457,7 @@ impl Inst {
                         Arg::Val(x) => v.push(*x),
                         Arg::Slice(s) => v.extend(s.lo.iter().chain(s.hi.iter())),
                         Arg::Elems { vals, .. } => v.extend(vals),
-                        Arg::Struct(_) => {}
+                        Arg::Struct(..) => {}
                     }
                 }
                 v
@@ -868,13 +880,19 @@ impl Func {
                     .iter()
                     .map(|a| match a {
                         Arg::Val(v) => n(*v),
-                        Arg::Struct(k) => match &self.sig[*k] {
-                            SigItem::Agg(a) => a.name.to_string(),
-                            SigItem::Leaf(_) => "?".into(),
-                        },
-                        Arg::Elems { vals, by_ref } => format!(
-                            "{}[{}]",
-                            if *by_ref { "&" } else { "" },
+                        Arg::Struct(k, how) => {
+                            let name = match &self.sig[*k] {
+                                SigItem::Agg(a) => a.name.to_string(),
+                                SigItem::Leaf(_) => "?".into(),
+                            };
+                            match how {
+                                StructArg::Plain => name,
+                                StructArg::Ref => format!("&{name}"),
+                                StructArg::Deref => format!("*{name}"),
+                            }
+                        }
+                        Arg::Elems { vals } => format!(
+                            "[{}]",
                             vals.iter().map(|v| n(*v)).collect::<Vec<_>>().join(", ")
                         ),
                         Arg::Slice(s) => format!(
@@ -887,10 +905,11 @@ impl Func {
                     .collect();
                 let d: Vec<String> = dsts.iter().map(|v| n(*v)).collect();
                 let d = match ret {
-                    Ret::Scalar => d.join(""),
-                    _ => format!("({})", d.join(", ")),
+                    Ret::Scalar => format!("{} = ", d.join("")),
+                    Ret::Ignored => String::new(),
+                    _ => format!("({}) = ", d.join(", ")),
                 };
-                format!("{d} = call {}({})", quote::quote!(#func), a.join(", "))
+                format!("{d}call {}({})", quote::quote!(#func), a.join(", "))
             }
             Inst::Rule {
                 dst,

@@ -984,7 +984,11 @@ impl Lower<'_> {
             }
             Stmt::Expr(e, None) => self.expr(e, None),
             Stmt::Expr(e, Some(_)) => {
-                self.expr(e, None)?;
+                match self.is_user_call(e) {
+                    // its result, of a shape the macro does not know, is dropped
+                    Some(c) => self.user_call(c, Ret::Ignored)?,
+                    None => self.expr(e, None)?,
+                };
                 Ok(Ev::Unit)
             }
             Stmt::Item(syn::Item::Const(c)) => {
@@ -1199,11 +1203,12 @@ impl Lower<'_> {
             });
             return Ok(());
         }
-        // `let (c, s) = polar(r, t);`, `let v: [f64; 3] = cross(a, b);`
+        // `let (c, s) = polar(r, t);`, `let v: [f64; 3] = cross(a, b);`, `let _ = f(x);`
         if let Some(c) = self.is_user_call(init) {
-            let ret = match ty {
-                Some(t) => ret_of_type(t)?,
-                None => ret_of_pat(pat)?,
+            let ret = match (ty, pat) {
+                (Some(t), _) => ret_of_type(t)?,
+                (None, Pat::Wild(_)) => Ret::Ignored,
+                (None, _) => ret_of_pat(pat)?,
             };
             if ret != Ret::Scalar {
                 let ev = self.user_call(c, ret)?;
@@ -1494,7 +1499,13 @@ impl Lower<'_> {
             .leaves
             .clone();
         if flat.len() != leaves.len() {
-            return err(at, "the result does not have the declared return type");
+            return err(
+                at,
+                "the result does not have the declared return type (a tuple or array result is \
+                 a literal `(a, [b, c])`, a variable holding one, or a call of a \
+                 #[differentiable] function as the last expression; `if`/`match` branches do \
+                 not produce them: assign their parts to variables)",
+            );
         }
         for leaf in leaves {
             let want: Vec<String> = leaf.path.iter().map(member_name).collect();
@@ -1728,6 +1739,7 @@ impl Lower<'_> {
             Expr::Index(ix) => self.index(ix),
             Expr::Reference(r) => match self.expr(&r.expr, hint)? {
                 Ev::S(s) => Ok(Ev::S(s)),
+                Ev::Struct(k) => Ok(Ev::Struct(k)),
                 _ => err(r, "references are supported only to slices (`&x[a..b]`)"),
             },
             Expr::Cast(c) => self.cast(c),
@@ -2731,6 +2743,14 @@ impl Lower<'_> {
         for a in &c.args {
             match self.expr(a, None)? {
                 Ev::V(v) => args.push(Arg::Val(v)),
+                Ev::Struct(k) => {
+                    let how = match strip(a) {
+                        Expr::Reference(_) => StructArg::Ref,
+                        Expr::Unary(u) if matches!(u.op, UnOp::Deref(_)) => StructArg::Deref,
+                        _ => StructArg::Plain,
+                    };
+                    args.push(Arg::Struct(k, how))
+                }
                 Ev::S(s) => {
                     let si = &self.f.slices[s.slice];
                     match (&si.kind, s.lo, s.hi) {
@@ -2754,11 +2774,7 @@ impl Lower<'_> {
                                     dst
                                 })
                                 .collect();
-                            let by_ref = matches!(strip(a), Expr::Reference(_));
-                            args.push(Arg::Elems {
-                                vals: elems,
-                                by_ref,
-                            });
+                            args.push(Arg::Elems { vals: elems });
                         }
                         _ => {
                             return err(
@@ -2771,7 +2787,6 @@ impl Lower<'_> {
                         }
                     }
                 }
-                Ev::Struct(k) => args.push(Arg::Struct(k)),
                 Ev::Agg(_) => {
                     return err(
                         a,
@@ -2781,6 +2796,29 @@ impl Lower<'_> {
                     )
                 }
                 Ev::Unit => return err(a, "this argument has no value"),
+            }
+        }
+        // the callee's pullback takes one `&mut` adjoint per argument
+        for (i, a) in args.iter().enumerate() {
+            let Arg::Struct(k, _) = a else { continue };
+            let SigItem::Agg(ap) = &self.f.sig[*k] else {
+                continue;
+            };
+            let clash = args.iter().enumerate().any(|(j, x)| {
+                match x {
+                Arg::Struct(k2, _) => j != i && k2 == k,
+                Arg::Slice(s) => ap.leaves.iter().any(|l| {
+                    matches!(self.f.params[l.param], Param::Slice { slice, .. } if slice == s.slice)
+                }),
+                _ => false,
+            }
+            });
+            if clash {
+                return err(
+                    &c.args[i],
+                    "passing a struct twice, or with one of its array fields, to one call is not \
+                     supported: pass the fields the callee needs",
+                );
             }
         }
         let dsts: Vec<Val> = (0..ret.count()).map(|_| self.val(Ty::F64)).collect();
@@ -2796,6 +2834,7 @@ impl Lower<'_> {
     /// The value of shape `ret` made of `leaves` (arrays become local arrays).
     fn ret_ev(&mut self, ret: &Ret, leaves: &mut impl Iterator<Item = Val>) -> Ev {
         match ret {
+            Ret::Ignored => Ev::Unit,
             Ret::Scalar => Ev::V(leaves.next().expect("a value per leaf")),
             Ret::Array(n) => {
                 let vals: Vec<Val> = leaves.take(*n).collect();

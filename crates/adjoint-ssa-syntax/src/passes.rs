@@ -36,7 +36,7 @@ pub fn map_inst_uses(inst: &mut Inst, f: &mut impl FnMut(Val) -> Val) {
                 match a {
                     Arg::Val(v) => *v = f(*v),
                     Arg::Elems { vals, .. } => vals.iter_mut().for_each(|v| *v = f(*v)),
-                    Arg::Struct(_) => {}
+                    Arg::Struct(..) => {}
                     Arg::Slice(s) => {
                         if let Some(l) = &mut s.lo {
                             *l = f(*l);
@@ -268,6 +268,24 @@ pub fn infer_ints(f: &mut Func) {
             }
         }
     }
+    // the elements of an integer array of open type are one class (`let idx = [2, 0];` read
+    // as `x[idx[0]]` makes them `usize`)
+    let mut elem_class: Vec<Option<Val>> = vec![None; f.slices.len()];
+    for blk in &f.blocks {
+        for i in &blk.insts {
+            let (slice, v) = match i {
+                Inst::Load { dst, slice, .. } => (*slice, *dst),
+                Inst::Store { slice, val, .. } | Inst::Fill { slice, val } => (*slice, *val),
+                _ => continue,
+            };
+            if f.slices[slice].elem == Ty::Int(None) && is_int(f, v) {
+                match elem_class[slice] {
+                    Some(first) => unite(&mut parent, first, v),
+                    None => elem_class[slice] = Some(v),
+                }
+            }
+        }
+    }
     // indices are `usize`; loads and stores of integer slices have the element type
     let mut known: Vec<Option<IntTy>> = vec![None; n];
     for blk in &f.blocks {
@@ -305,11 +323,37 @@ pub fn infer_ints(f: &mut Func) {
             class_ty[r].get_or_insert(t);
         }
     }
+    // An integer passed to another function whose type nothing here fixes is the callee's
+    // parameter type in the function as written, which the macro does not see: it stays open
+    // (a literal is then passed as written; anything else is an error in `adjoint::prepare`),
+    // rather than become an `i32` that could overflow where the function as written does not.
+    let mut open = vec![false; n];
+    for blk in &f.blocks {
+        for i in &blk.insts {
+            if let Inst::Call { args, .. } = i {
+                for a in args {
+                    if let Arg::Val(v) = a {
+                        if is_int(f, *v) {
+                            let r = root(&mut parent, *v);
+                            open[r] = class_ty[r].is_none();
+                        }
+                    }
+                }
+            }
+        }
+    }
     for v in 0..n {
         if let Ty::Int(_) = f.values[v].ty {
             let r = root(&mut parent, v);
-            let t = class_ty[r].unwrap_or(IntTy::I32);
-            f.values[v].ty = Ty::Int(Some(t));
+            if !open[r] {
+                let t = class_ty[r].unwrap_or(IntTy::I32);
+                f.values[v].ty = Ty::Int(Some(t));
+            }
+        }
+    }
+    for (s, first) in elem_class.iter().enumerate() {
+        if let Some(v) = first {
+            f.slices[s].elem = f.values[*v].ty;
         }
     }
 }

@@ -157,13 +157,18 @@
 //! `f(p)` or `f(&p)` to a callee taking `[f64; 3]`, `&[f64; 3]` or `&[f64]`, and a local array
 //! with a literal length whole, `f(v)` or `f(&v)`: its elements are read at the call and the
 //! reverse sweep gives the callee those values, even where the array changes later (in a
-//! loop, say). `&mut` slices and parts of local arrays are not passed on. Integer arguments
-//! take the callee's parameter type (`poly(x, 3)` with `n: usize`). A passive slice (a
+//! loop, say). `&mut` slices and parts of local arrays are not passed on. An integer literal
+//! takes the callee's parameter type (`poly(x, 3)` with `n: usize`, `scaled(x, 3_000_000_000)`
+//! with `n: u64`); any other integer passed on needs a type this function fixes (`let k: u64 =
+//! …`), since the macro does not see the callee's. A call whose result is dropped (`f(x);`,
+//! `let _ = f(x);`) runs and has no adjoint. The callee's `wrt` is not visible either: call
+//! functions differentiated in all their float parameters (the default). A passive slice (a
 //! function with `wrt(p)` passing its data `&xs[a..b]` on) is given to the callee as it is
 //! where the number type is `f64`, and as lifted copies at other number types (`Dual` for
 //! forward-over-reverse); the callee's adjoint of it goes to a scratch buffer from a
-//! per-thread pool (no allocation in steady state). A struct parameter passed on must be
-//! active. Passing one slice twice (`dot(x, x)`) works: that call's reverse sweep collects the
+//! per-thread pool (no allocation in steady state; it is zeroed, and at `Dual` the slice
+//! copied, at each call, so pass the part the callee reads). A struct parameter passed on (`p`,
+//! `&p`, `*p`) must be active, once per call and not beside one of its array fields. Passing one slice twice (`dot(x, x)`) works: that call's reverse sweep collects the
 //! second adjoint in a scratch buffer from the same pool.
 //!
 //! ```

@@ -579,3 +579,86 @@ fn closures_bound_and_called() {
     check::check_gradient(|x| closures(x, w), &x, &dx).assert_passed();
     check::check_gradient(|p| closures(&x, p[0]), &[w], &[dw]).assert_passed();
 }
+
+// ---- shapes found in review ----
+
+#[differentiable]
+fn scaled(x: f64, n: u64) -> f64 {
+    x * (n as f64)
+}
+
+/// Integer literals take the callee's parameter type (`3_000_000_000` fits a `u64`, not the
+/// `i32` an unconstrained integer would default to).
+#[differentiable]
+fn big_count(x: f64) -> f64 {
+    scaled(x, 3_000_000_000) + poly(x, 3)
+}
+
+#[differentiable]
+fn pick(x: &[f64], idx: &[usize]) -> f64 {
+    x[idx[0]] * x[idx[1]]
+}
+
+#[differentiable]
+fn second(x: &[f64; 2]) -> f64 {
+    x[1] * x[1]
+}
+
+/// An untyped integer array (its elements become `usize` as Rust infers), a local array passed
+/// through a reference to it, a parameter named `g` and one named `r`, and calls whose result
+/// is dropped.
+#[differentiable]
+fn review_shapes(g: &[f64], r: f64) -> f64 {
+    let idx = [2, 0];
+    let v = [g[0] * r, g[1]];
+    let u = &v;
+    let _ = polar(r, g[0]);
+    polar(g[1], r);
+    pick(g, &idx) + norm(u) + second(u) + g[idx[0]] + dot(g, g)
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, adjoint_ssa::Differentiable)]
+struct Pt<T = f64> {
+    x: T,
+    y: T,
+}
+
+#[differentiable]
+fn pt_len(p: Pt) -> f64 {
+    (p.x * p.x + p.y * p.y).sqrt()
+}
+
+#[differentiable]
+fn pt_dot(p: &Pt, q: &Pt) -> f64 {
+    p.x * q.x + p.y * q.y
+}
+
+/// A struct passed on by value from a reference (`*p`), by value as it is, and by reference.
+#[differentiable]
+fn pt_mix(p: &Pt, q: Pt) -> f64 {
+    pt_len(*p) * pt_len(q) + pt_dot(p, &q)
+}
+
+#[test]
+fn shapes_found_in_review() {
+    let x = 0.4;
+    let mut dx = 0.0;
+    let v = big_count::grad(x, &mut dx);
+    assert_eq!(v, big_count(x));
+    assert!(close(dx, 3e9 + 1.0 + 2.0 * x), "{dx}");
+
+    let g = [0.5, -1.5, 2.0];
+    let r = 0.7;
+    let (mut dg, mut dr) = ([0.0; 3], 0.0);
+    let v = review_shapes::grad(&g, r, &mut dg, &mut dr);
+    assert_eq!(v, review_shapes(&g, r));
+    check::check_gradient(|g| review_shapes(g, r), &g, &dg).assert_passed();
+    check::check_gradient(|p| review_shapes(&g, p[0]), &[r], &[dr]).assert_passed();
+
+    let (p, q) = (Pt { x: 0.3, y: -1.2 }, Pt { x: 2.0, y: 0.5 });
+    let (mut dp, mut dq) = (Pt { x: 0.0, y: 0.0 }, Pt { x: 0.0, y: 0.0 });
+    let v = pt_mix::grad(&p, q, &mut dp, &mut dq);
+    assert_eq!(v, pt_mix(&p, q));
+    let f = |v: &[f64]| pt_mix(&Pt { x: v[0], y: v[1] }, Pt { x: v[2], y: v[3] });
+    check::check_gradient(f, &[p.x, p.y, q.x, q.y], &[dp.x, dp.y, dq.x, dq.y]).assert_passed();
+}
