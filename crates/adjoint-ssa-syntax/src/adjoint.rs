@@ -317,14 +317,11 @@ pub fn prepare(f: &mut Func) -> syn::Result<Plan> {
     let (mut varied, mut slice_active) = varied(f);
     let mut useful = useful(f, &varied, &slice_active);
     let _ = &mut slice_active;
-    // check calls: a varied call passes a struct parameter as `&S<T>` (a passive slice is
-    // lifted to `&[T]` where it is passed)
+    // check calls: an integer argument of open type is a literal (passive slices and structs
+    // are lifted to `T` where they are passed)
     for blk in &f.blocks {
         for i in &blk.insts {
-            if let Inst::Call {
-                dsts, func, args, ..
-            } = i
-            {
+            if let Inst::Call { func, args, .. } = i {
                 for a in args {
                     let Arg::Val(v) = a else { continue };
                     let literal = f
@@ -339,25 +336,6 @@ pub fn prepare(f: &mut Func) -> syn::Result<Plan> {
                              function as written it takes the parameter's type, which the macro \
                              does not see): give it one (`let k: u64 = …;`, `3u64`)",
                         ));
-                    }
-                }
-                if dsts.iter().any(|d| varied[*d]) {
-                    for a in args {
-                        if let Arg::Struct(k, _) = a {
-                            if let SigItem::Agg(ap) = &f.sig[*k] {
-                                if !ap.active {
-                                    return Err(syn::Error::new_spanned(
-                                        func,
-                                        format!(
-                                            "`{}` is passive (not in `wrt`) but is passed to a \
-                                             differentiable function together with active \
-                                             arguments: make it active",
-                                            ap.name
-                                        ),
-                                    ));
-                                }
-                            }
-                        }
                     }
                 }
             }

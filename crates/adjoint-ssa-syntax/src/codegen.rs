@@ -396,6 +396,23 @@ impl<'a> Gen<'a> {
             }
             Arg::Slice(s) => self.call_slice(s, self.slice_arg(s, false)),
             Arg::Struct(k, how) => match &self.f.sig[*k] {
+                SigItem::Agg(ap) if lift && !ap.active => {
+                    // passive (the values at `f64`): lifted to `T` for the callee
+                    let name = &ap.name;
+                    let by_ref = matches!(ap.ty, syn::Type::Reference(_));
+                    let this = if by_ref {
+                        quote!(#name)
+                    } else {
+                        quote!(&#name)
+                    };
+                    let rt = self.rt;
+                    let l = quote!(#rt::Differentiable::lift::<T>(#this));
+                    match how {
+                        StructArg::Deref => l,
+                        StructArg::Plain if !by_ref => l,
+                        _ => quote!(&#l),
+                    }
+                }
                 SigItem::Agg(ap) => {
                     let name = &ap.name;
                     match how {
@@ -1514,8 +1531,15 @@ impl<'a> Gen<'a> {
                         Arg::Elems { .. } => pargs.push(self.call_arg(a, true)),
                         Arg::Struct(k, _) => {
                             pargs.push(self.call_arg(a, true));
-                            let d = self.names.dagg[*k].as_ref().expect("an active struct");
-                            dargs.push(quote!(&mut *#d));
+                            match (&self.names.dagg[*k], &f.sig[*k]) {
+                                (Some(d), _) => dargs.push(quote!(&mut *#d)),
+                                (None, _) => {
+                                    // passive: the callee's adjoint of it goes to a zeroed
+                                    // struct nothing reads (its type is the callee's)
+                                    let rt = self.rt;
+                                    dargs.push(quote!(&mut #rt::Differentiable::zero()));
+                                }
+                            }
                         }
                         Arg::Slice(s) => {
                             let pa = self.slice_arg(s, false);
@@ -2237,13 +2261,18 @@ impl<'a> Gen<'a> {
         } else {
             quote!(,)
         };
-        // `<S as Differentiable>::Of<A>` (struct parameters or results) needs a `Real` `A`
+        // `<S as Differentiable>::Of<A>` (struct parameters or results, and a callee's struct
+        // parameters) needs a `Real` `A`
+        let passes_struct = self.f.blocks.iter().flat_map(|b| &b.insts).any(|i| {
+            matches!(i, Inst::Call { args, .. } if args.iter().any(|a| matches!(a, Arg::Struct(..))))
+        });
         let has_struct = self
             .f
             .sig
             .iter()
             .any(|it| matches!(it, SigItem::Agg(a) if a.is_struct && a.active))
-            || self.f.ret_agg.as_ref().is_some_and(|r| r.is_struct);
+            || self.f.ret_agg.as_ref().is_some_and(|r| r.is_struct)
+            || passes_struct;
         let a_bound = if has_struct {
             quote!(#rt::Cotangent<T> + #real)
         } else {

@@ -4,7 +4,7 @@
 //! `Params` (that is, `Params<f64>`) holds values and gradients; `Params<T>` is what `primal` and
 //! `pullback` take at any `Real` type (`Params<Dual<f64>>` for forward mode). The derive checks
 //! the shape (every field `T` or `[T; N]`) and implements the runtime's `Differentiable` trait:
-//! `Of<U>` (the same struct over `U`), `zero()` and `set_zero()`.
+//! `Of<U>` (the same struct over `U`), `zero()`, `set_zero()` and `lift()`.
 
 use proc_macro2::TokenStream;
 use quote::quote;
@@ -94,13 +94,22 @@ fn try_expand(item: TokenStream, rt: &TokenStream) -> syn::Result<TokenStream> {
     let is_t = |ty: &syn::Type| matches!(ty, syn::Type::Path(p) if p.qself.is_none() && p.path.is_ident(t));
     let real = quote!(#rt::Real);
     let zero = quote!(<#t as #real>::cst(0.0));
+    let u = syn::Ident::new("__AdjointU", proc_macro2::Span::mixed_site());
+    let lift1 = |x: TokenStream| quote!(<#u as #real>::cst(<#t as #real>::value(&#x)));
     let mut inits = vec![];
+    let mut lifts = vec![];
     for f in &fields.named {
         let name = f.ident.as_ref().expect("named field");
         let z = match &f.ty {
-            ty if is_t(ty) => zero.clone(),
+            ty if is_t(ty) => {
+                let l = lift1(quote!(self.#name));
+                lifts.push(quote!(#name: #l));
+                zero.clone()
+            }
             syn::Type::Array(a) if is_t(&a.elem) => {
                 let n = &a.len;
+                let l = lift1(quote!(self.#name[i]));
+                lifts.push(quote!(#name: ::core::array::from_fn(|i| #l)));
                 quote!([#zero; #n])
             }
             ty => {
@@ -116,7 +125,6 @@ fn try_expand(item: TokenStream, rt: &TokenStream) -> syn::Result<TokenStream> {
         inits.push(quote!(#name: #z));
     }
     let name = &input.ident;
-    let u = syn::Ident::new("__AdjointU", proc_macro2::Span::mixed_site());
     Ok(quote! {
         #[automatically_derived]
         impl<#t: #real> #rt::Differentiable for #name<#t> {
@@ -124,6 +132,10 @@ fn try_expand(item: TokenStream, rt: &TokenStream) -> syn::Result<TokenStream> {
             #[inline]
             fn zero() -> Self {
                 #name { #(#inits),* }
+            }
+            #[inline]
+            fn lift<#u: #real>(&self) -> #name<#u> {
+                #name { #(#lifts),* }
             }
         }
     })

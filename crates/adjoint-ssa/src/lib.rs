@@ -167,8 +167,10 @@
 //! where the number type is `f64`, and as lifted copies at other number types (`Dual` for
 //! forward-over-reverse); the callee's adjoint of it goes to a scratch buffer from a
 //! per-thread pool (no allocation in steady state; it is zeroed, and at `Dual` the slice
-//! copied, at each call, so pass the part the callee reads). A struct parameter passed on (`p`,
-//! `&p`, `*p`) must be active, once per call and not beside one of its array fields. Passing one slice twice (`dot(x, x)`) works: that call's reverse sweep collects the
+//! copied, at each call, so pass the part the callee reads). A struct parameter is passed on as
+//! written (`p`, `&p`, `*p`), once per call and not beside one of its array fields; a passive
+//! one (`wrt(x)` for input sensitivities) is lifted to the callee's number type with
+//! [`Differentiable::lift`]. Passing one slice twice (`dot(x, x)`) works: that call's reverse sweep collects the
 //! second adjoint in a scratch buffer from the same pool.
 //!
 //! ```
@@ -337,6 +339,25 @@ pub trait Differentiable: Sized {
     fn set_zero(&mut self) {
         *self = Self::zero();
     }
+    /// The same values over another number type, without derivative parts (`U::cst` of each
+    /// field's value): how a function differentiated in other parameters passes a struct
+    /// parameter on to a callee that runs at its own number type.
+    ///
+    /// ```
+    /// use adjoint_core::forward::Dual;
+    /// use adjoint_ssa::Differentiable;
+    ///
+    /// #[derive(Clone, Copy, Debug, PartialEq, Differentiable)]
+    /// struct P<T = f64> {
+    ///     w: T,
+    ///     b: [T; 2],
+    /// }
+    ///
+    /// let p = P { w: 2.0, b: [0.5, -1.0] };
+    /// let d: P<Dual<f64>> = p.lift();
+    /// assert_eq!((d.w.re, d.w.eps, d.b[1].re), (2.0, 0.0, -1.0));
+    /// ```
+    fn lift<U: Real>(&self) -> Self::Of<U>;
 }
 
 mod scratch;
