@@ -324,12 +324,7 @@ pub fn prepare(f: &mut Func) -> syn::Result<Plan> {
             if let Inst::Call { func, args, .. } = i {
                 for a in args {
                     let Arg::Val(v) = a else { continue };
-                    let literal = f
-                        .blocks
-                        .iter()
-                        .flat_map(|b| &b.insts)
-                        .any(|i| matches!(i, Inst::Const { dst, .. } if dst == v));
-                    if f.values[*v].ty == Ty::Int(None) && !literal {
+                    if f.values[*v].ty == Ty::Int(None) && f.int_const_expr(*v).is_none() {
                         return Err(syn::Error::new_spanned(
                             func,
                             "an integer passed here has no type this function fixes (in the \

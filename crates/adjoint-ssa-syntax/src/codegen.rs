@@ -273,9 +273,10 @@ impl<'a> Gen<'a> {
             }
             Ty::Bool => quote!(bool),
             Ty::Int(t) => {
-                // an integer of open type: only literals reach calls, and `i128` holds any
-                // literal the callee's type could take (see `passes::infer_ints`)
-                let id = format_ident!("{}", t.map_or("i128", IntTy::name));
+                // an integer of open type: only literals and constant expressions reach
+                // calls, written out (see `passes::infer_ints`); the local is an `i64` (the
+                // stacks keep 64 bits and give a signed value back)
+                let id = format_ident!("{}", t.map_or("i64", IntTy::name));
                 quote!(#id)
             }
         }
@@ -371,18 +372,10 @@ impl<'a> Gen<'a> {
     fn call_arg(&self, a: &Arg, lift: bool) -> TokenStream {
         let scalar = |v: Val| match self.f.values[v].ty {
             Ty::F64 if lift => self.tv(v),
-            Ty::Int(None) => {
-                let lit = self
-                    .f
-                    .blocks
-                    .iter()
-                    .flat_map(|b| &b.insts)
-                    .find_map(|i| match i {
-                        Inst::Const { dst, c } if *dst == v => Some(c.tokens.clone()),
-                        _ => None,
-                    });
-                lit.expect("an integer of open type is a literal")
-            }
+            Ty::Int(None) => self
+                .f
+                .int_const_expr(v)
+                .expect("an integer of open type passed on is a constant expression"),
             _ => {
                 let id = self.v(v);
                 quote!(#id)

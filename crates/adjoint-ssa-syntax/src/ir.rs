@@ -713,6 +713,37 @@ impl Func {
         p
     }
 
+    /// `v` written out as Rust when it is an integer literal or arithmetic of literals (`3`,
+    /// `-3`, `1 + 2`): how an integer of open type is passed to another function, so that it
+    /// takes the parameter's type as in the function as written.
+    pub fn int_const_expr(&self, v: Val) -> Option<TokenStream> {
+        fn go(f: &Func, v: Val, depth: usize) -> Option<TokenStream> {
+            if depth > 16 {
+                return None;
+            }
+            f.blocks
+                .iter()
+                .flat_map(|b| &b.insts)
+                .find_map(|i| match i {
+                    Inst::Const { dst, c } if *dst == v => Some(c.tokens.clone()),
+                    Inst::Int { dst, op, a, b } if *dst == v => {
+                        let (a, b) = (go(f, *a, depth + 1)?, go(f, *b, depth + 1)?);
+                        let op = match op {
+                            IntOp::Add => quote::quote!(+),
+                            IntOp::Sub => quote::quote!(-),
+                            IntOp::Mul => quote::quote!(*),
+                            IntOp::Div => quote::quote!(/),
+                            IntOp::Rem => quote::quote!(%),
+                            _ => return None,
+                        };
+                        Some(quote::quote!((#a #op #b)))
+                    }
+                    _ => None,
+                })
+        }
+        go(self, v, 0)
+    }
+
     /// The block defining each value (parameters belong to their block).
     pub fn def_blocks(&self) -> Vec<Option<BlockId>> {
         let mut d = vec![None; self.values.len()];

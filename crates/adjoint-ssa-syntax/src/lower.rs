@@ -1212,7 +1212,7 @@ impl Lower<'_> {
             };
             if ret != Ret::Scalar {
                 let ev = self.user_call(c, ret)?;
-                return self.bind_ev(pat, ev, init);
+                return self.bind_ev(pat, ev, init, false);
             }
         }
         let hint = match ty {
@@ -1258,19 +1258,7 @@ impl Lower<'_> {
                         let copy = matches!(self.f.slices[s.slice].kind, SliceKind::Local { .. })
                             && !matches!(strip(init), Expr::Reference(_) | Expr::Array(_));
                         if copy && s.lo.is_none() && s.hi.is_none() {
-                            let src = &self.f.slices[s.slice];
-                            let info = SliceInfo {
-                                name: name.clone(),
-                                ..src.clone()
-                            };
-                            self.f.slices.push(info);
-                            let dst = self.f.slices.len() - 1;
-                            self.copy_into(dst, s)?;
-                            Binding::Slice(SliceArg {
-                                slice: dst,
-                                lo: None,
-                                hi: None,
-                            })
+                            Binding::Slice(self.copy_array(&name, s)?)
                         } else {
                             Binding::Slice(s)
                         }
@@ -1295,7 +1283,7 @@ impl Lower<'_> {
                 if self.is_dead(self.cur) && matches!(ev, Ev::Unit) {
                     return Ok(());
                 }
-                self.bind_ev(pat, ev, init)
+                self.bind_ev(pat, ev, init, true)
             }
             p => err(
                 p,
@@ -1305,7 +1293,11 @@ impl Lower<'_> {
     }
 
     /// Bind a pattern to an evaluated value (tuples destructure).
-    fn bind_ev(&mut self, pat: &Pat, ev: Ev, at: &dyn ToTokens) -> Result<()> {
+    ///
+    /// `copy`: a whole local array bound to a name is copied into a new one, as Rust copies an
+    /// array value (`let (mut b, c) = (a, x);`, a closure's parameter `b: [f64; 2]`): changing
+    /// `b` must not change `a`. A call's fresh result arrays need no copy.
+    fn bind_ev(&mut self, pat: &Pat, ev: Ev, at: &dyn ToTokens, copy: bool) -> Result<()> {
         match pat {
             Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
                 if let Ev::V(v) = ev {
@@ -1313,6 +1305,12 @@ impl Lower<'_> {
                         self.f.values[v].name = Some(pi.ident.to_string());
                     }
                 }
+                let ev = match ev {
+                    Ev::S(s) if copy && self.is_whole_local(&s) => {
+                        Ev::S(self.copy_array(&pi.ident.to_string(), s)?)
+                    }
+                    ev => ev,
+                };
                 let Some(b) = ev.binding() else {
                     return err(pat, "this element has no value");
                 };
@@ -1339,12 +1337,35 @@ impl Lower<'_> {
                     return err(pt, "the tuple pattern and the tuple have different lengths");
                 }
                 for (p, (_, e)) in pt.elems.iter().zip(members) {
-                    self.bind_ev(p, e, p)?;
+                    self.bind_ev(p, e, p, copy)?;
                 }
                 Ok(())
             }
             p => err(p, "bind plain names, `_` or tuples of these"),
         }
+    }
+
+    /// Whether `s` is a whole local array (a value Rust copies when it is bound).
+    fn is_whole_local(&self, s: &SliceArg) -> bool {
+        matches!(self.f.slices[s.slice].kind, SliceKind::Local { .. })
+            && s.lo.is_none()
+            && s.hi.is_none()
+    }
+
+    /// A new local array `name` holding a copy of the whole local array `s`.
+    fn copy_array(&mut self, name: &str, s: SliceArg) -> Result<SliceArg> {
+        let info = SliceInfo {
+            name: name.to_string(),
+            ..self.f.slices[s.slice].clone()
+        };
+        self.f.slices.push(info);
+        let dst = self.f.slices.len() - 1;
+        self.copy_into(dst, s)?;
+        Ok(SliceArg {
+            slice: dst,
+            lo: None,
+            hi: None,
+        })
     }
 
     /// `for k in 0..src.len() { dst[k] = src[k]; }`
@@ -2697,15 +2718,30 @@ impl Lower<'_> {
             );
         }
         let mut args = vec![];
-        for a in &c.args {
-            args.push(self.expr(a, None)?);
+        for (a, p) in c.args.iter().zip(&def.c.inputs) {
+            // a parameter's written type types its argument (`|k: i64| …` called with `3`)
+            let hint = match p {
+                Pat::Type(t) => type_of(&t.ty),
+                _ => None,
+            };
+            let ev = self.expr(a, hint)?;
+            if let (Ev::V(v), Some(h)) = (&ev, hint) {
+                let t = self.ty(*v);
+                if !h.same_kind(t) {
+                    return err(a, "the argument does not have the parameter's type");
+                }
+                if let (Ty::Int(Some(_)), Ty::Int(None)) = (h, t) {
+                    self.f.values[*v].ty = h;
+                }
+            }
+            args.push(ev);
         }
         let outer = std::mem::replace(&mut self.env, def.env.clone());
         let captured = self.captured.replace(self.env.len());
         let r = (|| {
             for (p, ev) in def.c.inputs.iter().zip(args) {
                 let p = closure_param(p);
-                self.bind_ev(p, ev, p)?;
+                self.bind_ev(p, ev, p, true)?;
             }
             self.expr(&def.c.body, hint)
         })();

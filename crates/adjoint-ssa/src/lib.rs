@@ -157,10 +157,11 @@
 //! `f(p)` or `f(&p)` to a callee taking `[f64; 3]`, `&[f64; 3]` or `&[f64]`, and a local array
 //! with a literal length whole, `f(v)` or `f(&v)`: its elements are read at the call and the
 //! reverse sweep gives the callee those values, even where the array changes later (in a
-//! loop, say). `&mut` slices and parts of local arrays are not passed on. An integer literal
-//! takes the callee's parameter type (`poly(x, 3)` with `n: usize`, `scaled(x, 3_000_000_000)`
-//! with `n: u64`); any other integer passed on needs a type this function fixes (`let k: u64 =
-//! …`), since the macro does not see the callee's. A call whose result is dropped (`f(x);`,
+//! loop, say). `&mut` slices and parts of local arrays are not passed on. An integer literal,
+//! or arithmetic of literals, takes the callee's parameter type (`poly(x, 3)` with `n: usize`,
+//! `scaled(x, 3_000_000_000)` with `n: u64`, `shifted(x, -3)`); any other integer passed on
+//! needs a type this function fixes (`let k: u64 = …`, `for k in 0..3usize`), since the macro
+//! does not see the callee's. A call whose result is dropped (`f(x);`,
 //! `let _ = f(x);`) runs and has no adjoint. The callee's `wrt` is not visible either: call
 //! functions differentiated in all their float parameters (the default). A passive slice (a
 //! function with `wrt(p)` passing its data `&xs[a..b]` on) is given to the callee as it is

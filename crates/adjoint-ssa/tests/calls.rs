@@ -710,3 +710,59 @@ fn passive_structs_passed_to_a_call() {
         assert!(close(g[i].eps, hv), "Hv[{i}]: {} vs {hv}", g[i].eps);
     }
 }
+
+// ---- shapes found in the second review ----
+
+#[differentiable]
+fn shifted(x: f64, n: i64) -> f64 {
+    x + (n as f64)
+}
+
+/// Arrays are values: a closure's array parameter and a tuple's array member are copies, so
+/// changing them leaves the caller's array as it was.
+#[differentiable]
+fn array_copies(x: &[f64]) -> f64 {
+    let a = [x[0], x[1]];
+    let f = |mut b: [f64; 2]| {
+        b[0] *= 10.0;
+        b[0] + b[1]
+    };
+    let s = f(a);
+    let (mut c, t) = (a, x[2]);
+    c[0] = 5.0 * t;
+    let g = |u: f64| (a, u);
+    let (mut d, w) = g(x[2]);
+    d[1] = w * w;
+    s + a[0] * a[1] + c[0] + c[1] + a[1] + d[1] + d[0]
+}
+
+/// An integer of open type saved for the reverse sweep keeps its sign; negative literals and
+/// arithmetic of literals go to callees as written; a closure's parameter type types its
+/// argument (`100_000 * 100_000` is an `i64` here, not an overflowing `i32`).
+#[differentiable]
+fn open_integers(x: f64) -> f64 {
+    let n = 2;
+    let mut k = n;
+    let mut s = shifted(x, n);
+    for _ in 0..3 {
+        k = 1 - 3 * k;
+        s = s * x * (k as f64);
+    }
+    let sq = |k: i64| (k * k) as f64;
+    s + shifted(x, -3) * poly(x, 1 + 2) + 1e-10 * x * sq(100_000)
+}
+
+#[test]
+fn shapes_found_in_the_second_review() {
+    let x = [0.7, -0.3, 1.1];
+    let mut g = [0.0; 3];
+    let v = array_copies::grad(&x, &mut g);
+    assert_eq!(v, array_copies(&x));
+    check::check_gradient(array_copies, &x, &g).assert_passed();
+
+    let x = 0.9;
+    let mut dx = 0.0;
+    let v = open_integers::grad(x, &mut dx);
+    assert_eq!(v, open_integers(x));
+    check::check_gradient(|p| open_integers(p[0]), &[x], &[dx]).assert_passed();
+}
