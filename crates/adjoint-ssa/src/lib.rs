@@ -144,35 +144,41 @@
 //! (nested structs, references, integers), struct parameters by `&mut`, methods called on
 //! structs, tuples or structs produced by `if`/`match` branches, tuples and struct literals
 //! passed to calls of other `#[differentiable]` functions (pass their fields; a struct
-//! parameter may be passed on as it is, `predict(p, x)`), structs returned from such calls. The struct must be visible (with its fields) where the function is.
+//! parameter may be passed on as it is, `predict(p, x)`), structs returned from such calls.
+//! The struct must be visible (with its fields) where the function is.
 //!
-//! *Calls with tuple or array results.* The macro sees one function at a time, so the caller
-//! says the shape of a callee's result where it binds it: a tuple pattern gives a tuple of
-//! `f64`s (`let (x, y) = polar(r, t);`, nested `let ((a, b), c) = …` too), and an array needs
-//! its type, with a literal length (`let v: [f64; 3] = cross(a, b);`, `let (u, n): ([f64; 2],
-//! f64) = unit(a);`). A function may also end in such a call (`polar(r * r, t)` as the result
-//! of a function returning `(f64, f64)`). A result bound to one name without a type is one
-//! `f64`; reading a field or an element of it is a compile error saying to destructure it or
-//! write its type. Arrays are passed as Rust passes them: an array parameter `p: [f64; 3]` as
-//! `f(p)` or `f(&p)` to a callee taking `[f64; 3]`, `&[f64; 3]` or `&[f64]`, and a local array
-//! with a literal length whole, `f(v)` or `f(&v)`: its elements are read at the call and the
-//! reverse sweep gives the callee those values, even where the array changes later (in a
-//! loop, say). `&mut` slices and parts of local arrays are not passed on. An integer literal,
-//! or arithmetic of literals, takes the callee's parameter type (`poly(x, 3)` with `n: usize`,
-//! `scaled(x, 3_000_000_000)` with `n: u64`, `shifted(x, -3)`); any other integer passed on
-//! needs a type this function fixes (`let k: u64 = …`, `for k in 0..3usize`), since the macro
-//! does not see the callee's. A call whose result is dropped (`f(x);`,
-//! `let _ = f(x);`) runs and has no adjoint. The callee's `wrt` is not visible either: call
-//! functions differentiated in all their float parameters (the default). A passive slice (a
-//! function with `wrt(p)` passing its data `&xs[a..b]` on) is given to the callee as it is
-//! where the number type is `f64`, and as lifted copies at other number types (`Dual` for
-//! forward-over-reverse); the callee's adjoint of it goes to a scratch buffer from a
-//! per-thread pool (no allocation in steady state; it is zeroed, and at `Dual` the slice
-//! copied, at each call, so pass the part the callee reads). A struct parameter is passed on as
-//! written (`p`, `&p`, `*p`), once per call and not beside one of its array fields; a passive
-//! one (`wrt(x)` for input sensitivities) is lifted to the callee's number type with
-//! [`Differentiable::lift`]. Passing one slice twice (`dot(x, x)`) works: that call's reverse sweep collects the
-//! second adjoint in a scratch buffer from the same pool.
+//! # Calls of other `#[differentiable]` functions
+//!
+//! The macro sees one function at a time, so a call is written the way the caller's own types
+//! say it:
+//!
+//! - *Results.* A tuple pattern takes a tuple of `f64`s (`let (x, y) = polar(r, t);`, nested
+//!   `let ((a, b), c) = …` too); an array needs its type with a literal length (`let v: [f64;
+//!   3] = cross(a, b);`, `let (u, n): ([f64; 2], f64) = unit(a);`). A function may end in such
+//!   a call (`polar(r * r, t)` as the result of a function returning `(f64, f64)`). A result
+//!   bound to one name without a type is one `f64`: reading a field or an element of it is a
+//!   compile error saying to destructure it or write its type. A dropped result (`f(x);`, `let
+//!   _ = f(x);`) runs and has no adjoint.
+//! - *Arrays* are passed as Rust passes them: an array parameter `p: [f64; 3]` as `f(p)` or
+//!   `f(&p)` to a callee taking `[f64; 3]`, `&[f64; 3]` or `&[f64]`, and a whole local array
+//!   with a literal length as `f(v)` or `f(&v)`; its elements are read at the call, and the
+//!   reverse sweep gives the callee those values even where the array changes later (in a
+//!   loop, say). `&mut` slices and parts of local arrays are not passed on.
+//! - *Integers.* A literal, or arithmetic of literals, takes the callee's parameter type
+//!   (`poly(x, 3)` with `n: usize`, `scaled(x, 3_000_000_000)` with `n: u64`, `shifted(x,
+//!   -3)`); any other integer passed on needs a type this function fixes (`let k: u64 = …`,
+//!   `for k in 0..3usize`).
+//! - *Passive arguments.* A passive slice (`wrt(p)` passing its data `&xs[a..b]` on) is given
+//!   to the callee as it is at `f64`, and as lifted copies at other number types (`Dual` for
+//!   forward-over-reverse); the callee's adjoint of it goes to a scratch buffer from a
+//!   per-thread pool (no allocation in steady state, but it is zeroed, and at `Dual` the slice
+//!   copied, at each call: pass the part the callee reads). A passive struct (`wrt(x)` for
+//!   input sensitivities) is lifted with [`Differentiable::lift`].
+//! - *Structs* are passed as written (`p`, `&p`, `*p`), once per call and not beside one of
+//!   their array fields. One slice passed twice (`dot(x, x)`) works: the reverse sweep collects
+//!   the second adjoint in a scratch buffer.
+//! - The callee's `wrt` is not visible: call functions differentiated in all their float
+//!   parameters (the default).
 //!
 //! ```
 //! use adjoint_ssa::differentiable;
@@ -265,24 +271,24 @@
 //! optional `.map(|v| …)` — each is lowered to the loop it stands for, the closure's body inlined,
 //! so `x.iter().zip(y).map(|(a, b)| a * b).sum()` is differentiated as the written-out loop (a
 //! `return` inside such a closure is refused; a function's name works in place of a closure:
-//! `.map(f64::sin)`, `.fold(f64::MIN, f64::max)`); closures bound to a name and called (`let
-//! sq = |v: f64| v * v;`, `let at = |i: usize, j: usize| i * n + j;`), inlined where they are
-//! called, over the variables as they were where the closure was defined (not `move`, no
-//! `return`, and not assigning a variable they capture: return the new value instead); slice indexing and sub-slices `&x[a..b]` (indexing
-//! one past its own end panics, as in Rust, even where the slice it was cut from has the element),
-//! `x.len()`, `x.is_empty()`, `out.fill(v)` (also on `out[a..b]`), local arrays `[0.0; N]` and `[a,
-//! b, c]`; `x.is_nan()`, `x.is_finite()`, `x.is_infinite()` in conditions; `assert!`, `assert_eq!`,
-//! `assert_ne!` and their `debug_` forms (checked as written; a message given as a literal is kept,
-//! a format string's arguments are not evaluated); tuples, arrays and structs (above); every
-//! primitive of the shared rule table as a method (`x.sin()`, `x.powi(2)`, `a.max(b)`, `x.powf(y)`,
-//! `x.erf()` with [`Real`] in scope, …) or as `f64::sin(x)`; piecewise-constant `floor`, `ceil`,
-//! `round`, `trunc`, `signum` (derivative 0); calls to other `#[differentiable]` functions,
-//! returning `f64`, tuples or arrays (above; their pullback runs in the reverse sweep, recomputing
-//! the callee's forward: joint call-tree reversal);
-//! opaque functions with user rules: `#[differentiable(rule(softplus = softplus_rule))]` where `fn
-//! softplus_rule<T: Real>(x: T) -> (T, [T; 1])` returns value and partials. Integer arithmetic,
-//! comparisons and indexing are passive. Anything else is a compile error at the offending tokens
-//! saying what to write instead.
+//! `.map(f64::sin)`, `.fold(f64::MIN, f64::max)`); closures bound to a name and called (`let sq =
+//! |v: f64| v * v;`, `let at = |i: usize, j: usize| i * n + j;`), inlined where they are called,
+//! over the variables as they were where the closure was defined (not `move`, no `return`, and not
+//! assigning a variable they capture: return the new value instead); slice indexing and sub-slices
+//! `&x[a..b]` (indexing one past its own end panics, as in Rust, even where the slice it was cut
+//! from has the element), `x.len()`, `x.is_empty()`, `out.fill(v)` (also on `out[a..b]`), local
+//! arrays `[0.0; N]` and `[a, b, c]`; `x.is_nan()`, `x.is_finite()`, `x.is_infinite()` in
+//! conditions; `assert!`, `assert_eq!`, `assert_ne!` and their `debug_` forms (checked as written;
+//! a message given as a literal is kept, a format string's arguments are not evaluated); tuples,
+//! arrays and structs (above); every primitive of the shared rule table as a method (`x.sin()`,
+//! `x.powi(2)`, `a.max(b)`, `x.powf(y)`, `x.erf()` with [`Real`] in scope, …) or as `f64::sin(x)`;
+//! piecewise-constant `floor`, `ceil`, `round`, `trunc`, `signum` (derivative 0); calls to other
+//! `#[differentiable]` functions, returning `f64`, tuples or arrays (above; their pullback runs in
+//! the reverse sweep, recomputing the callee's forward: joint call-tree reversal); opaque functions
+//! with user rules: `#[differentiable(rule(softplus = softplus_rule))]` where `fn softplus_rule<T:
+//! Real>(x: T) -> (T, [T; 1])` returns value and partials. Integer arithmetic, comparisons and
+//! indexing are passive. Anything else is a compile error at the offending tokens saying what to
+//! write instead.
 //!
 //! *Overflow.* The reverse sweep multiplies every partial by its adjoint, as JAX and PyTorch do:
 //! an intermediate that overflowed (`exp` of a large value) where the result does not depend on

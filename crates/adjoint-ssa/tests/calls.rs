@@ -9,16 +9,8 @@ use adjoint_core::check;
 use adjoint_core::forward::{self, Dual, DualVec};
 use adjoint_ssa::{differentiable, Cotangents, Workspace};
 
-fn close(a: f64, b: f64) -> bool {
-    (a - b).abs() <= 1e-10 * (1.0 + a.abs().max(b.abs()))
-}
-
-fn check_all(name: &str, g: &[f64], want: &[f64]) {
-    assert_eq!(g.len(), want.len(), "{name}: lengths");
-    for (i, (a, b)) in g.iter().zip(want).enumerate() {
-        assert!(close(*a, *b), "{name}[{i}]: {a} vs {b}");
-    }
-}
+mod common;
+use common::{check as check_all, close};
 
 #[differentiable]
 fn polar(r: f64, t: f64) -> (f64, f64) {
@@ -455,6 +447,19 @@ fn fit(p: &Layer, xs: &[f64], ys: &[f64]) -> f64 {
     loss + 0.01 * (p.w[0] * p.w[0] + p.w[1] * p.w[1] + p.w[2] * p.w[2])
 }
 
+/// A `Layer`'s fields as a vector (for finite differences), and back.
+fn flat(p: &Layer) -> [f64; 5] {
+    [p.w[0], p.w[1], p.w[2], p.b, p.scale]
+}
+
+fn unflat(v: &[f64]) -> Layer {
+    Layer {
+        w: [v[0], v[1], v[2]],
+        b: v[3],
+        scale: v[4],
+    }
+}
+
 #[test]
 fn a_struct_parameter_passed_to_a_call() {
     use adjoint_ssa::Differentiable;
@@ -469,12 +474,6 @@ fn a_struct_parameter_passed_to_a_call() {
     let v = fit::grad(&p, &xs, &ys, &mut dp, &mut dxs, &mut dys);
     assert_eq!(v, fit(&p, &xs, &ys));
     // against finite differences of the function as written, field by field
-    let flat = |p: &Layer| [p.w[0], p.w[1], p.w[2], p.b, p.scale];
-    let unflat = |v: &[f64]| Layer {
-        w: [v[0], v[1], v[2]],
-        b: v[3],
-        scale: v[4],
-    };
     check::check_gradient(|v| fit(&unflat(v), &xs, &ys), &flat(&p), &flat(&dp)).assert_passed();
     check::check_gradient(|xs| fit(&p, xs, &ys), &xs, &dxs).assert_passed();
     check::check_gradient(|ys| fit(&p, &xs, ys), &ys, &dys).assert_passed();
@@ -505,12 +504,6 @@ fn passive_slices_passed_to_a_call() {
     let mut dp = Layer::zero();
     let v = fit_p::grad(&p, &xs, &ys, &mut dp);
     assert_eq!(v, fit_p(&p, &xs, &ys));
-    let flat = |p: &Layer| [p.w[0], p.w[1], p.w[2], p.b, p.scale];
-    let unflat = |v: &[f64]| Layer {
-        w: [v[0], v[1], v[2]],
-        b: v[3],
-        scale: v[4],
-    };
     check::check_gradient(|v| fit_p(&unflat(v), &xs, &ys), &flat(&p), &flat(&dp)).assert_passed();
     // forward over reverse: the lifted copies at `Dual`; a Hessian-vector product in `p`
     let dir = [0.5, -1.0, 0.25, 2.0, -0.5];

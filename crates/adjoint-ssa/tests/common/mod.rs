@@ -1,5 +1,11 @@
 //! Helpers shared by the integration tests.
 
+/// `a` equals `b` to 1e-10 relative.
+#[allow(dead_code)] // not every test file compares scalars
+pub fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-10 * (1.0 + a.abs().max(b.abs()))
+}
+
 /// Each gradient entry equals the reference to 1e-10 relative.
 pub fn check(name: &str, g: &[f64], want: &[f64]) {
     assert_eq!(g.len(), want.len());
