@@ -425,7 +425,11 @@ pub fn same<A: ?Sized, B: ?Sized>(a: &A, b: &B) -> bool {
         b as *const B as *const u8 as usize,
     );
     let (na, nb) = (core::mem::size_of_val(a), core::mem::size_of_val(b));
-    na > 0 && nb > 0 && pa < pb + nb && pb < pa + na
+    // The ranges overlap when `pb − na < pa < pb + nb`: `pa − pb + na − 1` lies in
+    // `0..na + nb − 1`, one unsigned comparison (the wrapping arithmetic is exact: both are
+    // addresses of live values). Generated code asks this in inner loops, where the two-sided
+    // form's two comparisons and branches cost 15–20 % of the Petersen gradient.
+    na > 0 && nb > 0 && pa.wrapping_sub(pb).wrapping_add(na - 1) < na + nb - 1
 }
 
 /// The run-time alias check for arguments that differ only in an index (`x[i]`, `x[j]`). It runs
@@ -444,5 +448,40 @@ pub fn distinct<A: ?Sized, B: ?Sized>(
         Err(InvertibilityError::Alias { site, a: na, b: nb })
     } else {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same;
+
+    /// `same` against the two-sided overlap test, for every pair of sub-slices of one buffer
+    /// (byte ranges of different lengths at every offset, empty ones included) and for
+    /// elements of one slice.
+    #[test]
+    fn same_is_byte_range_overlap() {
+        let buf = [0u8; 12];
+        for (i, na) in (0..12).flat_map(|i| (0..=12 - i).map(move |n| (i, n))) {
+            for (j, nb) in (0..12).flat_map(|j| (0..=12 - j).map(move |n| (j, n))) {
+                let want = na > 0 && nb > 0 && i < j + nb && j < i + na;
+                assert_eq!(
+                    same(&buf[i..i + na], &buf[j..j + nb]),
+                    want,
+                    "[{i}, {}) against [{j}, {})",
+                    i + na,
+                    j + nb
+                );
+            }
+        }
+        let x = [1.0f64, 2.0, 3.0];
+        for i in 0..3 {
+            for j in 0..3 {
+                assert_eq!(same(&x[i], &x[j]), i == j);
+            }
+        }
+        // Different types: an element inside a wider view, and a value elsewhere.
+        assert!(same(&x[1], &x[..]));
+        assert!(!same(&x[2], &x[..2]));
+        assert!(!same(&x[0], &buf));
     }
 }
