@@ -307,7 +307,7 @@ pub enum Inst {
         /// right
         b: Val,
     },
-    /// `!a` on a bool, `-a` on an integer.
+    /// `!a` on a bool (an integer's `-a` is `0 - a`).
     Not {
         /// result
         dst: Val,

@@ -2656,6 +2656,23 @@ impl Lower<'_> {
             .iter()
             .map(|s| s.ident.to_string())
             .collect();
+        // f64::from(k): the lossless conversion of a narrow integer (Rust's `From` impls)
+        if segs.len() == 2 && segs[0] == "f64" && segs[1] == "from" && c.args.len() == 1 {
+            let a = self.scalar(&c.args[0], None)?;
+            return match self.ty(a) {
+                Ty::F64 => Ok(Ev::V(a)),
+                Ty::Int(
+                    None
+                    | Some(IntTy::I8 | IntTy::I16 | IntTy::I32 | IntTy::U8 | IntTy::U16 | IntTy::U32),
+                ) => Ok(Ev::V(self.int_cast(a, Ty::F64))),
+                Ty::Int(Some(_)) => err(
+                    &c.args[0],
+                    "`f64::from` takes integers of at most 32 bits (Rust has no lossless \
+                     conversion from wider ones): cast with `as f64`",
+                ),
+                Ty::Bool => err(&c.args[0], "`f64::from` of a `bool` is not supported"),
+            };
+        }
         // f64::sin(x), f64::max(a, b)
         if segs.len() == 2 && segs[0] == "f64" {
             let Some(first) = c.args.first() else {
@@ -3247,25 +3264,21 @@ impl Lower<'_> {
                         let n = self.usize_arg(&m.args[0])?;
                         // `m = min(n, len)` items skipped or taken from `lo`: `lo + m` cannot
                         // pass the end, nor overflow for a huge `n`
+                        // (`min(n, len)` is a `usize`; a range's bounds keep their own type:
+                        // `(-3..2).skip(1)` starts at −2)
                         let cut = |me: &mut Self, lo: Val, it: &It| {
                             let len = me.iter_len(it);
                             let m = me.int_op(IntOp::Min, n, len);
+                            let m = me.from_usize(m, me.ty(lo));
                             me.int_op(IntOp::Add, lo, m)
                         };
-                        let usize_ty = Ty::Int(Some(IntTy::Usize));
                         match inner {
                             It::Range {
                                 lo,
                                 hi,
                                 rev: false,
                                 step: None,
-                            } if [lo, hi].iter().all(|&v| {
-                                matches!(self.ty(v), Ty::Int(None | Some(IntTy::Usize)))
-                            }) =>
-                            {
-                                // (a literal bound's type is settled here)
-                                self.f.values[lo].ty = usize_ty;
-                                self.f.values[hi].ty = usize_ty;
+                            } => {
                                 let c = cut(self, lo, &inner);
                                 let (lo, hi) = if name == "skip" { (c, hi) } else { (lo, c) };
                                 Ok(It::Range {
@@ -3296,7 +3309,7 @@ impl Lower<'_> {
                             _ => err(
                                 &m.method,
                                 format!(
-                                    "`.{name}()` is supported on a `usize` range `a..b` or right after \
+                                    "`.{name}()` is supported on a range `a..b` or right after \
                                      `.iter()`/`.iter_mut()` (or index a sub-slice: `x[a..b]`)"
                                 ),
                             ),
@@ -3402,6 +3415,39 @@ impl Lower<'_> {
         self.usize_arg(e)
     }
 
+    /// A non-negative integer of any type as a `usize` (an iterator's length, counted in its
+    /// range's own type): a signed one through the unsigned type of its width, so a length
+    /// past the signed maximum (which wraps in a release build) stays exact.
+    fn to_usize(&mut self, v: Val) -> Val {
+        let via = match self.ty(v) {
+            Ty::Int(Some(IntTy::Usize)) => return v,
+            Ty::Int(Some(IntTy::I8)) => Some(IntTy::U8),
+            Ty::Int(Some(IntTy::I16)) => Some(IntTy::U16),
+            Ty::Int(Some(IntTy::I32)) => Some(IntTy::U32),
+            _ => None,
+        };
+        let v = match via {
+            Some(t) => self.int_cast(v, Ty::Int(Some(t))),
+            None => v,
+        };
+        self.int_cast(v, Ty::Int(Some(IntTy::Usize)))
+    }
+
+    /// A `usize` (a loop counter, an offset below a range's length) as an integer of type `ty`.
+    fn from_usize(&mut self, v: Val, ty: Ty) -> Val {
+        if ty == Ty::Int(Some(IntTy::Usize)) {
+            v
+        } else {
+            self.int_cast(v, ty)
+        }
+    }
+
+    fn int_cast(&mut self, a: Val, ty: Ty) -> Val {
+        let dst = self.val(ty);
+        self.emit(Inst::Cast { dst, a });
+        dst
+    }
+
     /// `⌈a / b⌉` as `a / b + min(a % b, 1)`: `(a + b − 1) / b` overflows for a huge `b`.
     fn ceil_div(&mut self, a: Val, b: Val) -> Val {
         let q = self.int_op(IntOp::Div, a, b);
@@ -3415,9 +3461,11 @@ impl Lower<'_> {
     fn iter_len(&mut self, it: &It) -> Val {
         match it {
             It::Range { lo, hi, step, .. } => {
-                // if hi > lo { (hi - lo + step - 1) / step } else { 0 }, with min/max only
+                // if hi > lo { (hi - lo + step - 1) / step } else { 0 }, with min/max only; the
+                // difference in the bounds' own type (`-3..2` counts 5), then as a `usize`
                 let m = self.int_op(IntOp::Max, *hi, *lo);
                 let d = self.int_op(IntOp::Sub, m, *lo);
+                let d = self.to_usize(d);
                 match step {
                     None => d,
                     Some(s) => self.ceil_div(d, *s),
@@ -3457,16 +3505,19 @@ impl Lower<'_> {
     fn iter_item(&mut self, it: &It, k: Val) -> Item {
         match it {
             It::Range { lo, hi, rev, step } => {
+                // (the counter `k` is a `usize`; the item has the bounds' type)
                 if *rev {
                     // hi - 1 - k
                     let one = self.konst(self.ty(*hi), quote!(1), ConstVal::I(1));
                     let h1 = self.int_op(IntOp::Sub, *hi, one);
+                    let k = self.from_usize(k, self.ty(*hi));
                     Item::Int(self.int_op(IntOp::Sub, h1, k))
                 } else {
                     let off = match step {
                         Some(s) => self.int_op(IntOp::Mul, k, *s),
                         None => k,
                     };
+                    let off = self.from_usize(off, self.ty(*lo));
                     Item::Int(self.int_op(IntOp::Add, *lo, off))
                 }
             }

@@ -1031,3 +1031,27 @@ fn call_results_of_unknown_shape_say_what_to_write() {
         }
     }
 }
+
+/// `f64::from(k)` converts the integers Rust converts losslessly (at most 32 bits, and
+/// integers whose type nothing fixes) and refuses wider ones with what to write instead.
+#[test]
+fn f64_from_of_integers() {
+    for src in [
+        "fn f(x: f64) -> f64 { let mut s = x; for k in 0u8..3 { s += x * f64::from(k); } s }",
+        "fn f(x: f64) -> f64 { let k: i32 = -4; x * f64::from(k) }",
+        "fn f(x: f64) -> f64 { x * f64::from(3) + f64::from(x) }",
+    ] {
+        if let Err(e) = lower_str(src, "") {
+            panic!("{src}: {e}");
+        }
+    }
+    for src in [
+        "fn f(x: &[f64]) -> f64 { x[0] * f64::from(x.len()) }",
+        "fn f(x: f64) -> f64 { let k: i64 = 2; x * f64::from(k) }",
+    ] {
+        match lower_str(src, "") {
+            Ok(_) => panic!("accepted: {src}"),
+            Err(e) => assert!(e.to_string().contains("cast with `as f64`"), "{src}: {e}"),
+        }
+    }
+}

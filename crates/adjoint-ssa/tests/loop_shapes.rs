@@ -549,3 +549,116 @@ fn loop_counter_typed_by_a_later_index() {
         );
     }
 }
+
+// Ranges of signed and typed integers taken backwards, stepped, skipped and zipped: the loop
+// counts in `usize` while each item keeps the range's own type. (`(-3..2).rev()` once counted
+// in `usize`, where −3 wrapped: the loop ran zero times and the value and gradient were 0 in a
+// release build; a typed range such as `(0i64..5).rev()` did not compile.)
+#[differentiable]
+fn signed_ranges(x: &[f64]) -> f64 {
+    let mut s = 0.0;
+    for k in (-3..2).rev() {
+        s = s * 0.5 + x[(k + 3) as usize] * k as f64;
+    }
+    for k in (-2..=1).rev() {
+        s += x[(k + 2) as usize].sin() * k as f64;
+    }
+    for k in (-4..1).step_by(2) {
+        s += x[(k + 4) as usize] * x[0] * k as f64;
+    }
+    for k in (-3..2).skip(1) {
+        s += x[(k + 3) as usize].cos() * k as f64;
+    }
+    for k in (-3..2).take(2) {
+        s += x[(k + 4) as usize] * (k * k) as f64;
+    }
+    for (i, k) in (-3..0).rev().enumerate() {
+        s += x[i] * x[i + 1] * k as f64;
+    }
+    for (v, k) in x.iter().zip(-2..3) {
+        s += v * k as f64;
+    }
+    s
+}
+fn signed_ranges_ref<T: Real>(x: &[T]) -> T {
+    let mut s = T::zero();
+    for k in (-3..2).rev() {
+        s = s * 0.5 + x[(k + 3) as usize] * k as f64;
+    }
+    for k in (-2..=1).rev() {
+        s += x[(k + 2) as usize].sin() * k as f64;
+    }
+    for k in (-4..1).step_by(2) {
+        s += x[(k + 4) as usize] * x[0] * k as f64;
+    }
+    for k in (-3..2).skip(1) {
+        s += x[(k + 3) as usize].cos() * k as f64;
+    }
+    for k in (-3..2).take(2) {
+        s += x[(k + 4) as usize] * (k * k) as f64;
+    }
+    for (i, k) in (-3..0).rev().enumerate() {
+        s += x[i] * x[i + 1] * k as f64;
+    }
+    for (&v, k) in x.iter().zip(-2..3) {
+        s += v * k as f64;
+    }
+    s
+}
+
+#[differentiable]
+fn typed_ranges(x: &[f64]) -> f64 {
+    let mut s = 0.0;
+    for k in (0i64..5).rev() {
+        s = s * 0.5 + x[k as usize] * (k - 2) as f64;
+    }
+    for k in (-6..2i32).step_by(2).rev() {
+        s += x[(k + 6) as usize / 2] * k as f64;
+    }
+    for k in (0u8..4).rev() {
+        s += x[k as usize].exp() * f64::from(k);
+    }
+    for k in (-5i16..-1).rev().step_by(2) {
+        s += x[(k + 5) as usize] * x[4] * f64::from(k);
+    }
+    s
+}
+fn typed_ranges_ref<T: Real>(x: &[T]) -> T {
+    let mut s = T::zero();
+    for k in (0i64..5).rev() {
+        s = s * 0.5 + x[k as usize] * (k - 2) as f64;
+    }
+    for k in (-6..2i32).step_by(2).rev() {
+        s += x[(k + 6) as usize / 2] * k as f64;
+    }
+    for k in (0u8..4).rev() {
+        s += x[k as usize].exp() * f64::from(k);
+    }
+    for k in (-5i16..-1).rev().step_by(2) {
+        s += x[(k + 5) as usize] * x[4] * f64::from(k);
+    }
+    s
+}
+
+#[test]
+fn signed_and_typed_ranges_backwards_and_stepped() {
+    let x = [0.3, -0.7, 1.1, 0.4, -0.2];
+    check_slice(
+        "signed",
+        &x,
+        signed_ranges::grad,
+        signed_ranges,
+        signed_ranges_ref,
+    );
+    check_slice(
+        "typed",
+        &x,
+        typed_ranges::grad,
+        typed_ranges,
+        typed_ranges_ref,
+    );
+    // Not 0 (what the wrapped count gave): the loops ran.
+    let mut g = [0.0; 5];
+    assert!(signed_ranges::grad(&x, &mut g).abs() > 0.1);
+    assert!(g.iter().all(|&v| v != 0.0), "{g:?}");
+}
