@@ -3269,7 +3269,7 @@ impl Lower<'_> {
                         let cut = |me: &mut Self, lo: Val, it: &It| {
                             let len = me.iter_len(it);
                             let m = me.int_op(IntOp::Min, n, len);
-                            let m = me.from_usize(m, me.ty(lo));
+                            let m = me.usize_as(m, me.ty(lo));
                             me.int_op(IntOp::Add, lo, m)
                         };
                         match inner {
@@ -3418,7 +3418,7 @@ impl Lower<'_> {
     /// A non-negative integer of any type as a `usize` (an iterator's length, counted in its
     /// range's own type): a signed one through the unsigned type of its width, so a length
     /// past the signed maximum (which wraps in a release build) stays exact.
-    fn to_usize(&mut self, v: Val) -> Val {
+    fn len_as_usize(&mut self, v: Val) -> Val {
         let via = match self.ty(v) {
             Ty::Int(Some(IntTy::Usize)) => return v,
             Ty::Int(Some(IntTy::I8)) => Some(IntTy::U8),
@@ -3434,7 +3434,7 @@ impl Lower<'_> {
     }
 
     /// A `usize` (a loop counter, an offset below a range's length) as an integer of type `ty`.
-    fn from_usize(&mut self, v: Val, ty: Ty) -> Val {
+    fn usize_as(&mut self, v: Val, ty: Ty) -> Val {
         if ty == Ty::Int(Some(IntTy::Usize)) {
             v
         } else {
@@ -3465,7 +3465,7 @@ impl Lower<'_> {
                 // difference in the bounds' own type (`-3..2` counts 5), then as a `usize`
                 let m = self.int_op(IntOp::Max, *hi, *lo);
                 let d = self.int_op(IntOp::Sub, m, *lo);
-                let d = self.to_usize(d);
+                let d = self.len_as_usize(d);
                 match step {
                     None => d,
                     Some(s) => self.ceil_div(d, *s),
@@ -3510,14 +3510,14 @@ impl Lower<'_> {
                     // hi - 1 - k
                     let one = self.konst(self.ty(*hi), quote!(1), ConstVal::I(1));
                     let h1 = self.int_op(IntOp::Sub, *hi, one);
-                    let k = self.from_usize(k, self.ty(*hi));
+                    let k = self.usize_as(k, self.ty(*hi));
                     Item::Int(self.int_op(IntOp::Sub, h1, k))
                 } else {
                     let off = match step {
                         Some(s) => self.int_op(IntOp::Mul, k, *s),
                         None => k,
                     };
-                    let off = self.from_usize(off, self.ty(*lo));
+                    let off = self.usize_as(off, self.ty(*lo));
                     Item::Int(self.int_op(IntOp::Add, *lo, off))
                 }
             }
