@@ -263,8 +263,8 @@
 //!
 //! `let` (with tuples `let (a, b) = (x, y);`), `const` items of `f64` or integer type, assignment
 //! and compound assignment, `if`/`else` (also as expressions), `match` on integers and bools,
-//! `while`, `loop` with labelled `break`/`continue`, `for` over ranges (`a..b`, `a..=b`, `.rev()`,
-//! `.step_by(k)`) and slices (`.iter()`, `.iter_mut()`, `.enumerate()`, `.zip()`, `.rev()`,
+//! `while`, `loop` with labelled `break`/`continue`, `for` over ranges of any integer type
+//! (`a..b`, `a..=b`, `.rev()`, `.step_by(k)`; `(-3..2).rev()` counts down from 1) and slices (`.iter()`, `.iter_mut()`, `.enumerate()`, `.zip()`, `.rev()`,
 //! `.step_by(k)`; `.skip(n)`/`.take(n)` on a range or right after `.iter()`), over `x.windows(k)`,
 //! `x.chunks(k)` and `x.chunks_exact(k)` (each item a sub-slice), early `return`; reductions of
 //! those iterators, `.sum()`, `.product()` (also `::<f64>`) and `.fold(init, |acc, v| …)`, after an
@@ -282,7 +282,8 @@
 //! a message given as a literal is kept, a format string's arguments are not evaluated); tuples,
 //! arrays and structs (above); every primitive of the shared rule table as a method (`x.sin()`,
 //! `x.powi(2)`, `a.max(b)`, `x.powf(y)`, `x.erf()` with [`Real`] in scope, …) or as `f64::sin(x)`;
-//! piecewise-constant `floor`, `ceil`, `round`, `trunc`, `signum` (derivative 0); calls to other
+//! piecewise-constant `floor`, `ceil`, `round`, `trunc`, `signum` (derivative 0); `k as f64` and
+//! `f64::from(k)` (integers of at most 32 bits, as in Rust); calls to other
 //! `#[differentiable]` functions, returning `f64`, tuples or arrays (above; their pullback runs in
 //! the reverse sweep, recomputing the callee's forward: joint call-tree reversal); opaque functions
 //! with user rules: `#[differentiable(rule(softplus = softplus_rule))]` where `fn softplus_rule<T:
