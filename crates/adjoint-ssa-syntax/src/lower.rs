@@ -316,6 +316,23 @@ fn ret_of_pat(p: &Pat) -> Result<Ret> {
     }
 }
 
+/// The shape of a call's result from the places a destructuring assignment gives it: each place
+/// (and `_`) one `f64`, tuples nesting.
+fn ret_of_places(t: &syn::ExprTuple) -> Result<Ret> {
+    if t.elems.is_empty() {
+        return err(t, "assign to a tuple of places: `(a, b) = f(x);`");
+    }
+    Ok(Ret::Tuple(
+        t.elems
+            .iter()
+            .map(|e| match strip(e) {
+                Expr::Tuple(inner) => ret_of_places(inner),
+                _ => Ok(Ret::Scalar),
+            })
+            .collect::<Result<_>>()?,
+    ))
+}
+
 /// The length of `[e; N]`: its tokens, and its value when it is a literal.
 fn array_len(len: &Expr) -> Result<(TokenStream, Option<usize>)> {
     match strip(len) {
@@ -1751,7 +1768,17 @@ impl Lower<'_> {
             Expr::Path(p) => self.path(p, hint),
             Expr::Binary(b) => self.binary(b, hint),
             Expr::Assign(a) => {
-                self.assign(&a.left, None, &a.right)?;
+                if let Expr::Tuple(t) = strip(&a.left) {
+                    // `(a, b) = (b, a + b);`: the right side first, then each place in turn (a
+                    // call's result has the left side's shape: `(c, s) = polar(r, t);`)
+                    let v = match self.is_user_call(&a.right) {
+                        Some(c) => self.user_call(c, ret_of_places(t)?)?,
+                        None => self.expr(&a.right, None)?,
+                    };
+                    self.assign_parts(t, v, &a.right)?;
+                } else {
+                    self.assign(&a.left, None, Src::Expr(&a.right))?;
+                }
                 Ok(Ev::Unit)
             }
             Expr::Unary(u) => self.unary(u, hint),
@@ -2059,7 +2086,7 @@ impl Lower<'_> {
             _ => None,
         };
         if let Some(op) = compound {
-            self.assign(&b.left, Some((op, &b.op)), &b.right)?;
+            self.assign(&b.left, Some((op, &b.op)), Src::Expr(&b.right))?;
             return Ok(Ev::Unit);
         }
         if let And(_) | Or(_) = b.op {
@@ -2904,7 +2931,45 @@ impl Lower<'_> {
         }
     }
 
-    fn assign(&mut self, lhs: &Expr, op: Option<(BinOp, &BinOp)>, rhs: &Expr) -> Result<()> {
+    /// Destructuring assignment: the tuple `t` of places gets the parts of `v`, a value of the
+    /// right side already lowered (Rust evaluates the whole right side before assigning), in
+    /// order; `_` skips a part, and tuples nest.
+    fn assign_parts(&mut self, t: &syn::ExprTuple, v: Ev, rhs: &Expr) -> Result<()> {
+        let Ev::Agg(agg) = v else {
+            return err(
+                rhs,
+                "the right side of a destructuring assignment must be a tuple: `(a, b) = (b, a + b);`",
+            );
+        };
+        if agg.members.len() != t.elems.len()
+            || agg.members.iter().any(|(n, _)| n.parse::<usize>().is_err())
+        {
+            return err(
+                rhs,
+                format!(
+                    "this tuple does not have the {} parts the left side assigns",
+                    t.elems.len()
+                ),
+            );
+        }
+        for (place, (_, part)) in t.elems.iter().zip(agg.members) {
+            match (strip(place), part) {
+                (Expr::Infer(_), _) => {}
+                (Expr::Tuple(inner), part) => self.assign_parts(inner, part, rhs)?,
+                (place, Ev::V(v)) => self.assign(place, None, Src::Val(v, rhs))?,
+                (place, _) => {
+                    return err(
+                        place,
+                        "assign numbers, not arrays or structs, by destructuring: copy them \
+                         element by element",
+                    )
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn assign(&mut self, lhs: &Expr, op: Option<(BinOp, &BinOp)>, rhs: Src) -> Result<()> {
         match strip(lhs) {
             Expr::Path(p) if p.path.get_ident().is_some() => {
                 let name = p.path.get_ident().unwrap().to_string();
@@ -2923,13 +2988,16 @@ impl Lower<'_> {
                 match self.env[i].b.clone() {
                     Binding::Val(old) => {
                         let hint = Some(self.ty(old));
-                        let r = self.scalar(rhs, hint)?;
+                        let r = rhs.scalar(self, hint)?;
                         let new = match op {
                             Some((o, at)) => self.binop(&o, old, r, at)?,
                             None => r,
                         };
                         if !self.ty(new).same_kind(self.ty(old)) {
-                            return err(rhs, "the value has a different type than the variable");
+                            return err(
+                                rhs.at(),
+                                "the value has a different type than the variable",
+                            );
                         }
                         if self.f.values[new].name.is_none() {
                             self.f.values[new].name = Some(name);
@@ -2983,15 +3051,9 @@ impl Lower<'_> {
         }
     }
 
-    fn store(
-        &mut self,
-        s: SliceId,
-        idx: Val,
-        op: Option<(BinOp, &BinOp)>,
-        rhs: &Expr,
-    ) -> Result<()> {
+    fn store(&mut self, s: SliceId, idx: Val, op: Option<(BinOp, &BinOp)>, rhs: Src) -> Result<()> {
         let elem = self.f.slices[s].elem;
-        let r = self.scalar(rhs, Some(elem))?;
+        let r = rhs.scalar(self, Some(elem))?;
         let val = match op {
             Some((o, at)) => {
                 let old = self.val(elem);
@@ -3006,7 +3068,7 @@ impl Lower<'_> {
         };
         if !self.ty(val).same_kind(elem) {
             return err(
-                rhs,
+                rhs.at(),
                 "the value has a different type than the slice's elements",
             );
         }
@@ -3876,6 +3938,30 @@ impl Lower<'_> {
                 p,
                 "unsupported pattern: match integers or bools against literals, ranges, `|`, `_`",
             ),
+        }
+    }
+}
+
+/// The right side of an assignment: an expression still to lower (with the place's type as
+/// its hint), or a part of a destructured right side already lowered (`(a, b) = (b, a + b)`),
+/// with that right side for error spans.
+#[derive(Clone, Copy)]
+enum Src<'e> {
+    Expr(&'e Expr),
+    Val(Val, &'e Expr),
+}
+
+impl Src<'_> {
+    fn scalar(self, l: &mut Lower<'_>, hint: Option<Ty>) -> Result<Val> {
+        match self {
+            Src::Expr(e) => l.scalar(e, hint),
+            Src::Val(v, _) => Ok(v),
+        }
+    }
+
+    fn at(self) -> Expr {
+        match self {
+            Src::Expr(e) | Src::Val(_, e) => e.clone(),
         }
     }
 }

@@ -1055,3 +1055,28 @@ fn f64_from_of_integers() {
         }
     }
 }
+
+/// A destructuring assignment whose right side is not a tuple of as many parts is an error
+/// at the right side, not a panic.
+#[test]
+fn destructuring_assignment_misuse_is_an_error() {
+    for (src, msg) in [
+        (
+            "fn f(x: f64) -> f64 { let (mut a, mut b) = (x, x); (a, b) = x; a + b }",
+            "must be a tuple",
+        ),
+        (
+            "fn f(x: f64) -> f64 { let (mut a, mut b) = (x, x); (a, b) = (x, x, x); a + b }",
+            "does not have the 2 parts",
+        ),
+        (
+            "fn f(x: f64) -> f64 { let (mut a, mut b) = (x, x); let v = [x, x]; (a, b) = (x, v); a + b }",
+            "not arrays or structs",
+        ),
+    ] {
+        match lower_str(src, "") {
+            Ok(_) => panic!("accepted: {src}"),
+            Err(e) => assert!(e.to_string().contains(msg), "{src}: {e}"),
+        }
+    }
+}

@@ -1,0 +1,100 @@
+//! Destructuring assignment, `(a, b) = (b, a + b);`, as recurrences and swaps are written: the
+//! whole right side is evaluated before any place is assigned. Each gradient against forward
+//! mode over the user function written generically, each value against the function as
+//! written.
+
+#![allow(clippy::needless_range_loop)]
+
+use adjoint_core::Real;
+use adjoint_ssa::differentiable;
+
+mod common;
+use common::check_slice;
+
+/// A two-term recurrence carried through a loop.
+#[differentiable]
+fn recurrence(x: &[f64]) -> f64 {
+    let (mut a, mut b) = (x[0], x[1]);
+    for i in 2..x.len() {
+        (a, b) = (b, a * 0.5 + b * x[i]);
+    }
+    a + b.sin()
+}
+fn recurrence_ref<T: Real>(x: &[T]) -> T {
+    let (mut a, mut b) = (x[0], x[1]);
+    for i in 2..x.len() {
+        (a, b) = (b, a * 0.5 + b * x[i]);
+    }
+    a + b.sin()
+}
+
+/// Swaps of array elements and of a variable with an element, `_` and a nested tuple, and
+/// integers carried beside the numbers.
+#[differentiable]
+fn swaps(x: &[f64]) -> f64 {
+    let mut v = [x[0], x[1], x[2]];
+    (v[0], v[2]) = (v[2] * x[3], v[0]);
+    let mut s = 0.0;
+    let mut t = 1.0;
+    (s, (t, _)) = (v[0] * v[1], (t * v[2], s + 1.0));
+    (t, v[1]) = (v[1], t);
+    let (mut i, mut j) = (0, 1);
+    for _ in 0..4 {
+        s += x[i] * x[j];
+        (i, j) = (j, (i + j) % 4);
+    }
+    s + t * v[1] + v[2]
+}
+fn swaps_ref<T: Real>(x: &[T]) -> T {
+    let mut v = [x[0], x[1], x[2]];
+    (v[0], v[2]) = (v[2] * x[3], v[0]);
+    let mut s = T::zero();
+    let mut t = T::one();
+    (s, (t, _)) = (v[0] * v[1], (t * v[2], s + 1.0));
+    (t, v[1]) = (v[1], t);
+    let (mut i, mut j) = (0, 1);
+    for _ in 0..4 {
+        s += x[i] * x[j];
+        (i, j) = (j, (i + j) % 4);
+    }
+    s + t * v[1] + v[2]
+}
+
+#[differentiable]
+fn polar(r: f64, t: f64) -> (f64, f64) {
+    (r * t.cos(), r * t.sin())
+}
+fn polar_ref<T: Real>(r: T, t: T) -> (T, T) {
+    (r * t.cos(), r * t.sin())
+}
+
+/// A call's tuple result assigned to existing variables, in a loop.
+#[differentiable]
+fn rotations(x: &[f64]) -> f64 {
+    let (mut c, mut s) = (x[0], x[1]);
+    for i in 2..x.len() {
+        (c, s) = polar(c + s, x[i]);
+    }
+    c * s
+}
+fn rotations_ref<T: Real>(x: &[T]) -> T {
+    let (mut c, mut s) = (x[0], x[1]);
+    for i in 2..x.len() {
+        (c, s) = polar_ref(c + s, x[i]);
+    }
+    c * s
+}
+
+#[test]
+fn destructuring_assignment_matches_forward_mode() {
+    let x = [0.3, -0.7, 1.1, 0.4, -0.2, 0.9];
+    check_slice(
+        "recurrence",
+        &x,
+        recurrence::grad,
+        recurrence,
+        recurrence_ref,
+    );
+    check_slice("swaps", &x, swaps::grad, swaps, swaps_ref);
+    check_slice("rotations", &x, rotations::grad, rotations, rotations_ref);
+}
