@@ -153,6 +153,11 @@ enum It {
     Rev(Box<It>),
     /// Every `s`-th item of any of these (`x.iter().step_by(s)`; ranges keep `Range::step`).
     Step(Box<It>, Val),
+    /// Any of these without its first `m` items (`m = min(n, len)`, a `usize`:
+    /// `.enumerate().skip(1)` starts at index 1; ranges and `x.iter()` keep their own bounds).
+    Skip(Box<It>, Val),
+    /// The first `m` items of any of these (`m = min(n, len)`).
+    Take(Box<It>, Val),
     /// `x.windows(k)`: `&x[i..i + k]`.
     Windows(SliceArg, Val),
     /// `x.chunks(k)` (`exact`: `x.chunks_exact(k)`): `&x[i·k..min(i·k + k, len)]`.
@@ -3368,13 +3373,16 @@ impl Lower<'_> {
                                     mutable,
                                 ))
                             }
-                            _ => err(
-                                &m.method,
-                                format!(
-                                    "`.{name}()` is supported on a range `a..b` or right after \
-                                     `.iter()`/`.iter_mut()` (or index a sub-slice: `x[a..b]`)"
-                                ),
-                            ),
+                            other => {
+                                // (`min(n, len)`, so `skip(n)` past the end leaves no items)
+                                let len = self.iter_len(&other);
+                                let m = self.int_op(IntOp::Min, n, len);
+                                Ok(if name == "skip" {
+                                    It::Skip(Box::new(other), m)
+                                } else {
+                                    It::Take(Box::new(other), m)
+                                })
+                            }
                         }
                     }
                     "windows" | "chunks" | "chunks_exact" => {
@@ -3544,6 +3552,11 @@ impl Lower<'_> {
                 let len = self.iter_len(i);
                 self.ceil_div(len, *s)
             }
+            It::Skip(i, m) => {
+                let len = self.iter_len(i);
+                self.int_op(IntOp::Sub, len, *m)
+            }
+            It::Take(_, m) => *m,
             It::Windows(s, k) => {
                 // `len − k + 1` windows when `len >= k`, else none: `max(len + 1, k) − k`
                 let len = self.len_of(&s.clone());
@@ -3608,6 +3621,11 @@ impl Lower<'_> {
                 let j = self.int_op(IntOp::Mul, k, *s);
                 self.iter_item(i, j)
             }
+            It::Skip(i, m) => {
+                let j = self.int_op(IntOp::Add, k, *m);
+                self.iter_item(i, j)
+            }
+            It::Take(i, _) => self.iter_item(i, k),
             It::Windows(s, w) => {
                 let lo = self.offset(&s.clone(), k);
                 let hi = self.int_op(IntOp::Add, lo, *w);

@@ -262,14 +262,15 @@
 //! # Supported Rust
 //!
 //! `let` (with tuples `let (a, b) = (x, y);`), `const` items of `f64` or integer type, assignment
-//! and compound assignment, destructuring assignment of numbers (`(a, b) = (b, a + b);`, `(c, s)
-//! = polar(r, t);`, `(v[0], v[2]) = (v[2], v[0]);`), `if`/`else` (also as expressions), `match` on integers and bools,
-//! `while`, `loop` with labelled `break`/`continue`, `for` over ranges of any integer type
-//! (`a..b`, `a..=b`, `.rev()`, `.step_by(k)`; `(-3..2).rev()` counts down from 1) and slices (`.iter()`, `.iter_mut()`, `.enumerate()`, `.zip()`, `.rev()`,
-//! `.step_by(k)`; `.skip(n)`/`.take(n)` on a range or right after `.iter()`), over `x.windows(k)`,
-//! `x.chunks(k)` and `x.chunks_exact(k)` (each item a sub-slice), early `return`; reductions of
-//! those iterators, `.sum()`, `.product()` (also `::<f64>`) and `.fold(init, |acc, v| …)`, after an
-//! optional `.map(|v| …)` — each is lowered to the loop it stands for, the closure's body inlined,
+//! and compound assignment, destructuring assignment of numbers (`(a, b) = (b, a + b);`,
+//! `(c, s) = polar(r, t);`, `(v[0], v[2]) = (v[2], v[0]);`), `if`/`else` (also as expressions),
+//! `match` on integers and bools, `while`, `loop` with labelled `break`/`continue`, `for` over
+//! ranges of any integer type (`a..b`, `a..=b`, `.rev()`, `.step_by(k)`; `(-3..2).rev()` counts
+//! down from 1) and slices (`.iter()`, `.iter_mut()`), with `.enumerate()`, `.zip()`, `.rev()`,
+//! `.step_by(k)`, `.skip(n)`, `.take(n)` in any order (`.enumerate().skip(1)` numbers from 1),
+//! over `x.windows(k)`, `x.chunks(k)` and `x.chunks_exact(k)` (each item a sub-slice), early
+//! `return`; reductions of those iterators, `.sum()`, `.product()` (also `::<f64>`) and
+//! `.fold(init, |acc, v| …)`, after an optional `.map(|v| …)` — each is lowered to the loop it stands for, the closure's body inlined,
 //! so `x.iter().zip(y).map(|(a, b)| a * b).sum()` is differentiated as the written-out loop (a
 //! `return` inside such a closure is refused; a function's name works in place of a closure:
 //! `.map(f64::sin)`, `.fold(f64::MIN, f64::max)`); closures bound to a name and called (`let sq =

@@ -662,3 +662,51 @@ fn signed_and_typed_ranges_backwards_and_stepped() {
     assert!(signed_ranges::grad(&x, &mut g).abs() > 0.1);
     assert!(g.iter().all(|&v| v != 0.0), "{g:?}");
 }
+
+// `skip` and `take` after any adapter: `.enumerate().skip(1)` numbers from the start
+// (indices begin at 1), `skip` past the end leaves nothing.
+#[differentiable]
+fn skipped(x: &[f64]) -> f64 {
+    let mut s = 0.0;
+    for (i, v) in x.iter().enumerate().skip(1) {
+        s += v * v * i as f64;
+    }
+    for (a, b) in x.iter().zip(x.iter().skip(1)).take(3) {
+        s += a * b;
+    }
+    for v in x.iter().step_by(2).skip(1) {
+        s += v.sin();
+    }
+    for (i, v) in x.iter().rev().enumerate().skip(2).take(2) {
+        s += v.exp() * i as f64;
+    }
+    for (i, v) in x.iter().enumerate().skip(9) {
+        s += v * i as f64;
+    }
+    s
+}
+fn skipped_ref<T: Real>(x: &[T]) -> T {
+    let mut s = T::zero();
+    for (i, &v) in x.iter().enumerate().skip(1) {
+        s += v * v * i as f64;
+    }
+    for (&a, &b) in x.iter().zip(x.iter().skip(1)).take(3) {
+        s += a * b;
+    }
+    for v in x.iter().step_by(2).skip(1) {
+        s += v.sin();
+    }
+    for (i, v) in x.iter().rev().enumerate().skip(2).take(2) {
+        s += v.exp() * i as f64;
+    }
+    for (i, &v) in x.iter().enumerate().skip(9) {
+        s += v * i as f64;
+    }
+    s
+}
+
+#[test]
+fn skip_and_take_after_any_adapter() {
+    let x = [0.3, -0.7, 1.1, 0.4, -0.2];
+    check_slice("skipped", &x, skipped::grad, skipped, skipped_ref);
+}
