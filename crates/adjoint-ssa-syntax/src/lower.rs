@@ -3011,7 +3011,14 @@ impl Lower<'_> {
                         Ok(())
                     }
                     Binding::Elem(s, idx) => self.store(s, idx, op, rhs),
-                    Binding::Slice(_) => err(lhs, "assigning whole slices is not supported"),
+                    Binding::Slice(target) if op.is_none() && self.is_whole_local(&target) => {
+                        self.assign_array(target.slice, rhs)
+                    }
+                    Binding::Slice(_) => err(
+                        lhs,
+                        "assigning whole slices is not supported (a local array can be \
+                         assigned whole: `v = [a, b, c];`)",
+                    ),
                     Binding::Agg(_) | Binding::Struct(_) => err(
                         lhs,
                         "tuples and structs are read-only: destructure them into variables \
@@ -3054,6 +3061,47 @@ impl Lower<'_> {
             ),
             e => err(e, "assign to variables, slice elements `x[i]` or `*elem`"),
         }
+    }
+
+    /// `v = [a, b, c];` or `v = w;` for a local array `v`: the right side is evaluated in full
+    /// (an array literal into a new local array, so `v = [v[1], v[0]]` reads the old
+    /// elements), then copied element by element.
+    fn assign_array(&mut self, target: SliceId, rhs: Src) -> Result<()> {
+        let Src::Expr(e) = rhs else {
+            return err(rhs.at(), "assign numbers, not arrays, by destructuring");
+        };
+        let hint = Some(self.f.slices[target].elem);
+        let Ev::S(src) = self.expr(e, hint)? else {
+            return err(e, "assign an array of the same length to a local array");
+        };
+        let len = |me: &Self, s: SliceId| match &me.f.slices[s].kind {
+            SliceKind::Local { len, len_value } => Some((len.to_string(), *len_value)),
+            _ => None,
+        };
+        let same_len = match (len(self, target), self.is_whole_local(&src)) {
+            (Some((t, tv)), true) => {
+                let (s, sv) = len(self, src.slice).expect("a local array");
+                match (tv, sv) {
+                    (Some(a), Some(b)) => a == b,
+                    _ => t == s,
+                }
+            }
+            _ => false,
+        };
+        if !same_len {
+            return err(
+                e,
+                "assign a local array of the same length (an array literal or another local \
+                 array) to a local array",
+            );
+        }
+        if !self.f.slices[src.slice]
+            .elem
+            .same_kind(self.f.slices[target].elem)
+        {
+            return err(e, "the array has a different element type");
+        }
+        self.copy_into(target, src)
     }
 
     fn store(&mut self, s: SliceId, idx: Val, op: Option<(BinOp, &BinOp)>, rhs: Src) -> Result<()> {

@@ -1,7 +1,7 @@
-//! Destructuring assignment, `(a, b) = (b, a + b);`, as recurrences and swaps are written: the
-//! whole right side is evaluated before any place is assigned. Each gradient against forward
-//! mode over the user function written generically, each value against the function as
-//! written.
+//! Destructuring assignment, `(a, b) = (b, a + b);`, as recurrences and swaps are written, and
+//! local arrays assigned whole (`v = [v[1], v[0]];`): the whole right side is evaluated before
+//! any place is assigned. Each gradient against forward mode over the user function written
+//! generically, each value against the function as written.
 
 #![allow(clippy::needless_range_loop)]
 
@@ -85,6 +85,36 @@ fn rotations_ref<T: Real>(x: &[T]) -> T {
     c * s
 }
 
+/// A local array assigned whole, from a literal that reads its old elements and from another
+/// array, in a loop; an integer array too.
+#[differentiable]
+fn arrays(x: &[f64]) -> f64 {
+    let mut v = [x[0], x[1], x[2]];
+    let mut idx = [0usize, 2];
+    let mut s = 0.0;
+    for i in 0..x.len() {
+        v = [v[1] * x[i], v[2], v[0] + x[i]];
+        idx = [idx[1], idx[0]];
+        s += v[0] * v[2] + x[idx[0]];
+    }
+    let w = [s, s * s, v[1]];
+    v = w;
+    s + v[1] + v[2].sin() + w[0]
+}
+fn arrays_ref<T: Real>(x: &[T]) -> T {
+    let mut v = [x[0], x[1], x[2]];
+    let mut idx = [0usize, 2];
+    let mut s = T::zero();
+    for i in 0..x.len() {
+        v = [v[1] * x[i], v[2], v[0] + x[i]];
+        idx = [idx[1], idx[0]];
+        s += v[0] * v[2] + x[idx[0]];
+    }
+    let w = [s, s * s, v[1]];
+    v = w;
+    s + v[1] + v[2].sin() + w[0]
+}
+
 #[test]
 fn destructuring_assignment_matches_forward_mode() {
     let x = [0.3, -0.7, 1.1, 0.4, -0.2, 0.9];
@@ -97,4 +127,5 @@ fn destructuring_assignment_matches_forward_mode() {
     );
     check_slice("swaps", &x, swaps::grad, swaps, swaps_ref);
     check_slice("rotations", &x, rotations::grad, rotations, rotations_ref);
+    check_slice("arrays", &x, arrays::grad, arrays, arrays_ref);
 }
