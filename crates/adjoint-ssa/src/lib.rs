@@ -263,7 +263,7 @@
 //!
 //! `let` (with tuples `let (a, b) = (x, y);`), `const` items of `f64` or integer type, assignment
 //! and compound assignment, destructuring assignment of numbers (`(a, b) = (b, a + b);`,
-//! `(c, s) = polar(r, t);`, `(v[0], v[2]) = (v[2], v[0]);`) and of whole local arrays
+//! `(c, s) = polar(r, t);`, `(v[0], v[2]) = (v[2], v[0]);`), assignment of whole local arrays
 //! (`v = [v[1], v[0]];`, `v = w;`), `if`/`else` (also as expressions),
 //! `match` on integers and bools, `while`, `loop` with labelled `break`/`continue`, `for` over
 //! ranges of any integer type (`a..b`, `a..=b`, `.rev()`, `.step_by(k)`; `(-3..2).rev()` counts
