@@ -178,6 +178,10 @@ struct Lower<'a> {
     /// Inside an inlined closure: the number of variables it captured (it may not assign
     /// them: the change would be lost when the caller's variables come back).
     captured: Option<usize>,
+    /// The stand-in values of variables declared without a value or a type (`let y;`): an
+    /// `f64` zero that no path reads (Rust rejects a read before assignment), retyped by
+    /// nothing — an integer assigned to such a variable asks for its type.
+    untyped_decls: HashSet<Val>,
 }
 
 const FLOAT_CONSTS: &[(&str, f64)] = &[
@@ -787,6 +791,7 @@ pub fn lower(item: &syn::ItemFn, opts: &Options) -> Result<Func> {
         dead: HashSet::new(),
         counter: 0,
         captured: None,
+        untyped_decls: HashSet::new(),
     };
     let ret = l.new_block();
     l.ret = ret;
@@ -1129,21 +1134,57 @@ impl Lower<'_> {
         Ok(())
     }
 
+    /// `let y;` or `let y: f64;`, assigned later on every path that reads it (rustc checks
+    /// that on the function as written): a stand-in zero of the declared type until then, so
+    /// that joins and loops carry the variable like any other.
+    fn declare(&mut self, l: &syn::Local) -> Result<()> {
+        let (pat, ty) = match &l.pat {
+            Pat::Type(pt) => (&*pt.pat, Some(&*pt.ty)),
+            p => (p, None),
+        };
+        let Pat::Ident(pi) = pat else {
+            return err(
+                pat,
+                "declare one variable at a time without a value (`let y: f64;`), or give a \
+                 value to destructure",
+            );
+        };
+        if pi.by_ref.is_some() || pi.subpat.is_some() {
+            return err(pi, "declare a plain name: `let y: f64;`");
+        }
+        let v = match ty.map(|t| (type_of(t), t)) {
+            None => {
+                let v = self.konst(Ty::F64, quote!(0.0), ConstVal::F(0.0));
+                self.untyped_decls.insert(v);
+                v
+            }
+            Some((Some(Ty::F64), _)) => self.konst(Ty::F64, quote!(0.0), ConstVal::F(0.0)),
+            Some((Some(Ty::Int(t)), _)) => self.konst(Ty::Int(t), quote!(0), ConstVal::I(0)),
+            Some((_, t)) => {
+                return err(
+                    t,
+                    "a variable declared without a value is an `f64` or an integer (declare \
+                     arrays with a value: `let mut a = [0.0; 3];`)",
+                )
+            }
+        };
+        self.env.push(Var {
+            name: pi.ident.to_string(),
+            b: Binding::Val(v),
+        });
+        Ok(())
+    }
+
     fn local(&mut self, l: &syn::Local) -> Result<()> {
-        let init =
-            match &l.init {
-                Some(i) => {
-                    if let Some((_, d)) = &i.diverge {
-                        return err(d, "`let … else` is not supported");
-                    }
-                    &*i.expr
+        let init = match &l.init {
+            Some(i) => {
+                if let Some((_, d)) = &i.diverge {
+                    return err(d, "`let … else` is not supported");
                 }
-                None => return err(
-                    l,
-                    "declare variables with a value (`let mut s = 0.0;`): every variable needs \
-                     one on every path",
-                ),
-            };
+                &*i.expr
+            }
+            None => return self.declare(l),
+        };
         let (pat, ty) = match &l.pat {
             Pat::Type(pt) => (&*pt.pat, Some(&*pt.ty)),
             p => (p, None),
@@ -2992,12 +3033,23 @@ impl Lower<'_> {
                 }
                 match self.env[i].b.clone() {
                     Binding::Val(old) => {
-                        let hint = Some(self.ty(old));
+                        let untyped = self.untyped_decls.contains(&old);
+                        let hint = if untyped { None } else { Some(self.ty(old)) };
                         let r = rhs.scalar(self, hint)?;
                         let new = match op {
                             Some((o, at)) => self.binop(&o, old, r, at)?,
                             None => r,
                         };
+                        if untyped && !matches!(self.ty(new), Ty::F64) {
+                            return err(
+                                lhs,
+                                format!(
+                                    "give `{name}` its type where it is declared (`let {name}: \
+                                     i64;`): a variable declared without a value or a type is \
+                                     taken to be an `f64`"
+                                ),
+                            );
+                        }
                         if !self.ty(new).same_kind(self.ty(old)) {
                             return err(
                                 rhs.at(),

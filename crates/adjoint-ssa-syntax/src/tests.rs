@@ -1080,3 +1080,36 @@ fn destructuring_assignment_misuse_is_an_error() {
         }
     }
 }
+
+/// A variable declared without a value or a type is an `f64`: an integer assigned to it asks
+/// for the type; arrays are declared with a value.
+#[test]
+fn declarations_without_a_value() {
+    for src in [
+        "fn f(x: f64) -> f64 { let y; if x > 0.0 { y = x; } else { y = -x; } y }",
+        "fn f(x: &[f64]) -> f64 { let k: usize; k = 1; x[k] }",
+    ] {
+        if let Err(e) = lower_str(src, "") {
+            panic!("{src}: {e}");
+        }
+    }
+    for (src, msg) in [
+        (
+            "fn f(x: &[f64]) -> f64 { let k; k = 1; x[k] }",
+            "give `k` its type where it is declared",
+        ),
+        (
+            "fn f(x: f64) -> f64 { let a: [f64; 2]; x }",
+            "declare arrays with a value",
+        ),
+        (
+            "fn f(x: f64) -> f64 { let (a, b); x }",
+            "one variable at a time",
+        ),
+    ] {
+        match lower_str(src, "") {
+            Ok(_) => panic!("accepted: {src}"),
+            Err(e) => assert!(e.to_string().contains(msg), "{src}: {e}"),
+        }
+    }
+}

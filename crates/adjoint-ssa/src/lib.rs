@@ -261,7 +261,8 @@
 //!
 //! # Supported Rust
 //!
-//! `let` (with tuples `let (a, b) = (x, y);`), `const` items of `f64` or integer type, assignment
+//! `let` (with tuples `let (a, b) = (x, y);`; `let y;` or `let k: usize;` assigned later, an
+//! untyped one being an `f64`), `const` items of `f64` or integer type, assignment
 //! and compound assignment, destructuring assignment of numbers (`(a, b) = (b, a + b);`,
 //! `(c, s) = polar(r, t);`, `(v[0], v[2]) = (v[2], v[0]);`), assignment of whole local arrays
 //! (`v = [v[1], v[0]];`, `v = w;`), `if`/`else` (also as expressions),

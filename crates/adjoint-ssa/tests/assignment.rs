@@ -1,9 +1,14 @@
 //! Destructuring assignment, `(a, b) = (b, a + b);`, as recurrences and swaps are written, and
 //! local arrays assigned whole (`v = [v[1], v[0]];`): the whole right side is evaluated before
-//! any place is assigned. Each gradient against forward mode over the user function written
+//! any place is assigned. Variables declared without a value (`let y;`) and assigned later. Each gradient against forward mode over the user function written
 //! generically, each value against the function as written.
 
-#![allow(clippy::needless_range_loop)]
+// (`let y;` assigned in branches is the spelling under test.)
+#![allow(
+    clippy::needless_range_loop,
+    clippy::needless_late_init,
+    clippy::never_loop
+)]
 
 use adjoint_core::Real;
 use adjoint_ssa::differentiable;
@@ -113,6 +118,88 @@ fn arrays_ref<T: Real>(x: &[T]) -> T {
     let w = [s, s * s, v[1]];
     v = w;
     s + v[1] + v[2].sin() + w[0]
+}
+
+/// Variables declared without a value and assigned on every path that reads them.
+#[differentiable]
+fn deferred(x: &[f64]) -> f64 {
+    let y;
+    if x[0] > 0.0 {
+        y = x[0].sin();
+    } else {
+        y = x[1] * x[0];
+    }
+    let k: usize;
+    let z: f64;
+    if x[1] < 0.0 {
+        k = 2;
+        z = x[2].exp();
+    } else {
+        k = 3;
+        z = x[3] * 2.0;
+    }
+    let mut s = y * z + x[k];
+    let w;
+    loop {
+        w = s * x[4];
+        break;
+    }
+    s += w;
+    for i in 0..x.len() {
+        let t;
+        if i % 2 == 0 {
+            t = x[i] * s;
+        } else {
+            t = x[i].cos();
+        }
+        s += t;
+    }
+    s
+}
+fn deferred_ref<T: Real>(x: &[T]) -> T {
+    let y;
+    if x[0] > 0.0 {
+        y = x[0].sin();
+    } else {
+        y = x[1] * x[0];
+    }
+    let k: usize;
+    let z: T;
+    if x[1] < 0.0 {
+        k = 2;
+        z = x[2].exp();
+    } else {
+        k = 3;
+        z = x[3] * 2.0;
+    }
+    let mut s = y * z + x[k];
+    let w;
+    loop {
+        w = s * x[4];
+        break;
+    }
+    s += w;
+    for i in 0..x.len() {
+        let t;
+        if i % 2 == 0 {
+            t = x[i] * s;
+        } else {
+            t = x[i].cos();
+        }
+        s += t;
+    }
+    s
+}
+
+#[test]
+fn deferred_initialisation_matches_forward_mode() {
+    // both sides of each branch
+    for x in [
+        [0.3, -0.7, 1.1, 0.4, -0.2, 0.9],
+        [-0.3, 0.7, 1.1, 0.4, -0.2, 0.9],
+    ] {
+        check_slice("deferred", &x, deferred::grad, deferred, deferred_ref);
+    }
 }
 
 #[test]

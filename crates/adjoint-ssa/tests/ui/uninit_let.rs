@@ -1,10 +1,10 @@
 use adjoint_ssa::differentiable;
 
 #[differentiable]
-fn f(x: f64) -> f64 {
-    let y;
-    y = x;
-    y
+fn f(x: &[f64]) -> f64 {
+    let k;
+    k = 1;
+    x[k]
 }
 
 fn main() {}
