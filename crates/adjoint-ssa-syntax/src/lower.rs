@@ -1317,9 +1317,19 @@ impl Lower<'_> {
                         Binding::Val(v)
                     }
                     Ev::S(s) => {
-                        // `let b = a;` copies a local array (a reference `&a` aliases it)
-                        let copy = matches!(self.f.slices[s.slice].kind, SliceKind::Local { .. })
-                            && !matches!(strip(init), Expr::Reference(_) | Expr::Array(_));
+                        // `let b = a;` copies a local array (a reference `&a` aliases it), as
+                        // `let mut b = x;` and `let mut b = *r;` copy array parameters
+                        // (`x: [f64; 3]`, `r: &[f64; 3]`)
+                        let info = &self.f.slices[s.slice];
+                        let copy = match (&info.kind, &info.array, strip(init)) {
+                            (_, _, Expr::Reference(_) | Expr::Array(_)) => false,
+                            (SliceKind::Local { .. }, _, _) => true,
+                            (SliceKind::Param { .. }, Some(a), Expr::Path(_)) => !a.by_ref,
+                            (SliceKind::Param { .. }, Some(_), Expr::Unary(u)) => {
+                                matches!(u.op, UnOp::Deref(_))
+                            }
+                            _ => false,
+                        };
                         if copy && s.lo.is_none() && s.hi.is_none() {
                             Binding::Slice(self.copy_array(&name, s)?)
                         } else {
@@ -1415,11 +1425,26 @@ impl Lower<'_> {
             && s.hi.is_none()
     }
 
-    /// A new local array `name` holding a copy of the whole local array `s`.
+    /// A new local array `name` holding a copy of the whole local array or array parameter `s`.
     fn copy_array(&mut self, name: &str, s: SliceArg) -> Result<SliceArg> {
-        let info = SliceInfo {
-            name: name.to_string(),
-            ..self.f.slices[s.slice].clone()
+        let src = &self.f.slices[s.slice];
+        let info = match (&src.kind, &src.array) {
+            (SliceKind::Param { .. }, Some(a)) => SliceInfo {
+                name: name.to_string(),
+                elem: src.elem,
+                kind: SliceKind::Local {
+                    len: a.len.clone(),
+                    len_value: syn::parse2::<syn::LitInt>(a.len.clone())
+                        .ok()
+                        .and_then(|l| l.base10_parse().ok()),
+                },
+                declared_active: false,
+                array: None,
+            },
+            _ => SliceInfo {
+                name: name.to_string(),
+                ..src.clone()
+            },
         };
         self.f.slices.push(info);
         let dst = self.f.slices.len() - 1;

@@ -54,6 +54,41 @@ fn array_parameters() {
     check_all("weighted", &got, &want);
 }
 
+/// Array parameters copied into mutable locals (`let mut a = x;`, `let mut b = *w;`), as Rust
+/// copies arrays: writing the copies leaves the parameters as they were.
+#[differentiable]
+fn copied(x: [f64; 3], w: &[f64; N], k: f64) -> f64 {
+    let mut a = x;
+    let mut b = *w;
+    for i in 0..N {
+        a[i] = a[i] * k + b[i];
+        b[i] = a[i].sin() * x[i];
+    }
+    a[0] * b[1] + a[2] * w[0] + x[1] * b[2]
+}
+
+#[test]
+fn array_parameters_copied_into_locals() {
+    let (x, w, k) = ([0.3, -1.2, 0.8], [1.5, 0.25, -2.0], 0.7);
+    let (mut dx, mut dw, mut dk) = ([9.0; 3], [9.0; 3], 9.0);
+    let v = copied::grad(x, &w, k, &mut dx, &mut dw, &mut dk);
+    assert!(close(v, copied(x, &w, k)));
+    let all = [x[0], x[1], x[2], w[0], w[1], w[2], k];
+    // forward mode over the function written generically (not the macro's `primal`)
+    fn reference<T: Real>(x: [T; 3], w: &[T; N], k: T) -> T {
+        let mut a = x;
+        let mut b = *w;
+        for i in 0..N {
+            a[i] = a[i] * k + b[i];
+            b[i] = a[i].sin() * x[i];
+        }
+        a[0] * b[1] + a[2] * w[0] + x[1] * b[2]
+    }
+    let want = forward::gradient(|v| reference(arr(v), &arr(&v[3..]), v[6]), &all);
+    let got: Vec<f64> = dx.iter().chain(&dw).copied().chain([dk]).collect();
+    check_all("copied", &got, &want);
+}
+
 #[differentiable]
 fn softmax(x: &[f64; N]) -> [f64; N] {
     let mut m = x[0];
