@@ -104,6 +104,9 @@ struct LoopCtx {
     cont: BlockId,
     brk: BlockId,
     nvars: usize,
+    /// A `loop` left by `break value`: the hidden variable (its index in `env`, among the
+    /// first `nvars`) that each such `break` assigns before jumping to the exit.
+    value: Option<usize>,
 }
 
 /// The result of lowering an expression.
@@ -323,6 +326,51 @@ fn ret_of_pat(p: &Pat) -> Result<Ret> {
         Pat::Ident(_) | Pat::Wild(_) => Ok(Ret::Scalar),
         p => err(p, "bind plain names, `_` or tuples of these"),
     }
+}
+
+/// Whether `body`, the body of a `loop` labelled `label`, has a `break value` that leaves it:
+/// an unlabelled one outside any inner loop, or one with its label.
+fn breaks_with_value(body: &syn::Block, label: Option<&str>) -> bool {
+    use syn::visit::Visit;
+    struct Find<'a> {
+        label: Option<&'a str>,
+        depth: usize,
+        found: bool,
+    }
+    impl<'ast> Visit<'ast> for Find<'_> {
+        fn visit_expr_break(&mut self, b: &'ast syn::ExprBreak) {
+            if b.expr.is_some() {
+                self.found |= match &b.label {
+                    None => self.depth == 0,
+                    Some(l) => self.label == Some(l.ident.to_string().as_str()),
+                };
+            }
+            syn::visit::visit_expr_break(self, b);
+        }
+        fn visit_expr_loop(&mut self, l: &'ast syn::ExprLoop) {
+            self.depth += 1;
+            syn::visit::visit_expr_loop(self, l);
+            self.depth -= 1;
+        }
+        fn visit_expr_while(&mut self, w: &'ast syn::ExprWhile) {
+            self.depth += 1;
+            syn::visit::visit_expr_while(self, w);
+            self.depth -= 1;
+        }
+        fn visit_expr_for_loop(&mut self, f: &'ast syn::ExprForLoop) {
+            self.depth += 1;
+            syn::visit::visit_expr_for_loop(self, f);
+            self.depth -= 1;
+        }
+        fn visit_expr_closure(&mut self, _: &'ast syn::ExprClosure) {}
+    }
+    let mut f = Find {
+        label,
+        depth: 0,
+        found: false,
+    };
+    f.visit_block(body);
+    f.found
 }
 
 /// The shape of a call's result from the places a destructuring assignment gives it: each place
@@ -969,6 +1017,10 @@ impl Lower<'_> {
         for i in 0..n {
             if let Binding::Val(x) = self.env[i].b {
                 let p = self.f.new_val(self.ty(x), Some(self.env[i].name.clone()));
+                if self.untyped_decls.contains(&x) {
+                    // (still the stand-in of `let y;` or of a `loop`'s value, through a loop)
+                    self.untyped_decls.insert(p);
+                }
                 self.f.blocks[blk].params.push(p);
             }
         }
@@ -1870,7 +1922,7 @@ impl Lower<'_> {
                 self.block(&b.block)
             }
             Expr::While(w) => self.lower_while(w),
-            Expr::Loop(l) => self.lower_loop(l),
+            Expr::Loop(l) => self.lower_loop(l, hint),
             Expr::ForLoop(f) => self.lower_for(f),
             Expr::Match(m) => self.lower_match(m, hint),
             Expr::Return(r) => {
@@ -1913,13 +1965,25 @@ impl Lower<'_> {
                 Ok(Ev::Unit)
             }
             Expr::Break(b) => {
-                if let Some(v) = &b.expr {
-                    return err(
-                        v,
-                        "`break` with a value is not supported: assign a variable, then `break`",
-                    );
-                }
                 let ctx = self.find_loop(b.label.as_ref(), b)?;
+                if let Some(v) = &b.expr {
+                    let Some(i) = self.loops[ctx].value else {
+                        return err(v, "`break` with a value leaves a `loop` only");
+                    };
+                    let Binding::Val(old) = self.env[i].b else {
+                        unreachable!("the loop's value is a number")
+                    };
+                    let untyped = self.untyped_decls.contains(&old);
+                    let val = self.scalar(v, (!untyped).then(|| self.ty(old)))?;
+                    if !self.ty(val).same_kind(self.ty(old)) {
+                        return err(
+                            v,
+                            "a `loop`'s value is an `f64`, or an integer where its type is \
+                             written (`let k: usize = loop { … };`)",
+                        );
+                    }
+                    self.env[i].b = Binding::Val(val);
+                }
                 let (blk, n) = (self.loops[ctx].brk, self.loops[ctx].nvars);
                 self.jump(blk, n, None);
                 Ok(Ev::Unit)
@@ -3362,6 +3426,7 @@ impl Lower<'_> {
             cont: h,
             brk: x,
             nvars: n,
+            value: None,
         });
         self.block(&w.body)?;
         self.loops.pop();
@@ -3373,14 +3438,37 @@ impl Lower<'_> {
         Ok(Ev::Unit)
     }
 
-    fn lower_loop(&mut self, l: &syn::ExprLoop) -> Result<Ev> {
+    fn lower_loop(&mut self, l: &syn::ExprLoop, hint: Option<Ty>) -> Result<Ev> {
+        let label = Self::label(&l.label);
+        // `let r = loop { … break v; };`: a hidden variable that each `break v` assigns,
+        // carried to the exit like any other (`f64` unless the context says otherwise)
+        let value = breaks_with_value(&l.body, label.as_deref()).then(|| {
+            let v = match hint {
+                Some(Ty::F64) => self.konst(Ty::F64, quote!(0.0), ConstVal::F(0.0)),
+                Some(t @ Ty::Int(_)) => self.konst(t, quote!(0), ConstVal::I(0)),
+                _ => {
+                    // (no type from the context: an `f64`, which a `break` with an integer
+                    // does not silently become)
+                    let v = self.konst(Ty::F64, quote!(0.0), ConstVal::F(0.0));
+                    self.untyped_decls.insert(v);
+                    v
+                }
+            };
+            self.counter += 1;
+            self.env.push(Var {
+                name: format!("#loop{}", self.counter),
+                b: Binding::Val(v),
+            });
+            self.env.len() - 1
+        });
         let n = self.env.len();
         let (h, x) = self.loop_start(n);
         self.loops.push(LoopCtx {
-            label: Self::label(&l.label),
+            label,
             cont: h,
             brk: x,
             nvars: n,
+            value,
         });
         self.block(&l.body)?;
         self.loops.pop();
@@ -3389,7 +3477,16 @@ impl Lower<'_> {
         }
         let used = self.exit_used(x);
         self.loop_end(x, n, used);
-        Ok(Ev::Unit)
+        match value {
+            Some(i) => {
+                let Binding::Val(v) = self.env[i].b else {
+                    unreachable!("the loop's value is a number")
+                };
+                self.env.truncate(i);
+                Ok(Ev::V(v))
+            }
+            None => Ok(Ev::Unit),
+        }
     }
 
     fn iter_spec(&mut self, e: &Expr) -> Result<It> {
@@ -3901,6 +3998,7 @@ impl Lower<'_> {
             cont: latch,
             brk: x,
             nvars: n,
+            value: None,
         });
         self.block(&fl.body)?;
         self.loops.pop();

@@ -1113,3 +1113,33 @@ fn declarations_without_a_value() {
         }
     }
 }
+
+/// `break value` leaves a `loop` with a number: an `f64`, or an integer where the type is
+/// written; an integer value of a loop whose type nothing gives is an error (it does not
+/// silently become an `f64`).
+#[test]
+fn loop_values() {
+    for src in [
+        "fn f(x: f64) -> f64 { let r = loop { break x * 2.0; }; r }",
+        "fn f(x: &[f64]) -> f64 { let k: usize = loop { break 1; }; x[k] }",
+    ] {
+        if let Err(e) = lower_str(src, "") {
+            panic!("{src}: {e}");
+        }
+    }
+    for (src, msg) in [
+        (
+            "fn f(x: f64) -> f64 { let k = loop { break 3; }; x * (k / 2) as f64 }",
+            "where its type is written",
+        ),
+        (
+            "fn f(x: f64) -> f64 { let r = loop { break [x, x]; }; r[0] }",
+            "",
+        ),
+    ] {
+        match lower_str(src, "") {
+            Ok(_) => panic!("accepted: {src}"),
+            Err(e) => assert!(e.to_string().contains(msg), "{src}: {e}"),
+        }
+    }
+}

@@ -267,7 +267,8 @@
 //! `(c, s) = polar(r, t);`, `(v[0], v[2]) = (v[2], v[0]);`), assignment of whole local arrays
 //! (`v = [v[1], v[0]];`, `v = w;`) and copies of arrays (`let mut a = x;` for `x: [f64; 3]`,
 //! `let mut b = *r;` for `r: &[f64; 3]`, `let b = a;` for a local array), `if`/`else` (also as expressions),
-//! `match` on integers and bools, `while`, `loop` with labelled `break`/`continue`, `for` over
+//! `match` on integers and bools, `while`, `loop` with labelled `break`/`continue` (and a value:
+//! `let r = loop { … break v; };`, an `f64` or an integer of written type), `for` over
 //! ranges of any integer type (`a..b`, `a..=b`, `.rev()`, `.step_by(k)`; `(-3..2).rev()` counts
 //! down from 1) and slices (`.iter()`, `.iter_mut()`), with `.enumerate()`, `.zip()`, `.rev()`,
 //! `.step_by(k)`, `.skip(n)`, `.take(n)` in any order (`.enumerate().skip(1)` numbers from 1),

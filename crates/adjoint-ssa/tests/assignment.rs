@@ -1,6 +1,7 @@
 //! Destructuring assignment, `(a, b) = (b, a + b);`, as recurrences and swaps are written, and
 //! local arrays assigned whole (`v = [v[1], v[0]];`): the whole right side is evaluated before
-//! any place is assigned. Variables declared without a value (`let y;`) and assigned later. Each gradient against forward mode over the user function written
+//! any place is assigned. Variables declared without a value (`let y;`) and assigned later; a
+//! `loop`'s value (`let r = loop { … break v; };`). Each gradient against forward mode over the user function written
 //! generically, each value against the function as written.
 
 // (`let y;` assigned in branches is the spelling under test.)
@@ -199,6 +200,71 @@ fn deferred_initialisation_matches_forward_mode() {
         [-0.3, 0.7, 1.1, 0.4, -0.2, 0.9],
     ] {
         check_slice("deferred", &x, deferred::grad, deferred, deferred_ref);
+    }
+}
+
+/// A `loop`'s value (`break value`): Newton's square root, and an index found by a labelled
+/// `break` from an inner `for`.
+#[differentiable]
+fn loop_values(x: &[f64]) -> f64 {
+    let a = x[0] * x[0] + 1.0;
+    let mut y = a;
+    let mut it = 0;
+    let r = loop {
+        let next = 0.5 * (y + a / y);
+        it += 1;
+        if (next - y).abs() < 1e-12 || it == 50 {
+            break next * x[1];
+        }
+        y = next;
+    };
+    let k: usize = 'outer: loop {
+        for i in 0..x.len() {
+            if x[i] > 1.0 {
+                break 'outer i;
+            }
+        }
+        break 0;
+    };
+    r + x[k] * 2.0
+}
+fn loop_values_ref<T: Real>(x: &[T]) -> T {
+    let a = x[0] * x[0] + 1.0;
+    let mut y = a;
+    let mut it = 0;
+    let r = loop {
+        let next = (y + a / y) * 0.5;
+        it += 1;
+        if (next - y).abs() < 1e-12 || it == 50 {
+            break next * x[1];
+        }
+        y = next;
+    };
+    let k: usize = 'outer: loop {
+        for i in 0..x.len() {
+            if x[i] > 1.0 {
+                break 'outer i;
+            }
+        }
+        break 0;
+    };
+    r + x[k] * 2.0
+}
+
+#[test]
+fn loop_values_match_forward_mode() {
+    for x in [
+        [0.3, -0.7, 1.1, 0.4],
+        [2.3, -0.7, 0.1, 0.4],
+        [0.3, -0.7, 0.1, 0.4],
+    ] {
+        check_slice(
+            "loop_values",
+            &x,
+            loop_values::grad,
+            loop_values,
+            loop_values_ref,
+        );
     }
 }
 
