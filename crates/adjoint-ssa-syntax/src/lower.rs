@@ -3553,13 +3553,19 @@ impl Lower<'_> {
                         let n = self.usize_arg(&m.args[0])?;
                         // `m = min(n, len)` items skipped or taken from `lo`: `lo + m` cannot
                         // pass the end, nor overflow for a huge `n`
-                        // (`min(n, len)` is a `usize`; a range's bounds keep their own type:
-                        // `(-3..2).skip(1)` starts at −2)
+                        // (`min(n, len)` is a `usize`; a range's bounds keep their own type,
+                        // the sum computed as its items are: `(-3..2).skip(1)` starts at −2)
                         let cut = |me: &mut Self, lo: Val, it: &It| {
                             let len = me.iter_len(it);
                             let m = me.int_op(IntOp::Min, n, len);
-                            let m = me.usize_as(m, me.ty(lo));
-                            me.int_op(IntOp::Add, lo, m)
+                            let ty = me.ty(lo);
+                            let wide = match it {
+                                It::Range { hi, .. } => me.range_bounds(lo, *hi).0,
+                                _ => lo,
+                            };
+                            let m = me.usize_as(m, me.ty(wide));
+                            let c = me.int_op(IntOp::Add, wide, m);
+                            me.usize_as(c, ty)
                         };
                         match inner {
                             It::Range {
@@ -3707,27 +3713,34 @@ impl Lower<'_> {
         self.usize_arg(e)
     }
 
-    /// A non-negative integer of any type as a `usize` (an iterator's length, counted in its
-    /// range's own type): a signed one through the unsigned type of its width, so a length
-    /// past the signed maximum (which wraps in a release build) stays exact.
-    fn len_as_usize(&mut self, v: Val) -> Val {
-        let via = match self.ty(v) {
-            Ty::Int(Some(IntTy::Usize)) => return v,
-            Ty::Int(Some(IntTy::I8)) => Some(IntTy::U8),
-            Ty::Int(Some(IntTy::I16)) => Some(IntTy::U16),
-            Ty::Int(Some(IntTy::I32)) => Some(IntTy::U32),
-            _ => None,
+    /// The bounds a range's length and items are computed with: as they are for unsigned and
+    /// 64-bit types (a length past `i64::MAX` is out of reach), widened to `i64` for narrower
+    /// signed types and for bounds whose type is still open (it may become `i8` later), so that
+    /// `(-100i8..100).rev()` counts 200 and reaches 99 without overflowing.
+    fn range_bounds(&mut self, lo: Val, hi: Val) -> (Val, Val) {
+        use IntTy::*;
+        // (the bounds are one integer type: a written one, else open)
+        let narrow = match (self.ty(lo), self.ty(hi)) {
+            (Ty::Int(Some(t)), _) | (_, Ty::Int(Some(t))) => matches!(t, I8 | I16 | I32),
+            _ => true,
         };
-        let v = match via {
-            Some(t) => self.int_cast(v, Ty::Int(Some(t))),
-            None => v,
-        };
-        self.int_cast(v, Ty::Int(Some(IntTy::Usize)))
+        if narrow {
+            let w = Ty::Int(Some(I64));
+            (self.int_cast(lo, w), self.int_cast(hi, w))
+        } else {
+            (lo, hi)
+        }
     }
 
-    /// A `usize` (a loop counter, an offset below a range's length) as an integer of type `ty`.
+    /// A non-negative integer (a range's length) as a `usize`.
+    fn usize_of(&mut self, v: Val) -> Val {
+        self.usize_as(v, Ty::Int(Some(IntTy::Usize)))
+    }
+
+    /// An integer (a `usize` loop counter or offset, a range's length) as type `ty`: cast
+    /// unless it has that type already.
     fn usize_as(&mut self, v: Val, ty: Ty) -> Val {
-        if ty == Ty::Int(Some(IntTy::Usize)) {
+        if self.ty(v) == ty {
             v
         } else {
             self.int_cast(v, ty)
@@ -3754,10 +3767,11 @@ impl Lower<'_> {
         match it {
             It::Range { lo, hi, step, .. } => {
                 // if hi > lo { (hi - lo + step - 1) / step } else { 0 }, with min/max only; the
-                // difference in the bounds' own type (`-3..2` counts 5), then as a `usize`
-                let m = self.int_op(IntOp::Max, *hi, *lo);
-                let d = self.int_op(IntOp::Sub, m, *lo);
-                let d = self.len_as_usize(d);
+                // difference of the bounds (`-3..2` counts 5), then as a `usize`
+                let (lo, hi) = self.range_bounds(*lo, *hi);
+                let m = self.int_op(IntOp::Max, hi, lo);
+                let d = self.int_op(IntOp::Sub, m, lo);
+                let d = self.usize_of(d);
                 match step {
                     None => d,
                     Some(s) => self.ceil_div(d, *s),
@@ -3802,21 +3816,29 @@ impl Lower<'_> {
     fn iter_item(&mut self, it: &It, k: Val) -> Item {
         match it {
             It::Range { lo, hi, rev, step } => {
-                // (the counter `k` is a `usize`; the item has the bounds' type)
-                if *rev {
+                // (the counter `k` is a `usize`; the item is computed with `range_bounds` and
+                // has the bounds' type)
+                let ty = self.ty(*lo);
+                let (lo, hi) = self.range_bounds(*lo, *hi);
+                let item = if *rev {
                     // hi - 1 - k
-                    let one = self.konst(self.ty(*hi), quote!(1), ConstVal::I(1));
-                    let h1 = self.int_op(IntOp::Sub, *hi, one);
-                    let k = self.usize_as(k, self.ty(*hi));
-                    Item::Int(self.int_op(IntOp::Sub, h1, k))
+                    let one = self.konst(self.ty(hi), quote!(1), ConstVal::I(1));
+                    let h1 = self.int_op(IntOp::Sub, hi, one);
+                    let k = self.usize_as(k, self.ty(hi));
+                    self.int_op(IntOp::Sub, h1, k)
                 } else {
                     let off = match step {
                         Some(s) => self.int_op(IntOp::Mul, k, *s),
                         None => k,
                     };
-                    let off = self.usize_as(off, self.ty(*lo));
-                    Item::Int(self.int_op(IntOp::Add, *lo, off))
-                }
+                    let off = self.usize_as(off, self.ty(lo));
+                    self.int_op(IntOp::Add, lo, off)
+                };
+                Item::Int(if self.ty(item) == ty {
+                    item
+                } else {
+                    self.int_cast(item, ty)
+                })
             }
             It::Slice(s, mutable) => {
                 let idx = self.offset(&s.clone(), k);

@@ -710,3 +710,50 @@ fn skip_and_take_after_any_adapter() {
     let x = [0.3, -0.7, 1.1, 0.4, -0.2];
     check_slice("skipped", &x, skipped::grad, skipped, skipped_ref);
 }
+
+// Ranges of narrow signed integers with more items than the type's maximum: the length and
+// the items are computed in `i64` (in the range's own type they overflowed: a panic in debug
+// builds, and about 2⁶⁴ iterations in release ones when the type was fixed late).
+#[differentiable]
+fn wide_ranges(x: &[f64]) -> f64 {
+    let mut s = 0.0;
+    for k in (-100i8..100).rev() {
+        s += x[0] * f64::from(k);
+    }
+    let n = 100;
+    let lo: i8 = -100;
+    for k in (lo..n).rev().step_by(7) {
+        s += x[1] * f64::from(k);
+    }
+    for k in (-100i8..100).skip(150) {
+        s += x[2] * f64::from(k) * x[0];
+    }
+    for k in (-30000i16..30000).step_by(1000).rev() {
+        s += x[3].sin() * f64::from(k);
+    }
+    s
+}
+fn wide_ranges_ref<T: Real>(x: &[T]) -> T {
+    let mut s = T::zero();
+    for k in (-100i8..100).rev() {
+        s += x[0] * f64::from(k);
+    }
+    let n = 100;
+    let lo: i8 = -100;
+    for k in (lo..n).rev().step_by(7) {
+        s += x[1] * f64::from(k);
+    }
+    for k in (-100i8..100).skip(150) {
+        s += x[2] * f64::from(k) * x[0];
+    }
+    for k in (-30000i16..30000).step_by(1000).rev() {
+        s += x[3].sin() * f64::from(k);
+    }
+    s
+}
+
+#[test]
+fn narrow_ranges_longer_than_their_type() {
+    let x = [0.3, -0.7, 1.1, 0.4, -0.2];
+    check_slice("wide", &x, wide_ranges::grad, wide_ranges, wide_ranges_ref);
+}
