@@ -148,6 +148,9 @@ enum It {
         hi: Val,
         rev: bool,
         step: Option<Val>,
+        /// The items' type: the bounds', except for an inclusive range of a type of at most 32
+        /// bits, whose bounds are `i64` (`0u8..=255` ends at 256).
+        item: Ty,
     },
     Slice(SliceArg, bool),
     Enumerate(Box<It>),
@@ -326,6 +329,12 @@ fn ret_of_pat(p: &Pat) -> Result<Ret> {
         Pat::Ident(_) | Pat::Wild(_) => Ok(Ret::Scalar),
         p => err(p, "bind plain names, `_` or tuples of these"),
     }
+}
+
+/// An integer type of at most 32 bits, signed or unsigned, written (not open).
+fn narrow_int(t: Ty) -> bool {
+    use IntTy::*;
+    matches!(t, Ty::Int(Some(I8 | I16 | I32 | U8 | U16 | U32)))
 }
 
 /// Whether `body`, the body of a `loop` labelled `label`, has a `break value` that leaves it:
@@ -2086,33 +2095,48 @@ impl Lower<'_> {
                 let v: f64 = f.base10_parse()?;
                 Ok(self.konst(Ty::F64, l.to_token_stream(), ConstVal::F(v)))
             }
-            Lit::Int(i) => {
-                let ty = if i.suffix().is_empty() {
-                    match hint {
-                        Some(Ty::F64) => {
-                            return err(
-                                i,
-                                "an integer literal where an `f64` is expected: write `2.0`",
-                            )
-                        }
-                        Some(t @ Ty::Int(_)) => t,
-                        _ => Ty::Int(None),
-                    }
-                } else if i.suffix() == "f64" {
-                    let v: f64 = i.base10_parse()?;
-                    return Ok(self.konst(Ty::F64, l.to_token_stream(), ConstVal::F(v)));
-                } else {
-                    match IntTy::from_name(i.suffix()) {
-                        Some(t) => Ty::Int(Some(t)),
-                        None => return err(i, "unsupported integer type"),
-                    }
-                };
-                let v: i128 = i.base10_parse()?;
-                Ok(self.konst(ty, l.to_token_stream(), ConstVal::I(v)))
-            }
+            Lit::Int(i) => self.int_lit(i, hint, None),
             Lit::Bool(b) => Ok(self.konst(Ty::Bool, l.to_token_stream(), ConstVal::B(b.value))),
             l => err(l, "unsupported literal"),
         }
+    }
+
+    /// An integer literal, or its negation `neg` (`-128i8`, one constant: `0 - 128i8` would
+    /// not fit its type).
+    fn int_lit(
+        &mut self,
+        i: &syn::LitInt,
+        hint: Option<Ty>,
+        neg: Option<&syn::ExprUnary>,
+    ) -> Result<Val> {
+        let tokens = match neg {
+            Some(u) => u.to_token_stream(),
+            None => i.to_token_stream(),
+        };
+        let sign = if neg.is_some() { -1.0 } else { 1.0 };
+        let ty = if i.suffix().is_empty() {
+            match hint {
+                Some(Ty::F64) => {
+                    return err(
+                        i,
+                        "an integer literal where an `f64` is expected: write `2.0`",
+                    )
+                }
+                Some(t @ Ty::Int(_)) => t,
+                _ => Ty::Int(None),
+            }
+        } else if i.suffix() == "f64" {
+            let v: f64 = i.base10_parse()?;
+            return Ok(self.konst(Ty::F64, tokens, ConstVal::F(sign * v)));
+        } else {
+            match IntTy::from_name(i.suffix()) {
+                Some(t) => Ty::Int(Some(t)),
+                None => return err(i, "unsupported integer type"),
+            }
+        };
+        let v: i128 = i.base10_parse()?;
+        let v = if neg.is_some() { -v } else { v };
+        Ok(self.konst(ty, tokens, ConstVal::I(v)))
     }
 
     fn path(&mut self, p: &syn::ExprPath, hint: Option<Ty>) -> Result<Ev> {
@@ -2375,6 +2399,13 @@ impl Lower<'_> {
                 self.expr(&u.expr, hint)
             }
             UnOp::Neg(_) => {
+                if let Expr::Lit(syn::ExprLit {
+                    lit: Lit::Int(i), ..
+                }) = strip(&u.expr)
+                {
+                    // `-128i8`: one literal (`0 - 128i8` would not fit its type)
+                    return self.int_lit(i, hint, Some(u)).map(Ev::V);
+                }
                 let a = self.scalar(&u.expr, hint)?;
                 match self.ty(a) {
                     Ty::F64 => Ok(Ev::V(self.un(Op1::Neg, a, None))),
@@ -3505,7 +3536,15 @@ impl Lower<'_> {
                 if !matches!(self.ty(hi), Ty::Int(_)) {
                     return err(t, "range bounds are integers");
                 }
+                let item = match (self.ty(lo), self.ty(hi)) {
+                    (t @ Ty::Int(Some(_)), _) | (_, t) => t,
+                };
+                let mut lo = lo;
                 if let syn::RangeLimits::Closed(_) = r.limits {
+                    if narrow_int(item) {
+                        let w = Ty::Int(Some(IntTy::I64));
+                        (lo, hi) = (self.int_cast(lo, w), self.int_cast(hi, w));
+                    }
                     let one = self.konst(self.ty(hi), quote!(1), ConstVal::I(1));
                     hi = self.int_op(IntOp::Add, hi, one);
                 }
@@ -3514,6 +3553,7 @@ impl Lower<'_> {
                     hi,
                     rev: false,
                     step: None,
+                    item,
                 })
             }
             Expr::MethodCall(m) => {
@@ -3525,11 +3565,13 @@ impl Lower<'_> {
                             hi,
                             rev: false,
                             step: None,
+                            item,
                         } => Ok(It::Range {
                             lo,
                             hi,
                             rev: true,
                             step: None,
+                            item,
                         }),
                         // `.rev().rev()`: forwards again
                         It::Range {
@@ -3537,11 +3579,13 @@ impl Lower<'_> {
                             hi,
                             rev: true,
                             step: None,
+                            item,
                         } => Ok(It::Range {
                             lo,
                             hi,
                             rev: false,
                             step: None,
+                            item,
                         }),
                         other => Ok(It::Rev(Box::new(other))),
                     },
@@ -3573,6 +3617,7 @@ impl Lower<'_> {
                                 hi,
                                 rev: false,
                                 step: None,
+                                item,
                             } => {
                                 let c = cut(self, lo, &inner);
                                 let (lo, hi) = if name == "skip" { (c, hi) } else { (lo, c) };
@@ -3581,6 +3626,7 @@ impl Lower<'_> {
                                     hi,
                                     rev: false,
                                     step: None,
+                                    item,
                                 })
                             }
                             It::Slice(ref s, mutable) => {
@@ -3632,6 +3678,7 @@ impl Lower<'_> {
                             hi,
                             rev: false,
                             step: None,
+                            item,
                         } => {
                             let s = self.scalar(&m.args[0], us)?;
                             Ok(It::Range {
@@ -3639,6 +3686,7 @@ impl Lower<'_> {
                                 hi,
                                 rev: false,
                                 step: Some(s),
+                                item,
                             })
                         }
                         other => {
@@ -3815,10 +3863,16 @@ impl Lower<'_> {
     /// The item at counter `k`.
     fn iter_item(&mut self, it: &It, k: Val) -> Item {
         match it {
-            It::Range { lo, hi, rev, step } => {
+            It::Range {
+                lo,
+                hi,
+                rev,
+                step,
+                item: ty,
+            } => {
                 // (the counter `k` is a `usize`; the item is computed with `range_bounds` and
-                // has the bounds' type)
-                let ty = self.ty(*lo);
+                // has the range's item type)
+                let ty = *ty;
                 let (lo, hi) = self.range_bounds(*lo, *hi);
                 let item = if *rev {
                     // hi - 1 - k
@@ -3959,13 +4013,16 @@ impl Lower<'_> {
 
     fn lower_for(&mut self, fl: &syn::ExprForLoop) -> Result<Ev> {
         let it = self.iter_spec(&fl.expr)?;
+        // (an inclusive range whose bounds were widened counts with `k` like the others)
         let simple = matches!(
             it,
             It::Range {
+                lo,
                 rev: false,
                 step: None,
+                item,
                 ..
-            }
+            } if self.ty(lo) == item || !narrow_int(item)
         );
         // the counter: the range variable itself for `a..b`, else 0..len
         let (start, end) = match &it {

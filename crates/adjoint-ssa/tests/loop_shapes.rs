@@ -757,3 +757,56 @@ fn narrow_ranges_longer_than_their_type() {
     let x = [0.3, -0.7, 1.1, 0.4, -0.2];
     check_slice("wide", &x, wide_ranges::grad, wide_ranges, wide_ranges_ref);
 }
+
+// Inclusive ranges that end at their type's maximum (`0u8..=255`): the end one past it is
+// computed in `i64` (in the range's own type it wrapped to 0 in release builds, and the loop
+// did not run).
+#[differentiable]
+fn inclusive_to_max(x: &[f64]) -> f64 {
+    let mut s = 0.0;
+    for k in 0u8..=255 {
+        if k % 64 == 3 {
+            s += x[0] * f64::from(k);
+        }
+    }
+    for k in (-128i8..=127).rev().step_by(50) {
+        s += x[1] * f64::from(k);
+    }
+    for k in (250u8..=255).skip(2) {
+        s += x[2] * x[1] * f64::from(k);
+    }
+    for k in 0u16..=3 {
+        s += x[3].sin() * f64::from(k);
+    }
+    s
+}
+fn inclusive_to_max_ref<T: Real>(x: &[T]) -> T {
+    let mut s = T::zero();
+    for k in 0u8..=255 {
+        if k % 64 == 3 {
+            s += x[0] * f64::from(k);
+        }
+    }
+    for k in (-128i8..=127).rev().step_by(50) {
+        s += x[1] * f64::from(k);
+    }
+    for k in (250u8..=255).skip(2) {
+        s += x[2] * x[1] * f64::from(k);
+    }
+    for k in 0u16..=3 {
+        s += x[3].sin() * f64::from(k);
+    }
+    s
+}
+
+#[test]
+fn inclusive_ranges_to_the_type_maximum() {
+    let x = [0.3, -0.7, 1.1, 0.4, -0.2];
+    check_slice(
+        "inclusive",
+        &x,
+        inclusive_to_max::grad,
+        inclusive_to_max,
+        inclusive_to_max_ref,
+    );
+}
