@@ -1381,6 +1381,18 @@ impl Lower<'_> {
                         // `let b = a;` copies a local array (a reference `&a` aliases it), as
                         // `let mut b = x;` and `let mut b = *r;` copy array parameters
                         // (`x: [f64; 3]`, `r: &[f64; 3]`)
+                        if let (SliceKind::Local { .. }, Expr::Path(_)) =
+                            (&self.f.slices[s.slice].kind, strip(init))
+                        {
+                            if s.lo.is_none() && s.hi.is_none() && self.names_of(s.slice) > 1 {
+                                return err(
+                                    init,
+                                    "this array has two names (it and a reference to it): bind \
+                                     a copy with `*r` or `[a[0], a[1], …]`, or use the name it \
+                                     has",
+                                );
+                            }
+                        }
                         let info = &self.f.slices[s.slice];
                         let copy = match (&info.kind, &info.array, strip(init)) {
                             (_, _, Expr::Reference(_) | Expr::Array(_)) => false,
@@ -1417,7 +1429,10 @@ impl Lower<'_> {
                 if self.is_dead(self.cur) && matches!(ev, Ev::Unit) {
                     return Ok(());
                 }
-                self.bind_ev(pat, ev, init, true)
+                // a tuple literal's arrays are copies already, and its references must stay
+                // references (`let (r, k) = (&mut a, 1);`)
+                let literal = matches!(strip(init), Expr::Tuple(_));
+                self.bind_ev(pat, ev, init, !literal)
             }
             p => err(
                 p,
@@ -1477,6 +1492,44 @@ impl Lower<'_> {
             }
             p => err(p, "bind plain names, `_` or tuples of these"),
         }
+    }
+
+    /// Whether the array `s`, the value of `e`, is one Rust copies where it is used as a value:
+    /// a whole local array or array parameter named as it is (`a`, `x` for `x: [f64; 3]`) or
+    /// dereferenced (`*r`), not a reference (`&a`) nor part of a slice.
+    fn owned_array_expr(&self, s: &SliceArg, e: &Expr) -> Result<bool> {
+        let info = &self.f.slices[s.slice];
+        if s.lo.is_some() || s.hi.is_some() {
+            return Ok(false);
+        }
+        Ok(match (&info.kind, &info.array, strip(e)) {
+            (_, _, Expr::Reference(_)) => false,
+            (SliceKind::Local { .. }, _, Expr::Path(_)) => {
+                if self.names_of(s.slice) > 1 {
+                    return err(
+                        e,
+                        "this array has two names (it and a reference to it): write `*r` for \
+                         a copy, or use the name it has",
+                    );
+                }
+                true
+            }
+            (SliceKind::Param { .. }, Some(a), Expr::Path(_)) => !a.by_ref,
+            (SliceKind::Local { .. }, _, Expr::Unary(u))
+            | (SliceKind::Param { .. }, Some(_), Expr::Unary(u)) => {
+                matches!(u.op, UnOp::Deref(_))
+            }
+            _ => false,
+        })
+    }
+
+    /// How many variables in scope name the whole local array `s` (more than one: a reference
+    /// `let r = &a;` names it too).
+    fn names_of(&self, s: SliceId) -> usize {
+        self.env
+            .iter()
+            .filter(|v| matches!(&v.b, Binding::Slice(a) if a.slice == s && a.lo.is_none() && a.hi.is_none()))
+            .count()
     }
 
     /// Whether `s` is a whole local array (a value Rust copies when it is bound).
@@ -2050,6 +2103,14 @@ impl Lower<'_> {
                     if let Ev::Unit = ev {
                         return err(e, "this element has no value");
                     }
+                    // an array goes into the tuple as a copy (`(a, k)`, `(*out, k)`, `(x, k)`
+                    // for `x: [f64; 3]`); a reference `(&mut a, k)` names the array itself
+                    let ev = match ev {
+                        Ev::S(sa) if self.owned_array_expr(&sa, e)? => {
+                            Ev::S(self.copy_array(&format!("{k}"), sa)?)
+                        }
+                        ev => ev,
+                    };
                     members.push((k.to_string(), ev));
                 }
                 Ok(Ev::Agg(AggV {
@@ -3155,7 +3216,12 @@ impl Lower<'_> {
                     Binding::Val(old) => {
                         let untyped = self.untyped_decls.contains(&old);
                         let hint = if untyped { None } else { Some(self.ty(old)) };
+                        // (Rust evaluates the right side first: `s += loop { s *= 2.0; … }`
+                        // adds to the `s` the loop left)
                         let r = rhs.scalar(self, hint)?;
+                        let Binding::Val(old) = self.env[i].b else {
+                            unreachable!("a number stays a number")
+                        };
                         let new = match op {
                             Some((o, at)) => self.binop(&o, old, r, at)?,
                             None => r,
@@ -3219,6 +3285,10 @@ impl Lower<'_> {
                 if !self.f.slices[base.slice].mutable() {
                     return err(&ix.expr, "this slice is not mutable");
                 }
+                // The right side first, then the index (Rust's order: `v[i] = { i += 1; … }`
+                // stores at the new `i`)
+                let elem = self.f.slices[base.slice].elem;
+                let rhs = Src::Val(rhs.scalar(self, Some(elem))?, rhs.expr());
                 let i = self.scalar(&ix.index, Some(Ty::Int(Some(IntTy::Usize))))?;
                 if !matches!(self.ty(i), Ty::Int(_)) {
                     return err(&ix.index, "indices are `usize`");
@@ -3242,6 +3312,20 @@ impl Lower<'_> {
         let Src::Expr(e) = rhs else {
             return err(rhs.at(), "assign numbers, not arrays, by destructuring");
         };
+        if let Expr::Reference(r) = strip(e) {
+            return err(
+                r,
+                "pointing a reference at another array is not supported: index the arrays \
+                 themselves",
+            );
+        }
+        if self.names_of(target) > 1 {
+            return err(
+                e,
+                "this array has another name (a reference to it): assigning it whole is not \
+                 supported while both are in scope; assign element by element",
+            );
+        }
         let hint = Some(self.f.slices[target].elem);
         let Ev::S(src) = self.expr(e, hint)? else {
             return err(e, "assign an array of the same length to a local array");
@@ -4271,7 +4355,7 @@ enum Src<'e> {
     Val(Val, &'e Expr),
 }
 
-impl Src<'_> {
+impl<'e> Src<'e> {
     fn scalar(self, l: &mut Lower<'_>, hint: Option<Ty>) -> Result<Val> {
         match self {
             Src::Expr(e) => l.scalar(e, hint),
@@ -4280,8 +4364,12 @@ impl Src<'_> {
     }
 
     fn at(self) -> Expr {
+        self.expr().clone()
+    }
+
+    fn expr(self) -> &'e Expr {
         match self {
-            Src::Expr(e) | Src::Val(_, e) => e.clone(),
+            Src::Expr(e) | Src::Val(_, e) => e,
         }
     }
 }

@@ -1143,3 +1143,32 @@ fn loop_values() {
         }
     }
 }
+
+/// A reference pointed at another array, a whole-array assignment to an array a reference
+/// also names, and binding such an array by name (a copy or a move of the reference?) are
+/// errors, not copies into the wrong array.
+#[test]
+fn references_to_local_arrays_are_not_reassigned() {
+    for (src, msg) in [
+        (
+            "fn f(x: &[f64]) -> f64 { let a = [x[0], x[1]]; let b = [x[2], x[3]]; let mut r = &a; \
+             if x[4] < 0.0 { r = &b; } a[0] + r[0] }",
+            "pointing a reference at another array",
+        ),
+        (
+            "fn f(x: &[f64]) -> f64 { let mut a = [x[0], x[1]]; let r = &a; a = [x[2], x[3]]; \
+             a[0] + r[0] }",
+            "has another name",
+        ),
+        (
+            "fn f(x: &[f64]) -> f64 { let mut a = [x[0], x[1]]; let r = &mut a; let t = r; \
+             t[0] = x[2]; a[0] * x[3] }",
+            "two names",
+        ),
+    ] {
+        match lower_str(src, "") {
+            Ok(_) => panic!("accepted: {src}"),
+            Err(e) => assert!(e.to_string().contains(msg), "{src}: {e}"),
+        }
+    }
+}

@@ -269,6 +269,99 @@ fn loop_values_match_forward_mode() {
     }
 }
 
+/// Rust evaluates the right side of an assignment before the place (`v[i] = { i += 2; … }`
+/// stores at the new `i`) and, for numbers, before reading the target of `+=`.
+#[differentiable]
+fn right_side_first(x: &[f64]) -> f64 {
+    let mut v = [0.0; 6];
+    let mut i = 0;
+    v[i] = loop {
+        i += 1;
+        if x[i] > 0.0 {
+            break x[i] * 3.0;
+        }
+    };
+    let mut j = 0;
+    v[j] = {
+        j += 3;
+        x[j] * x[0]
+    };
+    let mut s = x[0];
+    s += loop {
+        s *= x[1];
+        break s + 1.0;
+    };
+    v[0] + 2.0 * v[1] + 5.0 * v[2] + 7.0 * v[3] + s
+}
+fn right_side_first_ref<T: Real>(x: &[T]) -> T {
+    let mut v = [T::zero(); 6];
+    let mut i = 0;
+    v[i] = loop {
+        i += 1;
+        if x[i] > 0.0 {
+            break x[i] * 3.0;
+        }
+    };
+    let mut j = 0;
+    v[j] = {
+        j += 3;
+        x[j] * x[0]
+    };
+    let mut s = x[0];
+    // (for `f64`, `s += loop { … }` runs the loop first; written out, as `T` is no primitive)
+    let r = loop {
+        s *= x[1];
+        break s + 1.0;
+    };
+    s += r;
+    v[0] + v[1] * 2.0 + v[2] * 5.0 + v[3] * 7.0 + s
+}
+
+/// Arrays in tuple literals are copies (`(a, k)`, `(p, k)` for `p: [f64; 3]`), references in
+/// them name the array itself (`(&mut a, k)`).
+#[differentiable]
+fn tuple_arrays(x: &[f64]) -> f64 {
+    let mut a = [x[0], x[1], x[2]];
+    let (mut b, t) = (a, x[3]);
+    b[0] = x[0] * t;
+    let s = a[0] + b[0] * a[1];
+    let (r, u) = (&mut a, x[4]);
+    r[1] = u * x[2];
+    s + a[1] + b[1]
+}
+fn tuple_arrays_ref<T: Real>(x: &[T]) -> T {
+    let mut a = [x[0], x[1], x[2]];
+    let (mut b, t) = (a, x[3]);
+    b[0] = x[0] * t;
+    let s = a[0] + b[0] * a[1];
+    let (r, u) = (&mut a, x[4]);
+    r[1] = u * x[2];
+    s + a[1] + b[1]
+}
+
+#[test]
+fn evaluation_order_and_tuple_copies_match_forward_mode() {
+    for x in [
+        [0.3, -0.7, 1.1, 0.4, -0.2, 0.9],
+        [0.3, 0.7, -1.1, 0.4, -0.2, 0.9],
+    ] {
+        check_slice(
+            "right_side_first",
+            &x,
+            right_side_first::grad,
+            right_side_first,
+            right_side_first_ref,
+        );
+        check_slice(
+            "tuple_arrays",
+            &x,
+            tuple_arrays::grad,
+            tuple_arrays,
+            tuple_arrays_ref,
+        );
+    }
+}
+
 #[test]
 fn destructuring_assignment_matches_forward_mode() {
     let x = [0.3, -0.7, 1.1, 0.4, -0.2, 0.9];
