@@ -265,8 +265,11 @@
 //! untyped one being an `f64`), `const` items of `f64` or integer type, assignment
 //! and compound assignment, destructuring assignment of numbers (`(a, b) = (b, a + b);`,
 //! `(c, s) = polar(r, t);`, `(v[0], v[2]) = (v[2], v[0]);`), assignment of whole local arrays
-//! (`v = [v[1], v[0]];`, `v = w;`) and copies of arrays (`let mut a = x;` for `x: [f64; 3]`,
-//! `let mut b = *r;` for `r: &[f64; 3]`, `let b = a;` for a local array), `if`/`else` (also as expressions),
+//! (`v = [v[1], v[0]];`, `v = w;`; the right side of any assignment is evaluated first, as in
+//! Rust) and copies of arrays (`let mut a = x;` for `x: [f64; 3]`, `let mut b = *r;` for
+//! `r: &[f64; 3]`, `let b = a;` for a local array, an array in a tuple literal `(a, k)`; a
+//! reference `(&mut a, k)` names the array itself; an array that a reference also names is
+//! neither assigned whole nor bound by name while both are in scope: write `*r`), `if`/`else` (also as expressions),
 //! `match` on integers and bools, `while`, `loop` with labelled `break`/`continue` (and a value:
 //! `let r = loop { … break v; };`, an `f64` or an integer of written type), `for` over
 //! ranges of any integer type (`a..b`, `a..=b`, `.rev()`, `.step_by(k)`; `(-3..2).rev()` counts
