@@ -3326,6 +3326,25 @@ impl Lower<'_> {
                  supported while both are in scope; assign element by element",
             );
         }
+        if let Some(c) = self.is_user_call(e) {
+            // `v = rot(&v, t);`: the callee's array result (its arguments read `v` at the call)
+            let SliceKind::Local {
+                len_value: Some(n), ..
+            } = self.f.slices[target].kind
+            else {
+                return err(
+                    e,
+                    "assign a call's array result to a local array whose length is a literal",
+                );
+            };
+            if self.f.slices[target].elem != Ty::F64 {
+                return err(e, "calls return arrays of `f64`");
+            }
+            let Ev::S(src) = self.user_call(c, Ret::Array(n))? else {
+                unreachable!("an array result is a local array")
+            };
+            return self.copy_into(target, src);
+        }
         let hint = Some(self.f.slices[target].elem);
         let Ev::S(src) = self.expr(e, hint)? else {
             return err(e, "assign an array of the same length to a local array");

@@ -265,7 +265,7 @@
 //! untyped one being an `f64`), `const` items of `f64` or integer type, assignment
 //! and compound assignment, destructuring assignment of numbers (`(a, b) = (b, a + b);`,
 //! `(c, s) = polar(r, t);`, `(v[0], v[2]) = (v[2], v[0]);`), assignment of whole local arrays
-//! (`v = [v[1], v[0]];`, `v = w;`; the right side of any assignment is evaluated first, as in
+//! (`v = [v[1], v[0]];`, `v = w;`, `v = rot(&v, t);`; the right side of any assignment is evaluated first, as in
 //! Rust) and copies of arrays (`let mut a = x;` for `x: [f64; 3]`, `let mut b = *r;` for
 //! `r: &[f64; 3]`, `let b = a;` for a local array, an array in a tuple literal `(a, k)`; a
 //! reference `(&mut a, k)` names the array itself; an array that a reference also names is

@@ -362,6 +362,46 @@ fn evaluation_order_and_tuple_copies_match_forward_mode() {
     }
 }
 
+#[differentiable]
+fn spin(v: &[f64; 3], t: f64) -> [f64; 3] {
+    [
+        v[0] * t.cos() - v[1] * t.sin(),
+        v[0] * t.sin() + v[1] * t.cos(),
+        v[2] * t,
+    ]
+}
+fn spin_ref<T: Real>(v: &[T; 3], t: T) -> [T; 3] {
+    [
+        v[0] * t.cos() - v[1] * t.sin(),
+        v[0] * t.sin() + v[1] * t.cos(),
+        v[2] * t,
+    ]
+}
+
+/// A call's array result assigned to an existing array that its arguments read.
+#[differentiable]
+fn spun(x: &[f64]) -> f64 {
+    let mut v = [x[0], x[1], x[2]];
+    for i in 3..x.len() {
+        v = spin(&v, x[i]);
+    }
+    v[0] * v[1] + v[2]
+}
+fn spun_ref<T: Real>(x: &[T]) -> T {
+    let mut v = [x[0], x[1], x[2]];
+    for i in 3..x.len() {
+        v = spin_ref(&v, x[i]);
+    }
+    v[0] * v[1] + v[2]
+}
+
+#[test]
+fn array_results_assigned_match_forward_mode() {
+    let x = [0.3, -0.7, 1.1, 0.4, -0.2, 0.9];
+    check_slice("spun", &x, spun::grad, spun, spun_ref);
+    check_hvp("spun", &x, spun::pullback, spun_ref);
+}
+
 #[test]
 fn destructuring_assignment_matches_forward_mode() {
     let x = [0.3, -0.7, 1.1, 0.4, -0.2, 0.9];
