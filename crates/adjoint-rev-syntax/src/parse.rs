@@ -669,6 +669,21 @@ impl Parser {
                     Kind::Scale { x, .. } => vec![x],
                     _ => vec![],
                 };
+                // An index that reads what the instruction writes would differ when the inverse
+                // runs (`i += v[i]`, `w[0] += w[w[0]]`).
+                let written = place_path(&target).0;
+                for e in std::iter::once(&target).chain(ops.iter().map(|o| o.expr())) {
+                    if let Some(id) = index_reads(e).into_iter().find(|id| *id == written) {
+                        return Err(Error::new_spanned(
+                            &id,
+                            format!(
+                                "`{written}` is written by this instruction and read by an index in it, \
+                                 so the index would differ when the inverse runs: copy the index into an \
+                                 ancilla first (`let k = 0; k += {written};` … `k -= {written}; unlet k = 0;`)"
+                            ),
+                        ));
+                    }
+                }
                 for op in ops {
                     if let Operand::Place(p) = op {
                         if overlaps(&target, p) {
@@ -702,6 +717,22 @@ impl Parser {
                             return Err(Error::new_spanned(
                                 a,
                                 format!("`{}` is passed twice (or overlaps another argument): the arguments of a reversible call must not alias", pretty(a)),
+                            ));
+                        }
+                    }
+                }
+                // Every argument may be written: none may be read by an index of an argument
+                // (`bump(v[i], i)` would undo at the wrong element)
+                for a in &places {
+                    let root = place_path(a).0;
+                    for b in &args {
+                        if let Some(id) = index_reads(b.expr()).into_iter().find(|id| *id == root) {
+                            return Err(Error::new_spanned(
+                                &id,
+                                format!(
+                                    "`{root}` is an argument of this call, which may change it, and is read by \
+                                     an index of an argument: copy the index into an ancilla and pass that"
+                                ),
                             ));
                         }
                     }
@@ -962,6 +993,37 @@ impl<'a> Visit<'a> for Idents {
         }
         syn::visit::visit_expr_path(self, p);
     }
+}
+
+/// The variables read by the index expressions inside `e` (`v[i]` reads `i`, `w[w[0]]` reads
+/// `w`), apart from lengths (`x[x.len() - 1 - i]` reads `i`: no instruction changes a length).
+fn index_reads(e: &Expr) -> Vec<Ident> {
+    struct Reads(Vec<Ident>);
+    impl<'a> Visit<'a> for Reads {
+        fn visit_expr_path(&mut self, p: &'a syn::ExprPath) {
+            if let Some(id) = p.path.get_ident() {
+                self.0.push(id.clone());
+            }
+        }
+        fn visit_expr_method_call(&mut self, m: &'a syn::ExprMethodCall) {
+            if m.method == "len" && m.args.is_empty() {
+                return;
+            }
+            syn::visit::visit_expr_method_call(self, m);
+        }
+    }
+    struct Indices(Vec<Ident>);
+    impl<'a> Visit<'a> for Indices {
+        fn visit_expr_index(&mut self, ix: &'a syn::ExprIndex) {
+            let mut ids = Reads(vec![]);
+            ids.visit_expr(&ix.index);
+            self.0.extend(ids.0);
+            syn::visit::visit_expr_index(self, ix);
+        }
+    }
+    let mut v = Indices(vec![]);
+    v.visit_expr(e);
+    v.0
 }
 
 fn strip_parens(e: &Expr) -> &Expr {

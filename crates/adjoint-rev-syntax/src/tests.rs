@@ -509,3 +509,67 @@ fn marking_pairs_every_push_with_a_pop_in_the_inverse() {
         n[1] == 0 && n[2] == 0
     }
 }
+
+/// An index that reads what an instruction or a call may write would differ when the inverse
+/// runs: `i += v[i]` (the inverse subtracted `v[1]`, not `v[0]`), `w[0] += w[w[0]]`, and
+/// `bump(v[i], i)` with `bump` changing `i` (the inverse undid another element). Compile
+/// errors at the index; indices that read other variables stay allowed.
+#[test]
+fn indices_that_read_what_a_statement_writes_are_refused() {
+    for (input, who) in [
+        (
+            quote!(
+                fn f(v: &mut Vec<usize>, i: &mut usize) {
+                    i += v[i];
+                }
+            ),
+            "`i` is written by this instruction",
+        ),
+        (
+            quote!(
+                fn f(w: &mut Vec<usize>) {
+                    w[0] += w[w[0]];
+                }
+            ),
+            "`w` is written by this instruction",
+        ),
+        (
+            quote!(
+                fn f<T: RevReal>(x: &mut Vec<T>, i: &mut usize) {
+                    x[x.len() - 1 - i] ^= i;
+                }
+            ),
+            "",
+        ),
+        (
+            quote!(
+                fn f(v: &mut Vec<i64>, i: &mut usize) {
+                    bump(v[i], i);
+                }
+            ),
+            "`i` is an argument of this call",
+        ),
+        (
+            quote!(
+                fn f(v: &mut Vec<i64>, i: &mut usize) {
+                    SWAP(v[i], i);
+                }
+            ),
+            "`i` is an argument of this call",
+        ),
+    ] {
+        if who.is_empty() {
+            // `x[…]` written, `i` read by the index: allowed
+            ok(input);
+        } else {
+            let e = err(input);
+            assert!(e.contains(who), "{e}");
+        }
+    }
+    ok(quote!(
+        fn f<T: RevReal>(y: &mut T, x: &mut Vec<T>, i: &mut usize, j: &mut usize) {
+            y += x[i] * x[j];
+            x[i] += y * x[j];
+        }
+    ));
+}

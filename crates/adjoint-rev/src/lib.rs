@@ -145,7 +145,9 @@
 //!
 //! **Rejected at compile time**, with the error at the offending tokens (every such error of an
 //! invocation is reported at once, not only the first): a target that appears
-//! among its own arguments (`y += y * x`), a call whose arguments alias (`g(x, x)`), nested
+//! among its own arguments (`y += y * x`), a call whose arguments alias (`g(x, x)`), an index
+//! that reads what its statement may write (`i += v[i]`, `w[0] += w[w[0]]`, `g(v[i], i)`; lengths
+//! such as `x[x.len() - 1 - i]` are fine: copy such an index into an ancilla first), nested
 //! expressions (`z += f(g(x))`, `z += a * b * c`), plain assignment (`y = x`), re-allocating a
 //! live ancilla, using or deallocating a deallocated one, an ancilla never deallocated, a `while`
 //! without a post-condition (`while (pre, ~)` included: `pre` is false after the last iteration). A target that may be one of its arguments only at run time
