@@ -3864,19 +3864,18 @@ impl Lower<'_> {
         self.usize_arg(e)
     }
 
-    /// The bounds a range's length and items are computed with: as they are for unsigned and
-    /// 64-bit types (a length past `i64::MAX` is out of reach), widened to `i64` for narrower
-    /// signed types and for bounds whose type is still open (it may become `i8` later), so that
+    /// The bounds a range's length and items are computed with: as they are for 64-bit types (a
+    /// length past `i64::MAX` is out of reach), widened to `i64` for types of at most 32 bits
+    /// and for bounds whose type is still open (it may become `i8` later), so that
     /// `(-100i8..100).rev()` counts 200 and reaches 99 without overflowing.
     fn range_bounds(&mut self, lo: Val, hi: Val) -> (Val, Val) {
-        use IntTy::*;
         // (the bounds are one integer type: a written one, else open)
         let narrow = match (self.ty(lo), self.ty(hi)) {
-            (Ty::Int(Some(t)), _) | (_, Ty::Int(Some(t))) => matches!(t, I8 | I16 | I32),
+            (t @ Ty::Int(Some(_)), _) | (_, t @ Ty::Int(Some(_))) => narrow_int(t),
             _ => true,
         };
         if narrow {
-            let w = Ty::Int(Some(I64));
+            let w = Ty::Int(Some(IntTy::I64));
             (self.int_cast(lo, w), self.int_cast(hi, w))
         } else {
             (lo, hi)

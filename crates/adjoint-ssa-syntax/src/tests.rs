@@ -28,6 +28,25 @@ fn grad_check(src: &str, x: &[f64]) {
     }
 }
 
+/// Each source lowers without an error.
+fn accepts(srcs: &[&str]) {
+    for src in srcs {
+        if let Err(e) = lower_str(src, "") {
+            panic!("{src}: {e}");
+        }
+    }
+}
+
+/// Each source is refused with an error containing its message.
+fn rejects(cases: &[(&str, &str)]) {
+    for (src, msg) in cases {
+        match lower_str(src, "") {
+            Ok(_) => panic!("accepted: {src}"),
+            Err(e) => assert!(e.to_string().contains(msg), "{src}: {e}"),
+        }
+    }
+}
+
 #[test]
 fn pow_loop() {
     grad_check(
@@ -360,7 +379,7 @@ fn aggregate_params_lower_to_flat_leaves() {
 
 #[test]
 fn aggregate_misuse_is_an_error_not_a_panic() {
-    for (src, msg) in [
+    rejects(&[
         ("fn f(p: &P) -> f64 { p.b[0] + p.b }", "found a slice"),
         (
             "fn f(p: &P) -> f64 { let q = p; q.b[0] + p.b }",
@@ -378,12 +397,7 @@ fn aggregate_misuse_is_an_error_not_a_panic() {
             "unsupported parameter type",
         ),
         ("fn f(p: &P<T>) -> f64 { 0.0 }", "`&Name<f64>`"),
-    ] {
-        match lower_str(src, "") {
-            Ok(_) => panic!("accepted: {src}"),
-            Err(e) => assert!(e.to_string().contains(msg), "{src}: {e}"),
-        }
-    }
+    ]);
 }
 
 /// Iterator reductions as users write them (`x.iter().sum()`, `.map(|v| …).sum()`, `.product()`,
@@ -431,7 +445,7 @@ fn iterator_reductions_lower_to_loops() {
 /// Reductions the lowering cannot inline are errors that say what to write.
 #[test]
 fn unsupported_reductions_say_what_to_write() {
-    for (src, msg) in [
+    rejects(&[
         (
             "fn f(x: &[f64]) -> f64 { x.iter().filter(|v| **v > 0.0).sum() }",
             "supported on the iterators a `for` loop takes",
@@ -492,12 +506,7 @@ fn unsupported_reductions_say_what_to_write() {
             "fn f(x: &[f64]) -> f64 { fn g() {} x[0] }",
             "other than `const`",
         ),
-    ] {
-        match lower_str(src, "") {
-            Ok(_) => panic!("accepted: {src}"),
-            Err(e) => assert!(e.to_string().contains(msg), "{src}: {e}"),
-        }
-    }
+    ]);
 }
 
 /// A value defined outside a counted loop and read by its reverse code is recorded once per run
@@ -983,7 +992,7 @@ fn calls_with_tuple_results_lower_to_one_call() {
 
 #[test]
 fn call_results_of_unknown_shape_say_what_to_write() {
-    for (src, msg) in [
+    rejects(&[
         (
             "fn f(r: f64, t: f64) -> f64 { let p = polar(r, t); p.0 * p.1 }",
             "destructure the call",
@@ -1024,43 +1033,35 @@ fn call_results_of_unknown_shape_say_what_to_write() {
             "fn f(a: &[f64]) -> f64 { let w = [a[0], a[1]]; g(&w[1..]) }",
             "part of a local array",
         ),
-    ] {
-        match lower_str(src, "") {
-            Ok(_) => panic!("accepted: {src}"),
-            Err(e) => assert!(e.to_string().contains(msg), "{src}: {e}"),
-        }
-    }
+    ]);
 }
 
 /// `f64::from(k)` converts the integers Rust converts losslessly (at most 32 bits, and
 /// integers whose type nothing fixes) and refuses wider ones with what to write instead.
 #[test]
 fn f64_from_of_integers() {
-    for src in [
+    accepts(&[
         "fn f(x: f64) -> f64 { let mut s = x; for k in 0u8..3 { s += x * f64::from(k); } s }",
         "fn f(x: f64) -> f64 { let k: i32 = -4; x * f64::from(k) }",
         "fn f(x: f64) -> f64 { x * f64::from(3) + f64::from(x) }",
-    ] {
-        if let Err(e) = lower_str(src, "") {
-            panic!("{src}: {e}");
-        }
-    }
-    for src in [
-        "fn f(x: &[f64]) -> f64 { x[0] * f64::from(x.len()) }",
-        "fn f(x: f64) -> f64 { let k: i64 = 2; x * f64::from(k) }",
-    ] {
-        match lower_str(src, "") {
-            Ok(_) => panic!("accepted: {src}"),
-            Err(e) => assert!(e.to_string().contains("cast with `as f64`"), "{src}: {e}"),
-        }
-    }
+    ]);
+    rejects(&[
+        (
+            "fn f(x: &[f64]) -> f64 { x[0] * f64::from(x.len()) }",
+            "cast with `as f64`",
+        ),
+        (
+            "fn f(x: f64) -> f64 { let k: i64 = 2; x * f64::from(k) }",
+            "cast with `as f64`",
+        ),
+    ]);
 }
 
 /// A destructuring assignment whose right side is not a tuple of as many parts is an error
 /// at the right side, not a panic.
 #[test]
 fn destructuring_assignment_misuse_is_an_error() {
-    for (src, msg) in [
+    rejects(&[
         (
             "fn f(x: f64) -> f64 { let (mut a, mut b) = (x, x); (a, b) = x; a + b }",
             "must be a tuple",
@@ -1073,27 +1074,18 @@ fn destructuring_assignment_misuse_is_an_error() {
             "fn f(x: f64) -> f64 { let (mut a, mut b) = (x, x); let v = [x, x]; (a, b) = (x, v); a + b }",
             "not arrays or structs",
         ),
-    ] {
-        match lower_str(src, "") {
-            Ok(_) => panic!("accepted: {src}"),
-            Err(e) => assert!(e.to_string().contains(msg), "{src}: {e}"),
-        }
-    }
+    ]);
 }
 
 /// A variable declared without a value or a type is an `f64`: an integer assigned to it asks
 /// for the type; arrays are declared with a value.
 #[test]
 fn declarations_without_a_value() {
-    for src in [
+    accepts(&[
         "fn f(x: f64) -> f64 { let y; if x > 0.0 { y = x; } else { y = -x; } y }",
         "fn f(x: &[f64]) -> f64 { let k: usize; k = 1; x[k] }",
-    ] {
-        if let Err(e) = lower_str(src, "") {
-            panic!("{src}: {e}");
-        }
-    }
-    for (src, msg) in [
+    ]);
+    rejects(&[
         (
             "fn f(x: &[f64]) -> f64 { let k; k = 1; x[k] }",
             "give `k` its type where it is declared",
@@ -1106,12 +1098,7 @@ fn declarations_without_a_value() {
             "fn f(x: f64) -> f64 { let (a, b); x }",
             "one variable at a time",
         ),
-    ] {
-        match lower_str(src, "") {
-            Ok(_) => panic!("accepted: {src}"),
-            Err(e) => assert!(e.to_string().contains(msg), "{src}: {e}"),
-        }
-    }
+    ]);
 }
 
 /// `break value` leaves a `loop` with a number: an `f64`, or an integer where the type is
@@ -1119,15 +1106,11 @@ fn declarations_without_a_value() {
 /// silently become an `f64`).
 #[test]
 fn loop_values() {
-    for src in [
+    accepts(&[
         "fn f(x: f64) -> f64 { let r = loop { break x * 2.0; }; r }",
         "fn f(x: &[f64]) -> f64 { let k: usize = loop { break 1; }; x[k] }",
-    ] {
-        if let Err(e) = lower_str(src, "") {
-            panic!("{src}: {e}");
-        }
-    }
-    for (src, msg) in [
+    ]);
+    rejects(&[
         (
             "fn f(x: f64) -> f64 { let k = loop { break 3; }; x * (k / 2) as f64 }",
             "where its type is written",
@@ -1136,12 +1119,7 @@ fn loop_values() {
             "fn f(x: f64) -> f64 { let r = loop { break [x, x]; }; r[0] }",
             "",
         ),
-    ] {
-        match lower_str(src, "") {
-            Ok(_) => panic!("accepted: {src}"),
-            Err(e) => assert!(e.to_string().contains(msg), "{src}: {e}"),
-        }
-    }
+    ]);
 }
 
 /// A reference pointed at another array, a whole-array assignment to an array a reference
@@ -1149,7 +1127,7 @@ fn loop_values() {
 /// errors, not copies into the wrong array.
 #[test]
 fn references_to_local_arrays_are_not_reassigned() {
-    for (src, msg) in [
+    rejects(&[
         (
             "fn f(x: &[f64]) -> f64 { let a = [x[0], x[1]]; let b = [x[2], x[3]]; let mut r = &a; \
              if x[4] < 0.0 { r = &b; } a[0] + r[0] }",
@@ -1165,10 +1143,5 @@ fn references_to_local_arrays_are_not_reassigned() {
              t[0] = x[2]; a[0] * x[3] }",
             "two names",
         ),
-    ] {
-        match lower_str(src, "") {
-            Ok(_) => panic!("accepted: {src}"),
-            Err(e) => assert!(e.to_string().contains(msg), "{src}: {e}"),
-        }
-    }
+    ]);
 }
