@@ -7,7 +7,8 @@
 # gmm-large ba ba-large scaling particles; `gmm-grid` runs ADBench's whole GMM grid, 44 inputs,
 # and `ba-large-peers` adds JAX and PyTorch to BA 11-20), e.g. `device-run.sh tests gmm-grid`
 # and then `LIMIT=250 device-run.sh ba ba-large-peers` in a second call (LIMIT: the overall
-# limit in seconds, 570 by default).
+# limit in seconds, 570 by default). `sweep` runs BA ba1 and GMM 1k d10 K25 at 1-16 threads
+# (#16), `matmul-ab` the GPU's two matrix-product kernels on GMM d64/d128 (#17).
 OUT=${OUT:-$(mktemp -d)} # the device tool sets $OUT
 mkdir -p "$OUT"
 exec > >(tee -a "$OUT/log.txt") 2>&1
@@ -80,6 +81,20 @@ want scaling && {
 stage "16 threads against 1 (#16): BA 1-3, GMM 1k and 10k d10 K25"
 timeout $(lim 70) .dev/adjoint-bench adbench --quick --data .dev/adbench --full-grid --filter 'ba1$,ba2$,ba3$,gmm_d10_K25$' --threads 1,16 --engines tape,reversible,ssa,array --out $T/s
 cp $T/s/adbench.md "$OUT/scaling.md"
+}
+
+want sweep && {
+stage "1, 2, 4, 8 and 16 threads (#16): where the scaling of BA ba1 and GMM 1k d10 K25 flattens"
+timeout $(lim 90) .dev/adjoint-bench adbench --quick --data .dev/adbench --filter 'ba1$,1k/gmm_d10_K25$' --threads 1,2,4,8,16 --engines tape,reversible --out $T/w
+cp $T/w/adbench.md "$OUT/sweep.md"
+}
+
+want matmul-ab && {
+stage "GMM d64/d128 on the GPU with the simple matrix product (ADJOINT_CUDA_MATMUL=simple) against the tiled one"
+for m in simple tiled; do
+    ADJOINT_CUDA_MATMUL=$m timeout $(lim 60) $B --threads 16 --filter '1k/gmm_d64_K25$,1k/gmm_d64_K100$,1k/gmm_d128_K25$' --engines array-cuda --out $T/m$m
+    sed "s/^| gmm/| $m gmm/" $T/m$m/adbench.md | grep -h "^| $m" >> "$OUT/matmul-ab.md"
+done
 }
 
 want particles && {

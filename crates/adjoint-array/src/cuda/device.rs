@@ -76,7 +76,7 @@ pub(crate) struct Gpu {
 }
 
 /// Threads per block of every launch.
-const BLOCK: u32 = 256;
+pub(crate) const BLOCK: u32 = 256;
 
 /// What one launch of a kernel left on the device, before anything is read back.
 pub(crate) struct Pending {
@@ -228,15 +228,46 @@ impl Gpu {
         n: &'a u64,
         args: impl FnOnce(&mut LaunchArgs<'a>),
     ) -> Result<()> {
+        // SAFETY: as this function's contract: `n` elements, one thread each.
+        unsafe { self.launch_grid(f, n, (*n as usize).div_ceil(BLOCK as usize), args) }
+    }
+
+    /// Launch block-level kernel `f` (`adj_matmul_tiled`) as `*n` blocks of 256 threads
+    /// (`ADJ_TILE_THREADS`, which a test compares with [`BLOCK`]), with the arguments `args`
+    /// pushes after `n`.
+    ///
+    /// # Safety
+    /// As [`Gpu::launch_n`], for what blocks `< n` access.
+    pub(crate) unsafe fn launch_blocks<'a>(
+        &'a self,
+        f: &'a CudaFunction,
+        n: &'a u64,
+        args: impl FnOnce(&mut LaunchArgs<'a>),
+    ) -> Result<()> {
+        // SAFETY: as this function's contract: `n` blocks.
+        unsafe { self.launch_grid(f, n, *n as usize, args) }
+    }
+
+    /// `f(n, args…)` as `blocks` blocks of [`BLOCK`] threads.
+    ///
+    /// # Safety
+    /// As [`Gpu::launch_n`].
+    unsafe fn launch_grid<'a>(
+        &'a self,
+        f: &'a CudaFunction,
+        n: &'a u64,
+        blocks: usize,
+        args: impl FnOnce(&mut LaunchArgs<'a>),
+    ) -> Result<()> {
         if *n == 0 {
             return Ok(());
         }
         let mut b = self.stream.launch_builder(f);
         b.arg(n);
-        let n = *n as usize;
         args(&mut b);
-        let blocks = u32::try_from(n.div_ceil(BLOCK as usize))
-            .map_err(|_| Error::Invalid(format!("a CUDA kernel over {n} elements is too large")))?;
+        let blocks = u32::try_from(blocks).map_err(|_| {
+            Error::Invalid(format!("a CUDA launch of {blocks} blocks is too large"))
+        })?;
         let cfg = LaunchConfig {
             grid_dim: (blocks, 1, 1),
             block_dim: (BLOCK, 1, 1),
@@ -331,15 +362,20 @@ impl Gpu {
             *staging = Some(fresh.map_err(driver)?);
         }
         let pinned = staging.as_mut().expect("allocated above");
-        self.stream.memcpy_dtoh(&src, pinned).map_err(driver)?;
-        // Wait for the copy: `as_slice` waits on the pinned buffer's event, which cudarc
-        // records only for contexts it manages with several streams, so on this single-stream
-        // context it would return before the copy ends (found on 2026-11-26: BA Jacobians read
-        // back this way had zeros past the first 64Ki values).
+        // Into the buffer's first `len` values only: cudarc copies as many bytes as its
+        // destination holds, so a buffer grown by an earlier, larger download made the copy read
+        // past the end of `src` (CUDA_ERROR_INVALID_VALUE, found on 2026-11-27: a GMM gradient
+        // of 209 625 values after one of 214 500). Only those `len` values are read below.
+        let host = &mut pinned.as_mut_slice().map_err(driver)?[..len];
+        self.stream.memcpy_dtoh(&src, host).map_err(driver)?;
+        // Wait for the copy: the pinned buffer's event, which `as_slice` would wait on, is
+        // recorded only for contexts cudarc manages with several streams, so on this
+        // single-stream context it would not wait for the copy to end (found on 2026-11-26: BA
+        // Jacobians read back this way had zeros past the first 64Ki values).
         self.stream.synchronize().map_err(driver)?;
-        let host = pinned.as_slice().map_err(driver)?;
+        let host = &*host;
         out.par_chunks_mut(1 << 16)
-            .zip(host[..len].par_chunks(1 << 16))
+            .zip(host.par_chunks(1 << 16))
             .for_each(|(o, h)| o.copy_from_slice(h));
         Ok(())
     }

@@ -5,15 +5,24 @@
  * second partials, written operation for operation as rules.rs writes them. The same text
  * compiles as CUDA C (NVRTC) and as plain C99 (the code-generation tests compile the generated
  * kernels with the host's C compiler and run every thread in a loop), so the kernels the GPU
- * runs are the kernels the tests check. Kernels use no shared memory, no barriers and no
- * floating-point atomics: each thread writes only its own element's results, which is what
- * makes them deterministic and lets a loop emulate them.
+ * runs are the kernels the tests check. Kernels use no floating-point atomics: each thread
+ * writes only its own element's results, each sum in a fixed order, which is what makes them
+ * deterministic. All but one use no shared memory and no barriers, which lets a loop over the
+ * threads emulate them; the exception, the executor's tiled matrix product, is written so that
+ * one thread doing every thread's work in turn computes the same thing (ADJ_THREADS is 1 there
+ * and ADJ_SYNC nothing), and the emulation runs it that way, block by block.
  */
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 #define ADJ_DEV __device__ static __forceinline__
 #define ADJ_KERNEL extern "C" __global__ void
 #define ADJ_ELEMENT \
   ((unsigned long long)blockIdx.x * (unsigned long long)blockDim.x + (unsigned long long)threadIdx.x)
+/* block-level kernels (the tiled matrix product): the block, the thread in it, the threads */
+#define ADJ_BLOCK ((unsigned long long)blockIdx.x)
+#define ADJ_THREAD ((unsigned)threadIdx.x)
+#define ADJ_THREADS ((unsigned)blockDim.x)
+#define ADJ_SYNC() __syncthreads()
+#define ADJ_SHARED __shared__
 /* the smallest element whose index was out of bounds (an integer minimum: deterministic) */
 #define ADJ_BAD(flag, e) atomicMin((flag), (e))
 ADJ_DEV double adj_bits(unsigned long long b) { return __longlong_as_double((long long)b); }
@@ -24,6 +33,12 @@ ADJ_DEV double adj_bits(unsigned long long b) { return __longlong_as_double((lon
 #define ADJ_KERNEL void
 static unsigned long long adj_element;
 #define ADJ_ELEMENT adj_element
+/* a block-level kernel runs as one thread doing every thread's work, block by block */
+#define ADJ_BLOCK adj_element
+#define ADJ_THREAD 0u
+#define ADJ_THREADS 1u
+#define ADJ_SYNC() ((void)0)
+#define ADJ_SHARED static
 #define ADJ_BAD(flag, e) \
   do {                   \
     if (*(flag) > (e)) { \

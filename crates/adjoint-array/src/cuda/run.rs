@@ -46,6 +46,20 @@ type Dev = Arc<CudaSlice<f64>>;
 /// ([`scan_combine_source`]) may make; above it a non-affine scatter is combined on the host.
 const SCAN_COMBINE_MAX: u128 = 1 << 32;
 
+/// How `adj_matmul_tiled` computes a `rows × inner` by `inner × cols` product: its tiles, and
+/// the parts of `chunk` inner indices each tile's sums are split into (one part of all of them
+/// unless the tiles are fewer than [`BUSY_BLOCKS`] and the inner dimension is longer than
+/// [`SPLIT_SUM`]; parts of at least [`CHUNK`]). Shapes alone decide, so results are the same on
+/// every run.
+pub(super) fn tiled_plan(rows: usize, cols: usize, inner: usize) -> (usize, usize, usize) {
+    let tiles = rows.div_ceil(TM) * cols.div_ceil(TM);
+    if inner <= SPLIT_SUM || tiles >= BUSY_BLOCKS {
+        return (tiles, 1, inner);
+    }
+    let chunk = inner.div_ceil((BUSY_BLOCKS / tiles).min(inner / CHUNK).max(1));
+    (tiles, inner.div_ceil(chunk), chunk)
+}
+
 /// How the contributions to one scatter target are combined ([`DevRun::apply_adjoint`]).
 enum Comb {
     /// each added where it lands (`adj_scatter_direct`, with the offsets)
@@ -69,6 +83,14 @@ const DIRECT_MAX: usize = 1 << 26;
 /// The side of the block of a matrix product each thread computes (`ADJ_MM` in
 /// `runtime.cuh`).
 const MM: usize = 4;
+
+/// The side of the tile of a matrix product each block of threads computes (`ADJ_TM` in
+/// `runtime.cuh`).
+const TM: usize = 64;
+
+/// Blocks that keep a GPU busy (two per multiprocessor of an H100, which has 132): a matrix
+/// product with fewer tiles than this splits a long inner dimension into parts.
+const BUSY_BLOCKS: usize = 264;
 
 /// The slot of each of kernel `k`'s scatters among its indexed ones (their order in the
 /// packed `ci`; affine targets' scatters are not indexed), the scatters' targets being
@@ -452,6 +474,9 @@ impl<'g> DevRun<'g> {
         self.gpu
             .label(|| format!("matmul [{rows}, {inner}] × [{inner}, {cols}]"));
         let (ars, acs, brs, bcs) = (a.rs as u64, a.cs as u64, b.rs as u64, b.cs as u64);
+        if std::env::var("ADJOINT_CUDA_MATMUL").as_deref() != Ok("simple") {
+            return self.matmul_tiled(a, b);
+        }
         // a thread per block of MM × MM elements (`adj_mm_block`)
         let blocks = rows.div_ceil(MM) * cols.div_ceil(MM);
         let (r64, c64, i64_, bl64) = (rows as u64, cols as u64, inner as u64, blocks as u64);
@@ -497,6 +522,46 @@ impl<'g> DevRun<'g> {
                 l.arg(&mut c);
             })?;
         }
+        Ok(c)
+    }
+
+    /// The product of two views as [`DevRun::matmul`] (the shapes checked), by
+    /// `adj_matmul_tiled`: a block of threads per [`TM`] × [`TM`] tile of the product, and,
+    /// when the tiles alone are too few to keep the GPU busy and the inner dimension is long,
+    /// the inner dimension in parts added in order afterwards. The parts depend on the shapes
+    /// only, so the result is the same on every run.
+    fn matmul_tiled(&self, a: View, b: View) -> Result<CudaSlice<f64>> {
+        let (rows, cols, inner) = (a.rows, b.cols, a.cols);
+        let (tiles, parts, chunk) = tiled_plan(rows, cols, inner);
+        let f = self.gpu.runtime("adj_matmul_tiled")?;
+        let (r64, c64, i64_, ch) = (rows as u64, cols as u64, inner as u64, chunk as u64);
+        let (ars, acs, brs, bcs) = (a.rs as u64, a.cs as u64, b.rs as u64, b.cs as u64);
+        let n = (tiles * parts) as u64;
+        // SAFETY: `adj_matmul_tiled(n, rows, cols, inner, chunk, a, ars, acs, b, brs, bcs, out)`:
+        // the views lie in their arrays (shapes from the graph: `a` is rows × inner, `b`
+        // inner × cols, each strided as its node's row-major data or its transpose; reads are
+        // at rows < rows, columns < cols and inner indices < inner only), and `out` has
+        // `rows × cols × parts` elements, of which block `blk < tiles × parts` writes its
+        // tile's of part `blk / tiles`; together the blocks write every element.
+        let launch = |out: &mut CudaSlice<f64>| unsafe {
+            self.gpu.launch_blocks(&f, &n, |l| {
+                l.arg(&r64).arg(&c64).arg(&i64_).arg(&ch);
+                l.arg(a.data).arg(&ars).arg(&acs);
+                l.arg(b.data).arg(&brs).arg(&bcs);
+                l.arg(out);
+            })
+        };
+        if parts == 1 {
+            // SAFETY: the tiles together write every element of the product (above).
+            let mut c = unsafe { self.gpu.written::<f64>(rows * cols) }?;
+            launch(&mut c)?;
+            return Ok(c);
+        }
+        // SAFETY: the `tiles × parts` blocks write every element of every part (above).
+        let mut part = unsafe { self.gpu.written::<f64>(rows * cols * parts) }?;
+        launch(&mut part)?;
+        let mut c = self.gpu.zeros::<f64>(rows * cols)?;
+        self.add_parts(&mut c, &part, rows * cols, parts)?;
         Ok(c)
     }
 

@@ -1,8 +1,9 @@
 /* adjoint-array: the fixed kernels of the CUDA backend's executor (`run.rs`), appended to the
  * prelude. Like the generated kernels, each thread computes its elements of the output (one, or
- * a block of a matrix product) in a fixed order, with no shared memory, barriers or
- * floating-point atomics: results are the same on every run, and the tests run these kernels
- * as C with a loop over the threads.
+ * a block of a matrix product) in a fixed order, with no floating-point atomics: results are
+ * the same on every run. The tests run these kernels as C with a loop over the threads (over
+ * the blocks for the tiled product, `adj_matmul_tiled`, the one kernel with shared memory and
+ * barriers).
  */
 
 /* a[e] += b[e] */
@@ -64,6 +65,74 @@ ADJ_KERNEL adj_matmul(unsigned long long n, unsigned long long rows, unsigned lo
   for (int u = 0; u < ADJ_MM; u++)
     for (int v = 0; v < ADJ_MM; v++)
       if (i0 + u < rows && j0 + v < cols) c[(i0 + u) * cols + j0 + v] = s[u][v];
+}
+
+/* The tiled product, a block of ADJ_TILE_THREADS threads per ADJ_TM × ADJ_TM tile of c: the
+ * same sums as adj_mm_block (c[i, j] = Σ_k a[i·ars + k·acs] · b[k·brs + j·bcs], each in the
+ * order of k, from 0.0), with ADJ_TK steps of k of both operands staged in shared memory, so a
+ * value loaded from global memory serves ADJ_TM products instead of ADJ_MM. Thread m computes
+ * rows i0 + m / 16 + 16u and columns j0 + m % 16 + 16v (u, v < 4): a warp reads 16 consecutive
+ * values of the b stage and two of the a stage (no bank conflicts); the stages are filled along
+ * whichever of an operand's strides is 1 (coalesced loads of row-major data and of transposes),
+ * one column of padding keeping those stores free of bank conflicts too.
+ *
+ * Block `blk` computes part p = blk / tiles of tile blk % tiles (tiles = ⌈rows / ADJ_TM⌉ ·
+ * ⌈cols / ADJ_TM⌉, numbered row-major): k in [p·chunk, min((p + 1)·chunk, inner)), into
+ * out[p·rows·cols + i·cols + j] (with one part, c itself; with more, adj_add_parts adds them in
+ * order). n = tiles · parts blocks of ADJ_TILE_THREADS threads. On the GPU every thread makes
+ * exactly one pass of the loop over m (ADJ_THREADS = ADJ_TILE_THREADS), so every thread of a
+ * block reaches every barrier. */
+#define ADJ_TM 64
+#define ADJ_TK 16
+#define ADJ_TILE_THREADS 256
+ADJ_KERNEL adj_matmul_tiled(unsigned long long n, unsigned long long rows, unsigned long long cols,
+                            unsigned long long inner, unsigned long long chunk,
+                            const double* a, unsigned long long ars, unsigned long long acs,
+                            const double* b, unsigned long long brs, unsigned long long bcs, double* out) {
+  const unsigned long long blk = ADJ_BLOCK;
+  if (blk >= n) return; /* (a whole block returns: no barrier is left waiting) */
+  const unsigned long long tn = (cols + ADJ_TM - 1) / ADJ_TM;
+  const unsigned long long tiles = (rows + ADJ_TM - 1) / ADJ_TM * tn;
+  const unsigned long long p = blk / tiles, t = blk % tiles;
+  const unsigned long long i0 = t / tn * ADJ_TM, j0 = t % tn * ADJ_TM;
+  const unsigned long long lo = p * chunk, hi = lo + chunk < inner ? lo + chunk : inner;
+  ADJ_SHARED double sa[ADJ_TK][ADJ_TM + 1];
+  ADJ_SHARED double sb[ADJ_TK][ADJ_TM + 1];
+  double* o = out + p * rows * cols;
+  for (unsigned m = ADJ_THREAD; m < ADJ_TILE_THREADS; m += ADJ_THREADS) {
+    const unsigned ti = m / 16, tj = m % 16;
+    double s[4][4];
+    for (int u = 0; u < 4; u++)
+      for (int v = 0; v < 4; v++) s[u][v] = 0.0;
+    for (unsigned long long k0 = lo; k0 < hi; k0 += ADJ_TK) {
+      const unsigned kn = hi - k0 < ADJ_TK ? (unsigned)(hi - k0) : ADJ_TK;
+      ADJ_SYNC(); /* the previous step's reads are done */
+      for (unsigned l = ADJ_THREAD; l < ADJ_TK * ADJ_TM; l += ADJ_THREADS) {
+        /* a: along k where k is a's unit stride (row-major a), else along i */
+        unsigned kk = acs == 1 ? l % ADJ_TK : l / ADJ_TM, r = acs == 1 ? l / ADJ_TK : l % ADJ_TM;
+        sa[kk][r] = kk < kn && i0 + r < rows ? a[(i0 + r) * ars + (k0 + kk) * acs] : 0.0;
+        /* b: along j where j is b's unit stride (row-major b), else along k */
+        kk = bcs == 1 ? l / ADJ_TM : l % ADJ_TK;
+        r = bcs == 1 ? l % ADJ_TM : l / ADJ_TK;
+        sb[kk][r] = kk < kn && j0 + r < cols ? b[(k0 + kk) * brs + (j0 + r) * bcs] : 0.0;
+      }
+      ADJ_SYNC(); /* the stages are filled */
+      for (unsigned kk = 0; kk < kn; kk++) {
+        double x[4], y[4];
+        for (int u = 0; u < 4; u++) {
+          x[u] = sa[kk][ti + 16 * u];
+          y[u] = sb[kk][tj + 16 * u];
+        }
+        for (int u = 0; u < 4; u++)
+          for (int v = 0; v < 4; v++) s[u][v] += x[u] * y[v];
+      }
+    }
+    for (int u = 0; u < 4; u++)
+      for (int v = 0; v < 4; v++) {
+        const unsigned long long i = i0 + ti + 16 * u, j = j0 + tj + 16 * v;
+        if (i < rows && j < cols) o[i * cols + j] = s[u][v];
+      }
+  }
 }
 
 /* Contributions that land on distinct elements, each added where it lands:

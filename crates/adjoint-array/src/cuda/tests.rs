@@ -868,6 +868,83 @@ fn executor_kernels_fold_multiply_and_broadcast() {
     }
 }
 
+#[test]
+fn tiled_products_equal_sums_in_the_order_of_k() {
+    // `adj_matmul_tiled` run as the emulation runs it (one thread doing a block's 256 threads'
+    // work, block by block): every element equal, bit for bit, to its sum in the order of k
+    // from 0.0, which is what `adj_mm_block` computes. Shapes cut at the tiles' edges, views
+    // that are transposes (neither operand's unit stride along the staged axis), an empty
+    // inner dimension, and products whose inner dimension `tiled_plan` splits into parts,
+    // added by `adj_add_parts`.
+    use super::run::tiled_plan;
+    let src = RUNTIME;
+    assert!(src.contains(&format!(
+        "#define ADJ_TILE_THREADS {}",
+        super::device::BLOCK
+    )));
+    assert!(src.contains("#define ADJ_TM 64"), "run.rs's TM");
+    let x: Vec<f64> = (0..120_000)
+        .map(|i| ((i * 7919 % 2003) as f64 - 1001.0) / 97.0)
+        .collect();
+    // (rows, cols, inner, a transposed, b transposed)
+    let cases = [
+        (70, 130, 37, false, false),
+        (65, 3, 16, true, false),
+        (1, 64, 17, false, true),
+        (5, 7, 0, false, false),
+        (3, 70, 900, false, false),
+        (66, 2, 300, true, true),
+    ];
+    let mut body = read_into("x", x.len());
+    let mut want = Vec::new();
+    for (c, &(rows, cols, inner, at, bt)) in cases.iter().enumerate() {
+        let (tiles, parts, chunk) = tiled_plan(rows, cols, inner);
+        assert!(parts * chunk >= inner && (parts - 1) * chunk < inner.max(1));
+        if inner > 256 {
+            assert!(
+                parts > 1,
+                "case {c}: a long inner dimension under few tiles is split"
+            );
+        }
+        // a: rows × inner at x[0..], b: inner × cols at x[50000..]
+        let (ars, acs) = if at { (1, rows) } else { (inner, 1) };
+        let (brs, bcs) = if bt { (1, inner) } else { (cols, 1) };
+        let m = rows * cols;
+        body += &format!(
+            "  {{ double* part = calloc({pm}, 8); double* c = calloc({m1}, 8);
+             for (adj_element = 0; adj_element < {n}ULL; adj_element++) adj_matmul_tiled({n}ULL, {rows}ULL, {cols}ULL, {inner}ULL, {chunk}ULL, x, {ars}ULL, {acs}ULL, x + 50000, {brs}ULL, {bcs}ULL, part);
+             for (adj_element = 0; adj_element < {m}ULL; adj_element++) adj_add_parts({m}ULL, {parts}ULL, part, c);
+             fwrite(c, 8, {m}, o); }}
+",
+            pm = (m * parts).max(1),
+            m1 = m.max(1),
+            n = tiles * parts,
+        );
+        for i in 0..rows {
+            for j in 0..cols {
+                let sum = |ks: std::ops::Range<usize>| {
+                    ks.fold(0.0, |s, k| {
+                        s + x[i * ars + k * acs] * x[50000 + k * brs + j * bcs]
+                    })
+                };
+                // the parts in order, each from 0.0 (one part: the whole sum)
+                let w =
+                    (0..parts).fold(0.0, |s, p| s + sum(p * chunk..((p + 1) * chunk).min(inner)));
+                want.push((c, i, j, w));
+            }
+        }
+    }
+    let got = f64s(&run_c(&c_program("", &body), &bytes(&x)));
+    assert_eq!(got.len(), want.len());
+    for (g, (c, i, j, w)) in got.iter().zip(&want) {
+        assert_eq!(
+            g.to_bits(),
+            w.to_bits(),
+            "case {c}: c[{i}, {j}] = {g}, want {w}"
+        );
+    }
+}
+
 /// Every primal and adjoint kernel a program made while computing its gradient.
 fn kernels(p: &Program) -> Vec<Arc<Kernel>> {
     let mut ks = Vec::new();
@@ -1204,6 +1281,22 @@ fn on_the_gpu() {
     case_gmm_kernels(&on_gpu);
     case_lstm_kernels(&on_gpu);
     case_folds_scans_permute_and_replicate(&on_gpu);
+
+    // Read-backs through the page-locked staging buffer (2¹⁶ values and more), a smaller one
+    // after a larger one: the buffer stays larger than the copy (CUDA_ERROR_INVALID_VALUE
+    // before `download_into` copied into its first `len` values only), and a part of a
+    // larger device array.
+    let big: Vec<f64> = (0..200_000).map(|i| i as f64 * 0.5 - 3.0).collect();
+    for len in [150_000, 70_000, 200_000, 65_536] {
+        let d = gpu.upload(&big[..len]).unwrap();
+        let mut out = Vec::new();
+        gpu.download_into(&d, len, &mut out).unwrap();
+        assert_eq!(out, big[..len], "read back {len} values");
+    }
+    let d = gpu.upload(&big).unwrap();
+    let mut out = Vec::new();
+    gpu.download_into(&d, 100_000, &mut out).unwrap();
+    assert_eq!(out, big[..100_000], "the first 100 000 of 200 000 values");
 }
 
 /// Whole programs on the GPU (`Backend::cuda`) against the CPU backend: values and gradients
@@ -1305,6 +1398,27 @@ fn programs_on_the_gpu() {
         .build_scalar(&x.map(|v| (v * 0.01).sin() * v).sum())
         .unwrap();
     check("long sum", &p, &[ramp(5000, -3.0, 4.0)]);
+
+    // Matrix products in tiles (shared memory and barriers, which the emulation cannot
+    // check): tiles cut at the edges, transposes in the adjoint products, and a long inner
+    // dimension split into parts.
+    let b = Builder::new();
+    let x = b.input(&[150, 130]);
+    let w = b.input(&[130, 300]);
+    let u = b.input(&[3, 900]);
+    let v = b.input(&[900, 70]);
+    let y = x.matmul(&w).map(|e| e.sin()).sum().sum();
+    let z = u.matmul(&v).map(|e| e * e).sum().sum();
+    let p = b
+        .build_scalar(&y.zip_with(&z, |a, c| a + c * 1e-3))
+        .unwrap();
+    let inputs = [
+        ramp(150 * 130, -1.0, 1.0),
+        ramp(130 * 300, -0.5, 0.7),
+        ramp(2700, -2.0, 2.0),
+        ramp(900 * 70, -0.3, 0.2),
+    ];
+    check("matrix products", &p, &inputs);
 
     // A read whose index depends on data: combined on the host.
     let b = Builder::new();
