@@ -356,11 +356,13 @@ def main():
             raise SystemExit('adbench_py: autograd has no GPU')
     name = tool if DEVICE == 'cpu' else f'{tool}-{DEVICE}'
     gmm_fns, ba_fns, lstm_fns = {'pytorch': tool_torch, 'jax': tool_jax, 'autograd': tool_autograd}[tool]()
-    rows = []
+    # One JSON row per line, written as soon as it is measured: a run cut short keeps the rows
+    # before the cut (the bench rewrites its table after each).
+    emit = lambda row: print(json.dumps(row), flush=True)
     for item in manifest:
         if tool == 'autograd' and item['task'] == 'ba':
             # autograd has no vmap: a per-observation Python loop takes minutes per Jacobian.
-            rows.append(dict(task='ba', input=item['name'], source=item['source'], params=0,
+            emit(dict(task='ba', input=item['name'], source=item['source'], params=0,
                              engine=name, objective_s=0.0, derivative_s=0.0, ratio=0.0, peak_bytes=0,
                              check='skipped: per-observation Python Jacobian takes minutes'))
             continue
@@ -386,11 +388,10 @@ def main():
         ot = time_min(obj, quick)
         dt = time_min(der, quick)
         peak = max(0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0) * 1024
-        rows.append(dict(task=item['task'], input=item['name'], source=item['source'], params=params,
-                         engine=name, objective_s=ot, derivative_s=dt, ratio=dt / ot,
-                         peak_bytes=peak, check=check))
+        emit(dict(task=item['task'], input=item['name'], source=item['source'], params=params,
+                  engine=name, objective_s=ot, derivative_s=dt, ratio=dt / ot,
+                  peak_bytes=peak, check=check))
         print(f"  {name} {item['task']} {item['name']}: {check}", file=sys.stderr)
-    json.dump(rows, sys.stdout)
 
 
 if __name__ == '__main__':

@@ -4,10 +4,10 @@
 # time limit, cut to what is left of 570 s (the stages took about 7 minutes on 2026-11-26),
 # and appends to $OUT/log.txt; the bench tables go to $OUT/*.md. A stage that runs out of time
 # is cut and the next one still runs. Arguments name the stages to run (default: tests gmm
-# gmm-large ba ba-large scaling particles; `gmm-grid` runs ADBench's whole GMM grid, 44 inputs,
-# and `ba-large-peers` adds JAX and PyTorch to BA 11-20), e.g. `device-run.sh tests gmm-grid`
-# and then `LIMIT=250 device-run.sh ba ba-large-peers` in a second call (LIMIT: the overall
-# limit in seconds, 570 by default). `sweep` runs BA ba1 and GMM 1k d10 K25 at 1-16 threads
+# gmm-large ba ba-large scaling particles; `gmm-grid-1k` and `gmm-grid-rest` run ADBench's
+# whole GMM grid, 44 inputs, in two calls, and `ba-large-peers` adds JAX and PyTorch to BA
+# 11-20), e.g. `device-run.sh tests gmm-grid-1k` and then `device-run.sh gmm-grid-rest` in a
+# second call (LIMIT: the overall limit in seconds, 570 by default). `sweep` runs BA ba1 and GMM 1k d10 K25 at 1-16 threads
 # (#16), `matmul-ab` the GPU's two matrix-product kernels on GMM d64/d128 (#17).
 OUT=${OUT:-$(mktemp -d)} # the device tool sets $OUT
 mkdir -p "$OUT"
@@ -37,19 +37,27 @@ timeout $(lim 120) $B --threads 16 --peer-device cuda --filter "$G" --engines ar
 cp $T/g1/adbench.md "$OUT/gmm.md"
 }
 
-want gmm-grid && {
-stage "ADBench's GMM grid on the GPU against JAX, one process per (n, d): a cut process loses only its own rows"
-# (on 2026-11-26 one process for the 36 inputs with d <= 32 ran out of its 300 s and lost every
-# row: the bench wrote its table only at the end; it now writes adjoint's rows before the peers)
-for g in 1k/gmm_d2_ 1k/gmm_d10_ 1k/gmm_d20_ 1k/gmm_d32_ 10k/gmm_d2_ 10k/gmm_d10_; do
-    o=$T/grid-${g//\//-}
-    timeout $(lim 60) $B --threads 16 --peer-device cuda --filter "$g" --engines array-cuda,jax --out $o
-    grep -h '^| gmm' $o/adbench.md >> "$OUT/gmm-grid.md"
-done
-for f in d64_K5 d64_K10 d64_K25 d64_K50 d64_K100 d128_K5 d128_K10 d128_K25; do
-    timeout $(lim 75) $B --threads 16 --peer-device cuda --filter "1k/gmm_$f\$" --engines array-cuda,jax --out $T/g$f
-    grep -h '^| gmm' $T/g$f/adbench.md >> "$OUT/gmm-grid.md"
-done
+# ADBench's GMM grid on the GPU against JAX, one process per (n, d) (6 inputs) or per input
+# (d >= 64): a cut process loses only its own unmeasured rows (the bench writes adjoint's rows
+# before the peers and rewrites its table after each peer row). On 2026-11-27 a (n, d) process
+# took 60-120 s (NVRTC and JAX compiling 6 programs each, cold) and d >= 64 ~20 s per input:
+# the whole grid is ~13 minutes, two calls: `gmm-grid-1k` (1k, d <= 32) and `gmm-grid-rest`.
+grid() {
+    for g in "$@"; do
+        o=$T/grid-${g//[\/\$]/-}
+        timeout $(lim 130) $B --threads 16 --peer-device cuda --filter "$g" --engines array-cuda,jax --out $o
+        grep -h '^| gmm' $o/adbench.md >> "$OUT/gmm-grid.md"
+    done
+}
+want gmm-grid-1k && {
+stage "ADBench's GMM grid, 1k points, d <= 32, on the GPU against JAX"
+grid 1k/gmm_d2_ 1k/gmm_d10_ 1k/gmm_d20_ 1k/gmm_d32_
+}
+want gmm-grid-rest && {
+stage "ADBench's GMM grid, 10k points and d >= 64, on the GPU against JAX"
+grid 10k/gmm_d2_ 10k/gmm_d10_
+grid 1k/gmm_d64_K5\$ 1k/gmm_d64_K10\$ 1k/gmm_d64_K25\$ 1k/gmm_d64_K50\$ 1k/gmm_d64_K100\$ \
+    1k/gmm_d128_K5\$ 1k/gmm_d128_K10\$ 1k/gmm_d128_K25\$
 }
 
 want gmm-large && {

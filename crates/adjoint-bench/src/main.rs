@@ -138,12 +138,13 @@ fn adbench(
         "adbench: adjoint's rows written to {} (peers next)",
         out.join("adbench.md").display()
     );
-    rows.extend(adjoint_bench::adbench::run_peers(
-        &manifest_path,
-        quick,
-        &sel,
-        peer_device,
-    ));
+    // Rewritten after each peer row, so that a run cut short keeps what was measured.
+    adjoint_bench::adbench::run_peers(&manifest_path, quick, &sel, peer_device, |row| {
+        rows.push(row);
+        if let Err(e) = write_adbench_report(out, &mut rows) {
+            eprintln!("adbench: could not write the table: {e}");
+        }
+    });
     let md = write_adbench_report(out, &mut rows)?;
     println!("{md}");
     // Plots show each engine at the largest thread count measured (peers: their own threading).

@@ -934,7 +934,17 @@ pub fn peers_dir() -> PathBuf {
 /// `device` is where the Python peers compute (`cpu`, or `cuda`: passed on as `--device cuda`).
 /// Their interpreter is `peers/.venv/bin/python`, or `$ADJOINT_PEERS_PYTHON` when set (e.g. a
 /// machine's own `python3` with PyTorch and JAX installed).
-pub fn run_peers(manifest: &Path, quick: bool, sel: &Selection, device: &str) -> Vec<Row> {
+///
+/// Each row goes to `each` as soon as its peer prints it (the Python peers print one JSON row
+/// per line as they go; ADOL-C prints one JSON array), so a caller can keep what was measured
+/// before a run is cut short.
+pub fn run_peers(
+    manifest: &Path,
+    quick: bool,
+    sel: &Selection,
+    device: &str,
+    mut each: impl FnMut(Row),
+) {
     let manifest = &std::fs::canonicalize(manifest).unwrap_or_else(|_| manifest.to_path_buf());
     let dir = peers_dir();
     let mut commands: Vec<(String, std::process::Command)> = Vec::new();
@@ -983,7 +993,6 @@ pub fn run_peers(manifest: &Path, quick: bool, sel: &Selection, device: &str) ->
     if !python_ok && !dir.join("build/adolc_peer").is_file() {
         eprintln!("adbench: no peers installed (run crates/adjoint-bench/peers/install.sh)");
     }
-    let mut rows = Vec::new();
     for (tool, mut c) in commands {
         if quick {
             c.arg("--quick");
@@ -993,21 +1002,45 @@ pub fn run_peers(manifest: &Path, quick: bool, sel: &Selection, device: &str) ->
             c.current_dir(dir);
         }
         eprintln!("  peer {tool}");
-        match c.stderr(std::process::Stdio::inherit()).output() {
-            Ok(out) if out.status.success() => {
-                match serde_json::from_slice::<Vec<Row>>(&out.stdout) {
-                    Ok(r) => rows.extend(r.into_iter().map(|r| Row {
-                        peak_bytes: None,
-                        ..r
-                    })),
-                    Err(e) => eprintln!("  peer {tool}: unreadable output: {e}"),
-                }
+        let child = c
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .spawn();
+        let mut child = match child {
+            Ok(child) => child,
+            Err(e) => {
+                eprintln!("  peer {tool} could not start: {e}; skipped");
+                continue;
             }
-            Ok(out) => eprintln!("  peer {tool} failed ({}); skipped", out.status),
-            Err(e) => eprintln!("  peer {tool} could not start: {e}; skipped"),
+        };
+        let stdout = child.stdout.take().expect("piped above");
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)) {
+            let Ok(line) = line else { break };
+            let rows = match serde_json::from_str::<Row>(&line) {
+                Ok(row) => vec![row],
+                Err(_) => match serde_json::from_str::<Vec<Row>>(&line) {
+                    Ok(rows) => rows,
+                    Err(e) => {
+                        eprintln!("  peer {tool}: unreadable output line ({e}): {line}");
+                        continue;
+                    }
+                },
+            };
+            for r in rows {
+                each(Row {
+                    peak_bytes: None,
+                    ..r
+                });
+            }
+        }
+        match child.wait() {
+            Ok(status) if !status.success() => {
+                eprintln!("  peer {tool} failed ({status}); rows before the failure kept")
+            }
+            Ok(_) => {}
+            Err(e) => eprintln!("  peer {tool}: {e}"),
         }
     }
-    rows
 }
 
 /// Markdown table of the rows.
