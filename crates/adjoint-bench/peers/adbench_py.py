@@ -13,7 +13,8 @@ reference_engine} per input, where `reference` is a little-endian f64 file with 
 LSTM) or the CSR values of the Jacobian (BA) of adjoint's engine `reference_engine` (the first
 engine selected; the tape when only peers are). The script times objective and derivative with ADBench's
 protocol, checks its derivative against the reference with ADBench's rule, and prints rows in
-adjoint-bench's JSON row format on stdout.
+adjoint-bench's JSON row format on stdout, one per line as each input is measured (so a run cut
+short keeps the rows before the cut).
 """
 import json, math, resource, sys, time
 
