@@ -376,8 +376,17 @@ fn reversible_ba_jacobian_matches_the_tape_and_the_reversible_code_is_checked() 
 fn gmm_gradient_is_chunked_for_parallelism_and_bit_identical_for_1_2_and_4_threads() {
     // 1000 points: the memory bound alone made this one chunk (a sequential "parallel" gradient).
     let g = io::generate_gmm(3, 4, 1000, 7);
-    let chunk = gmm::chunk_points(&g);
-    assert!(g.n.div_ceil(chunk) >= 32, "{} points per chunk", chunk);
+    for tape in [false, true] {
+        let chunk = gmm::chunk_points(&g, tape);
+        assert!(g.n.div_ceil(chunk) >= 32, "{chunk} points per chunk");
+    }
+    // ADBench's 10k d10 K200 with a tape: chunks sized to the caches (250 000 tape entries:
+    // 8 points), more than one group of chunks held at once (1250 chunks of 13 200
+    // parameters) — the gradient below still adds them in chunk order.
+    let big = io::generate_gmm(10, 200, 10_000, 1);
+    assert_eq!(gmm::chunk_points(&big, true), 8);
+    // without a tape: 157 points for 64 chunks, cut to 138 by the memory bound (4·10⁶ entries)
+    assert_eq!(gmm::chunk_points(&big, false), 138);
     let p = g.params();
     let run = |threads: usize, reversible: bool| {
         let pool = rayon::ThreadPoolBuilder::new()
@@ -409,6 +418,29 @@ fn gmm_gradient_is_chunked_for_parallelism_and_bit_identical_for_1_2_and_4_threa
                 run(threads, reversible) == one,
                 "{threads} threads, reversible: {reversible}"
             );
+        }
+    }
+    // Chunk gradients held a few at a time (as at 10k d10 K200): the same bits.
+    for reversible in [false, true] {
+        let whole = run(2, reversible);
+        for group in [1, 3] {
+            let mut grad = vec![0.0; p.len()];
+            let v = if reversible {
+                gmm::gmm_gradient_in_groups(
+                    &adjoint_bench::adbench::reversible::Reversible,
+                    &g,
+                    &p,
+                    &mut grad,
+                    group,
+                )
+            } else {
+                gmm::gmm_gradient_in_groups(&adjoint_bench::adbench::Tape, &g, &p, &mut grad, group)
+            };
+            let bits = (
+                v.to_bits(),
+                grad.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+            );
+            assert!(bits == whole, "groups of {group}, reversible: {reversible}");
         }
     }
     // And the chunked sum is the gradient: against forward mode.

@@ -46,6 +46,9 @@ use std::path::{Path, PathBuf};
 
 /// What an engine must provide for ADBench: gradients of the GMM's two parts and a BA block.
 pub trait Engine: Sync {
+    /// Whether the engine records a tape (the GMM gradient then sizes its chunks of points to
+    /// the caches: [`gmm::chunk_points`]).
+    const TAPE: bool = false;
     /// Column name.
     fn name(&self) -> &'static str;
     /// Value and gradient of the data term over points `from..to`.
@@ -81,6 +84,7 @@ pub fn ba_block_from_rows<E: Engine + ?Sized>(
 pub struct Tape;
 
 impl Engine for Tape {
+    const TAPE: bool = true;
     fn name(&self) -> &'static str {
         "tape"
     }
@@ -117,6 +121,7 @@ impl Engine for Tape {
 pub struct TapeScalar;
 
 impl Engine for TapeScalar {
+    const TAPE: bool = true;
     fn name(&self) -> &'static str {
         "tape-scalar"
     }
@@ -144,6 +149,7 @@ impl Engine for TapeScalar {
 pub struct Echidna;
 
 impl Engine for Echidna {
+    const TAPE: bool = true;
     fn name(&self) -> &'static str {
         "echidna"
     }
