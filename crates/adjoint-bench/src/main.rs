@@ -176,12 +176,21 @@ fn write_adbench_report(
         adjoint_bench::adbench::scaling_markdown(rows)
     );
     std::fs::create_dir_all(out)?;
-    std::fs::write(
-        out.join("adbench.json"),
-        serde_json::to_string_pretty(rows)?,
+    write_whole(
+        &out.join("adbench.json"),
+        &serde_json::to_string_pretty(rows)?,
     )?;
-    std::fs::write(out.join("adbench.md"), &md)?;
+    write_whole(&out.join("adbench.md"), &md)?;
     Ok(md)
+}
+
+/// Write `path` through a temporary file renamed over it, so that a run killed while writing
+/// (a device script's time limit) leaves the previous table, never half of one.
+fn write_whole(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".partial");
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path)
 }
 
 #[derive(Serialize)]

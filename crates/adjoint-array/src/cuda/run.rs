@@ -46,14 +46,21 @@ type Dev = Arc<CudaSlice<f64>>;
 /// ([`scan_combine_source`]) may make; above it a non-affine scatter is combined on the host.
 const SCAN_COMBINE_MAX: u128 = 1 << 32;
 
+/// `ADJOINT_CUDA_MATMUL=simple`: matrix products by the earlier kernel, a thread per 4 × 4
+/// block (`adj_matmul`, `adj_matmul_parts`), to measure what the tiles save.
+fn simple_matmul() -> bool {
+    static SIMPLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *SIMPLE.get_or_init(|| std::env::var("ADJOINT_CUDA_MATMUL").as_deref() == Ok("simple"))
+}
+
 /// How `adj_matmul_tiled` computes a `rows × inner` by `inner × cols` product: its tiles, and
 /// the parts of `chunk` inner indices each tile's sums are split into (one part of all of them
 /// unless the tiles are fewer than [`BUSY_BLOCKS`] and the inner dimension is longer than
-/// [`SPLIT_SUM`]; parts of at least [`CHUNK`]). Shapes alone decide, so results are the same on
-/// every run.
+/// [`SPLIT_SUM`]; parts of at least [`CHUNK`]; no tiles, no parts: an empty product). Shapes
+/// alone decide, so results are the same on every run.
 pub(super) fn tiled_plan(rows: usize, cols: usize, inner: usize) -> (usize, usize, usize) {
     let tiles = rows.div_ceil(TM) * cols.div_ceil(TM);
-    if inner <= SPLIT_SUM || tiles >= BUSY_BLOCKS {
+    if inner <= SPLIT_SUM || tiles == 0 || tiles >= BUSY_BLOCKS {
         return (tiles, 1, inner);
     }
     let chunk = inner.div_ceil((BUSY_BLOCKS / tiles).min(inner / CHUNK).max(1));
@@ -86,7 +93,7 @@ const MM: usize = 4;
 
 /// The side of the tile of a matrix product each block of threads computes (`ADJ_TM` in
 /// `runtime.cuh`).
-const TM: usize = 64;
+pub(super) const TM: usize = 64;
 
 /// Blocks that keep a GPU busy (two per multiprocessor of an H100, which has 132): a matrix
 /// product with fewer tiles than this splits a long inner dimension into parts.
@@ -473,10 +480,10 @@ impl<'g> DevRun<'g> {
         let (rows, cols, inner) = (a.rows, b.cols, a.cols);
         self.gpu
             .label(|| format!("matmul [{rows}, {inner}] × [{inner}, {cols}]"));
-        let (ars, acs, brs, bcs) = (a.rs as u64, a.cs as u64, b.rs as u64, b.cs as u64);
-        if std::env::var("ADJOINT_CUDA_MATMUL").as_deref() != Ok("simple") {
+        if !simple_matmul() {
             return self.matmul_tiled(a, b);
         }
+        let (ars, acs, brs, bcs) = (a.rs as u64, a.cs as u64, b.rs as u64, b.cs as u64);
         // a thread per block of MM × MM elements (`adj_mm_block`)
         let blocks = rows.div_ceil(MM) * cols.div_ceil(MM);
         let (r64, c64, i64_, bl64) = (rows as u64, cols as u64, inner as u64, blocks as u64);

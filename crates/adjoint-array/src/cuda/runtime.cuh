@@ -68,8 +68,8 @@ ADJ_KERNEL adj_matmul(unsigned long long n, unsigned long long rows, unsigned lo
 }
 
 /* The tiled product, a block of ADJ_TILE_THREADS threads per ADJ_TM × ADJ_TM tile of c: the
- * same sums as adj_mm_block (c[i, j] = Σ_k a[i·ars + k·acs] · b[k·brs + j·bcs], each in the
- * order of k, from 0.0), with ADJ_TK steps of k of both operands staged in shared memory, so a
+ * sums adj_mm_block computes (c[i, j] = Σ_k a[i·ars + k·acs] · b[k·brs + j·bcs] over the
+ * block's part of k, in the order of k, from 0.0), with ADJ_TK steps of k of both operands staged in shared memory, so a
  * value loaded from global memory serves ADJ_TM products instead of ADJ_MM. Thread m computes
  * rows i0 + m / 16 + 16u and columns j0 + m % 16 + 16v (u, v < 4): a warp reads 16 consecutive
  * values of the b stage and two of the a stage (no bank conflicts); the stages are filled along

@@ -872,17 +872,27 @@ fn executor_kernels_fold_multiply_and_broadcast() {
 fn tiled_products_equal_sums_in_the_order_of_k() {
     // `adj_matmul_tiled` run as the emulation runs it (one thread doing a block's 256 threads'
     // work, block by block): every element equal, bit for bit, to its sum in the order of k
-    // from 0.0, which is what `adj_mm_block` computes. Shapes cut at the tiles' edges, views
-    // that are transposes (neither operand's unit stride along the staged axis), an empty
-    // inner dimension, and products whose inner dimension `tiled_plan` splits into parts,
-    // added by `adj_add_parts`.
-    use super::run::tiled_plan;
-    let src = RUNTIME;
-    assert!(src.contains(&format!(
+    // from 0.0 (with one part, what `adj_mm_block` computes), and each part's sums added in
+    // order by `adj_add_parts`. Shapes cut at the tiles' edges, views that are transposes
+    // (neither operand's unit stride along the staged axis), an empty inner dimension, an empty
+    // product, and products whose inner dimension `tiled_plan` splits into parts. Every array
+    // ends where a page that may not be read begins (`guarded`), so a read or write past the
+    // end of an operand or a result stops the program. (Barriers cannot be checked here: one
+    // emulated thread never races itself.)
+    use super::run::{tiled_plan, TM};
+    assert!(RUNTIME.contains(&format!(
         "#define ADJ_TILE_THREADS {}",
         super::device::BLOCK
     )));
-    assert!(src.contains("#define ADJ_TM 64"), "run.rs's TM");
+    assert!(RUNTIME.contains(&format!("#define ADJ_TM {TM}")));
+    let guard = "#include <sys/mman.h>\n\
+        /* n doubles ending where an unreadable page begins */\n\
+        static double* guarded(size_t n) {\n\
+          size_t bytes = n * 8, page = 4096, pages = (bytes + page - 1) / page;\n\
+          char* m = mmap(0, (pages + 1) * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);\n\
+          if (m == MAP_FAILED || mprotect(m + pages * page, page, PROT_NONE) != 0) abort();\n\
+          return (double*)(m + pages * page - bytes);\n\
+        }\n";
     let x: Vec<f64> = (0..120_000)
         .map(|i| ((i * 7919 % 2003) as f64 - 1001.0) / 97.0)
         .collect();
@@ -892,32 +902,35 @@ fn tiled_products_equal_sums_in_the_order_of_k() {
         (65, 3, 16, true, false),
         (1, 64, 17, false, true),
         (5, 7, 0, false, false),
+        (0, 5, 300, false, false),
         (3, 70, 900, false, false),
         (66, 2, 300, true, true),
+        (130, 66, 40, true, true),
     ];
     let mut body = read_into("x", x.len());
     let mut want = Vec::new();
     for (c, &(rows, cols, inner, at, bt)) in cases.iter().enumerate() {
         let (tiles, parts, chunk) = tiled_plan(rows, cols, inner);
         assert!(parts * chunk >= inner && (parts - 1) * chunk < inner.max(1));
-        if inner > 256 {
+        if inner > 256 && rows * cols > 0 {
             assert!(
                 parts > 1,
                 "case {c}: a long inner dimension under few tiles is split"
             );
         }
-        // a: rows × inner at x[0..], b: inner × cols at x[50000..]
+        // a: rows × inner from x[0..], b: inner × cols from x[50000..], each copied into an
+        // array of exactly its size
         let (ars, acs) = if at { (1, rows) } else { (inner, 1) };
         let (brs, bcs) = if bt { (1, inner) } else { (cols, 1) };
-        let m = rows * cols;
+        let (m, na, nb) = (rows * cols, rows * inner, inner * cols);
         body += &format!(
-            "  {{ double* part = calloc({pm}, 8); double* c = calloc({m1}, 8);
-             for (adj_element = 0; adj_element < {n}ULL; adj_element++) adj_matmul_tiled({n}ULL, {rows}ULL, {cols}ULL, {inner}ULL, {chunk}ULL, x, {ars}ULL, {acs}ULL, x + 50000, {brs}ULL, {bcs}ULL, part);
+            "  {{ double* a = guarded({na}); memcpy(a, x, {na} * 8); double* b = guarded({nb}); memcpy(b, x + 50000, {nb} * 8);
+             double* part = guarded({pm}); double* c = guarded({m}); memset(c, 0, {m} * 8);
+             for (adj_element = 0; adj_element < {n}ULL; adj_element++) adj_matmul_tiled({n}ULL, {rows}ULL, {cols}ULL, {inner}ULL, {chunk}ULL, a, {ars}ULL, {acs}ULL, b, {brs}ULL, {bcs}ULL, part);
              for (adj_element = 0; adj_element < {m}ULL; adj_element++) adj_add_parts({m}ULL, {parts}ULL, part, c);
              fwrite(c, 8, {m}, o); }}
 ",
-            pm = (m * parts).max(1),
-            m1 = m.max(1),
+            pm = m * parts,
             n = tiles * parts,
         );
         for i in 0..rows {
@@ -934,7 +947,8 @@ fn tiled_products_equal_sums_in_the_order_of_k() {
             }
         }
     }
-    let got = f64s(&run_c(&c_program("", &body), &bytes(&x)));
+    let program = format!("#define _DEFAULT_SOURCE\n{}", c_program(guard, &body));
+    let got = f64s(&run_c(&program, &bytes(&x)));
     assert_eq!(got.len(), want.len());
     for (g, (c, i, j, w)) in got.iter().zip(&want) {
         assert_eq!(

@@ -1009,6 +1009,7 @@ pub fn run_peers(
         }
         eprintln!("  peer {tool}");
         let child = c
+            .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::inherit())
             .spawn();
@@ -1021,7 +1022,20 @@ pub fn run_peers(
         };
         let stdout = child.stdout.take().expect("piped above");
         for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)) {
-            let Ok(line) = line else { break };
+            let line = match line {
+                Ok(line) => line,
+                Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                    eprintln!("  peer {tool}: a line of its output is not UTF-8; skipped");
+                    continue;
+                }
+                Err(e) => {
+                    eprintln!("  peer {tool}: reading its output: {e}");
+                    break;
+                }
+            };
+            if line.trim().is_empty() {
+                continue;
+            }
             let rows = match serde_json::from_str::<Row>(&line) {
                 Ok(row) => vec![row],
                 Err(_) => match serde_json::from_str::<Vec<Row>>(&line) {
@@ -1041,7 +1055,7 @@ pub fn run_peers(
         }
         match child.wait() {
             Ok(status) if !status.success() => {
-                eprintln!("  peer {tool} failed ({status}); rows before the failure kept")
+                eprintln!("  peer {tool} failed ({status}); the rows it printed are kept")
             }
             Ok(_) => {}
             Err(e) => eprintln!("  peer {tool}: {e}"),
