@@ -1033,24 +1033,9 @@ pub fn run_peers(
                     break;
                 }
             };
-            if line.trim().is_empty() {
-                continue;
-            }
-            let rows = match serde_json::from_str::<Row>(&line) {
-                Ok(row) => vec![row],
-                Err(_) => match serde_json::from_str::<Vec<Row>>(&line) {
-                    Ok(rows) => rows,
-                    Err(e) => {
-                        eprintln!("  peer {tool}: unreadable output line ({e}): {line}");
-                        continue;
-                    }
-                },
-            };
-            for r in rows {
-                each(Row {
-                    peak_bytes: None,
-                    ..r
-                });
+            match peer_rows(&line) {
+                Ok(rows) => rows.into_iter().for_each(&mut each),
+                Err(e) => eprintln!("  peer {tool}: unreadable output line ({e}): {line}"),
             }
         }
         match child.wait() {
@@ -1061,6 +1046,38 @@ pub fn run_peers(
             Err(e) => eprintln!("  peer {tool}: {e}"),
         }
     }
+}
+
+/// The rows on one line of a peer's output: one JSON row (the Python peers), a JSON array of
+/// rows (ADOL-C), or none (a blank line). Peers' peak memory is dropped (see [`run_peers`]).
+///
+/// ```
+/// use adjoint_bench::adbench::peer_rows;
+/// let line = r#"{"task":"gmm","input":"1k/gmm_d2_K5","source":"shared","params":30,
+///     "engine":"jax","objective_s":1e-4,"derivative_s":2e-4,"ratio":2.0,
+///     "peak_bytes":4096,"check":"ok"}"#;
+/// let one = line.replace('\n', "");
+/// let rows = peer_rows(&one).unwrap();
+/// assert_eq!((rows.len(), rows[0].engine.as_str(), rows[0].peak_bytes), (1, "jax", None));
+/// assert_eq!(peer_rows(&format!("[{one},{one}]")).unwrap().len(), 2);
+/// assert!(peer_rows("  ").unwrap().is_empty());
+/// assert!(peer_rows("Traceback (most recent call last):").is_err());
+/// ```
+pub fn peer_rows(line: &str) -> Result<Vec<Row>, serde_json::Error> {
+    if line.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    let rows = match serde_json::from_str::<Row>(line) {
+        Ok(row) => vec![row],
+        Err(_) => serde_json::from_str::<Vec<Row>>(line)?,
+    };
+    Ok(rows
+        .into_iter()
+        .map(|r| Row {
+            peak_bytes: None,
+            ..r
+        })
+        .collect())
 }
 
 /// Markdown table of the rows.
