@@ -22,7 +22,7 @@
 //! | `max`, `min` | one argument NaN | all to the argument that is returned (as `f64::max` does) |
 //! | `sqrt`, `cbrt` | `x = 0` | `+∞` (the one-sided limit) |
 //! | `hypot`, `atan2` | `(0, 0)` | `0` for first and second partials |
-//! | `powf` | `x = 0` | `∂/∂y = 0` and every term with `ln x` is 0 (limit `x → 0⁺`, `y > 0`) |
+//! | `powf` | `x = 0` | `∂/∂y = 0` and every term with `ln x` is 0 (limit `x → 0⁺`, `y > 0`); at `y = 0` every partial is 0, at `y = 1` `∂²/∂x² = 0` (no `0·∞` NaN) |
 //! | `powi` | `n = 0`, `n = 1` | exactly `0` / `1` (no `0·x⁻¹` NaN at `x = 0`) |
 //! | `floor`, `ceil`, `round`, `trunc`, `signum` | everywhere | `0` (piecewise constant; not in the table, engines treat them as constants) |
 //!
@@ -401,6 +401,14 @@ pub fn binary<T: Real>(op: Op2, x: T, y: T) -> Rule2<T> {
             let dx = y * pm1;
             let dxx = y * (y - 1.0) * pm2;
             if x == zero {
+                // `y · 0^(y−1)` is `0 · ∞` at `y = 0`, and `y (y − 1) · 0^(y−2)` at `y = 0` and
+                // `y = 1`: there `x^y` is constant or linear, and the partial is 0.
+                let dx = if y == zero { zero } else { dx };
+                let dxx = if y == zero || y == T::from(1.0) {
+                    zero
+                } else {
+                    dxx
+                };
                 rule(v, dx, zero, dxx, zero, zero)
             } else {
                 let l = x.ln();

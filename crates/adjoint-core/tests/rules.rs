@@ -187,6 +187,20 @@ fn non_differentiable_points_follow_the_documented_choices() {
     assert_eq!((a.dx, a.dy), (0.0, 0.0));
     let p = binary(Op2::Powf, 0.0, 2.0);
     assert_eq!((p.value, p.dx, p.dy, p.dyy), (0.0, 0.0, 0.0, 0.0));
+    // x^y at x = 0, y = 0, 1, 2, 3 as powi gives it (a reviewer helper found 0·∞ NaNs at
+    // y = 0 and y = 1: a Hessian of x.powf(1.0) at 0 was NaN)
+    for (y, d, dd) in [
+        (0.0, 0.0, 0.0),
+        (1.0, 1.0, 0.0),
+        (2.0, 0.0, 2.0),
+        (3.0, 0.0, 0.0),
+    ] {
+        let p = binary(Op2::Powf, 0.0, y);
+        let q = unary(Op1::Powi(y as i32), 0.0);
+        assert_eq!((p.value, p.dx, p.dxx), (q.value, d, dd), "0^{y}");
+        assert_eq!((q.d, q.dd), (d, dd), "powi 0^{y}");
+        assert_eq!((p.dy, p.dxy, p.dyy), (0.0, 0.0, 0.0), "0^{y}");
+    }
     let q = unary(Op1::Powi(1), 0.0);
     assert_eq!((q.d, q.dd), (1.0, 0.0));
     let q = unary(Op1::Powi(0), 0.0);

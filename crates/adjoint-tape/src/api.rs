@@ -283,6 +283,15 @@ impl Tape {
         self.first_forward_error()
     }
 
+    /// In checked mode, panic with the forward pass's first non-finite value (every API that
+    /// returns no `Result`).
+    #[inline]
+    fn check_forward(&self) {
+        if let Err(e) = self.forward_error() {
+            panic!("adjoint::tape checked mode: {e}");
+        }
+    }
+
     #[cold]
     #[inline(never)]
     fn first_forward_error(&self) -> Result<(), NonFinite> {
@@ -407,9 +416,7 @@ impl Tape {
             grad.len()
         );
         let y = self.record(x, None, f);
-        if let Err(e) = self.forward_error() {
-            panic!("adjoint::tape checked mode: {e}");
-        }
+        self.check_forward();
         if let Err(e) = self.reverse(&[(y, 1.0)], None, grad) {
             panic!("adjoint::tape checked mode: {e}");
         }
@@ -461,12 +468,13 @@ impl Tape {
     /// ```
     ///
     /// # Panics
-    /// If `w` and the output differ in length.
+    /// If `w` and the output differ in length, or if a checked tape finds a non-finite value.
     pub fn vjp<F>(&mut self, f: F, x: &[f64], w: &[f64]) -> (Vec<f64>, Vec<f64>)
     where
         F: FnOnce(&[Var]) -> Vec<Var>,
     {
         let ys = self.record(x, None, f);
+        self.check_forward();
         assert_eq!(
             ys.len(),
             w.len(),
@@ -489,11 +497,15 @@ impl Tape {
     /// let j = Tape::new().jacobian(|x: &[Var]| vec![x[0] + x[1], x[0] * 3.0], &[1.0, 2.0]);
     /// assert_eq!(j, vec![vec![1.0, 1.0], vec![3.0, 0.0]]);
     /// ```
+    ///
+    /// # Panics
+    /// If a checked tape finds a non-finite value.
     pub fn jacobian<F>(&mut self, f: F, x: &[f64]) -> Vec<Vec<f64>>
     where
         F: FnOnce(&[Var]) -> Vec<Var>,
     {
         let ys = self.record(x, None, f);
+        self.check_forward();
         ys.iter()
             .map(|&y| {
                 let mut row = vec![0.0; x.len()];
@@ -526,6 +538,7 @@ impl Tape {
         Y: AsRef<[Var]>,
     {
         let ys = self.record(x, None, f);
+        self.check_forward();
         let ys = ys.as_ref();
         let n = x.len();
         assert_eq!(
@@ -556,7 +569,7 @@ impl Tape {
     /// ```
     ///
     /// # Panics
-    /// If `v` and `x` differ in length.
+    /// If `v` and `x` differ in length, or if a checked tape finds a non-finite value.
     pub fn hvp<F>(&mut self, f: F, x: &[f64], v: &[f64]) -> Vec<f64>
     where
         F: FnOnce(&[Dual<Var>]) -> Dual<Var>,
@@ -576,6 +589,7 @@ impl Tape {
                 .collect();
             f(&d).eps
         });
+        self.check_forward();
         let mut g = vec![0.0; x.len()];
         self.reverse(&[(y, 1.0)], None, &mut g)
             .unwrap_or_else(|e| panic!("adjoint::tape checked mode: {e}"));
@@ -589,6 +603,9 @@ impl Tape {
     /// let h = Tape::new().hessian(|x| x[0] * x[1], &[1.0, 2.0]);
     /// assert_eq!(h, vec![vec![0.0, 1.0], vec![1.0, 0.0]]);
     /// ```
+    ///
+    /// # Panics
+    /// If a checked tape finds a non-finite value.
     pub fn hessian<F>(&mut self, f: F, x: &[f64]) -> Vec<Vec<f64>>
     where
         F: Fn(&[Dual<Var>]) -> Dual<Var>,

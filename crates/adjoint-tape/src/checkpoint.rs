@@ -1,6 +1,6 @@
 //! Checkpointing: trade recomputation for tape memory in a user-marked region.
 
-use crate::record::{recording, with_state, with_state_mut, Checkpoint, State};
+use crate::record::{check_value, recording, with_state, with_state_mut, Checkpoint, Label, State};
 use crate::var::Var;
 use crate::Tape;
 use std::sync::Arc;
@@ -12,7 +12,12 @@ pub(crate) type RegionFn = Arc<dyn Fn(&[Var]) -> Vec<Var> + Send + Sync>;
 /// backpropagate through it there. The tape then holds only the region's outputs, so a loop of
 /// `T` checkpointed steps needs memory for one step's tape at a time instead of `T`.
 ///
-/// Gradients are bit-for-bit identical to the un-checkpointed program. Every active value the
+/// Gradients equal the un-checkpointed program's, bit for bit when the region uses scalar
+/// operations only; a slice primitive (`vector::matvec`, `dot`, …) may add its terms in
+/// another order when its operands are consecutive values in one program and not in the other
+/// (the region's outputs are consecutive leaves), which changes the last bits. In checked mode
+/// a non-finite output of the region from finite inputs is reported as the region's
+/// (`checkpoint`). Every active value the
 /// region reads must come in through `inputs` (a captured active `Var` is a panic with a message
 /// saying so); `f` must be deterministic. Outside a recording this is just `f(inputs)`.
 ///
@@ -81,10 +86,17 @@ where
             .collect();
         let start = job.len();
         let checked = session.checked;
+        // In checked mode the region is one primitive: a non-finite output from finite inputs
+        // is reported like any operation's (its operands: the region's first two inputs).
+        let finite_inputs = inputs.iter().all(|&(_, v)| v.is_finite());
+        let shown = [0, 1].map(|i| inputs.get(i).map_or(0.0, |&(_, v)| v));
         let vars: Vec<Var> = outs
             .iter()
             .map(|o| {
                 let seq = job.push_leaf(checked);
+                if checked && finite_inputs {
+                    check_value(job, Label::Vector("checkpoint"), shown, o.v, seq);
+                }
                 job.var(o.v, seq)
             })
             .collect();

@@ -800,7 +800,7 @@ fn not_recording(state: &State, v: Var) -> ! {
 /// its own first one, and the report picks the earliest job in program order, so what is
 /// reported does not depend on how the jobs were scheduled.
 #[cold]
-fn check_value(job: &mut Job, label: Label, operands: [f64; 2], value: f64, seq: u32) {
+pub(crate) fn check_value(job: &mut Job, label: Label, operands: [f64; 2], value: f64, seq: u32) {
     if job.first_bad.is_none() && !value.is_finite() && operands.iter().all(|o| o.is_finite()) {
         job.first_bad = Some(BadValue {
             label,

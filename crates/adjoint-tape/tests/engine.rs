@@ -597,3 +597,77 @@ fn plain_rayon_join_from_a_recording_outside_the_pool_points_to_tape_join() {
     .unwrap();
     assert!(msg.contains("adjoint::tape::join"), "{msg}");
 }
+
+#[test]
+fn a_checked_tape_checks_the_forward_pass_of_every_derivative_api() {
+    // `ln` of a negative number: a NaN from finite operands whose partial is finite, so only
+    // the forward check can see it (a reviewer helper found `jacobian_into` returning a finite
+    // Jacobian here, and `jacobian`, `vjp`, `hvp`, `hessian` likewise).
+    use adjoint_core::forward::Dual;
+    let panics = |what: &str, f: &mut dyn FnMut()| {
+        let e = catch_unwind(AssertUnwindSafe(f)).expect_err(what);
+        let msg = e.downcast_ref::<String>().cloned().unwrap_or_default();
+        assert!(
+            msg.contains("checked mode") && msg.contains("Ln"),
+            "{what}: {msg}"
+        );
+    };
+    let bad = |x: &[Var]| (x[0] - 2.0).ln();
+    let bad_dual = |x: &[Dual<Var>]| (x[0] - 2.0).ln() * x[0];
+    let mut t = Tape::new().checked();
+    panics("jacobian_into", &mut || {
+        let mut j = [0.0; 1];
+        t.jacobian_into(|x: &[Var]| [bad(x)], &[1.0], &mut j);
+    });
+    panics("jacobian", &mut || {
+        Tape::new()
+            .checked()
+            .jacobian(|x: &[Var]| vec![bad(x)], &[1.0]);
+    });
+    panics("vjp", &mut || {
+        Tape::new()
+            .checked()
+            .vjp(|x: &[Var]| vec![bad(x)], &[1.0], &[1.0]);
+    });
+    panics("hvp", &mut || {
+        Tape::new().checked().hvp(bad_dual, &[1.0], &[1.0]);
+    });
+    panics("hessian", &mut || {
+        Tape::new().checked().hessian(bad_dual, &[1.0]);
+    });
+    // The same tape goes on working, and an unchecked tape still returns the numbers.
+    let mut j = [0.0; 1];
+    t.jacobian_into(|x: &[Var]| [x[0] * 3.0], &[1.0], &mut j);
+    assert_eq!(j, [3.0]);
+    let j = Tape::new().jacobian(|x: &[Var]| vec![bad(x)], &[1.0]);
+    assert_eq!(j, vec![vec![-1.0]]);
+}
+
+#[test]
+fn a_checked_tape_reports_a_non_finite_checkpoint_output() {
+    // The region runs unrecorded, so its own operations are not checked as they run; its
+    // outputs are, as one primitive's (a reviewer helper found `Ok((NaN, [-1]))` here).
+    let f = |x: &[Var]| checkpoint(x, |s: &[Var]| vec![(s[0] - 2.0).ln()])[0] * 1.0;
+    let e = Tape::new()
+        .checked()
+        .try_value_and_grad(f, &[1.0])
+        .expect_err("a NaN from a finite input");
+    assert!(e.to_string().contains("checkpoint(1, 0) = NaN"), "{e}");
+    // A finite region is not reported, and a non-finite input is not the region's doing.
+    let g = Tape::new()
+        .checked()
+        .try_value_and_grad(
+            |x: &[Var]| checkpoint(x, |s: &[Var]| vec![s[0].sin()])[0],
+            &[1.0],
+        )
+        .unwrap();
+    assert_eq!(g, (1f64.sin(), vec![1f64.cos()]));
+    let (v, _) = Tape::new()
+        .checked()
+        .try_value_and_grad(
+            |x: &[Var]| checkpoint(x, |s: &[Var]| vec![s[0] * 2.0])[0],
+            &[f64::INFINITY],
+        )
+        .unwrap();
+    assert_eq!(v, f64::INFINITY);
+}

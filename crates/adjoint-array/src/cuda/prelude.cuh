@@ -279,6 +279,9 @@ ADJ_DEV void adj_b_powf(ADJ_B_ARGS) {
   double px = y * pm1;
   double pxx = y * (y - 1.0) * pm2;
   if (x == 0.0) {
+    /* 0 · ∞ at y = 0 (and y = 1 for the second partial): the partial is 0, as in rules.rs */
+    if (y == 0.0) px = 0.0;
+    if (y == 0.0 || y == 1.0) pxx = 0.0;
     ADJ_R2(p, px, 0.0, pxx, 0.0, 0.0);
   } else {
     double l = log(x);
