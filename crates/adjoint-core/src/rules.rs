@@ -22,6 +22,7 @@
 //! | `max`, `min` | one argument NaN | all to the argument that is returned (as `f64::max` does) |
 //! | `sqrt`, `cbrt` | `x = 0` | `+∞` (the one-sided limit) |
 //! | `hypot`, `atan2` | `(0, 0)` | `0` for first and second partials |
+//! | `powf` | `x < 0` | every term with a derivative in `y` is 0 (`x^y` is real only at integer `y`) |
 //! | `powf` | `x = 0` | `∂/∂y = 0` and every term with `ln x` is 0 (limit `x → 0⁺`, `y > 0`); at `y = 0` every partial is 0, at `y = 1` `∂²/∂x² = 0` (no `0·∞` NaN) |
 //! | `powi` | `n = 0`, `n = 1` | exactly `0` / `1` (no `0·x⁻¹` NaN at `x = 0`) |
 //! | `floor`, `ceil`, `round`, `trunc`, `signum` | everywhere | `0` (piecewise constant; not in the table, engines treat them as constants) |
@@ -258,8 +259,10 @@ pub fn unary<T: Real>(op: Op1, x: T) -> Rule1<T> {
         }
         Op1::Sqrt => {
             let v = x.sqrt();
-            let d = (v * 2.0).recip();
-            r1(v, d, -(d / (x * 2.0)))
+            // `+ 0`: at x = −0 (where sqrt gives −0) the partials are those at +0, the
+            // one-sided limit `+∞` of the table above, not `−∞`
+            let d = ((v + zero) * 2.0).recip();
+            r1(v, d, -(d / ((x + zero) * 2.0)))
         }
         Op1::Cbrt => {
             let v = x.cbrt();
@@ -270,10 +273,15 @@ pub fn unary<T: Real>(op: Op1, x: T) -> Rule1<T> {
             0 => r1(one, zero, zero),
             1 => r1(x, one, zero),
             _ => {
-                let pm2 = x.powi(n - 2);
-                let pm1 = pm2 * x;
+                // Each power by `powi` itself: the value is the plain program's `x.powi(n)` bit
+                // for bit (`x^(n−2)·x·x` differed in the last bit for most n, and overflowed or
+                // underflowed where `xⁿ` does not, for n < 0: NaN at x = 0).
                 let nf = f64::from(n);
-                r1(pm1 * x, pm1 * nf, pm2 * (nf * (nf - 1.0)))
+                let pm1 = n
+                    .checked_sub(1)
+                    .map_or_else(|| x.powi(n) / x, |m| x.powi(m));
+                let pm2 = n.checked_sub(2).map_or_else(|| pm1 / x, |m| x.powi(m));
+                r1(x.powi(n), pm1 * nf, pm2 * (nf * (nf - 1.0)))
             }
         },
         Op1::Exp => {
@@ -410,26 +418,34 @@ pub fn binary<T: Real>(op: Op2, x: T, y: T) -> Rule2<T> {
                     dxx
                 };
                 rule(v, dx, zero, dxx, zero, zero)
+            } else if x < zero {
+                // x^y is real only at integer y, so it has no derivative in y: those terms are
+                // 0 (as at x = 0), and a constant exponent gives no `0 · NaN` (forward mode's
+                // derivative of `x.powf(2.0)` at −2 was NaN)
+                rule(v, dx, zero, dxx, zero, zero)
             } else {
                 let l = x.ln();
                 rule(v, dx, v * l, dxx, pm1 * (y * l + 1.0), v * l * l)
             }
         }
         Op2::Atan2 => {
-            let r2 = x * x + y * y;
-            if r2 == zero {
+            // From h = hypot(x, y) and the unit vector (x, y) / h: `x² + y²` underflowed to 0
+            // at (1e-300, 1e-300), which took the (0, 0) rule (every partial 0 where ∂/∂x is
+            // 5e299), and overflowed at (1e200, 1e200) (NaN second partials).
+            let h = x.hypot(y);
+            if h == zero {
                 return rule(x.atan2(y), zero, zero, zero, zero, zero);
             }
-            let inv = r2.recip();
-            let inv2 = inv * inv;
-            let xy2 = x * y * 2.0;
+            let (ux, uy) = (x / h, y / h);
+            let (sx, sy) = (ux / h, uy / h); // x / r², y / r²
+            let sxy2 = sx * sy * 2.0;
             rule(
                 x.atan2(y),
-                y * inv,
-                -(x * inv),
-                -(xy2 * inv2),
-                (x * x - y * y) * inv2,
-                xy2 * inv2,
+                sy,
+                -sx,
+                -sxy2,
+                (ux * ux - uy * uy) / h / h,
+                sxy2,
             )
         }
         Op2::Max | Op2::Min => {
@@ -454,16 +470,11 @@ pub fn binary<T: Real>(op: Op2, x: T, y: T) -> Rule2<T> {
             if h == zero {
                 return rule(h, zero, zero, zero, zero, zero);
             }
-            let inv = h.recip();
-            let inv3 = inv * inv * inv;
-            rule(
-                h,
-                x * inv,
-                y * inv,
-                y * y * inv3,
-                -(x * y * inv3),
-                x * x * inv3,
-            )
+            // From the unit vector (x, y) / h: `1/h³` overflowed or underflowed at extreme
+            // magnitudes (NaN second partials at (1e200, 1e200), an infinite first partial at
+            // (5e-324, 0)).
+            let (ux, uy) = (x / h, y / h);
+            rule(h, ux, uy, uy * uy / h, -(ux * uy) / h, ux * ux / h)
         }
     }
 }

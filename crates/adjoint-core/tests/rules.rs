@@ -269,3 +269,77 @@ fn eval_is_the_rules_value_bit_for_bit() {
         assert_eq!(Op1::Cos.eval(x).to_bits(), x.cos().to_bits());
     }
 }
+
+#[test]
+fn extreme_magnitudes_and_signed_zero() {
+    // Found by a reviewer helper (closed forms as the reference).
+    // powi: the value is f64::powi's bit for bit, and n < 0 does not overflow early.
+    for n in [-7, -3, -2, -1, 2, 3, 4, 5, 7, 12] {
+        for i in 0..200 {
+            let x = 0.01 + i as f64 * 0.0373;
+            let r = unary(Op1::Powi(n), x);
+            assert_eq!(r.value.to_bits(), x.powi(n).to_bits(), "{x}^{n}");
+            let nf = f64::from(n);
+            assert!(
+                (r.d - nf * x.powi(n - 1)).abs() <= 1e-14 * r.d.abs(),
+                "{x}^{n}: d"
+            );
+        }
+    }
+    assert_eq!(unary(Op1::Powi(-1), 1e200).value, 1e-200);
+    assert_eq!(unary(Op1::Powi(-1), 1e-160).value, 1e160);
+    let r = unary(Op1::Powi(-3), 0.0);
+    assert_eq!(
+        (r.value, r.d, r.dd),
+        (f64::INFINITY, f64::NEG_INFINITY, f64::INFINITY)
+    );
+    let r = unary(Op1::Powi(i32::MIN), 1.0);
+    assert_eq!((r.value, r.d), (1.0, f64::from(i32::MIN)));
+    // sqrt at −0: the +0 limits
+    let (p, m) = (unary(Op1::Sqrt, 0.0), unary(Op1::Sqrt, -0.0));
+    assert_eq!((m.d, m.dd), (p.d, p.dd));
+    assert_eq!(m.d, f64::INFINITY);
+    // hypot and atan2 far from 1: finite where the closed form is, no NaN
+    let s = std::f64::consts::FRAC_1_SQRT_2;
+    for t in [1e-300, 1e-200, 1e-100, 1e100, 1e200, 1e300] {
+        let h = binary(Op2::Hypot, t, t);
+        assert!(
+            (h.dx - s).abs() < 1e-15 && (h.dy - s).abs() < 1e-15,
+            "hypot({t}, {t})"
+        );
+        let want = 0.5 / (std::f64::consts::SQRT_2 * t); // y²/h³ at x = y = t
+        for (got, w) in [(h.dxx, want), (h.dxy, -want), (h.dyy, want)] {
+            assert!(
+                (got - w).abs() <= 1e-14 * w.abs() || (w.is_infinite() && got == w),
+                "hypot({t}, {t}): {got} vs {w}"
+            );
+        }
+        let a = binary(Op2::Atan2, t, t);
+        let d = 0.5 / t; // y / r² at x = y = t
+        assert!(
+            (a.dx - d).abs() <= 1e-14 * d && (a.dy + d).abs() <= 1e-14 * d,
+            "atan2({t})"
+        );
+        assert_eq!(a.dxy, 0.0, "atan2({t}, {t}): (x² − y²)/r⁴");
+        assert!(!a.dxx.is_nan() && !a.dyy.is_nan(), "atan2({t}, {t})");
+    }
+    let h = binary(Op2::Hypot, 5e-324, 0.0);
+    assert_eq!((h.dx, h.dy), (1.0, 0.0));
+}
+
+#[test]
+fn powf_of_a_negative_base_with_a_constant_exponent() {
+    // x.powf(2.0) at −2, as a user writes it: forward mode gave NaN (the y-partial, ln of a
+    // negative number, times the constant's zero tangent); powi is the reference.
+    use adjoint_core::forward::{derivative, hessian};
+    let d = derivative(|x| x.powf(2.0), -2.0);
+    assert_eq!(d, derivative(|x| x.powi(2), -2.0));
+    assert_eq!(d, -4.0);
+    let h = hessian(|x| x[0].powf(3.0), &[-2.0]);
+    assert_eq!(h, vec![vec![-12.0]]);
+    let r = binary(Op2::Powf, -2.0, 3.0);
+    assert_eq!(
+        (r.value, r.dx, r.dy, r.dxx, r.dxy, r.dyy),
+        (-8.0, 12.0, 0.0, -12.0, 0.0, 0.0)
+    );
+}

@@ -140,8 +140,9 @@ ADJ_DEV void adj_u_recip(double x, double *v, double *d, double *dd) {
 }
 ADJ_DEV void adj_u_sqrt(double x, double *v, double *d, double *dd) {
   double r = sqrt(x);
-  double q = 1.0 / (r * 2.0);
-  ADJ_R1(r, q, -(q / (x * 2.0)));
+  /* + 0: at x = -0 the partials at +0 (+inf), as in rules.rs */
+  double q = 1.0 / ((r + 0.0) * 2.0);
+  ADJ_R1(r, q, -(q / ((x + 0.0) * 2.0)));
 }
 ADJ_DEV void adj_u_cbrt(double x, double *v, double *d, double *dd) {
   double r = cbrt(x);
@@ -154,10 +155,11 @@ ADJ_DEV void adj_u_powi(int n, double x, double *v, double *d, double *dd) {
   } else if (n == 1) {
     ADJ_R1(x, 1.0, 0.0);
   } else {
-    double pm2 = adj_powi(x, n - 2);
-    double pm1 = pm2 * x;
+    /* each power by adj_powi itself, as in rules.rs (n - 1 and n - 2 without overflow) */
     double nf = (double)n;
-    ADJ_R1(pm1 * x, pm1 * nf, pm2 * (nf * (nf - 1.0)));
+    double pm1 = n > -2147483647 - 1 ? adj_powi(x, n - 1) : adj_powi(x, n) / x;
+    double pm2 = n > -2147483647 ? adj_powi(x, n - 2) : pm1 / x;
+    ADJ_R1(adj_powi(x, n), pm1 * nf, pm2 * (nf * (nf - 1.0)));
   }
 }
 ADJ_DEV void adj_u_exp(double x, double *v, double *d, double *dd) {
@@ -283,21 +285,25 @@ ADJ_DEV void adj_b_powf(ADJ_B_ARGS) {
     if (y == 0.0) px = 0.0;
     if (y == 0.0 || y == 1.0) pxx = 0.0;
     ADJ_R2(p, px, 0.0, pxx, 0.0, 0.0);
+  } else if (x < 0.0) {
+    /* no derivative in y (x^y is real only at integer y), as in rules.rs */
+    ADJ_R2(p, px, 0.0, pxx, 0.0, 0.0);
   } else {
     double l = log(x);
     ADJ_R2(p, px, p * l, pxx, pm1 * (y * l + 1.0), p * l * l);
   }
 }
 ADJ_DEV void adj_b_atan2(ADJ_B_ARGS) {
-  double r2 = x * x + y * y;
-  if (r2 == 0.0) {
+  /* from h = hypot(x, y) and the unit vector (x, y) / h, as in rules.rs */
+  double h = hypot(x, y);
+  if (h == 0.0) {
     ADJ_R2(atan2(x, y), 0.0, 0.0, 0.0, 0.0, 0.0);
     return;
   }
-  double inv = 1.0 / r2;
-  double inv2 = inv * inv;
-  double xy2 = x * y * 2.0;
-  ADJ_R2(atan2(x, y), y * inv, -(x * inv), -(xy2 * inv2), (x * x - y * y) * inv2, xy2 * inv2);
+  double ux = x / h, uy = y / h;
+  double sx = ux / h, sy = uy / h;
+  double sxy2 = sx * sy * 2.0;
+  ADJ_R2(atan2(x, y), sy, -sx, -sxy2, (ux * ux - uy * uy) / h / h, sxy2);
 }
 /* the partials of max and min at a tie are 1/2 each; a NaN operand loses */
 ADJ_DEV void adj_minmax(int is_max, ADJ_B_ARGS) {
@@ -325,9 +331,9 @@ ADJ_DEV void adj_b_hypot(ADJ_B_ARGS) {
     ADJ_R2(h, 0.0, 0.0, 0.0, 0.0, 0.0);
     return;
   }
-  double inv = 1.0 / h;
-  double inv3 = inv * inv * inv;
-  ADJ_R2(h, x * inv, y * inv, y * y * inv3, -(x * y * inv3), x * x * inv3);
+  /* from the unit vector (x, y) / h, as in rules.rs */
+  double ux = x / h, uy = y / h;
+  ADJ_R2(h, ux, uy, uy * uy / h, -(ux * uy) / h, ux * ux / h);
 }
 
 /* the adjoint product: +0 where the adjoint is zero (even when the partial is not finite: a
