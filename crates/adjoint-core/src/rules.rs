@@ -344,12 +344,14 @@ pub fn unary<T: Real>(op: Op1, x: T) -> Rule1<T> {
             let d = T::cst(1.0) - v * v;
             r1(v, d, -(v * d * 2.0))
         }
+        // (`x² ± 1` overflowed beyond |x| ≈ 1.3e154, where the derivative 1/|x| is not 0:
+        // `hypot` and a product of two roots do not)
         Op1::Asinh => {
-            let d = (x * x + 1.0).sqrt().recip();
+            let d = x.hypot(T::cst(1.0)).recip();
             r1(x.asinh(), d, -(x * d * d * d))
         }
         Op1::Acosh => {
-            let d = (x * x - 1.0).sqrt().recip();
+            let d = ((x - 1.0).sqrt() * (x + 1.0).sqrt()).recip();
             r1(x.acosh(), d, -(x * d * d * d))
         }
         Op1::Atanh => {

@@ -325,6 +325,13 @@ fn extreme_magnitudes_and_signed_zero() {
     }
     let h = binary(Op2::Hypot, 5e-324, 0.0);
     assert_eq!((h.dx, h.dy), (1.0, 0.0));
+    // asinh and acosh far out: d = 1/|x| (it was 0 beyond 1.3e154, where x² overflows)
+    for x in [1e155, 1e200, 1e300] {
+        for (op, at) in [(Op1::Asinh, x), (Op1::Asinh, -x), (Op1::Acosh, x)] {
+            let d = unary(op, at).d;
+            assert!((d - 1.0 / x).abs() <= 1e-15 / x, "{op:?}({at}): {d}");
+        }
+    }
 }
 
 #[test]

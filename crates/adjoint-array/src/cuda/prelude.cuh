@@ -227,11 +227,13 @@ ADJ_DEV void adj_u_tanh(double x, double *v, double *d, double *dd) {
   ADJ_R1(t, q, -(t * q * 2.0));
 }
 ADJ_DEV void adj_u_asinh(double x, double *v, double *d, double *dd) {
-  double q = 1.0 / sqrt(x * x + 1.0);
+  /* hypot, not x * x + 1 (which overflows), as in rules.rs */
+  double q = 1.0 / hypot(x, 1.0);
   ADJ_R1(asinh(x), q, -(x * q * q * q));
 }
 ADJ_DEV void adj_u_acosh(double x, double *v, double *d, double *dd) {
-  double q = 1.0 / sqrt(x * x - 1.0);
+  /* a product of two roots, not x * x - 1 (which overflows), as in rules.rs */
+  double q = 1.0 / (sqrt(x - 1.0) * sqrt(x + 1.0));
   ADJ_R1(acosh(x), q, -(x * q * q * q));
 }
 ADJ_DEV void adj_u_atanh(double x, double *v, double *d, double *dd) {
