@@ -314,6 +314,7 @@ fn reversible_gmm_gradient_matches_forward_mode_and_the_tape() {
 fn reversible_ba_jacobian_matches_the_tape_and_the_reversible_code_is_checked() {
     use adjoint::rev::{Cotangents, GVar};
     use adjoint_bench::adbench::reversible::{i_reproj, Reversible};
+    use adjoint_bench::adbench::Engine;
     let b = io::parse_ba(&io::write_ba(4, 5, 23), "gen").unwrap();
     let r = ba::ba_jacobian(&Reversible, &b);
     let t = ba::ba_jacobian_tape(&b);
@@ -365,6 +366,19 @@ fn reversible_ba_jacobian_matches_the_tape_and_the_reversible_code_is_checked() 
                 assert_eq!(
                     gl[i].g[r].to_bits(),
                     gv[i].g.to_bits(),
+                    "row {r}, input {i}"
+                );
+            }
+        }
+        // The BA column (unchecked, both rows in one run): the same rows bit for bit as the
+        // checked inverse above.
+        let mut rows = [0.0; 30];
+        Reversible.ba_rows(&v, &f, &mut rows);
+        for i in 0..15 {
+            for r in 0..2 {
+                assert_eq!(
+                    rows[15 * r + i].to_bits(),
+                    gl[i].g[r].to_bits(),
                     "row {r}, input {i}"
                 );
             }

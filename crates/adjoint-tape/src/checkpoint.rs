@@ -72,6 +72,11 @@ where
     }
     let consts: Vec<Var> = inputs.iter().map(|v| Var::constant(v.v)).collect();
     let (outs, _) = with_state(State::Checkpointing, || f(&consts));
+    // The region runs on constants, so what it computes is constant: an active output is a
+    // captured `Var` handed back as it is (no operation on it, which would have panicked).
+    if let Some(&v) = outs.iter().find(|o| !o.is_constant()) {
+        crate::record::captured_by_checkpoint(v);
+    }
     with_state_mut(|s| {
         let State::Recording(ctx) = s else {
             unreachable!("checked above")

@@ -779,14 +779,22 @@ pub(crate) fn with_state<R>(state: State, f: impl FnOnce() -> R) -> (R, State) {
     (r, mine)
 }
 
+/// The panic for an active `Var` a checkpointed region captured instead of taking it through
+/// its `inputs`: used in the region, or returned from it.
+#[cold]
+#[inline(never)]
+pub(crate) fn captured_by_checkpoint(v: Var) -> ! {
+    panic!(
+        "adjoint::tape: {v:?} was captured by a checkpointed region; pass every active value \
+         the region reads through its `inputs` slice"
+    )
+}
+
 #[cold]
 #[inline(never)]
 fn not_recording(state: &State, v: Var) -> ! {
     match state {
-        State::Checkpointing => panic!(
-            "adjoint::tape: {v:?} was captured by a checkpointed region; pass every active \
-             value the region reads through its `inputs` slice"
-        ),
+        State::Checkpointing => captured_by_checkpoint(v),
         _ => panic!(
             "adjoint::tape: {v:?} used outside its recording; a Var is only valid inside the \
              grad/vjp/jacobian call that created it, on the thread running it (inside a \

@@ -644,6 +644,34 @@ fn a_checked_tape_checks_the_forward_pass_of_every_derivative_api() {
 }
 
 #[test]
+fn a_checkpoint_region_that_captures_a_var_is_a_panic_saying_so() {
+    // Used inside the region, or handed back as it is (that one was "does not belong to this
+    // recording", from the reverse pass's recomputation); both name the capture.
+    for returned in [false, true] {
+        let msg = panic_message(catch_unwind(|| {
+            grad(
+                |x: &[Var]| {
+                    let c = x[1];
+                    let region = move |s: &[Var]| vec![if returned { c } else { s[0] * c }];
+                    checkpoint(&x[..1], region)[0] * x[0]
+                },
+                &[1.0, 2.0],
+            )
+        }));
+        assert!(
+            msg.contains("was captured by a checkpointed region"),
+            "returned: {returned}: {msg}"
+        );
+    }
+    // Passed through `inputs` instead, the same program differentiates.
+    let g = grad(
+        |x: &[Var]| checkpoint(x, |s: &[Var]| vec![s[0] * s[1]])[0] * x[0],
+        &[1.0, 2.0],
+    );
+    assert_eq!(g, vec![4.0, 1.0]);
+}
+
+#[test]
 fn a_checked_tape_reports_a_non_finite_checkpoint_output() {
     // The region runs unrecorded, so its own operations are not checked as they run; its
     // outputs are, as one primitive's (a reviewer helper found `Ok((NaN, [-1]))` here).
