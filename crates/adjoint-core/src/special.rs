@@ -24,9 +24,12 @@ fn factorial(n: u32) -> f64 {
 ///
 /// `polygamma(0, x)` is the digamma function ψ(x), `polygamma(1, x)` the trigamma function.
 /// Accurate to about 1e-14 relative for moderate `n`. Arguments below 16 are shifted up with the
-/// recurrence ψ⁽ⁿ⁾(x) = ψ⁽ⁿ⁾(x+1) − (−1)ⁿ n! / xⁿ⁺¹, so a very negative `x` costs |x| steps (the
-/// digamma uses the reflection formula instead). At the poles (0, −1, −2, …) the result is NaN
-/// for even `n` and +∞ for odd `n`.
+/// recurrence ψ⁽ⁿ⁾(x) = ψ⁽ⁿ⁾(x+1) − (−1)ⁿ n! / xⁿ⁺¹; negative ones are first reflected,
+/// ψ⁽ⁿ⁾(x) = (−1)ⁿ ψ⁽ⁿ⁾(1 − x) − π dⁿ/dxⁿ cot(πx), with the cotangent of `x` reduced to
+/// [−½, ½] exactly, so a very negative `x` costs no more than a positive one (for
+/// `n ≤ 32`; higher orders, whose values overflow beyond a few units from the poles anyway, take
+/// |x| steps of the recurrence). At the poles (0, −1, −2, …) the result is NaN for even `n` and
+/// +∞ for odd `n`.
 ///
 /// ```
 /// use adjoint_core::special::polygamma;
@@ -44,10 +47,15 @@ pub fn polygamma(n: u32, x: f64) -> f64 {
     if x == f64::INFINITY {
         return if n == 0 { f64::INFINITY } else { 0.0 };
     }
-    if n == 0 && x < 0.0 {
-        // Reflection: ψ(x) = ψ(1 − x) − π / tan(πx).
+    if x < 0.0 && n <= MAX_REFLECTED {
+        // Reflection: ψ⁽ⁿ⁾(x) = (−1)ⁿ ψ⁽ⁿ⁾(1 − x) − πⁿ⁺¹ Pₙ(cot πx), where Pₙ(cot y) is the n-th
+        // derivative of cot y (P₀(c) = c, Pₖ₊₁(c) = −(1 + c²) Pₖ′(c)). 1 − x > 1: no second
+        // reflection. cot(πx) has period 1, so it is taken at x − round(x) ∈ [−½, ½] (exact),
+        // not at πx, whose rounding grows with |x|.
         let pi = std::f64::consts::PI;
-        return polygamma(0, 1.0 - x) - pi / (pi * x).tan();
+        let c = (pi * (x - x.round())).tan().recip();
+        let sign_n = if n % 2 == 0 { 1.0 } else { -1.0 };
+        return sign_n * polygamma(n, 1.0 - x) - pi.powi(n as i32 + 1) * cot_derivative(n, c);
     }
     let nfact = factorial(n);
     let sign_n = if n % 2 == 0 { 1.0 } else { -1.0 }; // (−1)ⁿ
@@ -59,6 +67,32 @@ pub fn polygamma(n: u32, x: f64) -> f64 {
         x += 1.0;
     }
     acc + asymptotic(n, x)
+}
+
+/// The highest order [`polygamma`] reflects (the degree of [`cot_derivative`]'s polynomial is
+/// `n + 1`, held in a fixed array).
+const MAX_REFLECTED: u32 = 32;
+
+/// The n-th derivative of `cot y` as a function of `c = cot y`: the polynomial Pₙ(c) with
+/// P₀(c) = c and Pₖ₊₁(c) = −(1 + c²) Pₖ′(c) (as `cot′ = −(1 + cot²)`), for `n ≤ MAX_REFLECTED`.
+fn cot_derivative(n: u32, c: f64) -> f64 {
+    const LEN: usize = MAX_REFLECTED as usize + 2;
+    let mut p = [0.0; LEN];
+    p[1] = 1.0;
+    for k in 0..n as usize {
+        // Pₖ has degree k + 1; Pₖ₊₁ = −(P′ + c² P′), degree k + 2.
+        let mut q = [0.0; LEN];
+        for j in 0..=k {
+            let d = (j + 1) as f64 * p[j + 1];
+            q[j] -= d;
+            q[j + 2] -= d;
+        }
+        p = q;
+    }
+    p[..n as usize + 2]
+        .iter()
+        .rev()
+        .fold(0.0, |acc, &a| acc * c + a)
 }
 
 /// The asymptotic series of ψ⁽ⁿ⁾ for large `x`.
@@ -112,6 +146,48 @@ mod tests {
         assert!((polygamma(3, 1.0) - pi.powi(4) / 15.0).abs() < 1e-12);
         // reflection branch: ψ(−0.5) = ψ(1.5) + π/tan(−π/2)·(−1) = 2 − γ − 2 ln 2 + ... = 0.03649...
         assert!((polygamma(0, -0.5) - 0.036_489_973_978_576_52).abs() < 1e-13);
+    }
+
+    #[test]
+    fn derivatives_of_cot() {
+        // P₁ = −(1 + c²), P₂ = 2c(1 + c²), P₃ = −2(1 + c²)(1 + 3c²)
+        for c in [-2.0, -0.3, 0.0, 0.7, 5.0] {
+            let s = 1.0 + c * c;
+            assert_eq!(cot_derivative(0, c), c);
+            assert!((cot_derivative(1, c) + s).abs() < 1e-14 * s);
+            assert!((cot_derivative(2, c) - 2.0 * c * s).abs() < 1e-13 * s * s);
+            let p3 = -2.0 * s * (1.0 + 3.0 * c * c);
+            assert!((cot_derivative(3, c) - p3).abs() < 1e-13 * p3.abs());
+        }
+    }
+
+    #[test]
+    fn negative_arguments_reflect_instead_of_stepping() {
+        // Against the recurrence summed explicitly from a positive argument:
+        // ψ⁽ⁿ⁾(x) = ψ⁽ⁿ⁾(x + m) − (−1)ⁿ n! Σ_{j<m} 1/(x + j)ⁿ⁺¹.
+        for n in 0..5 {
+            let sign = if n % 2 == 0 { 1.0 } else { -1.0 };
+            for &x in &[-0.3f64, -2.5, -7.75, -40.1, -300.6] {
+                let m = (1.0 - x).ceil() as usize;
+                let mut want = polygamma(n, x + m as f64);
+                for j in (0..m).rev() {
+                    want -= sign * factorial(n) / (x + j as f64).powi(n as i32 + 1);
+                }
+                let got = polygamma(n, x);
+                assert!(
+                    (got - want).abs() <= 1e-11 * want.abs().max(1.0),
+                    "n={n} x={x}: {got} vs {want}"
+                );
+            }
+        }
+        // Far from the origin (this took ~10¹⁵ steps of the recurrence): at half-integers
+        // cot(πx) = 0, so ψ(x) = ψ(1 − x), ψ′(x) = π² − ψ′(1 − x) and ψ″(x) = ψ″(1 − x) ≈ −1e-30
+        // (to the rounding of cot(±π/2) ≈ 6e-17 times π³·2: the scale of ψ″ near the poles).
+        let x = -1e15 + 0.5;
+        let pi = std::f64::consts::PI;
+        assert!((polygamma(0, x) - polygamma(0, 1.0 - x)).abs() < 1e-13 * 35.0);
+        assert!((polygamma(1, x) - (pi * pi - polygamma(1, 1.0 - x))).abs() < 1e-14 * pi * pi);
+        assert!(polygamma(2, x).abs() < 1e-14);
     }
 
     #[test]

@@ -105,16 +105,26 @@ ADJ_DEV double adj_polygamma_asymptotic(unsigned n, double x) {
   }
   return n % 2 == 1 ? sum : -sum;
 }
-ADJ_DEV double adj_polygamma(unsigned n, double x) {
-  if (x != x) return ADJ_NAN;
-  if (x <= 0.0 && x == floor(x)) return n % 2 == 1 ? ADJ_INF : ADJ_NAN;
-  if (x == ADJ_INF) return n == 0 ? ADJ_INF : 0.0;
-  double refl = 0.0;
-  if (n == 0 && x < 0.0) {
-    /* reflection: psi(x) = psi(1 - x) - pi / tan(pi x) (1 - x > 1: no second reflection) */
-    refl = ADJ_PI / tan(ADJ_PI * x);
-    x = 1.0 - x;
+/* the n-th derivative of cot y as a polynomial in c = cot y (n <= 32) */
+ADJ_DEV double adj_cot_derivative(unsigned n, double c) {
+  double p[34], q[34];
+  for (int j = 0; j < 34; j++) p[j] = 0.0;
+  p[1] = 1.0;
+  for (unsigned k = 0; k < n; k++) {
+    for (int j = 0; j < 34; j++) q[j] = 0.0;
+    for (unsigned j = 0; j <= k; j++) {
+      double d = (double)(j + 1) * p[j + 1];
+      q[j] -= d;
+      q[j + 2] -= d;
+    }
+    for (int j = 0; j < 34; j++) p[j] = q[j];
   }
+  double acc = 0.0;
+  for (int j = (int)n + 1; j >= 0; j--) acc = acc * c + p[j];
+  return acc;
+}
+/* psi^(n)(x) for x > 0 (or n > 32): the recurrence up to the asymptotic series */
+ADJ_DEV double adj_polygamma_shifted(unsigned n, double x) {
   double nfact = adj_factorial(n);
   double sign_n = n % 2 == 0 ? 1.0 : -1.0;
   double shift = 16.0 + 2.0 * (double)n;
@@ -123,7 +133,21 @@ ADJ_DEV double adj_polygamma(unsigned n, double x) {
     acc -= sign_n * nfact / adj_powi(x, (int)n + 1);
     x += 1.0;
   }
-  return acc + adj_polygamma_asymptotic(n, x) - refl;
+  return acc + adj_polygamma_asymptotic(n, x);
+}
+ADJ_DEV double adj_polygamma(unsigned n, double x) {
+  if (x != x) return ADJ_NAN;
+  if (x <= 0.0 && x == floor(x)) return n % 2 == 1 ? ADJ_INF : ADJ_NAN;
+  if (x == ADJ_INF) return n == 0 ? ADJ_INF : 0.0;
+  if (x < 0.0 && n <= 32) {
+    /* reflection: psi^(n)(x) = (-1)^n psi^(n)(1 - x) - pi^(n+1) P_n(cot(pi x)), the cotangent
+       at x - round(x) (exact; period 1); 1 - x > 1 */
+    double c = 1.0 / tan(ADJ_PI * (x - round(x)));
+    double sign_n = n % 2 == 0 ? 1.0 : -1.0;
+    return sign_n * adj_polygamma_shifted(n, 1.0 - x) -
+           adj_powi(ADJ_PI, (int)n + 1) * adj_cot_derivative(n, c);
+  }
+  return adj_polygamma_shifted(n, x);
 }
 
 /* ---- unary rules: value, first and second derivative (rules::unary) ---- */

@@ -65,7 +65,7 @@ fn close(a: f64, b: f64) -> bool {
         || (a - b).abs() <= 1e-13 * a.abs().max(b.abs()) + 1e-300
 }
 
-const POINTS: [f64; 9] = [0.3, 0.75, 1.5, 2.25, 7.0, 0.0, -0.4, -1.7, 21.5];
+const POINTS: [f64; 10] = [0.3, 0.75, 1.5, 2.25, 7.0, 0.0, -0.4, -1.7, 21.5, -123.4];
 
 #[test]
 fn prelude_rules_are_the_rule_table() {
