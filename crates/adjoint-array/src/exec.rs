@@ -126,6 +126,7 @@ fn value_kernel(g: &Graph, lam: &Lambda, extra: &[Id], space: &[usize], params: 
         &roots,
         &[],
         &lam.outs,
+        &[],
         space,
         lam.nparams,
         &|k| g.shape_of(k),
@@ -200,11 +201,13 @@ impl<'g> Exec<'g> {
         Ok(())
     }
 
-    /// Take an output's value (without a copy when nothing else holds it).
+    /// Take an output's value (without a copy when nothing else holds it: not another array,
+    /// nor another place in the outputs — `build(&[&y, &y])` takes `y` twice).
     pub(crate) fn take_value(&mut self, n: NodeId) -> Vec<f64> {
         let v = self.vals[n as usize].take().expect("computed");
+        let listed_again = self.g.outputs.iter().filter(|&&o| o == n).count() > 1;
         let out = match &v {
-            Val::O(a) if Arc::strong_count(a) == 1 => v.into_vec(),
+            Val::O(a) if Arc::strong_count(a) == 1 && !listed_again => v.into_vec(),
             _ => {
                 let c = v.as_slice().to_vec();
                 self.vals[n as usize] = Some(v);
@@ -980,9 +983,17 @@ fn adjoint_kernel(
         }
     }
     let mut primal = lam.outs.clone();
+    // A stored value becomes a parameter, which cuts the primal's path to the reads below it;
+    // each link (parameter, its former operand) lets the guards still see through it.
+    let mut links = Vec::new();
     if !stored.is_empty() {
         let first = nparams_total - stored.len() as u32;
         let (new, map) = ar.with_stored(stored, first);
+        for &s in stored {
+            if let Node::Un(_, a) = ar.nodes[s as usize] {
+                links.push((map[s as usize], map[a as usize]));
+            }
+        }
         ar = new;
         for r in roots.iter_mut().chain(&mut primal) {
             *r = map[*r as usize];
@@ -997,6 +1008,7 @@ fn adjoint_kernel(
         &roots,
         &scatters,
         &primal,
+        &links,
         space,
         nparams_total,
         shape_of,

@@ -1376,9 +1376,20 @@ impl Acc {
         self.at(&[])
     }
 
-    /// Size of an axis as a constant expression (shapes are static).
+    /// Size of an axis as a constant expression (shapes are static). An axis beyond the
+    /// array's rank is an [`Error::Invalid`] naming the shape when the program is built.
     pub fn dim(&self, axis: usize) -> Exp {
-        crate::expr::lit(self.shape.get(axis).copied().unwrap_or(0) as f64)
+        match self.shape.get(axis) {
+            Some(&d) => crate::expr::lit(d as f64),
+            None => {
+                crate::expr::record_error(Error::Invalid(format!(
+                    "dim({axis}) of an array of shape {:?}: it has {} axes",
+                    self.shape,
+                    self.shape.len()
+                )));
+                crate::expr::lit(f64::NAN)
+            }
+        }
     }
 
     /// Sum along the innermost axis (rank − 1 result).

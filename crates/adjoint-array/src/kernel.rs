@@ -302,8 +302,10 @@ pub(crate) fn strides(shape: &[usize]) -> Vec<usize> {
 }
 
 /// Guards of the reads: the condition under which the primal DAG (roots `primal`) demands each
-/// node, through `Select` branches. Returns guard expression ids (absent = always).
-fn guards(ar: &mut Arena, primal: &[Id]) -> HashMap<Id, Option<Id>> {
+/// node, through `Select` branches. A link `(p, o)` makes node `o` an operand of node `p` here
+/// (a stored value's parameter and the operand it was computed from, `p > o`). Returns guard
+/// expression ids (absent = always).
+fn guards(ar: &mut Arena, primal: &[Id], links: &[(Id, Id)]) -> HashMap<Id, Option<Id>> {
     // None = always; Some(e) = when e.
     let mut g: HashMap<Id, Option<Id>> = HashMap::new();
     for &r in primal {
@@ -342,6 +344,9 @@ fn guards(ar: &mut Arena, primal: &[Id]) -> HashMap<Id, Option<Id>> {
                 give(ar, &mut g, o, gi);
             }
         }
+        for &(_, o) in links.iter().filter(|&&(p, _)| p == i) {
+            give(ar, &mut g, o, gi);
+        }
     }
     g
 }
@@ -349,12 +354,16 @@ fn guards(ar: &mut Arena, primal: &[Id]) -> HashMap<Id, Option<Id>> {
 impl Kernel {
     /// Compile the DAG `ar` for `space`: `roots` are read after each block, `scatters` add
     /// into windows of their targets. `primal` are the roots of the primal part (they decide
-    /// which reads are guarded by `Select` conditions). `shape_of` gives array shapes by key.
+    /// which reads are guarded by `Select` conditions; `links` pairs a stored value's parameter
+    /// with the operand it was computed from, so that the reads below it keep their guards).
+    /// `shape_of` gives array shapes by key.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn compile(
         mut ar: Arena,
         roots: &[Id],
         scatters: &[ScatterSpec],
         primal: &[Id],
+        links: &[(Id, Id)],
         space: &[usize],
         nparams: u32,
         shape_of: &dyn Fn(u32) -> Vec<usize>,
@@ -370,13 +379,16 @@ impl Kernel {
         };
         // sin′ is the cos node (and so on) where that is the same number: see
         // `Arena::with_shared_partials`
-        let (mut roots, mut scatters, mut primal) =
-            (roots.to_vec(), scatters.to_vec(), primal.to_vec());
+        let (mut roots, mut scatters, mut primal, mut links) =
+            (roots.to_vec(), scatters.to_vec(), primal.to_vec(), links.to_vec());
         let ty0 = infer_types(&ar);
         if let Some((new, map)) = ar.with_shared_partials(&|a| ty0[a as usize] != Ty::F32) {
             ar = new;
             for r in roots.iter_mut().chain(&mut primal) {
                 *r = map[*r as usize];
+            }
+            for (p, o) in &mut links {
+                (*p, *o) = (map[*p as usize], map[*o as usize]);
             }
             for s in &mut scatters {
                 s.read = map[s.read as usize];
@@ -384,7 +396,7 @@ impl Kernel {
             }
         }
         let (roots, scatters, primal) = (&roots[..], &scatters[..], &primal[..]);
-        let guard = guards(&mut ar, primal);
+        let guard = guards(&mut ar, primal, &links);
         // Element types (a mix, rejected when the program was built, is evaluated in f64).
         let ty: Vec<Ty> = infer_types(&ar);
         let is32 = |i: Id| ty[i as usize] == Ty::F32;

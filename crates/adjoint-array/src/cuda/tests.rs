@@ -868,6 +868,8 @@ fn executor_kernels_fold_multiply_and_broadcast() {
     }
 }
 
+// (The tiling plan and the block size live in the device layer, behind the feature.)
+#[cfg(feature = "cuda")]
 #[test]
 fn tiled_products_equal_sums_in_the_order_of_k() {
     // `adj_matmul_tiled` run as the emulation runs it (one thread doing a block's 256 threads'

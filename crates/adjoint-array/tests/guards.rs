@@ -1,0 +1,141 @@
+//! Reads guarded by `cond`, and outputs listed twice: programs a reviewer helper's hunt found
+//! failing (a panic, or a false `OutOfBounds` for a read no element needs). Every value and
+//! gradient is checked against plain Rust.
+
+use adjoint_array::{cond, lit, Builder, Input, Program};
+
+fn uniform(n: usize, seed: u64) -> Vec<f64> {
+    let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+    (0..n)
+        .map(|_| {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (s >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+        })
+        .collect()
+}
+
+#[test]
+fn an_output_listed_twice_is_returned_twice() {
+    // `run` moved the first copy out and then found nothing for the second (a panic).
+    for n in [3, 5000] {
+        let b = Builder::new();
+        let x = b.input(&[n]);
+        let y = x.map(|v| v * 2.0);
+        let s = y.sum();
+        let p: Program = b.build(&[&y, &s, &y, &s]).unwrap();
+        let xs = uniform(n, 1);
+        let want: Vec<f64> = xs.iter().map(|v| v * 2.0).collect();
+        let total: f64 = want.iter().sum();
+        let out = p.run(&[&xs]).unwrap();
+        assert_eq!((out[0].data(), out[2].data()), (&want[..], &want[..]));
+        // (the engine adds in blocks: another order than the sequential sum)
+        let close = |a: f64| (a - total).abs() < 1e-12 * total.abs();
+        assert!(close(out[1].data()[0]) && out[3].data()[0] == out[1].data()[0]);
+        let typed = p.run_typed(&[Input::from(&xs[..])]).unwrap();
+        assert_eq!(typed.len(), 4);
+        let mut bufs = vec![Vec::new(); 4];
+        p.run_into(&[&xs], &mut bufs).unwrap();
+        assert_eq!((&bufs[0], &bufs[2]), (&want, &want));
+        assert!(close(bufs[1][0]) && bufs[3][0] == bufs[1][0]);
+        // Cotangents of both copies add: d/dx (y·1 + s·1 + y·1 + s·1) = 2 + 2 + 2 + 2 per element.
+        let ones = vec![1.0; n];
+        let (_, g) = p.vjp(&[&xs], &[&ones, &[1.0], &ones, &[1.0]]).unwrap();
+        assert_eq!(g[0], vec![8.0; n]);
+    }
+}
+
+#[test]
+fn a_guarded_read_under_a_stored_value_keeps_its_guard_in_the_gradient() {
+    // y = exp(i > 0 ? x[i - 1] : 0.5) is kept for the gradient (exp's derivative is itself);
+    // the kept value cut the gradient kernel's path to the `cond`, so the read x[i - 1] lost
+    // its guard and element 0's x[-1] was an `OutOfBounds` error.
+    for n in [4, 3000] {
+        for jit in [false, true] {
+            let b = Builder::new();
+            b.set_jit(jit);
+            let x = b.input(&[n]);
+            let xr = x.clone();
+            let y = b
+                .generate(&[n], move |i| {
+                    cond(i[0].gt(0.0), xr.at(&[i[0] - 1.0]), lit(0.5)).exp()
+                })
+                .materialize();
+            let p = b.build_scalar(&y.zip_with(&y, |p, q| p * q).sum()).unwrap();
+            let xs = uniform(n, 2);
+            let g = p.gradient_a(&[&xs]).unwrap();
+            // Σ_{i≥1} exp(2 x[i−1]) + exp(1): ∂/∂x[k] = 2 exp(2 x[k]) for k < n − 1, else 0.
+            let value: f64 = 1f64.exp() + xs[..n - 1].iter().map(|v| (2.0 * v).exp()).sum::<f64>();
+            assert!((g.value - value).abs() < 1e-12 * value, "n={n}");
+            for k in 0..n {
+                let want = if k + 1 < n { 2.0 * (2.0 * xs[k]).exp() } else { 0.0 };
+                assert!(
+                    (g.grads[0][k] - want).abs() < 1e-12 * (1.0 + want),
+                    "n={n} jit={jit} k={k}: {} vs {want}",
+                    g.grads[0][k]
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_guarded_read_in_a_stored_scan_step_keeps_its_guard_in_the_gradient() {
+    // h[t][i] = tanh(i > 0 ? h[t−1][i]·w[i − 1] : h[t−1][i]·0.5), the tanh values kept per step
+    // (`i[1]` is the lane).
+    let b = Builder::new();
+    let w = b.input(&[4]);
+    let wr = w.clone();
+    let hs = b.scan_n(
+        &[4],
+        3,
+        1,
+        |_| vec![lit(0.2)],
+        move |i, s| {
+            let prev = i[1] - 1.0;
+            vec![cond(i[1].gt(0.0), s[0] * wr.at(&[prev]), s[0] * 0.5).tanh()]
+        },
+    );
+    let p = b.build_scalar(&hs.sum().sum().sum()).unwrap();
+    let wv = [0.3, 0.5, -0.2, 0.9];
+    let plain = |w: &[f64]| -> f64 {
+        let mut total = 0.0;
+        for i in 0..4 {
+            let mut h: f64 = 0.2;
+            total += h; // the scan's element [0, i, 0] is the initial state
+            for _ in 0..3 {
+                h = if i > 0 { h * w[i - 1] } else { h * 0.5 }.tanh();
+                total += h;
+            }
+        }
+        total
+    };
+    let g = p.gradient_a(&[&wv]).unwrap();
+    assert!((g.value - plain(&wv)).abs() < 1e-14);
+    for k in 0..4 {
+        let e = 1e-6;
+        let (mut up, mut down) = (wv, wv);
+        up[k] += e;
+        down[k] -= e;
+        let fd = (plain(&up) - plain(&down)) / (2.0 * e);
+        assert!((g.grads[0][k] - fd).abs() < 1e-8, "w[{k}]: {} vs {fd}", g.grads[0][k]);
+    }
+}
+
+#[test]
+fn dim_beyond_the_rank_is_an_error_naming_the_shape() {
+    // (it was the constant 0)
+    let b = Builder::new();
+    let x = b.input(&[3, 4]);
+    let xr = x.clone();
+    let y = b.generate(&[3], move |i| xr.at(&[i[0], lit(0.0)]) * xr.dim(2));
+    let e = b.build_scalar(&y.sum()).unwrap_err().to_string();
+    assert!(e.contains("dim(2) of an array of shape [3, 4]"), "{e}");
+    let b = Builder::new();
+    let x = b.input(&[3, 4]);
+    let xr = x.clone();
+    let y = b.generate(&[3], move |i| xr.at(&[i[0], lit(0.0)]) * xr.dim(1));
+    let p = b.build_scalar(&y.sum()).unwrap();
+    let xs = uniform(12, 3);
+    let want = 4.0 * (xs[0] + xs[4] + xs[8]);
+    assert!((p.run(&[&xs]).unwrap()[0].data()[0] - want).abs() < 1e-14);
+}
