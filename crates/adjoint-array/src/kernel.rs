@@ -379,8 +379,12 @@ impl Kernel {
         };
         // sin′ is the cos node (and so on) where that is the same number: see
         // `Arena::with_shared_partials`
-        let (mut roots, mut scatters, mut primal, mut links) =
-            (roots.to_vec(), scatters.to_vec(), primal.to_vec(), links.to_vec());
+        let (mut roots, mut scatters, mut primal, mut links) = (
+            roots.to_vec(),
+            scatters.to_vec(),
+            primal.to_vec(),
+            links.to_vec(),
+        );
         let ty0 = infer_types(&ar);
         if let Some((new, map)) = ar.with_shared_partials(&|a| ty0[a as usize] != Ty::F32) {
             ar = new;

@@ -8,7 +8,9 @@ fn uniform(n: usize, seed: u64) -> Vec<f64> {
     let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
     (0..n)
         .map(|_| {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             (s >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
         })
         .collect()
@@ -67,7 +69,11 @@ fn a_guarded_read_under_a_stored_value_keeps_its_guard_in_the_gradient() {
             let value: f64 = 1f64.exp() + xs[..n - 1].iter().map(|v| (2.0 * v).exp()).sum::<f64>();
             assert!((g.value - value).abs() < 1e-12 * value, "n={n}");
             for k in 0..n {
-                let want = if k + 1 < n { 2.0 * (2.0 * xs[k]).exp() } else { 0.0 };
+                let want = if k + 1 < n {
+                    2.0 * (2.0 * xs[k]).exp()
+                } else {
+                    0.0
+                };
                 assert!(
                     (g.grads[0][k] - want).abs() < 1e-12 * (1.0 + want),
                     "n={n} jit={jit} k={k}: {} vs {want}",
@@ -117,7 +123,11 @@ fn a_guarded_read_in_a_stored_scan_step_keeps_its_guard_in_the_gradient() {
         up[k] += e;
         down[k] -= e;
         let fd = (plain(&up) - plain(&down)) / (2.0 * e);
-        assert!((g.grads[0][k] - fd).abs() < 1e-8, "w[{k}]: {} vs {fd}", g.grads[0][k]);
+        assert!(
+            (g.grads[0][k] - fd).abs() < 1e-8,
+            "w[{k}]: {} vs {fd}",
+            g.grads[0][k]
+        );
     }
 }
 

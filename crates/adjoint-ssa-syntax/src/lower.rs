@@ -4304,11 +4304,37 @@ impl Lower<'_> {
         }
     }
 
+    /// Whether `id`, written as a pattern, is a constant rather than a new binding: a `const`
+    /// of the body, or an upper-case name (`K`, `MAX_N`) that no local variable has.
+    fn names_a_constant(&self, id: &syn::Ident) -> bool {
+        let name = id.to_string();
+        self.f.consts.iter().any(|k| k.ident == *id)
+            || (name.starts_with(|c: char| c.is_ascii_uppercase())
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+                && !self.env.iter().any(|v| v.name == name))
+    }
+
     /// The condition under which `pat` matches `s` (`None`: always); binds names.
     fn pattern_test(&mut self, pat: &Pat, s: Val) -> Result<Option<Val>> {
         let st = self.ty(s);
         match pat {
             Pat::Wild(_) => Ok(None),
+            // A name that is a constant compares with it, as in Rust (`K => …` with
+            // `const K: usize = 2;`): a constant of the body, or an upper-case name no local
+            // binds (a module's constant, read as `path` reads one). Binding it instead made
+            // the arm match every value.
+            Pat::Ident(pi)
+                if pi.subpat.is_none()
+                    && pi.by_ref.is_none()
+                    && pi.mutability.is_none()
+                    && self.names_a_constant(&pi.ident) =>
+            {
+                let id = &pi.ident;
+                let v = self.scalar(&syn::parse_quote!(#id), Some(st))?;
+                Ok(Some(self.cmp(CmpOp::Eq, s, v)))
+            }
             Pat::Ident(pi) if pi.subpat.is_none() => {
                 self.env.push(Var {
                     name: pi.ident.to_string(),

@@ -49,6 +49,37 @@ fn match_and_if_expressions() {
     }
 }
 
+const TWO: usize = 2;
+
+#[differentiable]
+fn const_patterns(x: f64, k: usize) -> f64 {
+    const FOUR: usize = 4;
+    match k {
+        TWO => x * x,
+        FOUR | 5 => x.exp(),
+        other => x.sin() * other as f64,
+    }
+}
+
+#[test]
+fn a_constant_in_a_pattern_is_compared_with() {
+    // `TWO =>` bound `k` to a new name `TWO`, so that arm matched every `k` (a reviewer
+    // helper's hunt: value 0.49 and gradient 1.4 at k = 1, where the function gives sin 0.7).
+    let x = 0.7;
+    for (k, want) in [
+        (1, x.cos()),
+        (2, 2.0 * x),
+        (3, 3.0 * x.cos()),
+        (4, x.exp()),
+        (5, x.exp()),
+    ] {
+        let mut g = 0.0;
+        let v = const_patterns::grad(x, k, &mut g);
+        assert_eq!(v, const_patterns(x, k), "k = {k}");
+        assert!(close(g, want), "k = {k}: {g} vs {want}");
+    }
+}
+
 /// Labelled `break`/`continue`, `loop`, `while`, early `return`: the reversed CFG of a loop
 /// with several exits is irreducible, so this also exercises the state-machine fallback.
 #[differentiable]
