@@ -1364,7 +1364,8 @@ impl Acc {
     }
 
     /// `a ! idx` inside a closure: read this array at an index (one `Exp` per axis; whole
-    /// numbers, truncated toward zero). An index outside the array is an
+    /// numbers: a fraction is truncated toward zero, after the range check, so −0.5 is out of
+    /// range and 2.5 reads element 2). An index outside the array is an
     /// [`Error::OutOfBounds`] when the program runs (reads in a `select` branch not taken are
     /// not performed). Its gradient is a deterministic scatter-add into this array's adjoint.
     pub fn at(&self, idx: &[Exp]) -> Exp {
