@@ -716,6 +716,20 @@ fn writes_only_ancillas(
     Some((conds, top))
 }
 
+/// When a gradient pass may leave out a body's final uncomputation of `routine` (and its
+/// inverse's leading recomputation): the routine writes only its own ancillas, so the
+/// parameters `seed` sees are those the whole function leaves. The condition (constants for
+/// its calls, as in [`keep_plan`]); `None` when it never may (a parameter written, `@safe`
+/// code, shadowing): the pass then runs the function, `seed` and the inverse in turn.
+pub(crate) fn fusable(routine: &[Stmt], params: &[String]) -> Option<TokenStream> {
+    let (conds, _) = writes_only_ancillas(routine, params)?;
+    Some(if conds.is_empty() {
+        quote!(true)
+    } else {
+        quote!(#(#conds)&&*)
+    })
+}
+
 /// A body marked for a gradient pass's forward half: its forward calls keep their callees'
 /// routine values ([`Keep::Push`]); in the inverse of a marked body ([`invert`] swaps push and
 /// pop) their mirror images take them back ([`Keep::Pop`]), in last-in, first-out order.

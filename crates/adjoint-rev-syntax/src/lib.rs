@@ -84,11 +84,21 @@ fn function(f: ir::Func, krate: &TokenStream) -> syn::Result<TokenStream> {
         }) => Some(codegen::mark(&body[..body.len() - 1])),
         _ => None,
     };
-    // A body that ends by uncomputing its routine gets a fused gradient pass (see its doc).
+    // A body that ends by uncomputing its routine gets a fused gradient pass (see its doc),
+    // when that routine writes only its own ancillas (else the parameters the seed sees would
+    // still hold the routine's values: the pass runs the function, the seed and the inverse).
+    let fusable = match body.last() {
+        Some(ir::Stmt {
+            kind: ir::Kind::Uncompute(_, routine),
+            ..
+        }) => codegen::fusable(routine, &params),
+        _ => None,
+    };
     let pass = head.as_ref().map(|head| {
         (
             gen_in(head, false, false, keeps),
             gen_in(&invert(head), true, false, keeps),
+            fusable,
         )
     });
     let kept_ty = quote!(#krate::Kept);
@@ -269,7 +279,7 @@ fn function(f: ir::Func, krate: &TokenStream) -> syn::Result<TokenStream> {
         #vis #usig_kept { #uncall_kept ::core::result::Result::Ok(()) }
     };
     let pass_fn = match pass {
-        Some((fwd, inv)) => {
+        Some((fwd, inv, fusable)) => {
             let mut psig = renamed("gradient_pass_unchecked");
             let tys: Vec<&syn::Type> = f.params.iter().map(|(_, t)| t).collect();
             psig.inputs
@@ -288,8 +298,11 @@ fn function(f: ir::Func, krate: &TokenStream) -> syn::Result<TokenStream> {
                  where the inverse restores each routine's inputs exactly, as when they are \
                  only read) when every gradient in the arguments is zero on entry \
                  (`GVar::new(x, 0.0)`) and, as `~@routine` itself requires, the code between \
-                 a routine and its uncomputation leaves the routine's inputs alone."
+                 a routine and its uncomputation leaves the routine's inputs alone. A final \
+                 routine that writes an argument (or calls code that may) is not left out: the \
+                 pass then is `call_unchecked`, `seed` and `uncall_unchecked`."
             );
+            let fused = fusable.unwrap_or_else(|| quote!(false));
             let (open, close) = if keeps {
                 (
                     quote! {
@@ -308,11 +321,17 @@ fn function(f: ir::Func, krate: &TokenStream) -> syn::Result<TokenStream> {
                 #[allow(unused_variables, clippy::too_many_arguments)]
                 #inline
                 #vis #psig {
-                    #open
-                    #fwd
-                    seed(#(&mut *#names),*);
-                    #inv
-                    #close
+                    if #fused {
+                        #open
+                        #fwd
+                        seed(#(&mut *#names),*);
+                        #inv
+                        #close
+                    } else {
+                        #name::call_unchecked(#(&mut *#names),*)?;
+                        seed(#(&mut *#names),*);
+                        #name::uncall_unchecked(#(&mut *#names),*)?;
+                    }
                     ::core::result::Result::Ok(())
                 }
             }
