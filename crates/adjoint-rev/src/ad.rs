@@ -210,8 +210,10 @@ tuple!(A 0, B 1, C 2, D 3, E 4, F 5);
 tuple!(A 0, B 1, C 2, D 3, E 4, F 5, G 6);
 tuple!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7);
 
-/// Set the gradient of scalar number `index` (in [`Differentiable`] order) to `seed`.
-fn seed<A: Differentiable, T: Copy, G: Copy>(
+/// Add `seed` to the gradient of scalar number `index` (in [`Differentiable`] order; every
+/// gradient starts at zero): an output listed twice in one group of lanes gets both lanes'
+/// seeds (setting it kept only the last, and the other row came out zero).
+fn seed<A: Differentiable, T: Copy, G: Copy + core::ops::Add<Output = G>>(
     m: &mut A::Map<GVar<T, G>>,
     index: usize,
     seed: G,
@@ -224,7 +226,7 @@ fn seed<A: Differentiable, T: Copy, G: Copy>(
     let mut k = 0;
     A::visit_mut(m, &mut |v: &mut GVar<T, G>| {
         if k == index {
-            v.g = seed;
+            v.g = v.g + seed;
         }
         k += 1;
     });

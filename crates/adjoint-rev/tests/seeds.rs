@@ -625,6 +625,17 @@ fn jacobian_rows_in_lanes() -> R {
             assert_eq!(bits(ra), bits(rb));
         }
     }
+    // An output listed twice in one group of lanes gets both rows (the second seed replaced
+    // the first, and its row came out zero).
+    let repeated = [3, 3, 1, 3];
+    let j4r =
+        adjoint_rev::jacobian_lanes::<4, _>(i_waves {}, (vec![0.0; 5], x.clone()), &repeated)?;
+    let j2r =
+        adjoint_rev::jacobian_lanes::<2, _>(i_waves {}, (vec![0.0; 5], x.clone()), &repeated)?;
+    for (r, &o) in repeated.iter().enumerate() {
+        assert_eq!(j4r[r], j1[o], "row {r}");
+        assert_eq!(j2r[r], j1[o], "row {r}");
+    }
     for (i, row) in j2.iter().enumerate() {
         // ∂yᵢ/∂y = eᵢ, ∂yᵢ/∂x from forward mode
         let dx = forward::gradient(|v| waves(v, 5)[i], &x);
