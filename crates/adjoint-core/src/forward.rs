@@ -93,7 +93,7 @@ impl<T: Real> Lift for Dual<T> {
         let r = rules::unary(op, self.re);
         Dual {
             re: r.value,
-            eps: r.d * self.eps,
+            eps: tangent(r.d, self.eps),
         }
     }
     #[inline(always)]
@@ -101,7 +101,7 @@ impl<T: Real> Lift for Dual<T> {
         let r = rules::binary(op, self.re, other.re);
         Dual {
             re: r.value,
-            eps: r.dx * self.eps + r.dy * other.eps,
+            eps: tangent(r.dx, self.eps) + tangent(r.dy, other.eps),
         }
     }
     #[inline(always)]
@@ -109,7 +109,7 @@ impl<T: Real> Lift for Dual<T> {
         let r = rules::binary(op, self.re, c);
         Dual {
             re: r.value,
-            eps: r.dx * self.eps,
+            eps: tangent(r.dx, self.eps),
         }
     }
     #[inline(always)]
@@ -117,8 +117,34 @@ impl<T: Real> Lift for Dual<T> {
         let r = rules::binary(op, c, x.re);
         Dual {
             re: r.value,
-            eps: r.dy * x.eps,
+            eps: tangent(r.dy, x.eps),
         }
+    }
+    #[inline(always)]
+    fn lift_exact_zero(&self) -> bool {
+        self.re.exact_zero() && self.eps.exact_zero()
+    }
+}
+
+/// A partial `d` times a tangent `e`: zero when `e` is exactly zero in every component (the
+/// direction does not move this operand), whatever `d` is — `sqrt(x) + y` at x = 0 has the
+/// derivative 1 along y, where `∞ · 0` made it NaN (and so every direction's, through `+`).
+#[inline(always)]
+fn tangent<T: Real>(d: T, e: T) -> T {
+    if e.exact_zero() {
+        T::zero()
+    } else {
+        d * e
+    }
+}
+
+/// [`tangent`] for one lane of a [`DualVec`].
+#[inline(always)]
+fn tangent_lane(d: f64, e: f64) -> f64 {
+    if e == 0.0 {
+        0.0
+    } else {
+        d * e
     }
 }
 
@@ -186,7 +212,7 @@ impl<const N: usize> Lift for DualVec<N> {
         let r = rules::unary(op, self.re);
         DualVec {
             re: r.value,
-            eps: self.eps.map(|e| r.d * e),
+            eps: self.eps.map(|e| tangent_lane(r.d, e)),
         }
     }
     #[inline(always)]
@@ -194,7 +220,7 @@ impl<const N: usize> Lift for DualVec<N> {
         let r = rules::binary(op, self.re, other.re);
         let mut eps = [0.0; N];
         for (i, e) in eps.iter_mut().enumerate() {
-            *e = r.dx * self.eps[i] + r.dy * other.eps[i];
+            *e = tangent_lane(r.dx, self.eps[i]) + tangent_lane(r.dy, other.eps[i]);
         }
         DualVec { re: r.value, eps }
     }
@@ -203,7 +229,7 @@ impl<const N: usize> Lift for DualVec<N> {
         let r = rules::binary(op, self.re, c);
         DualVec {
             re: r.value,
-            eps: self.eps.map(|e| r.dx * e),
+            eps: self.eps.map(|e| tangent_lane(r.dx, e)),
         }
     }
     #[inline(always)]
@@ -211,8 +237,12 @@ impl<const N: usize> Lift for DualVec<N> {
         let r = rules::binary(op, c, x.re);
         DualVec {
             re: r.value,
-            eps: x.eps.map(|e| r.dy * e),
+            eps: x.eps.map(|e| tangent_lane(r.dy, e)),
         }
+    }
+    #[inline(always)]
+    fn lift_exact_zero(&self) -> bool {
+        self.re == 0.0 && self.eps.iter().all(|&e| e == 0.0)
     }
 }
 
@@ -356,6 +386,25 @@ mod tests {
         let x: Dual2 = Dual::new(Dual::variable(2.0), Dual::constant(1.0));
         let y = x * x * x;
         assert_eq!(y.eps.eps, 12.0);
+    }
+
+    #[test]
+    fn an_infinite_partial_does_not_reach_a_direction_that_does_not_move_its_operand() {
+        // √x at 0 has an infinite partial; along y it moves nothing (a reviewer helper's hunt:
+        // [inf, NaN], the NaN spreading through `+`). The rule table's dy of x^y at x = 0 is 0.
+        assert_eq!(gradient(|v| v[0].sqrt() + v[1], &[0.0, 1.0])[1], 1.0);
+        let g = gradient(|v| v[0].powf(v[1]) + v[1], &[0.0, 0.5]);
+        assert_eq!((g[0], g[1]), (f64::INFINITY, 1.0));
+        let j = jacobian(|v| vec![v[0].sqrt() * 2.0 + v[1], v[1] * 3.0], &[0.0, 1.0]);
+        assert_eq!((j[0][1], j[1][0], j[1][1]), (1.0, 0.0, 3.0));
+        // Second order: along y, ∂²/∂y² of √x + y² is 2 (Hessian row y), and the mixed
+        // derivative 0; x's own row is infinite.
+        let h = hessian(|v| v[0].sqrt() + v[1] * v[1], &[0.0, 1.0]);
+        assert_eq!((h[1][1], h[0][1], h[1][0]), (2.0, 0.0, 0.0));
+        // A nested tangent that is zero only in its value part still moves its operand.
+        let x: Dual2 = Dual::new(Dual::variable(0.5), Dual::new(0.0, 1.0));
+        let y = x.sin();
+        assert_eq!(y.eps.eps, 0.5f64.cos());
     }
 
     #[test]

@@ -60,6 +60,12 @@ pub trait Lift: Copy {
     /// Apply a binary primitive whose left operand is a constant: `2.0 - x`.
     fn lift2_const_left(c: Self::Inner, x: Self, op: Op2) -> Self;
 
+    /// [`Real::exact_zero`]: `false` unless every component is known to be zero (forward
+    /// mode's duals override it).
+    #[inline]
+    fn lift_exact_zero(&self) -> bool {
+        false
+    }
     /// [`vector::dot`](crate::vector::dot). The default runs the scalar definition through
     /// the primitives above; an engine overrides it to handle the call as a whole.
     #[inline]
@@ -345,6 +351,10 @@ macro_rules! impl_real {
             #[inline]
             fn polygamma(self, n: u32) -> Self {
                 $crate::lift::Lift::lift1(self, $crate::rules::Op1::Polygamma(n))
+            }
+            #[inline]
+            fn exact_zero(&self) -> bool {
+                <Self as $crate::lift::Lift>::lift_exact_zero(self)
             }
             #[inline]
             fn slice_dot(a: &[Self], b: &[Self]) -> Self {

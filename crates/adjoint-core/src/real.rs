@@ -298,6 +298,15 @@ pub trait Real:
         }
     }
 
+    /// Whether the value is zero in every component, so that a tangent equal to it moves
+    /// nothing: forward mode then skips the partial it would multiply (`∞ · 0` is NaN where
+    /// the directional derivative is 0). `f64`: `== 0.0`; `Dual`: both parts; an engine's
+    /// active number: `false` (its value may carry a derivative).
+    #[doc(hidden)]
+    #[inline]
+    fn exact_zero(&self) -> bool {
+        false
+    }
     /// [`vector::dot`](crate::vector::dot) for this number type (call that function instead;
     /// engines override this to record one entry per call).
     #[doc(hidden)]
@@ -356,6 +365,10 @@ impl Real for f64 {
     #[inline]
     fn f64_slice_as_self(x: &[f64]) -> Option<&[f64]> {
         Some(x)
+    }
+    #[inline]
+    fn exact_zero(&self) -> bool {
+        *self == 0.0
     }
     #[inline]
     fn slice_dot(a: &[f64], b: &[f64]) -> f64 {
