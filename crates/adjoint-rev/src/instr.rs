@@ -220,6 +220,11 @@ impl<'a, T: Arith> Instruction<(&'a mut T,)> for CONJ {
 /// assert_eq!(v, [1, 4, 7]);
 /// let r: Vec<i64> = adjoint_rev::steps(1, 10, 3, false, true).collect();
 /// assert_eq!(r, [7, 4, 1]);
+/// // a span wider than the type: counted without overflow
+/// let w: Vec<i8> = adjoint_rev::steps(-100i8, 100, 50, false, false).collect();
+/// assert_eq!(w, [-100, -50, 0, 50]);
+/// assert_eq!(adjoint_rev::steps(i8::MIN, i8::MAX, 1, true, true).count(), 256);
+/// assert_eq!(adjoint_rev::steps(0u64, u64::MAX, u64::MAX / 2, true, false).last(), Some(u64::MAX - 1));
 /// ```
 pub fn steps<T: num_traits::PrimInt>(
     start: T,
@@ -232,34 +237,43 @@ pub fn steps<T: num_traits::PrimInt>(
         step > T::zero(),
         "a reversible loop's step must be positive (use `.rev()` to go down)"
     );
+    // Counted in i128: `end − start` and `k · step` overflow the loop's own type (`-100i8..100`
+    // has a span of 200), where the values visited do not.
+    let wide = |v: T| {
+        v.to_i128()
+            .expect("a reversible loop's bounds must fit in i128")
+    };
+    let (s, e, t) = (wide(start), wide(end), wide(step));
     let n = if inclusive {
-        if end < start {
-            T::zero()
+        if e < s {
+            0
         } else {
-            (end - start) / step + T::one()
+            (e - s) / t + 1
         }
-    } else if end <= start {
-        T::zero()
+    } else if e <= s {
+        0
     } else {
-        (end - start - T::one()) / step + T::one()
+        (e - s - 1) / t + 1
     };
     Steps {
-        start,
-        step,
-        front: T::zero(),
+        start: s,
+        step: t,
+        front: 0,
         back: n,
         rev,
+        ty: core::marker::PhantomData,
     }
 }
 
 /// The iterator of [`steps`].
 #[derive(Clone, Debug)]
 pub struct Steps<T> {
-    start: T,
-    step: T,
-    front: T,
-    back: T,
+    start: i128,
+    step: i128,
+    front: i128,
+    back: i128,
     rev: bool,
+    ty: core::marker::PhantomData<T>,
 }
 
 impl<T: num_traits::PrimInt> Iterator for Steps<T> {
@@ -270,12 +284,13 @@ impl<T: num_traits::PrimInt> Iterator for Steps<T> {
             return None;
         }
         let k = if self.rev {
-            self.back = self.back - T::one();
+            self.back -= 1;
             self.back
         } else {
-            self.front = self.front + T::one();
-            self.front - T::one()
+            self.front += 1;
+            self.front - 1
         };
-        Some(self.start + k * self.step)
+        // between `start` and `end`: a value of `T`
+        T::from(self.start + k * self.step)
     }
 }

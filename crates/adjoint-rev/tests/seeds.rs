@@ -838,6 +838,20 @@ fn stepped_and_reversed_loops_run_backwards_exactly() -> R {
     assert_eq!(v, plain);
     stepped::uncall(&mut v, &mut nn)?;
     assert_eq!(v, v0);
+    // A span wider than the index type (200 in `i8`): the count overflowed `i8` (a panic, or in
+    // release builds no iterations).
+    reversible! {
+        fn wide(c: &mut i8, a: &mut i8, b: &mut i8) {
+            for i in (a..b).step_by(50) {
+                c += i;
+            }
+        }
+    }
+    let (mut c, mut a, mut b) = (0i8, -100i8, 100i8);
+    wide(&mut c, &mut a, &mut b)?;
+    assert_eq!(c, -100); // −100 − 50 + 0 + 50
+    wide::uncall(&mut c, &mut a, &mut b)?;
+    assert_eq!(c, 0);
     Ok(())
 }
 
