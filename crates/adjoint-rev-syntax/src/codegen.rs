@@ -91,16 +91,16 @@ impl Gen<'_> {
                     {
                         if overlaps(a, b) {
                             // `y += x * x`: one place in both operand slots.
-                            self.acc(target, *plus, rhs, true, s)
+                            self.acc(target, *plus, rhs, true, s, checks)
                         } else {
                             // `y += x[i] * x[j]`: the same place exactly when `i == j`.
                             let (ra, rb) = (self.rw(a), self.rw(b));
-                            let same = self.acc(target, *plus, rhs, true, s);
-                            let distinct = self.acc(target, *plus, rhs, false, s);
+                            let same = self.acc(target, *plus, rhs, true, s, checks);
+                            let distinct = self.acc(target, *plus, rhs, false, s, checks);
                             quote_spanned!(span=> if #k::same(&#ra, &#rb) { #same } else { #distinct })
                         }
                     }
-                    _ => self.acc(target, *plus, rhs, false, s),
+                    _ => self.acc(target, *plus, rhs, false, s, checks),
                 };
                 quote_spanned!(span=> { #guard #body })
             }
@@ -352,7 +352,15 @@ impl Gen<'_> {
     /// `y ±= rhs` on locals: the target and the operands are read into locals (`same`: the two
     /// operands are one place, read once and passed to the `_same` instruction), the instruction
     /// runs on them and they are written back.
-    fn acc(&self, target: &Expr, plus: bool, rhs: &Rhs, same: bool, s: &Stmt) -> TokenStream {
+    fn acc(
+        &self,
+        target: &Expr,
+        plus: bool,
+        rhs: &Rhs,
+        same: bool,
+        s: &Stmt,
+        checks: bool,
+    ) -> TokenStream {
         let span = s.span;
         let k = &respan(self.krate, span);
         let mut ops = rhs_operands(rhs);
@@ -396,7 +404,23 @@ impl Gen<'_> {
                 }
             }
         };
-        quote_spanned!(span=> { #pre #call; #post })
+        if !checks {
+            return quote_spanned!(span=> { #pre #call; #post });
+        }
+        // Checked: a target taken from a finite value to NaN or ±∞ is an error (and is left
+        // as it was: the write-back does not run).
+        let site = self.site(s);
+        quote_spanned!(span=> {
+            #pre
+            let __rev_was_finite = #k::Arith::non_finite(&#y).is_none();
+            #call;
+            if __rev_was_finite {
+                if let ::core::option::Option::Some(v) = #k::Arith::non_finite(&#y) {
+                    return ::core::result::Result::Err(#k::InvertibilityError::non_finite(#site, v));
+                }
+            }
+            #post
+        })
     }
 
     /// Read the target (if any) and the operands into locals. Returns the loads, the locals' names

@@ -106,6 +106,14 @@ pub enum InvertibilityError {
         /// Why the factor is not invertible.
         why: String,
     },
+    /// An instruction took its target from a finite value to NaN or ±∞ (checked code): no
+    /// inverse can undo that (`y += ln x` at `x = 0`, then `y -= ln x` gives NaN).
+    NonFinite {
+        /// Where.
+        site: Site,
+        /// The value the target took.
+        value: String,
+    },
     /// Two arguments of an instruction or call are the same element.
     Alias {
         /// Where.
@@ -157,6 +165,10 @@ impl InvertibilityError {
     pub fn scale(site: Site, why: String) -> Self {
         Self::Scale { site, why }
     }
+    #[doc(hidden)]
+    pub fn non_finite(site: Site, value: String) -> Self {
+        Self::NonFinite { site, value }
+    }
 
     /// Where the check failed.
     pub fn site(&self) -> &Site {
@@ -167,6 +179,7 @@ impl InvertibilityError {
             | Self::LoopIteration { site, .. }
             | Self::Bounds { site, .. }
             | Self::Scale { site, .. }
+            | Self::NonFinite { site, .. }
             | Self::Alias { site, .. } => site,
         }
     }
@@ -205,6 +218,10 @@ impl fmt::Display for InvertibilityError {
                 write!(f, "{site}: the loop's range changed while it ran: {before} before, {after} after")
             }
             Self::Scale { site, why } => write!(f, "{site}: {why}"),
+            Self::NonFinite { site, value } => write!(
+                f,
+                "{site}: the target went from a finite value to {value}, which no inverse can undo"
+            ),
             Self::Alias { site, a, b } => {
                 write!(f, "{site}: `{a}` and `{b}` are the same element; the arguments of a reversible statement must not alias")
             }

@@ -124,6 +124,11 @@ impl<T: ExactZero> ExactZero for adjoint_core::forward::Dual<T> {
 }
 
 impl<T: Real + Ancilla + ExactZero, G: Gradient<T>> Arith for GVar<T, G> {
+    #[inline(always)]
+    fn non_finite(&self) -> Option<String> {
+        let v = self.x.value();
+        (!v.is_finite()).then(|| v.to_string())
+    }
     fn from_f64(v: f64) -> Self {
         GVar {
             x: T::cst(v),
@@ -276,5 +281,9 @@ impl<T: Real + Ancilla + ExactZero, G: Gradient<T>> Scale for GVar<T, G> {
             x.g += y.g * y.x;
             y.g *= x.x;
         }
+    }
+    #[inline(always)]
+    fn try_scale(y: &mut Self, x: &mut Self, mul: bool) -> Result<(), String> {
+        crate::num::try_scale_float(y, x, mul, |v| v.x.value())
     }
 }

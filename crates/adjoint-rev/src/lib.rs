@@ -43,7 +43,7 @@
 //! | `y += f(args)` | accumulate an instruction's result (`args` may repeat a place, `y += x * x`; `y` may not be among them) | `y -= f(args)` |
 //! | `y -= f(args)` | | `y += f(args)` |
 //! | `y ^= a & b` (also or, xor, not, or a plain `a`) | XOR-accumulate (integers, `bool`) | itself |
-//! | `y *= x`, `y /= x` | scale ([`Scale`]: exact for [`ULog`] over fixed point, and for odd `x` on wrapping integers, where `/=` undoes `*=`; an even factor is an error) | `y /= x`, `y *= x` |
+//! | `y *= x`, `y /= x` | scale ([`Scale`]: exact for [`ULog`] over fixed point, and for odd `x` on wrapping integers, where `/=` undoes `*=`; an even factor is an error, and so is a floating-point factor of 0 or ±∞ or a product that overflows) | `y /= x`, `y *= x` |
 //! | `SWAP(a, b)`, `NEG(x)`, `CONJ(x)` | exchange, negate, conjugate | themselves |
 //! | `ROT(a, b, θ)` / `IROT(a, b, θ)` | rotate `(a, b)` by `±θ` | `IROT` / `ROT` |
 //! | `INC(x)` / `DEC(x)` | `x ± 1` | `DEC` / `INC` |
@@ -159,7 +159,8 @@
 //! **Checked at run time** (an [`InvertibilityError`], which names the function, the statement as
 //! written and the values): `unlet` finds a different value; an `if`'s post-condition disagrees
 //! with its pre-condition; a `while`'s post-condition is true on entry or false after an
-//! iteration; a `for` loop's bounds changed. `@invcheckoff stmt` removes the checks from one
+//! iteration; a `for` loop's bounds changed; an instruction takes its target from a finite value
+//! to NaN or ±∞ (`y += x.ln()` at `x = 0`: no inverse can undo it). `@invcheckoff stmt` removes the checks from one
 //! statement (and, for a call, from everything the callee runs); `f::call_unchecked` and
 //! `f::uncall_unchecked` run a whole proven function without checks (except the alias checks
 //! above, which guard the result rather than reversibility). Without checks, the

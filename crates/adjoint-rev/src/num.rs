@@ -28,6 +28,14 @@ use num_complex::Complex;
 pub trait Arith: Copy + Debug + PartialEq + Ancilla + 'static {
     /// The number nearest to `v`.
     fn from_f64(v: f64) -> Self;
+    /// The value as text when it is not finite (NaN or ±∞): checked code reports a target
+    /// that an instruction took from a finite value to one of these (`y += ln x` at `x = 0`),
+    /// which no inverse can undo. `None` for finite values and for types without such values.
+    #[doc(hidden)]
+    #[inline(always)]
+    fn non_finite(&self) -> Option<String> {
+        None
+    }
     /// How the literals of reversible code (`y += x * 3`) convert to this type: exactly for
     /// integers, correctly rounded for fixed point (both checked at compile time), through
     /// [`from_f64`](Arith::from_f64) for floating point (the default).
@@ -117,6 +125,36 @@ pub trait Scale: Copy {
     }
 }
 
+/// [`Scale::try_scale`] for floating point (`value`: the number's value): a factor of 0, or a
+/// non-finite one, has no inverse, and neither has a product that overflows; then `y` and `x`
+/// are unchanged. (`y *= 0.0` passed unnoticed, and its inverse `y /= 0.0` gave NaN.)
+#[inline(always)]
+pub(crate) fn try_scale_float<S: Scale>(
+    y: &mut S,
+    x: &mut S,
+    mul: bool,
+    value: fn(&S) -> f64,
+) -> Result<(), String> {
+    let f = value(x);
+    if f == 0.0 || !f.is_finite() {
+        return Err(format!(
+            "`*=`/`/=` by {f} is not invertible: a floating-point factor must be finite and \
+             nonzero"
+        ));
+    }
+    let (old_y, old_x) = (*y, *x);
+    S::scale(y, x, mul);
+    if value(&old_y).is_finite() && !value(y).is_finite() {
+        let to = value(y);
+        (*y, *x) = (old_y, old_x);
+        return Err(format!(
+            "`*=`/`/=` by {f} took {} to {to}, which cannot be undone",
+            value(&old_y)
+        ));
+    }
+    Ok(())
+}
+
 /// Wrapping integers: `y *= x` for odd `x` is a bijection (`x` is a unit modulo 2ⁿ); `y /= x`
 /// multiplies by `x⁻¹ mod 2ⁿ`, found by Newton's iteration `v ← v·(2 − x·v)`, which doubles
 /// the number of correct low bits from the 3 that `v = x` has for every odd `x`.
@@ -189,6 +227,11 @@ macro_rules! real_impls {
                 $from(v)
             }
             #[inline(always)]
+            fn non_finite(&self) -> Option<String> {
+                let v = Real::value(self);
+                (!v.is_finite()).then(|| v.to_string())
+            }
+            #[inline(always)]
             fn acc_id(y: &mut Self, x: &mut Self, plus: bool) {
                 if plus { *y += *x } else { *y -= *x }
             }
@@ -241,6 +284,10 @@ macro_rules! real_impls {
             fn scale(y: &mut Self, x: &mut Self, mul: bool) {
                 if mul { *y *= *x } else { *y /= *x }
             }
+            #[inline(always)]
+            fn try_scale(y: &mut Self, x: &mut Self, mul: bool) -> Result<(), String> {
+                try_scale_float(y, x, mul, |v| Real::value(v))
+            }
         }
     };
 }
@@ -251,6 +298,10 @@ real_impls!([T: Real + Ancilla] Dual<T>, |v| <Dual<T> as Real>::cst(v));
 impl Arith for f32 {
     fn from_f64(v: f64) -> Self {
         v as f32
+    }
+    #[inline(always)]
+    fn non_finite(&self) -> Option<String> {
+        (!self.is_finite()).then(|| self.to_string())
     }
     #[inline(always)]
     fn acc_id(y: &mut Self, x: &mut Self, plus: bool) {
@@ -321,6 +372,9 @@ impl Scale for f32 {
         } else {
             *y /= *x
         }
+    }
+    fn try_scale(y: &mut Self, x: &mut Self, mul: bool) -> Result<(), String> {
+        try_scale_float(y, x, mul, |v| f64::from(*v))
     }
 }
 
@@ -402,6 +456,17 @@ wrapping_impls!(
 impl<T: Arith> Arith for Complex<T> {
     fn from_f64(v: f64) -> Self {
         Complex::new(T::from_f64(v), T::zero())
+    }
+    #[inline(always)]
+    fn non_finite(&self) -> Option<String> {
+        match (self.re.non_finite(), self.im.non_finite()) {
+            (None, None) => None,
+            (re, im) => Some(format!(
+                "{} + {}i",
+                re.unwrap_or_else(|| format!("{:?}", self.re)),
+                im.unwrap_or_else(|| format!("{:?}", self.im))
+            )),
+        }
     }
     const LITERALS: Literals = T::LITERALS;
     fn from_literal(neg: bool, mag: u128, value: f64) -> Self {

@@ -104,3 +104,56 @@ fn while_errors_name_the_condition_that_failed() {
     up::uncall(&mut x).unwrap();
     assert_eq!(x, 0);
 }
+
+reversible! {
+    fn scaled<T: RevReal + Scale>(y: &mut T, x: &mut T) {
+        y *= x;
+    }
+
+    fn logged<T: RevReal>(y: &mut T, x: &mut T) {
+        y += x.ln();
+    }
+}
+
+#[test]
+fn floating_point_steps_that_cannot_be_undone_are_errors() {
+    // `y *= 0` loses `y` (its inverse divided by 0: NaN), and so does a product that overflows;
+    // both are refused, in unchecked code too, leaving the arguments as they were (a reviewer
+    // helper's hunt: Ok both ways, y NaN in the end).
+    for (y0, x0, what) in [
+        (2.0, 0.0, "by 0"),
+        (2.0, f64::INFINITY, "by inf"),
+        (1e10, 1e300, "to inf"),
+    ] {
+        let (mut y, mut x) = (y0, x0);
+        let err = scaled(&mut y, &mut x).unwrap_err().to_string();
+        assert!(
+            err.contains("statement `y *= x`") && err.contains(what),
+            "{err}"
+        );
+        assert_eq!((y, x), (y0, x0));
+        assert!(scaled::call_unchecked(&mut y, &mut x).is_err());
+        assert_eq!(y, y0);
+    }
+    let (mut y, mut x) = (2.0, 3.0);
+    scaled(&mut y, &mut x).unwrap();
+    scaled::uncall(&mut y, &mut x).unwrap();
+    assert_eq!(y, 2.0);
+    // On gradient-carrying values too.
+    let (mut y, mut x) = (GVar::new(2.0, 1.0), GVar::new(0.0, 0.0));
+    assert!(scaled(&mut y, &mut x).is_err());
+    assert_eq!((y.x, y.g, x.g), (2.0, 1.0, 0.0));
+    // A target taken from a finite value to ∓∞ or NaN (checked code): `y += ln 0`.
+    let (mut y, mut x) = (1.0, 0.0);
+    let err = logged(&mut y, &mut x).unwrap_err().to_string();
+    assert_eq!(
+        err,
+        "in `logged`, statement `y += x.ln()`: the target went from a finite value to -inf, \
+         which no inverse can undo"
+    );
+    assert_eq!(y, 1.0);
+    // A target already infinite may stay so (its inverse is as exact as before).
+    let (mut y, mut x) = (f64::INFINITY, 2.0);
+    logged(&mut y, &mut x).unwrap();
+    assert_eq!(y, f64::INFINITY);
+}
