@@ -109,6 +109,10 @@ pub(crate) enum KOp {
         arr: usize,
         comps: Vec<Comp>,
         guard: Option<Src>,
+        /// an element out of bounds is given offset 0 and not reported here: the read's guard
+        /// was dropped to break a cycle through guards, and a later `Offset` with that guard
+        /// reports the elements that need the read
+        quiet: bool,
         dst: u32,
     },
     Gather {
@@ -517,7 +521,11 @@ impl Kernel {
             d.dedup();
             d
         };
-        // Topological order (Kahn, smallest id first); a guard cycle drops the guard.
+        // Topological order (Kahn, smallest id first). A cycle through guards (two reads, each
+        // demanded under a condition that reads the other) drops the guard of one read: it
+        // then reads every element, those out of bounds quietly (offset 0), and its guard,
+        // computed later, is checked against the bounds there (`dropped`).
+        let mut dropped: Vec<Option<Id>> = vec![None; n];
         let mut indeg: Vec<usize> = vec![0; n];
         let mut users: Vec<Vec<Id>> = vec![Vec::new(); n];
         for i in 0..n {
@@ -547,6 +555,7 @@ impl Kernel {
                     })
                     .expect("a blocked guarded read");
                 let g = guard_of[r].take().expect("guard") as usize;
+                dropped[r] = Some(g as Id);
                 users[g].retain(|&u| u as usize != r);
                 indeg[r] -= 1;
                 if indeg[r] == 0 {
@@ -589,6 +598,15 @@ impl Kernel {
                 last[gd as usize] = end;
             }
         }
+        // A read whose guard was dropped: its index values live until that guard is computed,
+        // where its bounds are checked.
+        for (r, g) in dropped.iter().enumerate() {
+            if let (Some(g), Node::Read(_, ix)) = (g, &ar.nodes[r]) {
+                for &i in ix {
+                    last[i as usize] = last[i as usize].max(pos[*g as usize]);
+                }
+            }
+        }
         // Slot allocation.
         let mut loc: Vec<Option<Src>> = vec![None; n];
         let mut free: Vec<u32> = Vec::new();
@@ -616,12 +634,13 @@ impl Kernel {
         };
         // pending frees: slots whose node died at position i
         let mut dies_at: HashMap<u32, Vec<u32>> = HashMap::new();
-        let mut offsets: HashMap<(usize, Vec<Id>, Option<Id>), (Option<u32>, usize)> =
+        let mut offsets: HashMap<(usize, Vec<Id>, Option<Id>, bool), (Option<u32>, usize)> =
             HashMap::new();
         let mut offset_info = |ar: &Arena,
                                key: u32,
                                ix: &[Id],
                                gd: Option<Id>,
+                               quiet: bool,
                                loc: &Vec<Option<Src>>,
                                ops: &mut Vec<KOp>,
                                free: &mut Vec<u32>,
@@ -675,6 +694,7 @@ impl Kernel {
                     })
                     .collect::<Vec<Id>>(),
                 gd,
+                quiet,
             );
             if let Some(&(s, _)) = offsets.get(&keyv) {
                 return (ai, s, c);
@@ -686,6 +706,7 @@ impl Kernel {
                 arr: ai,
                 comps,
                 guard: gd.map(|g| loc[g as usize].expect("guard")),
+                quiet,
                 dst,
             });
             let s = Some(dst);
@@ -861,6 +882,7 @@ impl Kernel {
                             *key,
                             ix,
                             gd,
+                            dropped[i].is_some(),
                             &loc,
                             &mut ops,
                             &mut free,
@@ -881,6 +903,25 @@ impl Kernel {
                 }
             };
             loc[i] = Some(src);
+            // The bounds of each read whose dropped guard this is, for the elements that need
+            // the read (an `Offset` with the guard, which reports them).
+            for r in (0..n).filter(|&r| dropped[r] == Some(id)) {
+                if let Node::Read(key, ix) = &ar.nodes[r] {
+                    offset_info(
+                        &ar,
+                        *key,
+                        ix,
+                        Some(id),
+                        false,
+                        &loc,
+                        &mut ops,
+                        &mut free,
+                        &mut alloc,
+                        &mut arrays,
+                        &mut array_shapes,
+                    );
+                }
+            }
             // Free the slots of operands whose last use is this node.
             for o in deps(i, &guard_of) {
                 if last[o as usize] == pos[i] {
@@ -912,6 +953,7 @@ impl Kernel {
                 key,
                 &ix,
                 gd,
+                dropped[r as usize].is_some(),
                 &loc,
                 &mut ops,
                 &mut free,
@@ -1607,6 +1649,7 @@ impl<'k> Eval<'k> {
                     arr,
                     comps,
                     guard,
+                    quiet,
                     dst,
                 } => {
                     let mut out = std::mem::take(&mut self.offs[*dst as usize]);
@@ -1623,6 +1666,15 @@ impl<'k> Eval<'k> {
                                 *o = o.wrapping_add((x as usize).wrapping_mul(*st));
                             }
                         }
+                    }
+                    if *quiet && bad {
+                        // element 0 instead; a later offset with the read's guard reports
+                        for (e, o) in out_.iter_mut().enumerate() {
+                            if !self.in_bounds(comps, params, e) {
+                                *o = 0;
+                            }
+                        }
+                        bad = false;
                     }
                     let mut range = (usize::MAX, 0);
                     match guard {

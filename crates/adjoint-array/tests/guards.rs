@@ -68,9 +68,9 @@ fn a_guarded_read_under_a_stored_value_keeps_its_guard_in_the_gradient() {
             // Σ_{i≥1} exp(2 x[i−1]) + exp(1): ∂/∂x[k] = 2 exp(2 x[k]) for k < n − 1, else 0.
             let value: f64 = 1f64.exp() + xs[..n - 1].iter().map(|v| (2.0 * v).exp()).sum::<f64>();
             assert!((g.value - value).abs() < 1e-12 * value, "n={n}");
-            for k in 0..n {
+            for (k, xk) in xs.iter().enumerate() {
                 let want = if k + 1 < n {
-                    2.0 * (2.0 * xs[k]).exp()
+                    2.0 * (2.0 * xk).exp()
                 } else {
                     0.0
                 };
@@ -148,4 +148,101 @@ fn dim_beyond_the_rank_is_an_error_naming_the_shape() {
     let xs = uniform(12, 3);
     let want = 4.0 * (xs[0] + xs[4] + xs[8]);
     assert!((p.run(&[&xs]).unwrap()[0].data()[0] - want).abs() < 1e-14);
+}
+
+#[test]
+fn reads_whose_guards_read_each_other_are_not_false_errors() {
+    // x[i+1] is needed where i < n−1 (t2's condition) and x[i−1] where i > 0 (t1's): each
+    // read's guard reads the other, a cycle. One guard was dropped to break it, and that read
+    // then failed at the element no branch needed (a false `OutOfBounds`).
+    for n in [6usize, 3000] {
+        for jit in [false, true] {
+            let b = Builder::new();
+            b.set_jit(jit);
+            let x = b.input(&[n]);
+            let xr = x.clone();
+            let last = n as f64 - 1.0;
+            let z = b.generate(&[n], move |i| {
+                let (c1, c2) = (i[0].gt(0.0), i[0].lt(last));
+                let (up, down) = (i[0] + 1.0, i[0] - 1.0);
+                let t1 = cond(
+                    c1,
+                    cond(xr.at(&[down]).gt(0.0).and(c2), xr.at(&[up]), lit(0.0)),
+                    lit(0.0),
+                );
+                let t2 = cond(
+                    c2,
+                    cond(xr.at(&[up]).gt(0.0).and(c1), xr.at(&[down]), lit(0.0)),
+                    lit(0.0),
+                );
+                t1 + t2 * 2.0
+            });
+            let plain = |x: &[f64]| -> Vec<f64> {
+                (0..n)
+                    .map(|i| {
+                        let inner = i > 0 && i + 1 < n;
+                        let t1 = if inner && x[i - 1] > 0.0 {
+                            x[i + 1]
+                        } else {
+                            0.0
+                        };
+                        let t2 = if inner && x[i + 1] > 0.0 {
+                            x[i - 1]
+                        } else {
+                            0.0
+                        };
+                        t1 + t2 * 2.0
+                    })
+                    .collect()
+            };
+            let xs = uniform(n, 5);
+            let p = b.build(&[&z]).unwrap();
+            assert_eq!(
+                p.run(&[&xs]).unwrap()[0].data(),
+                &plain(&xs)[..],
+                "n={n} jit={jit}"
+            );
+            // The gradient of Σ z²: ∂/∂x[k] by central differences (the function is piecewise
+            // quadratic away from x = 0).
+            let q = b.build_scalar(&z.map(|v| v * v).sum()).unwrap();
+            let g = q.gradient_a(&[&xs]).unwrap();
+            let total = |x: &[f64]| plain(x).iter().map(|v| v * v).sum::<f64>();
+            for k in [0, 1, n / 2, n - 2, n - 1] {
+                let (mut up, mut down) = (xs.clone(), xs.clone());
+                up[k] += 1e-6;
+                down[k] -= 1e-6;
+                let fd = (total(&up) - total(&down)) / 2e-6;
+                assert!(
+                    (g.grads[0][k] - fd).abs() < 1e-6,
+                    "n={n} jit={jit} k={k}: {} vs {fd}",
+                    g.grads[0][k]
+                );
+            }
+        }
+    }
+    // A read its program does need out of bounds is still an error.
+    let b = Builder::new();
+    let x = b.input(&[4]);
+    let xr = x.clone();
+    let z = b.generate(&[4], move |i| {
+        let (c1, c2) = (i[0].ge(0.0), i[0].lt(4.0)); // always true: x[-1] at i = 0 is needed
+        let (up, down) = (i[0] + 1.0, i[0] - 1.0);
+        let t1 = cond(
+            c1,
+            cond(xr.at(&[down]).gt(9.0).and(c2), xr.at(&[up]), lit(0.0)),
+            lit(0.0),
+        );
+        let t2 = cond(
+            c2,
+            cond(xr.at(&[up]).gt(9.0).and(c1), xr.at(&[down]), lit(0.0)),
+            lit(0.0),
+        );
+        t1 + t2
+    });
+    let p = b.build(&[&z]).unwrap();
+    let e = p.run(&[&[1.0, 2.0, 3.0, 4.0]]).unwrap_err().to_string();
+    assert!(
+        e.contains("out of bounds") || e.contains("OutOfBounds"),
+        "{e}"
+    );
 }

@@ -290,6 +290,7 @@ pub(crate) fn kernel_source_layout(
                 arr: _,
                 comps,
                 guard,
+                quiet,
                 dst,
             } => {
                 // As the interpreter: the sum of the variable components times their strides,
@@ -311,7 +312,12 @@ pub(crate) fn kernel_source_layout(
                 if let Some(g) = guard {
                     writeln!(s, "    if ({} == 0.0) {{ o_ = 0; bad_ = 0; }}", src(*g)).unwrap();
                 }
-                writeln!(s, "    if (bad_) {{ ADJ_BAD(bad, e); o_ = 0; }}").unwrap();
+                if *quiet {
+                    // element 0 instead; a later offset with the read's guard reports
+                    writeln!(s, "    if (bad_) o_ = 0;").unwrap();
+                } else {
+                    writeln!(s, "    if (bad_) {{ ADJ_BAD(bad, e); o_ = 0; }}").unwrap();
+                }
                 writeln!(s, "    o{dst} = o_;").unwrap();
                 writeln!(s, "  }}").unwrap();
             }
@@ -804,9 +810,14 @@ pub(crate) fn static_offsets(
                         get(*a).map(|x| if *to32 { crate::f32ops::r32(x) } else { x });
                 }
                 KOp::Offset {
-                    comps, guard, dst, ..
+                    comps,
+                    guard,
+                    quiet,
+                    dst,
+                    ..
                 } => {
                     // as the interpreter: the variable components' sum, 0 where the guard is off
+                    // (and, quiet, where out of bounds)
                     let mut at = Some(Some(0usize));
                     for c in comps {
                         if let Comp::Var(a, st, dim) = c {
@@ -818,7 +829,7 @@ pub(crate) fn static_offsets(
                             };
                         }
                     }
-                    if guard.and_then(get) == Some(0.0) {
+                    if guard.and_then(get) == Some(0.0) || (*quiet && at == Some(None)) {
                         at = Some(Some(0));
                     }
                     offs[*dst as usize] = at;

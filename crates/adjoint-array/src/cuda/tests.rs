@@ -652,6 +652,42 @@ fn p_len(p: &Program, key: u32) -> usize {
 }
 
 #[test]
+fn reads_whose_guards_read_each_other_match_the_interpreter() {
+    // A cycle through guards: one read's guard is dropped, its offset quiet (element 0 where
+    // out of bounds) and its bounds checked by a later offset with the guard (the CUDA C's
+    // `if (bad_) o_ = 0;` and a reporting offset), value and gradient kernels alike.
+    let n = 6;
+    let b = Builder::new();
+    let x = b.input(&[n]);
+    let last = n as f64 - 1.0;
+    let z = b.generate(&[n], |i| {
+        let (c1, c2) = (i[0].gt(0.0), i[0].lt(last));
+        let (up, down) = (i[0] + 1.0, i[0] - 1.0);
+        let t1 = cond(
+            c1,
+            cond(x.at(&[down]).gt(0.0).and(c2), x.at(&[up]), elit(0.0)),
+            elit(0.0),
+        );
+        let t2 = cond(
+            c2,
+            cond(x.at(&[up]).gt(0.0).and(c1), x.at(&[down]), elit(0.0)),
+            elit(0.0),
+        );
+        t1 + t2 * 2.0
+    });
+    let p = b.build_scalar(&z.map(|v| v * v).sum()).unwrap();
+    let quiet = |p: &Program| {
+        kernels(p).iter().any(|k| {
+            k.ops
+                .iter()
+                .any(|op| matches!(op, KOp::Offset { quiet: true, .. }))
+        })
+    };
+    check_program(&p, &[ramp(n, -1.0, 1.0)], (-1.0, 1.0, 0.0), &emulate);
+    assert!(quiet(&p), "the program has a quiet offset");
+}
+
+#[test]
 fn combining_kernels_match_the_interpreter() {
     // `compare_with` runs every combining kernel of the cases; the GMM case has several.
     let before = COMBINED.load(Ordering::Relaxed);
