@@ -97,3 +97,21 @@ fn comparisons_conversions_and_simd_lanes_use_primal_values() {
     let d = DMatrix::from_row_slice(2, 2, &[x, 1.0.into(), 2.0.into(), 5.0.into()]).determinant();
     assert_eq!((d.re, d.eps), (-12.0, 5.0));
 }
+
+#[test]
+fn a_zero_norm_of_constants_moves_no_tangent_and_clamp_is_reals() {
+    // √0 has an infinite partial; a vector of constants has zero tangents, so the norm moves
+    // nothing (a reviewer helper's hunt: NaN here, [[NaN]] for the Hessian).
+    let d = forward::derivative(|t: Dual64| t + DVector::<Dual64>::zeros(3).norm(), 1.0);
+    assert_eq!(d, 1.0);
+    let h = forward::hessian(
+        |x| x[0] * x[0] + DVector::<Dual<Dual64>>::zeros(2).norm(),
+        &[1.0],
+    );
+    assert_eq!(h, vec![vec![2.0]]);
+    // RealField::clamp is Real::clamp: at a bound the whole derivative goes to the value.
+    let x = Dual::new(1.0, 1.0);
+    let (lo, hi) = (Dual::new(1.0, 10.0), Dual::new(3.0, 100.0));
+    assert_eq!(RealField::clamp(x, lo, hi), Real::clamp(x, lo, hi));
+    assert_eq!(RealField::clamp(x, lo, hi).eps, 1.0);
+}

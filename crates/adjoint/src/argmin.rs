@@ -184,8 +184,9 @@ impl<O: Objective> Hessian for Problem<O> {
 ///
 /// It implements what argmin's Hessian-based solvers ask of a Hessian: `ArgminDot<Vec<f64>,
 /// Vec<f64>>` (matrix × vector; `pᵀ H v` follows from argmin-math's blanket `ArgminWeightedDot`)
-/// and `ArgminInv` (Gauss–Jordan elimination with partial pivoting; an error for a singular
-/// matrix). argmin-math's `vec` backend has no inverse for `Vec<Vec<f64>>`, which argmin's
+/// and `ArgminInv` (Gauss–Jordan elimination with partial pivoting after scaling rows and
+/// columns by powers of two; an error for a singular matrix, a non-finite entry, or one too
+/// ill-conditioned for an inverse within 1e-6 of exact, `‖A·A⁻¹ − I‖∞` of the scaled matrix). argmin-math's `vec` backend has no inverse for `Vec<Vec<f64>>`, which argmin's
 /// `Newton` and dogleg solvers need.
 ///
 /// ```
@@ -216,32 +217,51 @@ impl ArgminDot<Vec<f64>, Vec<f64>> for Matrix {
 impl ArgminInv<Matrix> for Matrix {
     fn inv(&self) -> Result<Matrix, Error> {
         let n = self.0.len();
-        let singular = || ArgminError::InvalidParameter {
-            text: "Matrix::inv: the matrix is singular".into(),
-        };
+        let invalid = |text: String| -> Error { ArgminError::InvalidParameter { text }.into() };
         if self.0.iter().any(|row| row.len() != n) {
-            return Err(ArgminError::InvalidParameter {
-                text: "Matrix::inv: the matrix is not square".into(),
-            }
-            .into());
+            return Err(invalid("Matrix::inv: the matrix is not square".into()));
         }
-        // [A | I] → [I | A⁻¹] by Gauss–Jordan elimination with partial pivoting.
-        let mut a = self.0.clone();
+        for (i, row) in self.0.iter().enumerate() {
+            if let Some((j, v)) = row.iter().enumerate().find(|(_, v)| !v.is_finite()) {
+                return Err(invalid(format!(
+                    "Matrix::inv: entry ({i}, {j}) is {v}, not a finite number"
+                )));
+            }
+        }
+        // Equilibrated first, A' = R·A·C with R, C powers of two that bring each row's and then
+        // each column's largest entry into [1, 2) (exact), so that neither the pivot test nor
+        // the residual test below depends on how rows and variables are scaled (a test against
+        // the largest entry of A called diag(1e10, 1e-10) singular); then A⁻¹ = C·A'⁻¹·R.
+        let pow2 = |m: f64| {
+            if m > 0.0 {
+                (-m.log2().floor()).exp2()
+            } else {
+                1.0
+            }
+        };
+        let r: Vec<f64> = self
+            .0
+            .iter()
+            .map(|row| pow2(row.iter().fold(0.0f64, |m, v| m.max(v.abs()))))
+            .collect();
+        let c: Vec<f64> = (0..n)
+            .map(|j| pow2((0..n).fold(0.0f64, |m, i| m.max((self.0[i][j] * r[i]).abs()))))
+            .collect();
+        let scaled: Vec<Vec<f64>> = (0..n)
+            .map(|i| (0..n).map(|j| self.0[i][j] * r[i] * c[j]).collect())
+            .collect();
+        let singular = || invalid("Matrix::inv: the matrix is singular".into());
+        // [A' | I] → [I | A'⁻¹] by Gauss–Jordan elimination with partial pivoting.
+        let mut a = scaled.clone();
         let mut inv: Vec<Vec<f64>> = (0..n)
             .map(|i| (0..n).map(|j| if i == j { 1.0 } else { 0.0 }).collect())
             .collect();
-        let scale = a
-            .iter()
-            .flatten()
-            .fold(0.0f64, |m, v| m.max(v.abs()))
-            .max(f64::MIN_POSITIVE);
         for col in 0..n {
             let pivot = (col..n)
                 .max_by(|&i, &j| a[i][col].abs().total_cmp(&a[j][col].abs()))
                 .expect("col < n");
-            let p = a[pivot][col].abs();
-            if p.is_nan() || p <= scale * f64::EPSILON * n as f64 {
-                return Err(singular().into());
+            if a[pivot][col].abs() <= f64::EPSILON * n as f64 {
+                return Err(singular());
             }
             a.swap(col, pivot);
             inv.swap(col, pivot);
@@ -262,6 +282,32 @@ impl ArgminInv<Matrix> for Matrix {
                 }
             }
         }
-        Ok(Matrix(inv))
+        // An inverse too inaccurate to use is an error, not a result: ‖A'·A'⁻¹ − I‖∞.
+        let residual = (0..n)
+            .map(|i| {
+                (0..n)
+                    .map(|j| {
+                        let s: f64 = (0..n).map(|k| scaled[i][k] * inv[k][j]).sum();
+                        (s - if i == j { 1.0 } else { 0.0 }).abs()
+                    })
+                    .sum::<f64>()
+            })
+            .fold(0.0f64, f64::max);
+        if !(residual <= MAX_INVERSE_RESIDUAL) {
+            return Err(invalid(format!(
+                "Matrix::inv: the matrix is too ill-conditioned to invert in f64: \
+                 ‖A·A⁻¹ − I‖∞ = {residual:.1e} (after scaling rows and columns; at most \
+                 {MAX_INVERSE_RESIDUAL:e} is accepted)"
+            )));
+        }
+        Ok(Matrix(
+            (0..n)
+                .map(|i| (0..n).map(|j| c[i] * inv[i][j] * r[j]).collect())
+                .collect(),
+        ))
     }
 }
+
+/// The largest `‖A·A⁻¹ − I‖∞` (of the equilibrated matrix) that [`Matrix`]'s inverse returns
+/// rather than reports: about what a condition number of 10¹⁰ leaves in `f64`.
+const MAX_INVERSE_RESIDUAL: f64 = 1e-6;

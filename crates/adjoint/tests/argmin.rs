@@ -122,3 +122,40 @@ fn matrix_inverse_round_trips_and_refuses_singular_matrices() {
     assert!(Matrix(vec![vec![1.0, 2.0], vec![2.0, 4.0]]).inv().is_err());
     assert!(Matrix(vec![vec![1.0, 2.0]]).inv().is_err());
 }
+
+#[test]
+fn matrix_inverse_does_not_depend_on_scaling_and_refuses_what_it_cannot_invert() {
+    // (A reviewer helper's hunt: a pivot test against the largest entry called these singular;
+    // Newton on 1e8·x² + 1e-8·y² stopped on it.)
+    for (a, b) in [(1e10, 1e-10), (1e16, 1.0), (2e8, 2e-8)] {
+        let inv = Matrix(vec![vec![a, 0.0], vec![0.0, b]]).inv().unwrap();
+        assert_eq!(inv.0, vec![vec![1.0 / a, 0.0], vec![0.0, 1.0 / b]]);
+    }
+    let m = Matrix(vec![vec![1e12, 3e12], vec![2e-6, 1e-6]]);
+    let inv = m.inv().unwrap();
+    for i in 0..2 {
+        for j in 0..2 {
+            // (A⁻¹·A)ᵢⱼ, scale-free
+            let v: f64 = (0..2).map(|k| inv.0[i][k] * m.0[k][j]).sum();
+            assert!((v - f64::from(u8::from(i == j))).abs() < 1e-14, "{v}");
+        }
+    }
+    // Hilbert matrices: size 6 (condition ~1.5e7) inverts; size 12 (~1e16) is refused, where an
+    // inverse 2.3 away from the identity came back before.
+    let hilbert = |n: usize| {
+        Matrix(
+            (0..n)
+                .map(|i| (0..n).map(|j| 1.0 / (i + j + 1) as f64).collect())
+                .collect(),
+        )
+    };
+    assert!(hilbert(6).inv().is_ok());
+    let e = hilbert(12).inv().unwrap_err().to_string();
+    assert!(e.contains("too ill-conditioned"), "{e}");
+    // A non-finite entry is named as such, not as singularity.
+    let e = Matrix(vec![vec![1.0, f64::NAN], vec![0.0, 1.0]])
+        .inv()
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("entry (0, 1) is NaN"), "{e}");
+}

@@ -18,7 +18,14 @@
 //! * `f64`/`f32` embed as constants (`SupersetOf::from_subset`); `to_subset` returns the primal
 //!   value and drops the derivative, like [`Real::value`](crate::Real::value);
 //! * it is a real field: `imaginary()` is 0, `conjugate()` is the identity, `argument()` is 0 or
-//!   π (a constant).
+//!   π (a constant);
+//! * iterative decompositions that deflate by comparing a primal value with a tolerance
+//!   (`symmetric_eigen`, `svd`) replace an entry below it by a constant zero, dropping its
+//!   derivative: at a reducible matrix (diagonal, block diagonal) or within rounding of one,
+//!   eigenvector and singular-vector derivatives, and second derivatives of eigenvalues, are
+//!   those of the deflated program, not of the mathematical function (first derivatives of
+//!   eigenvalues are right). Differentiate such decompositions away from those matrices, or
+//!   with a closed-form rule.
 //!
 //! ```
 //! use adjoint_core::forward::{self, Dual64};
@@ -469,7 +476,9 @@ macro_rules! impl_nalgebra {
                 }
                 #[inline]
                 fn clamp(self, min: Self, max: Self) -> Self {
-                    <Self as Float>::min(<Self as Float>::max(self, min), max)
+                    // `Real::clamp`'s rule (all of the derivative to `self` at a bound, a panic
+                    // for min > max); `min(max(…))` split it between `self` and the bound
+                    <Self as $crate::Real>::clamp(self, min, max)
                 }
                 #[inline]
                 fn atan2(self, other: Self) -> Self {

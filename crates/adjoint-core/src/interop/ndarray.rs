@@ -5,11 +5,11 @@
 //! `ndarray::ScalarOperand`, so an array of active numbers can be scaled by an active number
 //! (`&a * x`, `&a + x`); `ndarray::LinalgScalar` then holds by ndarray's blanket impl, so
 //! `.dot()` (matrix–matrix, matrix–vector, vector–vector) works, and elementwise arithmetic,
-//! `mapv`, `sum`, `fold` and `mean` (through `num_traits::FromPrimitive`) work as on `f64`.
-//! Scaling by a plain `f64` (`&a * 2.0`) works without anything from this module.
+//! `mapv`, `sum`, `fold`, `mean`, `var` and `std` (through `num_traits::FromPrimitive`) work as
+//! on `f64`. Scaling by a plain `f64` (`&a * 2.0`) works without anything from this module.
 //!
-//! Not available: `ndarray::NdFloat` (ndarray allows only `f32` and `f64` there), hence the few
-//! methods that need it (`var`, `std`), and ndarray-linalg's BLAS/LAPACK routines. `.dot()` on
+//! Not available: `ndarray::NdFloat` (ndarray allows only `f32` and `f64` there), hence the
+//! methods that need it, and ndarray-linalg's BLAS/LAPACK routines. `.dot()` on
 //! active numbers runs ndarray's generic loop (not the BLAS-like `f64` kernel): one
 //! multiplication and one addition per term, each through the rule table.
 //!
