@@ -177,7 +177,9 @@
 //! A function whose last statement is `~@routine` also gets `f::gradient_pass_unchecked(args…,
 //! seed)`: `f`, `seed(args…)` (set the results' cotangents) and `f`'s inverse in one pass on
 //! [`GVar`]s, without checks. The routine `f` uncomputes at its end is exactly what its inverse
-//! recomputes first, so both are left out and the routine runs once; on arguments whose
+//! recomputes first, so both are left out and the routine runs once — when that routine writes
+//! nothing but its own ancillas (else the seed would see arguments still holding the routine's
+//! values, and the pass is `call_unchecked`, seed, `uncall_unchecked`); on arguments whose
 //! gradients are zero on entry, the results are those of `call_unchecked`, `seed`,
 //! `uncall_unchecked` (bit for bit where the inverse restores each routine's inputs exactly, as
 //! when they are only read). The pass also keeps what its callees' routines compute (NiLang's
