@@ -293,7 +293,7 @@ impl ArgminInv<Matrix> for Matrix {
                     .sum::<f64>()
             })
             .fold(0.0f64, f64::max);
-        if !(residual <= MAX_INVERSE_RESIDUAL) {
+        if residual.is_nan() || residual > MAX_INVERSE_RESIDUAL {
             return Err(invalid(format!(
                 "Matrix::inv: the matrix is too ill-conditioned to invert in f64: \
                  ‖A·A⁻¹ − I‖∞ = {residual:.1e} (after scaling rows and columns; at most \
