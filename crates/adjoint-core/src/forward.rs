@@ -93,7 +93,11 @@ impl<T: Real> Lift for Dual<T> {
         let r = rules::unary(op, self.re);
         Dual {
             re: r.value,
-            eps: tangent(r.d, self.eps),
+            eps: if smooth(op) {
+                r.d * self.eps
+            } else {
+                tangent(r.d, self.eps)
+            },
         }
     }
     #[inline(always)]
@@ -101,7 +105,11 @@ impl<T: Real> Lift for Dual<T> {
         let r = rules::binary(op, self.re, other.re);
         Dual {
             re: r.value,
-            eps: tangent(r.dx, self.eps) + tangent(r.dy, other.eps),
+            eps: if plain(op) {
+                r.dx * self.eps + r.dy * other.eps
+            } else {
+                tangent(r.dx, self.eps) + tangent(r.dy, other.eps)
+            },
         }
     }
     #[inline(always)]
@@ -109,7 +117,11 @@ impl<T: Real> Lift for Dual<T> {
         let r = rules::binary(op, self.re, c);
         Dual {
             re: r.value,
-            eps: tangent(r.dx, self.eps),
+            eps: if plain(op) {
+                r.dx * self.eps
+            } else {
+                tangent(r.dx, self.eps)
+            },
         }
     }
     #[inline(always)]
@@ -117,7 +129,11 @@ impl<T: Real> Lift for Dual<T> {
         let r = rules::binary(op, c, x.re);
         Dual {
             re: r.value,
-            eps: tangent(r.dy, x.eps),
+            eps: if plain(op) {
+                r.dy * x.eps
+            } else {
+                tangent(r.dy, x.eps)
+            },
         }
     }
     #[inline(always)]
@@ -131,21 +147,44 @@ impl<T: Real> Lift for Dual<T> {
 /// derivative 1 along y, where `∞ · 0` made it NaN (and so every direction's, through `+`).
 #[inline(always)]
 fn tangent<T: Real>(d: T, e: T) -> T {
-    if e.exact_zero() {
-        T::zero()
-    } else {
+    // (a finite partial first: one predictable test where the product alone would do)
+    if d.is_finite() || !e.exact_zero() {
         d * e
+    } else {
+        T::zero()
     }
 }
 
 /// [`tangent`] for one lane of a [`DualVec`].
 #[inline(always)]
 fn tangent_lane(d: f64, e: f64) -> f64 {
-    if e == 0.0 {
-        0.0
-    } else {
+    if d.is_finite() || e != 0.0 {
         d * e
+    } else {
+        0.0
     }
+}
+
+/// Unary primitives whose partial is finite wherever their value is (so a zero tangent gives
+/// 0 without a test): not `sqrt`, `cbrt`, `asin`, `acos`, `acosh` at their edges, nor those
+/// that are infinite at a point (`ln`, `recip`, `atanh`, `powi`, `lgamma`, …). `op` is a
+/// constant where `lift1` is inlined.
+#[inline(always)]
+fn smooth(op: Op1) -> bool {
+    use Op1::*;
+    matches!(
+        op,
+        Neg | Exp | Exp2 | ExpM1 | Sin | Cos | Tanh | Atan | Sinh | Cosh | Asinh | Abs | Erf
+    )
+}
+
+/// `+ − × ÷`: partials that are operand values (or 1/y, x/y²), non-finite only where the
+/// value is, so their tangents need no test (a test per operation kept LLVM from pairing a
+/// `Dual`'s two lanes: forward mode ran 2–3× slower). `op` is a constant where `lift2` is
+/// inlined, so the choice costs nothing.
+#[inline(always)]
+fn plain(op: Op2) -> bool {
+    matches!(op, Op2::Add | Op2::Sub | Op2::Mul | Op2::Div)
 }
 
 crate::impl_real!([T: Real] Dual<T>);
@@ -212,7 +251,13 @@ impl<const N: usize> Lift for DualVec<N> {
         let r = rules::unary(op, self.re);
         DualVec {
             re: r.value,
-            eps: self.eps.map(|e| tangent_lane(r.d, e)),
+            eps: self.eps.map(|e| {
+                if smooth(op) {
+                    r.d * e
+                } else {
+                    tangent_lane(r.d, e)
+                }
+            }),
         }
     }
     #[inline(always)]
@@ -220,7 +265,11 @@ impl<const N: usize> Lift for DualVec<N> {
         let r = rules::binary(op, self.re, other.re);
         let mut eps = [0.0; N];
         for (i, e) in eps.iter_mut().enumerate() {
-            *e = tangent_lane(r.dx, self.eps[i]) + tangent_lane(r.dy, other.eps[i]);
+            *e = if plain(op) {
+                r.dx * self.eps[i] + r.dy * other.eps[i]
+            } else {
+                tangent_lane(r.dx, self.eps[i]) + tangent_lane(r.dy, other.eps[i])
+            };
         }
         DualVec { re: r.value, eps }
     }
@@ -229,7 +278,13 @@ impl<const N: usize> Lift for DualVec<N> {
         let r = rules::binary(op, self.re, c);
         DualVec {
             re: r.value,
-            eps: self.eps.map(|e| tangent_lane(r.dx, e)),
+            eps: self.eps.map(|e| {
+                if plain(op) {
+                    r.dx * e
+                } else {
+                    tangent_lane(r.dx, e)
+                }
+            }),
         }
     }
     #[inline(always)]
@@ -237,7 +292,13 @@ impl<const N: usize> Lift for DualVec<N> {
         let r = rules::binary(op, c, x.re);
         DualVec {
             re: r.value,
-            eps: x.eps.map(|e| tangent_lane(r.dy, e)),
+            eps: x.eps.map(|e| {
+                if plain(op) {
+                    r.dy * e
+                } else {
+                    tangent_lane(r.dy, e)
+                }
+            }),
         }
     }
     #[inline(always)]
