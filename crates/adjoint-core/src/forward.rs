@@ -155,14 +155,12 @@ fn tangent<T: Real>(d: T, e: T) -> T {
     }
 }
 
-/// [`tangent`] for one lane of a [`DualVec`].
-#[inline(always)]
-fn tangent_lane(d: f64, e: f64) -> f64 {
-    if d.is_finite() || e != 0.0 {
-        d * e
-    } else {
-        0.0
-    }
+/// A non-finite partial `d` times a [`DualVec`]'s lanes, [`tangent`] per lane; out of line, so
+/// that the common path stays small enough to inline.
+#[cold]
+#[inline(never)]
+fn lanes_through_infinity<const N: usize>(d: f64, eps: &[f64; N]) -> [f64; N] {
+    eps.map(|e| if e == 0.0 { 0.0 } else { d * e })
 }
 
 /// Unary primitives whose partial is finite wherever their value is (so a zero tangent gives
@@ -172,10 +170,14 @@ fn tangent_lane(d: f64, e: f64) -> f64 {
 #[inline(always)]
 fn smooth(op: Op1) -> bool {
     use Op1::*;
-    matches!(
-        op,
-        Neg | Exp | Exp2 | ExpM1 | Sin | Cos | Tanh | Atan | Sinh | Cosh | Asinh | Abs | Erf
-    )
+    match op {
+        Neg | Exp | Exp2 | ExpM1 | Sin | Cos | Tanh | Atan | Sinh | Cosh | Asinh | Abs | Erf => {
+            true
+        }
+        // n·xⁿ⁻¹: finite for n ≥ 1
+        Powi(n) => n >= 1,
+        _ => false,
+    }
 }
 
 /// `+ − × ÷`: partials that are operand values (or 1/y, x/y²), non-finite only where the
@@ -251,13 +253,12 @@ impl<const N: usize> Lift for DualVec<N> {
         let r = rules::unary(op, self.re);
         DualVec {
             re: r.value,
-            eps: self.eps.map(|e| {
-                if smooth(op) {
-                    r.d * e
-                } else {
-                    tangent_lane(r.d, e)
-                }
-            }),
+            // (one test per operation, not per lane: the lanes' loop stays vectorisable)
+            eps: if smooth(op) || r.d.is_finite() {
+                self.eps.map(|e| r.d * e)
+            } else {
+                lanes_through_infinity(r.d, &self.eps)
+            },
         }
     }
     #[inline(always)]
@@ -265,11 +266,16 @@ impl<const N: usize> Lift for DualVec<N> {
         let r = rules::binary(op, self.re, other.re);
         let mut eps = [0.0; N];
         for (i, e) in eps.iter_mut().enumerate() {
-            *e = if plain(op) {
-                r.dx * self.eps[i] + r.dy * other.eps[i]
-            } else {
-                tangent_lane(r.dx, self.eps[i]) + tangent_lane(r.dy, other.eps[i])
-            };
+            *e = r.dx * self.eps[i] + r.dy * other.eps[i];
+        }
+        if !(plain(op) || (r.dx.is_finite() && r.dy.is_finite())) {
+            let (a, b) = (
+                lanes_through_infinity(r.dx, &self.eps),
+                lanes_through_infinity(r.dy, &other.eps),
+            );
+            for (i, e) in eps.iter_mut().enumerate() {
+                *e = a[i] + b[i];
+            }
         }
         DualVec { re: r.value, eps }
     }
@@ -278,13 +284,11 @@ impl<const N: usize> Lift for DualVec<N> {
         let r = rules::binary(op, self.re, c);
         DualVec {
             re: r.value,
-            eps: self.eps.map(|e| {
-                if plain(op) {
-                    r.dx * e
-                } else {
-                    tangent_lane(r.dx, e)
-                }
-            }),
+            eps: if plain(op) || r.dx.is_finite() {
+                self.eps.map(|e| r.dx * e)
+            } else {
+                lanes_through_infinity(r.dx, &self.eps)
+            },
         }
     }
     #[inline(always)]
@@ -292,13 +296,11 @@ impl<const N: usize> Lift for DualVec<N> {
         let r = rules::binary(op, c, x.re);
         DualVec {
             re: r.value,
-            eps: x.eps.map(|e| {
-                if plain(op) {
-                    r.dy * e
-                } else {
-                    tangent_lane(r.dy, e)
-                }
-            }),
+            eps: if plain(op) || r.dy.is_finite() {
+                x.eps.map(|e| r.dy * e)
+            } else {
+                lanes_through_infinity(r.dy, &x.eps)
+            },
         }
     }
     #[inline(always)]
