@@ -316,6 +316,10 @@ fn guards(ar: &mut Arena, primal: &[Id], links: &[(Id, Id)]) -> HashMap<Id, Opti
         g.insert(r, None);
     }
     let top = primal.iter().copied().max().map_or(0, |m| m as usize + 1);
+    let mut linked: HashMap<Id, Vec<Id>> = HashMap::new();
+    for &(p, o) in links {
+        linked.entry(p).or_default().push(o);
+    }
     let and = |ar: &mut Arena, x: Option<Id>, y: Id| -> Option<Id> {
         match x {
             None => Some(y),
@@ -348,7 +352,7 @@ fn guards(ar: &mut Arena, primal: &[Id], links: &[(Id, Id)]) -> HashMap<Id, Opti
                 give(ar, &mut g, o, gi);
             }
         }
-        for &(_, o) in links.iter().filter(|&&(p, _)| p == i) {
+        for &o in linked.get(&i).into_iter().flatten() {
             give(ar, &mut g, o, gi);
         }
     }
@@ -570,6 +574,13 @@ impl Kernel {
                 if indeg[u as usize] == 0 {
                     heap.push(std::cmp::Reverse(u));
                 }
+            }
+        }
+        // The reads whose dropped guard each node is (checked right after it is computed).
+        let mut checks_at: HashMap<Id, Vec<usize>> = HashMap::new();
+        for (r, g) in dropped.iter().enumerate() {
+            if let Some(g) = g {
+                checks_at.entry(*g).or_default().push(r);
             }
         }
         let mut pos: Vec<u32> = vec![0; n];
@@ -905,7 +916,7 @@ impl Kernel {
             loc[i] = Some(src);
             // The bounds of each read whose dropped guard this is, for the elements that need
             // the read (an `Offset` with the guard, which reports them).
-            for r in (0..n).filter(|&r| dropped[r] == Some(id)) {
+            for &r in checks_at.get(&id).into_iter().flatten() {
                 if let Node::Read(key, ix) = &ar.nodes[r] {
                     offset_info(
                         &ar,
