@@ -280,8 +280,16 @@ impl Arena {
             }
             Node::Bin(op, a, b) => match (c(self, *a), c(self, *b)) {
                 (Some(x), Some(y)) => return self.konst(op.eval(x, y)),
-                (_, Some(y)) if y == 0.0 && matches!(op, Op2::Add | Op2::Sub) => return *a,
-                (Some(x), _) if x == 0.0 && *op == Op2::Add => return *b,
+                // `x + (−0)`, `x − (+0)` and `(−0) + x` are `x` for every `x`; `x + (+0)` is not
+                // (−0 + +0 = +0), so the sign of the zero decides.
+                (_, Some(y))
+                    if y == 0.0
+                        && ((*op == Op2::Add && y.is_sign_negative())
+                            || (*op == Op2::Sub && y.is_sign_positive())) =>
+                {
+                    return *a
+                }
+                (Some(x), _) if x == 0.0 && x.is_sign_negative() && *op == Op2::Add => return *b,
                 (_, Some(y)) if y == 1.0 && matches!(op, Op2::Mul | Op2::Div) => return *a,
                 (Some(x), _) if x == 1.0 && *op == Op2::Mul => return *b,
                 _ => {}

@@ -897,3 +897,52 @@ fn max_and_min_with_a_constant_operand_are_the_interpreters_bit_for_bit() {
         }
     }
 }
+
+#[test]
+fn adding_a_signed_zero_constant_keeps_ieee_signs() {
+    // `x + 0.0` is not `x` at x = −0 (−0 + +0 = +0), so the expression builder may fold only
+    // `x + (−0.0)`, `x − 0.0` and `(−0.0) + x`. The signs show through `1/…` (±∞), compiled and
+    // interpreted, against plain Rust bit for bit.
+    let n = 4099;
+    let mut x = data(n, 11);
+    x[0] = -0.0;
+    x[1] = 0.0;
+    x[n - 1] = -0.0;
+    let forms = |v: f64| {
+        [
+            1.0 / (v + 0.0),
+            1.0 / (0.0 + v),
+            1.0 / (v - (-0.0)),
+            1.0 / (v + (-0.0)),
+            1.0 / ((-0.0) + v),
+            1.0 / (v - 0.0),
+        ]
+    };
+    let mk = |jit: bool| {
+        let b = Builder::new();
+        b.set_jit(jit);
+        let a = b.input(&[n]);
+        let y = b.generate_n(&[n], 6, |i| {
+            let v = a.at(&[i[0]]);
+            let one = lit(1.0);
+            vec![
+                one / (v + 0.0),
+                one / (lit(0.0) + v),
+                one / (v - (-0.0)),
+                one / (v + (-0.0)),
+                one / (lit(-0.0) + v),
+                one / (v - 0.0),
+            ]
+        });
+        b.build(&[&y]).expect("build")
+    };
+    for jit in [true, false] {
+        let out = mk(jit).run(&[&x]).unwrap();
+        for (e, &v) in x.iter().enumerate() {
+            for (w, want) in forms(v).iter().enumerate() {
+                let got = out[0].data()[6 * e + w];
+                assert_eq!(got.to_bits(), want.to_bits(), "jit {jit}, x[{e}] = {v}, form {w}: {got} vs {want}");
+            }
+        }
+    }
+}
