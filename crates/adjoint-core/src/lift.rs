@@ -144,13 +144,10 @@ macro_rules! impl_real {
 
         impl<$($gen)*> ::core::ops::Rem for $ty {
             type Output = Self;
-            /// `x % y = x − trunc(x / y)·y`, with the quotient's integer part a constant.
+            /// `x % y`, IEEE `fmod` as on `f64` (the rule table's `Op2::Rem`).
             #[inline]
             fn rem(self, rhs: Self) -> Self {
-                let q = <Self as $crate::lift::Lift>::constant($crate::Real::trunc(
-                    $crate::lift::Lift::primal(&self) / $crate::lift::Lift::primal(&rhs),
-                ));
-                self - q * rhs
+                $crate::lift::Lift::lift2(self, rhs, $crate::rules::Op2::Rem)
             }
         }
 
@@ -158,7 +155,11 @@ macro_rules! impl_real {
             type Output = Self;
             #[inline]
             fn rem(self, rhs: f64) -> Self {
-                self % <Self as From<f64>>::from(rhs)
+                $crate::lift::Lift::lift2_const_right(
+                    self,
+                    <<Self as $crate::lift::Lift>::Inner as ::core::convert::From<f64>>::from(rhs),
+                    $crate::rules::Op2::Rem,
+                )
             }
         }
 
@@ -238,7 +239,8 @@ macro_rules! impl_real {
             fn sum<I: Iterator<Item = Self>>(iter: I) -> Self {
                 let mut it = iter;
                 match it.next() {
-                    None => <Self as From<f64>>::from(0.0),
+                    // (−0.0, as `f64`'s empty sum: `1.0 / empty.sum()` is −∞ on either)
+                    None => <Self as From<f64>>::from(-0.0),
                     Some(first) => it.fold(first, |a, b| a + b),
                 }
             }
@@ -516,10 +518,25 @@ macro_rules! __impl_real_methods {
         pub fn fract(self) -> Self {
             self - self.trunc()
         }
-        /// `self · a + b` (unfused).
+        /// `self · a + b` with one rounding, as `f64::mul_add`: the derivative is that of
+        /// `self · a + b`, the value the fused one. Where the two roundings of the unfused form
+        /// give another value (cancellation: `x.mul_add(x, -x * x)` is the product's rounding
+        /// error, the unfused form 0), the result is `v − (w − e)` with `e` the unfused
+        /// expression, `w` its value and `v` the fused value as constants: `w − e` is +0 in
+        /// value, so the value is `v` bit for bit and the derivative `e`'s.
         #[inline]
         pub fn mul_add<A: Into<Self>, B: Into<Self>>(self, a: A, b: B) -> Self {
-            self * a.into() + b.into()
+            use $crate::lift::Lift;
+            let (a, b) = (a.into(), b.into());
+            let e = self * a + b;
+            let v = $crate::Real::mul_add(self.primal(), a.primal(), b.primal());
+            let w = e.primal();
+            let (vv, wv) = ($crate::Real::value(&v), $crate::Real::value(&w));
+            if vv.to_bits() == wv.to_bits() || (vv.is_nan() && wv.is_nan()) {
+                e
+            } else {
+                <Self as Lift>::constant(v) - (<Self as Lift>::constant(w) - e)
+            }
         }
         /// `xⁿ` for an integer `n`.
         #[inline]

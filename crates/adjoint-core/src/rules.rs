@@ -121,6 +121,9 @@ pub enum Op2 {
     Max,
     /// `√(x² + y²)`
     Hypot,
+    /// `x % y`: IEEE `fmod`, `x − q·y` with `q` the integer quotient truncated toward 0
+    /// (Rust's `%` on floats)
+    Rem,
 }
 
 impl Op1 {
@@ -204,6 +207,7 @@ impl Op2 {
         Op2::Min,
         Op2::Max,
         Op2::Hypot,
+        Op2::Rem,
     ];
 
     /// Evaluate the primitive on plain `f64`s (no derivatives).
@@ -408,8 +412,13 @@ pub fn binary<T: Real>(op: Op2, x: T, y: T) -> Rule2<T> {
             let v = x.powf(y);
             let pm1 = x.powf(y - 1.0);
             let pm2 = x.powf(y - 2.0);
-            let dx = y * pm1;
-            let dxx = y * (y - 1.0) * pm2;
+            // Where `x ≤ 0` the table gives `x^y` no derivative in `y` (below), so the `x`
+            // partials take `y` as a constant too: a second-order engine differentiates `dx`
+            // itself, and with an active `y` there it read ∂²/∂x∂y = x^(y−1) (4 at (−2, 3))
+            // against the table's `dxy = 0`, a Hessian that depended on the order.
+            let yk = if x <= zero { T::cst(y.value()) } else { y };
+            let dx = yk * pm1;
+            let dxx = yk * (yk - 1.0) * pm2;
             if x == zero {
                 // `y · 0^(y−1)` is `0 · ∞` at `y = 0`, and `y (y − 1) · 0^(y−2)` at `y = 0` and
                 // `y = 1`: there `x^y` is constant or linear, and the partial is 0.
@@ -466,6 +475,21 @@ pub fn binary<T: Real>(op: Op2, x: T, y: T) -> Rule2<T> {
             };
             let v = if op == Op2::Max { x.max(y) } else { x.min(y) };
             rule(v, dx, dy, zero, zero, zero)
+        }
+        Op2::Rem => {
+            // `r = x − q·y` exactly (fmod rounds nothing), with `q` an integer constant on each
+            // piece: ∂/∂x = 1, ∂/∂y = −q, no second partials; at a jump (`r` = 0) the piece
+            // that `%` took. (`x − trunc(x/y)·y` rounds the quotient: `1 % 0.1` is 0.0999…
+            // with q = 9, where `trunc(1/0.1)` is 10.) `q` beyond f64's range is ±f64::MAX,
+            // so the partial stays finite, and 0 where `y` is infinite (`x % ∞ = x`).
+            let v = x % y;
+            let (xv, vv, yv) = (x.value(), v.value(), y.value());
+            let q = if yv.is_infinite() {
+                0.0
+            } else {
+                ((xv - vv) / yv).round().clamp(-f64::MAX, f64::MAX)
+            };
+            rule(v, one, T::cst(-q), zero, zero, zero)
         }
         Op2::Hypot => {
             let h = x.hypot(y);

@@ -140,6 +140,15 @@ fn binary_partials_match_finite_differences() {
             if matches!(op, Op2::Min | Op2::Max) {
                 h = h.min(0.1 * (x - y).abs());
             }
+            if op == Op2::Rem {
+                // Within the piece: `r` moves by h in x and by −q·h in y, and jumps at 0
+                // and at ±y.
+                let room = r.value.abs().min(y.abs() - r.value.abs());
+                if room < 1e-3 * y.abs() {
+                    continue; // at a jump (x a multiple of y, to rounding)
+                }
+                h = h.min(0.1 * room / (1.0 + r.dy.abs()));
+            }
             let fx = |t: f64| binary(op, t, y);
             let fy = |t: f64| binary(op, x, t);
             let checks = [
@@ -349,4 +358,110 @@ fn powf_of_a_negative_base_with_a_constant_exponent() {
         (r.value, r.dx, r.dy, r.dxx, r.dxy, r.dyy),
         (-8.0, 12.0, 0.0, -12.0, 0.0, 0.0)
     );
+}
+
+#[test]
+fn powf_mixed_second_derivative_is_the_tables_in_either_order() {
+    // Where x ≤ 0 the table gives x^y no derivative in y (dxy = 0). A second-order engine
+    // differentiates the first partial, so `dx` must not move with y there either: nested
+    // duals seeded x-outer/y-inner and y-outer/x-inner gave 4 and 0 at (−2, 3), 1 and 0 at
+    // (0, 1). The reference is the rule table's `dxy`; x > 0 keeps the analytic
+    // x^(y−1)(1 + y ln x).
+    use adjoint_core::forward::Dual;
+    let d = |re: f64, eps: f64| Dual { re, eps };
+    let mixed = |x: f64, y: f64| {
+        let xo = Dual {
+            re: d(x, 0.0),
+            eps: d(1.0, 0.0),
+        };
+        let yi = Dual {
+            re: d(y, 1.0),
+            eps: d(0.0, 0.0),
+        };
+        let xi = Dual {
+            re: d(x, 1.0),
+            eps: d(0.0, 0.0),
+        };
+        let yo = Dual {
+            re: d(y, 0.0),
+            eps: d(1.0, 0.0),
+        };
+        (xo.powf(yi).eps.eps, xi.powf(yo).eps.eps)
+    };
+    for (x, y) in [
+        (-2.0, 3.0),
+        (-1.5, 2.0),
+        (0.0, 1.0),
+        (0.0, 2.0),
+        (0.0, 3.5),
+        (2.0, 3.0),
+        (0.7, 1.3),
+    ] {
+        let r = binary(Op2::Powf, x, y);
+        let (a, b) = mixed(x, y);
+        assert!(
+            (a - b).abs() <= 1e-15 * a.abs().max(1.0),
+            "({x}, {y}): orders differ: {a} {b}"
+        );
+        assert!(
+            (a - r.dxy).abs() <= 1e-14 * r.dxy.abs().max(1.0),
+            "({x}, {y}): {a} vs {}",
+            r.dxy
+        );
+        if x > 0.0 {
+            let want = x.powf(y - 1.0) * (1.0 + y * x.ln());
+            assert!(
+                (a - want).abs() <= 1e-14 * want.abs(),
+                "({x}, {y}): {a} vs {want}"
+            );
+        } else {
+            assert_eq!(a, 0.0, "({x}, {y})");
+        }
+    }
+}
+
+#[test]
+fn remainder_on_duals_is_fmod() {
+    // `%` keeps f64's value (IEEE fmod) and takes the integer it removed as the derivative.
+    use adjoint_core::forward::gradient;
+    for (x, y, q) in [
+        (1.0, 0.1, 9.0),
+        (-1.0, 0.1, -9.0),
+        (5.5, -2.0, -2.0),
+        (-0.0, 1.0, 0.0),
+    ] {
+        let v = adjoint_core::forward::Dual { re: x, eps: 0.0 }
+            % adjoint_core::forward::Dual { re: y, eps: 0.0 };
+        assert_eq!(v.re.to_bits(), (x % y).to_bits(), "{x} % {y}");
+        let g = gradient(|v| v[0] % v[1], &[x, y]);
+        assert_eq!(g, vec![1.0, if q == 0.0 { 0.0 } else { -q }], "{x} % {y}");
+    }
+}
+
+#[test]
+fn mul_add_on_duals_rounds_once() {
+    // The value is f64's fused `mul_add` (one rounding) and the derivative (a, x, 1), also
+    // where the unfused form rounds to another value: x·x − fl(x·x) is the product's rounding
+    // error (2⁻⁶⁰ here), which the unfused form makes 0.
+    use adjoint_core::forward::{gradient, hessian, Dual};
+    let x = 1.0 + 2f64.powi(-30);
+    let y = x * x;
+    for (p, a, b) in [
+        (x, x, -y),
+        (-1.7, 0.2, 1.0),
+        (3.0, 0.5, 0.25),
+        (0.1, 0.2, -0.02),
+    ] {
+        let d =
+            Dual { re: p, eps: 1.0 }.mul_add(Dual { re: a, eps: 0.0 }, Dual { re: b, eps: 0.0 });
+        assert_eq!(d.re.to_bits(), p.mul_add(a, b).to_bits(), "{p}·{a} + {b}");
+        let g = gradient(|v| v[0].mul_add(v[1], v[2]), &[p, a, b]);
+        assert_eq!(g, vec![a, p, 1.0], "{p}·{a} + {b}");
+        let h = hessian(|v| v[0].mul_add(v[1], v[2]), &[p, a, b]);
+        assert_eq!(
+            h,
+            vec![vec![0.0, 1.0, 0.0], vec![1.0, 0.0, 0.0], vec![0.0; 3]]
+        );
+    }
+    assert_eq!(x.mul_add(x, -y), 2f64.powi(-60));
 }

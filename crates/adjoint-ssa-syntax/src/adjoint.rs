@@ -314,6 +314,13 @@ pub fn reads(f: &Func, p: &Plan, inst: &Inst) -> Vec<Val> {
 /// Analyse `f`, add recorded-partial values to its instructions, and decide what to record.
 /// Fails (with a spanned error) for calls the generated code cannot express.
 pub fn prepare(f: &mut Func) -> syn::Result<Plan> {
+    if !f.blocks.iter().any(|b| matches!(b.term, Term::Return(_))) {
+        return Err(syn::Error::new(
+            f.name.span(),
+            "this function never returns (every path loops forever or panics): there is no \
+             value to differentiate; give it a path that returns",
+        ));
+    }
     let (mut varied, mut slice_active) = varied(f);
     let mut useful = useful(f, &varied, &slice_active);
     let _ = &mut slice_active;

@@ -1035,6 +1035,7 @@ impl<'a> Gen<'a> {
                 partials,
             } => {
                 let d = self.v(*dst);
+                let rule = rule.path(self.rt);
                 if self.p.varied[*dst] {
                     let a: Vec<TokenStream> = args.iter().map(|v| self.tv(*v)).collect();
                     let mut sets = quote!();

@@ -119,6 +119,30 @@ pub struct Const {
     pub value: ConstVal,
 }
 
+/// The function of an [`Inst::Rule`]: `rule(args) -> (value, [partials; N])`, generic over the
+/// number type.
+#[derive(Clone, Debug)]
+pub enum RuleFn {
+    /// A user rule, by its path as written in the attribute.
+    User(syn::Path),
+    /// A rule of the runtime (`<runtime>::__private::builtin::NAME`), for methods with no
+    /// primitive of their own in the rule table (`mul_add`, one rounding).
+    Builtin(&'static str),
+}
+
+impl RuleFn {
+    /// The function's path in generated code; `rt` is the runtime crate's.
+    pub fn path(&self, rt: &TokenStream) -> TokenStream {
+        match self {
+            RuleFn::User(p) => quote::quote!(#p),
+            RuleFn::Builtin(name) => {
+                let id = syn::Ident::new(name, proc_macro2::Span::call_site());
+                quote::quote!(#rt::__private::builtin::#id)
+            }
+        }
+    }
+}
+
 /// A constant's value.
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[allow(missing_docs)]
@@ -392,8 +416,8 @@ pub enum Inst {
     Rule {
         /// result (f64)
         dst: Val,
-        /// the rule function's path
-        rule: syn::Path,
+        /// the rule function
+        rule: RuleFn,
         /// scalar float arguments
         args: Vec<Val>,
         /// recorded partials (set by the adjoint pass)
@@ -955,7 +979,7 @@ impl Func {
                     .flatten()
                     .map(|p| format!(", ∂{}", n(*p)))
                     .collect::<String>(),
-                quote::quote!(#rule),
+                rule.path(&quote::quote!(rt)),
                 args.iter().map(|a| n(*a)).collect::<Vec<_>>().join(", ")
             ),
         }

@@ -1111,6 +1111,22 @@ impl Lower<'_> {
         if args.len() < need {
             return err(mac, format!("expected {need} argument(s)"));
         }
+        if debug && !args[..need].iter().all(|a| cannot_panic_or_write(a)) {
+            // `debug_assert!(c)` is `if cfg!(debug_assertions) { assert!(c) }`: without debug
+            // assertions Rust does not evaluate `c`, which here may write a variable or panic
+            // (an index, a call, an integer division), so neither may the generated code. (A
+            // condition that can do neither is evaluated as it stands and only its panic is
+            // behind `cfg!`: a branch costs a tag per run in a loop.)
+            let name = mac.path.get_ident().expect("an identifier").to_string();
+            let base = name.strip_prefix("debug_").expect("a debug_ form");
+            let mut inner = mac.clone();
+            inner.path = syn::Ident::new(base, mac.path.span()).into();
+            let e: syn::ExprIf = syn::parse_quote_spanned! {mac.path.span()=>
+                if cfg!(debug_assertions) { #inner; }
+            };
+            self.lower_if(&e, None)?;
+            return Ok(Ev::Unit);
+        }
         let text = |e: &Expr| e.to_token_stream().to_string();
         let given = match args.get(need) {
             Some(Expr::Lit(syn::ExprLit {
@@ -2063,6 +2079,12 @@ impl Lower<'_> {
                  function",
             ),
             Expr::Macro(m) if assert_kind(&m.mac).is_some() => self.assert(&m.mac),
+            Expr::Macro(m) if is_cfg_debug_assertions(&m.mac) => {
+                // Whether the *user's* crate is built with debug assertions: decided where the
+                // generated code is compiled (the interpreter takes it as on).
+                let tokens = m.mac.to_token_stream();
+                Ok(Ev::V(self.konst(Ty::Bool, tokens, ConstVal::B(true))))
+            }
             Expr::Macro(m) if m.mac.path.is_ident("vec") => err(
                 &m.mac,
                 "`vec!` is not supported: a local array's length is fixed at compile time \
@@ -2795,8 +2817,16 @@ impl Lower<'_> {
                         nargs(2)?;
                         let a = self.scalar(args[0], Some(Ty::F64))?;
                         let b = self.scalar(args[1], Some(Ty::F64))?;
-                        let p = self.bin(Op2::Mul, recv, a);
-                        Ok(Ev::V(self.bin(Op2::Add, p, b)))
+                        // One rounding, as `f64::mul_add` (a product and a sum would round
+                        // twice): the runtime's rule, value `x.mul_add(a, b)`, partials (a, x, 1).
+                        let dst = self.val(Ty::F64);
+                        self.emit(Inst::Rule {
+                            dst,
+                            rule: RuleFn::Builtin("mul_add"),
+                            args: vec![recv, a, b],
+                            partials: vec![None; 3],
+                        });
+                        Ok(Ev::V(dst))
                     }
                     "log" => {
                         nargs(1)?;
@@ -2809,6 +2839,13 @@ impl Lower<'_> {
                         nargs(2)?;
                         let lo = self.scalar(args[0], Some(Ty::F64))?;
                         let hi = self.scalar(args[1], Some(Ty::F64))?;
+                        // `f64::clamp` panics unless `lo <= hi` (a NaN bound included)
+                        let ok = self.cmp(CmpOp::Le, lo, hi);
+                        self.emit(Inst::Assert {
+                            cond: ok,
+                            msg: "min > max, or either was NaN".into(),
+                            debug: false,
+                        });
                         // `f64::clamp` keeps a NaN receiver (max/min would drop it): lowered
                         // as `if x < lo { lo } else if x > hi { hi } else { x }`.
                         let n = self.env.len();
@@ -2965,7 +3002,7 @@ impl Lower<'_> {
             let partials = vec![None; args.len()];
             self.emit(Inst::Rule {
                 dst,
-                rule,
+                rule: RuleFn::User(rule),
                 args,
                 partials,
             });
@@ -3283,7 +3320,9 @@ impl Lower<'_> {
                     _ => return err(&ix.expr, "only slices and arrays can be indexed"),
                 };
                 if !self.f.slices[base.slice].mutable() {
-                    return err(&ix.expr, "this slice is not mutable");
+                    return err(&ix.expr, "this slice is not mutable: only `&mut [f64]` parameters and local arrays (`let mut a = \
+                     [0.0; N];`) can be written; for a changed copy of an array parameter or \
+                     field, fill a local array from it");
                 }
                 // The right side first, then the index (Rust's order: `v[i] = { i += 1; … }`
                 // stores at the new `i`)
@@ -3811,7 +3850,9 @@ impl Lower<'_> {
                             Ev::S(s) => {
                                 let mutable = name == "iter_mut";
                                 if mutable && !self.f.slices[s.slice].mutable() {
-                                    return err(&m.receiver, "this slice is not mutable");
+                                    return err(&m.receiver, "this slice is not mutable: only `&mut [f64]` parameters and local arrays (`let mut a = \
+                     [0.0; N];`) can be written; for a changed copy of an array parameter or \
+                     field, fill a local array from it");
                                 }
                                 Ok(It::Slice(s, mutable))
                             }
@@ -3845,7 +3886,11 @@ impl Lower<'_> {
     fn usize_arg(&mut self, e: &Expr) -> Result<Val> {
         let v = self.scalar(e, Some(Ty::Int(Some(IntTy::Usize))))?;
         if self.ty(v) != Ty::Int(Some(IntTy::Usize)) {
-            return err(e, "expected a `usize`");
+            return err(
+                e,
+                "expected a `usize`: give an integer variable its type where it is declared \
+                 (`let n: usize = 1;`); the macro does not infer it from later uses",
+            );
         }
         Ok(v)
     }
@@ -4427,6 +4472,51 @@ fn pat_name(p: &Pat) -> Option<String> {
 
 /// `assert!`-like macros: `(Some(true))` for `assert_eq!`, `Some(false)` for `assert_ne!`,
 /// `None` for `assert!`; and whether it is a `debug_` form.
+/// Whether evaluating `e` can neither panic nor write a variable, as far as its syntax shows:
+/// literals, names, fields, comparisons and arithmetic other than `/` and `%` (an integer
+/// division by zero panics), negation, and method calls other than `clamp` on such operands.
+fn cannot_panic_or_write(e: &Expr) -> bool {
+    match e {
+        Expr::Lit(_) | Expr::Path(_) => true,
+        Expr::Paren(p) => cannot_panic_or_write(&p.expr),
+        Expr::Group(g) => cannot_panic_or_write(&g.expr),
+        Expr::Field(f) => cannot_panic_or_write(&f.base),
+        Expr::Unary(u) => cannot_panic_or_write(&u.expr),
+        Expr::Binary(b) => {
+            use BinOp::*;
+            matches!(
+                b.op,
+                Add(_)
+                    | Sub(_)
+                    | Mul(_)
+                    | And(_)
+                    | Or(_)
+                    | BitXor(_)
+                    | BitAnd(_)
+                    | BitOr(_)
+                    | Eq(_)
+                    | Lt(_)
+                    | Le(_)
+                    | Ne(_)
+                    | Ge(_)
+                    | Gt(_)
+            ) && cannot_panic_or_write(&b.left)
+                && cannot_panic_or_write(&b.right)
+        }
+        Expr::MethodCall(m) => {
+            m.method != "clamp"
+                && cannot_panic_or_write(&m.receiver)
+                && m.args.iter().all(cannot_panic_or_write)
+        }
+        _ => false,
+    }
+}
+
+/// `cfg!(debug_assertions)`.
+fn is_cfg_debug_assertions(mac: &syn::Macro) -> bool {
+    mac.path.is_ident("cfg") && mac.tokens.to_string() == "debug_assertions"
+}
+
 fn assert_kind(mac: &syn::Macro) -> Option<(Option<bool>, bool)> {
     let name = mac.path.get_ident()?.to_string();
     let (debug, base) = match name.strip_prefix("debug_") {
@@ -4457,6 +4547,11 @@ fn is_iterator(e: &Expr) -> bool {
                 | "zip"
                 | "rev"
                 | "step_by"
+                | "skip"
+                | "take"
+                | "windows"
+                | "chunks"
+                | "chunks_exact"
                 | "map"
         ),
         _ => false,
@@ -4541,7 +4636,8 @@ fn reduction_loop(m: &syn::ExprMethodCall, name: &str, hint: Option<Ty>) -> Resu
             &m.receiver,
             format!(
                 "`.{name}()` is supported on the iterators a `for` loop takes (`x.iter()`, \
-                 `(a..b)`, `.enumerate()`, `.zip()`, `.rev()`, `.step_by()`), then an optional \
+                 `(a..b)`, `.enumerate()`, `.zip()`, `.rev()`, `.step_by()`, `.skip()`, \
+                 `.take()`, `.windows()`, `.chunks()`), then an optional \
                  `.map(|v| …)`"
             ),
         );
@@ -4584,7 +4680,8 @@ fn reduction_loop(m: &syn::ExprMethodCall, name: &str, hint: Option<Ty>) -> Resu
         }
         _ => {
             let (zero, op) = match (name, int) {
-                ("sum", false) => (quote!(0.0), quote!(+=)),
+                // `f64`'s `Sum` starts from −0.0 (an empty or all-−0 sum is −0)
+                ("sum", false) => (quote!(-0.0), quote!(+=)),
                 ("sum", true) => (quote!(0), quote!(+=)),
                 (_, false) => (quote!(1.0), quote!(*=)),
                 (_, true) => (quote!(1), quote!(*=)),

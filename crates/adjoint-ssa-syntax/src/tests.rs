@@ -1145,3 +1145,43 @@ fn references_to_local_arrays_are_not_reassigned() {
         ),
     ]);
 }
+
+#[test]
+fn debug_assert_conditions_that_can_panic_or_write_are_behind_cfg() {
+    // Rust evaluates a `debug_assert!`'s condition only with debug assertions on: one that can
+    // panic (an index) or write is lowered as `if cfg!(debug_assertions) { assert!(…) }`; one
+    // that can do neither is evaluated as it stands (its panic is behind `cfg!`), no branch.
+    let branches = |src: &str| {
+        let (f, _) = lower_str(src, "").unwrap_or_else(|e| panic!("{e}"));
+        let cfg = f.blocks.iter().flat_map(|b| &b.insts).any(|i| {
+            matches!(i, crate::ir::Inst::Const { c, .. } if c.tokens.to_string().contains("debug_assertions"))
+        });
+        let n = f
+            .blocks
+            .iter()
+            .filter(|b| matches!(b.term, crate::ir::Term::Branch(..)))
+            .count();
+        (cfg, n)
+    };
+    let indexed = "fn f(x: &[f64], i: usize) -> f64 { debug_assert!(x[i] > 0.0); x[0] }";
+    assert_eq!(branches(indexed), (true, 1));
+    let written = "fn f(x: f64) -> f64 { let mut s = x; debug_assert!({ s *= 2.0; s > 0.0 }); s }";
+    assert_eq!(branches(written), (true, 1));
+    let pure = "fn f(x: f64) -> f64 { debug_assert!(x.abs() + 1.0 > 0.0); x }";
+    assert_eq!(branches(pure), (false, 0));
+    let plain = "fn f(x: &[f64], i: usize) -> f64 { assert!(x[i] > 0.0); x[0] }";
+    assert_eq!(branches(plain), (false, 0));
+}
+
+#[test]
+fn a_function_that_never_returns_is_an_error_not_a_panic() {
+    for src in [
+        "fn spin(x: f64) -> f64 { loop {} }",
+        "fn spin(x: f64) -> f64 { let mut s = x; loop { s *= 2.0; } }",
+        "fn spin(x: f64, k: i64) -> f64 { match k { _ => loop {} } }",
+    ] {
+        let r = std::panic::catch_unwind(|| lower_str(src, "").map(|_| ()));
+        let e = r.expect("no panic").expect_err("an error");
+        assert!(e.to_string().contains("never returns"), "{src}: {e}");
+    }
+}

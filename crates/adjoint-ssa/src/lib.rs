@@ -387,6 +387,19 @@ pub mod __private {
     pub use crate::scratch::{lift, Scratch};
     pub use adjoint_core::rules;
 
+    /// Rules for methods that have no primitive of their own in the rule table, called as user
+    /// rules are (`rule(args) -> (value, partials)`).
+    pub mod builtin {
+        use adjoint_core::Real;
+
+        /// `x.mul_add(a, b)`: one rounding (`Real::mul_add`, fused on `f64`), partials
+        /// `(a, x, 1)`.
+        #[inline(always)]
+        pub fn mul_add<T: Real>(x: T, a: T, b: T) -> (T, [T; 3]) {
+            (x.mul_add(a, b), [a, x, T::one()])
+        }
+    }
+
     /// Checked once when a pullback enters a reversed counted loop that indexes a slice at
     /// `base + counter` (wrapping) without per-iteration checks, `counter` in `[lo, hi)`: the
     /// slice must hold all of `base + lo .. base + hi`. The forward sweep indexed the same

@@ -688,3 +688,116 @@ fn huge_counts_match_the_function_as_written() {
         check::check_gradient(|z: &[f64]| huge_counts(z, big), &x, &g).assert_passed();
     }
 }
+
+#[differentiable]
+fn fma_exp(x: f64, y: f64) -> f64 {
+    (x.mul_add(x, -y) * 1e18).exp()
+}
+
+#[test]
+fn mul_add_rounds_once() {
+    // `x·x − fl(x·x)` is the product's rounding error (2⁻⁶⁰ here): a product and a sum make it
+    // 0, `f64::mul_add` does not. Value bit for bit, gradient against the closed form and
+    // forward mode over `primal`.
+    let x = 1.0 + 2f64.powi(-30);
+    let y = x * x;
+    let (mut dx, mut dy) = (0.0, 0.0);
+    let v = fma_exp::grad(x, y, &mut dx, &mut dy);
+    let want = fma_exp(x, y);
+    assert_eq!(v.to_bits(), want.to_bits());
+    assert!((want - (2f64.powi(-60) * 1e18).exp()).abs() < 1e-15);
+    assert!(
+        close(dx, want * 1e18 * 2.0 * x) && close(dy, -want * 1e18),
+        "{dx} {dy}"
+    );
+    let f = forward::gradient(|v| fma_exp::primal(v[0], v[1]), &[x, y]);
+    assert!(close(dx, f[0]) && close(dy, f[1]), "{f:?}");
+    let (mut a, mut b) = (0.0, 0.0);
+    let v = fma_lin::grad(-1.7, 0.2, &mut a, &mut b);
+    assert_eq!(v.to_bits(), f64::mul_add(-1.7, 0.2, 1.0).to_bits()); // 0.66, not 0.65999…
+    assert_eq!((a, b), (0.2, -1.7));
+}
+
+#[differentiable]
+fn fma_lin(x: f64, y: f64) -> f64 {
+    x.mul_add(y, 1.0)
+}
+
+#[differentiable]
+fn inv_sum(x: &[f64]) -> f64 {
+    1.0 / x.iter().sum::<f64>()
+}
+
+#[test]
+fn an_empty_or_negative_zero_sum_is_negative_zero() {
+    // Rust's `Sum for f64` starts from −0.0: 1 / (an empty sum) is −∞, as written.
+    let mut g: [f64; 0] = [];
+    assert_eq!(inv_sum::grad(&[], &mut g), inv_sum(&[]));
+    assert_eq!(inv_sum(&[]), f64::NEG_INFINITY);
+    let mut g = [0.0];
+    assert_eq!(inv_sum::grad(&[-0.0], &mut g), f64::NEG_INFINITY);
+}
+
+#[differentiable]
+fn clamp_bad(x: f64, y: f64) -> f64 {
+    x.clamp(y, y - 1.0)
+}
+
+#[test]
+fn clamp_with_min_above_max_panics_as_in_rust() {
+    for (x, y) in [(0.5, 1.0), (0.5, f64::NAN)] {
+        let plain = std::panic::catch_unwind(|| clamp_bad(x, y)).is_err();
+        let ours = std::panic::catch_unwind(|| {
+            let (mut a, mut b) = (0.0, 0.0);
+            clamp_bad::grad(x, y, &mut a, &mut b)
+        });
+        assert!(plain, "f64::clamp panics");
+        let msg = ours.expect_err("grad panics too");
+        let msg = msg
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| msg.downcast_ref::<&str>().map(|s| s.to_string()));
+        assert!(msg.unwrap_or_default().contains("min > max"));
+    }
+}
+
+#[differentiable]
+fn debug_checked(x: f64, y: f64) -> f64 {
+    let mut s = x;
+    debug_assert!({
+        s *= y;
+        s > -100.0
+    });
+    s
+}
+
+#[test]
+fn debug_assert_conditions_run_only_with_debug_assertions() {
+    // The condition writes `s`: with debug assertions (as here) the function and its gradient
+    // see the write; without them Rust does not evaluate it, and neither does the generated
+    // code (`cfg!(debug_assertions)` decides in the user's crate).
+    let (mut dx, mut dy) = (0.0, 0.0);
+    let v = debug_checked::grad(0.3, -0.8, &mut dx, &mut dy);
+    assert_eq!(v, debug_checked(0.3, -0.8));
+    if cfg!(debug_assertions) {
+        assert_eq!((dx, dy), (-0.8, 0.3));
+    } else {
+        assert_eq!((v, dx, dy), (0.3, 1.0, 0.0));
+    }
+}
+
+#[differentiable]
+fn total_variation(x: &[f64]) -> f64 {
+    x.windows(2).map(|w| (w[1] - w[0]).abs()).sum::<f64>()
+        + x.iter().skip(1).take(2).map(|v| v * v).sum::<f64>()
+}
+
+#[test]
+fn sums_over_windows_skip_and_take() {
+    let x = [0.3, -1.2, 2.5, 0.7];
+    let mut g = [0.0; 4];
+    let v = total_variation::grad(&x, &mut g);
+    assert!(close(v, total_variation(&x)));
+    let want = forward::gradient(|x| total_variation::primal(x), &x);
+    check_all("total_variation", &g, &want);
+}

@@ -149,6 +149,14 @@ pub(crate) fn reverse(cp: &Checkpoint, adj: &mut [f64]) {
         .collect();
     let f = cp.f.clone();
     let outs = tape.record(&x, Some(&active), |xs| f(xs));
+    let first = (cp.end - cp.start) as usize;
+    assert!(
+        outs.len() == first,
+        "adjoint::tape: a checkpointed region returned {first} values when recorded and {} when \
+         recomputed for the reverse pass: its function must compute the same thing from the same \
+         inputs every time (no state it changes, no randomness)",
+        outs.len()
+    );
     let seeds: Vec<(Var, f64)> = outs
         .iter()
         .enumerate()

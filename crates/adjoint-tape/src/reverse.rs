@@ -203,11 +203,11 @@ fn sweep_nary(
         let (first, len) = (r.first as usize, r.len as usize);
         let ps = &partials[p..p + len];
         if let Some((labels, idx)) = labels {
-            if a.is_finite() && !ps.iter().all(|q| (q * a).is_finite()) {
+            if a.is_finite() && !ps.iter().all(|&q| through(q, a).is_finite()) {
                 let bad = ps
                     .iter()
                     .copied()
-                    .find(|q| !(q * a).is_finite())
+                    .find(|&q| !through(q, a).is_finite())
                     .unwrap_or(0.0);
                 return Err(BadValue {
                     label: labels[op.at as usize],
@@ -218,9 +218,7 @@ fn sweep_nary(
                 });
             }
         }
-        for (g, q) in adj[first..first + len].iter_mut().zip(ps) {
-            *g += q * a;
-        }
+        add_scaled(&mut adj[first..first + len], ps, a);
         p += len;
     }
     Ok(())
@@ -251,9 +249,7 @@ fn sweep_matvec(
             for i in (0..rows).rev() {
                 let a = out[i];
                 if a != 0.0 {
-                    for (g, &xj) in gm[rows_of(i)].iter_mut().zip(xv) {
-                        *g += xj * a;
-                    }
+                    add_scaled(&mut gm[rows_of(i)], xv, a);
                 }
             }
         }
@@ -262,9 +258,7 @@ fn sweep_matvec(
             for i in (0..rows).rev() {
                 let a = out[i];
                 if a != 0.0 {
-                    for (g, &mij) in gx.iter_mut().zip(&mv[rows_of(i)]) {
-                        *g += mij * a;
-                    }
+                    add_scaled(gx, &mv[rows_of(i)], a);
                 }
             }
         }
@@ -282,12 +276,8 @@ fn sweep_matvec(
                 if a == 0.0 {
                     continue;
                 }
-                for (g, &xj) in gm[rows_of(i)].iter_mut().zip(xv) {
-                    *g += xj * a;
-                }
-                for (g, &mij) in gx.iter_mut().zip(&mv[rows_of(i)]) {
-                    *g += mij * a;
-                }
+                add_scaled(&mut gm[rows_of(i)], xv, a);
+                add_scaled(gx, &mv[rows_of(i)], a);
             }
         }
         (Some(m), Some(x)) => {
@@ -299,14 +289,42 @@ fn sweep_matvec(
                     continue;
                 }
                 for j in 0..cols {
-                    lo[m + i * cols + j] += xv[j] * a;
+                    lo[m + i * cols + j] += through(xv[j], a);
                 }
                 for j in 0..cols {
-                    lo[x + j] += mv[i * cols + j] * a;
+                    lo[x + j] += through(mv[i * cols + j], a);
                 }
             }
         }
         (None, None) => {}
+    }
+}
+
+/// An adjoint `a` through a partial `p`: `p · a`, but 0 for a zero partial whatever the
+/// adjoint, ∞ and NaN included. A zero partial means the result does not move with that operand,
+/// so nothing flows back: the reverse twin of forward mode's zero tangent through an infinite
+/// partial (`forward::tangent`), and what makes the two agree at, say, the norm of a zero vector
+/// (`sqrt(x·x)` at 0: the adjoint of `x·x` is ∞, its partial `2x` is 0).
+#[inline(always)]
+fn through(p: f64, a: f64) -> f64 {
+    if p == 0.0 {
+        0.0
+    } else {
+        p * a
+    }
+}
+
+/// `g += a · v` element by element (`through` each partial when `a` is not finite).
+#[inline]
+fn add_scaled(g: &mut [f64], v: &[f64], a: f64) {
+    if a.is_finite() {
+        for (g, &v) in g.iter_mut().zip(v) {
+            *g += v * a;
+        }
+    } else {
+        for (g, &v) in g.iter_mut().zip(v) {
+            *g += through(v, a);
+        }
     }
 }
 
@@ -344,7 +362,7 @@ fn sweep_range(
             let a = adj[k];
             if a != 0.0 {
                 let e = entries[k - base];
-                let (c0, c1) = (e.p[0] * a, e.p[1] * a);
+                let (c0, c1) = (through(e.p[0], a), through(e.p[1], a));
                 if a.is_finite() && !(c0.is_finite() && c1.is_finite()) {
                     return Err(BadValue {
                         label: labels[k],
@@ -372,11 +390,17 @@ fn sweep_range(
         // So all operand indices are < adj.len().
         unsafe {
             let a = *adj.get_unchecked(k);
-            // A zero adjoint contributes nothing, even through an infinite partial (sqrt at 0).
+            // A zero adjoint contributes nothing, even through an infinite partial (sqrt at 0),
+            // and a zero partial nothing, even of an infinite adjoint (`through`).
             if a != 0.0 {
                 let e = *entries.get_unchecked(k - base);
-                *adj.get_unchecked_mut(e.i[0] as usize) += e.p[0] * a;
-                *adj.get_unchecked_mut(e.i[1] as usize) += e.p[1] * a;
+                let (c0, c1) = if a.is_finite() {
+                    (e.p[0] * a, e.p[1] * a)
+                } else {
+                    (through(e.p[0], a), through(e.p[1], a))
+                };
+                *adj.get_unchecked_mut(e.i[0] as usize) += c0;
+                *adj.get_unchecked_mut(e.i[1] as usize) += c1;
             }
         }
     }

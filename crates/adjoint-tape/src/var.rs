@@ -94,6 +94,13 @@ impl Lift for Var {
     fn constant(v: f64) -> Self {
         Var::constant(v)
     }
+    /// A constant zero is exactly zero (a recorded value may be zero with a nonzero derivative):
+    /// forward-over-reverse (`hvp`, `hessian`) then takes an infinite partial times a constant
+    /// zero tangent (`acos(−1)` of a constant) as 0, as forward mode does, not NaN.
+    #[inline(always)]
+    fn lift_exact_zero(&self) -> bool {
+        self.is_constant() && self.v == 0.0
+    }
     #[inline(always)]
     fn lift1(self, op: Op1) -> Self {
         let r = rules::unary(op, self.v);

@@ -699,3 +699,167 @@ fn a_checked_tape_reports_a_non_finite_checkpoint_output() {
         .unwrap();
     assert_eq!(v, f64::INFINITY);
 }
+
+/// Hessians with an infinite partial met by a constant zero tangent (the derivative of a
+/// constant such as `acos(−1)` = π, or `sqrt(0)`): 0 times the partial, as in forward mode, not
+/// NaN. Closed forms and `forward::hessian`.
+#[test]
+fn hessians_through_constants_with_infinite_partials() {
+    use adjoint_tape::{hessian, hvp};
+    use std::f64::consts::PI;
+    fn f<T: Real>(x: &[T]) -> T {
+        let pi = T::cst(-1.0).acos();
+        (x[0] * pi).sin() + x[1] * x[1]
+    }
+    let x = [0.3, 1.0];
+    let h = hessian(|v| f(v), &x);
+    let want = [[-PI * PI * (0.3 * PI).sin(), 0.0], [0.0, 2.0]];
+    let fh = forward::hessian(|v| f(v), &x);
+    for i in 0..2 {
+        for j in 0..2 {
+            assert!((h[i][j] - want[i][j]).abs() < 1e-12, "{h:?} vs {want:?}");
+            assert!(
+                (h[i][j] - fh[i][j]).abs() < 1e-12,
+                "{h:?} vs forward {fh:?}"
+            );
+        }
+    }
+    fn g<T: Real>(x: &[T]) -> T {
+        x[0] * x[0] * T::cst(1.0).asin() + x[1] * T::cst(0.0).sqrt()
+    }
+    let h = hessian(|v| g(v), &[2.0, 1.0]);
+    assert_eq!(h, vec![vec![PI, 0.0], vec![0.0, 0.0]]);
+    assert_eq!(hvp(|v| g(v), &[2.0, 1.0], &[1.0, 1.0]), vec![PI, 0.0]);
+}
+
+/// The norm of a zero vector: the adjoint of `x·x` is ∞ (`sqrt` at 0) and its partials are 0, so
+/// nothing flows back, as in forward mode (and central differences: 0). Scalar code, the `dot`
+/// primitive and `matvec`.
+#[test]
+fn an_infinite_adjoint_through_a_zero_partial_is_zero() {
+    use adjoint_core::vector;
+    fn n<T: Real>(x: &[T]) -> T {
+        (x[0] * x[0] + x[1] * x[1]).sqrt() + x[2]
+    }
+    let x = [0.0, 0.0, 1.0];
+    let fg = forward::gradient(|v| n(v), &x);
+    assert_eq!(fg, vec![0.0, 0.0, 1.0]);
+    assert_eq!(grad(|v| n(v), &x), fg);
+    assert_eq!(
+        grad(|v| vector::dot(&v[..2], &v[..2]).sqrt() + v[2], &x),
+        fg
+    );
+    assert_eq!(
+        grad(|v| v[0].powi(2).sqrt() * v[2] + v[1], &[0.0, 1.0, 1.0]),
+        [0.0, 1.0, 0.0]
+    );
+    // matvec with an infinite result adjoint: M = [[x0, x1]], times (x0, x1), then sqrt.
+    let g = grad(
+        |v| {
+            let mut out = [Var::constant(0.0)];
+            vector::matvec(&v[..2], &v[..2], &mut out);
+            out[0].sqrt() + v[2]
+        },
+        &x,
+    );
+    assert_eq!(g, fg);
+    // A finite adjoint still meets an infinite partial: sqrt at 0 of an input is ∞.
+    assert_eq!(grad(|v| v[0].sqrt(), &[0.0]), [f64::INFINITY]);
+    // The Hessian's off-diagonals, which forward mode has 0 (the diagonal's ∂²|x|/∂x² at 0 does
+    // not exist: forward mode says NaN, the tape ∞).
+    let h = adjoint_tape::hessian(|v| n(v), &[0.0, 0.0, 1.0]);
+    let fh = forward::hessian(|v| n(v), &[0.0, 0.0, 1.0]);
+    for i in 0..3 {
+        for j in (0..3).filter(|&j| j != i) {
+            let (a, b) = (h[i][j], fh[i][j]);
+            assert!(
+                a == b || (a.is_nan() && b.is_nan()),
+                "[{i}][{j}]: {a} vs forward {b}"
+            );
+        }
+    }
+}
+
+/// `%` on tape values: the value is `f64`'s `%` bit for bit (`1.0 % 0.1` is 0.0999…, not 0),
+/// ∂/∂x = 1 and ∂/∂y = −q with q the integer `%` took off (9 here, not 10). Against plain `f64`
+/// and finite differences.
+#[test]
+fn remainder_is_fmod_with_its_quotient_as_derivative() {
+    for (x, y, q) in [
+        (1.0, 0.1, 9.0),
+        (-1.0, 0.1, -9.0),
+        (7.5, 2.0, 3.0),
+        (-7.5, 2.0, -3.0),
+        (7.5, -2.0, -3.0),
+        (1e20, 3.0, 1e20 / 3.0),
+        (0.5, 2.0, 0.0),
+        (-1.0, 1.0, -1.0),
+        (2.0, f64::INFINITY, 0.0),
+    ] {
+        let (v, g) = value_and_grad(|v| v[0] % v[1], &[x, y]);
+        let want = x % y;
+        assert_eq!(v.to_bits(), want.to_bits(), "{x} % {y}: {v} vs {want}");
+        assert_eq!(g[0], 1.0, "{x} % {y}");
+        let dy = if q == 0.0 { 0.0 } else { -q };
+        assert!(
+            (g[1] - dy).abs() <= 1e-15 * dy.abs(),
+            "{x} % {y}: dy {} vs {dy}",
+            g[1]
+        );
+        assert_eq!(
+            forward::gradient(|v| v[0] % v[1], &[x, y]),
+            g,
+            "{x} % {y}: forward"
+        );
+    }
+    // Away from a jump, central differences agree.
+    let x = [3.7, 0.9];
+    let g = grad(|v| v[0] % v[1] * v[0], &x);
+    let r = check_gradient(|v| v[0] % v[1] * v[0], &x, &g);
+    assert!(r.passed(), "{r}");
+}
+
+/// A checkpointed region whose recomputation returns a different number of values is a panic
+/// that says so.
+#[test]
+fn a_region_that_changes_between_runs_is_a_clear_panic() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let runs = std::sync::Arc::new(AtomicUsize::new(0));
+    let r = runs.clone();
+    let msg = panic_message(catch_unwind(AssertUnwindSafe(|| {
+        grad(
+            move |x: &[Var]| {
+                let r = r.clone();
+                let ys = checkpoint(x, move |xs| {
+                    let k = r.fetch_add(1, Ordering::SeqCst);
+                    vec![xs[0] * xs[0]; 1 + k]
+                });
+                ys[0]
+            },
+            &[2.0],
+        )
+    })));
+    assert!(
+        msg.contains("returned 1 values when recorded and 2"),
+        "{msg}"
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+}
+
+/// `mul_add` on tape values rounds once, as `f64::mul_add`: the value bit for bit (here the
+/// product's rounding error, which the unfused form makes 0), the derivative (a, x, 1).
+#[test]
+fn mul_add_value_is_fused() {
+    let x = 1.0 + 2f64.powi(-30);
+    let y = x * x;
+    let (v, g) = value_and_grad(|v| (v[0].mul_add(v[0], v[1]) * 1e18).exp(), &[x, -y]);
+    let want = (x.mul_add(x, -y) * 1e18).exp();
+    assert_eq!(v.to_bits(), want.to_bits());
+    let fg = forward::gradient(|v| (v[0].mul_add(v[0], v[1]) * 1e18).exp(), &[x, -y]);
+    assert_eq!(g, fg);
+    assert!(
+        (g[0] - want * 1e18 * 2.0 * x).abs() <= 1e-15 * g[0].abs(),
+        "{g:?}"
+    );
+    assert!((g[1] - want * 1e18).abs() <= 1e-15 * g[1].abs(), "{g:?}");
+}

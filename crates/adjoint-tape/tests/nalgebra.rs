@@ -243,3 +243,15 @@ fn norms_products_and_conversions() {
     let v: f64 = nalgebra::try_convert(Var::constant(-1.5)).unwrap();
     assert_eq!(v, -1.5);
 }
+
+/// `.norm()` of a zero vector plus another input: forward mode and central differences give 0
+/// for the zero part; the tape did NaN (∞ adjoint × 0 partial).
+#[test]
+fn norm_at_the_zero_vector_matches_forward_mode() {
+    let x = [0.0, 0.0, 1.0];
+    let f = |v: &[Var]| DVector::from_column_slice(&v[..2]).norm() + v[2];
+    let fd = |v: &[Dual64]| DVector::from_column_slice(&v[..2]).norm() + v[2];
+    let g = grad(f, &x);
+    assert_eq!(g, forward::gradient(fd, &x));
+    assert_eq!(g, vec![0.0, 0.0, 1.0]);
+}
