@@ -80,6 +80,26 @@ pub enum Error {
         /// Given inputs.
         got: usize,
     },
+    /// A seed passed to `vjp` (the cotangent of one output) does not have its output's size.
+    #[error("seed {index} (for output {index}): expected {expected} elements (the output's shape {shape:?}), got {got}")]
+    SeedSize {
+        /// Which seed (= which output).
+        index: usize,
+        /// The output's shape.
+        shape: Vec<usize>,
+        /// Elements expected.
+        expected: usize,
+        /// Elements given.
+        got: usize,
+    },
+    /// The wrong number of seeds was passed to `vjp`: one per output.
+    #[error("expected {expected} seeds (one per output), got {got}")]
+    SeedCount {
+        /// The program's outputs.
+        expected: usize,
+        /// Seeds given.
+        got: usize,
+    },
     /// A malformed program: an array or expression used outside its program or closure, a bad
     /// axis or slice specification, an unsupported derivative.
     #[error("{0}")]

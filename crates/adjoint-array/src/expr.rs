@@ -328,8 +328,12 @@ impl Arena {
                 }
             }
             Node::Cast(to32, a) => {
+                // A cast of a constant stays a cast (of the rounded constant): a bare constant
+                // takes its type from where it is used, and `lit(0.5).cast_f32()` must be `f32`.
                 if let Some(x) = c(self, *a) {
-                    return self.konst(if *to32 { x as f32 as f64 } else { x });
+                    let r = if *to32 { x as f32 as f64 } else { x };
+                    let k = self.konst(r);
+                    return self.intern(Node::Cast(*to32, k));
                 }
             }
             Node::Select(s, a, b) => {

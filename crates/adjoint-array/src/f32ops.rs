@@ -59,6 +59,7 @@ pub(crate) fn bin32(op: Op2, x: f32, y: f32) -> f32 {
         Op2::Min => x.min(y),
         Op2::Max => x.max(y),
         Op2::Hypot => x.hypot(y),
+        Op2::Rem => x % y,
     }
 }
 

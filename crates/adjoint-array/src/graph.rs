@@ -1063,14 +1063,23 @@ impl Builder {
             return placeholders(self);
         }
         if out_shapes != shapes {
-            self.fail(
-                Error::ShapeMismatch {
+            // The count first, then the first array whose shape changed (the shapes of all
+            // arrays run together read alike for different mistakes).
+            let e = match shapes.iter().zip(&out_shapes).find(|(a, b)| a != b) {
+                _ if shapes.len() != out_shapes.len() => Error::Invalid(format!(
+                    "awhile: the body returned {} arrays for a state of {} (it must return the \
+                     new state, one array per state array)",
+                    out_shapes.len(),
+                    shapes.len()
+                )),
+                Some((a, b)) => Error::ShapeMismatch {
                     combinator: "awhile (body must keep the state's shapes)",
-                    left: shapes.iter().flatten().copied().collect(),
-                    right: out_shapes.iter().flatten().copied().collect(),
+                    left: a.to_vec(),
+                    right: b.to_vec(),
                 },
-                vec![],
-            );
+                None => unreachable!("equal counts and shapes"),
+            };
+            self.fail(e, vec![]);
             return placeholders(self);
         }
         let types: Vec<DType> = init.iter().map(|a| a.dtype()).collect();
@@ -2260,7 +2269,7 @@ impl Program {
     pub(crate) fn check_seeds(&self, seeds: &[&[f64]]) -> Result<()> {
         let shapes = self.output_shapes();
         if seeds.len() != shapes.len() {
-            return Err(Error::InputCount {
+            return Err(Error::SeedCount {
                 expected: shapes.len(),
                 got: seeds.len(),
             });
@@ -2268,7 +2277,7 @@ impl Program {
         for (i, (s, sh)) in seeds.iter().zip(&shapes).enumerate() {
             let n: usize = sh.iter().product();
             if s.len() != n {
-                return Err(Error::InputSize {
+                return Err(Error::SeedSize {
                     index: i,
                     shape: sh.clone(),
                     expected: n,

@@ -259,6 +259,7 @@ macro_rules! by_op2 {
             Op2::Min => rules::binary(Op2::Min, $x, $y).$field,
             Op2::Max => rules::binary(Op2::Max, $x, $y).$field,
             Op2::Hypot => rules::binary(Op2::Hypot, $x, $y).$field,
+            Op2::Rem => rules::binary(Op2::Rem, $x, $y).$field,
         }
     };
 }

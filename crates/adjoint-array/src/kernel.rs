@@ -1262,7 +1262,7 @@ macro_rules! bin_loop {
             $y,
             $out,
             |$r, $o| $body,
-            [Add, Sub, Mul, Div, Powf, Atan2, Min, Max, Hypot]
+            [Add, Sub, Mul, Div, Powf, Atan2, Min, Max, Hypot, Rem]
         )
     };
 }
@@ -1600,7 +1600,7 @@ impl<'k> Eval<'k> {
                                     }
                                 };
                             }
-                            arms2!(Add, Sub, Mul, Div, Powf, Atan2, Min, Max, Hypot);
+                            arms2!(Add, Sub, Mul, Div, Powf, Atan2, Min, Max, Hypot, Rem);
                             self.bufs[*sx as usize] = dx;
                             self.bufs[*sy as usize] = dy;
                         }
@@ -2130,7 +2130,7 @@ fn op_cost(op: &KOp) -> usize {
             !matches!(op, Op1::Neg | Op1::Sqrt | Op1::Abs | Op1::Recip)
         }
         KOp::Bin { op, .. } | KOp::D2 { op, .. } => {
-            matches!(op, Op2::Powf | Op2::Atan2 | Op2::Hypot)
+            matches!(op, Op2::Powf | Op2::Atan2 | Op2::Hypot | Op2::Rem)
         }
         KOp::F32(inner) => return op_cost(inner),
         _ => false,

@@ -1072,3 +1072,39 @@ fn f32_folds_scans_permutes_and_loops_are_bit_identical_for_any_thread_count() {
     assert_eq!(g1.grads[0].dtype(), DType::F32);
     assert!(g1.grads[1].as_f32().unwrap().iter().all(|v| v.is_finite()));
 }
+
+#[test]
+fn a_cast_constant_keeps_its_type() {
+    use adjoint_array::{lit, Combine};
+    // `lit(c).cast_f32()` is an f32 value (the cast of a constant was folded into an untyped
+    // constant, which takes its type from where it is used: the generate was f64).
+    let b = Builder::new();
+    let g = b.generate(&[5], |_| lit(-0.5).cast_f32());
+    assert_eq!(g.dtype(), DType::F32);
+    let out = b.build(&[&g]).unwrap().run_typed(&[]).unwrap();
+    assert_eq!(out[0], Buffer::F32(vec![-0.5; 5]));
+    // … so it can be the default of an f32 permute (the error asked for the cast written).
+    let b = Builder::new();
+    let x = b.input_f32(&[2]);
+    let d = b.generate(&[2], |_| lit(0.0).cast_f32());
+    let pm = x.permute(Combine::Add, &d, |i| (lit(1.0), vec![i[0]]));
+    let out = b
+        .build(&[&pm])
+        .unwrap()
+        .run_typed(&[Input::F32(&[1.5, 2.5])])
+        .unwrap();
+    assert_eq!(out[0], Buffer::F32(vec![1.5, 2.5]));
+    // An f64 constant in f32 arithmetic is the mixing error, not an f32 constant in disguise.
+    let b = Builder::new();
+    let x = b.input_f32(&[2]);
+    let y = x.map(|v| v * lit(0.1).cast_f64());
+    let e = b.build(&[&y]).unwrap_err();
+    assert!(matches!(e, Error::DTypeMismatch { .. }), "{e}");
+    let b = Builder::new();
+    let x = b.input(&[2]);
+    let y = x.map(|v| v * lit(0.1).cast_f32());
+    assert!(matches!(
+        b.build(&[&y]).unwrap_err(),
+        Error::DTypeMismatch { .. }
+    ));
+}

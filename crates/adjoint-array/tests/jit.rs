@@ -941,7 +941,11 @@ fn adding_a_signed_zero_constant_keeps_ieee_signs() {
         for (e, &v) in x.iter().enumerate() {
             for (w, want) in forms(v).iter().enumerate() {
                 let got = out[0].data()[6 * e + w];
-                assert_eq!(got.to_bits(), want.to_bits(), "jit {jit}, x[{e}] = {v}, form {w}: {got} vs {want}");
+                assert_eq!(
+                    got.to_bits(),
+                    want.to_bits(),
+                    "jit {jit}, x[{e}] = {v}, form {w}: {got} vs {want}"
+                );
             }
         }
     }

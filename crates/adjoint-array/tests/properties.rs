@@ -246,6 +246,63 @@ fn errors_name_shapes_and_indices() {
         Err(Error::NonScalarOutput(_))
     ));
     assert!(matches!(p.run(&[&[1.0]]), Err(Error::InputSize { .. })));
+    // A seed of the wrong size is the seed's error, not the input's.
+    let e = p.vjp(&[&[1.0, 2.0, 3.0]], &[&[1.0]]).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::SeedSize {
+                index: 0,
+                expected: 3,
+                got: 1,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("seed 0"), "{e}");
+    let e = p.vjp(&[&[1.0, 2.0, 3.0]], &[]).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::SeedCount {
+                expected: 1,
+                got: 0
+            }
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn an_awhile_body_of_the_wrong_shape_names_the_array() {
+    // The count, or the first state array whose shape changed, with both shapes (not every
+    // shape run together, which read alike for different mistakes).
+    let b = Builder::new();
+    let x = b.input(&[2]);
+    let y = b.input(&[3]);
+    let o = b.awhile(
+        &[&x, &y],
+        &[],
+        |s, _| s[0].sum().map(|t| t.lt(1.0)),
+        |s, _| vec![s[0].map(|v| v + 1.0)],
+    );
+    let e = b.build(&[&o[0].sum()]).unwrap_err().to_string();
+    assert!(e.contains("returned 1 arrays for a state of 2"), "{e}");
+    let b = Builder::new();
+    let x = b.input(&[2]);
+    let y = b.input(&[3]);
+    let o = b.awhile(
+        &[&x, &y],
+        &[],
+        |s, _| s[0].sum().map(|t| t.lt(1.0)),
+        |s, _| vec![s[0].map(|v| v + 1.0), s[0].map(|v| v * 2.0)],
+    );
+    let e = b.build(&[&o[0].sum()]).unwrap_err();
+    assert!(
+        matches!(&e, Error::ShapeMismatch { left, right, .. } if *left == vec![3] && *right == vec![2]),
+        "{e}"
+    );
 }
 
 #[test]

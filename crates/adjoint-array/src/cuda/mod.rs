@@ -139,6 +139,7 @@ fn op2_fn(op: Op2) -> &'static str {
         Op2::Min => "min",
         Op2::Max => "max",
         Op2::Hypot => "hypot",
+        Op2::Rem => "rem",
     }
 }
 

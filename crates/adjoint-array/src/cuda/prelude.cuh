@@ -361,6 +361,14 @@ ADJ_DEV void adj_b_hypot(ADJ_B_ARGS) {
   double ux = x / h, uy = y / h;
   ADJ_R2(h, ux, uy, uy * uy / h, -(ux * uy) / h, ux * ux / h);
 }
+ADJ_DEV void adj_b_rem(ADJ_B_ARGS) {
+  /* fmod, with the integer it took off as -dy (0 where y is infinite), as in rules.rs */
+  double r = fmod(x, y);
+  double q = isinf(y) ? 0.0 : round((x - r) / y);
+  if (q > 1.7976931348623157e308) q = 1.7976931348623157e308;
+  if (q < -1.7976931348623157e308) q = -1.7976931348623157e308;
+  ADJ_R2(r, 1.0, -q, 0.0, 0.0, 0.0);
+}
 
 /* the adjoint product: +0 where the adjoint is zero (even when the partial is not finite: a
  * branch not taken), else g * d */
