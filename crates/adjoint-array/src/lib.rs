@@ -59,7 +59,10 @@
 //! `permute` gathers (`+`) or routes to the recorded winners
 //! (`max`/`min`); `acond` differentiates the branch taken; `awhile` stores every iteration and
 //! runs the body's adjoint backwards. [`gradient_e`] / [`jacobian_e`] differentiate an
-//! expression inside a closure (Jacobian blocks in a `generate_n`).
+//! expression inside a closure (Jacobian blocks in a `generate_n`). A zero adjoint sends
+//! nothing back, even through an infinite partial (a branch not taken); an infinite adjoint
+//! through a zero partial is `∞ · 0` = NaN, as in JAX and PyTorch (the norm `sqrt(x·x)` at
+//! `x = 0`), where forward mode and the tape give 0.
 //!
 //! **`f32` arrays.** Declare an input `f32` ([`Builder::input_f32`]; a constant array:
 //! [`Builder::use_array_f32`]) and everything computed from it is `f32`. Every combinator

@@ -300,7 +300,7 @@ fn an_awhile_body_of_the_wrong_shape_names_the_array() {
     );
     let e = b.build(&[&o[0].sum()]).unwrap_err();
     assert!(
-        matches!(&e, Error::ShapeMismatch { left, right, .. } if *left == vec![3] && *right == vec![2]),
+        matches!(&e, adjoint_array::Error::ShapeMismatch { left, right, .. } if *left == vec![3] && *right == vec![2]),
         "{e}"
     );
 }

@@ -25,9 +25,15 @@
 //! | `powf` | `x < 0` | every term with a derivative in `y` is 0 (`x^y` is real only at integer `y`) |
 //! | `powf` | `x = 0` | `∂/∂y = 0` and every term with `ln x` is 0 (limit `x → 0⁺`, `y > 0`); at `y = 0` every partial is 0, at `y = 1` `∂²/∂x² = 0` (no `0·∞` NaN) |
 //! | `powi` | `n = 0`, `n = 1` | exactly `0` / `1` (no `0·x⁻¹` NaN at `x = 0`) |
+//! | `%` (`Rem`) | `x` a multiple of `y` (a jump) | the piece `fmod` took: `∂/∂x = 1`, `∂/∂y = −q` with `q = (x − x % y) / y`; `0` where `y` is infinite |
 //! | `floor`, `ceil`, `round`, `trunc`, `signum` | everywhere | `0` (piecewise constant; not in the table, engines treat them as constants) |
 //!
 //! Outside a primitive's domain (`ln` of a negative number, `asin(2)`) value and partials are NaN.
+//!
+//! An infinite partial meeting a zero derivative (the norm `√(x·x)` at `x = 0`: `sqrt`'s partial
+//! is ∞, the derivative of `x·x` is 0) gives 0, not `∞ · 0` = NaN, in forward mode (a zero
+//! tangent) and on the tape (a zero partial, or a zero adjoint). The SSA transform and the
+//! array engine multiply as JAX and PyTorch do (NaN there), which their docs say.
 //!
 //! ```
 //! use adjoint_core::rules::{binary, unary, Op1, Op2};
