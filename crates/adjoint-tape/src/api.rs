@@ -384,18 +384,26 @@ impl Tape {
         init: Option<&[f64]>,
         grad: &mut [f64],
     ) -> Result<(), NonFinite> {
-        zero_adjoints(job);
-        init_inputs(job, inputs, init);
-        for &(v, w) in seeds.iter().filter(|(v, _)| !v.is_constant()) {
-            // Without forks every recorded value lives in the root job.
-            let Some(seq) = job.position(v.id) else {
-                not_ours(v)
-            };
-            job.adj[seq as usize] += w;
+        let mut careful = false;
+        loop {
+            zero_adjoints(job);
+            init_inputs(job, inputs, init);
+            for &(v, w) in seeds.iter().filter(|(v, _)| !v.is_constant()) {
+                // Without forks every recorded value lives in the root job.
+                let Some(seq) = job.position(v.id) else {
+                    not_ours(v)
+                };
+                job.adj[seq as usize] += w;
+            }
+            let result = crate::reverse::sweep(job, checked, 0, careful);
+            read_grad(job, inputs, grad);
+            // A NaN may be an infinite adjoint times a zero partial, which a careful sweep
+            // takes as 0 (see `reverse::sweep`): once more, carefully.
+            if checked || careful || !grad.iter().any(|g| g.is_nan()) {
+                return result.map_err(|b| NonFinite::new(Pass::Reverse, b));
+            }
+            careful = true;
         }
-        let result = crate::reverse::sweep(job, checked, 0);
-        read_grad(job, inputs, grad);
-        result.map_err(|b| NonFinite::new(Pass::Reverse, b))
     }
 
     /// Value and gradient of `f` at `x`, written into `grad`; no heap allocation once the tape

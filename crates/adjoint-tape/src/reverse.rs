@@ -66,7 +66,8 @@ impl Jobs<'_> {
                 Segment::Job(j) => {
                     {
                         let mut job = self.lock(*j);
-                        sweep(&mut job, self.checked, *j)?;
+                        // (careful: an ∞ · 0 of one job would surface in another's gradient)
+                        sweep(&mut job, self.checked, *j, true)?;
                         out.clear();
                         out.extend(job.imports.iter().filter_map(|imp| {
                             let value = job.adj[imp.slot as usize];
@@ -114,18 +115,29 @@ pub(crate) fn return_jobs(g: &mut Graph, jobs: &mut Vec<Mutex<Box<Job>>>) {
 /// One job's sweep, stopping at checkpoints (to recompute them) and at the results of slice
 /// primitives (to apply their vector adjoints).
 #[inline]
-pub(crate) fn sweep(job: &mut Job, checked: bool, idx: u16) -> Result<(), BadValue> {
+///
+/// `careful`: an infinite adjoint through a zero partial gives 0 (`through`). Without it the
+/// scalar loop multiplies (∞ · 0 = NaN) and saves a test per entry; the one-job reverse pass
+/// sweeps so first and again carefully only if the gradient came out with a NaN, which such a
+/// product always reaches (every entry has an active operand, and NaN sticks).
+pub(crate) fn sweep(job: &mut Job, checked: bool, idx: u16, careful: bool) -> Result<(), BadValue> {
     if !checked && job.checkpoints.is_empty() && job.nary.is_empty() {
         // Plain scalar code: one loop.
         let tape = Entries {
             entries: &job.entries,
             lo: job.leading_leaves as usize,
         };
-        return sweep_range(tape, &mut job.adj, tape.lo, tape.hi(), None);
+        return if careful {
+            sweep_range::<true>(tape, &mut job.adj, tape.lo, tape.hi(), None)
+        } else {
+            sweep_range::<false>(tape, &mut job.adj, tape.lo, tape.hi(), None)
+        };
     }
     sweep_stops(job, checked, idx)
 }
 
+/// A job with checkpoints or slice primitives, or checked: always careful (the test per entry
+/// is small next to what these jobs do).
 #[inline(never)]
 fn sweep_stops(job: &mut Job, checked: bool, idx: u16) -> Result<(), BadValue> {
     let Job {
@@ -154,14 +166,14 @@ fn sweep_stops(job: &mut Job, checked: bool, idx: u16) -> Result<(), BadValue> {
             (None, None) => break,
             (Some(a), b) if b.is_none_or(|b| a > b) => {
                 let cp = &checkpoints[c - 1];
-                sweep_range(tape, adj, cp.end as usize, hi, labels)?;
+                sweep_range::<true>(tape, adj, cp.end as usize, hi, labels)?;
                 crate::checkpoint::reverse(cp, adj);
                 hi = cp.start as usize;
                 c -= 1;
             }
             _ => {
                 let op = nary[n - 1];
-                sweep_range(tape, adj, (op.at + op.results()) as usize, hi, labels)?;
+                sweep_range::<true>(tape, adj, (op.at + op.results()) as usize, hi, labels)?;
                 match op.shape {
                     Shape::One => sweep_nary(op, runs, partials, adj, labels)?,
                     Shape::Matvec { rows, cols, m, x } => {
@@ -181,7 +193,7 @@ fn sweep_stops(job: &mut Job, checked: bool, idx: u16) -> Result<(), BadValue> {
             }
         }
     }
-    sweep_range(tape, adj, tape.lo.min(hi), hi, labels)
+    sweep_range::<true>(tape, adj, tape.lo.min(hi), hi, labels)
 }
 
 /// The adjoint of one slice-primitive result: each operand run gets `partial × adjoint`, a
@@ -347,7 +359,7 @@ impl Entries<'_> {
 /// mode (`labels` given) it stops at the first entry whose finite adjoint makes a non-finite
 /// contribution.
 #[inline]
-fn sweep_range(
+fn sweep_range<const CAREFUL: bool>(
     tape: Entries<'_>,
     adj: &mut [f64],
     lo: usize,
@@ -394,7 +406,7 @@ fn sweep_range(
             // and a zero partial nothing, even of an infinite adjoint (`through`).
             if a != 0.0 {
                 let e = *entries.get_unchecked(k - base);
-                let (c0, c1) = if a.is_finite() {
+                let (c0, c1) = if !CAREFUL || a.is_finite() {
                     (e.p[0] * a, e.p[1] * a)
                 } else {
                     (through(e.p[0], a), through(e.p[1], a))

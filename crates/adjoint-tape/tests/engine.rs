@@ -763,6 +763,19 @@ fn an_infinite_adjoint_through_a_zero_partial_is_zero() {
         &x,
     );
     assert_eq!(g, fg);
+    // … in a forked recording (jobs sweep carefully) and with a NaN of its own elsewhere (the
+    // one-job pass sweeps again carefully; the other NaN stays).
+    let g = grad(
+        |v| {
+            let (a, b) = join(|| n(v), || v[2] * 2.0);
+            a + b
+        },
+        &x,
+    );
+    assert_eq!(g, [0.0, 0.0, 3.0]);
+    let g = grad(|v| n(v) + (v[2] - 2.0).sqrt(), &x);
+    assert_eq!(&g[..2], [0.0, 0.0]);
+    assert!(g[2].is_nan());
     // A finite adjoint still meets an infinite partial: sqrt at 0 of an input is ∞.
     assert_eq!(grad(|v| v[0].sqrt(), &[0.0]), [f64::INFINITY]);
     // The Hessian's off-diagonals, which forward mode has 0 (the diagonal's ∂²|x|/∂x² at 0 does
