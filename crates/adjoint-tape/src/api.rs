@@ -384,26 +384,50 @@ impl Tape {
         init: Option<&[f64]>,
         grad: &mut [f64],
     ) -> Result<(), NonFinite> {
-        let mut careful = false;
-        loop {
-            zero_adjoints(job);
-            init_inputs(job, inputs, init);
-            for &(v, w) in seeds.iter().filter(|(v, _)| !v.is_constant()) {
-                // Without forks every recorded value lives in the root job.
-                let Some(seq) = job.position(v.id) else {
-                    not_ours(v)
-                };
-                job.adj[seq as usize] += w;
-            }
-            let result = crate::reverse::sweep(job, checked, 0, careful);
-            read_grad(job, inputs, grad);
-            // A NaN may be an infinite adjoint times a zero partial, which a careful sweep
-            // takes as 0 (see `reverse::sweep`): once more, carefully.
-            if checked || careful || !grad.iter().any(|g| g.is_nan()) {
-                return result.map_err(|b| NonFinite::new(Pass::Reverse, b));
-            }
-            careful = true;
+        let result = Self::sweep_one_job(job, inputs, checked, seeds, init, grad, false);
+        // A NaN may be an infinite adjoint times a zero partial, which a careful sweep takes as
+        // 0 (see `reverse::sweep`): once more, carefully, out of line.
+        if !checked && grad.iter().any(|g| g.is_nan()) {
+            return Self::sweep_one_job_carefully(job, inputs, seeds, init, grad);
         }
+        result
+    }
+
+    /// Seed, sweep and read back one job (`careful`: see `reverse::sweep`).
+    #[inline(always)]
+    fn sweep_one_job(
+        job: &mut Job,
+        inputs: &[Var],
+        checked: bool,
+        seeds: &[(Var, f64)],
+        init: Option<&[f64]>,
+        grad: &mut [f64],
+        careful: bool,
+    ) -> Result<(), NonFinite> {
+        zero_adjoints(job);
+        init_inputs(job, inputs, init);
+        for &(v, w) in seeds.iter().filter(|(v, _)| !v.is_constant()) {
+            // Without forks every recorded value lives in the root job.
+            let Some(seq) = job.position(v.id) else {
+                not_ours(v)
+            };
+            job.adj[seq as usize] += w;
+        }
+        let result = crate::reverse::sweep(job, checked, 0, careful);
+        read_grad(job, inputs, grad);
+        result.map_err(|b| NonFinite::new(Pass::Reverse, b))
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn sweep_one_job_carefully(
+        job: &mut Job,
+        inputs: &[Var],
+        seeds: &[(Var, f64)],
+        init: Option<&[f64]>,
+        grad: &mut [f64],
+    ) -> Result<(), NonFinite> {
+        Self::sweep_one_job(job, inputs, false, seeds, init, grad, true)
     }
 
     /// Value and gradient of `f` at `x`, written into `grad`; no heap allocation once the tape
