@@ -2381,12 +2381,8 @@ impl Lower<'_> {
                     Sub(_) => Op2::Sub,
                     Mul(_) => Op2::Mul,
                     Div(_) => Op2::Div,
-                    Rem(_) => {
-                        return err(
-                            at,
-                            "`%` on `f64` is not supported: write `a - (a / b).trunc() * b`",
-                        )
-                    }
+                    // IEEE fmod, as Rust's `%` on floats (the rule table's `Rem`)
+                    Rem(_) => Op2::Rem,
                     _ => return err(at, "this operator is not defined on `f64`"),
                 };
                 Ok(self.bin(o, a, r))

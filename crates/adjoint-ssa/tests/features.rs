@@ -801,3 +801,30 @@ fn sums_over_windows_skip_and_take() {
     let want = forward::gradient(|x| total_variation::primal(x), &x);
     check_all("total_variation", &g, &want);
 }
+
+#[differentiable]
+fn wrapped(x: f64, y: f64) -> f64 {
+    let mut a = x * 3.0;
+    a %= y;
+    (x % y) * x + a
+}
+
+#[test]
+fn float_remainder_is_fmod() {
+    // `%` on `f64`: the value bit for bit (1.0 % 0.1 is 0.0999…, not 0), ∂/∂x = 1 and
+    // ∂/∂y = −q with q the integer `%` took (9 for 1 % 0.1), against the closed form and forward
+    // mode over `primal`.
+    for (x, y) in [(1.0, 0.1), (-1.0, 0.1), (7.3, 2.0), (-7.3, -2.0)] {
+        let (mut dx, mut dy) = (0.0, 0.0);
+        let v = wrapped::grad(x, y, &mut dx, &mut dy);
+        assert_eq!(v.to_bits(), wrapped(x, y).to_bits(), "({x}, {y})");
+        let (r, q) = (x % y, ((x - x % y) / y).round());
+        let (r3, q3) = ((x * 3.0) % y, ((x * 3.0 - (x * 3.0) % y) / y).round());
+        assert!(
+            close(dx, r + x + 3.0) && close(dy, -q * x - q3),
+            "({x}, {y}): {dx} {dy} {r3}"
+        );
+        let f = forward::gradient(|v| wrapped::primal(v[0], v[1]), &[x, y]);
+        assert!(close(dx, f[0]) && close(dy, f[1]), "({x}, {y}): {f:?}");
+    }
+}

@@ -1,8 +1,0 @@
-use adjoint_ssa::differentiable;
-
-#[differentiable]
-fn f(x: f64) -> f64 {
-    x % 2.0
-}
-
-fn main() {}
