@@ -221,7 +221,8 @@ impl Gmm {
                     })
                 });
                 b.generate(&[n, k], |i| {
-                    let sq = (0..d).fold(lit(0.0), |s, r| {
+                    // (from −0.0: `−0 + t` is `t` exactly, so the first add folds away)
+                    let sq = (0..d).fold(lit(-0.0), |s, r| {
                         let v = xq.at(&[i[0], i[1], c(r)]) - qmu.at(&[i[1], c(r)]);
                         s + v * v
                     });
@@ -240,7 +241,7 @@ impl Gmm {
         let prior = if d < MATMUL_MIN_D {
             b.generate(&[k], |i| {
                 let ik = i[0];
-                let frob = (0..icf_sz).fold(lit(0.0), |s, j| {
+                let frob = (0..icf_sz).fold(lit(-0.0), |s, j| {
                     let v = icf.at(&[ik, c(j)]);
                     if j < d {
                         let e = v.exp();

@@ -6,8 +6,9 @@
 //! spells out `sin` or `*` by hand and all of them agree on every rule.
 //!
 //! Piecewise-constant functions (`floor`, `round`, `signum`, …) become constants, comparisons
-//! compare primal values, and composite functions (`log(b)`, `mul_add`, `%`, `to_degrees`) are
-//! built from the primitives.
+//! compare primal values, and composite functions (`log(b)`, `to_degrees`) are built from the
+//! primitives; `%` is the table's `Rem`, and `mul_add` has `f64::mul_add`'s value (one rounding)
+//! with the derivative of `x·a + b`.
 
 use crate::rules::{Op1, Op2};
 use crate::Real;
@@ -532,10 +533,21 @@ macro_rules! __impl_real_methods {
             let v = $crate::Real::mul_add(self.primal(), a.primal(), b.primal());
             let w = e.primal();
             let (vv, wv) = ($crate::Real::value(&v), $crate::Real::value(&w));
+            let k = <Self as Lift>::constant;
             if vv.to_bits() == wv.to_bits() || (vv.is_nan() && wv.is_nan()) {
                 e
+            } else if wv.is_finite() {
+                k(v) - (k(w) - e)
             } else {
-                <Self as Lift>::constant(v) - (<Self as Lift>::constant(w) - e)
+                // The unfused value overflowed (`w − e` would be NaN): the derivative from
+                // differences that are 0 in value, `(x − x₀)·a + x₀·(a − a₀) + (b − b₀)`.
+                let (x0, a0, b0) = (self.primal(), a.primal(), b.primal());
+                let d = (self - k(x0)) * a + (a - k(a0)) * k(x0) + (b - k(b0));
+                if $crate::Real::value(&d) == 0.0 {
+                    k(v) + d
+                } else {
+                    e // an infinite operand: fused and unfused agree but for NaN's sign
+                }
             }
         }
         /// `xⁿ` for an integer `n`.

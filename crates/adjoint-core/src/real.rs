@@ -283,7 +283,7 @@ pub trait Real:
             self
         }
     }
-    /// `self · a + b` (unfused for active numbers); `x.mul_add(2.0, 1.0)`.
+    /// `self · a + b` rounded once, as `f64::mul_add` (for active numbers too); `x.mul_add(2.0, 1.0)`.
     fn mul_add<A: Into<Self>, B: Into<Self>>(self, a: A, b: B) -> Self;
     /// `max(self − y, 0)`.
     fn abs_sub<Y: Into<Self>>(self, y: Y) -> Self;

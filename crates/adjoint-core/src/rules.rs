@@ -490,6 +490,11 @@ pub fn binary<T: Real>(op: Op2, x: T, y: T) -> Rule2<T> {
             // so the partial stays finite, and 0 where `y` is infinite (`x % ∞ = x`).
             let v = x % y;
             let (xv, vv, yv) = (x.value(), v.value(), y.value());
+            if vv.is_nan() {
+                // outside the domain (`x % 0`, `∞ % y`): value and partials NaN
+                let n = T::cst(f64::NAN);
+                return rule(v, n, n, n, n, n);
+            }
             let q = if yv.is_infinite() {
                 0.0
             } else {

@@ -465,3 +465,22 @@ fn mul_add_on_duals_rounds_once() {
     }
     assert_eq!(x.mul_add(x, -y), 2f64.powi(-60));
 }
+
+#[test]
+fn mul_add_on_duals_where_the_unfused_product_overflows() {
+    // x·a overflows but x·a + b does not: the fused value is finite, and the unfused
+    // derivative (a, x, 1) is what the result carries (`w − e` would be ∞ − ∞ = NaN).
+    use adjoint_core::forward::gradient;
+    let (x, a, b): (f64, f64, f64) = (1.5e154, 1.5e154, -1e308);
+    let v = x.mul_add(a, b);
+    assert!(v.is_finite());
+    let d = adjoint_core::forward::Dual { re: x, eps: 1.0 }.mul_add(
+        adjoint_core::forward::Dual { re: a, eps: 0.0 },
+        adjoint_core::forward::Dual { re: b, eps: 0.0 },
+    );
+    assert_eq!(d.re.to_bits(), v.to_bits());
+    assert_eq!(
+        gradient(|v| v[0].mul_add(v[1], v[2]), &[x, a, b]),
+        vec![a, x, 1.0]
+    );
+}

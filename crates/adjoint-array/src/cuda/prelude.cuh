@@ -364,6 +364,11 @@ ADJ_DEV void adj_b_hypot(ADJ_B_ARGS) {
 ADJ_DEV void adj_b_rem(ADJ_B_ARGS) {
   /* fmod, with the integer it took off as -dy (0 where y is infinite), as in rules.rs */
   double r = fmod(x, y);
+  if (r != r) {
+    /* outside the domain (x % 0, inf % y): value and partials NaN, as in rules.rs */
+    ADJ_R2(r, NAN, NAN, NAN, NAN, NAN);
+    return;
+  }
   double q = isinf(y) ? 0.0 : round((x - r) / y);
   if (q > 1.7976931348623157e308) q = 1.7976931348623157e308;
   if (q < -1.7976931348623157e308) q = -1.7976931348623157e308;
