@@ -248,9 +248,23 @@ pub(crate) struct Arena {
 }
 
 impl Arena {
+    /// The value of a constant node, or of a cast of one (`lit(c).cast_f32()`: a typed
+    /// constant, its value already rounded).
     pub(crate) fn konst_of(&self, id: Id) -> Option<f64> {
         match self.nodes[id as usize] {
             Node::Const(b) => Some(f64::from_bits(b)),
+            Node::Cast(_, a) => match self.nodes[a as usize] {
+                Node::Const(b) => Some(f64::from_bits(b)),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// The type of a typed constant (a cast of a constant): `Some(true)` for `f32`.
+    fn konst_type(&self, id: Id) -> Option<bool> {
+        match self.nodes[id as usize] {
+            Node::Cast(to32, a) if matches!(self.nodes[a as usize], Node::Const(_)) => Some(to32),
             _ => None,
         }
     }
@@ -269,8 +283,33 @@ impl Arena {
         id
     }
 
-    /// Add a node, folding constants and trivial identities.
+    /// Add a node, folding constants and trivial identities. A fold of typed constants (casts
+    /// of constants) is a typed constant of their type; typed constants of both types are not
+    /// folded (type inference reports the mix).
     pub(crate) fn push(&mut self, n: Node) -> Id {
+        let types: Vec<bool> = n
+            .operands()
+            .iter()
+            .filter_map(|&o| self.konst_type(o))
+            .collect();
+        let Some(&t) = types.first() else {
+            return self.fold(n);
+        };
+        if types.iter().any(|&u| u != t) {
+            return self.intern(n);
+        }
+        let id = self.fold(n);
+        match self.nodes[id as usize] {
+            Node::Const(b) => {
+                let v = f64::from_bits(b);
+                let k = self.konst(if t { v as f32 as f64 } else { v });
+                self.intern(Node::Cast(t, k))
+            }
+            _ => id,
+        }
+    }
+
+    fn fold(&mut self, n: Node) -> Id {
         let c = |s: &Self, i: Id| s.konst_of(i);
         match &n {
             Node::Un(op, a) => {

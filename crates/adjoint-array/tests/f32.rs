@@ -1083,6 +1083,14 @@ fn a_cast_constant_keeps_its_type() {
     assert_eq!(g.dtype(), DType::F32);
     let out = b.build(&[&g]).unwrap().run_typed(&[]).unwrap();
     assert_eq!(out[0], Buffer::F32(vec![-0.5; 5]));
+    // Folding typed constants keeps their type.
+    let b = Builder::new();
+    let g = b.generate(&[3], |_| {
+        lit(0.5).cast_f32() * lit(0.25).cast_f32() + lit(1.0).cast_f32()
+    });
+    assert_eq!(g.dtype(), DType::F32);
+    let out = b.build(&[&g]).unwrap().run_typed(&[]).unwrap();
+    assert_eq!(out[0], Buffer::F32(vec![1.125; 3]));
     // … so it can be the default of an f32 permute (the error asked for the cast written).
     let b = Builder::new();
     let x = b.input_f32(&[2]);
