@@ -180,13 +180,13 @@ fn smooth(op: Op1) -> bool {
     }
 }
 
-/// `+ − × ÷`: partials that are operand values (or 1/y, x/y²), non-finite only where the
+/// `+ − × ÷ %`: partials that are operand values (or 1/y, x/y², −q), non-finite only where the
 /// value is, so their tangents need no test (a test per operation kept LLVM from pairing a
 /// `Dual`'s two lanes: forward mode ran 2–3× slower). `op` is a constant where `lift2` is
 /// inlined, so the choice costs nothing.
 #[inline(always)]
 fn plain(op: Op2) -> bool {
-    matches!(op, Op2::Add | Op2::Sub | Op2::Mul | Op2::Div)
+    matches!(op, Op2::Add | Op2::Sub | Op2::Mul | Op2::Div | Op2::Rem)
 }
 
 crate::impl_real!([T: Real] Dual<T>);

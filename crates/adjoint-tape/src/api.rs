@@ -386,11 +386,9 @@ impl Tape {
     ) -> Result<(), NonFinite> {
         let result = Self::sweep_one_job(job, inputs, checked, seeds, init, grad, false);
         // A NaN may be an infinite adjoint times a zero partial, which a careful sweep takes as
-        // 0 (see `reverse::sweep`): once more, carefully, out of line.
-        // (Checkpoints and slice primitives already sweep carefully: no second pass, which
-        // would recompute every checkpointed region again.)
-        let fast = !checked && job.checkpoints.is_empty() && job.nary.is_empty();
-        if fast && grad.iter().any(|g| g.is_nan()) {
+        // 0 (see `reverse::sweep`): once more, carefully, out of line — only after the one
+        // sweep that was not careful (another pass would also recompute every checkpoint).
+        if crate::reverse::plain_scalar(job, checked) && grad.iter().any(|g| g.is_nan()) {
             return Self::sweep_one_job_carefully(job, inputs, seeds, init, grad);
         }
         result

@@ -121,7 +121,7 @@ pub(crate) fn return_jobs(g: &mut Graph, jobs: &mut Vec<Mutex<Box<Job>>>) {
 /// sweeps so first and again carefully only if the gradient came out with a NaN, which such a
 /// product always reaches (every entry has an active operand, and NaN sticks).
 pub(crate) fn sweep(job: &mut Job, checked: bool, idx: u16, careful: bool) -> Result<(), BadValue> {
-    if !checked && job.checkpoints.is_empty() && job.nary.is_empty() {
+    if plain_scalar(job, checked) {
         // Plain scalar code: one loop.
         let tape = Entries {
             entries: &job.entries,
@@ -134,6 +134,12 @@ pub(crate) fn sweep(job: &mut Job, checked: bool, idx: u16, careful: bool) -> Re
         };
     }
     sweep_stops(job, checked, idx)
+}
+
+/// Whether `sweep` runs `job` as one scalar loop, the only sweep that honours `careful =
+/// false`; every other is careful anyway.
+pub(crate) fn plain_scalar(job: &Job, checked: bool) -> bool {
+    !checked && job.checkpoints.is_empty() && job.nary.is_empty()
 }
 
 /// A job with checkpoints or slice primitives, or checked: always careful (the test per entry

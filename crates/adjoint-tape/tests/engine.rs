@@ -825,6 +825,19 @@ fn remainder_is_fmod_with_its_quotient_as_derivative() {
             "{x} % {y}: forward"
         );
     }
+    // With an `f64` on the right, as a user writes it, and `%=`.
+    assert_eq!(value_and_grad(|v| v[0] % 2.0, &[7.5]), (1.5, vec![1.0]));
+    assert_eq!(
+        value_and_grad(
+            |v| {
+                let mut a = v[0];
+                a %= v[1];
+                a
+            },
+            &[1.0, 0.1]
+        ),
+        (1.0 % 0.1, vec![1.0, -9.0])
+    );
     // Away from a jump, central differences agree.
     let x = [3.7, 0.9];
     let g = grad(|v| v[0] % v[1] * v[0], &x);
