@@ -29,6 +29,10 @@ ADJ_DEV double adj_bits(unsigned long long b) { return __longlong_as_double((lon
 #else
 #include <math.h>
 #include <string.h>
+/* NVRTC defines none of C's floating-point macros: neither may the emulation (ADJ_NAN, ADJ_INF) */
+#undef NAN
+#undef INFINITY
+#undef HUGE_VAL
 #define ADJ_DEV static inline
 #define ADJ_KERNEL void
 static unsigned long long adj_element;
@@ -366,7 +370,7 @@ ADJ_DEV void adj_b_rem(ADJ_B_ARGS) {
   double r = fmod(x, y);
   if (r != r) {
     /* outside the domain (x % 0, inf % y): value and partials NaN, as in rules.rs */
-    ADJ_R2(r, NAN, NAN, NAN, NAN, NAN);
+    ADJ_R2(r, ADJ_NAN, ADJ_NAN, ADJ_NAN, ADJ_NAN, ADJ_NAN);
     return;
   }
   double q = isinf(y) ? 0.0 : round((x - r) / y);
