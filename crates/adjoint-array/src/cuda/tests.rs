@@ -1370,6 +1370,22 @@ fn programs_on_the_gpu() {
     }
     let gpu = Backend::cuda().expect("ADJOINT_CUDA_TESTS=1 but no GPU");
     let cpu = Backend::cpu();
+
+    // What the GPU does not run is an error naming it; a bad index is an error too (first: they
+    // are quick, and a time limit on a cold machine cuts the slow cases below, not these).
+    let b = Builder::new();
+    let x = b.input(&[4]);
+    let p = b.build_scalar(&x.scanl(0.0, |a, c| a + c).sum()).unwrap();
+    let e = p.gradient_on(&gpu, &[&[1.0, 2.0, 3.0, 4.0]]).unwrap_err();
+    assert!(e.to_string().contains("scan"), "{e}");
+    let b = Builder::new();
+    let x = b.input(&[4]);
+    let y = b.generate(&[4], |i| x.at(&[i[0] + 1.0]));
+    let p = b.build_scalar(&y.sum()).unwrap();
+    let e = p.gradient_on(&gpu, &[&[1.0, 2.0, 3.0, 4.0]]).unwrap_err();
+    assert!(e.to_string().contains("out of bounds"), "{e}");
+    eprintln!("GPU: unsupported nodes and bad indices are errors");
+
     // Relative to the array's largest value: the GPU adds long sums in another (fixed) order
     // than the CPU's blocks, so a component that is a sum with cancellation (GMM's icf gradient
     // at n = 1000: 0.0112499529393590 vs …33594) differs by more than 1e-12 of itself.
@@ -1525,20 +1541,6 @@ fn programs_on_the_gpu() {
     near("BA blocks", &on_cpu, &on_gpu);
     assert_eq!(bits(&on_gpu), bits(&again), "BA blocks run to run");
     eprintln!("GPU: BA blocks = CPU's, bit-identical twice");
-
-    // What the GPU does not run is an error naming it; a bad index is an error too.
-    let b = Builder::new();
-    let x = b.input(&[4]);
-    let p = b.build_scalar(&x.scanl(0.0, |a, c| a + c).sum()).unwrap();
-    let e = p.gradient_on(&gpu, &[&[1.0, 2.0, 3.0, 4.0]]).unwrap_err();
-    assert!(e.to_string().contains("scan"), "{e}");
-    let b = Builder::new();
-    let x = b.input(&[4]);
-    let y = b.generate(&[4], |i| x.at(&[i[0] + 1.0]));
-    let p = b.build_scalar(&y.sum()).unwrap();
-    let e = p.gradient_on(&gpu, &[&[1.0, 2.0, 3.0, 4.0]]).unwrap_err();
-    assert!(e.to_string().contains("out of bounds"), "{e}");
-    eprintln!("GPU: unsupported nodes and bad indices are errors");
 }
 
 #[test]
