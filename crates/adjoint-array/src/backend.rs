@@ -70,8 +70,9 @@ impl Backend {
     /// fixed order: a program's results are bit-identical from run to run and agree with the
     /// CPU backend's to rounding. On the GPU run `generate`, `map`, `zip_with`, `sum`,
     /// folds with `+ × max min`, `matmul`, `reshape`, `stop_gradient` and their adjoints;
-    /// a program with another node (`scan`, `scan_n`, `permute`, `acond`, `awhile`, `f32`
-    /// arrays) is refused with an error naming it.
+    /// `scan`, `scan_n`, `permute`, `awhile` and general folds run on the host inside the
+    /// GPU program (their operands copied back, their results and adjoints up), `acond`
+    /// decides its branch there; `f32` arrays are refused with an error naming them.
     pub fn cuda() -> Result<Backend> {
         #[cfg(feature = "cuda")]
         {
@@ -113,7 +114,7 @@ impl Program {
             #[cfg(feature = "cuda")]
             Inner::Cuda(gpu) => {
                 self.check_inputs(inputs)?;
-                let mut r = crate::cuda::run::DevRun::new(gpu, &self.g, inputs)?;
+                let mut r = crate::cuda::run::DevRun::new(gpu, &self.g, inputs, false)?;
                 r.run_outputs()?;
                 r.check()?;
                 self.g
@@ -161,7 +162,7 @@ impl Program {
                         outputs.len()
                     )));
                 }
-                let mut r = crate::cuda::run::DevRun::new(gpu, &self.g, inputs)?;
+                let mut r = crate::cuda::run::DevRun::new(gpu, &self.g, inputs, false)?;
                 r.run_outputs()?;
                 r.check()?;
                 for (&o, buf) in self.g.outputs.iter().zip(outputs.iter_mut()) {
@@ -185,7 +186,7 @@ impl Program {
             Inner::Cuda(gpu) => {
                 self.check_inputs(inputs)?;
                 self.check_seeds(seeds)?;
-                let mut r = crate::cuda::run::DevRun::new(gpu, &self.g, inputs)?;
+                let mut r = crate::cuda::run::DevRun::new(gpu, &self.g, inputs, true)?;
                 let (outs, grads) = r.vjp(seeds)?;
                 let outs = outs
                     .into_iter()

@@ -224,7 +224,7 @@ impl<'g> Exec<'g> {
             .as_slice()
     }
 
-    fn computed(&self, n: NodeId) -> bool {
+    pub(crate) fn computed(&self, n: NodeId) -> bool {
         self.vals[n as usize].is_some()
     }
 
@@ -256,7 +256,7 @@ impl<'g> Exec<'g> {
     }
 
     /// Compute node `i` (and, first, what it needs).
-    fn force(&mut self, i: NodeId) -> Result<()> {
+    pub(crate) fn force(&mut self, i: NodeId) -> Result<()> {
         if self.computed(i) {
             return Ok(());
         }
@@ -468,14 +468,7 @@ impl<'g> Exec<'g> {
                 out
             }
             ANode::Acond { cond, t, e } => {
-                self.force_reads(cond)?;
-                let k = primal_kernel(g, i, cond, &[], &[]);
-                let inp = self.kernel_inputs(k, &[], &|_| None);
-                let mut outs = vec![vec![0.0; 1]];
-                run_store(k, &inp, &[vec![0]], &mut outs)?;
-                let take = outs[0][0] != 0.0;
-                self.taken[i as usize] = take;
-                let b = if take { *t } else { *e };
+                let b = if self.acond_taken(i, cond)? { *t } else { *e };
                 self.force(b)?;
                 self.vals[i as usize] = self.vals[b as usize].clone();
                 return Ok(());
@@ -532,6 +525,25 @@ impl<'g> Exec<'g> {
         };
         self.vals[i as usize] = Some(Val::O(Arc::new(v)));
         Ok(())
+    }
+
+    /// Whether `acond` node `i` takes its `then` branch: its condition evaluated (and, first,
+    /// the arrays the condition reads), kept for the reverse pass.
+    pub(crate) fn acond_taken(&mut self, i: NodeId, cond: &Lambda) -> Result<bool> {
+        self.force_reads(cond)?;
+        let k = primal_kernel(self.g, i, cond, &[], &[]);
+        let inp = self.kernel_inputs(k, &[], &|_| None);
+        let mut outs = vec![vec![0.0; 1]];
+        run_store(k, &inp, &[vec![0]], &mut outs)?;
+        let take = outs[0][0] != 0.0;
+        self.taken[i as usize] = take;
+        Ok(take)
+    }
+
+    /// Give node `n` a value computed elsewhere (another backend's), so that computing a node
+    /// that reads it reads this.
+    pub(crate) fn import(&mut self, n: NodeId, v: Vec<f64>) {
+        self.vals[n as usize] = Some(Val::O(Arc::new(v)));
     }
 
     /// Evaluate a 0-parameter lambda over the outer space (fold/scan initial values).
@@ -1174,282 +1186,330 @@ fn apply_adjoint<'a>(
     Ok(())
 }
 
-/// Backward pass: `seeds` are adjoints of output nodes; returns one adjoint per graph input.
-pub(crate) fn backward(ex: &Exec, seeds: Vec<(NodeId, Vec<f64>)>) -> Result<Vec<Option<Vec<f64>>>> {
-    let g = ex.g;
+/// The adjoints of `awhile` results ([`ANode::Proj`]) gathered for their loop's reverse pass.
+pub(crate) type LoopSeeds = HashMap<NodeId, Vec<Option<Vec<f64>>>>;
+
+fn new_adj(g: &Graph) -> Adj {
     let n = g.nodes.len();
-    let mut adj = Adj {
+    Adj {
         dense: vec![None; n],
         bc: vec![None; n],
         f32: g.nodes.iter().map(|x| x.dtype == DType::F32).collect(),
-    };
-    let mut loop_seeds: HashMap<NodeId, Vec<Option<Vec<f64>>>> = HashMap::new();
+    }
+}
+
+/// Backward pass: `seeds` are adjoints of output nodes; returns one adjoint per graph input.
+pub(crate) fn backward(ex: &Exec, seeds: Vec<(NodeId, Vec<f64>)>) -> Result<Vec<Option<Vec<f64>>>> {
+    let g = ex.g;
+    let mut adj = new_adj(g);
+    let mut loop_seeds = LoopSeeds::new();
     for (o, s) in seeds {
         adj.add(o, s);
     }
     let mut result: Vec<Option<Vec<f64>>> = vec![None; g.inputs.len()];
-    for i in (0..n as NodeId).rev() {
-        if !ex.computed(i) || !g.active[i as usize] {
-            continue;
+    for i in (0..g.nodes.len() as NodeId).rev() {
+        backward_node(ex, &mut adj, &mut loop_seeds, &mut result, i)?;
+    }
+    Ok(result)
+}
+
+/// What one node's adjoint sends to the nodes it reads, for a backend that runs this node on
+/// the host and the rest elsewhere (the CUDA backend: `scan`, `permute`, `awhile`, …): `gv` is
+/// the node's adjoint (`None` for an `awhile`, whose adjoints come from its results through
+/// `loop_seeds`). Returns each contribution as (node, values, broadcast: one value per row of
+/// the node's last axis). `ex` holds the values the node's reverse pass reads.
+pub(crate) fn node_adjoint(
+    ex: &Exec,
+    i: NodeId,
+    gv: Option<Vec<f64>>,
+    loop_seeds: &mut LoopSeeds,
+) -> Result<Vec<(NodeId, Vec<f64>, bool)>> {
+    let g = ex.g;
+    let mut adj = new_adj(g);
+    if let Some(gv) = gv {
+        adj.add(i, gv);
+    }
+    let mut result: Vec<Option<Vec<f64>>> = vec![None; g.inputs.len()];
+    backward_node(ex, &mut adj, loop_seeds, &mut result, i)?;
+    let mut out = Vec::new();
+    for (n, d) in adj.dense.iter_mut().enumerate() {
+        if let Some(d) = d.take() {
+            out.push((n as NodeId, d, false));
         }
-        let info = &g.nodes[i as usize];
-        let size: usize = info.shape.iter().product();
-        if let ANode::Awhile { lp, init, inv } = &info.kind {
-            let Some(mut st) = loop_seeds.remove(&i) else {
-                continue;
-            };
-            let aux = &ex.loops[&i];
-            let mut inv_adj: Vec<Option<Vec<f64>>> = vec![None; inv.len()];
-            for it in aux.iters.iter().rev() {
-                let seeds: Vec<(NodeId, Vec<f64>)> = lp
-                    .body
-                    .outputs
-                    .iter()
-                    .zip(st.iter())
-                    .filter_map(|(&o, s)| s.clone().map(|s| (o, s)))
-                    .collect();
-                if seeds.is_empty() {
-                    break;
-                }
-                let r = backward(it, seeds)?;
-                let mut r = r.into_iter();
-                st = (0..lp.nstate).map(|_| r.next().expect("state")).collect();
-                for ((acc, v), &a) in inv_adj.iter_mut().zip(r).zip(inv) {
-                    if let Some(v) = v {
-                        add_to(acc, v, adj.f32[a as usize]);
-                    }
-                }
-            }
-            for (&a, s) in init.iter().zip(st) {
-                if let Some(s) = s {
-                    adj.add(a, s);
-                }
-            }
-            for (&a, s) in inv.iter().zip(inv_adj) {
-                if let Some(s) = s {
-                    adj.add(a, s);
-                }
-            }
-            continue;
+    }
+    for (n, b) in adj.bc.iter_mut().enumerate() {
+        if let Some(b) = b.take() {
+            out.push((n as NodeId, b, true));
         }
-        // Gen and SumGen take their seeds without expanding broadcasts.
-        match &info.kind {
-            ANode::Gen { lam, args, .. } => {
-                let dense = adj.dense[i as usize].take();
-                let bc = adj.bc[i as usize].take();
-                if dense.is_none() && bc.is_none() {
-                    continue;
-                }
-                let nouts = lam.outs.len();
-                let own = gen_own(g, i, adj.f32[i as usize]);
-                let ak = gen_adjoint(g, i, dense.is_some(), bc.is_some())?;
-                let mut caller: Vec<&[f64]> = args.iter().map(|&a| ex.value(a)).collect();
-                if let (Some(d), 1) = (&dense, nouts) {
-                    caller.push(d);
-                }
-                if !own.is_empty() {
-                    caller.push(ex.value(i));
-                }
-                let aux = |key: u32| -> Option<&[f64]> {
-                    match key {
-                        AUX_DENSE => dense.as_deref(),
-                        AUX_BC => bc.as_deref(),
-                        _ => None,
-                    }
-                };
-                apply_adjoint(ex, &mut adj, &ak, &caller, &aux, &|k| {
-                    Some(args[k as usize])
-                })?;
-                continue;
-            }
-            ANode::SumGen { args, .. } => {
-                let Some(gv) = adj.take(i, size) else {
-                    continue;
-                };
-                let ak = sumgen_adjoint(g, i)?;
-                let caller: Vec<&[f64]> = args.iter().map(|&a| ex.value(a)).collect();
-                let aux = |key: u32| -> Option<&[f64]> { (key == AUX_BC).then_some(&gv[..]) };
-                apply_adjoint(ex, &mut adj, &ak, &caller, &aux, &|k| {
-                    Some(args[k as usize])
-                })?;
-                continue;
-            }
-            _ => {}
-        }
-        let Some(gv) = adj.take(i, size) else {
-            continue;
+    }
+    Ok(out)
+}
+
+/// Node `i`'s part of the backward pass: its adjoint (in `adj`) sent to what it reads.
+fn backward_node(
+    ex: &Exec,
+    adj: &mut Adj,
+    loop_seeds: &mut LoopSeeds,
+    result: &mut [Option<Vec<f64>>],
+    i: NodeId,
+) -> Result<()> {
+    let g = ex.g;
+    if !ex.computed(i) || !g.active[i as usize] {
+        return Ok(());
+    }
+    let info = &g.nodes[i as usize];
+    let size: usize = info.shape.iter().product();
+    if let ANode::Awhile { lp, init, inv } = &info.kind {
+        let Some(mut st) = loop_seeds.remove(&i) else {
+            return Ok(());
         };
-        match &info.kind {
-            ANode::Input { index, .. } => result[*index] = Some(gv),
-            ANode::Use(_) | ANode::StopGrad { .. } => {}
-            ANode::Gen { .. } | ANode::SumGen { .. } | ANode::Awhile { .. } => unreachable!(),
-            ANode::Reshape { src } => adj.add(*src, gv),
-            ANode::ScanN {
-                init,
-                step,
-                lanes,
-                steps,
-            } => {
-                let a0 = scan_n_backward(ex, &mut adj, i, step, lanes, *steps, &gv)?;
-                let seeds: Vec<&[f64]> = a0.iter().map(|c| &c[..]).collect();
-                init_backward(ex, &mut adj, i, init, lanes, &seeds)?;
+        let aux = &ex.loops[&i];
+        let mut inv_adj: Vec<Option<Vec<f64>>> = vec![None; inv.len()];
+        for it in aux.iters.iter().rev() {
+            let seeds: Vec<(NodeId, Vec<f64>)> = lp
+                .body
+                .outputs
+                .iter()
+                .zip(st.iter())
+                .filter_map(|(&o, s)| s.clone().map(|s| (o, s)))
+                .collect();
+            if seeds.is_empty() {
+                break;
             }
-            ANode::Acond { t, e, .. } => {
-                let b = if ex.taken[i as usize] { *t } else { *e };
-                adj.add(b, gv);
+            let r = backward(it, seeds)?;
+            let mut r = r.into_iter();
+            st = (0..lp.nstate).map(|_| r.next().expect("state")).collect();
+            for ((acc, v), &a) in inv_adj.iter_mut().zip(r).zip(inv) {
+                if let Some(v) = v {
+                    add_to(acc, v, adj.f32[a as usize]);
+                }
             }
-            ANode::Proj { src, k } => {
-                let nstate = match &g.nodes[*src as usize].kind {
-                    ANode::Awhile { init, .. } => init.len(),
-                    _ => unreachable!(),
-                };
-                let e = loop_seeds.entry(*src).or_insert_with(|| vec![None; nstate]);
-                add_to(&mut e[*k], gv, adj.f32[i as usize]);
+        }
+        for (&a, s) in init.iter().zip(st) {
+            if let Some(s) = s {
+                adj.add(a, s);
             }
-            ANode::Sum { src } => {
+        }
+        for (&a, s) in inv.iter().zip(inv_adj) {
+            if let Some(s) = s {
+                adj.add(a, s);
+            }
+        }
+        return Ok(());
+    }
+    // Gen and SumGen take their seeds without expanding broadcasts.
+    match &info.kind {
+        ANode::Gen { lam, args, .. } => {
+            let dense = adj.dense[i as usize].take();
+            let bc = adj.bc[i as usize].take();
+            if dense.is_none() && bc.is_none() {
+                return Ok(());
+            }
+            let nouts = lam.outs.len();
+            let own = gen_own(g, i, adj.f32[i as usize]);
+            let ak = gen_adjoint(g, i, dense.is_some(), bc.is_some())?;
+            let mut caller: Vec<&[f64]> = args.iter().map(|&a| ex.value(a)).collect();
+            if let (Some(d), 1) = (&dense, nouts) {
+                caller.push(d);
+            }
+            if !own.is_empty() {
+                caller.push(ex.value(i));
+            }
+            let aux = |key: u32| -> Option<&[f64]> {
+                match key {
+                    AUX_DENSE => dense.as_deref(),
+                    AUX_BC => bc.as_deref(),
+                    _ => None,
+                }
+            };
+            apply_adjoint(ex, adj, &ak, &caller, &aux, &|k| Some(args[k as usize]))?;
+            return Ok(());
+        }
+        ANode::SumGen { args, .. } => {
+            let Some(gv) = adj.take(i, size) else {
+                return Ok(());
+            };
+            let ak = sumgen_adjoint(g, i)?;
+            let caller: Vec<&[f64]> = args.iter().map(|&a| ex.value(a)).collect();
+            let aux = |key: u32| -> Option<&[f64]> { (key == AUX_BC).then_some(&gv[..]) };
+            apply_adjoint(ex, adj, &ak, &caller, &aux, &|k| Some(args[k as usize]))?;
+            return Ok(());
+        }
+        _ => {}
+    }
+    let Some(gv) = adj.take(i, size) else {
+        return Ok(());
+    };
+    match &info.kind {
+        ANode::Input { index, .. } => result[*index] = Some(gv),
+        ANode::Use(_) | ANode::StopGrad { .. } => {}
+        ANode::Gen { .. } | ANode::SumGen { .. } | ANode::Awhile { .. } => unreachable!(),
+        ANode::Reshape { src } => adj.add(*src, gv),
+        ANode::ScanN {
+            init,
+            step,
+            lanes,
+            steps,
+        } => {
+            let a0 = scan_n_backward(ex, adj, i, step, lanes, *steps, &gv)?;
+            let seeds: Vec<&[f64]> = a0.iter().map(|c| &c[..]).collect();
+            init_backward(ex, adj, i, init, lanes, &seeds)?;
+        }
+        ANode::Acond { t, e, .. } => {
+            let b = if ex.taken[i as usize] { *t } else { *e };
+            adj.add(b, gv);
+        }
+        ANode::Proj { src, k } => {
+            let nstate = match &g.nodes[*src as usize].kind {
+                ANode::Awhile { init, .. } => init.len(),
+                _ => unreachable!(),
+            };
+            let e = loop_seeds.entry(*src).or_insert_with(|| vec![None; nstate]);
+            add_to(&mut e[*k], gv, adj.f32[i as usize]);
+        }
+        ANode::Sum { src } => {
+            if g.active[*src as usize] {
+                adj.add_bc(*src, gv);
+            }
+        }
+        ANode::MatMul { a, b } => {
+            // C = A B: Ā = C̄ Bᵀ, B̄ = Aᵀ C̄.
+            let (va, vb) = matmul_views(g, *a, ex.value(*a), *b, ex.value(*b));
+            let vc = View::new(&gv, va.rows, vb.cols);
+            let f32 = info.dtype == DType::F32;
+            if g.active[*a as usize] {
+                adj.add(*a, matmul(vc, vb.t(), f32));
+            }
+            if g.active[*b as usize] {
+                adj.add(*b, matmul(va.t(), vc, f32));
+            }
+            recycle(gv);
+        }
+        ANode::Fold { f, init, src } => {
+            if f.as_binop() == Some(Op2::Add) && f.reads().is_empty() {
                 if g.active[*src as usize] {
                     adj.add_bc(*src, gv);
                 }
+                return Ok(());
             }
-            ANode::MatMul { a, b } => {
-                // C = A B: Ā = C̄ Bᵀ, B̄ = Aᵀ C̄.
-                let (va, vb) = matmul_views(g, *a, ex.value(*a), *b, ex.value(*b));
-                let vc = View::new(&gv, va.rows, vb.cols);
-                let f32 = info.dtype == DType::F32;
-                if g.active[*a as usize] {
-                    adj.add(*a, matmul(vc, vb.t(), f32));
+            let sshape = &g.nodes[*src as usize].shape;
+            let inner = *sshape.last().expect("rank ≥ 1");
+            let rows = size;
+            let data = ex.value(*src);
+            // Fold = the last column of a left scan: recompute the scan, seed its last
+            // column, and run the scan's adjoint.
+            let (x0, xs, inn) = match init {
+                Some(_) => {
+                    let mut e2 = Exec::new(g, ex.inputs.clone(), false);
+                    e2.vals = ex.vals.clone();
+                    let l = init.as_ref().expect("init");
+                    (e2.eval_init(i, l, &info.shape)?, data.to_vec(), inner)
                 }
-                if g.active[*b as usize] {
-                    adj.add(*b, matmul(va.t(), vc, f32));
+                None => split_first_col(data, rows, inner),
+            };
+            let mut out = vec![0.0; rows * (inn + 1)];
+            match f.as_binop() {
+                Some(op) => {
+                    let f32 = info.dtype == DType::F32;
+                    scan_native(op, &xs, rows, inn, &x0, false, &mut out, f32)
                 }
-                recycle(gv);
+                None => {
+                    let k = ex.step_kernel(i, f);
+                    ex.scan_general(k, &xs, rows, inn, &x0, false, Some(&mut out))?;
+                }
             }
-            ANode::Fold { f, init, src } => {
-                if f.as_binop() == Some(Op2::Add) && f.reads().is_empty() {
-                    if g.active[*src as usize] {
-                        adj.add_bc(*src, gv);
-                    }
-                    continue;
-                }
-                let sshape = &g.nodes[*src as usize].shape;
-                let inner = *sshape.last().expect("rank ≥ 1");
-                let rows = size;
-                let data = ex.value(*src);
-                // Fold = the last column of a left scan: recompute the scan, seed its last
-                // column, and run the scan's adjoint.
-                let (x0, xs, inn) = match init {
-                    Some(_) => {
-                        let mut e2 = Exec::new(g, ex.inputs.clone(), false);
-                        e2.vals = ex.vals.clone();
-                        let l = init.as_ref().expect("init");
-                        (e2.eval_init(i, l, &info.shape)?, data.to_vec(), inner)
-                    }
-                    None => split_first_col(data, rows, inner),
-                };
-                let mut out = vec![0.0; rows * (inn + 1)];
-                match f.as_binop() {
-                    Some(op) => {
-                        let f32 = info.dtype == DType::F32;
-                        scan_native(op, &xs, rows, inn, &x0, false, &mut out, f32)
+            let mut adj_out = vec![0.0; rows * (inn + 1)];
+            for r in 0..rows {
+                adj_out[r * (inn + 1) + inn] = gv[r];
+            }
+            let (adj_x, adj_init) =
+                scan_backward(ex, adj, i, f, &xs, &out, rows, inn, &adj_out, false)?;
+            if g.active[*src as usize] {
+                match init {
+                    Some(l) => {
+                        adj.add(*src, adj_x);
+                        init_backward(ex, adj, i, l, &info.shape, &[&adj_init])?;
                     }
                     None => {
-                        let k = ex.step_kernel(i, f);
-                        ex.scan_general(k, &xs, rows, inn, &x0, false, Some(&mut out))?;
-                    }
-                }
-                let mut adj_out = vec![0.0; rows * (inn + 1)];
-                for r in 0..rows {
-                    adj_out[r * (inn + 1) + inn] = gv[r];
-                }
-                let (adj_x, adj_init) =
-                    scan_backward(ex, &mut adj, i, f, &xs, &out, rows, inn, &adj_out, false)?;
-                if g.active[*src as usize] {
-                    match init {
-                        Some(l) => {
-                            adj.add(*src, adj_x);
-                            init_backward(ex, &mut adj, i, l, &info.shape, &[&adj_init])?;
-                        }
-                        None => {
-                            let f32 = adj.f32[*src as usize];
-                            let d = adj.dense_mut(*src, rows * inner);
-                            for r in 0..rows {
-                                let d0 = &mut d[r * inner];
-                                *d0 = add_t(f32, *d0, adj_init[r]);
-                                for j in 0..inn {
-                                    let dj = &mut d[r * inner + 1 + j];
-                                    *dj = add_t(f32, *dj, adj_x[r * inn + j]);
-                                }
+                        let f32 = adj.f32[*src as usize];
+                        let d = adj.dense_mut(*src, rows * inner);
+                        for r in 0..rows {
+                            let d0 = &mut d[r * inner];
+                            *d0 = add_t(f32, *d0, adj_init[r]);
+                            for j in 0..inn {
+                                let dj = &mut d[r * inner + 1 + j];
+                                *dj = add_t(f32, *dj, adj_x[r * inn + j]);
                             }
                         }
                     }
                 }
             }
-            ANode::Scan {
-                f,
+        }
+        ANode::Scan {
+            f,
+            init,
+            src,
+            right,
+        } => {
+            let inner = *g.nodes[*src as usize].shape.last().expect("rank ≥ 1");
+            let rows = size / (inner + 1);
+            let out = ex.value(i);
+            let data = ex.value(*src);
+            let (adj_x, adj_init) =
+                scan_backward(ex, adj, i, f, data, out, rows, inner, &gv, *right)?;
+            if g.active[*src as usize] {
+                adj.add(*src, adj_x);
+            }
+            init_backward(
+                ex,
+                adj,
+                i,
                 init,
-                src,
-                right,
-            } => {
-                let inner = *g.nodes[*src as usize].shape.last().expect("rank ≥ 1");
-                let rows = size / (inner + 1);
-                let out = ex.value(i);
-                let data = ex.value(*src);
-                let (adj_x, adj_init) =
-                    scan_backward(ex, &mut adj, i, f, data, out, rows, inner, &gv, *right)?;
-                if g.active[*src as usize] {
-                    adj.add(*src, adj_x);
+                &info.shape[..info.shape.len() - 1],
+                &[&adj_init],
+            )?;
+        }
+        ANode::Permute {
+            comb, default, src, ..
+        } => {
+            let aux = &ex.perm[&i];
+            let ns = aux.targets.len();
+            match comb {
+                Combine::Add => {
+                    if g.active[*src as usize] {
+                        let a: Vec<f64> = aux
+                            .targets
+                            .iter()
+                            .map(|&t| if t >= 0 { gv[t as usize] } else { 0.0 })
+                            .collect();
+                        adj.add(*src, a);
+                    }
+                    if g.active[*default as usize] {
+                        adj.add(*default, gv);
+                    }
                 }
-                init_backward(
-                    ex,
-                    &mut adj,
-                    i,
-                    init,
-                    &info.shape[..info.shape.len() - 1],
-                    &[&adj_init],
-                )?;
-            }
-            ANode::Permute {
-                comb, default, src, ..
-            } => {
-                let aux = &ex.perm[&i];
-                let ns = aux.targets.len();
-                match comb {
-                    Combine::Add => {
-                        if g.active[*src as usize] {
-                            let a: Vec<f64> = aux
-                                .targets
-                                .iter()
-                                .map(|&t| if t >= 0 { gv[t as usize] } else { 0.0 })
-                                .collect();
-                            adj.add(*src, a);
-                        }
-                        if g.active[*default as usize] {
-                            adj.add(*default, gv);
+                Combine::Max | Combine::Min => {
+                    let win = aux.winners.as_ref().expect("winners");
+                    let mut a_src = vec![0.0; ns];
+                    let mut a_def = vec![0.0; size];
+                    for (t, &w) in win.iter().enumerate() {
+                        if w >= 0 {
+                            a_src[w as usize] += gv[t];
+                        } else {
+                            a_def[t] += gv[t];
                         }
                     }
-                    Combine::Max | Combine::Min => {
-                        let win = aux.winners.as_ref().expect("winners");
-                        let mut a_src = vec![0.0; ns];
-                        let mut a_def = vec![0.0; size];
-                        for (t, &w) in win.iter().enumerate() {
-                            if w >= 0 {
-                                a_src[w as usize] += gv[t];
-                            } else {
-                                a_def[t] += gv[t];
-                            }
-                        }
-                        if g.active[*src as usize] {
-                            adj.add(*src, a_src);
-                        }
-                        if g.active[*default as usize] {
-                            adj.add(*default, a_def);
-                        }
+                    if g.active[*src as usize] {
+                        adj.add(*src, a_src);
+                    }
+                    if g.active[*default as usize] {
+                        adj.add(*default, a_def);
                     }
                 }
             }
         }
     }
-    Ok(result)
+    Ok(())
 }
 
 /// The operands of a `matmul` node as row-major matrix views.

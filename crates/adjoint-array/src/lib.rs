@@ -42,8 +42,8 @@
 //! **On a GPU.** With the `cuda` cargo feature, [`Backend::cuda`] runs the same program on an
 //! NVIDIA GPU ([`Program::run_on`], [`Program::gradient_on`]): generates, sums, folds with
 //! `+ × max min`, matrix products and their adjoints, compiled at run time by NVRTC, in `f64`,
-//! with every sum in a fixed order (bit-identical from run to run). Other nodes are refused
-//! with an error naming them; see [`Backend`].
+//! with every sum in a fixed order (bit-identical from run to run). Scans, permutes, `scan_n`,
+//! `awhile` and general folds run on the host inside the GPU program; see [`Backend`].
 //!
 //! **Gradients.** [`Program::gradient_a`] (one scalar output) runs the primal pass, keeping the
 //! arrays it materialised, then walks the nodes backwards accumulating adjoint arrays: an

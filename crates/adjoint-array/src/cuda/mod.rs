@@ -30,8 +30,9 @@
 //! The executor (`run.rs`, feature `cuda`) runs whole programs from these kernels, combining
 //! the contributions with the kernels of [`combine_source`], [`scan_combine_source`] and
 //! `adj_scatter_direct` ([`direct_offsets`], [`static_offsets`]); the device layer
-//! (`device.rs`) compiles and launches them. What does not run on the GPU yet: folds and scans with a general step
-//! function, `scan_n`, `permute`, `acond`, `awhile` and `f32` arrays (refused with an error).
+//! (`device.rs`) compiles and launches them. Scans, `scan_n`, permutes, folds other than sums
+//! and `awhile` run on the host inside a GPU program (their operands read back, their results
+//! uploaded); `f32` arrays are refused with an error.
 
 use crate::error::{Error, Result};
 use crate::expr::DOp;

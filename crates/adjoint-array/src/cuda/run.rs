@@ -21,9 +21,17 @@
 //!   on the host past that kernel's bound.
 //!
 //! Nothing adds floating-point values in an order that depends on scheduling, so a gradient is
-//! bit-identical from run to run. The other nodes (`scan`, `scan_n`, `permute`, `acond`,
-//! `awhile`, folds with a general step or an initial value, and `f32` arrays) are refused with
-//! an error naming them; run such programs on the CPU backend.
+//! bit-identical from run to run.
+//!
+//! The other nodes run on the host, inside the GPU program (`placement`): `scan`, `scan_n`,
+//! `permute`, `awhile` and folds with a general step, an initial value or reads run both
+//! passes there (the values they read are read back into a CPU run, `exec::Exec`, which
+//! computes them with the CPU backend's code, keeps what their reverse pass reads, and whose
+//! `exec::node_adjoint` gives what their adjoint sends to the nodes they read: uploaded and
+//! added on the GPU); folds with `× max min` run their primal pass on the GPU and their reverse
+//! pass on the host; `acond` evaluates its condition on the host and runs the branch it takes
+//! on the GPU. Each such node costs a read-back and an upload: correct everywhere, fast where
+//! the GPU runs the nodes that carry the work. `f32` arrays are refused with an error.
 
 use super::device::{Gpu, Pending};
 use super::{
@@ -31,7 +39,10 @@ use super::{
     CHUNK, SPLIT_SUM,
 };
 use crate::error::{Error, Result};
-use crate::exec::{gen_adjoint, gen_own, primal_kernel, sumgen_adjoint, AUX_BC, AUX_DENSE};
+use crate::exec::{
+    gen_adjoint, gen_own, node_adjoint, primal_kernel, sumgen_adjoint, Exec, LoopSeeds, Val,
+    AUX_BC, AUX_DENSE,
+};
 use crate::graph::{ANode, DType, Graph, NodeId};
 use crate::kernel::{Kernel, ParamSrc};
 use adjoint_core::rules::Op2;
@@ -200,6 +211,40 @@ pub(crate) struct DevRun<'g> {
     /// per node, the smallest element of its kernels whose index was out of bounds
     /// (`u64::MAX`: none), read back once at the end ([`DevRun::check`])
     flags: RefCell<CudaSlice<u64>>,
+    /// The nodes the GPU does not run (`Where`), run on the host by the CPU backend's code
+    /// from their operands' values read back; it keeps what their reverse pass reads.
+    host: RefCell<Exec<'g>>,
+    /// per `acond` node, whether it took its `then` branch
+    taken: Vec<bool>,
+}
+
+/// Where a node's primal and reverse passes run.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Where {
+    /// both on the GPU
+    Gpu,
+    /// the primal pass on the GPU, the reverse pass on the host (folds with `×`, `max`, `min`)
+    GpuThenHost,
+    /// both on the host: `scan`, `scan_n`, `permute`, `awhile` (and its results), folds with a
+    /// general step, an initial value or reads
+    Host,
+}
+
+fn placement(k: &ANode) -> Where {
+    match k {
+        ANode::Fold { f, init: None, .. } if f.reads().is_empty() => match f.as_binop() {
+            Some(Op2::Add) => Where::Gpu,
+            Some(Op2::Mul | Op2::Max | Op2::Min) => Where::GpuThenHost,
+            _ => Where::Host,
+        },
+        ANode::Fold { .. }
+        | ANode::Scan { .. }
+        | ANode::ScanN { .. }
+        | ANode::Permute { .. }
+        | ANode::Awhile { .. }
+        | ANode::Proj { .. } => Where::Host,
+        _ => Where::Gpu,
+    }
 }
 
 fn len_of(g: &Graph, n: NodeId) -> usize {
@@ -207,15 +252,49 @@ fn len_of(g: &Graph, n: NodeId) -> usize {
 }
 
 impl<'g> DevRun<'g> {
-    pub(crate) fn new(gpu: &'g Gpu, g: &'g Graph, inputs: &'g [&'g [f64]]) -> Result<Self> {
+    /// A run of `g` on `inputs`; `record`: keep what a reverse pass reads (a gradient's run).
+    pub(crate) fn new(
+        gpu: &'g Gpu,
+        g: &'g Graph,
+        inputs: &'g [&'g [f64]],
+        record: bool,
+    ) -> Result<Self> {
         let n = g.nodes.len();
+        let host_inputs = inputs.iter().map(|x| Val::B(x)).collect();
         Ok(DevRun {
             gpu,
             g,
             inputs,
             vals: vec![None; n],
             flags: RefCell::new(gpu.upload_of(&vec![u64::MAX; n])?),
+            host: RefCell::new(Exec::new(g, host_inputs, record)),
+            taken: vec![false; n],
         })
+    }
+
+    /// Give the host the values of `nodes` (computed on the GPU, read back; inputs from the
+    /// caller's slices) unless it has them.
+    fn to_host(&self, nodes: &[NodeId]) -> Result<()> {
+        for &d in nodes {
+            if self.host.borrow().computed(d) {
+                continue;
+            }
+            if let ANode::Input { .. } = self.g.nodes[d as usize].kind {
+                self.host.borrow_mut().force(d)?;
+                continue;
+            }
+            let v = self.download(d)?;
+            self.host.borrow_mut().import(d, v);
+        }
+        Ok(())
+    }
+
+    /// The arrays node `i` reads: its operands and the arrays its lambdas read.
+    fn deps(&self, i: NodeId) -> Vec<NodeId> {
+        let k = &self.g.nodes[i as usize].kind;
+        let mut d = k.operands();
+        d.extend(k.reads());
+        d
     }
 
     /// Compute every output.
@@ -339,8 +418,34 @@ impl<'g> DevRun<'g> {
             return Err(unsupported("f32 arrays"));
         }
         let total = len_of(g, i);
+        if placement(&info.kind) == Where::Host {
+            // On the host, from the values of what it reads.
+            let deps = self.deps(i);
+            for &d in &deps {
+                self.force(d)?;
+            }
+            self.to_host(&deps)?;
+            let v = {
+                let mut host = self.host.borrow_mut();
+                host.force(i)?;
+                self.gpu.upload(host.value(i))?
+            };
+            self.vals[i as usize] = Some(Arc::new(v));
+            return Ok(());
+        }
         let v: CudaSlice<f64> = match &info.kind {
             ANode::Input { index, .. } => self.gpu.upload(self.inputs[*index])?,
+            ANode::Acond { cond, t, e } => {
+                // The condition on the host (its reads read back), then the branch it takes.
+                self.force_reads(cond.reads())?;
+                self.to_host(cond.reads())?;
+                let take = self.host.borrow_mut().acond_taken(i, cond)?;
+                self.taken[i as usize] = take;
+                let b = if take { *t } else { *e };
+                self.force(b)?;
+                self.vals[i as usize] = self.vals[b as usize].clone();
+                return Ok(());
+            }
             ANode::Use(d) => self.gpu.upload(d)?,
             ANode::Reshape { src } | ANode::StopGrad { src } => {
                 self.force(*src)?;
@@ -389,10 +494,8 @@ impl<'g> DevRun<'g> {
                 let x = self.value(*src)?;
                 self.fold_rows(Op2::Add, &x, total, inner)?
             }
-            ANode::Fold { f, init: None, src } if f.reads().is_empty() => {
-                let Some(op) = f.as_binop() else {
-                    return Err(unsupported("a fold with a general step function"));
-                };
+            ANode::Fold { f, src, .. } => {
+                let op = f.as_binop().expect("a fold the GPU runs (`placement`)");
                 self.force(*src)?;
                 let inner = *g.nodes[*src as usize].shape.last().expect("rank ≥ 1");
                 if inner == 0 && total > 0 {
@@ -870,12 +973,38 @@ impl<'g> DevRun<'g> {
             self.add(&mut adj, o, v)?;
         }
         let mut result: Vec<Option<Dev>> = vec![None; g.inputs.len()];
+        let mut loop_seeds = LoopSeeds::new();
         for i in (0..n as NodeId).rev() {
             if self.vals[i as usize].is_none() || !g.active[i as usize] {
                 continue;
             }
             let info = &g.nodes[i as usize];
             let size = len_of(g, i);
+            if placement(&info.kind) != Where::Gpu {
+                // On the host: the node's adjoint read back, what it sends uploaded.
+                let gv = match self.take(&mut adj, i)? {
+                    Some(d) => {
+                        let mut v = Vec::new();
+                        self.gpu.download_into(&d, size, &mut v)?;
+                        Some(v)
+                    }
+                    None if matches!(info.kind, ANode::Awhile { .. }) => None,
+                    None => continue,
+                };
+                let mut need = self.deps(i);
+                need.push(i);
+                self.to_host(&need)?;
+                let sent = node_adjoint(&self.host.borrow(), i, gv, &mut loop_seeds)?;
+                for (dst, v, bc) in sent {
+                    let d = self.gpu.upload(&v)?;
+                    if bc {
+                        self.add_bc(&mut adj, dst, d, v.len())?;
+                    } else {
+                        self.add(&mut adj, dst, d)?;
+                    }
+                }
+                continue;
+            }
             match &info.kind {
                 ANode::Gen { lam, args, .. } => {
                     let dense = adj.dense[i as usize].take().map(Arc::new);
@@ -932,6 +1061,10 @@ impl<'g> DevRun<'g> {
                 ANode::Input { index, .. } => result[*index] = Some(Arc::new(gv)),
                 ANode::Use(_) | ANode::StopGrad { .. } => {}
                 ANode::Reshape { src } => self.add(&mut adj, *src, gv)?,
+                ANode::Acond { t, e, .. } => {
+                    let b = if self.taken[i as usize] { *t } else { *e };
+                    self.add(&mut adj, b, gv)?;
+                }
                 ANode::Sum { src } => {
                     if g.active[*src as usize] {
                         self.add_bc(&mut adj, *src, gv, size)?;

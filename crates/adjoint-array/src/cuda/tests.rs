@@ -1371,20 +1371,15 @@ fn programs_on_the_gpu() {
     let gpu = Backend::cuda().expect("ADJOINT_CUDA_TESTS=1 but no GPU");
     let cpu = Backend::cpu();
 
-    // What the GPU does not run is an error naming it; a bad index is an error too (first: they
-    // are quick, and a time limit on a cold machine cuts the slow cases below, not these).
-    let b = Builder::new();
-    let x = b.input(&[4]);
-    let p = b.build_scalar(&x.scanl(0.0, |a, c| a + c).sum()).unwrap();
-    let e = p.gradient_on(&gpu, &[&[1.0, 2.0, 3.0, 4.0]]).unwrap_err();
-    assert!(e.to_string().contains("scan"), "{e}");
+    // A bad index is an error (first: quick, and a time limit on a cold machine cuts the slow
+    // cases below, not this).
     let b = Builder::new();
     let x = b.input(&[4]);
     let y = b.generate(&[4], |i| x.at(&[i[0] + 1.0]));
     let p = b.build_scalar(&y.sum()).unwrap();
     let e = p.gradient_on(&gpu, &[&[1.0, 2.0, 3.0, 4.0]]).unwrap_err();
     assert!(e.to_string().contains("out of bounds"), "{e}");
-    eprintln!("GPU: unsupported nodes and bad indices are errors");
+    eprintln!("GPU: a bad index is an error");
 
     // Relative to the array's largest value: the GPU adds long sums in another (fixed) order
     // than the CPU's blocks, so a component that is a sum with cancellation (GMM's icf gradient
@@ -1541,6 +1536,121 @@ fn programs_on_the_gpu() {
     near("BA blocks", &on_cpu, &on_gpu);
     assert_eq!(bits(&on_gpu), bits(&again), "BA blocks run to run");
     eprintln!("GPU: BA blocks = CPU's, bit-identical twice");
+
+    // Nodes the host runs inside a GPU program (`run.rs`'s `placement`), between nodes the GPU
+    // runs: their operands read back, their results and adjoints uploaded.
+    for (what, p, inputs) in host_node_programs() {
+        check(what, &p, &inputs);
+    }
+}
+
+/// Programs with the nodes the CUDA backend runs on the host (`run.rs`'s `placement`: scans,
+/// `scan_n`, permutes, folds other than sums, `awhile`, `acond`'s condition), between nodes
+/// the GPU runs, with inputs: the GPU test compares them with the CPU backend, and
+/// `host_node_programs_are_right` checks them on the CPU against finite differences.
+fn host_node_programs() -> Vec<(&'static str, Program, Vec<Vec<f64>>)> {
+    let mut out = Vec::new();
+    let data = |n: usize, seed: u64| -> Vec<f64> {
+        (0..n)
+            .map(|i| ((i as u64 * 2654435761 + seed * 97) % 1000) as f64 / 500.0 - 1.0)
+            .collect()
+    };
+    let b = Builder::new();
+    let x = b.input(&[3, 5]);
+    let y = x
+        .map(|v| v.sin())
+        .scanl(0.5, |a, c| a * c + c)
+        .map(|v| v * v);
+    let z = x.scanr(1.0, |a, c| a.max(c)).sum().sum();
+    let p = b
+        .build_scalar(&y.sum().sum().zip_with(&z, |u, v| u + v))
+        .unwrap();
+    out.push(("scanl (general step), scanr (max)", p, vec![data(15, 1)]));
+    let b = Builder::new();
+    let a = b.input(&[8]);
+    let d = b.input(&[3]);
+    let h1 = a
+        .map(|v| v * 2.0)
+        .permute(Combine::Add, &d, |i| (i[0].ne(5.0), vec![i[0].imod(3.0)]));
+    let h2 = a.permute(Combine::Max, &d, |i| (elit(1.0), vec![i[0].imod(3.0)]));
+    let p = b
+        .build_scalar(
+            &h1.map(|v| v * v)
+                .sum()
+                .zip_with(&h2.map(|v| v * v * v).sum(), |u, v| u + v),
+        )
+        .unwrap();
+    out.push(("permute (+, max)", p, vec![data(8, 2), data(3, 3)]));
+    let b = Builder::new();
+    let x = b.input(&[4]);
+    let m = x.fold1(|u, v| u.max(v));
+    let q = x.map(|v| v + 2.0).fold1(|u, v| u * v);
+    let r = x.fold(1.0, |u, v| u * 0.5 + v);
+    let p = b
+        .build_scalar(&m.zip_with(&q, |u, v| u + v).zip_with(&r, |u, v| u + v))
+        .unwrap();
+    out.push(("folds (max, ×, with an initial value)", p, vec![data(4, 4)]));
+    let b = Builder::new();
+    let k = b.input(&[2]);
+    let s = b.scan_n(
+        &[2],
+        3,
+        2,
+        |_| vec![elit(1.0), elit(0.0)],
+        |i, s| vec![s[0] + 0.1 * s[1], s[1] - 0.1 * k.at(&[i[1]]) * s[0]],
+    );
+    let p = b.build_scalar(&s.map(|v| v * v).sum().sum().sum()).unwrap();
+    out.push(("scan_n", p, vec![vec![4.0, 9.0]]));
+    let b = Builder::new();
+    let x = b.input(&[3]);
+    let c = b.input(&[3]);
+    let w = b.awhile(
+        &[&x.map(|v| v * 1.0), &b.generate(&[1], |_| elit(0.0))],
+        &[&c],
+        |s, _| s[1].map(|k| k.lt(6.0)).sum(),
+        |s, inv| {
+            let nx = s[0].zip_with(&inv[0], |x, c| x - 0.1 * (x * x * x - c));
+            vec![nx, s[1].map(|k| k + 1.0)]
+        },
+    );
+    let t = x.sum();
+    let pick = b.acond(|| t.at(&[]).gt(0.0), &w[0], &x.map(|v| v * 3.0));
+    let p = b.build_scalar(&pick.map(|v| v.sin()).sum()).unwrap();
+    out.push((
+        "awhile, acond",
+        p.clone(),
+        vec![vec![0.5, 1.0, 1.5], vec![1.0, 2.0, 0.5]],
+    ));
+    out.push((
+        "acond's other branch",
+        p,
+        vec![vec![-0.5, -1.0, 0.5], vec![1.0, 2.0, 0.5]],
+    ));
+    out
+}
+
+#[test]
+fn host_node_programs_are_right() {
+    for (what, p, inputs) in host_node_programs() {
+        let refs: Vec<&[f64]> = inputs.iter().map(|v| v.as_slice()).collect();
+        let g = p.gradient_a(&refs).unwrap();
+        for (k, x) in inputs.iter().enumerate() {
+            for j in 0..x.len() {
+                let at = |h: f64| {
+                    let mut v = inputs.clone();
+                    v[k][j] += h;
+                    let r: Vec<&[f64]> = v.iter().map(|v| v.as_slice()).collect();
+                    p.run(&r).unwrap()[0].data()[0]
+                };
+                let fd = (at(1e-6) - at(-1e-6)) / 2e-6;
+                let an = g.grads[k][j];
+                assert!(
+                    (fd - an).abs() <= 1e-6 * (1.0 + an.abs()),
+                    "{what}: input {k}[{j}]: gradient {an}, finite differences {fd}"
+                );
+            }
+        }
+    }
 }
 
 #[test]
