@@ -136,11 +136,28 @@ impl Gen<'_> {
             } => {
                 let refs: Vec<&Operand> = args.iter().collect();
                 let guard = self.alias_check(None, &refs, s);
-                let (pre, names, post) = self.load(None, &refs, s);
-                let path = match name.get_ident() {
-                    Some(id) if BUILTIN.contains(&id.to_string().as_str()) => {
-                        quote_spanned!(span=> #k::instr_types::#id)
+                let (pre, names, mut post) = self.load(None, &refs, s);
+                let builtin = name
+                    .get_ident()
+                    .is_some_and(|id| BUILTIN.contains(&id.to_string().as_str()));
+                if checks && !builtin {
+                    // (a built-in instruction's written arguments are places: `parse`)
+                    for (a, n) in args.iter().zip(&names) {
+                        match a {
+                            Operand::Const(c) => post.extend(self.constant_check(n, &self.rw(c), s)),
+                            Operand::Lit(l) => {
+                                if let Ok(v) = Literal::parse(l) {
+                                    let at = syn::spanned::Spanned::span(l);
+                                    let v = v.tokens(&respan(k, at), at);
+                                    post.extend(self.constant_check_as(n, &v, &crate::parse::pretty(l), s));
+                                }
+                            }
+                            Operand::Place(_) => {}
+                        }
                     }
+                }
+                let path = match name.get_ident() {
+                    Some(id) if builtin => quote_spanned!(span=> #k::instr_types::#id),
                     _ => name.to_token_stream(),
                 };
                 let dir = if *inverse {
@@ -545,6 +562,24 @@ impl Gen<'_> {
         checks
     }
 
+    /// Checked code: a constant argument `e`, passed to a call or a user's instruction as the
+    /// copy `n`, must be unchanged after it (the callee's write would be lost).
+    fn constant_check(&self, n: &Ident, e: &impl ToTokens, s: &Stmt) -> TokenStream {
+        self.constant_check_as(n, e, &crate::parse::pretty(e), s)
+    }
+
+    /// [`constant_check`](Self::constant_check) of the value `e` written `text`.
+    fn constant_check_as(&self, n: &Ident, e: &impl ToTokens, text: &str, s: &Stmt) -> TokenStream {
+        let k = self.krate;
+        let site = self.site(s);
+        quote_spanned!(s.span=>
+            if !#k::Ancilla::restored(&#n, &(#e)) {
+                return ::core::result::Result::Err(#k::InvertibilityError::constant(
+                    #site, #text, ::std::format!("{:?}", #e), ::std::format!("{:?}", #n)));
+            }
+        )
+    }
+
     fn call(
         &self,
         func: &syn::Path,
@@ -590,6 +625,9 @@ impl Gen<'_> {
                     let n = self.tmp();
                     let e = self.rw(e);
                     pre.extend(quote_spanned!(span=> let mut #n = #e;));
+                    if checks {
+                        post.extend(self.constant_check(&n, &e, s));
+                    }
                     passed.push(quote!(&mut #n));
                 }
             }

@@ -738,6 +738,24 @@ impl Parser {
                     }
                 }
                 let last = func.segments.last().map(|s| s.ident.to_string()).unwrap_or_default();
+                if let Some(written) = func.get_ident().and_then(|id| builtin_writes(&id.to_string())) {
+                    for &k in written {
+                        if let (Some(a), Some(e)) = (args.get(k), c.args.iter().nth(k)) {
+                            if !matches!(a, Operand::Place(_)) {
+                                return Err(Error::new_spanned(
+                                    e,
+                                    format!(
+                                        "`{last}` writes its argument `{}`, which is not a variable, a parameter or an \
+                                         element: it would write into a copy, and the value it takes from its other \
+                                         argument would be lost (the function could not be undone). Pass a variable \
+                                         (an ancilla holding the value: `let t = …;` … `unlet t = …;`)",
+                                        pretty(e)
+                                    ),
+                                ));
+                            }
+                        }
+                    }
+                }
                 if last.starts_with(|c: char| c.is_ascii_uppercase()) {
                     Ok(Kind::Instr { name: func, inverse: false, args })
                 } else {
@@ -1102,6 +1120,16 @@ pub fn may_alias(a: &Expr, b: &Expr) -> bool {
 }
 
 /// Source text of an expression as written (see [`render`]).
+/// The arguments a built-in instruction writes (by position): `SWAP`, `ROT` and `IROT` their
+/// first two, the others their first (`ROT`'s angle and `ROTL`'s amount are read).
+pub(crate) fn builtin_writes(name: &str) -> Option<&'static [usize]> {
+    match name {
+        "SWAP" | "ROT" | "IROT" => Some(&[0, 1]),
+        "NEG" | "INC" | "DEC" | "CONJ" | "ROTL" | "ROTR" => Some(&[0]),
+        _ => None,
+    }
+}
+
 pub fn pretty(e: &impl ToTokens) -> String {
     render(e.to_token_stream(), false)
 }

@@ -39,6 +39,21 @@ fn target_in_arguments_is_an_error() {
 }
 
 #[test]
+fn built_in_instructions_write_places_only() {
+    // Written into a copy, SWAP's old value of `y` would be lost (an inverse that does not
+    // restore): a constant, a literal or a loop variable where an instruction writes is an error.
+    let e = err(quote! { fn f(y: &mut f64) { SWAP(y, 1.0); } });
+    assert!(e.contains("`SWAP` writes its argument `1.0`"), "{e}");
+    let e = err(quote! { fn f(v: &mut Vec<i64>) { for i in 0..3 { SWAP(v[0], i as i64); } } });
+    assert!(e.contains("`SWAP` writes its argument `i as i64`"), "{e}");
+    let e = err(quote! { fn f(y: &mut f64) { NEG(2.0); } });
+    assert!(e.contains("`NEG` writes its argument `2.0`"), "{e}");
+    // what they only read may be a constant: ROT's angle, ROTL's amount
+    ok(quote! { fn f(a: &mut f64, b: &mut f64) { ROT(a, b, 0.5); } });
+    ok(quote! { fn f(a: &mut u64) { ROTL(a, 3); } });
+}
+
+#[test]
 fn distinct_fields_do_not_alias() {
     ok(quote! { fn f(z: &mut C) { z.re += z.im.sin(); } });
 }

@@ -114,6 +114,19 @@ pub enum InvertibilityError {
         /// The value the target took.
         value: String,
     },
+    /// A call (or an instruction of the user's) changed an argument that was a constant, a
+    /// literal or a loop variable, passed as a copy: the value it wrote is lost, so the
+    /// statement cannot be undone (checked code).
+    Constant {
+        /// Where.
+        site: Site,
+        /// The argument, as written.
+        argument: &'static str,
+        /// Its value.
+        expected: String,
+        /// The value the callee left in the copy.
+        found: String,
+    },
     /// Two arguments of an instruction or call are the same element.
     Alias {
         /// Where.
@@ -136,6 +149,15 @@ impl InvertibilityError {
         Self::Deallocation {
             site,
             variable,
+            expected,
+            found,
+        }
+    }
+    #[doc(hidden)]
+    pub fn constant(site: Site, argument: &'static str, expected: String, found: String) -> Self {
+        Self::Constant {
+            site,
+            argument,
             expected,
             found,
         }
@@ -180,6 +202,7 @@ impl InvertibilityError {
             | Self::Bounds { site, .. }
             | Self::Scale { site, .. }
             | Self::NonFinite { site, .. }
+            | Self::Constant { site, .. }
             | Self::Alias { site, .. } => site,
         }
     }
@@ -221,6 +244,12 @@ impl fmt::Display for InvertibilityError {
             Self::NonFinite { site, value } => write!(
                 f,
                 "{site}: the target went from a finite value to {value}, which no inverse can undo"
+            ),
+            Self::Constant { site, argument, expected, found } => write!(
+                f,
+                "{site}: the argument `{argument}` is a constant passed as a copy, and the call changed it \
+                 from {expected} to {found}: that value is lost, so the call cannot be undone. Pass a variable \
+                 (an ancilla holding the value: `let t = …;` … `unlet t = …;`)"
             ),
             Self::Alias { site, a, b } => {
                 write!(f, "{site}: `{a}` and `{b}` are the same element; the arguments of a reversible statement must not alias")

@@ -78,8 +78,11 @@
 //! parts (`z.re`, `z.im`), elements (`v[i]`, `m[i][j]`) — or constants (literals, or any
 //! expression that mentions no variable of the function but loop variables, like
 //! `T::from_f64(0.5)` or `T::from_f64(i as f64)`). A call gets its place arguments by reference
-//! and every other argument (a constant, a loop variable) as a copy: what the callee writes to
-//! a copy is dropped, in the call and in its inverse alike.
+//! and every other argument (a constant, a loop variable) as a copy, which the callee must leave
+//! as it was: a value written into a copy would be lost, and the call could not be undone. A
+//! built-in instruction given a constant where it writes (`SWAP(y, 1.0)`) is a compile error; a
+//! call (or an instruction of yours) that changes a copy is an
+//! [`InvertibilityError::Constant`] in checked code.
 //!
 //! **Literals** take the number type of the instruction, and keep their value: an integer literal
 //! is exact in every integer width and in fixed point (`c += 0x9E37_79B9_7F4A_7C15` on `u64`,

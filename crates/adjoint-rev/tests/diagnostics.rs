@@ -15,6 +15,28 @@ reversible! {
         }
     }
 
+    fn inner_swap<T: Arith>(a: &mut T, b: &mut T) {
+        SWAP(a, b);
+    }
+
+    fn swap_with_constant<T: Arith>(y: &mut T) {
+        inner_swap(y, T::from_f64(2.0));
+    }
+
+    fn swap_with_loop_variable(v: &mut Vec<usize>) {
+        for i in 0..3 {
+            inner_swap(v[0], i);
+        }
+    }
+
+    fn add_into<T: Arith>(y: &mut T, c: &mut T) {
+        y += c;
+    }
+
+    fn reads_constant<T: Arith>(y: &mut T) {
+        add_into(y, T::from_f64(2.0));
+    }
+
     fn up(x: &mut i64) {
         while (x < 100, x > 0) {
             x += 9;
@@ -156,4 +178,27 @@ fn floating_point_steps_that_cannot_be_undone_are_errors() {
     let (mut y, mut x) = (f64::INFINITY, 2.0);
     logged(&mut y, &mut x).unwrap();
     assert_eq!(y, f64::INFINITY);
+}
+
+#[test]
+fn a_call_that_changes_a_constant_argument_is_an_error() {
+    // `inner_swap` writes its second argument: given a constant (a copy), the old value of `y`
+    // would be lost and the inverse could not restore it (it once ran and returned `Ok`).
+    let err = swap_with_constant(&mut 5.0f64).unwrap_err();
+    assert_eq!(err.site().statement, "inner_swap(y, T::from_f64(2.0))");
+    assert!(
+        err.to_string().contains(
+            "the argument `T::from_f64(2.0)` is a constant passed as a copy, and the call changed it from 2.0 to 5.0"
+        ),
+        "{err}"
+    );
+    let err = swap_with_loop_variable(&mut vec![10]).unwrap_err();
+    assert!(err.to_string().contains("the argument `i`"), "{err}");
+    assert!(matches!(err, InvertibilityError::Constant { .. }), "{err:?}");
+    // A callee that only reads the constant is fine, and the call undoes exactly.
+    let mut y = 5.0;
+    reads_constant(&mut y).unwrap();
+    assert_eq!(y, 7.0);
+    reads_constant::uncall(&mut y).unwrap();
+    assert_eq!(y, 5.0);
 }
