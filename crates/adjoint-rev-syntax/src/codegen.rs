@@ -408,7 +408,11 @@ impl Gen<'_> {
             Rhs::Powi(n, _) => {
                 let a = &names[1];
                 let n = self.rw(n);
-                quote_spanned!(span=> #k::RevReal::acc1(&mut #y, #k::Op1::Powi((#n) as i32), &mut #a, #plus))
+                // an integer of any width, checked into powi's i32 (a float is a compile error at
+                // the exponent)
+                let at = syn::spanned::Spanned::span(&n);
+                let e = quote_spanned!(at=> #k::powi_exponent(#n));
+                quote_spanned!(span=> #k::RevReal::acc1(&mut #y, #k::Op1::Powi(#e), &mut #a, #plus))
             }
             Rhs::Op2(op, _, _) => {
                 let op = Ident::new(op, span);

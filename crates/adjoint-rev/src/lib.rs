@@ -288,6 +288,8 @@ pub use gvar::{ExactZero, GVar, Gradient};
 pub use instr::{steps, Instruction, RotateBits, Steps};
 pub use kept::Kept;
 pub use lit::Literals;
+#[doc(hidden)]
+pub use lit::{powi_exponent, PowiExponent};
 pub use num::{Arith, RevReal, Scale};
 pub use ulog::ULog;
 

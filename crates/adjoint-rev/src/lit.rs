@@ -145,6 +145,42 @@ pub fn like<T>(_target: &T, value: T) -> T {
     value
 }
 
+/// An exponent of `powi` in reversible code (`y += x.powi(n)`): an integer of any width, as a
+/// literal, a constant or a variable. A float (`x.powi(2.5)`, `x.powi(x)`) does not implement
+/// it, so, as with `f64::powi`, it is a compile error (write `powf`).
+#[doc(hidden)]
+#[diagnostic::on_unimplemented(
+    message = "the exponent of `powi` must be an integer, not `{Self}`",
+    label = "an integer exponent: for a real one write `powf`"
+)]
+pub trait PowiExponent: Copy + core::fmt::Debug {
+    /// The value as `i32`, the type of `powi`'s exponent, if it fits.
+    fn to_i32(self) -> Option<i32>;
+}
+
+macro_rules! powi_exponent {
+    ($($t:ty),*) => {$(
+        impl PowiExponent for $t {
+            #[inline(always)]
+            fn to_i32(self) -> Option<i32> {
+                i32::try_from(self).ok()
+            }
+        }
+    )*};
+}
+powi_exponent!(i8, i16, i32, i64, i128, isize, u8, u16, u32, u64, u128, usize);
+
+/// `n` as `powi`'s `i32` exponent; an exponent that does not fit panics, naming it (cutting it
+/// to 32 bits would compute another power).
+#[doc(hidden)]
+#[inline(always)]
+pub fn powi_exponent<E: PowiExponent>(n: E) -> i32 {
+    match n.to_i32() {
+        Some(k) => k,
+        None => panic!("x.powi({n:?}): the exponent does not fit in an i32, the type of powi's exponent"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -37,6 +37,10 @@ reversible! {
         add_into(y, T::from_f64(2.0));
     }
 
+    fn power_of_wide_int<T: RevReal>(y: &mut T, x: &mut T, k: &mut i64) {
+        y += x.powi(k);
+    }
+
     fn up(x: &mut i64) {
         while (x < 100, x > 0) {
             x += 9;
@@ -201,4 +205,22 @@ fn a_call_that_changes_a_constant_argument_is_an_error() {
     assert_eq!(y, 7.0);
     reads_constant::uncall(&mut y).unwrap();
     assert_eq!(y, 5.0);
+}
+
+#[test]
+fn powi_takes_integers_of_any_width_and_refuses_wide_ones() {
+    // An i64 exponent: x⁻³ and its derivative −3x⁻⁴ (it was cut to i32 with `as`).
+    let (mut y, mut x, mut k) = (0.0, 1.5f64, -3i64);
+    power_of_wide_int(&mut y, &mut x, &mut k).unwrap();
+    assert_eq!(y, 1.5f64.powi(-3));
+    let g = adjoint_rev::grad(power_of_wide_int {}, (0.0, 1.5, -3i64), 0).unwrap();
+    assert!((g.1 + 3.0 * 1.5f64.powi(-4)).abs() < 1e-15, "{g:?}");
+    // 2³² + 2 does not fit powi's i32: cut to 32 bits it was 2 (x² instead of x^(2³² + 2)).
+    let r = std::panic::catch_unwind(|| {
+        let (mut y, mut x, mut k) = (0.0, 3.0f64, (1i64 << 32) + 2);
+        let _ = power_of_wide_int(&mut y, &mut x, &mut k);
+    });
+    let msg = r.unwrap_err();
+    let msg = msg.downcast_ref::<String>().unwrap();
+    assert!(msg.contains("x.powi(4294967298): the exponent does not fit in an i32"), "{msg}");
 }
