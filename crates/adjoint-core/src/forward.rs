@@ -105,7 +105,9 @@ impl<T: Real> Lift for Dual<T> {
         let r = rules::binary(op, self.re, other.re);
         Dual {
             re: r.value,
-            eps: if plain(op) {
+            eps: if op == Op2::Div {
+                (self.eps - r.value * other.eps) / other.re
+            } else if plain(op) {
                 r.dx * self.eps + r.dy * other.eps
             } else {
                 tangent(r.dx, self.eps) + tangent(r.dy, other.eps)
@@ -117,7 +119,9 @@ impl<T: Real> Lift for Dual<T> {
         let r = rules::binary(op, self.re, c);
         Dual {
             re: r.value,
-            eps: if plain(op) {
+            eps: if op == Op2::Div {
+                self.eps / c
+            } else if plain(op) {
                 r.dx * self.eps
             } else {
                 tangent(r.dx, self.eps)
@@ -129,7 +133,9 @@ impl<T: Real> Lift for Dual<T> {
         let r = rules::binary(op, c, x.re);
         Dual {
             re: r.value,
-            eps: if plain(op) {
+            eps: if op == Op2::Div {
+                -(r.value * x.eps) / x.re
+            } else if plain(op) {
                 r.dy * x.eps
             } else {
                 tangent(r.dy, x.eps)
@@ -180,13 +186,23 @@ fn smooth(op: Op1) -> bool {
     }
 }
 
-/// `+ − × ÷ %`: partials that are operand values (or 1/y, x/y², −q), non-finite only where the
-/// value is, so their tangents need no test (a test per operation kept LLVM from pairing a
-/// `Dual`'s two lanes: forward mode ran 2–3× slower). `op` is a constant where `lift2` is
-/// inlined, so the choice costs nothing.
+/// `+ − × %`: partials that are operand values (or 1, −q), finite wherever the value is, so
+/// their tangents need no test (a test per operation kept LLVM from pairing a `Dual`'s two
+/// lanes: forward mode ran 2–3× slower). `op` is a constant where `lift2` is inlined, so the
+/// choice costs nothing. `÷` has its own form, [`div_tangent`]: its partials 1/y and −x/y²
+/// overflow at a subnormal `y` where `x/y` does not.
 #[inline(always)]
 fn plain(op: Op2) -> bool {
-    matches!(op, Op2::Add | Op2::Sub | Op2::Mul | Op2::Div | Op2::Rem)
+    matches!(op, Op2::Add | Op2::Sub | Op2::Mul | Op2::Rem)
+}
+
+/// The tangent of `v = x / y` from the operands' tangents, `(ẋ − v·ẏ) / y`: the quotient
+/// rule without forming `1/y` or `x/y²`, which overflow at a subnormal `y` (`0 / 5e-324` has
+/// the derivative 0 in `y`, where `∞ · 0` made it NaN) while `x/y` and its derivative are
+/// finite or overflow only where the true derivative does.
+#[inline(always)]
+fn div_tangent(v: f64, y: f64, ex: f64, ey: f64) -> f64 {
+    (ex - v * ey) / y
 }
 
 crate::impl_real!([T: Real] Dual<T>);
@@ -265,6 +281,12 @@ impl<const N: usize> Lift for DualVec<N> {
     fn lift2(self, other: Self, op: Op2) -> Self {
         let r = rules::binary(op, self.re, other.re);
         let mut eps = [0.0; N];
+        if op == Op2::Div {
+            for (i, e) in eps.iter_mut().enumerate() {
+                *e = div_tangent(r.value, other.re, self.eps[i], other.eps[i]);
+            }
+            return DualVec { re: r.value, eps };
+        }
         for (i, e) in eps.iter_mut().enumerate() {
             *e = r.dx * self.eps[i] + r.dy * other.eps[i];
         }
@@ -284,7 +306,9 @@ impl<const N: usize> Lift for DualVec<N> {
         let r = rules::binary(op, self.re, c);
         DualVec {
             re: r.value,
-            eps: if plain(op) || r.dx.is_finite() {
+            eps: if op == Op2::Div {
+                self.eps.map(|e| e / c)
+            } else if plain(op) || r.dx.is_finite() {
                 self.eps.map(|e| r.dx * e)
             } else {
                 lanes_through_infinity(r.dx, &self.eps)
@@ -296,7 +320,9 @@ impl<const N: usize> Lift for DualVec<N> {
         let r = rules::binary(op, c, x.re);
         DualVec {
             re: r.value,
-            eps: if plain(op) || r.dy.is_finite() {
+            eps: if op == Op2::Div {
+                x.eps.map(|e| div_tangent(r.value, x.re, 0.0, e))
+            } else if plain(op) || r.dy.is_finite() {
                 x.eps.map(|e| r.dy * e)
             } else {
                 lanes_through_infinity(r.dy, &x.eps)
@@ -468,6 +494,48 @@ mod tests {
         let x: Dual2 = Dual::new(Dual::variable(0.5), Dual::new(0.0, 1.0));
         let y = x.sin();
         assert_eq!(y.eps.eps, 0.5f64.cos());
+    }
+
+    #[test]
+    fn division_by_a_subnormal_has_the_derivative_of_the_quotient() {
+        // 1/y and x/y² overflow at a subnormal y where x/y and its derivative do not (a hunter
+        // found NaN tangents with finite values): against the closed forms.
+        let a = Dual::constant(0.0) / Dual::variable(5e-324); // ∂(0/y)/∂y = 0
+        assert_eq!((a.re, a.eps), (0.0, 0.0));
+        let b = Dual::variable(1e-310) / Dual::constant(1e-310); // 1/y = 1e310: +∞
+        assert_eq!((b.re, b.eps), (1.0, f64::INFINITY));
+        let c = Dual::constant(1e-310) / Dual::variable(1e-310); // −x/y² = −1e310: −∞
+        assert_eq!((c.re, c.eps), (1.0, f64::NEG_INFINITY));
+        let d = Dual::variable(3e-310) / 1e-300; // a constant divisor: 1/1e-300
+        assert_eq!((d.re, d.eps), (3e-310 / 1e-300, 1.0 / 1e-300));
+        let e = 1e-310 / Dual::variable(2e-310); // a constant dividend: −x/y² = −2.5e309 → −∞
+        assert_eq!((e.re, e.eps), (0.5, f64::NEG_INFINITY));
+        let v = DualVec::<2>::variable(0.0, 0) / DualVec::<2>::variable(5e-324, 1);
+        assert_eq!((v.re, v.eps), (0.0, [f64::INFINITY, 0.0]));
+        // At ordinary points the quotient rule, to rounding, in value, gradient and Hessian.
+        let g = gradient(|v| v[0] / v[1], &[3.0, -7.0]);
+        assert!((g[0] + 1.0 / 7.0).abs() < 1e-16 && (g[1] + 3.0 / 49.0).abs() < 1e-16);
+        let h = hessian(|v| v[0] / v[1], &[3.0, -7.0]);
+        let want = [[0.0, -1.0 / 49.0], [-1.0 / 49.0, -6.0 / 343.0]];
+        for i in 0..2 {
+            for j in 0..2 {
+                assert!((h[i][j] - want[i][j]).abs() < 1e-16, "{h:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn values_are_those_of_f64() {
+        // mul_add: f64's fused value where the unfused product overflows (it was NaN)
+        let x = Dual::variable(1e300);
+        let m = x.mul_add(x, Dual::constant(f64::NEG_INFINITY));
+        assert_eq!(m.re, f64::mul_add(1e300, 1e300, f64::NEG_INFINITY));
+        let m = x.mul_add(x, -(x * x));
+        assert_eq!(m.re, f64::mul_add(1e300, 1e300, -(1e300 * 1e300)));
+        // abs_sub (fdim) of a NaN is NaN (it was 0)
+        assert!(Real::abs_sub(Dual::variable(f64::NAN), 1.0).re.is_nan());
+        assert_eq!(Real::abs_sub(Dual::variable(3.0), 1.0).re, 2.0);
+        assert_eq!(Real::abs_sub(Dual::variable(1.0), 3.0).re, 0.0);
     }
 
     #[test]

@@ -539,14 +539,24 @@ macro_rules! __impl_real_methods {
             } else if wv.is_finite() {
                 k(v) - (k(w) - e)
             } else {
-                // The unfused value overflowed (`w − e` would be NaN): the derivative from
-                // differences that are 0 in value, `(x − x₀)·a + x₀·(a − a₀) + (b − b₀)`.
+                // The unfused value overflowed or is NaN where the fused one is not (`w − e`
+                // would be NaN): the value `v`, and the derivative from differences that are 0
+                // in value, `(x − x₀)·a + x₀·(a − a₀) + (b − b₀)`, leaving out those of infinite
+                // operands (the value is then infinite, or NaN as in `f64`); where even that
+                // is not 0 in value, `v` alone.
                 let (x0, a0, b0) = (self.primal(), a.primal(), b.primal());
-                let d = (self - k(x0)) * a + (a - k(a0)) * k(x0) + (b - k(b0));
+                let diff = |u: Self, u0| {
+                    if $crate::Real::value(&u0).is_finite() {
+                        u - k(u0)
+                    } else {
+                        <Self as From<f64>>::from(0.0)
+                    }
+                };
+                let d = diff(self, x0) * a + diff(a, a0) * k(x0) + diff(b, b0);
                 if $crate::Real::value(&d) == 0.0 {
                     k(v) + d
                 } else {
-                    e // an infinite operand: fused and unfused agree but for NaN's sign
+                    k(v)
                 }
             }
         }
@@ -569,10 +579,11 @@ macro_rules! __impl_real_methods {
         #[inline]
         pub fn abs_sub<Y: Into<Self>>(self, y: Y) -> Self {
             let y = y.into();
-            if self > y {
-                self - y
-            } else {
+            // as `f64`'s (fdim): NaN when either is NaN
+            if self <= y {
                 <Self as From<f64>>::from(0.0)
+            } else {
+                self - y
             }
         }
         /// `(sin x, cos x)`.

@@ -144,12 +144,19 @@ impl Gen<'_> {
                     // (a built-in instruction's written arguments are places: `parse`)
                     for (a, n) in args.iter().zip(&names) {
                         match a {
-                            Operand::Const(c) => post.extend(self.constant_check(n, &self.rw(c), s)),
+                            Operand::Const(c) => {
+                                post.extend(self.constant_check(n, &self.rw(c), s))
+                            }
                             Operand::Lit(l) => {
                                 if let Ok(v) = Literal::parse(l) {
                                     let at = syn::spanned::Spanned::span(l);
                                     let v = v.tokens(&respan(k, at), at);
-                                    post.extend(self.constant_check_as(n, &v, &crate::parse::pretty(l), s));
+                                    post.extend(self.constant_check_as(
+                                        n,
+                                        &v,
+                                        &crate::parse::pretty(l),
+                                        s,
+                                    ));
                                 }
                             }
                             Operand::Place(_) => {}

@@ -177,7 +177,9 @@ powi_exponent!(i8, i16, i32, i64, i128, isize, u8, u16, u32, u64, u128, usize);
 pub fn powi_exponent<E: PowiExponent>(n: E) -> i32 {
     match n.to_i32() {
         Some(k) => k,
-        None => panic!("x.powi({n:?}): the exponent does not fit in an i32, the type of powi's exponent"),
+        None => panic!(
+            "x.powi({n:?}): the exponent does not fit in an i32, the type of powi's exponent"
+        ),
     }
 }
 

@@ -198,7 +198,10 @@ fn a_call_that_changes_a_constant_argument_is_an_error() {
     );
     let err = swap_with_loop_variable(&mut vec![10]).unwrap_err();
     assert!(err.to_string().contains("the argument `i`"), "{err}");
-    assert!(matches!(err, InvertibilityError::Constant { .. }), "{err:?}");
+    assert!(
+        matches!(err, InvertibilityError::Constant { .. }),
+        "{err:?}"
+    );
     // A callee that only reads the constant is fine, and the call undoes exactly.
     let mut y = 5.0;
     reads_constant(&mut y).unwrap();
@@ -222,5 +225,8 @@ fn powi_takes_integers_of_any_width_and_refuses_wide_ones() {
     });
     let msg = r.unwrap_err();
     let msg = msg.downcast_ref::<String>().unwrap();
-    assert!(msg.contains("x.powi(4294967298): the exponent does not fit in an i32"), "{msg}");
+    assert!(
+        msg.contains("x.powi(4294967298): the exponent does not fit in an i32"),
+        "{msg}"
+    );
 }
