@@ -78,6 +78,18 @@ impl Literal {
                 }
                 let (int, frac, sticky, decimal) = decimal(f.base10_digits())
                     .ok_or_else(|| Error::new(f.span(), "unreadable float literal"))?;
+                let v: f64 = decimal.parse().unwrap_or(f64::INFINITY);
+                if v.is_infinite() || (suffix.as_deref() == Some("f32") && (v as f32).is_infinite())
+                {
+                    let (ty, max) = match suffix.as_deref() {
+                        Some("f32") => ("f32", "3.4028235e38"),
+                        _ => ("f64", "1.7976931348623157e308"),
+                    };
+                    return Err(Error::new(
+                        f.span(),
+                        format!("the literal `{f}` is out of range for {ty} (its largest value is {max})"),
+                    ));
+                }
                 Ok(Literal {
                     neg: false,
                     int,
@@ -107,8 +119,8 @@ impl Literal {
         // that lints reading the source at a literal's span (clippy's) do not see the user's.
         let int = proc_macro2::Literal::u128_suffixed(self.int);
         let frac = proc_macro2::Literal::u128_suffixed(self.frac);
-        // The nearest `f64`, spelled in the shortest form that reads back as it; an out-of-range
-        // literal is left for rustc to refuse.
+        // The nearest `f64`, spelled in the shortest form that reads back as it (`parse` refused
+        // one out of f64's range).
         let v: f64 = self.decimal.parse().unwrap_or(f64::INFINITY);
         let text = if v.is_finite() {
             format!("{v:?}f64")

@@ -90,8 +90,25 @@
 //! when representable: `0.00000000023283064365386962890625` is `I32F32::DELTA`); in floating
 //! point a literal is its nearest `f64` (then `f32`). A suffixed literal keeps its type: `2u64`
 //! is an operand of `u64` instructions only. A literal that does not fit — `256` in a `u8`
-//! instruction, `-1` in an unsigned one, `2.5` in an integer one, `32768` in `I16F16` — is a
-//! compile error (when the function is compiled for that type), never a rounding or a wrap:
+//! instruction, `-1` in an unsigned one, `2.5` in an integer one, `32768` in `I16F16`, `1e39` in
+//! an `f32` one, `1e400` anywhere — is a compile error (when the function is compiled for that
+//! type), never a rounding, a wrap or an infinity:
+//!
+//! ```compile_fail
+//! adjoint_rev::reversible! {
+//!     fn f(y: &mut f32, x: &mut f32) { y += x * 1e39; }
+//! }
+//! f(&mut 0.0, &mut 1.0).unwrap();
+//! ```
+//!
+//! ```
+//! adjoint_rev::reversible! {
+//!     fn f(y: &mut f32, x: &mut f32) { y += x * 3.4028235e38; } // f32::MAX fits
+//! }
+//! let mut y = 0.0;
+//! f(&mut y, &mut 0.5).unwrap();
+//! assert_eq!(y, f32::MAX * 0.5);
+//! ```
 //!
 //! ```compile_fail
 //! adjoint_rev::reversible! {

@@ -16,6 +16,9 @@ pub enum Literals {
     /// The literal's nearest `f64`, converted by `from_f64` (floats, `GVar`, `Dual`, and the
     /// default for user types).
     Float,
+    /// `f32`: the literal's nearest `f64`, then `f32`; one that rounds to ±∞ there (from
+    /// 3.4028235677973366e38 up, `1e39`) does not fit.
+    Float32,
     /// A primitive integer of `bits` bits: integer literals that fit, exactly.
     Int {
         /// Whether the type is signed.
@@ -31,6 +34,11 @@ pub enum Literals {
         frac: u32,
     },
 }
+
+/// The smallest integer whose nearest `f64` rounds to infinity as `f32`: half an `f32` ulp
+/// above `f32::MAX` (`2¹²⁸ − 2¹⁰³`, a tie that rounds to even, up), less half an `f64` ulp
+/// there (`2⁷⁴`: the literal is rounded to `f64` first, and that tie rounds up too).
+const F32_OVERFLOW: u128 = u128::MAX - (1 << 103) - (1 << 74) + 1;
 
 /// The bits of a literal in a number type of kind `kind`, as sign and magnitude (the type's
 /// [`Arith::from_literal`] builds the value from them). `int` is the literal's integer part,
@@ -48,6 +56,15 @@ pub const fn literal_bits(
 ) -> (bool, u128) {
     let (signed, bits, fbits) = match kind {
         Literals::Float => return (neg, 0),
+        Literals::Float32 => {
+            if int >= F32_OVERFLOW {
+                panic!(
+                    "reversible!: a literal is out of range for f32 (its largest value is \
+                     3.4028235e38)"
+                );
+            }
+            return (neg, 0);
+        }
         Literals::Int { signed, bits } => {
             if float {
                 panic!(
@@ -186,6 +203,21 @@ pub fn powi_exponent<E: PowiExponent>(n: E) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn f32_literals_stop_where_they_round_to_infinity() {
+        // through the nearest f64, as `from_literal` converts them
+        assert!(((F32_OVERFLOW - 1) as f64 as f32).is_finite());
+        assert!((F32_OVERFLOW as f64 as f32).is_infinite());
+        assert_eq!(
+            literal_bits(Literals::Float32, false, F32_OVERFLOW - 1, 0, false, true),
+            (false, 0)
+        );
+        let r = std::panic::catch_unwind(|| {
+            literal_bits(Literals::Float32, false, F32_OVERFLOW, 0, false, true)
+        });
+        assert!(r.is_err());
+    }
 
     const I64: Literals = Literals::Int {
         signed: true,

@@ -299,6 +299,7 @@ impl Arith for f32 {
     fn from_f64(v: f64) -> Self {
         v as f32
     }
+    const LITERALS: Literals = Literals::Float32;
     #[inline(always)]
     fn non_finite(&self) -> Option<String> {
         (!self.is_finite()).then(|| self.to_string())
