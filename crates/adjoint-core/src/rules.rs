@@ -32,8 +32,9 @@
 //!
 //! An infinite partial meeting a zero derivative (the norm `√(x·x)` at `x = 0`: `sqrt`'s partial
 //! is ∞, the derivative of `x·x` is 0) gives 0, not `∞ · 0` = NaN, in forward mode (a zero
-//! tangent) and on the tape (a zero partial, or a zero adjoint). The SSA transform and the
-//! array engine multiply as JAX and PyTorch do (NaN there), which their docs say.
+//! tangent) and on the tape (a zero partial, or a zero adjoint). The SSA transform, the array
+//! engine and the reversible engine's gradients multiply as JAX and PyTorch do (NaN there:
+//! `rev::grad` of a norm at 0 gives NaN where forward mode gives 0), which their docs say.
 //!
 //! ```
 //! use adjoint_core::rules::{binary, unary, Op1, Op2};

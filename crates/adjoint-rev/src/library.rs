@@ -141,6 +141,7 @@ reversible! {
 
     /// `out += log Σᵢ exp(x[i])`, shifted by the largest element for stability.
     pub fn i_logsumexp<T: RevReal>(out: &mut T, x: &mut Vec<T>) {
+        @safe assert!(!x.is_empty(), "i_logsumexp: x is empty (log Σ over no element is −∞)");
         @routine {
             let k = argmax(&x);
             let m = T::zero();

@@ -230,3 +230,19 @@ fn powi_takes_integers_of_any_width_and_refuses_wide_ones() {
         "{msg}"
     );
 }
+
+#[test]
+fn logsumexp_of_nothing_names_itself() {
+    // (it panicked with an index out of bounds inside the library)
+    let r = std::panic::catch_unwind(|| {
+        let mut out = 0.0;
+        let _ = adjoint_rev::library::i_logsumexp(&mut out, &mut Vec::<f64>::new());
+    });
+    let msg = r.unwrap_err();
+    let msg = msg
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| msg.downcast_ref::<String>().cloned())
+        .unwrap();
+    assert!(msg.contains("i_logsumexp: x is empty"), "{msg}");
+}
