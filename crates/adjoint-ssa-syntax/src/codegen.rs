@@ -442,8 +442,13 @@ impl<'a> Gen<'a> {
     /// array type (`p: [f64; 3]`, `q: &[f64; 3]`) may be passed to a callee taking `[f64; 3]`,
     /// `&[f64; 3]` or `&[f64]`, which the macro does not see, so it is converted to whichever
     /// that is (the function as written, compiled beside, checks that the types fit).
+    /// So is an array field of a struct or tuple parameter (`&p.b`, `&t.1`): the macro does not
+    /// see the struct's definition either.
     fn call_slice(&self, s: &SliceArg, arg: TokenStream) -> TokenStream {
-        if self.f.slices[s.slice].array.is_some() {
+        let leaf = self.f.params.iter().enumerate().any(|(k, p)| {
+            matches!(p, Param::Slice { slice, .. } if *slice == s.slice) && self.names.in_agg[k]
+        });
+        if self.f.slices[s.slice].array.is_some() || leaf {
             to_param(arg)
         } else {
             arg

@@ -13,6 +13,11 @@ use std::collections::HashSet;
 use syn::spanned::Spanned;
 use syn::{BinOp, Expr, Lit, Pat, Stmt, UnOp};
 
+/// Indexing something that is not a slice or array.
+const NOT_INDEXABLE: &str = "only slices and arrays can be indexed, and this is a number here (an \
+    array field of a struct or tuple is read through a reference, `let b = &p.b;`; a copy, \
+    `let b = p.b;`, is read as a number)";
+
 type Result<T> = syn::Result<T>;
 
 /// Options from the attribute: `#[differentiable(wrt(x, y), rule(f = f_rule))]`.
@@ -2248,16 +2253,17 @@ impl Lower<'_> {
                 .chars()
                 .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
             {
-                let ty = match hint {
-                    Some(t) => t,
-                    None => {
-                        return err(
+                let ty =
+                    match hint {
+                        Some(t) => t,
+                        None => return err(
                             p,
-                            "the type of this constant is not known here: write it where the \
-                             type is clear (`x * C`, `let c: f64 = C;`) or use a literal",
-                        )
-                    }
-                };
+                            "the type of this constant is not known here: read it where its type \
+                             is clear (`x * C`, `let c: f64 = C;`, `let k: usize = K;` for an \
+                             integer), or declare it inside the function (constant arrays are \
+                             not supported: pass the array as a parameter)",
+                        ),
+                    };
                 let value = FLOAT_CONSTS
                     .iter()
                     .find(|(n, _)| *n == name)
@@ -2530,7 +2536,7 @@ impl Lower<'_> {
         let base = match self.expr(&ix.expr, None)? {
             Ev::S(s) => s,
             Ev::V(v) if self.call_of(v).is_some() => return self.unshaped_call(v, &ix.expr),
-            _ => return err(&ix.expr, "only slices and arrays can be indexed"),
+            _ => return err(&ix.expr, NOT_INDEXABLE),
         };
         if let Expr::Range(r) = strip(&ix.index) {
             return self.subslice(base, r).map(Ev::S);
@@ -3313,7 +3319,7 @@ impl Lower<'_> {
             Expr::Index(ix) => {
                 let base = match self.expr(&ix.expr, None)? {
                     Ev::S(s) => s,
-                    _ => return err(&ix.expr, "only slices and arrays can be indexed"),
+                    _ => return err(&ix.expr, NOT_INDEXABLE),
                 };
                 if !self.f.slices[base.slice].mutable() {
                     return err(&ix.expr, "this slice is not mutable: only `&mut [f64]` parameters and local arrays (`let mut a = \

@@ -1185,3 +1185,19 @@ fn a_function_that_never_returns_is_an_error_not_a_panic() {
         assert!(e.to_string().contains("never returns"), "{src}: {e}");
     }
 }
+
+#[test]
+fn messages_say_what_to_write_for_fields_and_constants() {
+    // (a hunter: the hint for a constant suggested `let c: f64 = K;` for an integer `K`, and a
+    // copied array field was "not indexable" without a word on why)
+    rejects(&[
+        (
+            "fn f(x: &[f64]) -> f64 { x[0] / K as f64 }",
+            "`let k: usize = K;` for an integer",
+        ),
+        (
+            "fn f(p: &P, t: f64) -> f64 { let b = p.b; b[0] * t }",
+            "read through a reference, `let b = &p.b;`",
+        ),
+    ]);
+}

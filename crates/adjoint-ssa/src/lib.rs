@@ -99,7 +99,9 @@
 //! results; an aggregate result's `pullback` takes its cotangent (a value of the result type)
 //! as `dret` and returns the result. Structs of differentiable fields are written once over their
 //! number type with [`derive(Differentiable)`](Differentiable): `Params` means `Params<f64>`
-//! (values and gradients), and `primal`/`pullback` take `&Params<T>` at any [`Real`] `T`.
+//! (values and gradients), and `primal`/`pullback` take `&Params<T>` at any [`Real`] `T`. An
+//! array field or member is read through a reference (`&p.b`, `&t.1`: indexed, iterated, or
+//! passed to a callee taking `&[f64]`, `&[f64; N]` or `[f64; N]`); `let b = p.b;` reads a number.
 //!
 //! ```
 //! use adjoint_ssa::{differentiable, Differentiable, Workspace};
@@ -262,7 +264,8 @@
 //! # Supported Rust
 //!
 //! `let` (with tuples `let (a, b) = (x, y);`; `let y;` or `let k: usize;` assigned later, an
-//! untyped one being an `f64`), `const` items of `f64` or integer type, assignment
+//! untyped one being an `f64`), `const` items of `f64` or integer type (declared in the function, or
+//! read where their type is clear: `let k: usize = K;`; not constant arrays), assignment
 //! and compound assignment, destructuring assignment of numbers (`(a, b) = (b, a + b);`,
 //! `(c, s) = polar(r, t);`, `(v[0], v[2]) = (v[2], v[0]);`), assignment of whole local arrays
 //! (`v = [v[1], v[0]];`, `v = w;`, `v = rot(&v, t);`; the right side of any assignment is evaluated first, as in

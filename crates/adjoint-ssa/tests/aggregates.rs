@@ -321,6 +321,59 @@ fn struct_parameters() {
 }
 
 #[differentiable]
+fn turn(a: &[f64; 3], t: f64) -> [f64; 3] {
+    [a[0] * t, a[1] + t, a[2] * a[0]]
+}
+
+/// A struct's array field and a tuple's array member passed to a callee taking `&[f64; 3]`
+/// (a hunter found rustc errors inside the generated code: the field went as a slice).
+#[differentiable]
+fn field_to_array_callee(p: &Params, q: (f64, [f64; 3]), t: f64) -> f64 {
+    let r: [f64; 3] = turn(&p.b, t);
+    let u: [f64; 3] = turn(&q.1, q.0);
+    r[0] + r[1] * r[2] + p.w + u[0] * u[2] - u[1]
+}
+
+#[test]
+fn array_fields_passed_to_array_parameters() {
+    let p = Params {
+        w: 0.8,
+        b: [0.1, -0.4, 0.9],
+        unused: 3.0,
+    };
+    let q = (1.3, [0.5, -0.7, 0.2]);
+    let t = 0.6;
+    let mut dp = Params {
+        w: 0.0,
+        b: [0.0; 3],
+        unused: 0.0,
+    };
+    let mut dq = (0.0, [0.0; 3]);
+    let mut dt = 0.0;
+    let v = field_to_array_callee::grad(&p, q, t, &mut dp, &mut dq, &mut dt);
+    assert!(close(v, field_to_array_callee(&p, q, t)));
+    let all = [
+        p.w, p.b[0], p.b[1], p.b[2], p.unused, q.0, q.1[0], q.1[1], q.1[2], t,
+    ];
+    let got = [
+        dp.w, dp.b[0], dp.b[1], dp.b[2], dp.unused, dq.0, dq.1[0], dq.1[1], dq.1[2], dt,
+    ];
+    check::check_gradient(
+        |v| {
+            let p = Params {
+                w: v[0],
+                b: [v[1], v[2], v[3]],
+                unused: v[4],
+            };
+            field_to_array_callee(&p, (v[5], [v[6], v[7], v[8]]), v[9])
+        },
+        &all,
+        &got,
+    )
+    .assert_passed();
+}
+
+#[differentiable]
 fn step(p: &Params, lr: f64, g: &[f64]) -> Params {
     let mut b = [0.0; 3];
     for i in 0..3 {
