@@ -101,7 +101,7 @@
 //! number type with [`derive(Differentiable)`](Differentiable): `Params` means `Params<f64>`
 //! (values and gradients), and `primal`/`pullback` take `&Params<T>` at any [`Real`] `T`. An
 //! array field or member is read through a reference (`&p.b`, `&t.1`: indexed, iterated, or
-//! passed to a callee taking `&[f64]`, `&[f64; N]` or `[f64; N]`); `let b = p.b;` reads a number.
+//! passed to a callee taking `&[f64]` or `&[f64; N]`); `let b = p.b;` reads a number.
 //!
 //! ```
 //! use adjoint_ssa::{differentiable, Differentiable, Workspace};
