@@ -320,7 +320,8 @@ pub fn unary<T: Real>(op: Op1, x: T) -> Rule1<T> {
             r1(x.log2(), d, -(d / x))
         }
         Op1::Log10 => {
-            let d = (x * LN_10).recip();
+            // (`x · ln 10` overflowed beyond x ≈ 7.8e307, where 1/(x ln 10) is not 0)
+            let d = x.recip() / LN_10;
             r1(x.log10(), d, -(d / x))
         }
         Op1::Sin => {

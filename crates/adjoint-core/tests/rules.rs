@@ -341,6 +341,12 @@ fn extreme_magnitudes_and_signed_zero() {
             assert!((d - 1.0 / x).abs() <= 1e-15 / x, "{op:?}({at}): {d}");
         }
     }
+    // log10 far out: 1/(x ln 10) (it was 0 beyond 7.8e307, where x · ln 10 overflows)
+    for x in [1e307, 8e307, f64::MAX] {
+        let d = unary(Op1::Log10, x).d;
+        let want = 1.0 / x / std::f64::consts::LN_10;
+        assert!(d > 0.0 && (d - want).abs() <= 1e-15 * want, "log10'({x}) = {d}");
+    }
 }
 
 #[test]
