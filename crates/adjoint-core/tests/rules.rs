@@ -345,7 +345,10 @@ fn extreme_magnitudes_and_signed_zero() {
     for x in [1e307, 8e307, f64::MAX] {
         let d = unary(Op1::Log10, x).d;
         let want = 1.0 / x / std::f64::consts::LN_10;
-        assert!(d > 0.0 && (d - want).abs() <= 1e-15 * want, "log10'({x}) = {d}");
+        assert!(
+            d > 0.0 && (d - want).abs() <= 1e-15 * want,
+            "log10'({x}) = {d}"
+        );
     }
 }
 

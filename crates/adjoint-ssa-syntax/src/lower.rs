@@ -1503,6 +1503,13 @@ impl Lower<'_> {
                          tuple variable or `let (a, b) = f(x);` with `f` #[differentiable])",
                     );
                 };
+                if let Some(rest) = pt.elems.iter().find(|e| matches!(e, Pat::Rest(_))) {
+                    return err(
+                        rest,
+                        "`..` in a tuple pattern is not supported: bind every member, with `_` \
+                         for those not read (`let (a, _, _) = t;`)",
+                    );
+                }
                 if members.len() != pt.elems.len() {
                     return err(pt, "the tuple pattern and the tuple have different lengths");
                 }
@@ -4704,6 +4711,13 @@ fn reduction_loop(m: &syn::ExprMethodCall, name: &str, hint: Option<Ty>) -> Resu
         "fold" => {
             let f = closure(&m.args[1], 2)?;
             let init = &m.args[0];
+            if matches!(strip(init), Expr::Tuple(_)) {
+                return Err(syn::Error::new_spanned(
+                    init,
+                    "a `fold` with a tuple accumulator is not supported: write the loop \
+                     (`let (mut s, mut p) = (0.0, 1.0); for v in x.iter() { (s, p) = (s + v, p * v); }`)",
+                ));
+            }
             let (pa, pv, body) = (pat(&f.inputs[0]), pat(&f.inputs[1]), &f.body);
             let step = match &map {
                 Some(_) => quote!(let #pv = #item;),

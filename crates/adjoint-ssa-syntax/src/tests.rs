@@ -1199,5 +1199,13 @@ fn messages_say_what_to_write_for_fields_and_constants() {
             "fn f(p: &P, t: f64) -> f64 { let b = p.b; b[0] * t }",
             "read through a reference, `let b = &p.b;`",
         ),
+        (
+            "fn f(t: (f64, f64, f64)) -> f64 { let (a, ..) = t; a * t.2 }",
+            "`..` in a tuple pattern is not supported",
+        ),
+        (
+            "fn f(x: &[f64]) -> f64 { let (s, p) = x.iter().fold((0.0, 1.0), |(s, p), v| (s + v * p, p * v)); s * p }",
+            "a `fold` with a tuple accumulator is not supported",
+        ),
     ]);
 }
