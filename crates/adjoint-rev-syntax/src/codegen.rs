@@ -142,24 +142,10 @@ impl Gen<'_> {
                     .is_some_and(|id| BUILTIN.contains(&id.to_string().as_str()));
                 if checks && !builtin {
                     // (a built-in instruction's written arguments are places: `parse`)
+                    // (their arguments are read as a call's: a literal is a `Const` too)
                     for (a, n) in args.iter().zip(&names) {
-                        match a {
-                            Operand::Const(c) => {
-                                post.extend(self.constant_check(n, &self.rw(c), s))
-                            }
-                            Operand::Lit(l) => {
-                                if let Ok(v) = Literal::parse(l) {
-                                    let at = syn::spanned::Spanned::span(l);
-                                    let v = v.tokens(&respan(k, at), at);
-                                    post.extend(self.constant_check_as(
-                                        n,
-                                        &v,
-                                        &crate::parse::pretty(l),
-                                        s,
-                                    ));
-                                }
-                            }
-                            Operand::Place(_) => {}
+                        if let Operand::Const(c) = a {
+                            post.extend(self.constant_check(n, &self.rw(c), s));
                         }
                     }
                 }
@@ -576,13 +562,9 @@ impl Gen<'_> {
     /// Checked code: a constant argument `e`, passed to a call or a user's instruction as the
     /// copy `n`, must be unchanged after it (the callee's write would be lost).
     fn constant_check(&self, n: &Ident, e: &impl ToTokens, s: &Stmt) -> TokenStream {
-        self.constant_check_as(n, e, &crate::parse::pretty(e), s)
-    }
-
-    /// [`constant_check`](Self::constant_check) of the value `e` written `text`.
-    fn constant_check_as(&self, n: &Ident, e: &impl ToTokens, text: &str, s: &Stmt) -> TokenStream {
         let k = self.krate;
         let site = self.site(s);
+        let text = crate::parse::pretty(e);
         quote_spanned!(s.span=>
             if !#k::Ancilla::restored(&#n, &(#e)) {
                 return ::core::result::Result::Err(#k::InvertibilityError::constant(

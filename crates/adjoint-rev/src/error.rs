@@ -263,7 +263,7 @@ impl std::error::Error for InvertibilityError {}
 /// Values that can be ancillas: `unlet x = v;` asks `x.restored(&v)`.
 ///
 /// Integers, fixed point and `bool` compare exactly. `f64` compares within `1e-8` absolute plus
-/// `1e-8` relative, like NiLang's deallocation check (`f32`: `1e-5`): floating-point `+=` followed by `-=` of the
+/// `1e-8` relative, like NiLang's deallocation check (`f32`: `1e-5`) (and a NaN is a NaN again): floating-point `+=` followed by `-=` of the
 /// same value can be off by an ulp. `GVar` and `Dual` compare their values; containers compare
 /// element by element.
 ///
@@ -349,7 +349,10 @@ exact!(i8, i16, i32, i64, i128, isize, u8, u16, u32, u64, u128, usize, bool);
 impl Ancilla for f64 {
     #[inline(always)]
     fn restored(&self, value: &Self) -> bool {
-        self == value || (self - value).abs() <= ATOL * (1.0 + self.abs().max(value.abs()))
+        // (NaN is NaN again: a constant NaN passed to a call that only reads it is unchanged)
+        self == value
+            || (self.is_nan() && value.is_nan())
+            || (self - value).abs() <= ATOL * (1.0 + self.abs().max(value.abs()))
     }
     const PASSIVE: bool = true;
 }
@@ -358,7 +361,9 @@ impl Ancilla for f64 {
 impl Ancilla for f32 {
     #[inline(always)]
     fn restored(&self, value: &Self) -> bool {
-        self == value || (self - value).abs() <= 1e-5 * (1.0 + self.abs().max(value.abs()))
+        self == value
+            || (self.is_nan() && value.is_nan())
+            || (self - value).abs() <= 1e-5 * (1.0 + self.abs().max(value.abs()))
     }
     const PASSIVE: bool = true;
 }

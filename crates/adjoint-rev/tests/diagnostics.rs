@@ -37,6 +37,16 @@ reversible! {
         add_into(y, T::from_f64(2.0));
     }
 
+    fn reads_only(y: &mut f64, c: &mut f64) {
+        if (c > 0.0, c > 0.0) {
+            y += 1.0;
+        }
+    }
+
+    fn nan_constant(y: &mut f64) {
+        reads_only(y, f64::NAN);
+    }
+
     fn power_of_wide_int<T: RevReal>(y: &mut T, x: &mut T, k: &mut i64) {
         y += x.powi(k);
     }
@@ -208,6 +218,9 @@ fn a_call_that_changes_a_constant_argument_is_an_error() {
     assert_eq!(y, 7.0);
     reads_constant::uncall(&mut y).unwrap();
     assert_eq!(y, 5.0);
+    // a NaN constant only read is unchanged too (a reviewer: NaN ≠ NaN made it "changed")
+    nan_constant(&mut y).unwrap();
+    nan_constant::uncall(&mut y).unwrap();
 }
 
 #[test]
