@@ -43,6 +43,10 @@ pub enum TagMode {
     Stack,
     /// The header of a counted loop (see [`Counted`]): the reverse sweep replays the counter.
     Counted,
+    /// Several incoming edges whose adjoints do the same ([`any_edge`]: a branch whose arms
+    /// have no reverse work and pass no adjoint, such as a passive `if` or a `debug_assert!`):
+    /// nothing is recorded and the reverse sweep takes the first edge.
+    Any,
 }
 
 /// A counted loop `k = start; while k < end { …; k += 1 }` whose only exit is the header's
@@ -493,7 +497,53 @@ pub fn prepare(f: &mut Func) -> syn::Result<Plan> {
     plan.fused = (0..f.blocks.len())
         .map(|h| fused_loop(f, &plan, h))
         .collect();
+    for m in 0..f.blocks.len() {
+        if any_edge(f, &plan, m) {
+            plan.tag[m] = TagMode::Any;
+        }
+    }
     Ok(plan)
+}
+
+/// Whether the reverse sweep may leave `m` by any incoming edge, so the forward sweep need not
+/// record which one it took: `m` passes no adjoint to its edges' arguments (its parameters are
+/// inactive), and every edge leads back to one block `d` (its branch) either directly or
+/// through a block with no reverse work (no active instruction, nothing popped, recomputed or
+/// replayed, no counted loop's counter, no parameter with an adjoint) entered only from `d`.
+/// Loops whose adjoint runs in the forward sweep ([`Fused`]) keep their tags.
+fn any_edge(f: &Func, p: &Plan, m: BlockId) -> bool {
+    if !matches!(p.tag[m], TagMode::Local | TagMode::Stack)
+        || f.blocks[m].params.iter().any(|&v| p.active(f, v))
+        || p.fused
+            .iter()
+            .enumerate()
+            .any(|(h, fu)| fu.is_some() && p.scc[h] == p.scc[m])
+    {
+        return false;
+    }
+    let quiet = |b: BlockId| {
+        p.counted[b].is_none()
+            && !p.counted.iter().flatten().any(|c| c.exit == b)
+            && f.blocks[b].params.iter().all(|&v| !p.active(f, v))
+            && f.blocks[b].insts.iter().all(|i| !p.inst_active(f, i))
+            && p.pushes[b].is_empty()
+            && p.remat[b].is_empty()
+            && p.replay[b].is_empty()
+            && p.ranged[b].iter().all(Option::is_none)
+    };
+    // the block an edge's reverse reaches: the predecessor itself, or, through a quiet block
+    // entered only from `d`, `d`
+    let reaches = |pb: BlockId, d: BlockId| {
+        pb == d || (pb != m && p.preds[pb].len() == 1 && p.preds[pb][0].0 == d && quiet(pb))
+    };
+    let (first, _) = p.preds[m][0];
+    let mut candidates = vec![first];
+    if p.preds[first].len() == 1 {
+        candidates.push(p.preds[first][0].0);
+    }
+    candidates.into_iter().any(|d| {
+        d != m && p.counted[d].is_none() && p.preds[m].iter().all(|&(pb, _)| reaches(pb, d))
+    })
 }
 
 /// The most paths of an accumulator's exit adjoint (see [`ExitAdj`]).
@@ -1633,6 +1683,8 @@ pub fn dump(f: &Func, p: &Plan) -> String {
                 TagMode::Local => "; entry edge in a local".into(),
                 TagMode::Stack => "; entry edge on the tag stack".into(),
                 TagMode::Counted => "; counted loop header (counter replayed)".into(),
+                TagMode::Any =>
+                    "; any entry edge (none recorded: their adjoints do the same)".into(),
             }
         );
     }
@@ -1811,6 +1863,7 @@ pub fn dump(f: &Func, p: &Plan) -> String {
             TagMode::Local => "by the local tag: ",
             TagMode::Stack => "by the popped tag: ",
             TagMode::Counted => "by the replayed counter: ",
+            TagMode::Any => "by the first edge (any would do): ",
         };
         let alts: Vec<String> = edges
             .iter()

@@ -1191,7 +1191,7 @@ impl<'a> Gen<'a> {
                 .position(|&x| x == (from, slot))
                 .unwrap() as u32;
             match self.p.tag[t.block] {
-                TagMode::None | TagMode::Counted => {}
+                TagMode::None | TagMode::Counted | TagMode::Any => {}
                 TagMode::Local => {
                     let tag = ms(&format!("tag{}", t.block));
                     out.extend(quote!(#tag = #e;));
@@ -2048,7 +2048,7 @@ impl<'a> Gen<'a> {
             return quote!(break #rev;);
         }
         match self.p.tag[b] {
-            TagMode::None => jump(0),
+            TagMode::None | TagMode::Any => jump(0),
             TagMode::Counted => {
                 let c = self.p.counted[b].as_ref().expect("counted loop");
                 let (cnt, lo) = (ms(&format!("cnt{b}")), ms(&format!("lo{b}")));
@@ -2084,6 +2084,8 @@ impl<'a> Gen<'a> {
                 .map(|b| {
                     if b == 0 {
                         vec![]
+                    } else if self.p.tag[b] == TagMode::Any {
+                        vec![self.p.preds[b][0].0]
                     } else {
                         self.p.preds[b].iter().map(|&(pb, _)| pb).collect()
                     }

@@ -455,7 +455,7 @@ pub fn adjoint(
             .position(|&e| e == (b, slot))
             .unwrap();
         match p.tag[t.block] {
-            TagMode::None | TagMode::Counted => {}
+            TagMode::None | TagMode::Counted | TagMode::Any => {}
             TagMode::Local => {
                 tlocal.insert(t.block, edge);
             }
@@ -658,7 +658,7 @@ pub fn adjoint(
             break;
         }
         let edge = match p.tag[blk] {
-            TagMode::None => 0,
+            TagMode::None | TagMode::Any => 0,
             TagMode::Local => tlocal[&blk],
             TagMode::Stack => tstack.pop().expect("tag stack underflow"),
             TagMode::Counted => {

@@ -1209,3 +1209,41 @@ fn messages_say_what_to_write_for_fields_and_constants() {
         ),
     ]);
 }
+
+/// A branch whose arms have no reverse work and pass no adjoint (a passive `if`, a check)
+/// records no tag (`TagMode::Any`): the reverse sweep takes the first edge. An arm with active
+/// work, or a join whose parameter carries an adjoint, still records its edge.
+#[test]
+fn passive_branches_record_no_tag() {
+    use crate::adjoint::TagMode;
+    let x = [0.7, -0.4, 1.3, 0.2, 0.9];
+    let any = [
+        // a diamond: both arms passive (`k` is an integer)
+        "fn f(x: &[f64]) -> f64 { let mut s = 1.0; let mut k = 0usize; for i in 0..x.len() { if x[i] > 0.5 { k += 1; } else { k += 2; } s = s * x[i] + 1.0; } s + k as f64 }",
+        // a triangle: an `if` without `else`
+        "fn f(x: &[f64]) -> f64 { let mut s = 1.0; let mut k = 0usize; for i in 0..x.len() { if x[i] > 0.5 { k += 1; } s = s * x[i].sin() + k as f64; } s }",
+        // a check that may panic, then the loop's work
+        "fn f(x: &[f64]) -> f64 { let mut s = 1.0; for i in 0..x.len() { debug_assert!(x[i] < 10.0, \"too large\"); s = s * x[i] + 1.0; } s }",
+    ];
+    for src in any {
+        let (f, p) = lower_str(src, "").unwrap_or_else(|e| panic!("{e}"));
+        assert!(p.tag.contains(&TagMode::Any), "{src}");
+        grad_check(src, &x);
+        let mut args = vec![ArgVal::Floats(x.to_vec())];
+        let mut adj = vec![ArgVal::Floats(vec![0.0; x.len()])];
+        let (_, st) = interp::adjoint(&f, &p, &mut args, &mut adj, 1.0);
+        assert_eq!(st.tags, 0, "{src}");
+    }
+    let recorded = [
+        // an arm with active work
+        "fn f(x: &[f64]) -> f64 { let mut s = 1.0; for i in 0..x.len() { if x[i] > 0.5 { s = s * 2.0; } s = s * x[i] + 1.0; } s }",
+        // a join whose parameter has an adjoint (`t` is one of two values)
+        "fn f(x: &[f64]) -> f64 { let mut s = 1.0; for i in 0..x.len() { let t = if x[i] > 0.5 { x[i] } else { 0.5 }; s = s * t + 1.0; } s }",
+    ];
+    for src in recorded {
+        let (_, p) = lower_str(src, "").unwrap_or_else(|e| panic!("{e}"));
+        assert!(!p.tag.contains(&TagMode::Any), "{src}");
+        assert!(p.tag.contains(&TagMode::Stack), "{src}");
+        grad_check(src, &x);
+    }
+}
