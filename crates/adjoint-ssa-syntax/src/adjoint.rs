@@ -9,7 +9,8 @@
 //!   arguments of the edge it was entered by and continues at that predecessor's adjoint block.
 //!   A block with several incoming edges records which edge was taken (a *tag*): in a local when
 //!   the block is not in a cycle (it runs at most once), on the tag stack otherwise — except
-//!   the header of a counted loop ([`Counted`]), whose counter the reverse sweep replays.
+//!   the header of a counted loop ([`Counted`]), whose counter the reverse sweep replays, and a
+//!   block whose edges' adjoints all do the same ([`TagMode::Any`]).
 //! * **To-be-recorded.** `B̄` reads primal values (operands of cheap rules, recorded partials of
 //!   expensive ones, indices). A value defined in the same cycle (strongly connected component)
 //!   as `B` may be redefined before `B̄` runs, so `B` pushes it and `B̄` pops it; anything else
