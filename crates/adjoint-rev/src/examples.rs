@@ -420,7 +420,7 @@ reversible! {
         }
     }
 
-    /// Half a step's kick of [`i_leapfrog`]: `v += (−k·x − 0.1·x³)·dt/2`, through ancillas
+    /// Half a step's kick of [`i_leapfrog`](fn@i_leapfrog): `v += (−k·x − 0.1·x³)·dt/2`, through ancillas
     /// that are uncomputed.
     pub fn i_kick<T: RevReal>(v: &mut T, x: &mut T, k: &mut T) {
         @routine {

@@ -44,7 +44,7 @@ pub enum TagMode {
     Stack,
     /// The header of a counted loop (see [`Counted`]): the reverse sweep replays the counter.
     Counted,
-    /// Several incoming edges whose adjoints do the same ([`any_edge`]: a branch whose arms
+    /// Several incoming edges whose adjoints do the same (`any_edge`: a branch whose arms
     /// have no reverse work and pass no adjoint, such as a passive `if` or a `debug_assert!`):
     /// nothing is recorded and the reverse sweep takes the first edge.
     Any,
