@@ -386,6 +386,25 @@ fn jacobian_into_names_both_sizes() {
 }
 
 #[test]
+fn an_infinite_partial_does_not_meet_a_recorded_zero_tangent_in_a_hessian() {
+    // √(x₀²)·x₁ + x₁² at (0, 1) is x₁² along x₁: ∂²/∂x₁² = 2 (a hunter: the tape gave NaN,
+    // because the tangent of x₀·x₀ along x₁ was a recorded zero that √'s infinite partial
+    // multiplied). The entries with x₀ are at |x₀|'s kink: no value is right there.
+    fn f<T: Real>(x: &[T]) -> T {
+        (x[0] * x[0]).sqrt() * x[1] + x[1] * x[1]
+    }
+    let x = [0.0, 1.0];
+    let h = adjoint_tape::hessian(|v| f(v), &x);
+    let fw = forward::hessian(|v| f(v), &x);
+    assert_eq!((h[1][1], fw[1][1]), (2.0, 2.0), "{h:?}");
+    assert_eq!(adjoint_tape::hvp(|v| f(v), &x, &[0.0, 1.0])[1], 2.0);
+    // three inputs: the zero is a sum of products
+    let g = |x: &[forward::Dual<Var>]| (x[0] * x[0] + x[1] * x[1]).sqrt() * x[2] + x[2] * x[2];
+    let h = adjoint_tape::hessian(g, &[0.0, 0.0, 1.0]);
+    assert_eq!(h[2][2], 2.0, "{h:?}");
+}
+
+#[test]
 fn tape_hessian_matches_forward_hessian() {
     let x = [0.3, -0.4, 1.1, 0.5, 0.9, -0.1];
     let h = adjoint_tape::hessian(|v| system(v), &x);
