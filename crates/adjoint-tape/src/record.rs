@@ -821,15 +821,6 @@ pub(crate) fn check_value(job: &mut Job, label: Label, operands: [f64; 2], value
 }
 
 /// Record a result with one active operand.
-///
-/// A finite result whose partials are all exactly zero is a constant, not an entry: it sends
-/// every adjoint nothing (a zero partial times any adjoint, ∞ included, is 0 in the sweep), so
-/// the two are the same to the gradient, and as a constant it is an exact zero
-/// (`Lift::lift_exact_zero`) where its value is 0. That is what keeps forward over reverse
-/// (`hessian`: `Dual<Var>`) from multiplying an infinite partial by a tangent that is a
-/// recorded zero (`x·0` along a direction that does not move `x`): `√(x₀²)·x₁ + x₁²` at
-/// (0, 1) had a NaN in ∂²/∂x₁², which is 2. The operands are checked first, so a stale `Var`
-/// still panics. (The fast paths, and the slow ones after their checks; so does `record2`.)
 #[inline(always)]
 pub(crate) fn record1(a: Var, pa: f64, value: f64, label: impl Into<Label>) -> Var {
     let p = FAST.get();
@@ -842,9 +833,6 @@ pub(crate) fn record1(a: Var, pa: f64, value: f64, label: impl Into<Label>) -> V
         let ia = a.id.wrapping_sub(job.base);
         let own = u64::from(job.len());
         if ia < own {
-            if pa == 0.0 && value.is_finite() {
-                return Var::constant(value); // (see `record1`)
-            }
             let seq = job.push(Entry {
                 p: [pa, 0.0],
                 i: [ia as u32, own as u32],
@@ -863,9 +851,6 @@ fn record1_slow(a: Var, pa: f64, value: f64, label: Label) -> Var {
         };
         let (job, session) = ctx.parts();
         let ia = job.local(a, session);
-        if pa == 0.0 && value.is_finite() {
-            return Var::constant(value); // (see `record1`)
-        }
         let own = job.len();
         let seq = job.push(Entry {
             p: [pa, 0.0],
@@ -899,9 +884,6 @@ pub(crate) fn record2(
         let limit = u64::from(job.limit);
         let (ia, ib) = (a.id.wrapping_sub(job.base), b.id.wrapping_sub(job.base));
         if ia < limit && ib < limit {
-            if pa == 0.0 && pb == 0.0 && value.is_finite() {
-                return Var::constant(value); // (see `record1`)
-            }
             let seq = job.push(Entry {
                 p: [pa, pb],
                 i: [ia as u32, ib as u32],
@@ -921,9 +903,6 @@ fn record2_slow(a: Var, pa: f64, b: Var, pb: f64, value: f64, label: Label) -> V
         let (job, session) = ctx.parts();
         let ia = job.local(a, session);
         let ib = job.local(b, session);
-        if pa == 0.0 && pb == 0.0 && value.is_finite() {
-            return Var::constant(value); // (see `record1`)
-        }
         let seq = job.push(Entry {
             p: [pa, pb],
             i: [ia, ib],
