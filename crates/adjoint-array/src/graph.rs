@@ -346,6 +346,22 @@ impl Default for Builder {
 
 /// A handle to an array of a program being built (Accelerate's `Acc`): its node and shape.
 /// Combinators are methods; closures receive [`Exp`]s.
+///
+/// `a + b`, `a - b`, `a * b`, `a / b` of two arrays of one shape (owned or borrowed) are
+/// element-wise, as `a.zip_with(&b, |x, y| x + y)` (a shape mismatch is an error naming both
+/// shapes).
+///
+/// ```
+/// use adjoint_array::Builder;
+/// let b = Builder::new();
+/// let x = b.input(&[3]);
+/// let y = b.input(&[3]);
+/// let p = b.build_scalar(&((&x + &y) * x.clone()).sum()).unwrap();
+/// let g = p.gradient_a(&[&[1.0, 2.0, 3.0], &[0.5, 0.5, 0.5]]).unwrap();
+/// // ∂/∂x of Σ (x + y)·x is 2x + y, ∂/∂y is x
+/// assert_eq!(g.grads[0], vec![2.5, 4.5, 6.5]);
+/// assert_eq!(g.grads[1], vec![1.0, 2.0, 3.0]);
+/// ```
 #[derive(Clone, Debug)]
 pub struct Acc {
     g: Rc<RefCell<GB>>,
@@ -2296,3 +2312,34 @@ impl Program {
         self.check_typed(&typed)
     }
 }
+
+// `a + b`, `a - b`, `a * b`, `a / b` of arrays: see `Acc`'s docs.
+macro_rules! acc_ops {
+    ($($tr:ident $m:ident $op:tt $name:literal),*) => {$(
+        impl std::ops::$tr<&Acc> for &Acc {
+            type Output = Acc;
+            fn $m(self, other: &Acc) -> Acc {
+                self.b().zip_named($name, &[self, other], |p| p[0] $op p[1])
+            }
+        }
+        impl std::ops::$tr<Acc> for Acc {
+            type Output = Acc;
+            fn $m(self, other: Acc) -> Acc {
+                &self $op &other
+            }
+        }
+        impl std::ops::$tr<&Acc> for Acc {
+            type Output = Acc;
+            fn $m(self, other: &Acc) -> Acc {
+                &self $op other
+            }
+        }
+        impl std::ops::$tr<Acc> for &Acc {
+            type Output = Acc;
+            fn $m(self, other: Acc) -> Acc {
+                self $op &other
+            }
+        }
+    )*};
+}
+acc_ops!(Add add + "`+`", Sub sub - "`-`", Mul mul * "`*`", Div div / "`/`");

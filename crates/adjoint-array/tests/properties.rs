@@ -318,3 +318,26 @@ fn build_once_run_many() {
         assert_eq!(g.grads[0], e);
     }
 }
+
+#[test]
+fn arrays_add_subtract_multiply_and_divide_with_operators() {
+    // Σ ((x + y)·x − y / x): ∂/∂x = 2x + y + y/x², ∂/∂y = x − 1/x (closed forms).
+    let b = Builder::new();
+    let x = b.input(&[3]);
+    let y = b.input(&[3]);
+    let f = (&x + &y) * x.clone() - y.clone() / x.clone();
+    let p = b.build_scalar(&f.sum()).unwrap();
+    let (xv, yv) = ([1.0, 2.0, -3.0], [0.5, -0.25, 2.0]);
+    let g = p.gradient_a(&[&xv, &yv]).unwrap();
+    for i in 0..3 {
+        let (a, c) = (xv[i], yv[i]);
+        assert!((g.grads[0][i] - (2.0 * a + c + c / (a * a))).abs() < 1e-14);
+        assert!((g.grads[1][i] - (a - 1.0 / a)).abs() < 1e-14);
+    }
+    // a shape mismatch names both shapes
+    let b = Builder::new();
+    let x = b.input(&[3]);
+    let y = b.input(&[2]);
+    let e = b.build_scalar(&(x + y).sum()).unwrap_err().to_string();
+    assert!(e.contains("[3]") && e.contains("[2]"), "{e}");
+}

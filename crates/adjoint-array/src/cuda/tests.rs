@@ -1574,11 +1574,7 @@ fn host_node_programs() -> Vec<(&'static str, Program, Vec<Vec<f64>>)> {
         .permute(Combine::Add, &d, |i| (i[0].ne(5.0), vec![i[0].imod(3.0)]));
     let h2 = a.permute(Combine::Max, &d, |i| (elit(1.0), vec![i[0].imod(3.0)]));
     let p = b
-        .build_scalar(
-            &h1.map(|v| v * v)
-                .sum()
-                .zip_with(&h2.map(|v| v * v * v).sum(), |u, v| u + v),
-        )
+        .build_scalar(&(h1.map(|v| v * v).sum() + h2.map(|v| v * v * v).sum()))
         .unwrap();
     out.push(("permute (+, max)", p, vec![data(8, 2), data(3, 3)]));
     let b = Builder::new();
@@ -1586,9 +1582,7 @@ fn host_node_programs() -> Vec<(&'static str, Program, Vec<Vec<f64>>)> {
     let m = x.fold1(|u, v| u.max(v));
     let q = x.map(|v| v + 2.0).fold1(|u, v| u * v);
     let r = x.fold(1.0, |u, v| u * 0.5 + v);
-    let p = b
-        .build_scalar(&m.zip_with(&q, |u, v| u + v).zip_with(&r, |u, v| u + v))
-        .unwrap();
+    let p = b.build_scalar(&(m + q + r)).unwrap();
     out.push(("folds (max, ×, with an initial value)", p, vec![data(4, 4)]));
     let b = Builder::new();
     let k = b.input(&[2]);
