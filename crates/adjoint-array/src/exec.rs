@@ -542,6 +542,7 @@ impl<'g> Exec<'g> {
 
     /// Give node `n` a value computed elsewhere (another backend's), so that computing a node
     /// that reads it reads this.
+    #[cfg(feature = "cuda")]
     pub(crate) fn import(&mut self, n: NodeId, v: Vec<f64>) {
         self.vals[n as usize] = Some(Val::O(Arc::new(v)));
     }
@@ -1218,6 +1219,7 @@ pub(crate) fn backward(ex: &Exec, seeds: Vec<(NodeId, Vec<f64>)>) -> Result<Vec<
 /// the node's adjoint (`None` for an `awhile`, whose adjoints come from its results through
 /// `loop_seeds`). Returns each contribution as (node, values, broadcast: one value per row of
 /// the node's last axis). `ex` holds the values the node's reverse pass reads.
+#[cfg(feature = "cuda")]
 pub(crate) fn node_adjoint(
     ex: &Exec,
     i: NodeId,

@@ -493,3 +493,27 @@ fn mul_add_on_duals_where_the_unfused_product_overflows() {
         vec![a, x, 1.0]
     );
 }
+
+/// asin′, acos′ and atanh′ near ±1: `1 − x²` there is `(1 − x)(1 + x)`. At x = 1 − 2⁻²⁷ its exact
+/// value is 2⁻²⁶ − 2⁻⁵⁴ (representable); `1 − x·x` rounded `x²` and was off by 2⁻⁵⁴, a relative
+/// error of 3.7e-9 in the derivative.
+#[test]
+fn inverse_trig_derivatives_near_one_are_accurate() {
+    let delta = 2f64.powi(-27);
+    let one_minus_x2 = 2f64.powi(-26) - 2f64.powi(-54); // exact: 1 − (1 − δ)²
+    for x in [1.0 - delta, delta - 1.0] {
+        let cases = [
+            (Op1::Asin, 1.0 / one_minus_x2.sqrt()),
+            (Op1::Acos, -1.0 / one_minus_x2.sqrt()),
+            (Op1::Atanh, 1.0 / one_minus_x2),
+        ];
+        for (op, want) in cases {
+            let got = unary(op, x).d;
+            let err = ((got - want) / want).abs();
+            assert!(
+                err < 4.0 * f64::EPSILON,
+                "{op:?}′({x}) = {got}, want {want} (relative error {err:e})"
+            );
+        }
+    }
+}
