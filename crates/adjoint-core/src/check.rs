@@ -7,11 +7,14 @@
 //! scaled to that coordinate, and [`check_gradient`] compares an engine's gradient with it and
 //! reports the worst coordinate. Every engine's tests use this as their independent reference.
 //!
-//! What it cannot see: a function that changes on a scale much finer than the steps (a Gaussian
-//! of width 1e-6, whose stencil points all underflow to 0: the reference is then exactly 0 with
-//! a zero error estimate), and a kink closer to the point than the steps (`x.max(0.0)` at
-//! 1e-9). There, give the steps yourself ([`CheckOptions::steps`]). A reference that overflows
-//! passes only an equal gradient.
+//! Each coordinate tries several start steps and keeps the estimate with the smallest error
+//! estimate relative to itself, so a start whose stencil sees a flat function (a narrow
+//! Gaussian seen from its tails, every value underflowing to 0) does not win over one that
+//! sees the slope. What it cannot see: a function that changes on a scale finer than the
+//! smallest start (1e-4 · max(|x|, 1) by default: a Gaussian of width 1e-6, whose stencil
+//! points all underflow to 0 from every start, gives the reference 0), and a kink closer to the
+//! point than the steps (`x.max(0.0)` at 1e-9). There, give the steps yourself
+//! ([`CheckOptions::steps`]). A reference that overflows passes only an equal gradient.
 //!
 //! ```
 //! use adjoint_core::check::check_gradient;
@@ -29,10 +32,13 @@ use core::fmt;
 #[derive(Clone, Debug, PartialEq)]
 pub struct CheckOptions {
     /// Largest initial step, relative: coordinate `i` runs Ridders from `step · max(|xᵢ|, 1)` and
-    /// from 1/10, 1/100 and 1/1000 of it, and keeps the estimate with the smallest error estimate
-    /// (so steep functions such as x¹⁰⁰⁰ need no tuning). Ignored where `steps` is given.
+    /// from 1/10, 1/100 and 1/1000 of it (where |xᵢ| > 1, also from `step` and 1/10, 1/100 and
+    /// 1/1000 of it), and keeps the estimate with the smallest error estimate relative to the
+    /// estimate (so steep functions such as x¹⁰⁰⁰ need no tuning). Ignored where `steps` is
+    /// given.
     pub step: f64,
-    /// Per-coordinate absolute initial steps (e.g. near a domain edge); overrides `step`.
+    /// Per-coordinate absolute initial steps (e.g. near a domain edge), one per coordinate;
+    /// overrides `step`.
     pub steps: Option<Vec<f64>>,
     /// Relative tolerance.
     pub rtol: f64,
@@ -125,6 +131,16 @@ pub fn numeric_gradient_with(
     x: &[f64],
     opts: &CheckOptions,
 ) -> Vec<f64> {
+    if let Some(s) = &opts.steps {
+        assert_eq!(
+            s.len(),
+            x.len(),
+            "CheckOptions::steps has {} steps but the point has {} coordinates (one step per \
+             coordinate)",
+            s.len(),
+            x.len()
+        );
+    }
     let mut xs = x.to_vec();
     (0..x.len())
         .map(|i| {
@@ -132,11 +148,37 @@ pub fn numeric_gradient_with(
                 Some(s) => vec![s[i]],
                 None => {
                     let h = opts.step * x[i].abs().max(1.0);
-                    vec![h, h / 10.0, h / 100.0, h / 1000.0]
+                    let mut hs = vec![h, h / 10.0, h / 100.0, h / 1000.0];
+                    if x[i].abs() > 1.0 {
+                        // and the unscaled starts: far from 0 a function need not vary on the
+                        // scale of |x| (sin at 1e8 varies on the scale 1)
+                        let h = opts.step;
+                        hs.extend([h, h / 10.0, h / 100.0, h / 1000.0]);
+                    }
+                    hs
                 }
             };
             let xi = x[i];
+            // The start whose estimate has the smallest error *relative to itself*: a start
+            // whose stencil points all see a flat function (a narrow Gaussian seen from its
+            // tails, where every value underflows) returns an estimate and an error estimate
+            // that are both ~0, which an absolute comparison took over the right one.
+            // An estimate of exactly 0 with no error (every stencil point equal: a symmetric
+            // function, or one flat to the last bit) ranks below any estimate that holds to
+            // 1e-3 relative.
+            let key = |d: f64, err: f64| {
+                if d == 0.0 && err == 0.0 {
+                    1e-3
+                } else if err == 0.0 {
+                    0.0
+                } else if d == 0.0 || d.is_nan() {
+                    f64::INFINITY
+                } else {
+                    err / d.abs()
+                }
+            };
             let mut best = (f64::NAN, f64::INFINITY);
+            let mut best_key = f64::INFINITY;
             for h in hs {
                 let (d, err) = numeric_derivative(
                     |t| {
@@ -148,8 +190,10 @@ pub fn numeric_gradient_with(
                     xi,
                     h,
                 );
-                if err < best.1 || best.0.is_nan() {
+                let k = key(d, err);
+                if k < best_key || best.0.is_nan() {
                     best = (d, err);
+                    best_key = k;
                 }
             }
             best.0
@@ -254,11 +298,15 @@ pub fn check_gradient_with(
     let mut worst = 0;
     let mut worst_ratio = -1.0;
     for (i, (&a, &n)) in gradient.iter().zip(&numeric).enumerate() {
-        let ratio = (a - n).abs() / (opts.atol + opts.rtol * n.abs());
-        let ratio = if ratio.is_nan() || !coordinate_ok(a, n, opts.atol, opts.rtol) {
+        // A failing coordinate ranks above every passing one; an exact match is 0 (its ratio
+        // can be `0/0` with `atol = 0`, or `∞ − ∞` where an infinite reference is matched,
+        // which ranked it as the worst).
+        let ratio = if !coordinate_ok(a, n, opts.atol, opts.rtol) {
             f64::INFINITY
+        } else if a == n {
+            0.0
         } else {
-            ratio
+            (a - n).abs() / (opts.atol + opts.rtol * n.abs())
         };
         if ratio > worst_ratio {
             worst_ratio = ratio;
@@ -315,6 +363,76 @@ mod tests {
         assert!(!r.passed());
         assert_eq!(r.worst, 2);
         assert!(r.to_string().contains("worst coordinate 2"), "{r}");
+    }
+
+    #[test]
+    fn the_worst_coordinate_is_a_failing_one() {
+        // An exact match ranked as the worst: its ratio was 0/0 with `atol = 0` (a hunter's
+        // report named coordinate 0 of `[0, 2]` against the reference `[0, 1]`) ...
+        let opts = CheckOptions {
+            atol: 0.0,
+            ..CheckOptions::default()
+        };
+        let r = check_gradient_with(|x| x[0] * x[0] + x[1], &[0.0, 1.0], &[0.0, 2.0], &opts);
+        assert!(!r.passed());
+        assert_eq!(r.worst, 1, "{r}");
+        // ... and ∞ − ∞ where an infinite reference is matched by an infinite gradient.
+        let r = check_gradient(
+            |x| x[0].exp() + x[1] * x[1],
+            &[709.5, 1.0],
+            &[f64::INFINITY, 4.0],
+        );
+        assert!(!r.passed());
+        assert_eq!(r.worst, 1, "{r}");
+    }
+
+    #[test]
+    fn a_start_that_sees_a_flat_function_is_not_taken() {
+        // A Gaussian of width 3e-3 seen at x = 1 + w/2: from the largest start every stencil
+        // point underflows, an estimate of −3e-236 with an error estimate of 1e-235, which the
+        // smallest *absolute* error estimate took over the 1e-4 start's −259.6.
+        for w in [3e-3, 1e-3, 3e-4, 1e-4] {
+            let f = move |x: &[f64]| (-((x[0] - 1.0) / w).powi(2)).exp();
+            let x0 = 1.0 + w / 2.0;
+            let exact = -(1.0 / w) * (-0.25f64).exp();
+            let g = numeric_gradient(f, &[x0]);
+            assert!(
+                (g[0] - exact).abs() < 1e-6 * exact.abs(),
+                "w = {w}: {} vs {exact}",
+                g[0]
+            );
+            assert!(!check_gradient(f, &[x0], &[0.0]).passed(), "w = {w}");
+            assert!(check_gradient(f, &[x0], &[exact]).passed(), "w = {w}");
+        }
+    }
+
+    #[test]
+    fn far_from_zero_a_function_may_vary_on_the_scale_one() {
+        // sin at 1e8: the starts scaled by |x| (1e7 down to 1e4) span many periods; the
+        // unscaled starts see it.
+        // (At 1e8 the spacing of the doubles, 1.5e-8, limits any difference quotient to ~1e-6
+        // relative: the check there asks 1e-5.)
+        for (x, rtol) in [(1e5, 1e-6), (1e6, 1e-6), (1e8, 1e-5)] {
+            let opts = CheckOptions {
+                rtol,
+                ..CheckOptions::default()
+            };
+            let exact = f64::cos(x);
+            let r = check_gradient_with(|x| x[0].sin(), &[x], &[0.0], &opts);
+            assert!(!r.passed(), "x = {x}: {r}");
+            let r = check_gradient_with(|x| x[0].sin(), &[x], &[exact], &opts);
+            assert!(r.passed(), "x = {x}: {r}");
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "CheckOptions::steps has 1 steps but the point has 2 coordinates")]
+    fn steps_of_the_wrong_length_are_named() {
+        let opts = CheckOptions {
+            steps: Some(vec![1e-3]),
+            ..CheckOptions::default()
+        };
+        check_gradient_with(|x| x[0] + x[1], &[1.0, 2.0], &[1.0, 1.0], &opts);
     }
 
     #[test]
