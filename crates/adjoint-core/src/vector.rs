@@ -85,7 +85,9 @@ pub fn matvec<T: Real>(m: &[T], x: &[T], out: &mut [T]) {
     T::slice_matvec(m, x, out)
 }
 
-/// `ln Σᵢ exp(aᵢ)`, computed stably (shifted by the maximum); −∞ for an empty slice.
+/// `ln Σᵢ exp(aᵢ)`, computed stably (shifted by the maximum); −∞ for an empty slice. Where
+/// entries are +∞ the value is +∞ and the derivative the limit of softmax: 1/k on each of the
+/// k infinite entries, 0 elsewhere.
 ///
 /// ```
 /// let v = adjoint_core::vector::logsumexp(&[1000.0, 1000.0]);
@@ -158,8 +160,14 @@ pub mod scalar {
             .iter()
             .map(|v| v.value())
             .fold(f64::NEG_INFINITY, f64::max);
+        if m == f64::INFINITY && a.iter().all(|v| !v.value().is_nan()) {
+            // k entries at +∞: the value is +∞, and the gradient the limit of softmax, 1/k on
+            // each of them (the plain formula's `ln′(∞) · exp′(∞)` is `0 · ∞`).
+            let inf: Vec<T> = a.iter().copied().filter(|v| v.value() == m).collect();
+            return sum(&inf) / inf.len() as f64;
+        }
         if !m.is_finite() {
-            // Empty, all −∞, or containing +∞/NaN: the plain formula gives the right limit.
+            // Empty, all −∞, or containing NaN: the plain formula gives the right limit.
             return sum(&a.iter().map(|&v| v.exp()).collect::<Vec<T>>()).ln();
         }
         let mut acc = T::cst(0.0);

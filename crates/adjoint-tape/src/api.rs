@@ -68,8 +68,15 @@ pub struct NonFinite {
     pub pass: Pass,
     /// The primitive, e.g. `Un(Ln)`.
     pub primitive: String,
-    /// Forward: the operand values. Reverse: the recorded partials.
+    /// Forward: the operand values (a constant operand's too). Reverse: the recorded partials.
+    /// Only the first [`arity`](NonFinite::arity) are meaningful.
     pub operands: [f64; 2],
+    /// How many of `operands` the primitive has: 1 for a unary primitive and for a slice
+    /// primitive or checkpoint (whose first operand is shown), 2 for a binary one.
+    pub arity: usize,
+    /// What the report is about (for the message and to pass it out of a checkpoint).
+    label: Label,
+    in_checkpoint: bool,
     /// Forward: the result. Reverse: the (finite) adjoint that met the partials.
     pub value: f64,
     /// The job, numbered in the program's sequential order (0 for sequential code; the jobs
@@ -81,16 +88,22 @@ pub struct NonFinite {
 
 impl NonFinite {
     fn new(pass: Pass, b: BadValue) -> Self {
-        let primitive = match b.label {
-            Label::Leaf => "input or checkpoint output".to_string(),
-            Label::Un(op) => format!("{op:?}"),
-            Label::Bin(op) => format!("{op:?}"),
-            Label::Vector(name) => name.to_string(),
+        let (mut primitive, arity) = match b.label {
+            Label::Leaf => ("input or checkpoint output".to_string(), 1),
+            Label::Un(op) => (format!("{op:?}"), 1),
+            Label::Bin(op) => (format!("{op:?}"), 2),
+            Label::Vector(name) => (name.to_string(), 1),
         };
+        if b.in_checkpoint {
+            primitive.push_str(" inside a checkpointed region");
+        }
         NonFinite {
             pass,
             primitive,
             operands: b.operands,
+            arity,
+            label: b.label,
+            in_checkpoint: b.in_checkpoint,
             value: b.value,
             job: b.job,
             position: b.seq,
@@ -98,31 +111,69 @@ impl NonFinite {
     }
 }
 
+/// A number as a message shows it: plainly where that is short, in exponent form otherwise
+/// (`1e200`, not two hundred digits).
+fn num(x: f64) -> String {
+    if x == 0.0 || !x.is_finite() || (1e-5..1e16).contains(&x.abs()) {
+        format!("{x}")
+    } else {
+        format!("{x:e}")
+    }
+}
+
+impl NonFinite {
+    /// As found inside a checkpointed region's recomputation, for the enclosing reverse pass:
+    /// job `job`, at the region's first output `seq`.
+    pub(crate) fn into_checkpoint(self, job: u16, seq: u32) -> BadValue {
+        BadValue {
+            label: self.label,
+            operands: self.operands,
+            value: self.value,
+            job: u32::from(job),
+            seq,
+            in_checkpoint: true,
+        }
+    }
+}
+
 impl fmt::Display for NonFinite {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let shown = |f: &mut fmt::Formatter<'_>| {
+            let ops = &self.operands[..self.arity.clamp(1, 2)];
+            let list: Vec<String> = ops.iter().map(|&x| num(x)).collect();
+            let more = if matches!(self.label, Label::Vector(_)) {
+                ", …"
+            } else {
+                ""
+            };
+            write!(f, "{}{more}", list.join(", "))
+        };
         match self.pass {
-            Pass::Forward => write!(
-                f,
-                "forward pass: {}({}, {}) = {} is the first non-finite value from finite \
-                 operands (job {}, operation #{})",
-                self.primitive,
-                self.operands[0],
-                self.operands[1],
-                self.value,
-                self.job,
-                self.position
-            ),
-            Pass::Reverse => write!(
-                f,
-                "reverse pass: {} (operation #{} of job {}) has partials [{}, {}] that turn the \
-                 finite adjoint {} into a non-finite contribution",
-                self.primitive,
-                self.position,
-                self.job,
-                self.operands[0],
-                self.operands[1],
-                self.value
-            ),
+            Pass::Forward => {
+                write!(f, "forward pass: {}(", self.primitive)?;
+                shown(f)?;
+                write!(
+                    f,
+                    ") = {} is the first non-finite value from finite operands (job {}, \
+                     operation #{})",
+                    num(self.value),
+                    self.job,
+                    self.position
+                )
+            }
+            Pass::Reverse => {
+                write!(
+                    f,
+                    "reverse pass: {} (operation #{} of job {}) has partials [",
+                    self.primitive, self.position, self.job
+                )?;
+                shown(f)?;
+                write!(
+                    f,
+                    "] that turn the finite adjoint {} into a non-finite contribution",
+                    num(self.value)
+                )
+            }
         }
     }
 }
@@ -160,6 +211,11 @@ impl Tape {
     pub fn checked(mut self) -> Tape {
         self.checked = true;
         self
+    }
+
+    /// Checked mode on or off (a checkpoint's recomputation takes the enclosing tape's).
+    pub(crate) fn set_checked(&mut self, checked: bool) {
+        self.checked = checked;
     }
 
     /// Record `f` at `x` (inputs marked inactive by `active` become constants).

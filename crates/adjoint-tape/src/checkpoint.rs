@@ -1,6 +1,8 @@
 //! Checkpointing: trade recomputation for tape memory in a user-marked region.
 
-use crate::record::{check_value, recording, with_state, with_state_mut, Checkpoint, Label, State};
+use crate::record::{
+    check_value, recording, with_state, with_state_mut, BadValue, Checkpoint, Label, State,
+};
 use crate::var::Var;
 use crate::Tape;
 use std::sync::Arc;
@@ -118,9 +120,18 @@ where
 /// The reverse pass of a checkpoint: recompute on a fresh tape whose input adjoints start at the
 /// outer adjoints (so additions happen in the same order as without the checkpoint), seed the
 /// outputs, sweep, and write the input adjoints back.
-pub(crate) fn reverse(cp: &Checkpoint, adj: &mut [f64]) {
+///
+/// `checked`: the recomputation is checked too, and a non-finite contribution its reverse pass
+/// finds is returned as the region's (job `job`, at the region's first output).
+pub(crate) fn reverse(
+    cp: &Checkpoint,
+    adj: &mut [f64],
+    checked: bool,
+    job: u16,
+) -> Result<(), BadValue> {
     // One recycled tape per thread (a fresh one only when checkpoints nest).
     let mut tape = RECOMPUTE.with_borrow_mut(Option::take).unwrap_or_default();
+    tape.set_checked(checked);
     let x: Vec<f64> = cp.inputs.iter().map(|(_, v)| *v).collect();
     let active: Vec<bool> = cp.inputs.iter().map(|(s, _)| s.is_some()).collect();
     // A slot passed twice starts from the outer adjoint once; its repeats start from 0 and are
@@ -163,8 +174,10 @@ pub(crate) fn reverse(cp: &Checkpoint, adj: &mut [f64]) {
         .map(|(i, &o)| (o, adj[cp.start as usize + i]))
         .collect();
     let mut g = vec![0.0; x.len()];
-    tape.reverse(&seeds, Some(&init), &mut g)
-        .unwrap_or_else(|e| panic!("adjoint::tape: inside a checkpointed region: {e}"));
+    if let Err(e) = tape.reverse(&seeds, Some(&init), &mut g) {
+        RECOMPUTE.with_borrow_mut(|t| *t = Some(tape));
+        return Err(e.into_checkpoint(job, cp.start));
+    }
     for (((slot, _), gi), rep) in cp.inputs.iter().zip(g).zip(repeat) {
         match slot {
             Some(s) if rep => adj[*s as usize] += gi,
@@ -173,6 +186,7 @@ pub(crate) fn reverse(cp: &Checkpoint, adj: &mut [f64]) {
         }
     }
     RECOMPUTE.with_borrow_mut(|t| *t = Some(tape));
+    Ok(())
 }
 
 thread_local! {

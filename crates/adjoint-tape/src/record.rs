@@ -627,6 +627,8 @@ pub(crate) struct BadValue {
     pub value: f64,
     pub job: u32,
     pub seq: u32,
+    /// Found while a checkpointed region was recomputed (`seq`: the region's first output).
+    pub in_checkpoint: bool,
 }
 
 /// One recording.
@@ -816,13 +818,21 @@ pub(crate) fn check_value(job: &mut Job, label: Label, operands: [f64; 2], value
             value,
             job: u32::from(job.idx),
             seq,
+            in_checkpoint: false,
         });
     }
 }
 
-/// Record a result with one active operand.
+/// Record a result with one active operand; `operands`: the primitive's operand values as
+/// checked mode reports them (a binary primitive's constant operand included).
 #[inline(always)]
-pub(crate) fn record1(a: Var, pa: f64, value: f64, label: impl Into<Label>) -> Var {
+pub(crate) fn record1(
+    a: Var,
+    pa: f64,
+    value: f64,
+    label: impl Into<Label>,
+    operands: [f64; 2],
+) -> Var {
     let p = FAST.get();
     if !p.is_null() {
         // SAFETY: `FAST` is non-null only while this thread's `STATE` is `Recording`; it points
@@ -840,11 +850,11 @@ pub(crate) fn record1(a: Var, pa: f64, value: f64, label: impl Into<Label>) -> V
             return job.var(value, seq);
         }
     }
-    record1_slow(a, pa, value, label.into())
+    record1_slow(a, pa, value, label.into(), operands)
 }
 
 #[inline(never)]
-fn record1_slow(a: Var, pa: f64, value: f64, label: Label) -> Var {
+fn record1_slow(a: Var, pa: f64, value: f64, label: Label, operands: [f64; 2]) -> Var {
     with_state_mut(|s| {
         let State::Recording(ctx) = s else {
             not_recording(s, a)
@@ -858,7 +868,7 @@ fn record1_slow(a: Var, pa: f64, value: f64, label: Label) -> Var {
         });
         if session.checked {
             job.labels.push(label);
-            check_value(job, label, [a.v, 0.0], value, seq);
+            check_value(job, label, operands, value, seq);
         }
         job.var(value, seq)
     })

@@ -173,7 +173,7 @@ fn sweep_stops(job: &mut Job, checked: bool, idx: u16) -> Result<(), BadValue> {
             (Some(a), b) if b.is_none_or(|b| a > b) => {
                 let cp = &checkpoints[c - 1];
                 sweep_range::<true>(tape, adj, cp.end as usize, hi, labels)?;
-                crate::checkpoint::reverse(cp, adj);
+                crate::checkpoint::reverse(cp, adj, labels.is_some(), idx)?;
                 hi = cp.start as usize;
                 c -= 1;
             }
@@ -233,6 +233,7 @@ fn sweep_nary(
                     value: a,
                     job: u32::from(idx),
                     seq: op.at,
+                    in_checkpoint: false,
                 });
             }
         }
@@ -388,6 +389,7 @@ fn sweep_range<const CAREFUL: bool>(
                         value: a,
                         job: u32::from(idx),
                         seq: k as u32,
+                        in_checkpoint: false,
                     });
                 }
                 adj[e.i[0] as usize] += c0;

@@ -107,15 +107,15 @@ impl Lift for Var {
         if self.is_constant() {
             return Var::constant(r.value);
         }
-        record1(self, r.d, r.value, op)
+        record1(self, r.d, r.value, op, [self.v, 0.0])
     }
     #[inline(always)]
     fn lift2(self, other: Self, op: Op2) -> Self {
         let r = rules::binary(op, self.v, other.v);
         match (self.is_constant(), other.is_constant()) {
             (false, false) => record2(self, r.dx, other, r.dy, r.value, op),
-            (false, true) => with_constant(self, r.dx, r.value, op),
-            (true, false) => with_constant(other, r.dy, r.value, op),
+            (false, true) => with_constant(self, r.dx, r.value, op, [self.v, other.v]),
+            (true, false) => with_constant(other, r.dy, r.value, op, [self.v, other.v]),
             (true, true) => Var::constant(r.value),
         }
     }
@@ -125,7 +125,7 @@ impl Lift for Var {
         if self.is_constant() {
             return Var::constant(r.value);
         }
-        with_constant(self, r.dx, r.value, op)
+        with_constant(self, r.dx, r.value, op, [self.v, c])
     }
     #[inline(always)]
     fn lift2_const_left(c: f64, x: Self, op: Op2) -> Self {
@@ -133,7 +133,7 @@ impl Lift for Var {
         if x.is_constant() {
             return Var::constant(r.value);
         }
-        with_constant(x, r.dy, r.value, op)
+        with_constant(x, r.dy, r.value, op, [c, x.v])
     }
 
     // Slice primitives: one tape entry per result, operands in runs (see `record_nary`).
@@ -175,7 +175,8 @@ impl Lift for Var {
     fn lift_logsumexp(a: &[Self]) -> Self {
         let m = a.iter().map(|x| x.v).fold(f64::NEG_INFINITY, f64::max);
         if !m.is_finite() {
-            // Empty, all −∞, or a non-finite input: the scalar definition's limits.
+            // Empty, all −∞, or a non-finite input: the scalar definition's limits (+∞
+            // entries: the value +∞ and softmax's limit as the partials).
             return adjoint_core::vector::scalar::logsumexp(a);
         }
         let s = fast::sum_by(a, |x| (x.v - m).exp());
@@ -208,8 +209,8 @@ adjoint_core::impl_real!([] Var);
 /// recording: the test there cost GMM's tape gradient 3–4 %.) `a` is checked as recorded
 /// first, so a stale `Var` still panics.
 #[inline(always)]
-fn with_constant(a: Var, pa: f64, value: f64, op: Op2) -> Var {
-    let v = record1(a, pa, value, op);
+fn with_constant(a: Var, pa: f64, value: f64, op: Op2, operands: [f64; 2]) -> Var {
+    let v = record1(a, pa, value, op, operands);
     if pa == 0.0 && value.is_finite() {
         return Var::constant(value);
     }

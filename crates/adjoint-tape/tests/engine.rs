@@ -908,3 +908,59 @@ fn mul_add_value_is_fused() {
     );
     assert!((g[1] - want * 1e18).abs() <= 1e-15 * g[1].abs(), "{g:?}");
 }
+
+#[test]
+fn checked_mode_reports_a_constant_operand_as_written() {
+    // `x.powf(400.0)` at 10 was reported as `Powf(10, 0) = inf` (the constant dropped).
+    let e = Tape::new()
+        .checked()
+        .try_value_and_grad(|v: &[Var]| v[0].powf(400.0), &[10.0])
+        .unwrap_err();
+    assert_eq!((e.operands, e.arity), ([10.0, 400.0], 2), "{e}");
+    assert!(e.to_string().contains("Powf(10, 400) = inf"), "{e}");
+    // a constant on the left
+    let e = Tape::new()
+        .checked()
+        .try_value_and_grad(|v: &[Var]| 1e300 * v[0], &[1e10])
+        .unwrap_err();
+    assert_eq!(e.operands, [1e300, 1e10], "{e}");
+    assert!(
+        e.to_string().contains("Mul(1e300, 10000000000) = inf"),
+        "{e}"
+    );
+    // a unary primitive shows its one operand
+    let e = Tape::new()
+        .checked()
+        .try_value_and_grad(|v: &[Var]| (v[0] - 1.0).ln(), &[1.0])
+        .unwrap_err();
+    assert_eq!(e.arity, 1);
+    assert!(e.to_string().contains("Ln(0) = -inf"), "{e}");
+}
+
+#[test]
+fn checked_mode_sees_the_reverse_pass_inside_a_checkpoint() {
+    // √x₀ · x₁ at (0, 2): the partial ∞ meets the adjoint 2. Without a checkpoint this was
+    // reported; inside one the recomputation ran unchecked and returned the gradient [∞, 0].
+    let f_plain = |v: &[Var]| v[0].sqrt() * v[1];
+    let plain = Tape::new()
+        .checked()
+        .try_value_and_grad(f_plain, &[0.0, 2.0])
+        .unwrap_err();
+    assert_eq!(plain.primitive, "Sqrt");
+    let e = Tape::new()
+        .checked()
+        .try_value_and_grad(
+            |v: &[Var]| checkpoint(v, |s| vec![s[0].sqrt() * s[1]])[0],
+            &[0.0, 2.0],
+        )
+        .unwrap_err();
+    assert_eq!(e.pass, plain.pass);
+    assert_eq!(e.primitive, "Sqrt inside a checkpointed region", "{e}");
+    assert_eq!(e.operands[0], f64::INFINITY, "{e}");
+    // unchecked, the same program runs (the documented ∞ partial)
+    let (_, g) = Tape::new().value_and_grad(
+        |v: &[Var]| checkpoint(v, |s| vec![s[0].sqrt() * s[1]])[0],
+        &[0.0, 2.0],
+    );
+    assert_eq!(g[0], f64::INFINITY);
+}

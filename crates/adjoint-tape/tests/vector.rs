@@ -364,3 +364,26 @@ fn jacobian_of_a_layer_through_one_matvec_record() {
         }
     }
 }
+
+#[test]
+fn logsumexp_with_infinite_entries_has_softmax_limit_as_gradient() {
+    // softmax(a) → 1/k on the k entries at +∞: the tape gave [0, 0] (a zero partial from
+    // `ln′(∞) · exp′(∞)`), forward mode NaN.
+    let inf = f64::INFINITY;
+    for (x, want) in [
+        (vec![inf, 1.0], vec![1.0, 0.0]),
+        (vec![inf, inf], vec![0.5, 0.5]),
+        (vec![-3.0, inf, 2.0, inf], vec![0.0, 0.5, 0.0, 0.5]),
+    ] {
+        let (v, g) = Tape::new().value_and_grad(|v: &[Var]| vector::logsumexp(v), &x);
+        assert_eq!((v, &g), (inf, &want), "tape at {x:?}");
+        let gf = forward::gradient(|v| vector::logsumexp(v), &x);
+        assert_eq!(gf, want, "forward mode at {x:?}");
+        assert_eq!(vector::logsumexp(&x), inf);
+    }
+    // a NaN entry still makes everything NaN
+    let g = Tape::new()
+        .value_and_grad(|v: &[Var]| vector::logsumexp(v), &[inf, f64::NAN])
+        .1;
+    assert!(g.iter().all(|g| g.is_nan()), "{g:?}");
+}

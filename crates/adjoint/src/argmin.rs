@@ -206,10 +206,25 @@ impl<O: Objective> Hessian for Problem<O> {
 pub struct Matrix(pub Vec<Vec<f64>>);
 
 impl ArgminDot<Vec<f64>, Vec<f64>> for Matrix {
+    /// The matrix-vector product.
+    ///
+    /// # Panics
+    /// If a row's length is not the vector's (the trait returns no `Result`; a zip would drop
+    /// the extra entries silently), naming both.
     fn dot(&self, v: &Vec<f64>) -> Vec<f64> {
         self.0
             .iter()
-            .map(|row| row.iter().zip(v).map(|(a, b)| a * b).sum())
+            .enumerate()
+            .map(|(i, row)| {
+                assert_eq!(
+                    row.len(),
+                    v.len(),
+                    "Matrix::dot: row {i} has {} entries but the vector has {}",
+                    row.len(),
+                    v.len()
+                );
+                row.iter().zip(v).map(|(a, b)| a * b).sum()
+            })
             .collect()
     }
 }

@@ -159,3 +159,12 @@ fn matrix_inverse_does_not_depend_on_scaling_and_refuses_what_it_cannot_invert()
         .to_string();
     assert!(e.contains("entry (0, 1) is NaN"), "{e}");
 }
+
+#[test]
+#[should_panic(expected = "Matrix::dot: row 0 has 2 entries but the vector has 3")]
+fn a_matrix_times_a_vector_of_another_length_is_a_clear_panic() {
+    use argmin_math::ArgminDot;
+    // (a zip dropped the third entry and returned [3, 7])
+    let m = adjoint::argmin::Matrix(vec![vec![1.0, 1.0], vec![3.0, 2.0]]);
+    let _: Vec<f64> = m.dot(&vec![1.0, 2.0, 9.0]);
+}
