@@ -52,9 +52,32 @@ impl<T, G> GVar<T, G> {
 /// What a [`GVar`]'s gradient can be: a [`Cotangent`] of its value type (`T` itself, or
 /// [`Cotangents<T, N>`] for several gradients per run) whose zero can be recognised: every
 /// instruction's gradient update is linear in it.
-pub trait Gradient<T>: Cotangent<T> + ExactZero {}
+pub trait Gradient<T>: Cotangent<T> + ExactZero {
+    /// `self · d` for an instruction's partial `d`, where a lane that is exactly zero sends
+    /// nothing (it stays zero): a pass with that lane's cotangent alone skips the instruction's
+    /// partials altogether (`exact_zero`), so `0 · ∞` must not be NaN in a lane either (the
+    /// rows `jacobian_lanes` gives are then those of `jacobian`: `(√x, 2x)` at 0 had a NaN in
+    /// the second row).
+    fn scaled(self, d: T) -> Self;
+}
 
-impl<T, G: Cotangent<T> + ExactZero> Gradient<T> for G {}
+/// One gradient: an instruction with a zero gradient skips its partials before this.
+impl<T: Real + ExactZero> Gradient<T> for T {
+    #[inline(always)]
+    fn scaled(self, d: T) -> Self {
+        self * d
+    }
+}
+
+impl<T: Real + ExactZero, const N: usize> Gradient<T> for Cotangents<T, N> {
+    #[inline(always)]
+    fn scaled(self, d: T) -> Self {
+        Cotangents(
+            self.0
+                .map(|g| if ExactZero::exact_zero(&g) { g } else { g * d }),
+        )
+    }
+}
 
 impl<T: ExactZero, const N: usize> ExactZero for Cotangents<T, N> {
     #[inline(always)]
@@ -175,12 +198,12 @@ impl<T: Real + Ancilla + ExactZero, G: Gradient<T>> GVar<T, G> {
         let r = rules::binary(op, a.x, b.x);
         if plus {
             y.x += r.value;
-            a.g -= y.g * r.dx;
-            b.g -= y.g * r.dy;
+            a.g -= y.g.scaled(r.dx);
+            b.g -= y.g.scaled(r.dy);
         } else {
             y.x -= r.value;
-            a.g += y.g * r.dx;
-            b.g += y.g * r.dy;
+            a.g += y.g.scaled(r.dx);
+            b.g += y.g.scaled(r.dy);
         }
     }
 
@@ -200,7 +223,7 @@ impl<T: Real + Ancilla + ExactZero, G: Gradient<T>> GVar<T, G> {
             return;
         }
         let r = rules::binary(op, a.x, a.x);
-        let (first, second) = (y.g * r.dx, y.g * r.dy);
+        let (first, second) = (y.g.scaled(r.dx), y.g.scaled(r.dy));
         if plus {
             y.x += r.value;
             a.g -= first;
@@ -228,10 +251,10 @@ impl<T: Real + Ancilla + ExactZero, G: Gradient<T>> RevReal for GVar<T, G> {
         let r = rules::unary(op, x.x);
         if plus {
             y.x += r.value;
-            x.g -= y.g * r.d;
+            x.g -= y.g.scaled(r.d);
         } else {
             y.x -= r.value;
-            x.g += y.g * r.d;
+            x.g += y.g.scaled(r.d);
         }
     }
     #[inline(always)]

@@ -980,3 +980,28 @@ fn leapfrog_inverts_and_its_gradient_matches_finite_differences() {
     );
     assert!(report.passed(), "{report:?}");
 }
+
+reversible! {
+    fn sqrt_and_double<T: RevReal>(x: &mut T, r: &mut T, t: &mut T) {
+        r += x.sqrt();
+        t += x * 2.0;
+    }
+}
+
+#[test]
+fn jacobian_lanes_rows_are_jacobians_rows_where_another_row_has_an_infinite_partial() {
+    use adjoint_rev::{jacobian, jacobian_lanes};
+    // (√x, 2x) at 0: ∂(2x)/∂x = 2 (forward mode), though ∂√x/∂x = ∞. The lane of the second
+    // row multiplied its zero cotangent by the infinite partial: NaN.
+    let args = (0.0f64, 0.0f64, 0.0f64);
+    let rows = jacobian(sqrt_and_double {}, args, &[1, 2]).unwrap();
+    let lanes = jacobian_lanes::<2, _>(sqrt_and_double {}, args, &[1, 2]).unwrap();
+    assert_eq!(rows[1][0], forward::derivative(|x| x * 2.0, 0.0));
+    assert_eq!(format!("{rows:?}"), format!("{lanes:?}"));
+    // the library's norm at the zero vector: the row of `sq` is exactly (0, 1, 0, 0)
+    let args = (0.0f64, 0.0f64, vec![0.0, 0.0]);
+    let rows = jacobian(i_norm {}, args.clone(), &[0, 1]).unwrap();
+    let lanes = jacobian_lanes::<2, _>(i_norm {}, args, &[0, 1]).unwrap();
+    assert_eq!(rows[1], vec![0.0, 1.0, 0.0, 0.0]);
+    assert_eq!(format!("{rows:?}"), format!("{lanes:?}"));
+}
