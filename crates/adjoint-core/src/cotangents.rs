@@ -37,6 +37,19 @@ pub trait Cotangent<T>:
     /// `-0.0` in every lane: the exact identity of `+` (`-0.0 + v == v` for every `v`, also
     /// `v = -0.0`), which adjoints are reset to.
     fn neg_zero() -> Self;
+    /// `self · d`, except that a cotangent (lane) that is exactly zero sends nothing: it stays
+    /// zero where `d` is infinite or NaN (`0 · ∞` would be NaN). A reverse pass uses it for
+    /// partials that can be infinite where the value is finite (`√x` at 0), so that another
+    /// output's Jacobian row, whose cotangent there is 0, is not NaN.
+    ///
+    /// ```
+    /// use adjoint_core::{Cotangent, Cotangents};
+    /// assert_eq!(Cotangent::scale_by(0.0, f64::INFINITY), 0.0);
+    /// assert_eq!(Cotangent::scale_by(2.0, 3.0), 6.0);
+    /// let c = Cotangents([0.0, 2.0]).scale_by(f64::INFINITY);
+    /// assert_eq!(c.0, [0.0, f64::INFINITY]);
+    /// ```
+    fn scale_by(self, d: T) -> Self;
 }
 
 impl<T: Real> Cotangent<T> for T {
@@ -48,6 +61,15 @@ impl<T: Real> Cotangent<T> for T {
     fn neg_zero() -> Self {
         T::cst(-0.0)
     }
+    #[inline(always)]
+    fn scale_by(self, d: T) -> Self {
+        let c = self * d;
+        if Real::exact_zero(&self) {
+            self
+        } else {
+            c
+        }
+    }
 }
 
 impl<T: Real, const N: usize> Cotangent<T> for Cotangents<T, N> {
@@ -58,6 +80,10 @@ impl<T: Real, const N: usize> Cotangent<T> for Cotangents<T, N> {
     #[inline(always)]
     fn neg_zero() -> Self {
         Cotangents([T::cst(-0.0); N])
+    }
+    #[inline(always)]
+    fn scale_by(self, d: T) -> Self {
+        Cotangents(self.0.map(|g| g.scale_by(d)))
     }
 }
 

@@ -111,6 +111,37 @@ fn op1_tokens(op: Op1, rules: &TokenStream, n: Option<TokenStream>) -> TokenStre
     }
 }
 
+/// Unary primitives whose partial can be infinite where the argument is finite (a domain
+/// edge or a pole: `√x` and `ln x` at 0, `asin` at ±1, `powi(−n)` at 0, …): their adjoints
+/// send nothing from a zero adjoint ([`Gen::times`]).
+pub(crate) fn unbounded1(op: Op1) -> bool {
+    match op {
+        Op1::Powi(n) => n < 0,
+        _ => matches!(
+            op,
+            Op1::Sqrt
+                | Op1::Cbrt
+                | Op1::Recip
+                | Op1::Ln
+                | Op1::Ln1p
+                | Op1::Log2
+                | Op1::Log10
+                | Op1::Asin
+                | Op1::Acos
+                | Op1::Atanh
+                | Op1::Acosh
+                | Op1::Lgamma
+                | Op1::Polygamma(_)
+        ),
+    }
+}
+
+/// Binary primitives whose partials can be infinite at finite operands (`x / 0`, `0^y` with
+/// y < 1): see [`unbounded1`].
+pub(crate) fn unbounded2(op: Op2) -> bool {
+    matches!(op, Op2::Div | Op2::Powf)
+}
+
 fn op2_tokens(op: Op2, rules: &TokenStream) -> TokenStream {
     let id = format_ident!("{}", format!("{op:?}"));
     quote!(#rules::Op2::#id)
@@ -225,6 +256,19 @@ impl<'a> Gen<'a> {
     fn adj_zero(&self) -> TokenStream {
         let rt = self.rt;
         quote!(<A as #rt::Cotangent<T>>::neg_zero())
+    }
+
+    /// What adjoint `g` sends through partial `d`: `g · d`, or, where `d` can be infinite at a
+    /// finite value (`unbounded`), `Cotangent::scale_by`, under which an adjoint that is exactly
+    /// zero sends nothing (as on the tape): `(√x, 2x)` at 0 pulled back along (0, 1) gave NaN
+    /// for ∂(2x)/∂x from `0 · ∞`.
+    fn times(&self, g: TokenStream, d: TokenStream, unbounded: bool) -> TokenStream {
+        if unbounded {
+            let rt = self.rt;
+            quote!(<A as #rt::Cotangent<T>>::scale_by(#g, #d))
+        } else {
+            quote!(#g * #d)
+        }
     }
 
     /// `+0.0` of the cotangent type `A`: what adjoint buffers are cleared to.
@@ -1394,7 +1438,10 @@ impl<'a> Gen<'a> {
                         quote!(#rules::unary(#opt, #x).d)
                     }
                 };
-                quote!({ let d = #d; #aa += #ad * d; #ad = #nz; })
+                // (a `powi` exponent known only at run time may be negative)
+                let unbounded = unbounded1(*op) || matches!((op, n), (Op1::Powi(_), Some(_)));
+                let sent = self.times(quote!(#ad), quote!(d), unbounded);
+                quote!({ let d = #d; #aa += #sent; #ad = #nz; })
             }
             Inst::Bin {
                 dst,
@@ -1421,13 +1468,14 @@ impl<'a> Gen<'a> {
                     body.extend(quote!(let r = #rules::binary(#opt, #x, #y);));
                     (quote!(r.dx), quote!(r.dy))
                 };
+                let unbounded = unbounded2(*op);
                 if self.active(*a) {
-                    let aa = self.a(*a);
-                    body.extend(quote!(#aa += g * #dx;));
+                    let (aa, sent) = (self.a(*a), self.times(quote!(g), dx, unbounded));
+                    body.extend(quote!(#aa += #sent;));
                 }
                 if self.active(*b) {
-                    let ab = self.a(*b);
-                    body.extend(quote!(#ab += g * #dy;));
+                    let (ab, sent) = (self.a(*b), self.times(quote!(g), dy, unbounded));
+                    body.extend(quote!(#ab += #sent;));
                 }
                 quote!({ #body })
             }
@@ -1602,8 +1650,10 @@ impl<'a> Gen<'a> {
                 let mut body = quote!(let g = #ad; #ad = #nz;);
                 for (k, a) in args.iter().enumerate() {
                     if let (true, Some(p)) = (self.active(*a), partials[k]) {
+                        // a user's partial may be infinite (its rule is opaque)
                         let (aa, p) = (self.a(*a), self.v(p));
-                        body.extend(quote!(#aa += g * #p;));
+                        let sent = self.times(quote!(g), quote!(#p), true);
+                        body.extend(quote!(#aa += #sent;));
                     }
                 }
                 quote!({ #body })

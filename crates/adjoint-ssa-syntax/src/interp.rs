@@ -583,7 +583,10 @@ pub fn adjoint(
                             rules::unary(unary_op(*op, nv), xv).d
                         }
                     };
-                    a[*x] += d * a[*dst];
+                    // as the generated code: a zero adjoint sends nothing through a partial
+                    // that can be infinite (`codegen::unbounded1`)
+                    let unbounded = crate::codegen::unbounded1(*op) || n.is_some();
+                    a[*x] += sent(a[*dst], d, unbounded);
                     a[*dst] = 0.0;
                 }
                 Inst::Bin {
@@ -615,11 +618,12 @@ pub fn adjoint(
                     };
                     let ad = a[*dst];
                     a[*dst] = 0.0;
+                    let unbounded = crate::codegen::unbounded2(*op);
                     if p.active(f, *x) {
-                        a[*x] += ds[0] * ad;
+                        a[*x] += sent(ad, ds[0], unbounded);
                     }
                     if p.active(f, *y) {
-                        a[*y] += ds[1] * ad;
+                        a[*y] += sent(ad, ds[1], unbounded);
                     }
                 }
                 Inst::Load { dst, slice, idx } => {
@@ -741,4 +745,13 @@ pub fn adjoint(
     }
     m.outputs(f, args);
     (result, st)
+}
+
+/// What adjoint `g` sends through partial `d` (`Cotangent::scale_by` where `unbounded`).
+fn sent(g: f64, d: f64, unbounded: bool) -> f64 {
+    if unbounded && g == 0.0 {
+        g
+    } else {
+        d * g
+    }
 }
