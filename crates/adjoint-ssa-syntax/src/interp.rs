@@ -585,7 +585,7 @@ pub fn adjoint(
                     };
                     // as the generated code: a zero adjoint sends nothing through a partial
                     // that can be infinite (`codegen::unbounded1`)
-                    let unbounded = crate::codegen::unbounded1(*op) || n.is_some();
+                    let unbounded = crate::codegen::unbounded1(*op);
                     a[*x] += sent(a[*dst], d, unbounded);
                     a[*dst] = 0.0;
                 }
