@@ -1070,6 +1070,7 @@ impl<'a> Gen<'a> {
                 partials,
             } => {
                 let d = self.v(*dst);
+                let rule_fn = rule;
                 let rule = rule.path(self.rt);
                 if self.p.varied[*dst] {
                     let a: Vec<TokenStream> = args.iter().map(|v| self.tv(*v)).collect();
@@ -1082,7 +1083,22 @@ impl<'a> Gen<'a> {
                             }
                         }
                     }
-                    quote!({ let r = #rule::<T>(#(#a),*); #d = r.0; #sets })
+                    // typed, so that a rule with the wrong number of partials is a compile
+                    // error at its name in the attribute
+                    let n = args.len();
+                    let (call, check) = match &rule_fn {
+                        RuleFn::User(p) => {
+                            let sp = p.span();
+                            let name = quote!(#p).to_string().replace(' ', "");
+                            let rt = self.rt;
+                            (
+                                quote_spanned!(sp=> let r: (T, [T; #n]) = #rule::<T>(#(#a),*);),
+                                quote!(#rt::__private::check_rule::<T, #n>([#(#a),*], &r, #name);),
+                            )
+                        }
+                        RuleFn::Builtin(_) => (quote!(let r = #rule::<T>(#(#a),*);), quote!()),
+                    };
+                    quote!({ #call #check #d = r.0; #sets })
                 } else {
                     let a: Vec<Ident> = args.iter().map(|v| self.v(*v)).collect();
                     quote!(#d = #rule::<f64>(#(#a),*).0;)

@@ -300,7 +300,11 @@
 //! `#[differentiable]` functions, returning `f64`, tuples or arrays (above; their pullback runs in
 //! the reverse sweep, recomputing the callee's forward: joint call-tree reversal); opaque functions
 //! with user rules: `#[differentiable(rule(softplus = softplus_rule))]` where `fn softplus_rule<T:
-//! Real>(x: T) -> (T, [T; 1])` returns value and partials. Integer arithmetic, comparisons and
+//! Real>(x: T) -> (T, [T; 1])` returns value and partials (one per argument: another count is a
+//! compile error at the rule's name). Write the rule over `T`, so that at `Dual` (forward mode,
+//! Hessian-vector products) it differentiates too; a rule that can only compute in `f64`
+//! (`T::cst(f(x.value()))`, an opaque C function) serves `grad` and `pullback` at `f64`, and at
+//! `Dual` is a panic naming it rather than a wrong derivative. Integer arithmetic, comparisons and
 //! indexing are passive. Anything else is a compile error at the offending tokens saying what to
 //! write instead.
 //!
@@ -395,6 +399,7 @@ pub use workspace::{with_workspace, Cursor, Stack, Workspace};
 pub mod __private {
     pub use crate::scratch::{lift, Scratch};
     pub use adjoint_core::rules;
+    use adjoint_core::Real;
 
     /// Rules for methods that have no primitive of their own in the rule table, called as user
     /// rules are (`rule(args) -> (value, partials)`).
@@ -407,6 +412,43 @@ pub mod __private {
         pub fn mul_add<T: Real>(x: T, a: T, b: T) -> (T, [T; 3]) {
             (x.mul_add(a, b), [a, x, T::one()])
         }
+    }
+
+    /// After a user rule ran at a number type that carries derivatives (`Dual`: forward mode,
+    /// and the forward sweep of a Hessian-vector product): its value must carry the derivative
+    /// its partials give. A rule that computes in `f64` (`T::cst(f(x.value()))`) returns a
+    /// value without one, which would be a silently wrong derivative: that is a panic naming
+    /// the rule. At `f64` (no derivative to carry) this costs a few subtractions.
+    #[inline]
+    #[track_caller]
+    pub fn check_rule<T: Real, const N: usize>(args: [T; N], r: &(T, [T; N]), rule: &str) {
+        let moves = |v: T| !Real::exact_zero(&(v - T::cst(v.value())));
+        if moves(r.0) || !args.iter().any(|&a| moves(a)) {
+            return;
+        }
+        let mut sent = T::cst(0.0);
+        for (&a, &p) in args.iter().zip(&r.1) {
+            if moves(a) {
+                sent += (a - T::cst(a.value())) * p;
+            }
+        }
+        if moves(sent) {
+            rule_lost_derivative(rule)
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    #[track_caller]
+    fn rule_lost_derivative(rule: &str) -> ! {
+        panic!(
+            "adjoint::ssa: the rule `{rule}` returned a value that carries no derivative at a \
+             number type that differentiates (forward mode's `Dual`, or a Hessian-vector \
+             product's forward sweep), though its partials are not zero: it computes in `f64` \
+             (`T::cst(f(x.value()))`). Write the rule over `T` (`x.powi(3)`, `x.exp()`) so that \
+             it differentiates; a rule that can only compute in `f64` serves `grad` and \
+             `pullback` at `f64` only"
+        )
     }
 
     /// Checked once when a pullback enters a reversed counted loop that indexes a slice at

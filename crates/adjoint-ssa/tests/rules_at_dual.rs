@@ -1,0 +1,91 @@
+//! User rules at number types that differentiate: a rule written over `T` gives forward mode
+//! and Hessian-vector products; one that computes in `f64` is a panic there, not a silently
+//! wrong derivative.
+
+use adjoint_core::forward::Dual;
+use adjoint_core::Real;
+use adjoint_ssa::{differentiable, Workspace};
+
+/// Stands for an opaque `f64`-only function (a C call) and its derivative.
+fn cube_c(x: f64) -> f64 {
+    x * x * x
+}
+fn cube_c_prime(x: f64) -> f64 {
+    3.0 * x * x
+}
+
+fn cube(x: f64) -> f64 {
+    cube_c(x)
+}
+
+/// A rule that can only compute in `f64`.
+fn cube_rule<T: Real>(x: T) -> (T, [T; 1]) {
+    let v = x.value();
+    (T::cst(cube_c(v)), [T::cst(cube_c_prime(v))])
+}
+
+#[differentiable(rule(cube = cube_rule))]
+fn g(x: f64) -> f64 {
+    cube(x) * x
+}
+
+fn cube_generic(x: f64) -> f64 {
+    x * x * x
+}
+
+/// The same rule written over `T`.
+fn cube_generic_rule<T: Real>(x: T) -> (T, [T; 1]) {
+    (x.powi(3), [x.powi(2) * 3.0])
+}
+
+#[differentiable(rule(cube_generic = cube_generic_rule))]
+fn h(x: f64) -> f64 {
+    cube_generic(x) * x
+}
+
+fn panic_message(r: std::thread::Result<impl Sized>) -> String {
+    let e = r.err().expect("a panic");
+    e.downcast_ref::<String>().cloned().unwrap_or_default()
+}
+
+#[test]
+fn an_f64_rule_serves_f64_gradients_and_is_refused_at_dual() {
+    let x = 1.5f64;
+    let mut d = 0.0;
+    g::grad(x, &mut d);
+    assert_eq!(d, 4.0 * x * x * x);
+    // forward mode: the value's tangent was 3.375 (only the `· x` factor's), not 13.5
+    let m = panic_message(std::panic::catch_unwind(|| g::primal(Dual::new(x, 1.0))));
+    assert!(
+        m.contains("the rule `cube_rule`") && m.contains("Write the rule over `T`"),
+        "{m}"
+    );
+    // a Hessian-vector product: 6.75 instead of 27
+    let m = panic_message(std::panic::catch_unwind(|| {
+        let mut dd = Dual::constant(0.0);
+        g::pullback(
+            &mut Workspace::new(),
+            Dual::new(x, 1.0),
+            &mut dd,
+            Dual::constant(1.0),
+        );
+        dd
+    }));
+    assert!(m.contains("the rule `cube_rule`"), "{m}");
+    // at a constant Dual (no tangent) nothing is lost
+    assert_eq!(g::primal(Dual::constant(x)).re, x.powi(4));
+}
+
+#[test]
+fn a_rule_over_t_gives_forward_mode_and_hvps() {
+    let x = 1.5f64;
+    assert_eq!(h::primal(Dual::new(x, 1.0)).eps, 4.0 * x * x * x);
+    let mut dd = Dual::constant(0.0);
+    h::pullback(
+        &mut Workspace::new(),
+        Dual::new(x, 1.0),
+        &mut dd,
+        Dual::constant(1.0),
+    );
+    assert_eq!((dd.re, dd.eps), (4.0 * x * x * x, 12.0 * x * x));
+}
