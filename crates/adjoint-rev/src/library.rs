@@ -213,9 +213,25 @@ pub struct Csr<T> {
 
 impl<T: Copy> Csr<T> {
     /// Build from `(row, col, value)` triplets (any order, no duplicates).
+    ///
+    /// # Panics
+    /// If an entry is outside the matrix, or two triplets name the same entry (the library's
+    /// routines would read one of them each: `i_spmv` their sum, `i_sparse_dot` the last).
+    ///
+    /// ```should_panic
+    /// use adjoint_rev::library::Csr;
+    /// // panics: "entry (0, 0) is given twice"
+    /// let _ = Csr::from_triplets(1, 1, &[(0, 0, 5.0), (0, 0, 7.0)]);
+    /// ```
     pub fn from_triplets(rows: usize, cols: usize, t: &[(usize, usize, T)]) -> Self {
         let mut t = t.to_vec();
         t.sort_by_key(|&(r, c, _)| (r, c));
+        if let Some(w) = t.windows(2).find(|w| (w[0].0, w[0].1) == (w[1].0, w[1].1)) {
+            panic!(
+                "Csr::from_triplets: entry ({}, {}) is given twice (add the values first)",
+                w[0].0, w[0].1
+            );
+        }
         let mut row_ptr = vec![0; rows + 1];
         for &(r, c, _) in &t {
             assert!(

@@ -1005,3 +1005,10 @@ fn jacobian_lanes_rows_are_jacobians_rows_where_another_row_has_an_infinite_part
     assert_eq!(rows[1], vec![0.0, 1.0, 0.0, 0.0]);
     assert_eq!(format!("{rows:?}"), format!("{lanes:?}"));
 }
+
+#[test]
+#[should_panic(expected = "Csr::from_triplets: entry (0, 0) is given twice")]
+fn a_sparse_matrix_with_a_repeated_entry_is_refused() {
+    // (`i_spmv` read the two values' sum, `i_sparse_dot` the last: two matrices in one)
+    let _ = Csr::from_triplets(2, 2, &[(0, 0, 5.0), (1, 1, 1.0), (0, 0, 7.0)]);
+}
