@@ -422,10 +422,26 @@ impl Gen<'_> {
             return quote_spanned!(span=> { #pre #call; #post });
         }
         // Checked: a target taken from a finite value to NaN or ±∞ is an error (and is left
-        // as it was: the write-back does not run).
+        // as it was: the write-back does not run); so is a division by zero on integers or
+        // fixed point, before it runs (Rust's `/` would panic there).
         let site = self.site(s);
+        let undefined = match rhs {
+            Rhs::Arith(op, _, _) if *op == "Div" => {
+                let a = &names[1];
+                let b = if same { a } else { &names[2] };
+                quote_spanned!(span=>
+                    if let ::core::option::Option::Some(why) =
+                        #k::Arith::undefined(#k::Op2::Div, &#a, &#b)
+                    {
+                        return ::core::result::Result::Err(#k::InvertibilityError::undefined(#site, why));
+                    }
+                )
+            }
+            _ => quote!(),
+        };
         quote_spanned!(span=> {
             #pre
+            #undefined
             let __rev_was_finite = #k::Arith::non_finite(&#y).is_none();
             #call;
             if __rev_was_finite {

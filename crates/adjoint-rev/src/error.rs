@@ -114,6 +114,14 @@ pub enum InvertibilityError {
         /// The value the target took.
         value: String,
     },
+    /// An instruction whose operation has no value in the number type (checked code): integer
+    /// or fixed-point division by zero. Nothing was changed.
+    Undefined {
+        /// Where.
+        site: Site,
+        /// What has no value.
+        why: String,
+    },
     /// A call (or an instruction of the user's) changed an argument that was a constant, a
     /// literal or a loop variable, passed as a copy: the value it wrote is lost, so the
     /// statement cannot be undone (checked code).
@@ -191,6 +199,10 @@ impl InvertibilityError {
     pub fn non_finite(site: Site, value: String) -> Self {
         Self::NonFinite { site, value }
     }
+    #[doc(hidden)]
+    pub fn undefined(site: Site, why: String) -> Self {
+        Self::Undefined { site, why }
+    }
 
     /// Where the check failed.
     pub fn site(&self) -> &Site {
@@ -202,6 +214,7 @@ impl InvertibilityError {
             | Self::Bounds { site, .. }
             | Self::Scale { site, .. }
             | Self::NonFinite { site, .. }
+            | Self::Undefined { site, .. }
             | Self::Constant { site, .. }
             | Self::Alias { site, .. } => site,
         }
@@ -245,6 +258,7 @@ impl fmt::Display for InvertibilityError {
                 f,
                 "{site}: the target went from a finite value to {value}, which no inverse can undo"
             ),
+            Self::Undefined { site, why } => write!(f, "{site}: {why}"),
             Self::Constant { site, argument, expected, found } => write!(
                 f,
                 "{site}: the argument `{argument}` is a constant passed as a copy, and the call changed it \

@@ -180,7 +180,9 @@
 //! written and the values): `unlet` finds a different value; an `if`'s post-condition disagrees
 //! with its pre-condition; a `while`'s post-condition is true on entry or false after an
 //! iteration; a `for` loop's bounds changed; an instruction takes its target from a finite value
-//! to NaN or ±∞ (`y += x.ln()` at `x = 0`: no inverse can undo it). `@invcheckoff stmt` removes the checks from one
+//! to NaN or ±∞ (`y += x.ln()` at `x = 0`: no inverse can undo it); `y += a / b` on integers or
+//! fixed point divides by zero (reported before it runs; unchecked, Rust's `/` panics there).
+//! `@invcheckoff stmt` removes the checks from one
 //! statement (and, for a call, from everything the callee runs); `f::call_unchecked` and
 //! `f::uncall_unchecked` run a whole proven function without checks (except the alias checks
 //! above, which guard the result rather than reversibility). Without checks, the

@@ -36,6 +36,16 @@ pub trait Arith: Copy + Debug + PartialEq + Ancilla + 'static {
     fn non_finite(&self) -> Option<String> {
         None
     }
+    /// Why `a ∘ b` has no value in this type (`Some`: division by zero on integers and fixed
+    /// point, where Rust's `/` panics): checked code reports it as an error naming the
+    /// statement before running it. `None` for types where every operation has a value (floats
+    /// give ±∞ or NaN, which [`non_finite`](Arith::non_finite) reports).
+    #[doc(hidden)]
+    #[inline(always)]
+    fn undefined(op: Op2, a: &Self, b: &Self) -> Option<String> {
+        let _ = (op, a, b);
+        None
+    }
     /// How the literals of reversible code (`y += x * 3`) convert to this type: exactly for
     /// integers, correctly rounded for fixed point (both checked at compile time), through
     /// [`from_f64`](Arith::from_f64) for floating point (the default).
@@ -396,6 +406,12 @@ macro_rules! wrapping_impls {
                 // exact (the most negative value is its own wrapping negation).
                 let b = mag as $bits;
                 $from_bits(if neg { b.wrapping_neg() } else { b })
+            }
+            #[inline(always)]
+            fn undefined(op: Op2, a: &Self, b: &Self) -> Option<String> {
+                (op == Op2::Div && *b == $from_bits(0)).then(|| {
+                    format!("division by zero: {:?} / {:?} has no value in this type", a, b)
+                })
             }
             #[inline(always)]
             fn acc_id(y: &mut Self, x: &mut Self, plus: bool) {

@@ -259,3 +259,34 @@ fn logsumexp_of_nothing_names_itself() {
         .unwrap();
     assert!(msg.contains("i_logsumexp: x is empty"), "{msg}");
 }
+
+reversible! {
+    fn quotient<T: Arith>(y: &mut T, a: &mut T, b: &mut T) {
+        y += a / b;
+    }
+}
+
+#[test]
+fn integer_and_fixed_point_division_by_zero_is_an_error_naming_the_statement() {
+    use adjoint_rev::fixed::types::I32F32;
+    // Rust's `/` panicked ("attempt to divide by zero") inside the call
+    let (mut y, mut a, mut b) = (7i64, 3i64, 0i64);
+    let err = quotient(&mut y, &mut a, &mut b).unwrap_err();
+    assert!(matches!(err, InvertibilityError::Undefined { .. }), "{err}");
+    assert_eq!(err.site().statement, "y += a / b");
+    assert!(err.to_string().contains("division by zero: 3 / 0"), "{err}");
+    assert_eq!((y, a, b), (7, 3, 0), "nothing changed");
+    let (mut y, mut a, mut b) = (I32F32::from_num(1), I32F32::from_num(2.5), I32F32::ZERO);
+    let err = quotient(&mut y, &mut a, &mut b).unwrap_err();
+    assert!(err.to_string().contains("division by zero"), "{err}");
+    assert_eq!(y, I32F32::from_num(1));
+    // a divisor that is not zero divides (truncating, exactly undone)
+    let (mut y, mut a, mut b) = (7i64, 9i64, 2i64);
+    quotient(&mut y, &mut a, &mut b).unwrap();
+    assert_eq!(y, 11);
+    quotient::uncall(&mut y, &mut a, &mut b).unwrap();
+    assert_eq!(y, 7);
+    // floats are unaffected: x / 0 is ±∞, reported as a non-finite target
+    let err = quotient(&mut 1.0f64, &mut 1.0, &mut 0.0).unwrap_err();
+    assert!(matches!(err, InvertibilityError::NonFinite { .. }), "{err}");
+}
