@@ -66,7 +66,8 @@ pub enum Pass {
 pub struct NonFinite {
     /// Forward or reverse pass.
     pub pass: Pass,
-    /// The primitive, e.g. `Un(Ln)`.
+    /// The primitive, e.g. `Ln`, `Powf`, `dot` (with " inside a checkpointed region" where a
+    /// checkpoint's recomputation found it).
     pub primitive: String,
     /// Forward: the operand values (a constant operand's too). Reverse: the recorded partials.
     /// Only the first [`arity`](NonFinite::arity) are meaningful.
