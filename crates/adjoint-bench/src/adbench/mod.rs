@@ -484,15 +484,37 @@ pub fn lstm_inputs(dir: Option<&Path>, quick: bool, sel: &Selection) -> Vec<Name
     out
 }
 
-/// Check an LSTM gradient: against forward mode on a sample of coordinates (one directional
-/// derivative each).
+/// The first element that is NaN or infinite, as a check's verdict.
+fn non_finite(v: &[f64]) -> Option<String> {
+    let (i, x) = v.iter().enumerate().find(|(_, x)| !x.is_finite())?;
+    Some(format!("element {i} is {x}"))
+}
+
+/// The larger of two errors, NaN if either is (`f64::max` drops a NaN, and a NaN error
+/// passed the sampled checks).
+fn worse(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else {
+        a.max(b)
+    }
+}
+
+/// Check an LSTM gradient: every element finite, and against forward mode on a sample of
+/// coordinates (one directional derivative each).
 fn check_lstm(g: &io::LstmInput, p: &[f64], grad: &[f64]) -> String {
+    if let Some(e) = non_finite(grad) {
+        return e;
+    }
     let mut worst = 0.0f64;
     for i in (0..p.len()).step_by(p.len() / 9 + 1) {
         let mut e = vec![0.0; p.len()];
         e[i] = 1.0;
         let (_, t) = adjoint::forward::jvp(|v| vec![lstm::lstm_loss(g, v)], p, &e);
-        worst = worst.max((t[0] - grad[i]).abs() / (t[0].abs() + grad[i].abs()).max(1.0));
+        worst = worse(
+            worst,
+            (t[0] - grad[i]).abs() / (t[0].abs() + grad[i].abs()).max(1.0),
+        );
     }
     if worst < 1e-8 {
         "ok (sampled forward mode)".into()
@@ -508,6 +530,9 @@ fn check_gmm(g: &io::GmmInput, p: &[f64], grad: &[f64]) -> String {
         let fwd = adjoint::forward::gradient(|v| gmm::gmm_objective(g, v), p);
         return agree(grad, &fwd).map_or_else(|e| format!("vs forward: {e}"), |_| "ok".into());
     }
+    if let Some(e) = non_finite(grad) {
+        return e;
+    }
     if g.n * g.k * g.d * g.d > 20_000_000 {
         return "cross-checked against the other engines only".into();
     }
@@ -522,7 +547,10 @@ fn check_gmm(g: &io::GmmInput, p: &[f64], grad: &[f64]) -> String {
             p[i],
             1e-3,
         );
-        worst = worst.max((fd - grad[i]).abs() / (fd.abs() + grad[i].abs()).max(1.0));
+        worst = worse(
+            worst,
+            (fd - grad[i]).abs() / (fd.abs() + grad[i].abs()).max(1.0),
+        );
     }
     if worst < 1e-6 {
         "ok (sampled finite differences)".into()
@@ -531,8 +559,57 @@ fn check_gmm(g: &io::GmmInput, p: &[f64], grad: &[f64]) -> String {
     }
 }
 
-/// Check the BA Jacobian's first rows against forward mode (ADBench's rule).
+/// Whether a BA Jacobian has ADBench's shape and sparsity: 3p × (11n + 3m + p), the 2p
+/// reprojection rows first with 15 entries each (observation `i`'s camera, point and weight
+/// columns, in that order), then one entry per weight row, in the weight's column.
+fn ba_structure(b: &io::BaInput, j: &ba::Csr) -> Result<(), String> {
+    let (n, m, p) = (b.n, b.m, b.p);
+    let cols = 11 * n + 3 * m + p;
+    if (j.rows, j.cols) != (3 * p, cols) {
+        return Err(format!(
+            "shape {} × {}, ADBench's is {} × {cols}",
+            j.rows,
+            j.cols,
+            3 * p
+        ));
+    }
+    if j.row_ptr.len() != 3 * p + 1 || j.col_idx.len() != j.vals.len() {
+        return Err("row offsets or column indices of the wrong length".into());
+    }
+    let mut want: Vec<u32> = Vec::with_capacity(15);
+    for r in 0..3 * p {
+        want.clear();
+        if r < 2 * p {
+            let [cam, pt] = b.obs[r / 2];
+            want.extend((0..11).map(|c| (11 * cam + c) as u32));
+            want.extend((0..3).map(|c| (11 * n + 3 * pt + c) as u32));
+            want.push((11 * n + 3 * m + r / 2) as u32);
+        } else {
+            want.push((11 * n + 3 * m + r - 2 * p) as u32);
+        }
+        let (lo, hi) = (j.row_ptr[r] as usize, j.row_ptr[r + 1] as usize);
+        if j.col_idx.get(lo..hi) != Some(&want[..]) {
+            return Err(format!("row {r}'s columns are not ADBench's"));
+        }
+    }
+    Ok(())
+}
+
+/// Check the BA Jacobian: ADBench's sparsity, every value finite, the weight rows (−2w), and
+/// the first rows against forward mode (ADBench's rule).
 fn check_ba(b: &io::BaInput, j: &ba::Csr) -> String {
+    if let Err(e) = ba_structure(b, j) {
+        return e;
+    }
+    if let Some(e) = non_finite(&j.vals) {
+        return e;
+    }
+    for i in 0..b.p {
+        let k = j.row_ptr[2 * b.p + i] as usize;
+        if let Err(e) = agree(&j.vals[k..k + 1], &[-2.0 * b.w[i]]) {
+            return format!("weight row {}: {e}", 2 * b.p + i);
+        }
+    }
     for i in 0..b.p.min(20) {
         let o = b.obs[i];
         let mut input = vec![0.0; 15];
@@ -831,10 +908,12 @@ pub fn run(
             write_result(work, &name, engine.name(), &j.vals);
             let check = match &reference {
                 None => check_ba(&b, &j),
-                Some((first, r)) => agree(&j.vals, r).map_or_else(
-                    |e| format!("vs {first}: {e}"),
-                    |_| format!("ok (= {first})"),
-                ),
+                Some((first, r)) => ba_structure(&b, &j)
+                    .and_then(|_| agree(&j.vals, r))
+                    .map_or_else(
+                        |e| format!("vs {first}: {e}"),
+                        |_| format!("ok (= {first})"),
+                    ),
             };
             if reference.is_none() {
                 manifest.add(
@@ -1152,4 +1231,59 @@ pub fn scaling_markdown(rows: &[Row]) -> String {
         s += "\n";
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ba_check_sees_a_wrong_structure_a_nan_and_a_wrong_weight_row() {
+        let b = io::parse_ba(&io::write_ba(2, 3, 5), "test").unwrap();
+        let mut j = ba::Csr::default();
+        ba::ba_jacobian_into(&Tape, &b, &mut j);
+        assert!(check_ba(&b, &j).starts_with("ok"), "{}", check_ba(&b, &j));
+        // (the check read values only, of the first rows: any structure passed)
+        let mut bad = j.clone();
+        bad.col_idx.swap(3, 4);
+        assert!(
+            check_ba(&b, &bad).contains("row 0's columns"),
+            "{}",
+            check_ba(&b, &bad)
+        );
+        let mut bad = j.clone();
+        bad.vals[16] = f64::NAN;
+        assert_eq!(check_ba(&b, &bad), "element 16 is NaN");
+        let mut bad = j.clone();
+        let w = bad.row_ptr[2 * b.p + 4] as usize;
+        bad.vals[w] *= 1.5;
+        assert!(
+            check_ba(&b, &bad).starts_with("weight row 14"),
+            "{}",
+            check_ba(&b, &bad)
+        );
+    }
+
+    #[test]
+    fn a_nan_fails_the_sampled_gmm_and_lstm_checks() {
+        // (the sampled checks folded errors with `f64::max`, which drops a NaN)
+        let g = io::generate_gmm(10, 5, 20, 7);
+        let p = g.params();
+        assert!(p.len() > 300, "the sampled branch");
+        let mut grad = vec![0.0; p.len()];
+        gmm::gmm_gradient(&Tape, &g, &p, &mut grad);
+        assert!(check_gmm(&g, &p, &grad).starts_with("ok"));
+        for i in [0, 1] {
+            // coordinate 0 is sampled, 1 is not
+            let mut bad = grad.clone();
+            bad[i] = f64::NAN;
+            assert_eq!(check_gmm(&g, &p, &bad), format!("element {i} is NaN"));
+        }
+        let l = io::generate_lstm(1, 3, 2, 5);
+        let p = l.params();
+        let mut grad = vec![f64::NAN; p.len()];
+        assert!(check_lstm(&l, &p, &grad).contains("NaN"));
+        grad.fill(0.0);
+        assert!(check_lstm(&l, &p, &grad).contains("disagrees"));
+    }
 }
