@@ -35,8 +35,12 @@ reversible! {
         }
         let xc = vec![T::zero(); d];
         let qxc = vec![T::zero(); d];
-        let mt = vec![T::zero(); k];
         for ix in from..to {
+            // A fresh `mt` per point: a reused one carried its gradient (the softmax weights of
+            // the points already done) into every later point's compute and uncompute, whose
+            // contributions cancel only up to rounding — of ‖Qxc‖² ≈ 1e16 for a component 1e8
+            // away, which left O(1) errors in the gradient.
+            let mt = vec![T::zero(); k];
             @routine {
                 for ik in 0..k {
                     @routine {
@@ -58,16 +62,22 @@ reversible! {
                         for j in 0..d {
                             sq += qxc[j].powi(2);
                         }
+                        let half = T::zero();
+                        half += sq * 0.5;
+                        let a = T::zero();
+                        a += p[ik] + sumq[ik];
                     }
-                    mt[ik] += p[ik] + sumq[ik];
-                    mt[ik] -= sq * 0.5;
+                    // One instruction from 0, so that its inverse leaves exactly 0: two
+                    // (`mt += α + Σq; mt -= ½sq`) left fl(fl(A − S) + S) − A, all of −A where
+                    // S ≫ A, and NaN where S overflowed.
+                    mt[ik] += a - half;
                     ~@routine;
                 }
             }
             i_logsumexp(out, mt);
             ~@routine;
+            unlet mt = vec![T::zero(); k];
         }
-        unlet mt = vec![T::zero(); k];
         unlet qxc = vec![T::zero(); d];
         unlet xc = vec![T::zero(); d];
         ~@routine;
