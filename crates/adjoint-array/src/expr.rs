@@ -627,8 +627,12 @@ impl Arena {
                     ))
                 }
                 Node::AdjMul(x, y) => {
+                    // `x · y` is 0 wherever the gate `x` is, whatever `y` (the NaN derivative
+                    // of a branch not taken): so is its derivative in `y`, gated by `x` too
+                    // (`g · x` gave NaN from a NaN adjoint `g`: a second derivative through a
+                    // `cond` was NaN where the branch taken is `p · p`).
                     let ca = self.push(Node::AdjMul(g, y));
-                    let cb = self.push(Node::AdjMul(g, x));
+                    let cb = self.push(Node::AdjMul(x, g));
                     acc(self, &mut adj, x, ca);
                     acc(self, &mut adj, y, cb);
                 }

@@ -1546,8 +1546,10 @@ impl Acc {
             if t.len() != shape.len() {
                 bad = Some(t.len());
             }
+            // The target under `keep`: an element that is dropped does not perform its target's
+            // reads (they were performed, and reported out of bounds, for every element).
             let mut v = vec![keep];
-            v.extend(t);
+            v.extend(t.into_iter().map(|tj| keep.select(tj, 0.0)));
             v
         });
         if let Some(got) = bad {

@@ -306,7 +306,7 @@ pub(crate) fn strides(shape: &[usize]) -> Vec<usize> {
 }
 
 /// Guards of the reads: the condition under which the primal DAG (roots `primal`) demands each
-/// node, through `Select` branches. A link `(p, o)` makes node `o` an operand of node `p` here
+/// node, through `Select` branches and the gated operand of `AdjMul`. A link `(p, o)` makes node `o` an operand of node `p` here
 /// (a stored value's parameter and the operand it was computed from, `p > o`). Returns guard
 /// expression ids (absent = always).
 fn guards(ar: &mut Arena, primal: &[Id], links: &[(Id, Id)]) -> HashMap<Id, Option<Id>> {
@@ -347,6 +347,13 @@ fn guards(ar: &mut Arena, primal: &[Id], links: &[(Id, Id)]) -> HashMap<Id, Opti
             let gb = and(ar, gi, nc);
             give(ar, &mut g, a, ga);
             give(ar, &mut g, b, gb);
+        } else if let Node::AdjMul(gate, d) = node {
+            // `gate · d` is 0 where the gate is, without `d`: a derivative in the primal
+            // (`gradient_e`) reaches the reads of a branch not taken through the zero adjoint
+            // its `Select` sends there (they were read, and reported out of bounds).
+            give(ar, &mut g, gate, gi);
+            let gd = and(ar, gi, gate);
+            give(ar, &mut g, d, gd);
         } else {
             for o in node.operands() {
                 give(ar, &mut g, o, gi);

@@ -246,3 +246,76 @@ fn reads_whose_guards_read_each_other_are_not_false_errors() {
         "{e}"
     );
 }
+
+#[test]
+fn a_second_derivative_through_cond_ignores_the_branch_not_taken() {
+    use adjoint_array::gradient_e;
+    // f(p) = p√p for p > 0, else p²; at p = −0.5: f′ = 2p = −1, f″ = 2. The derivative of the
+    // branch not taken is NaN there (√ of a negative); gated adjoints must not let it through.
+    // f″ was NaN.
+    type Branches = fn(adjoint_array::Exp) -> adjoint_array::Exp;
+    let cases: [(Branches, f64); 3] = [
+        (|p| cond(p.gt(0.0), p.sqrt() * p, p * p), -0.5),
+        (|p| cond(p.gt(0.0), p.sqrt().exp(), p * p), -0.5),
+        (|p| cond(p.ge(-1.0), p * p, (-p - 1.0).sqrt() * p), 0.25),
+    ];
+    for (f, at) in cases {
+        let b = Builder::new();
+        let x = b.input(&[1]);
+        let d = x.map(|v| gradient_e(&[v], |p| f(p[0]))[0]);
+        let p = b.build_scalar(&d.sum()).unwrap();
+        let g = p.gradient_a(&[&[at]]).unwrap();
+        assert_eq!((g.value, g.grads[0][0]), (2.0 * at, 2.0), "at {at}");
+    }
+}
+
+#[test]
+fn a_read_guarded_by_cond_inside_gradient_e_keeps_its_guard() {
+    use adjoint_array::gradient_e;
+    // d/dp of (i < 2 ? p · x[i + 1] : p²): x[i + 1] is out of bounds at i = 2, in the branch
+    // not taken. It was an `OutOfBounds` error.
+    // (n = 4096: the compiled kernel too)
+    for n in [3, 4096] {
+        let b = Builder::new();
+        let x = b.input(&[n]);
+        let d = b.generate(&[n], |i| {
+            gradient_e(&[x.at(&[i[0]])], |p| {
+                cond(
+                    i[0].lt(n as f64 - 1.0),
+                    p[0] * x.at(&[i[0] + 1.0]),
+                    p[0] * p[0],
+                )
+            })[0]
+        });
+        let p = b.build(&[&d]).unwrap();
+        let xs = uniform(n, 3);
+        let out = p.run(&[&xs]).unwrap();
+        let want: Vec<f64> = (0..n)
+            .map(|i| if i + 1 < n { xs[i + 1] } else { 2.0 * xs[i] })
+            .collect();
+        assert_eq!(out[0].data(), &want[..], "n = {n}");
+    }
+}
+
+#[test]
+fn a_dropped_element_of_a_permute_performs_no_reads() {
+    use adjoint_array::Combine;
+    // Element 3 is dropped (keep false): its target `bucket[3]` is out of bounds and must not
+    // be read. It was an `OutOfBounds` error.
+    let b = Builder::new();
+    let x = b.input(&[4]);
+    let bucket = b.constant_input(&[3]);
+    let zeros = b.use_array(&[2], vec![0.0, 0.0]);
+    let h = x.permute(Combine::Add, &zeros, |i| {
+        (i[0].lt(3.0), vec![bucket.at(&[i[0]])])
+    });
+    let total = h.map(|v| v * v).sum();
+    let p = b.build(&[&h, &total]).unwrap();
+    let inputs: [&[f64]; 2] = [&[1.0, 2.0, 3.0, 4.0], &[0.0, 1.0, 1.0]];
+    let out = p.run(&inputs).unwrap();
+    assert_eq!(out[0].data(), &[1.0, 5.0]);
+    // the gradient of Σ h² (h = [x0, x1 + x2]): [2x0, 2(x1 + x2), 2(x1 + x2), 0]
+    let ps = b.build_scalar(&total).unwrap();
+    let g = ps.gradient_a(&inputs).unwrap();
+    assert_eq!(g.grads[0], vec![2.0, 10.0, 10.0, 0.0]);
+}
