@@ -848,8 +848,11 @@ pub(crate) fn read_exp(owner: u64, key: u32, shape: &[usize], ix: &[Exp]) -> Exp
         if f.owner != owner {
             if f.error.is_none() {
                 f.error = Some(Error::Invalid(
-                    "an array of another program (or of the scope outside an awhile body) was \
-                     indexed; pass it to the loop as an invariant"
+                    "an array of another program, or of the scope outside an `awhile` body, was \
+                     indexed: inside a body, pass an outer array to the loop as an invariant, and \
+                     build new arrays from the state and invariants (`s[0].map`, `zip_with`, \
+                     `fold`, …), not with the outer `Builder` (`generate`, `acond`, `use_array` \
+                     make arrays of the outer scope)"
                         .into(),
                 ));
             }

@@ -518,8 +518,11 @@ impl Builder {
             let mut g = self.g.borrow_mut();
             if g.error.is_none() {
                 g.error = Some(Error::Invalid(
-                    "an array handle of another program (or of the scope outside an awhile \
-                     body) was used"
+                    "an array handle of another program, or of the scope outside an `awhile` \
+                     body, was used: inside a body, pass an outer array to the loop as an \
+                     invariant, and build new arrays from the state and invariants (`s[0].map`, \
+                     `zip_with`, `fold`, …), not with the outer `Builder` (`generate`, `acond`, \
+                     `use_array` make arrays of the outer scope)"
                         .into(),
                 ));
             }
@@ -933,7 +936,7 @@ impl Builder {
             if *a.shape != shape {
                 return self.fail(
                     Error::ShapeMismatch {
-                        combinator: "zip_with",
+                        combinator: name,
                         left: shape.clone(),
                         right: a.shape.to_vec(),
                     },
@@ -992,7 +995,10 @@ impl Builder {
 
     /// `awhile`: starting from `init`, while `cond(state, inv)` (a scalar array) is non-zero,
     /// `state = body(state, inv)`. `inv` are loop invariants the closures may use; arrays of the
-    /// outer program cannot be used inside directly. The body must keep the state's shapes
+    /// outer program cannot be used inside directly, and the closures build new arrays from the
+    /// state and invariants' methods (`map`, `zip_with`, `fold`, `sum`, `permute`, …): the
+    /// `Builder`'s own combinators (`generate`, `acond`, `use_array`, a nested `awhile`) make
+    /// arrays of the outer scope, an error there. The body must keep the state's shapes
     /// and element types (`f32` state is computed in `f32`, in both passes). The gradient
     /// stores every iteration's state and runs the body's adjoint backwards.
     ///
@@ -1438,23 +1444,36 @@ impl Acc {
 
     /// `fold1 f` along the innermost axis (no initial value; the axis must be non-empty).
     pub fn fold1(&self, f: impl FnOnce(Exp, Exp) -> Exp) -> Acc {
+        self.fold1_named("fold1", f)
+    }
+
+    fn fold1_named(&self, name: &str, f: impl FnOnce(Exp, Exp) -> Exp) -> Acc {
         if self.shape.last() == Some(&0) {
             return self.b().fail(
-                Error::Invalid("fold1 over an empty axis".into()),
+                Error::Invalid(format!(
+                    "{name} over an empty axis: the array has shape {:?}, and an empty row has \
+                     no {}",
+                    self.shape,
+                    if name == "fold1" {
+                        "first element to start from (fold with an initial value instead)"
+                    } else {
+                        "element to take (fold with an initial value, ±∞, instead)"
+                    }
+                )),
                 self.shape[..self.shape.len() - 1].to_vec(),
             );
         }
         self.fold_impl(None, f)
     }
 
-    /// Maximum along the innermost axis.
+    /// Maximum along the innermost axis (which must be non-empty).
     pub fn maximum(&self) -> Acc {
-        self.fold1(|a, b| a.max(b))
+        self.fold1_named("maximum", |a, b| a.max(b))
     }
 
-    /// Minimum along the innermost axis.
+    /// Minimum along the innermost axis (which must be non-empty).
     pub fn minimum(&self) -> Acc {
-        self.fold1(|a, b| a.min(b))
+        self.fold1_named("minimum", |a, b| a.min(b))
     }
 
     /// Product along the innermost axis.
@@ -1738,9 +1757,15 @@ impl Acc {
             return b.fail(Error::Invalid("foreign array".into()), out);
         }
         if l.len() != 2 || r.len() != 2 || l[1] != r[0] {
+            // (`[3]` vs `[3]` said nothing about what was wrong)
+            let combinator = if l.len() != 2 || r.len() != 2 {
+                "matmul (of matrices, rank 2: reshape a vector to [n, 1] or [1, n])"
+            } else {
+                "matmul (the left's columns must be the right's rows)"
+            };
             return b.fail(
                 Error::ShapeMismatch {
-                    combinator: "matmul",
+                    combinator,
                     left: l,
                     right: r,
                 },

@@ -72,8 +72,11 @@
 //! done in `f32` (`+ − × ÷` and `sqrt` rounded once, `exp`/`sin`/… with Rust's `f32`
 //! functions): results are bit-identical to the same loop written over `f32` in the same order
 //! (folds and scans step sequentially along the row; `sum` and a `+` fold use four interleaved
-//! accumulators, except that `sum` of a single row longer than 1024 sums each 1024-element
-//! chunk so and adds the chunks' sums in order; `permute` combines in source order). A fold's or scan's step function gets an
+//! accumulators, except that `sum` of a single long row sums fixed chunks so — at least 2048
+//! elements each, sized by the row's length and the kernel computing the terms, so a fused
+//! sum and the sum of a stored array may differ in the last bits, the same on every run and
+//! thread count — and adds the chunks' sums in order; `permute` combines in source order). A
+//! fold's or scan's step function gets an
 //! `f32` accumulator and element, its result must be `f32` (a constant result is rounded), and
 //! its initial value is rounded to `f32`. The gradient is computed in `f32` (partials of the
 //! rule table evaluated in `f64` at the `f32` point and rounded; products and adjoint sums in

@@ -11,7 +11,7 @@
 //! [`Ba`](crate::models::Ba) — ADBench's bundle adjustment Jacobian blocks: [`jacobian_e`]
 //! inside a `generate_n` over observations (seed 004's `gradientE` use).
 
-use crate::{jacobian_e, lit, Acc, Backend, Builder, Exp, Program, Result};
+use crate::{jacobian_e, lit, Acc, Backend, Builder, Error, Exp, Program, Result};
 
 /// The reference implementation's π (a quirk of ADBench kept for comparable numbers).
 #[allow(clippy::approx_constant)]
@@ -131,6 +131,12 @@ impl Gmm {
         m: f64,
         norms_as_arrays: bool,
     ) -> Result<Self> {
+        if d == 0 || k == 0 {
+            // (d = 0 was an index panic while building)
+            return Err(Error::Invalid(format!(
+                "Gmm: d = {d}, k = {k}: a mixture needs at least one dimension and one component"
+            )));
+        }
         let icf_sz = d * (d + 1) / 2;
         let b = Builder::new();
         let alphas = b.input(&[k]);
@@ -370,6 +376,12 @@ pub struct Lstm {
 impl Lstm {
     /// Build the program for `l` layers, `c` characters of `b` bits.
     pub fn new(l: usize, c: usize, b: usize) -> Result<Self> {
+        if l == 0 || b == 0 {
+            // (l = 0 was an arithmetic overflow panic while building)
+            return Err(Error::Invalid(format!(
+                "Lstm: l = {l}, b = {b}: the network needs at least one layer and one bit"
+            )));
+        }
         let bld = Builder::new();
         let main = bld.input(&[2 * l, 4 * b]);
         let extra = bld.input(&[3, b]);

@@ -319,3 +319,27 @@ fn a_dropped_element_of_a_permute_performs_no_reads() {
     let g = ps.gradient_a(&inputs).unwrap();
     assert_eq!(g.grads[0], vec![2.0, 10.0, 10.0, 0.0]);
 }
+
+#[test]
+fn errors_name_the_operation_the_user_wrote() {
+    use adjoint_array::Error;
+    // `&x + &y` of two shapes was a mismatch "in zip_with"
+    let b = Builder::new();
+    let (x, y) = (b.input(&[2]), b.input(&[3]));
+    let z = &x + &y;
+    let e = b.build(&[&z]).unwrap_err();
+    assert!(
+        matches!(&e, Error::ShapeMismatch { combinator: "`+`", left, right }
+            if left == &[2] && right == &[3]),
+        "{e}"
+    );
+    // `maximum` of an empty row was "fold1 over an empty axis"
+    let b = Builder::new();
+    let x = b.input(&[2, 0]);
+    let m = x.maximum();
+    let e = b.build(&[&m]).unwrap_err().to_string();
+    assert!(
+        e.contains("maximum over an empty axis") && e.contains("[2, 0]"),
+        "{e}"
+    );
+}

@@ -79,3 +79,19 @@ fn lstm_value_and_gradient_match_forward_mode() {
         }
     }
 }
+
+#[test]
+fn degenerate_sizes_are_errors_not_panics() {
+    // (Lstm::new(0, 3, 2) overflowed `2l − 2`; Gmm::new with d = 0 indexed past an empty row)
+    for (l, b) in [(0, 2), (2, 0)] {
+        let e = Lstm::new(l, 3, b).map(|_| ()).unwrap_err().to_string();
+        assert!(e.contains(&format!("l = {l}, b = {b}")), "{e}");
+    }
+    for (d, k) in [(0, 2), (3, 0)] {
+        let e = adjoint_array::models::Gmm::new(3, d, k, 1.0, 0.0)
+            .map(|_| ())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(&format!("d = {d}, k = {k}")), "{e}");
+    }
+}
