@@ -628,11 +628,14 @@ impl Arena {
                 }
                 Node::AdjMul(x, y) => {
                     // `x · y` is 0 wherever the gate `x` is, whatever `y` (the NaN derivative
-                    // of a branch not taken): so is its derivative in `y`, gated by `x` too
-                    // (`g · x` gave NaN from a NaN adjoint `g`: a second derivative through a
-                    // `cond` was NaN where the branch taken is `p · p`).
+                    // of a branch not taken): so is its derivative in `y`, `g · x`, gated by
+                    // both (by `g` alone it was NaN from a NaN `g` where `x` is 0: a second
+                    // derivative through a `cond` was NaN where the branch taken is `p · p`; by
+                    // `x` alone, NaN from an infinite `x` where `g` is 0).
                     let ca = self.push(Node::AdjMul(g, y));
-                    let cb = self.push(Node::AdjMul(x, g));
+                    let zero = self.konst(0.0);
+                    let gx = self.push(Node::AdjMul(g, x));
+                    let cb = self.push(Node::Select(x, gx, zero));
                     acc(self, &mut adj, x, ca);
                     acc(self, &mut adj, y, cb);
                 }

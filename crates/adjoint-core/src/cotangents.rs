@@ -49,7 +49,12 @@ pub trait Cotangent<T>:
     /// let c = Cotangents([0.0, 2.0]).scale_by(f64::INFINITY);
     /// assert_eq!(c.0, [0.0, f64::INFINITY]);
     /// ```
-    fn scale_by(self, d: T) -> Self;
+    ///
+    /// The default is `self · d` (unguarded), for cotangent types outside this crate.
+    #[inline(always)]
+    fn scale_by(self, d: T) -> Self {
+        self * d
+    }
 }
 
 impl<T: Real> Cotangent<T> for T {

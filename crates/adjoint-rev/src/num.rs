@@ -474,6 +474,26 @@ impl<T: Arith> Arith for Complex<T> {
     fn from_f64(v: f64) -> Self {
         Complex::new(T::from_f64(v), T::zero())
     }
+    /// `a / b` divides by `|b|²` as `complex_div` computes it in `T` (exactly 0 for `b = 0`,
+    /// and possibly for `b ≠ 0` on wrapping integers or fixed point): undefined where `T`'s
+    /// own division by it is.
+    #[inline(always)]
+    fn undefined(op: Op2, a: &Self, b: &Self) -> Option<String> {
+        if op != Op2::Div {
+            return None;
+        }
+        let (mut re, mut im) = (b.re, b.im);
+        let mut d = T::zero();
+        T::acc_arith_same(&mut d, Op2::Mul, &mut re, true);
+        T::acc_arith_same(&mut d, Op2::Mul, &mut im, true);
+        T::undefined(Op2::Div, &T::one(), &d).map(|_| {
+            format!(
+                "division by zero: ({:?} + {:?}i) / ({:?} + {:?}i), whose divisor's |b|² is 0 in \
+                 this type",
+                a.re, a.im, b.re, b.im
+            )
+        })
+    }
     #[inline(always)]
     fn non_finite(&self) -> Option<String> {
         match (self.re.non_finite(), self.im.non_finite()) {

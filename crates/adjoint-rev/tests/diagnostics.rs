@@ -290,3 +290,16 @@ fn integer_and_fixed_point_division_by_zero_is_an_error_naming_the_statement() {
     let err = quotient(&mut 1.0f64, &mut 1.0, &mut 0.0).unwrap_err();
     assert!(matches!(err, InvertibilityError::NonFinite { .. }), "{err}");
 }
+
+#[test]
+fn complex_division_by_zero_on_integers_is_an_error_too() {
+    use num_complex::Complex;
+    // (`|b|²` is computed in i64: 0 for b = 0, and also for b = 2³², where it wraps)
+    for b in [Complex::new(0i64, 0), Complex::new(1 << 32, 0)] {
+        let (mut y, mut a, mut bb) = (Complex::new(1i64, 2), Complex::new(3i64, 4), b);
+        let err = quotient(&mut y, &mut a, &mut bb).unwrap_err();
+        assert!(matches!(err, InvertibilityError::Undefined { .. }), "{err}");
+        assert!(err.to_string().contains("division by zero"), "{err}");
+        assert_eq!(y, Complex::new(1, 2));
+    }
+}

@@ -113,8 +113,9 @@ fn op1_tokens(op: Op1, rules: &TokenStream, n: Option<TokenStream>) -> TokenStre
 
 /// Unary primitives whose partial can be infinite where the value is finite (a domain edge:
 /// `√x` and `∛x` at 0, `asin` and `acos` at ±1, `acosh` at 1): their adjoints send nothing from
-/// a zero adjoint ([`Gen::times`]). (Where the value is infinite too — `ln 0`, `1/0`, `x/0` —
-/// the result shows it; those stay unguarded, as overflow: guarding `/` cost BA's Jacobian 7 %.)
+/// a zero adjoint ([`Gen::times`]). (Where the value is infinite too — `ln 0`, `1/0`, `x/0`,
+/// or the argument subnormal — those stay unguarded, as overflow: guarding `/` cost BA's
+/// Jacobian 7 %.)
 pub(crate) fn unbounded1(op: Op1) -> bool {
     matches!(
         op,

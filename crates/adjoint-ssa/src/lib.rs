@@ -313,8 +313,9 @@
 //! for user rules, an adjoint that is exactly zero sends nothing ([`Cotangent::scale_by`]), as
 //! on the tape: a pullback of `(x.sqrt(), 2.0 * x)` at 0 along (0, 1) is 2, not NaN, and so is
 //! that row of `pullback_vec`'s Jacobian. *Overflow.* Other partials are multiplied by their
-//! adjoints unguarded, as JAX and PyTorch do: where a value is infinite (`ln 0`, `x / 0`, `exp`
-//! of a large value) and the result does not depend on it (the unchosen side of a `max`, a value
+//! adjoints unguarded, as JAX and PyTorch do: where a partial is infinite (`ln 0`, `x / 0`,
+//! `exp` of a large value, and `ln x` or `1 / y` at a subnormal `x` or `y`, where the value is
+//! still finite) and the result does not depend on it (the unchosen side of a `max`, a value
 //! later overwritten, another output's row), the gradient is NaN (`0 · ∞`), where forward mode
 //! and the tape give the finite answer. Guarding every multiply would cost each adjoint a
 //! compare (guarding `/` cost BA's Jacobian 7 %) and was not done.
@@ -422,6 +423,11 @@ pub mod __private {
     #[inline]
     #[track_caller]
     pub fn check_rule<T: Real, const N: usize>(args: [T; N], r: &(T, [T; N]), rule: &str) {
+        // Only at finite values (`∞ − ∞` is NaN, which would look like a tangent).
+        let finite = |v: &T| v.value().is_finite();
+        if !finite(&r.0) || !args.iter().all(finite) || !r.1.iter().all(finite) {
+            return;
+        }
         let moves = |v: T| !Real::exact_zero(&(v - T::cst(v.value())));
         if moves(r.0) || !args.iter().any(|&a| moves(a)) {
             return;
@@ -432,7 +438,7 @@ pub mod __private {
                 sent += (a - T::cst(a.value())) * p;
             }
         }
-        if moves(sent) {
+        if finite(&sent) && moves(sent) {
             rule_lost_derivative(rule)
         }
     }

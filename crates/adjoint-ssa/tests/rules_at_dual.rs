@@ -89,3 +89,33 @@ fn a_rule_over_t_gives_forward_mode_and_hvps() {
     );
     assert_eq!((dd.re, dd.eps), (4.0 * x * x * x, 12.0 * x * x));
 }
+
+fn softplus(x: f64) -> f64 {
+    softplus_rule(x).0
+}
+
+fn softplus_rule<T: Real>(x: T) -> (T, [T; 1]) {
+    let e = (-x.abs()).exp();
+    (
+        (e + 1.0).ln() + x.max(0.0),
+        [T::cst(1.0) / ((-x).exp() + 1.0)],
+    )
+}
+
+#[differentiable(rule(softplus = softplus_rule))]
+fn sp(x: f64) -> f64 {
+    softplus(x)
+}
+
+#[test]
+fn a_rule_over_t_at_infinite_arguments_is_not_refused() {
+    // (the check took `∞ − ∞ = NaN` for a tangent and refused a correct rule at ±∞, f64
+    // included)
+    assert_eq!(sp::primal(f64::NEG_INFINITY), 0.0);
+    assert_eq!(sp::primal(f64::INFINITY), f64::INFINITY);
+    assert_eq!(sp::primal(Dual::constant(f64::NEG_INFINITY)).re, 0.0);
+    let _ = sp::primal(Dual::new(f64::INFINITY, 1.0));
+    let mut d = 0.0;
+    sp::grad(f64::NEG_INFINITY, &mut d);
+    assert_eq!(d, 0.0);
+}

@@ -170,6 +170,48 @@ impl From<Op2> for Label {
     }
 }
 
+/// What [`record1`] records an entry as, for checked mode's report: the label and the
+/// operands given the active one's value. Only the slow path (checked mode among others) reads
+/// it, so the constant of a [`WithConst`] costs the fast path nothing (usually a literal).
+pub(crate) trait EntryLabel: Copy {
+    fn label(self) -> Label;
+    fn operands(self, active: f64) -> [f64; 2];
+}
+
+impl EntryLabel for Op1 {
+    #[inline(always)]
+    fn label(self) -> Label {
+        Label::Un(self)
+    }
+    #[inline(always)]
+    fn operands(self, active: f64) -> [f64; 2] {
+        [active, 0.0]
+    }
+}
+
+/// A binary primitive with one constant operand `c`, on the left (`left`) or the right.
+#[derive(Clone, Copy)]
+pub(crate) struct WithConst {
+    pub op: Op2,
+    pub c: f64,
+    pub left: bool,
+}
+
+impl EntryLabel for WithConst {
+    #[inline(always)]
+    fn label(self) -> Label {
+        Label::Bin(self.op)
+    }
+    #[inline(always)]
+    fn operands(self, active: f64) -> [f64; 2] {
+        if self.left {
+            [self.c, active]
+        } else {
+            [active, self.c]
+        }
+    }
+}
+
 /// A leaf slot that stands for a `Var` of an earlier job.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Import {
@@ -823,16 +865,10 @@ pub(crate) fn check_value(job: &mut Job, label: Label, operands: [f64; 2], value
     }
 }
 
-/// Record a result with one active operand; `operands`: the primitive's operand values as
-/// checked mode reports them (a binary primitive's constant operand included).
+/// Record a result with one active operand; `label`: what checked mode reports it as (a
+/// binary primitive's constant operand included).
 #[inline(always)]
-pub(crate) fn record1(
-    a: Var,
-    pa: f64,
-    value: f64,
-    label: impl Into<Label>,
-    operands: [f64; 2],
-) -> Var {
+pub(crate) fn record1(a: Var, pa: f64, value: f64, label: impl EntryLabel) -> Var {
     let p = FAST.get();
     if !p.is_null() {
         // SAFETY: `FAST` is non-null only while this thread's `STATE` is `Recording`; it points
@@ -850,7 +886,7 @@ pub(crate) fn record1(
             return job.var(value, seq);
         }
     }
-    record1_slow(a, pa, value, label.into(), operands)
+    record1_slow(a, pa, value, label.label(), label.operands(a.v))
 }
 
 #[inline(never)]

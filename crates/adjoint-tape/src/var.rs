@@ -1,7 +1,7 @@
 //! The active scalar.
 
 use crate::record::{
-    record1, record2, record_dot, record_matvec, record_nary, record_run, CONST_ID,
+    record1, record2, record_dot, record_matvec, record_nary, record_run, WithConst, CONST_ID,
 };
 use adjoint_core::lift::Lift;
 use adjoint_core::rules::{self, Op1, Op2};
@@ -107,15 +107,15 @@ impl Lift for Var {
         if self.is_constant() {
             return Var::constant(r.value);
         }
-        record1(self, r.d, r.value, op, [self.v, 0.0])
+        record1(self, r.d, r.value, op)
     }
     #[inline(always)]
     fn lift2(self, other: Self, op: Op2) -> Self {
         let r = rules::binary(op, self.v, other.v);
         match (self.is_constant(), other.is_constant()) {
             (false, false) => record2(self, r.dx, other, r.dy, r.value, op),
-            (false, true) => with_constant(self, r.dx, r.value, op, [self.v, other.v]),
-            (true, false) => with_constant(other, r.dy, r.value, op, [self.v, other.v]),
+            (false, true) => with_constant(self, r.dx, r.value, op, other.v, false),
+            (true, false) => with_constant(other, r.dy, r.value, op, self.v, true),
             (true, true) => Var::constant(r.value),
         }
     }
@@ -125,7 +125,7 @@ impl Lift for Var {
         if self.is_constant() {
             return Var::constant(r.value);
         }
-        with_constant(self, r.dx, r.value, op, [self.v, c])
+        with_constant(self, r.dx, r.value, op, c, false)
     }
     #[inline(always)]
     fn lift2_const_left(c: f64, x: Self, op: Op2) -> Self {
@@ -133,7 +133,7 @@ impl Lift for Var {
         if x.is_constant() {
             return Var::constant(r.value);
         }
-        with_constant(x, r.dy, r.value, op, [c, x.v])
+        with_constant(x, r.dy, r.value, op, c, true)
     }
 
     // Slice primitives: one tape entry per result, operands in runs (see `record_nary`).
@@ -209,8 +209,8 @@ adjoint_core::impl_real!([] Var);
 /// recording: the test there cost GMM's tape gradient 3–4 %.) `a` is checked as recorded
 /// first, so a stale `Var` still panics.
 #[inline(always)]
-fn with_constant(a: Var, pa: f64, value: f64, op: Op2, operands: [f64; 2]) -> Var {
-    let v = record1(a, pa, value, op, operands);
+fn with_constant(a: Var, pa: f64, value: f64, op: Op2, c: f64, left: bool) -> Var {
+    let v = record1(a, pa, value, WithConst { op, c, left });
     if pa == 0.0 && value.is_finite() {
         return Var::constant(value);
     }
