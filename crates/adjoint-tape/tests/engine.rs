@@ -699,7 +699,7 @@ fn a_checked_tape_reports_a_non_finite_checkpoint_output() {
         .checked()
         .try_value_and_grad(f, &[1.0])
         .expect_err("a NaN from a finite input");
-    assert!(e.to_string().contains("checkpoint(1, 0) = NaN"), "{e}");
+    assert!(e.to_string().contains("checkpoint(1, …) = NaN"), "{e}");
     // A finite region is not reported, and a non-finite input is not the region's doing.
     let g = Tape::new()
         .checked()
