@@ -106,7 +106,8 @@ impl<T: Real> Lift for Dual<T> {
         Dual {
             re: r.value,
             eps: if op == Op2::Div {
-                (self.eps - r.value * other.eps) / other.re
+                // (`tangent`: an infinite quotient times a divisor's zero tangent is 0)
+                quotient(self.eps - tangent(r.value, other.eps), other.re)
             } else if plain(op) {
                 r.dx * self.eps + r.dy * other.eps
             } else {
@@ -134,7 +135,7 @@ impl<T: Real> Lift for Dual<T> {
         Dual {
             re: r.value,
             eps: if op == Op2::Div {
-                -(r.value * x.eps) / x.re
+                quotient(-tangent(r.value, x.eps), x.re)
             } else if plain(op) {
                 r.dy * x.eps
             } else {
@@ -180,8 +181,9 @@ fn smooth(op: Op1) -> bool {
         Neg | Exp | Exp2 | ExpM1 | Sin | Cos | Tanh | Atan | Sinh | Cosh | Asinh | Abs | Erf => {
             true
         }
-        // n·xⁿ⁻¹: finite for n ≥ 1
-        Powi(n) => n >= 1,
+        // n·xⁿ⁻¹ is finite wherever xⁿ is for 0 ≤ n ≤ 143 (overflowing it needs nⁿ > f64::MAX);
+        // beyond, 2¹⁰²³ has the infinite partial 1023·2¹⁰²² (its zero tangent gave NaN)
+        Powi(n) => (0..=143).contains(&n),
         _ => false,
     }
 }
@@ -200,9 +202,32 @@ fn plain(op: Op2) -> bool {
 /// rule without forming `1/y` or `x/y²`, which overflow at a subnormal `y` (`0 / 5e-324` has
 /// the derivative 0 in `y`, where `∞ · 0` made it NaN) while `x/y` and its derivative are
 /// finite or overflow only where the true derivative does.
+/// Where the quotient is infinite (`1 / 0`, `x / 1e-310`) a divisor's zero tangent moves
+/// nothing: `v · ẏ` is then 0, not NaN; and a direction that moves neither operand of `x / 0`
+/// has the tangent 0, not `0 / 0`.
 #[inline(always)]
 fn div_tangent(v: f64, y: f64, ex: f64, ey: f64) -> f64 {
-    (ex - v * ey) / y
+    let moved = if v.is_finite() || ey != 0.0 {
+        v * ey
+    } else {
+        0.0
+    };
+    let num = ex - moved;
+    if num == 0.0 && y == 0.0 {
+        0.0
+    } else {
+        num / y
+    }
+}
+
+/// A quotient rule's `num / y`, 0 where both are 0 (see [`div_tangent`]).
+#[inline(always)]
+fn quotient<T: Real>(num: T, y: T) -> T {
+    if y.value() == 0.0 && num.exact_zero() {
+        T::zero()
+    } else {
+        num / y
+    }
 }
 
 crate::impl_real!([T: Real] Dual<T>);

@@ -320,8 +320,13 @@ pub fn unary<T: Real>(op: Op1, x: T) -> Rule1<T> {
             r1(x.log2(), d, -(d / x))
         }
         Op1::Log10 => {
-            // (`x · ln 10` overflowed beyond x ≈ 7.8e307, where 1/(x ln 10) is not 0)
-            let d = x.recip() / LN_10;
+            // 1/(x ln 10), formed so that neither step overflows: `x · ln 10` overflows beyond
+            // x ≈ 7.8e307 and `1/x` below 5.6e-309, where 1/(x ln 10) is finite
+            let d = if x.value().abs() < 1.0 {
+                (x * LN_10).recip()
+            } else {
+                x.recip() / LN_10
+            };
             r1(x.log10(), d, -(d / x))
         }
         Op1::Sin => {

@@ -215,7 +215,8 @@ ADJ_DEV void adj_u_log2(double x, double *v, double *d, double *dd) {
   ADJ_R1(log2(x), q, -(q / x));
 }
 ADJ_DEV void adj_u_log10(double x, double *v, double *d, double *dd) {
-  double q = 1.0 / x / ADJ_LN_10;
+  /* formed so that neither step overflows, as in rules.rs */
+  double q = fabs(x) < 1.0 ? 1.0 / (x * ADJ_LN_10) : 1.0 / x / ADJ_LN_10;
   ADJ_R1(log10(x), q, -(q / x));
 }
 ADJ_DEV void adj_u_sin(double x, double *v, double *d, double *dd) {

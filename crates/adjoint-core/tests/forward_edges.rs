@@ -1,0 +1,66 @@
+//! Forward mode where a partial is infinite but the direction does not move its operand: the
+//! tangent is 0 there (the module's promise), as on the tape. A hunter found NaNs.
+
+use adjoint_core::forward::{self, Dual64};
+use adjoint_core::rules::{unary, Op1};
+
+#[test]
+fn an_infinite_quotient_with_a_fixed_divisor_has_a_finite_tangent_in_the_other_direction() {
+    // (ẋ − v·ẏ)/y with v = ∞ and ẏ = 0 was NaN
+    assert_eq!(
+        forward::gradient(|v| 1.0 / v[0] + v[1], &[0.0, 1.0]),
+        vec![f64::NEG_INFINITY, 1.0]
+    );
+    let g = forward::gradient(|v| v[0] / v[1], &[1.0, 0.0]);
+    assert_eq!(g[0], f64::INFINITY);
+    let a = Dual64::variable(1.0) / Dual64::constant(0.0);
+    assert_eq!(a.eps, f64::INFINITY);
+    // a subnormal divisor whose quotient overflows
+    let g = forward::gradient(|v| v[0] / v[1], &[1.0, 1e-310]);
+    assert_eq!(g[0], f64::INFINITY);
+    let j = forward::jacobian(|v| vec![1.0 / v[0] + v[1]], &[0.0, 1.0]);
+    assert_eq!(j, vec![[f64::NEG_INFINITY, 1.0]]);
+}
+
+#[test]
+fn a_high_power_whose_partial_overflows_sends_nothing_through_a_zero_tangent() {
+    // 2¹⁰²³ is finite, its partial 1023·2¹⁰²² is not; the second input's gradient was NaN
+    assert_eq!(
+        forward::gradient(|v| v[0].powi(1023) + v[1], &[2.0, 1.0]),
+        vec![f64::INFINITY, 1.0]
+    );
+    let j = forward::jacobian(|v| vec![v[0].powi(1023) + v[1]], &[2.0, 1.0]);
+    assert_eq!(j, vec![[f64::INFINITY, 1.0]]);
+}
+
+#[test]
+fn log10_has_a_finite_derivative_at_tiny_arguments() {
+    // 1/x overflowed below 5.6e-309, where 1/(x ln 10) = 1.4476e308 is finite
+    let x = 3e-309;
+    let want = 1.0 / (x * std::f64::consts::LN_10);
+    assert!(want.is_finite());
+    assert_eq!(unary(Op1::Log10, x).d, want);
+    assert_eq!(forward::derivative(|x| x.log10(), x), want);
+    // and beyond 7.8e307, where x ln 10 overflows (the case the other form is for)
+    let x = 1e308;
+    assert!((unary(Op1::Log10, x).d - 1.0 / x / std::f64::consts::LN_10).abs() < 1e-320);
+}
+
+#[test]
+fn dualvec_lanes_at_an_infinite_quotient_are_dual_s() {
+    use adjoint_core::forward::DualVec;
+    // lane k of a DualVec is what a Dual along direction k gives
+    for (x, y) in [(1.0, 0.0), (0.0, 0.0), (1.0, 1e-310), (3.0, 2.0)] {
+        let q = DualVec::<2>::variable(x, 0) / DualVec::<2>::variable(y, 1);
+        let d0 = Dual64::variable(x) / Dual64::constant(y);
+        let d1 = Dual64::constant(x) / Dual64::variable(y);
+        assert_eq!(
+            format!("{:?}", q.eps),
+            format!("{:?}", [d0.eps, d1.eps]),
+            "{x} / {y}"
+        );
+        let c = 1.0 / DualVec::<2>::variable(y, 1);
+        let e = 1.0 / Dual64::variable(y);
+        assert_eq!(format!("{:?}", c.eps[1]), format!("{:?}", e.eps), "1 / {y}");
+    }
+}
