@@ -207,17 +207,7 @@ fn plain(op: Op2) -> bool {
 /// has the tangent 0, not `0 / 0`.
 #[inline(always)]
 fn div_tangent(v: f64, y: f64, ex: f64, ey: f64) -> f64 {
-    let moved = if v.is_finite() || ey != 0.0 {
-        v * ey
-    } else {
-        0.0
-    };
-    let num = ex - moved;
-    if num == 0.0 && y == 0.0 {
-        0.0
-    } else {
-        num / y
-    }
+    quotient(ex - tangent(v, ey), y)
 }
 
 /// A quotient rule's `num / y`, 0 where both are 0 (see [`div_tangent`]).

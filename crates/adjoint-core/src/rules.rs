@@ -190,6 +190,25 @@ impl Op1 {
         }
     }
 
+    /// Whether the first partial can be infinite where the value is finite (a domain edge:
+    /// `√x` and `∛x` at 0, `asin` and `acos` at ±1, `acosh` at 1). A reverse pass that
+    /// multiplies every adjoint by its partial sends `0 · ∞ = NaN` there from a zero adjoint,
+    /// though nothing depends on the value; the SSA transform guards these. (Elsewhere a
+    /// partial is infinite only where the value is too, or where a finite partial overflows:
+    /// `−x/y²` of `x / y` for |y| below ~1e-154, `1/x` of `ln x` at subnormal `x`.)
+    ///
+    /// ```
+    /// use adjoint_core::rules::{unary, Op1};
+    /// assert!(Op1::Sqrt.partial_unbounded() && unary(Op1::Sqrt, 0.0).d.is_infinite());
+    /// assert!(!Op1::Ln.partial_unbounded()); // ln 0 = −∞ as well
+    /// ```
+    pub fn partial_unbounded(self) -> bool {
+        matches!(
+            self,
+            Op1::Sqrt | Op1::Cbrt | Op1::Asin | Op1::Acos | Op1::Acosh
+        )
+    }
+
     /// Evaluate the primitive on a plain `f64` (no derivatives): the rule's value, computed
     /// alone (`sin` and `cos` are not evaluated together, as the rule's `sin_cos` does; its
     /// values are `(sin, cos)`, so the numbers are the same).
@@ -216,6 +235,12 @@ impl Op2 {
         Op2::Hypot,
         Op2::Rem,
     ];
+
+    /// [`Op1::partial_unbounded`] for binary primitives: `0^y` with 0 < y < 1 has the value 0
+    /// and an infinite partial in the base.
+    pub fn partial_unbounded(self) -> bool {
+        matches!(self, Op2::Powf)
+    }
 
     /// Evaluate the primitive on plain `f64`s (no derivatives).
     pub fn eval(self, x: f64, y: f64) -> f64 {

@@ -517,3 +517,31 @@ fn inverse_trig_derivatives_near_one_are_accurate() {
         }
     }
 }
+
+/// `partial_unbounded` says which primitives have an infinite first partial where their value
+/// is finite (a singularity, not an overflow: no tiny or huge arguments here): checked against
+/// the table itself at every domain edge and a spread of points, both ways.
+#[test]
+fn partial_unbounded_matches_the_table() {
+    let mut probes = vec![0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 7.5];
+    for &op in Op1::ALL {
+        let (lo, hi) = op.domain();
+        probes.extend([lo, hi].into_iter().filter(|v| v.is_finite()));
+    }
+    for &op in Op1::ALL {
+        let seen = probes.iter().any(|&x| {
+            let r = unary(op, x);
+            r.value.is_finite() && r.d.is_infinite()
+        });
+        assert_eq!(seen, op.partial_unbounded(), "{op:?}");
+    }
+    for &op in Op2::ALL {
+        let seen = probes.iter().any(|&x| {
+            probes.iter().any(|&y| {
+                let r = binary(op, x, y);
+                r.value.is_finite() && (r.dx.is_infinite() || r.dy.is_infinite())
+            })
+        });
+        assert_eq!(seen, op.partial_unbounded(), "{op:?}");
+    }
+}

@@ -72,10 +72,7 @@ impl<T: Real + ExactZero> Gradient<T> for T {
 impl<T: Real + ExactZero, const N: usize> Gradient<T> for Cotangents<T, N> {
     #[inline(always)]
     fn scaled(self, d: T) -> Self {
-        Cotangents(
-            self.0
-                .map(|g| if ExactZero::exact_zero(&g) { g } else { g * d }),
-        )
+        Cotangent::scale_by(self, d)
     }
 }
 

@@ -111,24 +111,6 @@ fn op1_tokens(op: Op1, rules: &TokenStream, n: Option<TokenStream>) -> TokenStre
     }
 }
 
-/// Unary primitives whose partial can be infinite where the value is finite (a domain edge:
-/// `√x` and `∛x` at 0, `asin` and `acos` at ±1, `acosh` at 1): their adjoints send nothing from
-/// a zero adjoint ([`Gen::times`]). (Where the value is infinite too — `ln 0`, `1/0`, `x/0`,
-/// or the argument subnormal — those stay unguarded, as overflow: guarding `/` cost BA's
-/// Jacobian 7 %.)
-pub(crate) fn unbounded1(op: Op1) -> bool {
-    matches!(
-        op,
-        Op1::Sqrt | Op1::Cbrt | Op1::Asin | Op1::Acos | Op1::Acosh
-    )
-}
-
-/// Binary primitives whose partial can be infinite where the value is finite (`0^y` with
-/// 0 < y < 1): see [`unbounded1`].
-pub(crate) fn unbounded2(op: Op2) -> bool {
-    matches!(op, Op2::Powf)
-}
-
 fn op2_tokens(op: Op2, rules: &TokenStream) -> TokenStream {
     let id = format_ident!("{}", format!("{op:?}"));
     quote!(#rules::Op2::#id)
@@ -1441,7 +1423,7 @@ impl<'a> Gen<'a> {
                         quote!(#rules::unary(#opt, #x).d)
                     }
                 };
-                let sent = self.times(quote!(#ad), quote!(d), unbounded1(*op));
+                let sent = self.times(quote!(#ad), quote!(d), op.partial_unbounded());
                 quote!({ let d = #d; #aa += #sent; #ad = #nz; })
             }
             Inst::Bin {
@@ -1469,7 +1451,7 @@ impl<'a> Gen<'a> {
                     body.extend(quote!(let r = #rules::binary(#opt, #x, #y);));
                     (quote!(r.dx), quote!(r.dy))
                 };
-                let unbounded = unbounded2(*op);
+                let unbounded = op.partial_unbounded();
                 if self.active(*a) {
                     let (aa, sent) = (self.a(*a), self.times(quote!(g), dx, unbounded));
                     body.extend(quote!(#aa += #sent;));

@@ -584,8 +584,8 @@ pub fn adjoint(
                         }
                     };
                     // as the generated code: a zero adjoint sends nothing through a partial
-                    // that can be infinite (`codegen::unbounded1`)
-                    let unbounded = crate::codegen::unbounded1(*op);
+                    // that can be infinite (`Op1::partial_unbounded`)
+                    let unbounded = op.partial_unbounded();
                     a[*x] += sent(a[*dst], d, unbounded);
                     a[*dst] = 0.0;
                 }
@@ -618,7 +618,7 @@ pub fn adjoint(
                     };
                     let ad = a[*dst];
                     a[*dst] = 0.0;
-                    let unbounded = crate::codegen::unbounded2(*op);
+                    let unbounded = op.partial_unbounded();
                     if p.active(f, *x) {
                         a[*x] += sent(ad, ds[0], unbounded);
                     }

@@ -28,6 +28,17 @@ fn grad_check(src: &str, x: &[f64]) {
     }
 }
 
+/// Lower `src` (one `&[f64]` parameter), check its gradient at `x` against forward mode
+/// ([`grad_check`]), and run the interpreter's adjoint: the plan and the branch tags it recorded.
+fn checked_tags(src: &str, x: &[f64]) -> (crate::adjoint::Plan, usize) {
+    let (f, p) = lower_str(src, "").unwrap_or_else(|e| panic!("{e}"));
+    grad_check(src, x);
+    let mut args = vec![ArgVal::Floats(x.to_vec())];
+    let mut adj = vec![ArgVal::Floats(vec![0.0; x.len()])];
+    let (_, st) = interp::adjoint(&f, &p, &mut args, &mut adj, 1.0);
+    (p, st.tags)
+}
+
 /// Each source lowers without an error.
 fn accepts(srcs: &[&str]) {
     for src in srcs {
@@ -80,15 +91,11 @@ fn counted_loops() {
         "fn f(x: &[f64]) -> f64 { let mut s = 0.0; let mut k = 0; for i in -2..2i32 { s += x[k] * (i as f64); k += 1; } s * s }",
     ];
     for src in counted {
-        let (f, p) = lower_str(src, "").unwrap_or_else(|e| panic!("{e}"));
+        let (p, tags) = checked_tags(src, &x);
         assert!(p.tag.contains(&TagMode::Counted), "{src}");
-        grad_check(src, &x);
-        let mut args = vec![ArgVal::Floats(x.to_vec())];
-        let mut adj = vec![ArgVal::Floats(vec![0.0; x.len()])];
-        let (_, st) = interp::adjoint(&f, &p, &mut args, &mut adj, 1.0);
         if !src.contains("continue") {
             assert!(!p.tag.contains(&TagMode::Stack), "{src}");
-            assert_eq!(st.tags, 0, "{src}");
+            assert_eq!(tags, 0, "{src}");
         }
     }
     let recorded = [
@@ -1226,13 +1233,9 @@ fn passive_branches_record_no_tag() {
         "fn f(x: &[f64]) -> f64 { let mut s = 1.0; for i in 0..x.len() { debug_assert!(x[i] < 10.0, \"too large\"); s = s * x[i] + 1.0; } s }",
     ];
     for src in any {
-        let (f, p) = lower_str(src, "").unwrap_or_else(|e| panic!("{e}"));
+        let (p, tags) = checked_tags(src, &x);
         assert!(p.tag.contains(&TagMode::Any), "{src}");
-        grad_check(src, &x);
-        let mut args = vec![ArgVal::Floats(x.to_vec())];
-        let mut adj = vec![ArgVal::Floats(vec![0.0; x.len()])];
-        let (_, st) = interp::adjoint(&f, &p, &mut args, &mut adj, 1.0);
-        assert_eq!(st.tags, 0, "{src}");
+        assert_eq!(tags, 0, "{src}");
     }
     let recorded = [
         // an arm with active work

@@ -309,13 +309,14 @@
 //! write instead.
 //!
 //! *Infinite partials.* Where a primitive's partial can be infinite while its value is finite
-//! (`sqrt` and `cbrt` at 0, `asin` and `acos` at ±1, `acosh` at 1, `powf` at a zero base) and
+//! ([`rules::Op1::partial_unbounded`](adjoint_core::rules::Op1::partial_unbounded): `sqrt` and
+//! `cbrt` at 0, `asin` and `acos` at ±1, `acosh` at 1, `powf` at a zero base) and
 //! for user rules, an adjoint that is exactly zero sends nothing ([`Cotangent::scale_by`]), as
 //! on the tape: a pullback of `(x.sqrt(), 2.0 * x)` at 0 along (0, 1) is 2, not NaN, and so is
 //! that row of `pullback_vec`'s Jacobian. *Overflow.* Other partials are multiplied by their
 //! adjoints unguarded, as JAX and PyTorch do: where a partial is infinite (`ln 0`, `x / 0`,
-//! `exp` of a large value, and `ln x` or `1 / y` at a subnormal `x` or `y`, where the value is
-//! still finite) and the result does not depend on it (the unchosen side of a `max`, a value
+//! `exp` of a large value, and where a finite partial overflows though the value does not:
+//! `x / y` for |y| below ~1e-154, `ln x` at a subnormal `x`) and the result does not depend on it (the unchosen side of a `max`, a value
 //! later overwritten, another output's row), the gradient is NaN (`0 · ∞`), where forward mode
 //! and the tape give the finite answer. Guarding every multiply would cost each adjoint a
 //! compare (guarding `/` cost BA's Jacobian 7 %) and was not done.
