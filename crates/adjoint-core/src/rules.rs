@@ -28,7 +28,13 @@
 //! | `%` (`Rem`) | `x` a multiple of `y` (a jump) | the piece `fmod` took: `∂/∂x = 1`, `∂/∂y = −q` with `q = (x − x % y) / y`; `0` where `y` is infinite |
 //! | `floor`, `ceil`, `round`, `trunc`, `signum` | everywhere | `0` (piecewise constant; not in the table, engines treat them as constants) |
 //!
-//! Outside a primitive's domain (`ln` of a negative number, `asin(2)`) value and partials are NaN.
+//! Outside a primitive's domain (`ln` of a negative number, `asin(2)`) the value is NaN, and the
+//! partials are what the derivative's formula gives there, as in JAX and PyTorch: NaN where the
+//! formula is undefined too (`asin(2)`, `sqrt(−1)`, `acosh` below 1), finite where it is not
+//! (`ln`, `log2`, `log10` below 0, `ln_1p` below −1, `atanh` beyond ±1: `ln(−2)` has the
+//! partial −0.5). The NaN value reaches every result computed from it, so a result is never
+//! finite with such a partial behind it unless the NaN was discarded (a `max` that returned the
+//! other argument, whose rule sends that operand nothing).
 //!
 //! An infinite partial meeting a zero derivative (the norm `√(x·x)` at `x = 0`: `sqrt`'s partial
 //! is ∞, the derivative of `x·x` is 0) gives 0, not `∞ · 0` = NaN, in forward mode (a zero

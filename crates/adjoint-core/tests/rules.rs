@@ -218,6 +218,39 @@ fn non_differentiable_points_follow_the_documented_choices() {
     assert!(unary(Op1::Ln, -1.0).value.is_nan());
 }
 
+/// The module docs: outside the domain the value is NaN and the partial is the derivative's
+/// formula there: finite for the logarithms and `atanh`, NaN where the formula is undefined too.
+#[test]
+fn outside_the_domain_the_value_is_nan_and_the_partial_the_formula() {
+    let ln2 = std::f64::consts::LN_2;
+    let ln10 = std::f64::consts::LN_10;
+    for (op, x, d) in [
+        (Op1::Ln, -2.0, -0.5),
+        (Op1::Log2, -2.0, -0.5 / ln2),
+        (Op1::Log10, -2.0, -0.5 / ln10),
+        (Op1::Ln1p, -3.0, -0.5),
+        (Op1::Atanh, 2.0, -1.0 / 3.0),
+    ] {
+        let r = unary(op, x);
+        assert!(r.value.is_nan(), "{op:?}({x}) = {}", r.value);
+        assert!(
+            (r.d - d).abs() <= 1e-15 * d.abs(),
+            "{op:?}'({x}) = {}, not {d}",
+            r.d
+        );
+    }
+    for (op, x) in [
+        (Op1::Asin, 2.0),
+        (Op1::Acos, -2.0),
+        (Op1::Sqrt, -1.0),
+        (Op1::Acosh, 0.5),
+        (Op1::Acosh, -2.0),
+    ] {
+        let r = unary(op, x);
+        assert!(r.value.is_nan() && r.d.is_nan(), "{op:?}({x}): {r:?}");
+    }
+}
+
 /// `e ≤ tol`, with NaN failing.
 fn ok(e: f64, tol: f64) -> bool {
     e <= tol
