@@ -1307,44 +1307,10 @@ impl Lower<'_> {
                 Some(syn::Type::Array(a)) => type_of(&a.elem),
                 _ => None,
             };
-            let v = self.scalar(&rep.expr, hint)?;
-            let elem = self.ty(v);
-            if elem == Ty::Bool {
-                return err(&rep.expr, "arrays of `bool` are not supported");
-            }
-            let len = &rep.len;
-            let len_value = match &**len {
-                Expr::Lit(syn::ExprLit {
-                    lit: Lit::Int(i), ..
-                }) => i.base10_parse::<usize>().ok(),
-                Expr::Path(_) => None,
-                e => {
-                    return err(
-                        e,
-                        "the length of a local array must be a literal or a `const` (use a \
-                         `&mut [f64]` parameter for run-time sizes)",
-                    )
-                }
-            };
-            self.f.slices.push(SliceInfo {
-                name: name.clone(),
-                elem,
-                kind: SliceKind::Local {
-                    len: len.to_token_stream(),
-                    len_value,
-                },
-                declared_active: false,
-                array: None,
-            });
-            let slice = self.f.slices.len() - 1;
-            self.emit(Inst::Fill { slice, val: v });
+            let s = self.repeat_array(&name, rep, hint)?;
             self.env.push(Var {
                 name,
-                b: Binding::Slice(SliceArg {
-                    slice,
-                    lo: None,
-                    hi: None,
-                }),
+                b: Binding::Slice(s),
             });
             return Ok(());
         }
@@ -1416,7 +1382,7 @@ impl Lower<'_> {
                         }
                         let info = &self.f.slices[s.slice];
                         let copy = match (&info.kind, &info.array, strip(init)) {
-                            (_, _, Expr::Reference(_) | Expr::Array(_)) => false,
+                            (_, _, Expr::Reference(_) | Expr::Array(_) | Expr::Repeat(_)) => false,
                             (SliceKind::Local { .. }, _, _) => true,
                             (SliceKind::Param { .. }, Some(a), Expr::Path(_)) => !a.by_ref,
                             (SliceKind::Param { .. }, Some(_), Expr::Unary(u)) => {
@@ -1906,6 +1872,53 @@ impl Lower<'_> {
     }
 
     /// `[a, b, c]`: a fresh local array.
+    /// A new local array `[v; N]` named `name` (`v` evaluated once, `N` a literal or a
+    /// `const`): in a `let`, and anywhere an array value can stand (a tuple's member, a struct
+    /// field, a result).
+    fn repeat_array(
+        &mut self,
+        name: &str,
+        rep: &syn::ExprRepeat,
+        hint: Option<Ty>,
+    ) -> Result<SliceArg> {
+        let v = self.scalar(&rep.expr, hint)?;
+        let elem = self.ty(v);
+        if elem == Ty::Bool {
+            return err(&rep.expr, "arrays of `bool` are not supported");
+        }
+        let len = &rep.len;
+        let len_value = match &**len {
+            Expr::Lit(syn::ExprLit {
+                lit: Lit::Int(i), ..
+            }) => i.base10_parse::<usize>().ok(),
+            Expr::Path(_) => None,
+            e => {
+                return err(
+                    e,
+                    "the length of a local array must be a literal or a `const` (use a \
+                     `&mut [f64]` parameter for run-time sizes)",
+                )
+            }
+        };
+        self.f.slices.push(SliceInfo {
+            name: name.to_string(),
+            elem,
+            kind: SliceKind::Local {
+                len: len.to_token_stream(),
+                len_value,
+            },
+            declared_active: false,
+            array: None,
+        });
+        let slice = self.f.slices.len() - 1;
+        self.emit(Inst::Fill { slice, val: v });
+        Ok(SliceArg {
+            slice,
+            lo: None,
+            hi: None,
+        })
+    }
+
     fn array_lit(&mut self, a: &syn::ExprArray, hint: Option<Ty>) -> Result<Ev> {
         if a.elems.is_empty() {
             return err(a, "empty arrays are not supported");
@@ -2130,6 +2143,7 @@ impl Lower<'_> {
                 }))
             }
             Expr::Array(a) => self.array_lit(a, hint),
+            Expr::Repeat(r) => Ok(Ev::S(self.repeat_array("array", r, hint)?)),
             Expr::Tuple(t) => {
                 let mut members = vec![];
                 for (k, e) in t.elems.iter().enumerate() {
@@ -4259,6 +4273,14 @@ impl Lower<'_> {
     }
 
     fn lower_match(&mut self, m: &syn::ExprMatch, hint: Option<Ty>) -> Result<Ev> {
+        if let Expr::Tuple(t) = strip(&m.expr) {
+            return err(
+                t,
+                "`match` on a tuple is not supported (only on an integer or a `bool`): match \
+                 on one value and nest a `match` or an `if` in its arms, or use guards \
+                 (`0 if flag => …`)",
+            );
+        }
         let s = self.scalar(&m.expr, None)?;
         let st = self.ty(s);
         if st == Ty::F64 {

@@ -289,7 +289,8 @@
 //! assigning a variable they capture: return the new value instead); slice indexing and sub-slices
 //! `&x[a..b]` (indexing one past its own end panics, as in Rust, even where the slice it was cut
 //! from has the element), `x.len()`, `x.is_empty()`, `out.fill(v)` (also on `out[a..b]`), local
-//! arrays `[0.0; N]` and `[a, b, c]`; `x.is_nan()`, `x.is_finite()`, `x.is_infinite()` in
+//! arrays `[v; N]` and `[a, b, c]` (in a `let`, or where an array value stands: a result, a
+//! tuple's member, a struct field); `x.is_nan()`, `x.is_finite()`, `x.is_infinite()` in
 //! conditions; `assert!`, `assert_eq!`, `assert_ne!` and their `debug_` forms (checked as written;
 //! a message given as a literal is kept, a format string's arguments are not evaluated); tuples,
 //! arrays and structs (above); every primitive of the shared rule table as a method (`x.sin()`,

@@ -466,3 +466,65 @@ fn struct_hessian_vector_product() {
         .sum();
     assert!(close(Real::value(&dp.w), dw));
 }
+
+// ---- `[v; N]` where an array value stands ----
+
+#[differentiable]
+fn repeated_result(x: f64) -> [f64; 2] {
+    [x * x; 2]
+}
+
+#[differentiable]
+fn repeated_in_tuple(x: f64, y: f64) -> (f64, [f64; 3]) {
+    (x * y, [x.sin() * y; 3])
+}
+
+#[differentiable]
+fn repeated_field(x: f64) -> Params {
+    Params {
+        w: x,
+        b: [x.exp(); 3],
+        unused: 0.0,
+    }
+}
+
+/// `[v; N]` as a result, a tuple's member and a struct literal's field (a `let` was needed
+/// before): each pullback against forward mode.
+#[test]
+fn repeat_expressions_outside_a_let() {
+    let x = 0.7;
+    let cot = [0.3, -1.1];
+    let mut dx = 0.0;
+    let y = repeated_result::pullback(&mut Workspace::new(), x, &mut dx, cot);
+    assert_eq!(y, repeated_result(x));
+    let want = vjp_by_forward(1, |v| repeated_result::primal(v[0]), &[x], &cot);
+    check_all("[x * x; 2]", &[dx], &want);
+
+    let (x, y) = (0.4, -1.3);
+    let cot = (0.5, [1.0, -2.0, 0.25]);
+    let (mut dx, mut dy) = (0.0, 0.0);
+    let r = repeated_in_tuple::pullback(&mut Workspace::new(), x, y, &mut dx, &mut dy, cot);
+    assert_eq!(r, repeated_in_tuple(x, y));
+    let want = vjp_by_forward(
+        2,
+        |v| {
+            let (a, b) = repeated_in_tuple::primal(v[0], v[1]);
+            [a, b[0], b[1], b[2]]
+        },
+        &[x, y],
+        &[cot.0, cot.1[0], cot.1[1], cot.1[2]],
+    );
+    check_all("(x * y, [x.sin() * y; 3])", &[dx, dy], &want);
+
+    let x = -0.2;
+    let cot = Params {
+        w: 0.7,
+        b: [1.0, -2.0, 0.5],
+        unused: 1.5,
+    };
+    let mut dx = 0.0;
+    let p = repeated_field::pullback(&mut Workspace::new(), x, &mut dx, cot);
+    assert_eq!(p, repeated_field(x));
+    let want = 0.7 + (1.0 - 2.0 + 0.5) * x.exp();
+    assert!(close(dx, want), "{dx} vs {want}");
+}
