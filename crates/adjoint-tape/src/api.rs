@@ -658,6 +658,22 @@ impl Tape {
     /// assert_eq!(Tape::new().hvp(|x| x[0] * x[0] * x[0], &[2.0], &[1.0]), vec![12.0]);
     /// ```
     ///
+    /// Where `∇f·v` itself comes out NaN, every entry of the product is NaN, as in forward over
+    /// forward: an infinite partial met a tangent whose value is 0 but which depends on `x`
+    /// (`‖x‖²` written as `x.norm()²` at 0), and the sweep's rule that a zero partial sends
+    /// nothing would otherwise turn that NaN into a finite, wrong number (0 instead of 2):
+    ///
+    /// ```
+    /// use adjoint_core::forward::Dual;
+    /// use adjoint_tape::{Tape, Var};
+    /// let sq_norm = |x: &[Dual<Var>]| {
+    ///     let n = (x[0] * x[0] + x[1] * x[1]).sqrt();
+    ///     n * n
+    /// };
+    /// assert!(Tape::new().hvp(sq_norm, &[0.0, 0.0], &[1.0, 0.0]).iter().all(|h| h.is_nan()));
+    /// assert_eq!(Tape::new().hvp(sq_norm, &[3.0, 4.0], &[1.0, 0.0]), vec![2.0, 0.0]);
+    /// ```
+    ///
     /// # Panics
     /// If `v` and `x` differ in length, or if a checked tape finds a non-finite value.
     pub fn hvp<F>(&mut self, f: F, x: &[f64], v: &[f64]) -> Vec<f64>
@@ -683,6 +699,9 @@ impl Tape {
         let mut g = vec![0.0; x.len()];
         self.reverse(&[(y, 1.0)], None, &mut g)
             .unwrap_or_else(|e| panic!("adjoint::tape checked mode: {e}"));
+        if y.v.is_nan() {
+            g.fill(f64::NAN);
+        }
         g
     }
 

@@ -4,7 +4,7 @@
 #![allow(clippy::needless_range_loop)] // (i, j) indices read as in the formulas
 
 use adjoint_core::check::check_gradient;
-use adjoint_core::forward::{self, Dual64};
+use adjoint_core::forward::{self, Dual, Dual64};
 use adjoint_core::Real;
 use adjoint_tape::{grad, hessian, Var};
 use nalgebra::{ComplexField, DMatrix, DVector, RealField};
@@ -254,4 +254,32 @@ fn norm_at_the_zero_vector_matches_forward_mode() {
     let g = grad(f, &x);
     assert_eq!(g, forward::gradient(fd, &x));
     assert_eq!(g, vec![0.0, 0.0, 1.0]);
+}
+
+/// Second order at the zero vector: `norm()²` has the Hessian 2I as a function, but the
+/// program takes `√0`, whose infinite partial meets a tangent that is 0 there and depends on
+/// `x`. Forward over forward gives NaN; the tape gave 0 (a zero partial sends nothing), a
+/// finite wrong number (a hunter). Its Hessian-vector products are NaN now, wherever `∇f·v`
+/// is, and right away from 0.
+#[test]
+fn hessian_of_the_squared_norm_at_zero_is_nan_not_zero() {
+    let f = |v: &[Dual<Var>]| squared_norm(v);
+    let ff = |v: &[Dual<Dual64>]| squared_norm(v);
+    let h = hessian(f, &[0.0, 0.0]);
+    let hf = forward::hessian(ff, &[0.0, 0.0]);
+    assert!(hf[0][0].is_nan() && hf[1][1].is_nan(), "{hf:?}");
+    assert!(h.iter().flatten().all(|v| v.is_nan()), "{h:?}");
+    let h = hessian(f, &[0.3, -1.2]);
+    for (i, row) in h.iter().enumerate() {
+        for (j, v) in row.iter().enumerate() {
+            let want = if i == j { 2.0 } else { 0.0 };
+            assert!((v - want).abs() < 1e-12, "H[{i}][{j}] = {v}");
+        }
+    }
+}
+
+/// `‖v‖²` as `norm()²`.
+fn squared_norm<T: RealField + Copy>(v: &[T]) -> T {
+    let n = DVector::from_column_slice(v).norm();
+    n * n
 }

@@ -155,13 +155,26 @@ proptest! {
         // Unchecked: runs take the one-pass records, a matvec is one record. Checked: every
         // primitive operand by operand.
         let g = grad(|v: &[Var]| run_steps(&prog, v), &x);
-        let (_, c) = adjoint_tape::Tape::new()
+        prop_assume!(g.iter().all(|d| d.is_finite()), "{}", THROUGH_INFINITY);
+        for (i, (a, r)) in g.iter().zip(&f).enumerate() {
+            prop_assert!(close(*a, *r, 1e-10), "coordinate {}: tape {} forward {}", i, a, r);
+        }
+        match adjoint_tape::Tape::new()
             .checked()
             .try_value_and_grad(|v: &[Var]| run_steps(&prog, v), &x)
-            .unwrap();
-        for (i, ((a, b), r)) in g.iter().zip(&c).zip(&f).enumerate() {
-            prop_assert!(close(*a, *b, 1e-12), "coordinate {}: fast {} checked {}", i, a, b);
-            prop_assert!(close(*a, *r, 1e-10), "coordinate {}: tape {} forward {}", i, a, r);
+        {
+            Ok((_, c)) => {
+                for (i, (a, b)) in g.iter().zip(&c).enumerate() {
+                    prop_assert!(close(*a, *b, 1e-12), "coordinate {}: fast {} checked {}", i, a, b);
+                }
+            }
+            // An infinite partial (`cbrt` at 0) met a finite adjoint, and zero partials further
+            // back dropped the infinite contribution (`cbrt(x − x)`): checked mode reports the
+            // first such contribution, as documented, though the gradient is finite.
+            Err(e) => prop_assert!(
+                e.pass == adjoint_tape::Pass::Reverse && e.operands[0].is_infinite(),
+                "checked mode: {}", e
+            ),
         }
     }
 }
