@@ -32,6 +32,10 @@ pub struct Gen<'a> {
     /// path of the runtime crate (`::adjoint_ssa` or `::adjoint::ssa`)
     pub rt: &'a TokenStream,
     names: Names,
+    /// Whether the sweeps push or pop on the workspace's stacks (set by `pullback_fn`): a
+    /// function that keeps nothing between them (no loop-carried records, no calls) takes no
+    /// cursors, and its `grad` no thread-local workspace.
+    uses_ws: std::cell::Cell<bool>,
 }
 
 struct Names {
@@ -51,6 +55,15 @@ struct Names {
 
 fn ms(s: &str) -> Ident {
     Ident::new(s, Span::mixed_site())
+}
+
+/// Whether `ts` names any of `ids` (a token walk, groups included).
+fn mentions(ts: &TokenStream, ids: &[Ident]) -> bool {
+    ts.clone().into_iter().any(|t| match t {
+        proc_macro2::TokenTree::Ident(i) => ids.contains(&i),
+        proc_macro2::TokenTree::Group(g) => mentions(&g.stream(), ids),
+        _ => false,
+    })
 }
 
 /// The cursors of the workspace's four stacks (reals, floats, ints, tags).
@@ -200,7 +213,13 @@ impl<'a> Gen<'a> {
             in_agg,
             leaf_place,
         };
-        Gen { f, p, rt, names }
+        Gen {
+            f,
+            p,
+            rt,
+            names,
+            uses_ws: std::cell::Cell::new(true),
+        }
     }
 
     fn rules(&self) -> TokenStream {
@@ -2199,8 +2218,14 @@ impl<'a> Gen<'a> {
         let decls = self.decls(true);
         let fwd = self.forward(true);
         let rev = self.reverse();
-        let acquire = self.acquire_cursors(true);
-        let commit = self.commit_cursors();
+        let cur = cursors();
+        let uses = mentions(&fwd, &cur) || mentions(&rev, &cur);
+        self.uses_ws.set(uses);
+        let (acquire, commit) = if uses {
+            (self.acquire_cursors(true), self.commit_cursors())
+        } else {
+            (quote!(let _ = &mut *#ws;), quote!())
+        };
         let ret = ms("ret");
         let dret = &self.names.dret;
         let z = self.zero_t();
@@ -2410,16 +2435,28 @@ impl<'a> Gen<'a> {
         }
         let doc1 = format!(
             " Value and gradient of `{}`: writes ∂{}/∂(each active parameter) into the `d_…` \
-             buffers and returns the value. Uses the thread's workspace, so a steady-state call \
-             allocates nothing.",
-            self.f.name, self.f.name
+             buffers and returns the value. {}",
+            self.f.name,
+            self.f.name,
+            if self.uses_ws.get() {
+                "Uses the thread's workspace, so a steady-state call allocates nothing."
+            } else {
+                "Keeps nothing between its sweeps: it uses no workspace and allocates nothing."
+            }
         );
         let doc2 = " [`grad`] with an explicit workspace (reused between calls, cleared first).";
+        // A function that keeps nothing between its sweeps never grows a workspace: an empty
+        // one (no allocation) costs nothing, where the thread's costs a thread-local access.
+        let get_ws = if self.uses_ws.get() {
+            quote!(#rt::with_workspace(|#ws| grad_with(#ws, #(#names,)* #(#dnames),*)))
+        } else {
+            quote!(grad_with(&mut #rt::Workspace::new(), #(#names,)* #(#dnames),*))
+        };
         quote! {
             #[doc = #doc1]
             #[allow(clippy::too_many_arguments)]
             pub fn grad(#(#params,)* #(#dparams),*) -> f64 {
-                #rt::with_workspace(|#ws| grad_with(#ws, #(#names,)* #(#dnames),*))
+                #get_ws
             }
             #[doc = #doc2]
             #[allow(clippy::too_many_arguments)]

@@ -207,3 +207,50 @@ fn steady_state_calls_with_passive_slices_allocate_nothing() {
         assert!((g[k] - want).abs() < 1e-12 * (1.0 + want.abs()), "{k}");
     }
 }
+
+/// Loop-free with a branch (BA's projection is this shape): its sweeps keep nothing, so a
+/// fresh `Workspace::new()` is never grown, not even by a first call, and `grad` leaves the
+/// thread's workspace alone.
+#[differentiable]
+fn project(r: f64, x: f64, y: f64) -> f64 {
+    let mut p = x * r;
+    if r != 0.0 {
+        let (s, c) = (r.sin(), r.cos());
+        p = x * c - y * s;
+    }
+    p / (1.0 + y * y)
+}
+
+#[test]
+fn a_function_that_keeps_nothing_uses_no_workspace() {
+    let before = allocs();
+    let (mut dr, mut dx, mut dy) = (0.0, 0.0, 0.0);
+    for r in [0.0, 0.7] {
+        let mut ws = Workspace::new();
+        project::pullback(&mut ws, r, 1.5, -0.5, &mut dr, &mut dx, &mut dy, 1.0);
+        assert_eq!(ws.capacity_bytes(), 0);
+        let (mut gr, mut gx, mut gy) = (0.0, 0.0, 0.0);
+        let v = project::grad(r, 1.5, -0.5, &mut gr, &mut gx, &mut gy);
+        assert_eq!(v, project(r, 1.5, -0.5));
+        // against forward mode
+        use adjoint_core::forward::Dual;
+        let d = |i: usize| {
+            let e = |j: usize| if i == j { 1.0 } else { 0.0 };
+            project::primal(
+                Dual::new(r, e(0)),
+                Dual::new(1.5, e(1)),
+                Dual::new(-0.5, e(2)),
+            )
+            .eps
+        };
+        for (i, g) in [gr, gx, gy].into_iter().enumerate() {
+            assert!(
+                (g - d(i)).abs() <= 1e-14 * (1.0 + g.abs()),
+                "∂{i}: {g} vs {}",
+                d(i)
+            );
+        }
+    }
+    assert_eq!(allocs(), before, "a function that keeps nothing allocated");
+    adjoint_ssa::with_workspace(|ws| assert_eq!(ws.capacity_bytes(), 0));
+}
