@@ -115,3 +115,178 @@ fn a_zero_norm_of_constants_moves_no_tangent_and_clamp_is_reals() {
     assert_eq!(RealField::clamp(x, lo, hi), Real::clamp(x, lo, hi));
     assert_eq!(RealField::clamp(x, lo, hi).eps, 1.0);
 }
+
+// ---- `symmetric_eigen`: derivatives of the function, not of nalgebra's iteration ----
+
+use adjoint_core::interop::nalgebra::symmetric_eigen;
+
+/// The symmetric matrix with diagonal `x[0..3]` and off-diagonal `(x[3], x[4], x[5])` at
+/// (0,1), (0,2), (1,2): every entry an input.
+fn sym3<T: Real + nalgebra::Scalar>(x: &[T]) -> DMatrix<T> {
+    DMatrix::from_row_slice(
+        3,
+        3,
+        &[x[0], x[3], x[4], x[3], x[1], x[5], x[4], x[5], x[2]],
+    )
+}
+
+/// A hunter's case: eigenvalues ≈ 1, 2, 5 with off-diagonal entries of 1e-7. Differentiating
+/// nalgebra's iteration gave Hessian entries wrong by 0.3 (and not symmetric); perturbation
+/// theory gives ∂²λₖ/∂aₖⱼ² = 2/(λₖ − λⱼ) for the off-diagonal input aₖⱼ (which appears twice),
+/// every other second derivative 0, to O(d).
+#[test]
+fn eigenvalue_hessians_near_a_diagonal_matrix_match_perturbation_theory() {
+    let lam = [1.0, 2.0, 5.0];
+    let pair = [(0, 1), (0, 2), (1, 2)];
+    for d in [1e-3, 1e-7] {
+        let x = [1.0, 2.0, 5.0, d, 0.5 * d, 0.3 * d];
+        for k in 0..3 {
+            let h = forward::hessian(|v| symmetric_eigen(&sym3(v)).0[k], &x);
+            for i in 0..6 {
+                for j in 0..6 {
+                    let want = match (i, j) {
+                        (i, j) if i == j && i >= 3 => {
+                            let (p, q) = pair[i - 3];
+                            if p == k {
+                                2.0 / (lam[k] - lam[q])
+                            } else if q == k {
+                                2.0 / (lam[k] - lam[p])
+                            } else {
+                                0.0
+                            }
+                        }
+                        _ => 0.0,
+                    };
+                    assert!(
+                        (h[i][j] - want).abs() < 20.0 * d,
+                        "d = {d}: ∂²λ{k}/∂x{i}∂x{j} = {}, perturbation theory {want}",
+                        h[i][j]
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// A generic symmetric 4×4 matrix of inputs: the eigenvalues are nalgebra's (sorted); the
+/// gradient of a sign-free function of eigenvalues and eigenvectors against central differences
+/// of the same function computed by nalgebra in `f64`, and its Hessian against differences of
+/// the gradient.
+#[test]
+fn eigen_gradient_and_hessian_match_finite_differences() {
+    fn mat<T: Real + nalgebra::Scalar>(x: &[T]) -> DMatrix<T> {
+        let n = 4;
+        let mut k = 0;
+        let mut a = DMatrix::from_element(n, n, T::zero());
+        for i in 0..n {
+            for j in 0..=i {
+                a[(i, j)] = x[k];
+                a[(j, i)] = x[k];
+                k += 1;
+            }
+        }
+        a
+    }
+    let u = [0.3, -0.7, 0.2, 0.6];
+    let f = |vals: &[f64], vecs: &DMatrix<f64>| -> f64 {
+        (0..4)
+            .map(|k| {
+                let p: f64 = (0..4).map(|i| u[i] * vecs[(i, k)]).sum();
+                (k as f64 + 1.0) * vals[k] + (0.5 + k as f64) * p * p
+            })
+            .sum()
+    };
+    fn g<T: Real + nalgebra::Scalar>(x: &[T]) -> T {
+        let u = [0.3, -0.7, 0.2, 0.6];
+        let (vals, vecs) = symmetric_eigen(&mat(x));
+        (0..4).fold(T::zero(), |s, k| {
+            let p = (0..4).fold(T::zero(), |p, i| p + vecs[(i, k)] * u[i]);
+            s + vals[k] * (k as f64 + 1.0) + p * p * (0.5 + k as f64)
+        })
+    }
+    let plain = |x: &[f64]| {
+        let e = nalgebra::SymmetricEigen::new(mat(x));
+        let mut order: Vec<usize> = (0..4).collect();
+        order.sort_by(|&i, &j| e.eigenvalues[i].total_cmp(&e.eigenvalues[j]));
+        let vals: Vec<f64> = order.iter().map(|&k| e.eigenvalues[k]).collect();
+        let vecs = DMatrix::from_fn(4, 4, |i, j| e.eigenvectors[(i, order[j])]);
+        f(&vals, &vecs)
+    };
+    let x = [2.0, 0.4, -1.0, 0.3, -0.2, 3.5, 0.1, 0.5, -0.6, 1.2];
+    // the values: nalgebra's eigenvalues, sorted
+    let (vals, _) = symmetric_eigen(&mat(&x));
+    let mut want: Vec<f64> = nalgebra::SymmetricEigen::new(mat(&x))
+        .eigenvalues
+        .iter()
+        .copied()
+        .collect();
+    want.sort_by(f64::total_cmp);
+    for k in 0..4 {
+        assert!(
+            (vals[k] - want[k]).abs() < 1e-13,
+            "λ{k}: {} vs {}",
+            vals[k],
+            want[k]
+        );
+    }
+    let grad = forward::gradient(|v| g(v), &x);
+    let fd = numeric_gradient(plain, &x);
+    for i in 0..x.len() {
+        assert!(
+            (grad[i] - fd[i]).abs() < 1e-7 * (1.0 + fd[i].abs()),
+            "∂{i}: {} vs {}",
+            grad[i],
+            fd[i]
+        );
+    }
+    let h = forward::hessian(|v| g(v), &x);
+    for j in 0..x.len() {
+        let step = 1e-5;
+        let (mut a, mut b) = (x, x);
+        a[j] += step;
+        b[j] -= step;
+        let (ga, gb) = (
+            forward::gradient(|v| g(v), &a),
+            forward::gradient(|v| g(v), &b),
+        );
+        for i in 0..x.len() {
+            let d = (ga[i] - gb[i]) / (2.0 * step);
+            assert!(
+                (h[i][j] - d).abs() < 1e-6 * (1.0 + d.abs()),
+                "H[{i}][{j}] = {} vs {d}",
+                h[i][j]
+            );
+            assert!(
+                (h[i][j] - h[j][i]).abs() < 1e-10 * (1.0 + d.abs()),
+                "H not symmetric at {i},{j}"
+            );
+        }
+    }
+}
+
+/// Third derivatives too: λ_min of [[1, x, 0], [x, 2, 0], [0, 0, 5]] is (3 − s)/2 with
+/// s = √(1 + 4x²), whose third derivative is 24x/s⁵.
+#[test]
+fn eigenvalue_third_derivative_is_the_closed_form() {
+    type D3 = Dual<Dual<Dual64>>;
+    let at = |x: f64| -> f64 {
+        let v = D3::new(
+            Dual::new(Dual64::new(x, 1.0), Dual64::new(1.0, 0.0)),
+            Dual::new(Dual64::new(1.0, 0.0), Dual64::new(0.0, 0.0)),
+        );
+        let (c, z) = (D3::cst, D3::cst(0.0));
+        let a = DMatrix::from_row_slice(3, 3, &[c(1.0), v, z, v, c(2.0), z, z, z, c(5.0)]);
+        symmetric_eigen(&a).0[0].eps.eps.eps
+    };
+    for x in [1e-7, 0.3, -1.1] {
+        let s = f64::sqrt(1.0 + 4.0 * x * x);
+        let want = 24.0 * x / s.powi(5);
+        assert!((at(x) - want).abs() < 1e-8, "x = {x}: {} vs {want}", at(x));
+    }
+}
+
+#[test]
+#[should_panic(expected = "a square matrix, not 2×3")]
+fn eigen_of_a_non_square_matrix_panics_with_both_sizes() {
+    symmetric_eigen(&DMatrix::<f64>::zeros(2, 3));
+}

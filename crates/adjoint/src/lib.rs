@@ -140,7 +140,10 @@
 //! [`Lift`](lift::Lift) contract, for every engine's number type: nalgebra's `ln` or `sqrt` on a
 //! `Var` is the `Var`'s own, so every derivative still comes from the one rule table. The
 //! derivative is that of the floating-point algorithm nalgebra runs (pivot choices compare primal
-//! values, like any branch). In a function bounded by both `Real` and `RealField`, a method
+//! values, like any branch). Iterative decompositions (`symmetric_eigen`, `svd`) are
+//! differentiated as their iteration, whose second derivatives are inaccurate near a reducible
+//! matrix: for eigen-decompositions, `interop::nalgebra::symmetric_eigen` gives the function's
+//! own derivatives (Hessians included). In a function bounded by both `Real` and `RealField`, a method
 //! both traits have (`ln`, `sqrt`, `sin`, `abs`, `max`, …) is ambiguous (E0034): write
 //! `Real::ln(x)`, or bound by one of the two traits.
 //!
