@@ -42,6 +42,8 @@
 //!   with `#[derive(Differentiable)]` struct parameters or results (their `A` must be `Real`);
 //! * `f::grad(x, y, n, d_x, d_y) -> f64` — value and gradient (buffers overwritten), with the
 //!   thread's workspace; `f::grad_with(ws, …)` with yours. Steady-state calls allocate nothing.
+//!   A function whose sweeps keep nothing (no loop that records, no calls) never touches a
+//!   workspace: its `grad` uses none, and `&mut Workspace::new()` costs nothing in `pullback`.
 //!
 //! Parameters: `f64`, `&[f64]`, `[f64; N]`, tuples and `#[derive(Differentiable)]` structs are
 //! differentiated (restrict with `#[differentiable(wrt(x))]`); integers, `bool` and `&[usize]`
