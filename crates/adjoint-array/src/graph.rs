@@ -1467,6 +1467,10 @@ impl Acc {
     }
 
     /// Maximum along the innermost axis (which must be non-empty).
+    ///
+    /// Its derivative is the fold's, step by step: `max` gives ½ to each side at a tie, so a
+    /// row `[5, 5, 5, 5]` sends `[⅛, ⅛, ¼, ½]` of its adjoint to its elements (a subgradient,
+    /// summing to 1, weighted toward the later elements). The same for [`Acc::minimum`].
     pub fn maximum(&self) -> Acc {
         self.fold1_named("maximum", |a, b| a.max(b))
     }
@@ -1814,8 +1818,22 @@ pub struct Array {
 
 impl Array {
     /// An array from its shape and row-major data.
+    ///
+    /// ```
+    /// use adjoint_array::Array;
+    /// let a = Array::new(vec![2, 3], vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    /// assert_eq!(a.shape(), [2, 3]);
+    /// ```
+    ///
+    /// # Panics
+    /// If the shape's element count is not the data's length (the message names both).
     pub fn new(shape: Vec<usize>, data: Vec<f64>) -> Self {
-        assert_eq!(shape.iter().product::<usize>(), data.len(), "shape vs data");
+        let n: usize = shape.iter().product();
+        assert!(
+            n == data.len(),
+            "Array::new: shape {shape:?} holds {n} elements, but the data has {}",
+            data.len()
+        );
         Array { shape, data }
     }
     /// The shape.

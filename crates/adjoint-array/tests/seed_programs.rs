@@ -1268,3 +1268,26 @@ fn small_kernels_reuse_their_buffers_between_runs() {
         );
     }
 }
+
+/// `maximum`/`minimum` at ties: the fold's derivative step by step (½ to each side of a `max`
+/// at a tie, as the rule table says), `[⅛, ⅛, ¼, ½]` for `[5, 5, 5, 5]` — forward mode on the
+/// same left fold gives the same.
+#[test]
+fn maximum_and_minimum_at_ties_split_the_adjoint_as_the_fold_does() {
+    let x = [5.0, 5.0, 5.0, 5.0];
+    let p = build1(4, |_, a| a.maximum());
+    let g = p.gradient_a(&[&x]).expect("gradient");
+    assert_eq!(g.grads[0], [0.125, 0.125, 0.25, 0.5]);
+    let gf = forward::gradient(|v: &[Dual64]| v.iter().fold(v[0], |a, &b| a.max(b)), &x);
+    assert_eq!(g.grads[0], gf);
+    let p = build1(4, |_, a| a.minimum());
+    let g = p.gradient_a(&[&x]).expect("gradient");
+    let gf = forward::gradient(|v: &[Dual64]| v.iter().fold(v[0], |a, &b| a.min(b)), &x);
+    assert_eq!(g.grads[0], gf);
+}
+
+#[test]
+#[should_panic(expected = "Array::new: shape [2, 2] holds 4 elements, but the data has 1")]
+fn an_array_whose_data_does_not_fit_its_shape_names_both() {
+    adjoint_array::Array::new(vec![2, 2], vec![1.0]);
+}
