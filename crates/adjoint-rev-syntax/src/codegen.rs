@@ -624,9 +624,13 @@ impl Gen<'_> {
                     passed.push(quote_spanned!(span=> &mut #p));
                 }
                 Operand::Place(p) => {
+                    // (copied in and out after the run-time check that it is not the same
+                    // element as another argument: `SharedArg` says so where it is not `Copy`)
                     let n = self.tmp();
+                    let at = syn::spanned::Spanned::span(p);
+                    let k = respan(self.krate, at);
                     let p = self.hoist_indices(self.rw(p), &mut pre, span);
-                    pre.extend(quote_spanned!(span=> let mut #n = #p;));
+                    pre.extend(quote_spanned!(at=> let mut #n = #k::shared_arg(&#p);));
                     post.extend(quote_spanned!(span=> #p = #n;));
                     passed.push(quote!(&mut #n));
                 }

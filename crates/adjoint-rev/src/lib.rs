@@ -174,7 +174,10 @@
 //! (`v[i] += v[j] * x` when `i == j`), and arguments of an instruction or call that may alias only
 //! at run time (`SWAP(x[i], x[j])`, `g(x[i], x[j])`), are checked at run time (an
 //! [`InvertibilityError::Alias`]) — in checked and unchecked code alike: skipping these checks
-//! could change the result, and each is a comparison of two addresses.
+//! could change the result, and each is a comparison of two addresses. Such call arguments are
+//! then copied into and out of the call, so they must be `Copy` (numbers, arrays of numbers):
+//! rows `m[i]`, `m[j]` of a `Vec<Vec<T>>` are a compile error saying so — pass `m` and the
+//! indices instead.
 //!
 //! **Checked at run time** (an [`InvertibilityError`], which names the function, the statement as
 //! written and the values): `unlet` finds a different value; an `if`'s post-condition disagrees
@@ -342,7 +345,7 @@ pub use ad::NotGeneric;
 #[doc(hidden)]
 pub use error::{distinct, no_gradient, passive, same};
 #[doc(hidden)]
-pub use lit::{like, lit, literal_bits};
+pub use lit::{like, lit, literal_bits, shared_arg, SharedArg};
 
 /// The built-in instructions, as types implementing [`Instruction`].
 pub mod instr_types {

@@ -162,6 +162,28 @@ pub fn like<T>(_target: &T, value: T) -> T {
     value
 }
 
+/// A call argument that may be the same element as another at run time (`f(m[i], m[j])`): it is
+/// checked to differ, then copied in and out of the call, so its type must be `Copy` (a number,
+/// an array of numbers). Rows of a `Vec<Vec<T>>` are not: pass the matrix and the two indices.
+#[doc(hidden)]
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is passed where another argument may be the same element at run time, so \
+               it is copied into and out of the call and must be `Copy`: pass the whole \
+               collection and the indices instead (`f(m, i, j)` for rows `m[i]`, `m[j]`)",
+    label = "may be the same element as another argument",
+    note = "pass the whole collection and the indices instead (`f(m, i, j)` for rows `m[i]`, `m[j]`)"
+)]
+pub trait SharedArg: Copy {}
+
+impl<T: Copy> SharedArg for T {}
+
+/// The copy of a call argument that may alias another (see [`SharedArg`]).
+#[doc(hidden)]
+#[inline(always)]
+pub fn shared_arg<T: SharedArg>(x: &T) -> T {
+    *x
+}
+
 /// An exponent of `powi` in reversible code (`y += x.powi(n)`): an integer of any width, as a
 /// literal, a constant or a variable. A float (`x.powi(2.5)`, `x.powi(x)`) does not implement
 /// it, so, as with `f64::powi`, it is a compile error (write `powf`).
