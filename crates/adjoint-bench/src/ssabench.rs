@@ -463,13 +463,9 @@ impl crate::adbench::Engine for Ssa {
         // `ba_project` has no loop, so its sweeps keep nothing: an empty workspace (no
         // allocation, and no cursors in the generated code) costs nothing, where the thread's
         // (`with_workspace`) cost 3 % of the Jacobian (one thread-local access per observation).
-        ba_project::pullback_vec(
-            &mut adjoint::ssa::Workspace::new(),
-            input,
-            feat,
-            &mut d,
-            seed,
-        );
+        let mut ws = adjoint::ssa::Workspace::new();
+        ba_project::pullback_vec(&mut ws, input, feat, &mut d, seed);
+        debug_assert_eq!(ws.capacity_bytes(), 0, "ba_project keeps something now");
         // Lane r of every input's cotangent is row r.
         for (i, c) in d.iter().enumerate() {
             rows[i] = c[0];

@@ -290,3 +290,42 @@ fn eigenvalue_third_derivative_is_the_closed_form() {
 fn eigen_of_a_non_square_matrix_panics_with_both_sizes() {
     symmetric_eigen(&DMatrix::<f64>::zeros(2, 3));
 }
+
+/// At a repeated eigenvalue (the identity block, with active off-diagonal entries at 0) the
+/// values are right, not NaN (a rotation there was 0/0, spreading NaN into every value), and the
+/// simple eigenvalue's derivatives are too: λ_max of [[1, x, y], [x, 1, z], [y, z, 3]] is
+/// 3 + (y² + z²)/2 + O(3), so its Hessian at 0 is diag(0, 1, 1) (a reviewer).
+#[test]
+fn eigen_at_a_repeated_eigenvalue_keeps_values_and_the_simple_eigenvalue_s_derivatives() {
+    fn a<T: Real + nalgebra::Scalar>(v: &[T]) -> DMatrix<T> {
+        let c = T::cst;
+        DMatrix::from_row_slice(
+            3,
+            3,
+            &[c(1.0), v[0], v[1], v[0], c(1.0), v[2], v[1], v[2], c(3.0)],
+        )
+    }
+    let (vals, vecs) = symmetric_eigen(&a(&[
+        Dual64::new(0.0, 1.0),
+        Dual64::new(0.0, 0.5),
+        Dual64::new(0.0, -1.0),
+    ]));
+    let re: Vec<f64> = vals.iter().map(|v| v.re).collect();
+    assert_eq!(re, [1.0, 1.0, 3.0]);
+    assert!(vecs.iter().all(|v| v.re.is_finite()), "{vecs:?}");
+    let h = forward::hessian(|v| symmetric_eigen(&a(v)).0[2], &[0.0, 0.0, 0.0]);
+    let want = [[0.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]];
+    for i in 0..3 {
+        for j in 0..3 {
+            assert!(
+                (h[i][j] - want[i][j]).abs() < 1e-12,
+                "H[{i}][{j}] = {}",
+                h[i][j]
+            );
+        }
+    }
+    assert_eq!(
+        forward::gradient(|v| symmetric_eigen(&a(v)).0[2], &[0.0; 3]),
+        [0.0; 3]
+    );
+}

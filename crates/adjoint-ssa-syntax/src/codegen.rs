@@ -10,7 +10,8 @@
 //! * `pullback_vec<T: Real, A: Cotangent<T>>(…)` — the body of `pullback` (which is
 //!   `pullback_vec::<T, T>`) with adjoints of type `A` (several cotangents per sweep);
 //! * `grad(x, y, d_x, d_y) -> f64` and `grad_with(ws, …)` — value and gradient (overwriting the
-//!   buffers), with a thread-local or a given workspace.
+//!   buffers), with a thread-local or a given workspace (an empty one where the sweeps keep
+//!   nothing: then no stack cursors are taken either).
 //!
 //! Locals are hygienic (`Span::mixed_site`), so they never clash with user names. Derivatives
 //! come from `rules::unary` / `rules::binary` of `adjoint-core`.

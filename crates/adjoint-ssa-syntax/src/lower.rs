@@ -1871,7 +1871,6 @@ impl Lower<'_> {
             })
     }
 
-    /// `[a, b, c]`: a fresh local array.
     /// A new local array `[v; N]` named `name` (`v` evaluated once, `N` a literal or a
     /// `const`): in a `let`, and anywhere an array value can stand (a tuple's member, a struct
     /// field, a result).
@@ -1919,6 +1918,7 @@ impl Lower<'_> {
         })
     }
 
+    /// `[a, b, c]`: a fresh local array.
     fn array_lit(&mut self, a: &syn::ExprArray, hint: Option<Ty>) -> Result<Ev> {
         if a.elems.is_empty() {
             return err(a, "empty arrays are not supported");

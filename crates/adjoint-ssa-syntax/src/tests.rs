@@ -1250,3 +1250,26 @@ fn passive_branches_record_no_tag() {
         grad_check(src, &x);
     }
 }
+
+/// A function whose sweeps keep nothing (no loop that records, no calls: a branch's choice is a
+/// local) takes no stack cursors, and its `grad` no thread-local workspace; one whose loop
+/// records takes both (a reviewer: the runtime test could not tell).
+#[test]
+fn functions_that_keep_nothing_take_no_workspace() {
+    let expand = |src: &str| {
+        let item: syn::ItemFn = syn::parse_str(src).expect("a function");
+        crate::try_expand(quote::quote!(), &item, &quote::quote!(::adjoint_ssa))
+            .expect("expands")
+            .to_string()
+    };
+    let nothing = expand(
+        "fn f(r: f64, x: f64) -> f64 { let mut p = x * r; if r != 0.0 { p = x * r.cos(); } p }",
+    );
+    assert!(!nothing.contains("cursor"), "{nothing}");
+    assert!(!nothing.contains("with_workspace"), "{nothing}");
+    assert!(nothing.contains("Workspace :: new ()"), "{nothing}");
+    let records =
+        expand("fn f(x: f64, p: usize) -> f64 { let mut r = 1.0; for _ in 0..p { r *= x; } r }");
+    assert!(records.contains("cursor"), "{records}");
+    assert!(records.contains("with_workspace"), "{records}");
+}

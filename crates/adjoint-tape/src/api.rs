@@ -658,10 +658,13 @@ impl Tape {
     /// assert_eq!(Tape::new().hvp(|x| x[0] * x[0] * x[0], &[2.0], &[1.0]), vec![12.0]);
     /// ```
     ///
-    /// Where `∇f·v` itself comes out NaN, every entry of the product is NaN, as in forward over
-    /// forward: an infinite partial met a tangent whose value is 0 but which depends on `x`
-    /// (`‖x‖²` written as `x.norm()²` at 0), and the sweep's rule that a zero partial sends
-    /// nothing would otherwise turn that NaN into a finite, wrong number (0 instead of 2):
+    /// Where `∇f·v` itself comes out NaN, every entry of the product is NaN: an infinite
+    /// partial met a tangent whose value is 0 but which depends on `x` (`‖x‖²` written as
+    /// `x.norm()²` at 0), and the sweep's rule that a zero partial sends nothing would otherwise
+    /// turn that NaN into a finite number, which can be wrong (0 instead of 2). This is all or
+    /// nothing per product: forward over forward, which sees each entry separately, is NaN on
+    /// such a diagonal but may keep finite off-diagonal entries (so a [`hessian`](Tape::hessian)
+    /// can then have a NaN row where its column is finite):
     ///
     /// ```
     /// use adjoint_core::forward::Dual;

@@ -800,8 +800,9 @@ fn an_infinite_adjoint_through_a_zero_partial_is_zero() {
     // The Hessian: ∂²|x|/∂x₀² at 0 does not exist (forward mode says NaN). Rows 0 and 1 are
     // NaN: on `Dual<Var>` the tangent along x₀ is NaN there (√0's infinite partial meets 2x₀, a
     // recorded 0), and a finite row would have come from the sweep dropping that NaN through
-    // zero partials (it gave 0 for `‖x‖²` written this way, whose Hessian is 2I). Row 2, whose
-    // tangent is finite, is forward mode's.
+    // zero partials (it gave 0 for `‖x‖²` written this way, whose Hessian is 2I). Whole rows:
+    // forward mode, entry by entry, keeps the off-diagonal zeros that the tape gives up. Row 2,
+    // whose tangent is finite, is forward mode's.
     let h = adjoint_tape::hessian(|v| n(v), &[0.0, 0.0, 1.0]);
     let fh = forward::hessian(|v| n(v), &[0.0, 0.0, 1.0]);
     assert!(fh[0][0].is_nan() && fh[1][1].is_nan(), "{fh:?}");

@@ -258,9 +258,9 @@ fn norm_at_the_zero_vector_matches_forward_mode() {
 
 /// Second order at the zero vector: `norm()²` has the Hessian 2I as a function, but the
 /// program takes `√0`, whose infinite partial meets a tangent that is 0 there and depends on
-/// `x`. Forward over forward gives NaN; the tape gave 0 (a zero partial sends nothing), a
-/// finite wrong number (a hunter). Its Hessian-vector products are NaN now, wherever `∇f·v`
-/// is, and right away from 0.
+/// `x`. Forward over forward gives NaN on the diagonal (and 0 off it); the tape gave 0 (a zero
+/// partial sends nothing), a finite wrong number (a hunter). Its Hessian-vector products are
+/// NaN now, whole, wherever `∇f·v` is, and right away from 0.
 #[test]
 fn hessian_of_the_squared_norm_at_zero_is_nan_not_zero() {
     let f = |v: &[Dual<Var>]| squared_norm(v);

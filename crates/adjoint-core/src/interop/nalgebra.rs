@@ -576,13 +576,15 @@ macro_rules! impl_nalgebra {
 /// zeroing its entry exactly, as a function of the inputs. Off the diagonal what remains is of
 /// order `d⁸` in a perturbation `d` of `A`, so the eigenvalues' derivatives are exact to order
 /// 15 and the eigenvectors' to order 7 (to rounding), at any nesting of [`Dual`](crate::forward::Dual)
-/// and on any engine's number (`Dual<Var>` for tape Hessians). Cost: about `11 n³` operations
+/// and on any engine's number (`Dual<Var>` for tape Hessians). Cost: about `20 n³` operations
 /// in `T` after the `f64` decomposition.
 ///
-/// The eigenvalues must be distinct: at a repeated eigenvalue the derivatives of the single
-/// eigenvalues and of their eigenvectors do not exist (a rotation between them is as good as
-/// any other), and the results' derivative parts there are not meaningful. Eigenvector signs
-/// are those of nalgebra's `f64` decomposition.
+/// At a repeated eigenvalue the values are still right, but the derivatives of the repeated
+/// eigenvalues and of their eigenvectors do not exist (a rotation between the eigenvectors is
+/// as good as any other): those derivative parts are not meaningful, while the other
+/// eigenvalues' are still right, to first and second order. Eigenvector signs are those of
+/// nalgebra's `f64` decomposition. (The tests check derivatives to third order; the orders
+/// above follow from the sweeps' quadratic convergence.)
 ///
 /// ```
 /// use adjoint_core::forward;
@@ -643,12 +645,14 @@ where
         for p in 0..n {
             for q in p + 1..n {
                 let bpq = b[p * n + q];
-                if bpq.exact_zero() {
+                let g = b[q * n + q] - b[p * n + p];
+                // nothing to rotate; or a repeated eigenvalue whose entry is 0 in value (a
+                // rotation there is 0/0: NaN values everywhere; its derivatives do not exist)
+                if bpq.exact_zero() || (g.value() == 0.0 && bpq.value() == 0.0) {
                     continue;
                 }
                 // tan θ of the rotation that zeroes b_pq, the smaller of the two (|θ| ≤ π/4):
                 // 2b / (g ± √(g² + 4b²)) with g = b_qq − b_pp, smooth in b where g ≠ 0
-                let g = b[q * n + q] - b[p * n + p];
                 let r = (g * g + bpq * bpq * 4.0).sqrt();
                 let t = if g.value() >= 0.0 {
                     bpq * 2.0 / (g + r)
