@@ -1088,6 +1088,29 @@ impl Exp {
     pub fn hypot(self, y: impl Into<Exp>) -> Exp {
         self.bin(Op2::Hypot, y)
     }
+    /// `self` restricted to `[lo, hi]`, as `f64::clamp` (NaN stays NaN; derivative 1 inside
+    /// and at the bounds, 0 outside in `self`, 1 in the bound taken).
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// let b = Builder::new();
+    /// let x = b.input(&[3]);
+    /// let y = x.map(|v| v.clamp(-1.0, 1.0));
+    /// let out = b.build(&[&y]).unwrap().run(&[&[-2.0, 0.5, 3.0]]).unwrap();
+    /// assert_eq!(out[0].data(), [-1.0, 0.5, 1.0]);
+    /// ```
+    pub fn clamp(self, lo: impl Into<Exp>, hi: impl Into<Exp>) -> Exp {
+        let (lo, hi) = (lo.into(), hi.into());
+        self.lt(lo).select(lo, self.gt(hi).select(hi, self))
+    }
+    /// `(sin x, cos x)`.
+    pub fn sin_cos(self) -> (Exp, Exp) {
+        (self.sin(), self.cos())
+    }
+    /// `log_base x`, as `f64::log`.
+    pub fn log(self, base: impl Into<Exp>) -> Exp {
+        self.ln() / base.into().ln()
+    }
     /// Convert to `f32` (rounded to nearest): inside a closure, to combine an `f64` value with
     /// `f32` ones, or to make a `generate` produce an `f32` array. The adjoint is widened back.
     ///

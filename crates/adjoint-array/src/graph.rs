@@ -349,7 +349,7 @@ impl Default for Builder {
 ///
 /// `a + b`, `a - b`, `a * b`, `a / b` of two arrays of one shape (owned or borrowed) are
 /// element-wise, as `a.zip_with(&b, |x, y| x + y)` (a shape mismatch is an error naming both
-/// shapes).
+/// shapes); with a number on either side (`&a * 2.0`, `1.0 - a`) they are a `map`.
 ///
 /// ```
 /// use adjoint_array::Builder;
@@ -361,6 +361,9 @@ impl Default for Builder {
 /// // ∂/∂x of Σ (x + y)·x is 2x + y, ∂/∂y is x
 /// assert_eq!(g.grads[0], vec![2.5, 4.5, 6.5]);
 /// assert_eq!(g.grads[1], vec![1.0, 2.0, 3.0]);
+/// let s = (1.0 - &x * 2.0) / 4.0;
+/// let out = b.build(&[&s]).unwrap().run(&[&[1.0, 2.0, 3.0], &[0.0; 3]]).unwrap();
+/// assert_eq!(out[0].data(), [-0.25, -0.75, -1.25]);
 /// ```
 #[derive(Clone, Debug)]
 pub struct Acc {
@@ -2388,3 +2391,34 @@ macro_rules! acc_ops {
     )*};
 }
 acc_ops!(Add add + "`+`", Sub sub - "`-`", Mul mul * "`*`", Div div / "`/`");
+
+// `a * 2.0`, `1.0 - a`: an array and a number, element by element (a `map`).
+macro_rules! acc_scalar_ops {
+    ($($tr:ident $m:ident $op:tt),*) => {$(
+        impl std::ops::$tr<f64> for &Acc {
+            type Output = Acc;
+            fn $m(self, c: f64) -> Acc {
+                self.map(|v| v $op c)
+            }
+        }
+        impl std::ops::$tr<f64> for Acc {
+            type Output = Acc;
+            fn $m(self, c: f64) -> Acc {
+                &self $op c
+            }
+        }
+        impl std::ops::$tr<&Acc> for f64 {
+            type Output = Acc;
+            fn $m(self, a: &Acc) -> Acc {
+                a.map(|v| self $op v)
+            }
+        }
+        impl std::ops::$tr<Acc> for f64 {
+            type Output = Acc;
+            fn $m(self, a: Acc) -> Acc {
+                self $op &a
+            }
+        }
+    )*};
+}
+acc_scalar_ops!(Add add +, Sub sub -, Mul mul *, Div div /);

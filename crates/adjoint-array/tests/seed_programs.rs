@@ -1291,3 +1291,29 @@ fn maximum_and_minimum_at_ties_split_the_adjoint_as_the_fold_does() {
 fn an_array_whose_data_does_not_fit_its_shape_names_both() {
     adjoint_array::Array::new(vec![2, 2], vec![1.0]);
 }
+
+/// The spellings users write first inside `map` and on arrays: `clamp`, `sin_cos`, `log(base)`,
+/// and arrays with numbers (`1.0 - &x * 2.0`), against forward mode on the same function.
+#[test]
+fn clamp_sin_cos_log_and_array_scalar_operators() {
+    let x = data(9, 23);
+    let p = build1(9, |_, a| {
+        let m = a.map(|v| {
+            let (s, c) = v.sin_cos();
+            v.clamp(-1.0, 1.0) * s + c + (v * v + 1.0).log(2.0)
+        });
+        ((1.0 - a * 2.0) / 4.0 + &m * 3.0).sum()
+    });
+    let r = |v: &[Dual64]| {
+        v.iter().fold(Dual64::constant(0.0), |acc, &x| {
+            let (s, c) = x.sin_cos();
+            let m = x.clamp(-1.0, 1.0) * s + c + (x * x + 1.0).log(2.0);
+            acc + (1.0 - x * 2.0) / 4.0 + m * 3.0
+        })
+    };
+    check1(&p, &x, r, true);
+    // `clamp` keeps NaN, as `f64::clamp`
+    let out = build1(2, |_, a| a.map(|v| v.clamp(-1.0, 1.0)).sum());
+    let v = out.run(&[&[f64::NAN, 0.5]]).expect("run")[0].data()[0];
+    assert!(v.is_nan());
+}

@@ -54,6 +54,19 @@ impl<T: Real> Dual<T> {
         Dual { re, eps }
     }
 
+    /// The primal value as `f64` (the innermost value of a nested dual), as the tape's
+    /// `Var::value` and [`Real::value`].
+    ///
+    /// ```
+    /// use adjoint_core::forward::{Dual, Dual64};
+    /// assert_eq!(Dual64::new(2.5, 1.0).value(), 2.5);
+    /// assert_eq!(Dual::new(Dual64::new(2.5, 1.0), Dual64::new(0.0, 0.0)).value(), 2.5);
+    /// ```
+    #[inline]
+    pub fn value(&self) -> f64 {
+        self.re.value()
+    }
+
     /// The independent variable `x` (tangent 1).
     ///
     /// ```

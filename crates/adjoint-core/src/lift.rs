@@ -495,6 +495,16 @@ macro_rules! __impl_real_methods {
     () => {
         $crate::__impl_real_methods!(@const nan infinity neg_infinity neg_zero min_value
             min_positive_value max_value epsilon);
+        $crate::__impl_real_methods!(@consts zero 0.0, one 1.0, E E, FRAC_1_PI FRAC_1_PI,
+            FRAC_1_SQRT_2 FRAC_1_SQRT_2, FRAC_2_PI FRAC_2_PI, FRAC_2_SQRT_PI FRAC_2_SQRT_PI,
+            FRAC_PI_2 FRAC_PI_2, FRAC_PI_3 FRAC_PI_3, FRAC_PI_4 FRAC_PI_4, FRAC_PI_6 FRAC_PI_6,
+            FRAC_PI_8 FRAC_PI_8, LN_10 LN_10, LN_2 LN_2, LOG10_2 LOG10_2, LOG10_E LOG10_E,
+            LOG2_10 LOG2_10, LOG2_E LOG2_E, PI PI, SQRT_2 SQRT_2, TAU TAU);
+        /// `v` as a constant of the number type (as `Real::cst`, `From<f64>`).
+        #[inline]
+        pub fn cst(v: f64) -> Self {
+            <Self as From<f64>>::from(v)
+        }
         $crate::__impl_real_methods!(@pred is_nan is_infinite is_finite is_normal
             is_sign_positive is_sign_negative);
         $crate::__impl_real_methods!(@flat floor ceil round trunc signum);
@@ -612,6 +622,21 @@ macro_rules! __impl_real_methods {
             <Self as $crate::Real>::copysign(self, sign)
         }
     };
+    (@consts $($m:ident $v:tt),*) => {
+        $(
+            #[doc = concat!("The constant `", stringify!($m), "` of the number type (so concrete \
+                code writes `Var::", stringify!($m), "()` as generic code writes `T::",
+                stringify!($m), "()`).")]
+            #[inline]
+            #[allow(non_snake_case)]
+            pub fn $m() -> Self {
+                <Self as From<f64>>::from($crate::__impl_real_methods!(@value $v))
+            }
+        )*
+    };
+    (@value 0.0) => { 0.0 };
+    (@value 1.0) => { 1.0 };
+    (@value $c:ident) => { ::core::f64::consts::$c };
     (@const $($m:ident)*) => {
         $(
             #[doc = concat!("`", stringify!($m), "` of the number type (a constant).")]

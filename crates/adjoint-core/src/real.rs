@@ -55,6 +55,8 @@ use num_traits::{FloatConst, Num, ToPrimitive};
 /// | `&a * &b`, `x.iter().map(\|v\| v * v)` | E0369 `cannot multiply &T by &T` | `*a * *b`, `x.iter().map(\|&v\| v * v)` |
 /// | `0.0 < x` | E0308 mismatched types | `x > 0.0` |
 /// | `T::from(3)` (an integer) | E0277 `From<{integer}>` | `T::from(3.0)` |
+/// | `let v: f64 = x.into()`, `f64::from(x)` | E0277 `From<T>` | `x.value()` (the primal value) |
+/// | `x.iter().fold(0.0, \|a, &b\| a + b)` | E0308 mismatched types | `fold(T::zero(), …)` |
 ///
 /// ```compile_fail,E0277
 /// fn f<T: adjoint_core::Real>(x: T) -> T { 2.0 * x }
@@ -112,6 +114,7 @@ pub trait Real:
     + SubAssign<f64>
     + MulAssign<f64>
     + DivAssign<f64>
+    + RemAssign<f64>
     + for<'a> AddAssign<&'a Self>
     + for<'a> SubAssign<&'a Self>
     + for<'a> MulAssign<&'a Self>

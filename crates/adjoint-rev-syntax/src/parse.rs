@@ -567,7 +567,17 @@ impl Parser {
     fn for_stmt(&mut self, input: ParseStream) -> Result<Stmt> {
         let span = input.span();
         let _: Token![for] = input.parse()?;
-        let var: Ident = input.parse()?;
+        let var: Ident = if input.peek(Ident) {
+            input.parse()?
+        } else {
+            // `for (i, v) in x.iter().enumerate()`: a pattern is an iterator's item
+            let pat = syn::Pat::parse_single(input)?;
+            return Err(Error::new_spanned(
+                pat,
+                "a reversible `for` loop binds one integer name over a range: \
+                 `for i in 0..x.len()`, then `x[i]` (no iterators or patterns)",
+            ));
+        };
         let _: Token![in] = input.parse()?;
         let range = Expr::parse_without_eager_brace(input)?;
         let text = format!("for {var} in {}", pretty(&range));

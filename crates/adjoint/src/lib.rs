@@ -26,7 +26,9 @@
 //! Generic code needs one import, `use adjoint::Real`; concrete code on an engine's number type
 //! (`tape::Var`, `forward::Dual64`) needs only that type's module: math methods are inherent.
 //!
-//! 1. **Constants**: `T::from(3.0)` (or `T::cst(3.0)`), `T::zero()`, `T::one()`, `T::PI()`.
+//! 1. **Constants**: `T::from(3.0)` (or `T::cst(3.0)`), `T::zero()`, `T::one()`, `T::PI()`;
+//!    concrete types have the same as inherent functions (`Var::zero()`, `Dual64::PI()`), and
+//!    `x.value()` is the `f64` value.
 //! 2. **`f64` on the right**: `x * 2.0`, `x + 1.0`, `x % 2.0`, `x.max(0.0)`, `x.powf(1.5)`,
 //!    `x.clamp(0.0, 1.0)`. On the left, generic code writes `T::from(1.0) - x` (Rust cannot
 //!    implement `f64 - T` for a generic `T`); concrete types accept `1.0 - x` and `2.0 * x`.

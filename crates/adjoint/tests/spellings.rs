@@ -13,7 +13,9 @@ mod generic {
 
     /// Constants: `T::from(3.0)` (not ambiguous: `Real` is not `NumCast`) and `T::cst`.
     pub fn constants<T: Real>(x: &[T]) -> T {
-        T::from(3.0) * x[0] + T::cst(0.5) * x[1] + T::zero() + T::one() + T::PI() * x[2]
+        let mut r = T::from(3.0) * x[0] + T::cst(0.5) * x[1] + T::zero() + T::one();
+        r %= 100.0;
+        r + T::PI() * x[2]
     }
 
     /// References: `iter().sum()`, `iter().product()`, `s += v` with `v: &T`, `a + &b`.
@@ -104,6 +106,21 @@ mod on_var {
         a + b + c + s + d + e
     }
 
+    /// Constants and the value on the concrete type, as generic code writes them on `T`.
+    #[test]
+    fn concrete_var_constants() {
+        let g = tape::grad(
+            |x: &[Var]| {
+                let mut r = Var::zero() + Var::one() + Var::PI() * x[0] + Var::cst(2.0) * x[1];
+                r %= 5.0;
+                r * Var::E() + Var::TAU() - Var::SQRT_2() + Var::from(x[0].value())
+            },
+            &[0.25, 0.5],
+        );
+        let e = std::f64::consts::E;
+        super::close(&g, &[std::f64::consts::PI * e, 2.0 * e]);
+    }
+
     #[test]
     fn concrete_var_spellings_match_forward_mode() {
         let (y, g) = tape::value_and_grad(|x| f(x), &super::X);
@@ -125,5 +142,10 @@ mod on_dual {
         assert!(0.0 < x && 1.0 > x && 0.7 == x);
         let s: Dual64 = [x, x, x].iter().sum();
         assert_eq!((s.re, s.eps), (0.7 + 0.7 + 0.7, 3.0));
+        let c = Dual64::zero() + Dual64::one() + Dual64::PI() * x + Dual64::cst(2.0);
+        assert_eq!(
+            (c.value(), c.eps),
+            (3.0 + std::f64::consts::PI * 0.7, std::f64::consts::PI)
+        );
     }
 }
