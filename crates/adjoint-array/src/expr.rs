@@ -1089,7 +1089,9 @@ impl Exp {
         self.bin(Op2::Hypot, y)
     }
     /// `self` restricted to `[lo, hi]`, as `f64::clamp` (NaN stays NaN; derivative 1 inside
-    /// and at the bounds, 0 outside in `self`, 1 in the bound taken).
+    /// and at the bounds, 0 outside in `self`, 1 in the bound taken). The bounds are not
+    /// checked when the program runs (`f64::clamp` panics where `lo > hi`): with `lo > hi`,
+    /// values below `lo` give `lo` and all others `hi`.
     ///
     /// ```
     /// use adjoint_array::Builder;

@@ -263,6 +263,17 @@ pub struct DualVec<const N: usize> {
 }
 
 impl<const N: usize> DualVec<N> {
+    /// The value as `f64`, as [`Dual::value`] and the tape's `Var::value`.
+    ///
+    /// ```
+    /// use adjoint_core::forward::DualVec;
+    /// assert_eq!(DualVec::<2>::variable(1.5, 0).value(), 1.5);
+    /// ```
+    #[inline]
+    pub fn value(&self) -> f64 {
+        self.re
+    }
+
     /// A constant (all tangents 0).
     #[inline]
     pub fn constant(re: f64) -> Self {

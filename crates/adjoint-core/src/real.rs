@@ -55,8 +55,14 @@ use num_traits::{FloatConst, Num, ToPrimitive};
 /// | `&a * &b`, `x.iter().map(\|v\| v * v)` | E0369 `cannot multiply &T by &T` | `*a * *b`, `x.iter().map(\|&v\| v * v)` |
 /// | `0.0 < x` | E0308 mismatched types | `x > 0.0` |
 /// | `T::from(3)` (an integer) | E0277 `From<{integer}>` | `T::from(3.0)` |
+///
+/// Two more, on every number type that is not `f64` (concrete ones too: there is no conversion
+/// back to `f64`, and `0.0` is an `f64`):
+///
+/// | you write | error | write instead |
+/// |---|---|---|
 /// | `let v: f64 = x.into()`, `f64::from(x)` | E0277 `From<T>` | `x.value()` (the primal value) |
-/// | `x.iter().fold(0.0, \|a, &b\| a + b)` | E0308 mismatched types | `fold(T::zero(), …)` |
+/// | `x.iter().fold(0.0, \|a, &b\| a + b)` | E0308 mismatched types | `fold(T::zero(), …)`, `Var::zero()` |
 ///
 /// ```compile_fail,E0277
 /// fn f<T: adjoint_core::Real>(x: T) -> T { 2.0 * x }

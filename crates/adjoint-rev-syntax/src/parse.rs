@@ -569,6 +569,12 @@ impl Parser {
         let _: Token![for] = input.parse()?;
         let var: Ident = if input.peek(Ident) {
             input.parse()?
+        } else if input.peek(Token![_]) {
+            let u: Token![_] = input.parse()?;
+            return Err(Error::new_spanned(
+                u,
+                "name the loop variable (`for i in 0..n`): the reversed loop counts with it",
+            ));
         } else {
             // `for (i, v) in x.iter().enumerate()`: a pattern is an iterator's item
             let pat = syn::Pat::parse_single(input)?;

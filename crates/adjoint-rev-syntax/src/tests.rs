@@ -588,3 +588,15 @@ fn indices_that_read_what_a_statement_writes_are_refused() {
         }
     ));
 }
+
+#[test]
+fn for_loops_name_one_variable_over_a_range() {
+    let e = err(
+        quote! { fn f(y: &mut f64, x: &mut Vec<f64>) { for (i, v) in x.iter().enumerate() { y += v; } } },
+    );
+    assert!(e.contains("binds one integer name over a range"), "{e}");
+    let e = err(quote! { fn f(y: &mut f64, n: &mut usize) { for _ in 0..n { y += 1.0; } } });
+    assert!(e.contains("name the loop variable"), "{e}");
+    let e = err(quote! { fn f(y: &mut f64, x: &mut Vec<f64>) { for v in x.iter() { y += v; } } });
+    assert!(e.contains("runs over a range"), "{e}");
+}

@@ -14,7 +14,7 @@ mod generic {
     /// Constants: `T::from(3.0)` (not ambiguous: `Real` is not `NumCast`) and `T::cst`.
     pub fn constants<T: Real>(x: &[T]) -> T {
         let mut r = T::from(3.0) * x[0] + T::cst(0.5) * x[1] + T::zero() + T::one();
-        r %= 100.0;
+        r %= 2.0; // 3.75 at X wraps to 1.75 (derivative 1 either way: `% 2.0` is checked by value)
         r + T::PI() * x[2]
     }
 
@@ -73,6 +73,9 @@ fn generic_spellings_give_gradients_that_match_finite_differences() {
     ] {
         let _ = f(&X);
     }
+    let c = generic::constants(&X);
+    let want = (3.0 * X[0] + 0.5 * X[1] + 1.0) % 2.0 + std::f64::consts::PI * X[2];
+    assert!((c - want).abs() < 1e-14, "{c} vs {want}");
     let g = tape::grad(|x| generic::all(x), &X);
     check::check_gradient(|x| generic::all(x), &X, &g).assert_passed();
     close(&g, &forward::gradient(|x| generic::all(x), &X));
@@ -109,16 +112,19 @@ mod on_var {
     /// Constants and the value on the concrete type, as generic code writes them on `T`.
     #[test]
     fn concrete_var_constants() {
-        let g = tape::grad(
+        let (y, g) = tape::value_and_grad(
             |x: &[Var]| {
                 let mut r = Var::zero() + Var::one() + Var::PI() * x[0] + Var::cst(2.0) * x[1];
-                r %= 5.0;
-                r * Var::E() + Var::TAU() - Var::SQRT_2() + Var::from(x[0].value())
+                r %= 2.0; // 2.785… wraps to 0.785…
+                r * Var::E() + Var::TAU() - Var::SQRT_2() + Var::from(x[0].value() * 4.0)
             },
             &[0.25, 0.5],
         );
-        let e = std::f64::consts::E;
-        super::close(&g, &[std::f64::consts::PI * e, 2.0 * e]);
+        let (pi, e) = (std::f64::consts::PI, std::f64::consts::E);
+        let r = (1.0 + pi * 0.25 + 1.0) % 2.0;
+        let want = r * e + std::f64::consts::TAU - std::f64::consts::SQRT_2 + 1.0;
+        assert!(r < 1.0 && (y - want).abs() < 1e-14, "{y} vs {want}");
+        super::close(&g, &[pi * e, 2.0 * e]);
     }
 
     #[test]
