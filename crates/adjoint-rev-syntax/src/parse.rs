@@ -919,11 +919,19 @@ impl Parser {
             }
             return Ok(Rhs::Op2(v, self.operand(first)?, self.operand(rest[0])?));
         }
+        // reductions a user reaches for: the library's reversible routines
+        let library = match &*name {
+            "sum" => " For `y += x.iter().sum()` call the library's `i_sum(y, x);`.",
+            "dot" => " For a dot product call the library's `i_dot(y, x, z);`.",
+            "norm" => " For a norm call the library's `i_norm(y, sq, x);` (or `i_norm2`).",
+            "mean" => " For a mean call the library's `i_mean(y, x);`.",
+            _ => "",
+        };
         Err(Error::new_spanned(
             at,
             format!(
                 "`{name}` is not an instruction; the right-hand side of `+=` is a variable, `a op b`, or one of {}. \
-                 Call reversible functions as statements (`f(y, x);`) or define an instruction (see `Instruction`)",
+                 Call reversible functions as statements (`f(y, x);`) or define an instruction (see `Instruction`).{library}",
                 known_instructions()
             ),
         ))

@@ -600,3 +600,9 @@ fn for_loops_name_one_variable_over_a_range() {
     let e = err(quote! { fn f(y: &mut f64, x: &mut Vec<f64>) { for v in x.iter() { y += v; } } });
     assert!(e.contains("runs over a range"), "{e}");
 }
+
+#[test]
+fn a_reduction_on_the_right_points_at_the_library() {
+    let e = err(quote! { fn f(y: &mut f64, x: &mut Vec<f64>) { y += x.iter().sum(); } });
+    assert!(e.contains("i_sum(y, x)"), "{e}");
+}
