@@ -920,7 +920,7 @@ impl Parser {
             return Ok(Rhs::Op2(v, self.operand(first)?, self.operand(rest[0])?));
         }
         // reductions a user reaches for: the library's reversible routines
-        let library = match &*name {
+        let library = match name {
             "sum" => " For `y += x.iter().sum()` call the library's `i_sum(y, x);`.",
             "dot" => " For a dot product call the library's `i_dot(y, x, z);`.",
             "norm" => " For a norm call the library's `i_norm(y, sq, x);` (or `i_norm2`).",
