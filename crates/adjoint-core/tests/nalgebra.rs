@@ -239,26 +239,14 @@ fn eigen_gradient_and_hessian_match_finite_differences() {
             fd[i]
         );
     }
+    // each Hessian row is the gradient of that gradient component: the project's checker
     let h = forward::hessian(|v| g(v), &x);
-    for j in 0..x.len() {
-        let step = 1e-5;
-        let (mut a, mut b) = (x, x);
-        a[j] += step;
-        b[j] -= step;
-        let (ga, gb) = (
-            forward::gradient(|v| g(v), &a),
-            forward::gradient(|v| g(v), &b),
-        );
-        for i in 0..x.len() {
-            let d = (ga[i] - gb[i]) / (2.0 * step);
+    for i in 0..x.len() {
+        check_gradient(|y| forward::gradient(|v| g(v), y)[i], &x, &h[i]).assert_passed();
+        for j in 0..x.len() {
             assert!(
-                (h[i][j] - d).abs() < 1e-6 * (1.0 + d.abs()),
-                "H[{i}][{j}] = {} vs {d}",
-                h[i][j]
-            );
-            assert!(
-                (h[i][j] - h[j][i]).abs() < 1e-10 * (1.0 + d.abs()),
-                "H not symmetric at {i},{j}"
+                (h[i][j] - h[j][i]).abs() < 1e-10 * (1.0 + h[i][j].abs()),
+                "H[{i}][{j}]"
             );
         }
     }
@@ -313,6 +301,11 @@ fn eigen_at_a_repeated_eigenvalue_keeps_values_and_the_simple_eigenvalue_s_deriv
     let re: Vec<f64> = vals.iter().map(|v| v.re).collect();
     assert_eq!(re, [1.0, 1.0, 3.0]);
     assert!(vecs.iter().all(|v| v.re.is_finite()), "{vecs:?}");
+    // a fixed-size matrix gives the same
+    let m3 = Matrix3::new(1.0, 0.2, 0.1, 0.2, 1.0, 0.3, 0.1, 0.3, 3.0);
+    let (v3, _) = symmetric_eigen(&m3);
+    let (vd, _) = symmetric_eigen(&a(&[0.2, 0.1, 0.3]));
+    assert_eq!(v3, vd);
     let h = forward::hessian(|v| symmetric_eigen(&a(v)).0[2], &[0.0, 0.0, 0.0]);
     let want = [[0.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]];
     for i in 0..3 {
@@ -328,4 +321,39 @@ fn eigen_at_a_repeated_eigenvalue_keeps_values_and_the_simple_eigenvalue_s_deriv
         forward::gradient(|v| symmetric_eigen(&a(v)).0[2], &[0.0; 3]),
         [0.0; 3]
     );
+    // The same spectrum, rotated: the repeated pair now differs by rounding (1 − 4e-16 and 1),
+    // and the simple eigenvalue's gradient and Hessian are still the function's.
+    fn b<T: Real + nalgebra::Scalar>(v: &[T]) -> DMatrix<T> {
+        let (c, s, u) = (0.3f64.cos(), 0.3f64.sin(), 1.0 / 3f64.sqrt());
+        let cross = [[0.0, -u, u], [u, 0.0, -u], [-u, u, 0.0]];
+        let r = |i: usize, j: usize| {
+            (if i == j { c } else { 0.0 }) + s * cross[i][j] + (1.0 - c) * u * u
+        };
+        let d = [1.0, 1.0, 3.0];
+        let mut m = DMatrix::from_fn(3, 3, |i, j| {
+            T::cst((0..3).map(|k| r(i, k) * d[k] * r(j, k)).sum())
+        });
+        for (k, (i, j)) in [(0, 1), (0, 2), (1, 2)].into_iter().enumerate() {
+            m[(i, j)] += v[k];
+            m[(j, i)] += v[k];
+        }
+        m
+    }
+    let top = |v: &[f64]| symmetric_eigen(&b(v)).0[2];
+    let x = [0.0; 3];
+    check_gradient(
+        top,
+        &x,
+        &forward::gradient(|v| symmetric_eigen(&b(v)).0[2], &x),
+    )
+    .assert_passed();
+    let h = forward::hessian(|v| symmetric_eigen(&b(v)).0[2], &x);
+    for i in 0..3 {
+        check_gradient(
+            |y| forward::gradient(|v| symmetric_eigen(&b(v)).0[2], y)[i],
+            &x,
+            &h[i],
+        )
+        .assert_passed();
+    }
 }

@@ -170,8 +170,7 @@ pub fn like<T>(_target: &T, value: T) -> T {
     message = "`{Self}` is passed where another argument may be the same element at run time, so \
                it is copied into and out of the call and must be `Copy`: pass the whole \
                collection and the indices instead (`f(m, i, j)` for rows `m[i]`, `m[j]`)",
-    label = "may be the same element as another argument",
-    note = "pass the whole collection and the indices instead (`f(m, i, j)` for rows `m[i]`, `m[j]`)"
+    label = "may be the same element as another argument"
 )]
 pub trait SharedArg: Copy {}
 

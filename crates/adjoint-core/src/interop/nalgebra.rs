@@ -560,7 +560,7 @@ macro_rules! impl_nalgebra {
 }
 
 /// Eigenvalues (ascending) and eigenvectors (the columns, in the same order) of the symmetric
-/// matrix whose lower triangle is `a`'s, with derivatives that are those of the mathematical
+/// matrix whose lower triangle is `a`'s (any nalgebra matrix: `DMatrix`, `Matrix3`, a view), with derivatives that are those of the mathematical
 /// function, not of an iteration: use it instead of nalgebra's `symmetric_eigen` wherever
 /// derivatives of an eigen-decomposition matter, above all second ones (Hessians).
 ///
@@ -606,9 +606,14 @@ macro_rules! impl_nalgebra {
 ///
 /// # Panics
 /// If `a` is not square.
-pub fn symmetric_eigen<T>(a: &nalgebra::DMatrix<T>) -> (nalgebra::DVector<T>, nalgebra::DMatrix<T>)
+pub fn symmetric_eigen<T, R, C, S>(
+    a: &nalgebra::Matrix<T, R, C, S>,
+) -> (nalgebra::DVector<T>, nalgebra::DMatrix<T>)
 where
     T: crate::Real + nalgebra::Scalar,
+    R: nalgebra::Dim,
+    C: nalgebra::Dim,
+    S: nalgebra::RawStorage<T, R, C>,
 {
     let n = a.nrows();
     assert_eq!(
