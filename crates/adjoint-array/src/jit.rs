@@ -1370,13 +1370,27 @@ fn arith_partial(
         (Op2::Sub, _) => b.ins().fneg(one),
         (Op2::Mul, 0) => y,
         (Op2::Mul, _) => x,
-        // the rule table: ∂/∂x = 1/y, ∂/∂y = −((x/y)·(1/y)), the same operations
+        // the rule table: ∂/∂x = 1/y, ∂/∂y = −((x/y)·(1/y)), or −((x/y)/y) where 1/y
+        // overflows, the same operations (`x`, `y` are `f64` or `f64x2`)
         (Op2::Div, 0) => b.ins().fdiv(one, y),
         (Op2::Div, _) => {
             let v = b.ins().fdiv(x, y);
             let inv = b.ins().fdiv(one, y);
             let p = b.ins().fmul(v, inv);
-            b.ins().fneg(p)
+            let q = b.ins().fdiv(v, y);
+            let size = b.ins().fabs(inv);
+            let inf = b.ins().f64const(f64::INFINITY);
+            let ty = b.func.dfg.value_type(x);
+            let d = if ty.is_vector() {
+                let inf = b.ins().splat(ty, inf);
+                let m = b.ins().fcmp(FloatCC::Equal, size, inf);
+                let m = b.ins().bitcast(ty, MemFlagsData::new(), m);
+                b.ins().bitselect(m, q, p)
+            } else {
+                let m = b.ins().fcmp(FloatCC::Equal, size, inf);
+                b.ins().select(m, q, p)
+            };
+            b.ins().fneg(d)
         }
         _ => return None,
     })

@@ -451,8 +451,16 @@ pub fn binary<T: Real>(op: Op2, x: T, y: T) -> Rule2<T> {
             // program's quotient in the last bit, and an engine's primal must equal it.
             let inv = y.recip();
             let v = x / y;
-            let dy = -(v * inv);
-            rule(v, inv, dy, zero, -(inv * inv), v * inv * inv * 2.0)
+            // `−x/y²` as `−v · (1/y)`; where `1/y` overflows (|y| below ~5.6e-309) as `−v / y`:
+            // at x = 0 the former is `0 · ∞ = NaN` where the partial is 0 (the tape's
+            // gradient of `x / y` at (0, 1e-310) was NaN in `y`)
+            let (dy, dyy) = if inv.is_finite() {
+                (-(v * inv), v * inv * inv * 2.0)
+            } else {
+                let w = v / y;
+                (-w, w / y * 2.0)
+            };
+            rule(v, inv, dy, zero, -(inv * inv), dyy)
         }
         Op2::Powf => {
             let v = x.powf(y);

@@ -304,7 +304,13 @@ ADJ_DEV void adj_b_div(ADJ_B_ARGS) {
   /* the value is x / y, not x * (1 / y), as in rules.rs */
   double inv = 1.0 / y;
   double q = x / y;
-  ADJ_R2(q, inv, -(q * inv), 0.0, -(inv * inv), q * inv * inv * 2.0);
+  if (isinf(inv)) {
+    /* 1/y overflows: q / y, not q * inv (0 * inf = NaN at x = 0), as in rules.rs */
+    double w = q / y;
+    ADJ_R2(q, inv, -w, 0.0, -(inv * inv), w / y * 2.0);
+  } else {
+    ADJ_R2(q, inv, -(q * inv), 0.0, -(inv * inv), q * inv * inv * 2.0);
+  }
 }
 ADJ_DEV void adj_b_powf(ADJ_B_ARGS) {
   double p = pow(x, y);
