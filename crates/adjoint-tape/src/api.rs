@@ -658,13 +658,16 @@ impl Tape {
     /// assert_eq!(Tape::new().hvp(|x| x[0] * x[0] * x[0], &[2.0], &[1.0]), vec![12.0]);
     /// ```
     ///
-    /// Where `∇f·v` itself comes out NaN, every entry of the product is NaN: an infinite
-    /// partial met a tangent whose value is 0 but which depends on `x` (`‖x‖²` written as
-    /// `x.norm()²` at 0), and the sweep's rule that a zero partial sends nothing would otherwise
-    /// turn that NaN into a finite number, which can be wrong (0 instead of 2). This is all or
-    /// nothing per product: forward over forward, which sees each entry separately, is NaN on
-    /// such a diagonal but may keep finite off-diagonal entries (so a [`hessian`](Tape::hessian)
-    /// can then have a NaN row where its column is finite):
+    /// Where `∇f·v` itself is not finite, every entry of the product is NaN. A NaN there means
+    /// an infinite partial met a tangent whose value is 0 but which depends on `x` (`‖x‖²`
+    /// written as `x.norm()²` at 0); an infinite one, that `H v` is the derivative of a function
+    /// that is infinite at `x` (`∛x` at 0, whose `∇f·v` is `(1/3)·x^(−2/3)`). In both cases the
+    /// sweep's rule that a zero partial sends nothing would otherwise turn the product into a
+    /// finite number, which can be wrong (`x.norm()²`: 0 instead of 2; `∛x`: 0 where `f''` is
+    /// `−∞` to the right of 0 and `+∞` to its left), as forward over forward is NaN there too.
+    /// This is all or nothing per product: forward over forward, which sees each entry
+    /// separately, is NaN on such a diagonal but may keep finite off-diagonal entries (so a
+    /// [`hessian`](Tape::hessian) can then have a NaN row where its column is finite):
     ///
     /// ```
     /// use adjoint_core::forward::Dual;
@@ -702,7 +705,7 @@ impl Tape {
         let mut g = vec![0.0; x.len()];
         self.reverse(&[(y, 1.0)], None, &mut g)
             .unwrap_or_else(|e| panic!("adjoint::tape checked mode: {e}"));
-        if y.v.is_nan() {
+        if !y.v.is_finite() {
             g.fill(f64::NAN);
         }
         g

@@ -810,6 +810,35 @@ fn an_infinite_adjoint_through_a_zero_partial_is_zero() {
     assert_eq!(h[2], fh[2]);
 }
 
+/// The Hessian where the first derivative is infinite (∛x and √x at 0): f'' has no value
+/// there (∛: −∞ to the right, +∞ to the left), and forward over forward says NaN. The tape said
+/// 0 for ∛ (the adjoint −∞ of `1/(3v²)` met the zero partials of `v·v` and was dropped) and
+/// −∞ for √; both are NaN now, as is the row of that input only. Beside 0 both agree with the
+/// closed forms.
+#[test]
+fn hessians_where_the_first_derivative_is_infinite_are_nan() {
+    fn f<T: Real>(x: &[T]) -> T {
+        x[0].cbrt() + x[1].sqrt() + x[2] * x[2]
+    }
+    for z in [0.0, -0.0] {
+        let x = [z, 0.0, 1.5];
+        let h = adjoint_tape::hessian(|v| f(v), &x);
+        let fh = forward::hessian(|v| f(v), &x);
+        for i in 0..2 {
+            assert!(h[i].iter().all(|v| v.is_nan()), "row {i} at {z}: {h:?}");
+            assert!(fh[i][i].is_nan(), "forward mode at {z}: {fh:?}");
+        }
+        assert_eq!(h[2], [0.0, 0.0, 2.0]);
+        assert_eq!(h[2], fh[2]);
+    }
+    let x = [0.001, 0.01, 1.5];
+    let h = adjoint_tape::hessian(|v| f(v), &x);
+    let cbrt2 = -2.0 / 9.0 * 0.001f64.powf(-5.0 / 3.0);
+    let sqrt2 = -0.25 * 0.01f64.powf(-1.5);
+    assert!((h[0][0] - cbrt2).abs() < 1e-9 * cbrt2.abs(), "{h:?}");
+    assert!((h[1][1] - sqrt2).abs() < 1e-9 * sqrt2.abs(), "{h:?}");
+}
+
 /// `%` on tape values: the value is `f64`'s `%` bit for bit (`1.0 % 0.1` is 0.0999…, not 0),
 /// ∂/∂x = 1 and ∂/∂y = −q with q the integer `%` took off (9 here, not 10). Against plain `f64`
 /// and finite differences.
