@@ -192,7 +192,7 @@
 //! ```
 //!
 //! Worked examples: `cargo run -p adjoint --example logistic_lbfgs --features argmin` (logistic
-//! regression by L-BFGS), `--example rosenbrock_newton` (Newton-CG with exact Hessians).
+//! regression by L-BFGS), `--example rosenbrock_newton` (Newton's method with exact Hessians).
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
