@@ -436,13 +436,30 @@ pub mod __private {
         if moves(r.0) || !args.iter().any(|&a| moves(a)) {
             return;
         }
-        let mut sent = T::cst(0.0);
-        for (&a, &p) in args.iter().zip(&r.1) {
+        // The tangent the partials send, term by term (each term's value is 0).
+        let terms = core::array::from_fn::<T, N, _>(|i| {
+            let a = args[i];
             if moves(a) {
-                sent += (a - T::cst(a.value())) * p;
+                (a - T::cst(a.value())) * r.1[i]
+            } else {
+                T::cst(0.0)
             }
+        });
+        let mut sent = T::cst(0.0);
+        for &t in &terms {
+            sent += t;
         }
-        if finite(&sent) && moves(sent) {
+        // A right rule whose derivative along this direction cancels (`x / y` along `(x, y)`)
+        // returns an exact 0 where the terms' sum is a rounding error: a sum that one term,
+        // scaled by 2²⁰, absorbs completely (`(b + sent) − b` exactly 0 in every component) is
+        // below ~1e-10 of that term, and a value computed in `f64` would be as right.
+        let negligible = || {
+            terms.iter().any(|&t| {
+                let b = t * 1_048_576.0;
+                Real::exact_zero(&((b + sent) - b))
+            })
+        };
+        if finite(&sent) && moves(sent) && !negligible() {
             rule_lost_derivative(rule)
         }
     }

@@ -119,3 +119,42 @@ fn a_rule_over_t_at_infinite_arguments_is_not_refused() {
     sp::grad(f64::NEG_INFINITY, &mut d);
     assert_eq!(d, 0.0);
 }
+
+fn ratio(x: f64, y: f64) -> f64 {
+    ratio_rule(x, y).0
+}
+
+/// A right rule over `T` whose value is constant along the direction of its own arguments.
+fn ratio_rule<T: Real>(x: T, y: T) -> (T, [T; 2]) {
+    (x / y, [T::one() / y, -x / (y * y)])
+}
+
+#[differentiable(rule(ratio = ratio_rule))]
+fn r(x: f64, y: f64) -> f64 {
+    ratio(x, y)
+}
+
+#[test]
+fn a_rule_over_t_whose_derivative_cancels_to_zero_is_not_refused() {
+    // x/y along (x, y) does not move: the value's tangent is an exact 0, and the partials
+    // send x·(1/y) − y·(x/y²), 1.1e-16 by rounding; the check took that for a lost derivative
+    // and panicked (a hunter). Forward mode against the closed form 0, and the HVP against
+    // forward over forward of the same quotient.
+    let (x, y) = (2.25, 2.77);
+    assert_eq!(r::primal(Dual::new(x, x), Dual::new(y, y)).eps, 0.0);
+    let (mut dx, mut dy) = (Dual::constant(0.0), Dual::constant(0.0));
+    r::pullback(
+        &mut Workspace::new(),
+        Dual::new(x, x),
+        Dual::new(y, y),
+        &mut dx,
+        &mut dy,
+        Dual::constant(1.0),
+    );
+    // H·(x, y) of x/y: ∂/∂x = 1/y is homogeneous of degree −1, so H·(x, y) = −∇f
+    assert!((dx.eps + 1.0 / y).abs() < 1e-15, "{dx:?}");
+    assert!((dy.eps - x / (y * y)).abs() < 1e-15, "{dy:?}");
+    // and an f64 rule along a direction that moves its value is still refused
+    let m = panic_message(std::panic::catch_unwind(|| g::primal(Dual::new(1.5, 1e-3))));
+    assert!(m.contains("the rule `cube_rule`"), "{m}");
+}
