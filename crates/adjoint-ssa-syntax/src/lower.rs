@@ -3831,7 +3831,12 @@ impl Lower<'_> {
                         let Ev::S(s) = self.expr(&m.receiver, None)? else {
                             return err(&m.receiver, "expected a slice");
                         };
-                        let k = self.nonzero_usize(&m.args[0], "size")?;
+                        let panic = if name == "windows" {
+                            "window size must be non-zero"
+                        } else {
+                            "chunk size must be non-zero"
+                        };
+                        let k = self.nonzero_usize(&m.args[0], "size", panic)?;
                         Ok(match name.as_str() {
                             "windows" => It::Windows(s, k),
                             _ => It::Chunks(s, k, name == "chunks_exact"),
@@ -3855,7 +3860,11 @@ impl Lower<'_> {
                             })
                         }
                         other => {
-                            let s = self.nonzero_usize(&m.args[0], "step")?;
+                            let s = self.nonzero_usize(
+                                &m.args[0],
+                                "step",
+                                "assertion failed: step != 0",
+                            )?;
                             Ok(It::Step(Box::new(other), s))
                         }
                     },
@@ -3919,8 +3928,10 @@ impl Lower<'_> {
     }
 
     /// A `usize` argument of `step_by`, `windows`, `chunks`: a literal zero (which panics in
-    /// Rust) is refused here.
-    fn nonzero_usize(&mut self, e: &Expr, what: &str) -> Result<Val> {
+    /// Rust) is refused here, and any other value is checked where it is computed, with the
+    /// message Rust's own method panics with (`panic`): `windows(0)` ran `len + 1` empty
+    /// windows.
+    fn nonzero_usize(&mut self, e: &Expr, what: &str, panic: &str) -> Result<Val> {
         if let Expr::Lit(syn::ExprLit {
             lit: Lit::Int(i), ..
         }) = strip(e)
@@ -3928,8 +3939,17 @@ impl Lower<'_> {
             if i.base10_parse::<u64>()? == 0 {
                 return err(i, format!("the {what} must not be zero"));
             }
+            return self.usize_arg(e);
         }
-        self.usize_arg(e)
+        let k = self.usize_arg(e)?;
+        let zero = self.usize_const(0);
+        let cond = self.cmp(CmpOp::Ne, k, zero);
+        self.emit(Inst::Assert {
+            cond,
+            msg: panic.into(),
+            debug: false,
+        });
+        Ok(k)
     }
 
     /// The bounds a range's length and items are computed with: as they are for 64-bit types (a

@@ -296,6 +296,12 @@ pub fn infer_ints(f: &mut Func) {
                 // with an `i32`, a compile error in the generated code)
                 known[*idx] = Some(IntTy::Usize);
             }
+            if let Inst::Check { a, b, .. } = i {
+                // an index and a length, or a sub-slice's bounds: a bound that is only passed
+                // on (`let k = 1; g(&x[k..])`) is a `usize` too, not the `i32` default
+                known[*a] = Some(IntTy::Usize);
+                known[*b] = Some(IntTy::Usize);
+            }
             match i {
                 Inst::Load { dst, slice, .. } => {
                     if let Ty::Int(Some(t)) = f.slices[*slice].elem {

@@ -759,3 +759,62 @@ fn shapes_found_in_the_second_review() {
     assert_eq!(v, open_integers(x));
     check::check_gradient(|p| open_integers(p[0]), &[x], &[dx]).assert_passed();
 }
+
+#[differentiable]
+fn horner_sin(x: &[f64], w: f64) -> f64 {
+    let mut s = 0.0;
+    for i in 0..x.len() {
+        s = s * w + x[i].sin();
+    }
+    s
+}
+
+/// Sub-slices whose bounds are untyped integer variables, passed to another function: the
+/// bounds are `usize` as Rust infers (they defaulted to `i32`, and the generated code did not
+/// compile: a hunter).
+#[differentiable]
+fn tail_call(x: &[f64]) -> f64 {
+    let k = 1;
+    horner_sin(&x[k..], 0.5)
+}
+
+#[differentiable]
+fn mid_call(x: &[f64]) -> f64 {
+    let k = 1;
+    let m = 3;
+    horner_sin(&x[k..m], 0.5)
+}
+
+#[differentiable]
+fn bound_call(x: &[f64]) -> f64 {
+    let k = 1;
+    let y = &x[k..];
+    horner_sin(y, 0.5)
+}
+
+#[differentiable]
+fn loop_call(x: &[f64]) -> f64 {
+    let mut t = 0.0;
+    for i in 0..2 {
+        t += horner_sin(&x[i..], 0.5);
+    }
+    t
+}
+
+#[test]
+fn sub_slice_bounds_without_a_type_are_usize() {
+    let x = [0.3, -0.8, 1.1, 0.4];
+    type Primal = fn(&[f64]) -> f64;
+    type Grad = fn(&[f64], &mut [f64]) -> f64;
+    let fns: [(Primal, Grad); 4] = [
+        (tail_call, tail_call::grad),
+        (mid_call, mid_call::grad),
+        (bound_call, bound_call::grad),
+        (loop_call, loop_call::grad),
+    ];
+    for (k, (f, grad)) in fns.into_iter().enumerate() {
+        let mut g = [0.0; 4];
+        assert_eq!(grad(&x, &mut g), f(&x), "{k}");
+        check::check_gradient(f, &x, &g).assert_passed();
+    }
+}

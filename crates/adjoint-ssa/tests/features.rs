@@ -536,6 +536,66 @@ fn a_window_indexed_past_its_end_panics() {
     window_past_its_end::grad(&[1.0, 2.0, 3.0, 4.0, 5.0], &mut g);
 }
 
+/// Windows, chunks and steps of a size known only at run time: zero panics with Rust's own
+/// message, in `primal` and in `grad` (`windows(0)` ran `len + 1` empty windows: a hunter).
+#[differentiable]
+fn sized_iterators(x: &[f64], k: usize, which: usize) -> f64 {
+    let mut s = x[0];
+    if which == 0 {
+        for w in x.windows(k) {
+            s += w.len() as f64 * x[1];
+        }
+    } else if which == 1 {
+        for c in x.chunks(k) {
+            s += c[0] * x[1];
+        }
+    } else if which == 2 {
+        for c in x.chunks_exact(k) {
+            s += c[0] * x[1];
+        }
+    } else {
+        for v in x.iter().step_by(k) {
+            s += v * x[1];
+        }
+    }
+    s
+}
+
+#[test]
+fn a_zero_size_known_at_run_time_panics_as_rust_does() {
+    let x = [0.5, 0.7, 0.9];
+    for (which, msg) in [
+        (0, "window size must be non-zero"),
+        (1, "chunk size must be non-zero"),
+        (2, "chunk size must be non-zero"),
+        (3, "step != 0"),
+    ] {
+        let plain = std::panic::catch_unwind(|| sized_iterators(&x, 0, which));
+        let ours = std::panic::catch_unwind(|| {
+            let mut g = [0.0; 3];
+            sized_iterators::grad(&x, 0, which, &mut g)
+        });
+        let primal = std::panic::catch_unwind(|| sized_iterators::primal(&x[..], 0, which));
+        for r in [plain.err(), ours.err(), primal.err()] {
+            let e = r.expect("a panic");
+            let m = e
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            assert!(m.contains(msg), "{which}: {m}");
+        }
+        // a size of 2 runs as written: gradient against forward mode over `primal`
+        let mut g = [0.0; 3];
+        let v = sized_iterators::grad(&x, 2, which, &mut g);
+        assert_eq!(v, sized_iterators(&x, 2, which));
+        let fg = adjoint_core::forward::gradient(|p| sized_iterators::primal(p, 2, which), &x);
+        for (a, b) in g.iter().zip(&fg) {
+            assert!((a - b).abs() < 1e-12, "{which}: {g:?} vs {fg:?}");
+        }
+    }
+}
+
 /// A sub-slice whose end is past its parent's end (but within the slice it was cut from).
 #[differentiable]
 fn nested_sub_slice(x: &[f64], k: usize) -> f64 {
