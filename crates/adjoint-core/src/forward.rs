@@ -134,7 +134,9 @@ impl<T: Real> Lift for Dual<T> {
         Dual {
             re: r.value,
             eps: if op == Op2::Div {
-                self.eps / c
+                // (`quotient`: `x / 0.0` along a direction that does not move `x` is 0, not
+                // `0 / 0`, as with `Dual::constant(0.0)` for the divisor)
+                quotient(self.eps, c)
             } else if plain(op) {
                 r.dx * self.eps
             } else {
@@ -346,7 +348,7 @@ impl<const N: usize> Lift for DualVec<N> {
         DualVec {
             re: r.value,
             eps: if op == Op2::Div {
-                self.eps.map(|e| e / c)
+                self.eps.map(|e| quotient(e, c))
             } else if plain(op) || r.dx.is_finite() {
                 self.eps.map(|e| r.dx * e)
             } else {

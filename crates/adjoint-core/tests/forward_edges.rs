@@ -64,3 +64,20 @@ fn dualvec_lanes_at_an_infinite_quotient_are_dual_s() {
         assert_eq!(format!("{:?}", c.eps[1]), format!("{:?}", e.eps), "1 / {y}");
     }
 }
+
+#[test]
+fn dividing_by_an_f64_zero_moves_nothing_along_a_direction_that_fixes_the_dividend() {
+    // `x / 0.0 + y`: ∂/∂y = 1 (`self.eps / c` was 0/0 = NaN for the direction along y), as
+    // with `Dual::constant(0.0)` for the divisor and on the tape (a hunter)
+    let g = forward::gradient(|v| v[0] / 0.0 + v[1], &[1.0, 2.0]);
+    assert_eq!(g, vec![f64::INFINITY, 1.0]);
+    assert_eq!(
+        g,
+        forward::gradient(|v| v[0] / Dual64::constant(0.0) + v[1], &[1.0, 2.0])
+    );
+    assert_eq!(Dual64::constant(1.0) / 0.0, Dual64::constant(f64::INFINITY));
+    assert_eq!((Dual64::constant(1.0) / 0.0).eps, 0.0);
+    // DualVec lanes, as Dual's
+    let j = forward::jacobian(|v| vec![v[0] / 0.0 + v[1]], &[1.0, 2.0]);
+    assert_eq!(j, vec![[f64::INFINITY, 1.0]]);
+}
