@@ -108,6 +108,13 @@ impl<T: Real> Lift for Dual<T> {
             re: r.value,
             eps: if smooth(op) {
                 r.d * self.eps
+            } else if overflows(op) {
+                // (a select, not a branch: `exp` in a loop stays as fast as `d · e`)
+                if self.eps.exact_zero() {
+                    T::zero()
+                } else {
+                    r.d * self.eps
+                }
             } else {
                 tangent(r.d, self.eps)
             },
@@ -177,6 +184,15 @@ fn tangent<T: Real>(d: T, e: T) -> T {
     }
 }
 
+/// Unary primitives whose partial is infinite only where their value overflows or their
+/// argument is infinite (`eˣ`, `2ˣ`, `eˣ − 1`, `sinh`, `cosh`, `xⁿ` beyond n = 143): a zero
+/// tangent gives 0 by a select on the tangent (no branch in a loop of `exp`s).
+#[inline(always)]
+fn overflows(op: Op1) -> bool {
+    use Op1::*;
+    matches!(op, Exp | Exp2 | ExpM1 | Sinh | Cosh | Powi(_))
+}
+
 /// A non-finite partial `d` times a [`DualVec`]'s lanes, [`tangent`] per lane; out of line, so
 /// that the common path stays small enough to inline.
 #[cold]
@@ -185,19 +201,22 @@ fn lanes_through_infinity<const N: usize>(d: f64, eps: &[f64; N]) -> [f64; N] {
     eps.map(|e| if e == 0.0 { 0.0 } else { d * e })
 }
 
-/// Unary primitives whose partial is finite wherever their value is (so a zero tangent gives
-/// 0 without a test): not `sqrt`, `cbrt`, `asin`, `acos`, `acosh` at their edges, nor those
-/// that are infinite at a point (`ln`, `recip`, `atanh`, `powi`, `lgamma`, …). `op` is a
-/// constant where `lift1` is inlined.
+/// Unary primitives whose partial is finite at every argument, ±∞ included (so a zero tangent
+/// gives 0 without a test). Not `sqrt`, `cbrt`, `asin`, `acos`, `acosh` at their edges, nor
+/// those that are infinite at a point (`ln`, `recip`, `atanh`, `lgamma`, …), nor those whose
+/// partial is infinite where their value overflows or their argument is infinite (`exp`,
+/// `sinh`, `cosh`; `xⁿ` is kept, below): an overflow that a later operation makes finite again
+/// (`1 / (1 + e⁸⁰⁰)` is 0) had `∞ · 0 = NaN` for every direction's tangent, the directions that
+/// do not move `x` included. `op` is a constant where `lift1` is inlined.
 #[inline(always)]
 fn smooth(op: Op1) -> bool {
     use Op1::*;
     match op {
-        Neg | Exp | Exp2 | ExpM1 | Sin | Cos | Tanh | Atan | Sinh | Cosh | Asinh | Abs | Erf => {
-            true
-        }
-        // n·xⁿ⁻¹ is finite wherever xⁿ is for 0 ≤ n ≤ 143 (overflowing it needs nⁿ > f64::MAX);
-        // beyond, 2¹⁰²³ has the infinite partial 1023·2¹⁰²² (its zero tangent gave NaN)
+        Neg | Sin | Cos | Tanh | Atan | Asinh | Abs | Erf => true,
+        // n·xⁿ⁻¹ is finite wherever xⁿ is for 0 ≤ n ≤ 143 (overflowing it needs nⁿ > f64::MAX;
+        // beyond, 2¹⁰²³ has the infinite partial 1023·2¹⁰²²); it overflows where xⁿ does only
+        // at |x| ≥ ~1e154 (`x.powi(3)` at 1e200), which is left to the fast path: `x.powi(2)`
+        // is the common square, and a test there cost forward mode's BA Jacobian 15 %.
         Powi(n) => (0..=143).contains(&n),
         _ => false,
     }
@@ -205,7 +224,10 @@ fn smooth(op: Op1) -> bool {
 
 /// `+ − × %`: partials that are operand values (or 1, −q), finite wherever the value is, so
 /// their tangents need no test (a test per operation kept LLVM from pairing a `Dual`'s two
-/// lanes: forward mode ran 2–3× slower). `op` is a constant where `lift2` is inlined, so the
+/// lanes: forward mode ran 2–3× slower; a finiteness test on the `f64` factor of `x * c` cost
+/// logistic regression 50 %). So an infinite factor (`x * f64::INFINITY`, or an operand that
+/// overflowed) times a direction that does not move the other operand is `∞ · 0 = NaN`, where
+/// the tape gives 0. `op` is a constant where `lift2` is inlined, so the
 /// choice costs nothing. `÷` has its own form, [`div_tangent`]: its partials 1/y and −x/y²
 /// overflow at a subnormal `y` where `x/y` does not.
 #[inline(always)]
