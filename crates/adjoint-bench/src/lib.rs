@@ -6,8 +6,9 @@
 //!
 //! * [`problems`] — the objectives, written once generically over [`adjoint::Real`], with
 //!   hand-written gradients as references;
-//! * [`harness`] — the registry ([`harness::columns`] is the one place that lists the engines),
-//!   the timing loop and the reports;
+//! * [`harness`] — the registry of the engines over `Real` ([`harness::columns`]: hand, tape,
+//!   forward; the SSA, reversible and ADBench columns are attached in `ssabench`, `revbench`
+//!   and `adbench`), the timing loop and the reports;
 //! * [`sec13`] — the benchmarks of seed 003 §13 with the peers `echidna`, `ad_trait`, `reverse`;
 //! * [`alloc`] — a counting allocator for the peak-memory column.
 //!

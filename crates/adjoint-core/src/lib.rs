@@ -9,8 +9,9 @@
 //! * [`forward`] — forward-mode dual numbers, nestable for higher derivatives;
 //! * [`check`] — finite-difference gradient checking with Richardson extrapolation;
 //! * [`special`] — the polygamma functions behind `lgamma`'s derivatives;
-//! * [`vector`] — slice-level primitives (`dot`, `sum`, `matvec`, `logsumexp`, `axpy`) that each
-//!   engine runs as a whole (one tape entry per result on the tape engine);
+//! * [`vector`] — slice-level primitives (`dot`, `sum`, `matvec`, `logsumexp`, `axpy`): `f64`
+//!   runs vectorised kernels, the tape records `dot`, `sum`, `matvec` and `logsumexp` as one
+//!   entry per result (`axpy` as two entries per element), `Dual` runs the scalar definitions;
 //! * [`interop`] — nalgebra (feature `nalgebra`) and ndarray (feature `ndarray`) support for every
 //!   number type.
 //!

@@ -217,7 +217,7 @@
 //! not compute them). The same holds for a routine uncomputed inside the pass's body or a
 //! callee's (in a branch, say): its uncomputation keeps its ancillas and the inverse's
 //! recomputation takes them back. Petersen gradient: 4.0–6.3 → 2.8–4.9 (the one pass) → 2.8–4.1× the plain program
-//! (keeping).
+//! (keeping; 2.87–3.30× since the twenty-third session's indexed operands, BENCHMARKS.md).
 //!
 //! ```
 //! use adjoint_rev::prelude::*;

@@ -49,7 +49,8 @@
 //! differentiated (restrict with `#[differentiable(wrt(x))]`); integers, `bool` and `&[usize]`
 //! are passive; `&mut [f64]` are
 //! in-place outputs: `pullback` takes their cotangent in `d_out` and leaves there the cotangent of
-//! their initial contents. Functions with `&mut` outputs get `primal` and `pullback` only.
+//! their initial contents. Functions with `&mut` outputs get `primal`, `pullback` and
+//! `pullback_vec`, but no `grad`.
 //!
 //! ```
 //! use adjoint_ssa::{differentiable, Workspace};

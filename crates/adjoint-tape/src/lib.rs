@@ -37,8 +37,9 @@
 //! * **Reverse.** One pass over each tape, last entry first: `adj[opᵢ] += partialᵢ · adj[k]`.
 //!   No hashing, no allocation in steady state ([`Tape`] reuses its buffers).
 //! * **Parallelism.** [`join`] and [`par_map`] run on rayon and record the job graph of seed 003
-//!   §12 (compound ids = job, position). The reverse pass resolves it backwards, running
-//!   independent tasks in parallel. Values from earlier jobs are imported into job-local slots;
+//!   §12 (a value's id is `base + position` in an id range its job reserved, and the owning
+//!   job is found by range: seed 003's compound (job, position) ids). The reverse pass
+//!   resolves it backwards, running independent tasks in parallel. Values from earlier jobs are imported into job-local slots;
 //!   their adjoints flow back at the enclosing fork in a fixed order, so gradients are
 //!   bit-for-bit identical for any number of threads (the paper's atomics are not).
 //! * **Second order.** [`hvp`]/[`hessian`] run `f` on `Dual<Var>` (reverse over forward).

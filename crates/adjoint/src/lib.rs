@@ -14,7 +14,8 @@
 //!
 //! Shared by every engine: [`Real`] (the scalar trait), [`rules`] (the one table of derivative
 //! rules), [`check`] (finite-difference gradient checking), [`vector`] (slice primitives —
-//! `dot`, `sum`, `matvec`, `logsumexp`, `axpy` — that each number type runs as a whole).
+//! `dot`, `sum`, `matvec`, `logsumexp`, `axpy` — which `f64` runs as vectorised kernels and the
+//! tape records as one entry per result, `axpy` excepted).
 //!
 //! **Which engine?** Generic code over [`Real`] with structs, recursion or closures: [`tape`]
 //! (reverse) or [`forward`] (few inputs, or checking). A plain `f64` function with loops over
@@ -38,7 +39,8 @@
 //! 4. **Branches** compare by primal value, with `Self` or `f64`: `if x > 0.0 { … }`,
 //!    `if a < b { … }`; derivatives follow the branch taken.
 //! 5. **Arrays**: write `&[T]` inputs and `Vec<T>` locals; use [`vector`] (`dot`, `sum`,
-//!    `matvec`, `logsumexp`, `axpy`) for slice-level work, which the tape records as one entry.
+//!    `matvec`, `logsumexp`, `axpy`) for slice-level work, which the tape records as one entry
+//!    per result (`dot`, `sum`, `matvec`, `logsumexp`; `axpy` as two entries per element).
 //!
 //! ```
 //! use adjoint::Real;
