@@ -391,6 +391,10 @@ pub fn unary<T: Real>(op: Op1, x: T) -> Rule1<T> {
         Op1::Cosh => r1(x.cosh(), x.sinh(), x.cosh()),
         Op1::Tanh => {
             let v = x.tanh();
+            // `1 − tanh²`, as JAX and PyTorch compute it: its relative error is ~2ε/(1 − tanh²),
+            // 1e-8 at |x| = 10 (mpmath), and it is 0 beyond |x| ≈ 19.06, where tanh rounds to
+            // ±1 (the derivative 4e^(−2|x|) is below 1e-16 there). The compiled array kernels
+            // and the CUDA prelude compute it the same way, bit for bit.
             let d = T::cst(1.0) - v * v;
             r1(v, d, -(v * d * 2.0))
         }
