@@ -143,40 +143,9 @@ macro_rules! impl_real {
             }
         }
 
-        impl<$($gen)*> ::core::ops::Rem for $ty {
-            type Output = Self;
-            /// `x % y`, IEEE `fmod` as on `f64` (the rule table's `Op2::Rem`).
-            #[inline]
-            fn rem(self, rhs: Self) -> Self {
-                $crate::lift::Lift::lift2(self, rhs, $crate::rules::Op2::Rem)
-            }
-        }
-
-        impl<$($gen)*> ::core::ops::Rem<f64> for $ty {
-            type Output = Self;
-            #[inline]
-            fn rem(self, rhs: f64) -> Self {
-                $crate::lift::Lift::lift2_const_right(
-                    self,
-                    <<Self as $crate::lift::Lift>::Inner as ::core::convert::From<f64>>::from(rhs),
-                    $crate::rules::Op2::Rem,
-                )
-            }
-        }
-
-        impl<$($gen)*> ::core::ops::RemAssign for $ty {
-            #[inline]
-            fn rem_assign(&mut self, rhs: Self) {
-                *self = *self % rhs;
-            }
-        }
-
-        impl<$($gen)*> ::core::ops::RemAssign<f64> for $ty {
-            #[inline]
-            fn rem_assign(&mut self, rhs: f64) {
-                *self = *self % rhs;
-            }
-        }
+        // `x % y` is IEEE `fmod` as on `f64` (the rule table's `Op2::Rem`), with `f64` and
+        // references on either side as the other operators (`2.0 % x` did not compile)
+        $crate::__impl_real_binop!([$($gen)*] $ty; Rem rem RemAssign rem_assign Rem);
 
         impl<$($gen)*> ::core::convert::From<f64> for $ty {
             #[inline]

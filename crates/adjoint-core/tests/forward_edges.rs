@@ -120,3 +120,20 @@ fn an_overflow_made_finite_again_leaves_the_other_directions_alone() {
         assert_eq!(j[0][1], 1.0, "case {k} (DualVec): {j:?}");
     }
 }
+
+#[test]
+fn remainder_takes_f64_and_references_on_either_side() {
+    // `2.0 % y` did not compile (only `Dual % f64` did), though the other operators take `f64`
+    // on either side (a hunter). ∂(x % y)/∂y = −trunc(x / y): −1 at (2, 1.5); ∂/∂x = 1.
+    let y = Dual64::variable(1.5);
+    let r = 2.0 % y;
+    assert_eq!((r.re, r.eps), (2.0 % 1.5, -1.0));
+    let r = 2.0 % &y;
+    assert_eq!((r.re, r.eps), (0.5, -1.0));
+    let x = Dual64::variable(2.0);
+    assert_eq!(x % &Dual64::constant(1.5), x % 1.5);
+    assert_eq!((&x % 1.5).eps, 1.0);
+    let mut z = x;
+    z %= &Dual64::constant(1.5);
+    assert_eq!((z.re, z.eps), (0.5, 1.0));
+}
