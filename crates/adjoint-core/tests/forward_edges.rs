@@ -122,6 +122,7 @@ fn an_overflow_made_finite_again_leaves_the_other_directions_alone() {
 }
 
 #[test]
+#[allow(clippy::op_ref)] // the point: these spellings compile
 fn remainder_takes_f64_and_references_on_either_side() {
     // `2.0 % y` did not compile (only `Dual % f64` did), though the other operators take `f64`
     // on either side (a hunter). ∂(x % y)/∂y = −trunc(x / y): −1 at (2, 1.5); ∂/∂x = 1.
