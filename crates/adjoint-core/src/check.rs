@@ -16,6 +16,11 @@
 //! point than the steps (`x.max(0.0)` at 1e-9). There, give the steps yourself
 //! ([`CheckOptions::steps`]). A reference that overflows passes only an equal gradient.
 //!
+//! Each difference divides by the step `x ± h` really takes (far from 0, `x + h` rounds), and
+//! an estimate's error is never taken below the rounding of `f` itself, `ε|f|/h`: a start
+//! whose differences are a few ulps of `f` (`x` at 1e10 with a step of 0.01) quantises, and its
+//! tableau would otherwise claim an error of 0 for a wrong estimate.
+//!
 //! ```
 //! use adjoint_core::check::check_gradient;
 //!
