@@ -28,8 +28,9 @@ fn factorial(n: u32) -> f64 {
 /// ψ⁽ⁿ⁾(x) = (−1)ⁿ ψ⁽ⁿ⁾(1 − x) − π dⁿ/dxⁿ cot(πx), with the cotangent of `x` reduced to
 /// [−½, ½] exactly, so a very negative `x` costs no more than a positive one (for
 /// `n ≤ 32`; higher orders, whose values overflow beyond a few units from the poles anyway, take
-/// |x| steps of the recurrence). At the poles (0, −1, −2, …) the result is NaN for even `n` and
-/// +∞ for odd `n`.
+/// |x| steps of the recurrence, whose terms cancel: no accuracy is promised for `n > 32` at
+/// negative `x`, ψ⁽⁴⁰⁾(−2.5) is far off). At the poles (0, −1, −2, …) the result is NaN for even
+/// `n` and +∞ for odd `n`.
 ///
 /// ```
 /// use adjoint_core::special::polygamma;
