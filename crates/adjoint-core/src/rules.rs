@@ -475,17 +475,23 @@ pub fn binary<T: Real>(op: Op2, x: T, y: T) -> Rule2<T> {
             // itself, and with an active `y` there it read ∂²/∂x∂y = x^(y−1) (4 at (−2, 3))
             // against the table's `dxy = 0`, a Hessian that depended on the order.
             let yk = if x <= zero { T::cst(y.value()) } else { y };
-            let dx = yk * pm1;
-            let dxx = yk * (yk - 1.0) * pm2;
+            // `y · x^(y−1)` is `0 · ∞` at `y = 0` where `x^(y−1)` overflows (x = 0, or a
+            // subnormal x), and `y (y − 1) · x^(y−2)` at `y = 0` and `y = 1`: there `x^y` is
+            // constant or linear, and the partial is 0. (Only there: at a finite `x^(y−1)` the
+            // formula stands, so that a second-order engine still differentiates it in `y`.
+            // Forward mode's Hessian of `x.powf(y)` at (1e-320, 2) was NaN: its `x^(y−2)` is
+            // `x⁰`, whose partial overflowed.)
+            let dx = if y == zero && !pm1.is_finite() {
+                zero
+            } else {
+                yk * pm1
+            };
+            let dxx = if (y == zero || y == one) && !pm2.is_finite() {
+                zero
+            } else {
+                yk * (yk - 1.0) * pm2
+            };
             if x == zero {
-                // `y · 0^(y−1)` is `0 · ∞` at `y = 0`, and `y (y − 1) · 0^(y−2)` at `y = 0` and
-                // `y = 1`: there `x^y` is constant or linear, and the partial is 0.
-                let dx = if y == zero { zero } else { dx };
-                let dxx = if y == zero || y == T::from(1.0) {
-                    zero
-                } else {
-                    dxx
-                };
                 rule(v, dx, zero, dxx, zero, zero)
             } else if x < zero {
                 // x^y is real only at integer y, so it has no derivative in y: those terms are

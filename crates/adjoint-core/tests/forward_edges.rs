@@ -138,3 +138,24 @@ fn remainder_takes_f64_and_references_on_either_side() {
     z %= &Dual64::constant(1.5);
     assert_eq!((z.re, z.eps), (0.5, 1.0));
 }
+
+#[test]
+fn powf_at_a_subnormal_base_with_a_constant_or_linear_exponent() {
+    // x⁰ is constant and x¹ linear, but `y · x^(y−1)` and `y (y − 1) x^(y−2)` were `0 · ∞` where
+    // x^(y−1) or x^(y−2) overflows (a subnormal x): the rule table's ∂/∂x of x^0 at 1e-320 was
+    // NaN (a hunter's Hessian led here). Closed forms: 0, and 0 for the second partials.
+    use adjoint_core::rules::{binary, Op2};
+    let r = binary(Op2::Powf, 1e-320, 0.0);
+    assert_eq!((r.value, r.dx, r.dxx), (1.0, 0.0, 0.0));
+    let r = binary(Op2::Powf, 1e-320, 1.0);
+    assert_eq!((r.dx, r.dxx), (1.0, 0.0));
+    let g = forward::gradient(|v| v[0].powf(v[1]) + v[1], &[1e-320, 0.0]);
+    assert_eq!(g[0], 0.0, "{g:?}");
+    // At ordinary points the formula stands, so that its y-derivative is kept where y = 0 or
+    // 1: ∂²(x^y)/∂x∂y = x^(y−1)(1 + y ln x) is 1/2 at (2, 0) and 1 + ln 2 at (2, 1).
+    let h = forward::hessian(|v| v[0].powf(v[1]), &[2.0, 0.0]);
+    assert!((h[0][1] - 0.5).abs() < 1e-15, "{h:?}");
+    let h = forward::hessian(|v| v[0].powf(v[1]), &[2.0, 1.0]);
+    assert!((h[0][1] - (1.0 + 2f64.ln())).abs() < 1e-15, "{h:?}");
+    assert_eq!(h[0][0], 0.0);
+}
