@@ -42,6 +42,14 @@
 //! engine and the reversible engine's gradients multiply as JAX and PyTorch do (NaN there:
 //! `rev::grad` of a norm at 0 gives NaN where forward mode gives 0), which their docs say.
 //!
+//! Partials are stored numbers, so one that underflows loses what a large adjoint would have
+//! made of it, in every reverse engine (as in JAX and PyTorch; forward mode's quotient rule
+//! `(ẋ − v·ẏ)/y` does not form it): `x / (y·z)` at (1, 1e160, 1) has `∂/∂(y·z)` = −1e-320, a
+//! subnormal with 4 digits, so `∂/∂z` comes out 1e-5 relative off (at 1e200 it is 0). Second
+//! derivatives on the tape differentiate a rule's first partials as written (`x/h`, `y/h` for
+//! `hypot` and `atan2`), so where those overflow or cancel (a subnormal `h`; `hypot(0.5,
+//! 1100)`'s `∂²/∂y²` loses 2 of its digits) the Hessian does too.
+//!
 //! ```
 //! use adjoint_core::rules::{binary, unary, Op1, Op2};
 //! let r = unary(Op1::Sin, 0.5_f64);
