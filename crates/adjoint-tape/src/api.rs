@@ -661,7 +661,8 @@ impl Tape {
     /// Where `∇f·v` itself is not finite, every entry of the product is NaN. A NaN there means
     /// an infinite partial met a tangent whose value is 0 but which depends on `x` (`‖x‖²`
     /// written as `x.norm()²` at 0); an infinite one, that `H v` is the derivative of a function
-    /// that is infinite at `x` (`∛x` at 0, whose `∇f·v` is `(1/3)·x^(−2/3)`). In both cases the
+    /// that is infinite at `x` (`∛x` at 0, whose `∇f·v` is `(1/3)·x^(−2/3)`; an overflow too:
+    /// `eˣ` at 800 gives NaN, not +∞). In both cases the
     /// sweep's rule that a zero partial sends nothing would otherwise turn the product into a
     /// finite number, which can be wrong (`x.norm()²`: 0 instead of 2; `∛x`: 0 where `f''` is
     /// `−∞` to the right of 0 and `+∞` to its left), as forward over forward is NaN there too.
