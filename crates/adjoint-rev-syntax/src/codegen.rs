@@ -166,14 +166,35 @@ impl Gen<'_> {
                 args,
                 keep,
             } => self.call(func, *inverse, args, s, checks, *keep),
-            Kind::Let { name, ty, init } => {
+            Kind::Let {
+                name,
+                ty,
+                init,
+                copy,
+            } => {
                 let init = self.rw(init);
                 let ty = ty.as_ref().map(|t| quote!(: #t));
+                // A copy of a variable starts without its gradient (`let a = 0; a += x;`).
+                let init = match copy {
+                    Some(_) => quote_spanned!(span=> #k::copy_of(#init)),
+                    None => init.to_token_stream(),
+                };
                 quote_spanned!(span=> #[allow(unused_mut, unused_variables)] let mut #name #ty = #init;)
             }
-            Kind::Unlet { name, ty, init } => {
+            Kind::Unlet {
+                name,
+                ty,
+                init,
+                copy,
+            } => {
+                // A copy of a variable gives its gradient back to it (`a -= x; unlet a = 0;`).
+                let give = copy.as_ref().map(|p| {
+                    let mut pre = quote!();
+                    let p = self.hoist_indices(self.rw(p), &mut pre, span);
+                    quote_spanned!(span=> { #pre #k::Ancilla::give_gradient(&#name, &mut #p); })
+                });
                 if !checks {
-                    return quote!();
+                    return give.unwrap_or_default();
                 }
                 let init = self.rw(init);
                 let ty = ty.as_ref().map(|t| quote!(: #t));
@@ -186,6 +207,7 @@ impl Gen<'_> {
                         return ::core::result::Result::Err(#k::InvertibilityError::deallocation(
                             #site, #n, ::std::format!("{:?}", #expected), ::std::format!("{:?}", #name)));
                     }
+                    #give
                 })
             }
             Kind::If {
@@ -499,7 +521,7 @@ impl Gen<'_> {
                         _ => pre.extend(quote_spanned!(span=> let mut #n = #l;)),
                     }
                 }
-                Operand::Const(c) => {
+                Operand::Const(c) | Operand::Copy(c, _) => {
                     let c = self.rw(c);
                     pre.extend(quote_spanned!(span=> let mut #n = #c;))
                 }
@@ -641,6 +663,20 @@ impl Gen<'_> {
                     if checks {
                         post.extend(self.constant_check(&n, &e, s));
                     }
+                    passed.push(quote!(&mut #n));
+                }
+                Operand::Copy(e, p) => {
+                    // (a copy, as `let c = x; f(c); unlet c = x;` makes it: what flows into it
+                    // reaches `x`)
+                    let n = self.tmp();
+                    let k = self.krate;
+                    let e = self.rw(e);
+                    pre.extend(quote_spanned!(span=> let mut #n = #k::copy_of(#e);));
+                    if checks {
+                        post.extend(self.constant_check(&n, &e, s));
+                    }
+                    let p = self.hoist_indices(self.rw(p), &mut post, span);
+                    post.extend(quote_spanned!(span=> #k::Ancilla::give_gradient(&#n, &mut #p);));
                     passed.push(quote!(&mut #n));
                 }
             }

@@ -44,15 +44,27 @@ fn invert_stmt(s: &Stmt) -> Stmt {
             inverse: !inverse,
             args: args.clone(),
         },
-        Kind::Let { name, ty, init } => Kind::Unlet {
+        Kind::Let {
+            name,
+            ty,
+            init,
+            copy,
+        } => Kind::Unlet {
             name: name.clone(),
             ty: ty.clone(),
             init: init.clone(),
+            copy: copy.clone(),
         },
-        Kind::Unlet { name, ty, init } => Kind::Let {
+        Kind::Unlet {
+            name,
+            ty,
+            init,
+            copy,
+        } => Kind::Let {
             name: name.clone(),
             ty: ty.clone(),
             init: init.clone(),
+            copy: copy.clone(),
         },
         // Branches, loops and blocks: their bodies inverted; an `if`'s or `while`'s pre- and
         // post-conditions trade places, a `for` loop runs the other way.

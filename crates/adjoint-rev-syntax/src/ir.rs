@@ -31,12 +31,16 @@ pub enum Operand {
     Lit(Expr),
     /// An expression that mentions no variable of the function: evaluated into a temporary.
     Const(Expr),
+    /// A call argument that copies a variable, field or element (`x.clone()`): passed as a
+    /// temporary that starts without the variable's gradient and gives it its gradient after
+    /// the call. The expression as written, and the place.
+    Copy(Expr, Expr),
 }
 
 impl Operand {
     pub fn expr(&self) -> &Expr {
         match self {
-            Operand::Place(e) | Operand::Lit(e) | Operand::Const(e) => e,
+            Operand::Place(e) | Operand::Lit(e) | Operand::Const(e) | Operand::Copy(e, _) => e,
         }
     }
 }
@@ -98,12 +102,18 @@ pub enum Kind {
         name: Ident,
         ty: Option<Type>,
         init: Expr,
+        /// The variable, field or element that `init` copies (`let a = x;`, `let a =
+        /// v[i].clone();`): the ancilla starts without its gradient.
+        copy: Option<Expr>,
     },
     /// `unlet x = init;`: deallocate an ancilla after checking it is back to `init`.
     Unlet {
         name: Ident,
         ty: Option<Type>,
         init: Expr,
+        /// The place `init` copies: the ancilla's gradient goes to it (as `x -= v; unlet x =
+        /// 0;` would send it).
+        copy: Option<Expr>,
     },
     /// `if (pre, post) { then } else { els }`.
     If {

@@ -100,6 +100,11 @@ fn parse_func(input: ParseStream) -> Result<Func> {
     let mut p = Parser {
         vars: params.iter().map(|(n, _)| n.to_string()).collect(),
         loop_vars: Vec::new(),
+        read_only: params
+            .iter()
+            .filter(|(_, t)| matches!(t, Type::Reference(r) if r.mutability.is_none()))
+            .map(|(n, _)| n.to_string())
+            .collect(),
     };
     let body = p.stmts(&content)?;
     Ok(Func {
@@ -155,6 +160,9 @@ struct Parser {
     /// The variables of the `for` loops around the statement being read: read-only, so an
     /// operand or argument that is one is passed as a copy (a constant of the iteration).
     loop_vars: Vec<String>,
+    /// Parameters that hold a shared reference (`x: &mut &[f64]`): data that is read, never
+    /// written (nor given gradients).
+    read_only: Vec<String>,
 }
 
 const UNARY: &[(&str, &str)] = &[
@@ -312,8 +320,14 @@ impl Parser {
         if input.peek(Token![let]) {
             let _: Token![let] = input.parse()?;
             let (name, ty, init, text) = self.binding(input, "let")?;
+            let copy = self.copied_place(&init);
             return Ok(Stmt {
-                kind: Kind::Let { name, ty, init },
+                kind: Kind::Let {
+                    name,
+                    ty,
+                    init,
+                    copy,
+                },
                 text,
                 span,
             });
@@ -327,8 +341,14 @@ impl Parser {
         {
             let _: Ident = input.parse()?;
             let (name, ty, init, text) = self.binding(input, "unlet")?;
+            let copy = self.copied_place(&init);
             return Ok(Stmt {
-                kind: Kind::Unlet { name, ty, init },
+                kind: Kind::Unlet {
+                    name,
+                    ty,
+                    init,
+                    copy,
+                },
                 text,
                 span,
             });
@@ -792,6 +812,22 @@ impl Parser {
         }
     }
 
+    /// The place an ancilla's initial value copies, if it is one: a variable, field or element
+    /// (`x`, `v[i]`, `s.f`), or `.clone()` of one, rooted at a parameter or ancilla that can be
+    /// written (not a loop variable, not read-only data such as `x: &mut &[f64]`).
+    fn copied_place(&self, init: &Expr) -> Option<Expr> {
+        let e = match strip_parens(init) {
+            Expr::MethodCall(m) if m.method == "clone" && m.args.is_empty() => &*m.receiver,
+            e => e,
+        };
+        let root = place_path(e).0;
+        (is_place(e)
+            && self.vars.contains(&root)
+            && !self.loop_vars.contains(&root)
+            && !self.read_only.contains(&root))
+        .then(|| strip_parens(e).clone())
+    }
+
     fn root_is_var(&self, e: &Expr) -> bool {
         self.vars.contains(&place_path(e).0)
     }
@@ -994,8 +1030,11 @@ impl Parser {
         if is_place(e) && self.root_is_var(e) {
             return Ok(Operand::Place(strip_parens(e).clone()));
         }
+        if let Some(place) = self.copied_place(e) {
+            return Ok(Operand::Copy(e.clone(), place));
+        }
         if let Expr::Call(c) = e {
-            if let Some(arg) = c.args.iter().find(|a| self.mentions_var(a) && !is_place(a)) {
+            if let Some(arg) = c.args.iter().find(|a| self.mentions_state(a) && !is_place(a)) {
                 return Err(Error::new_spanned(
                     arg,
                     "nested call: compute the inner value into an ancilla first",
@@ -1017,11 +1056,6 @@ impl Parser {
         })
     }
 
-    fn mentions_var(&self, e: &Expr) -> bool {
-        let mut v = Idents::default();
-        v.visit_expr(e);
-        v.0.iter().any(|i| self.vars.contains(&i.to_string()))
-    }
 }
 
 /// Every single-segment path in an expression.

@@ -328,6 +328,33 @@ pub trait Ancilla {
     /// ```
     #[inline(always)]
     fn clear_gradient(&mut self) {}
+
+    /// Add the gradient riding on `self` to `to`'s: a [`GVar`](crate::GVar)'s gradient (every
+    /// lane), containers element by element, nothing for other types. An ancilla initialised as
+    /// a copy of a variable (`let a = x;` or `let a = x.clone();`) starts with no gradient and
+    /// gives its gradient to that variable where it is deallocated (`unlet a = x;`), as
+    /// `let a = 0; a += x;` … `a -= x; unlet a = 0;` would: what flowed into the copy reaches
+    /// `x`.
+    ///
+    /// ```
+    /// use adjoint_rev::{Ancilla, GVar};
+    /// let mut x = GVar::new(3.0, 1.0);
+    /// GVar::new(3.0, 0.5).give_gradient(&mut x);
+    /// assert_eq!((x.x, x.g), (3.0, 1.5));
+    /// ```
+    #[inline(always)]
+    fn give_gradient(&self, to: &mut Self) {
+        let _ = to;
+    }
+}
+
+/// An ancilla copied from a variable: its value, without the variable's gradient (used by
+/// generated code for `let a = x;`).
+#[doc(hidden)]
+#[inline(always)]
+pub fn copy_of<T: Ancilla>(mut a: T) -> T {
+    a.clear_gradient();
+    a
 }
 
 /// `T::PASSIVE` for a value (used by generated code).
@@ -412,6 +439,11 @@ impl<T: Ancilla, G: crate::gvar::ExactZero + adjoint_core::Cotangent<T>> Ancilla
         self.g = G::zero();
         self.x.clear_gradient();
     }
+    #[inline(always)]
+    fn give_gradient(&self, to: &mut Self) {
+        to.g += self.g;
+        self.x.give_gradient(&mut to.x);
+    }
 }
 
 impl<T: Ancilla> Ancilla for adjoint_core::forward::Dual<T> {
@@ -430,6 +462,11 @@ impl<T: Ancilla> Ancilla for adjoint_core::forward::Dual<T> {
         self.re.clear_gradient();
         self.eps.clear_gradient();
     }
+    #[inline(always)]
+    fn give_gradient(&self, to: &mut Self) {
+        self.re.give_gradient(&mut to.re);
+        self.eps.give_gradient(&mut to.eps);
+    }
 }
 
 impl<T: Ancilla> Ancilla for num_complex::Complex<T> {
@@ -437,6 +474,16 @@ impl<T: Ancilla> Ancilla for num_complex::Complex<T> {
         self.re.restored(&value.re) && self.im.restored(&value.im)
     }
     const PASSIVE: bool = T::PASSIVE;
+    #[inline(always)]
+    fn clear_gradient(&mut self) {
+        self.re.clear_gradient();
+        self.im.clear_gradient();
+    }
+    #[inline(always)]
+    fn give_gradient(&self, to: &mut Self) {
+        self.re.give_gradient(&mut to.re);
+        self.im.give_gradient(&mut to.im);
+    }
 }
 
 impl<T: Ancilla> Ancilla for crate::ULog<T> {
@@ -444,6 +491,14 @@ impl<T: Ancilla> Ancilla for crate::ULog<T> {
         self.log.restored(&value.log)
     }
     const PASSIVE: bool = T::PASSIVE;
+    #[inline(always)]
+    fn clear_gradient(&mut self) {
+        self.log.clear_gradient();
+    }
+    #[inline(always)]
+    fn give_gradient(&self, to: &mut Self) {
+        self.log.give_gradient(&mut to.log);
+    }
 }
 
 impl<T: Ancilla> Ancilla for Vec<T> {
@@ -458,6 +513,12 @@ impl<T: Ancilla> Ancilla for Vec<T> {
     fn clear_gradient(&mut self) {
         if !T::PASSIVE {
             self.iter_mut().for_each(Ancilla::clear_gradient);
+        }
+    }
+    #[inline(always)]
+    fn give_gradient(&self, to: &mut Self) {
+        if !T::PASSIVE {
+            self.iter().zip(to.iter_mut()).for_each(|(a, b)| a.give_gradient(b));
         }
     }
 }
@@ -475,6 +536,12 @@ impl<T: Ancilla, const N: usize> Ancilla for [T; N] {
     fn clear_gradient(&mut self) {
         if !T::PASSIVE {
             self.iter_mut().for_each(Ancilla::clear_gradient);
+        }
+    }
+    #[inline(always)]
+    fn give_gradient(&self, to: &mut Self) {
+        if !T::PASSIVE {
+            self.iter().zip(to.iter_mut()).for_each(|(a, b)| a.give_gradient(b));
         }
     }
 }

@@ -49,9 +49,9 @@
 //! | `INC(x)` / `DEC(x)` | `x ± 1` | `DEC` / `INC` |
 //! | `ROTL(x, k)` / `ROTR(x, k)` | rotate an integer's bits by `k: u32` | `ROTR` / `ROTL` |
 //! | `NAME(args)` | your [`Instruction`] | its `inverse` |
-//! | `g(args)` | call a reversible function | `~g(args)` (`g::uncall`) |
-//! | `let x = v;` | allocate an ancilla (NiLang `x ← v`) | `unlet x = v;` |
-//! | `unlet x = v;` | check `x == v`, deallocate (NiLang `x → v`) | `let x = v;` |
+//! | `g(args)` | call a reversible function (an argument `x.clone()` is a copy the callee may not change; what flows into it reaches `x`) | `~g(args)` (`g::uncall`) |
+//! | `let x = v;` | allocate an ancilla (NiLang `x ← v`); where `v` is a variable, field or element (or its `.clone()`), `x` is a copy that starts without `v`'s gradient | `unlet x = v;` |
+//! | `unlet x = v;` | check `x == v`, deallocate (NiLang `x → v`); a copy of a variable gives its gradient to `v`, as `x -= v; unlet x = 0;` would. Any other `v` is a constant: gradients do not flow into what it is computed from | `let x = v;` |
 //! | `@routine { … }` … `~@routine;` | compute, use, uncompute (`@routine name { … }` … `~@routine name;` for named ones, undone in any order) | the same (the middle inverted) |
 //! | `~{ … }` | the block's inverse, in place | `{ … }` |
 //! | `if (pre, post) { A } else { B }` | branch on `pre`; check `post == pre` after | `if (post, pre) { ~A } else { ~B }` |
@@ -343,7 +343,7 @@ pub use num_complex::Complex;
 #[doc(hidden)]
 pub use ad::NotGeneric;
 #[doc(hidden)]
-pub use error::{distinct, no_gradient, passive, same};
+pub use error::{copy_of, distinct, no_gradient, passive, same};
 #[doc(hidden)]
 pub use lit::{like, lit, literal_bits, shared_arg, SharedArg};
 
