@@ -156,6 +156,10 @@ impl<T: Real + Ancilla + ExactZero, G: Gradient<T>> Arith for GVar<T, G> {
         }
     }
     #[inline(always)]
+    fn magnitude(&self) -> f64 {
+        self.x.value().abs()
+    }
+    #[inline(always)]
     fn acc_id(y: &mut Self, x: &mut Self, plus: bool) {
         if plus {
             y.x += x.x;

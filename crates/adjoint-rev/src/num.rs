@@ -50,6 +50,13 @@ pub trait Arith: Copy + Debug + PartialEq + Ancilla + 'static {
     /// integers, correctly rounded for fixed point (both checked at compile time), through
     /// [`from_f64`](Arith::from_f64) for floating point (the default).
     const LITERALS: Literals = Literals::Float;
+    /// `|self|` as an `f64`, to choose between equivalent formulas (complex division scales by
+    /// the larger part of the divisor); NaN where the type has no such magnitude.
+    #[doc(hidden)]
+    #[inline(always)]
+    fn magnitude(&self) -> f64 {
+        f64::NAN
+    }
     /// A literal of reversible code: `neg` and `mag` are the sign and magnitude of its bits in
     /// this type as [`LITERALS`](Arith::LITERALS) describes them (the integer itself, or the
     /// fixed-point bits), already checked to fit; `value` is the literal's nearest `f64`. The
@@ -242,6 +249,10 @@ macro_rules! real_impls {
                 (!v.is_finite()).then(|| v.to_string())
             }
             #[inline(always)]
+            fn magnitude(&self) -> f64 {
+                Real::value(self).abs()
+            }
+            #[inline(always)]
             fn acc_id(y: &mut Self, x: &mut Self, plus: bool) {
                 if plus { *y += *x } else { *y -= *x }
             }
@@ -308,6 +319,10 @@ real_impls!([T: Real + Ancilla] Dual<T>, |v| <Dual<T> as Real>::cst(v));
 impl Arith for f32 {
     fn from_f64(v: f64) -> Self {
         v as f32
+    }
+    #[inline(always)]
+    fn magnitude(&self) -> f64 {
+        self.abs() as f64
     }
     const LITERALS: Literals = Literals::Float32;
     #[inline(always)]
@@ -393,11 +408,16 @@ impl Scale for f32 {
 /// (seed 001 Section 2). One body for both; they differ only in how a literal converts: its
 /// bits, checked at compile time to fit (`$bits` is the type of the raw bits).
 macro_rules! wrapping_impls {
-    ([$($g:tt)*] $t:ty, $from:expr, $lits:expr, $bits:ty, $from_bits:expr) => {
+    ([$($g:tt)*] $t:ty, $from:expr, $to:expr, $lits:expr, $bits:ty, $from_bits:expr) => {
         impl<$($g)*> Arith for $t {
             #[inline(always)]
             fn from_f64(v: f64) -> Self {
                 $from(v)
+            }
+            #[inline(always)]
+            fn magnitude(&self) -> f64 {
+                let to: fn(&Self) -> f64 = $to;
+                to(self).abs()
             }
             const LITERALS: Literals = $lits;
             #[inline(always)]
@@ -445,6 +465,7 @@ macro_rules! int_impls {
         wrapping_impls!(
             [] $t,
             |v: f64| v as $t,
+            |v: &$t| *v as f64,
             Literals::Int { signed: <$t>::MIN != 0, bits: <$t>::BITS },
             $t,
             |b: $t| b
@@ -456,6 +477,7 @@ int_impls!(i8, i16, i32, i64, i128, isize, u8, u16, u32, u64, u128, usize);
 wrapping_impls!(
     [F: LeEqU32 + 'static] FixedI32<F>,
     |v: f64| FixedI32::<F>::from_num(v),
+    |v: &FixedI32<F>| v.to_num::<f64>(),
     Literals::Fixed { bits: 32, frac: FixedI32::<F>::FRAC_NBITS },
     i32,
     FixedI32::<F>::from_bits
@@ -463,6 +485,7 @@ wrapping_impls!(
 wrapping_impls!(
     [F: LeEqU64 + 'static] FixedI64<F>,
     |v: f64| FixedI64::<F>::from_num(v),
+    |v: &FixedI64<F>| v.to_num::<f64>(),
     Literals::Fixed { bits: 64, frac: FixedI64::<F>::FRAC_NBITS },
     i64,
     FixedI64::<F>::from_bits
@@ -474,13 +497,25 @@ impl<T: Arith> Arith for Complex<T> {
     fn from_f64(v: f64) -> Self {
         Complex::new(T::from_f64(v), T::zero())
     }
-    /// `a / b` divides by `|b|²` as `complex_div` computes it in `T` (exactly 0 for `b = 0`,
-    /// and possibly for `b ≠ 0` on wrapping integers or fixed point): undefined where `T`'s
-    /// own division by it is.
+    /// `a / b` is undefined where `T`'s own division by what `complex_div` divides by is: on
+    /// integers `|b|²` (0 for `b = 0`, and where it wraps to 0), elsewhere `b`'s larger part
+    /// (0 only for `b = 0`).
     #[inline(always)]
     fn undefined(op: Op2, a: &Self, b: &Self) -> Option<String> {
         if op != Op2::Div {
             return None;
+        }
+        if !matches!(T::LITERALS, Literals::Int { .. })
+            && !b.re.magnitude().is_nan()
+            && !b.im.magnitude().is_nan()
+        {
+            let big = if b.re.magnitude() >= b.im.magnitude() { &b.re } else { &b.im };
+            return T::undefined(Op2::Div, &T::one(), big).map(|_| {
+                format!(
+                    "division by zero: ({:?} + {:?}i) / ({:?} + {:?}i)",
+                    a.re, a.im, b.re, b.im
+                )
+            });
         }
         let (mut re, mut im) = (b.re, b.im);
         let mut d = T::zero();
@@ -599,9 +634,19 @@ fn complex_square<T: Arith>(y: &mut Complex<T>, a: &mut Complex<T>, plus: bool) 
     }
 }
 
-/// `y ±= a / b` on complex numbers (`b` is `None` when it is the same place as `a`): `a · (1/b)`,
-/// with `1/b = conj(b)/|b|²` computed into ancillas and uncomputed. `b` is only ever read, and
-/// never in the same instruction as `a`.
+/// `y ±= a / b` on complex numbers (`b` is `None` when it is the same place as `a`).
+///
+/// - Integers: `(a · conj b) / |b|²`, each part divided once, as `num_complex` divides (a
+///   quotient `(6 + 8i) / (3 + 4i)` of 2, where `1/b` would truncate to 0).
+/// - Floating and fixed point: Smith's algorithm, scaled by the divisor's larger part so that
+///   nothing squares it (`|b|²` overflows from |b| ≈ 1e154 in `f64`, and wraps at 182 in
+///   `I16F16`): with `r = b.im / b.re` (|b.re| ≥ |b.im|), `a / b = ((a.re + a.im·r) +
+///   (a.im − a.re·r)i) / (b.re + b.im·r)`, the other case mirrored.
+///
+/// Every intermediate is an ancilla computed by the part type's own instructions and uncomputed,
+/// so `Complex<GVar<f64>>` carries gradients through it; `b` is only read, and never in the same
+/// instruction as `a`. (Types without a [`magnitude`](Arith::magnitude) take `a · (1/b)`, `1/b
+/// = conj(b)/|b|²`.)
 #[inline(always)]
 fn complex_div<T: Arith>(
     y: &mut Complex<T>,
@@ -617,15 +662,82 @@ fn complex_div<T: Arith>(
             }
         };
     }
-    let mut d = T::zero();
-    T::acc_arith_same(&mut d, Op2::Mul, &mut b!().re, true);
-    T::acc_arith_same(&mut d, Op2::Mul, &mut b!().im, true);
-    let mut c = Complex::new(T::zero(), T::zero());
-    T::acc_arith(&mut c.re, Op2::Div, &mut b!().re, &mut d, true);
-    T::acc_arith(&mut c.im, Op2::Div, &mut b!().im, &mut d, false);
-    complex_mul(y, a, &mut c, plus);
-    T::acc_arith(&mut c.im, Op2::Div, &mut b!().im, &mut d, true);
-    T::acc_arith(&mut c.re, Op2::Div, &mut b!().re, &mut d, false);
-    T::acc_arith_same(&mut d, Op2::Mul, &mut b!().im, false);
-    T::acc_arith_same(&mut d, Op2::Mul, &mut b!().re, false);
+    if matches!(T::LITERALS, Literals::Int { .. }) {
+        // (plain integers carry no gradient: copies will do)
+        let (mut br, mut bi) = (b!().re, b!().im);
+        let (mut ar, mut ai) = (a.re, a.im);
+        let (mut d, mut nr, mut ni) = (T::zero(), T::zero(), T::zero());
+        T::acc_arith_same(&mut d, Op2::Mul, &mut br, true);
+        T::acc_arith_same(&mut d, Op2::Mul, &mut bi, true);
+        T::acc_arith(&mut nr, Op2::Mul, &mut ar, &mut br, true);
+        T::acc_arith(&mut nr, Op2::Mul, &mut ai, &mut bi, true);
+        T::acc_arith(&mut ni, Op2::Mul, &mut ai, &mut br, true);
+        T::acc_arith(&mut ni, Op2::Mul, &mut ar, &mut bi, false);
+        T::acc_arith(&mut y.re, Op2::Div, &mut nr, &mut d, plus);
+        T::acc_arith(&mut y.im, Op2::Div, &mut ni, &mut d, plus);
+        return;
+    }
+    let (mr, mi) = (b!().re.magnitude(), b!().im.magnitude());
+    if mr.is_nan() || mi.is_nan() {
+        let mut d = T::zero();
+        T::acc_arith_same(&mut d, Op2::Mul, &mut b!().re, true);
+        T::acc_arith_same(&mut d, Op2::Mul, &mut b!().im, true);
+        let mut c = Complex::new(T::zero(), T::zero());
+        T::acc_arith(&mut c.re, Op2::Div, &mut b!().re, &mut d, true);
+        T::acc_arith(&mut c.im, Op2::Div, &mut b!().im, &mut d, false);
+        complex_mul(y, a, &mut c, plus);
+        T::acc_arith(&mut c.im, Op2::Div, &mut b!().im, &mut d, true);
+        T::acc_arith(&mut c.re, Op2::Div, &mut b!().re, &mut d, false);
+        T::acc_arith_same(&mut d, Op2::Mul, &mut b!().im, false);
+        T::acc_arith_same(&mut d, Op2::Mul, &mut b!().re, false);
+        return;
+    }
+    // `big` is the divisor's larger part, `small` the other; `re_big` says which is which.
+    let re_big = mr >= mi;
+    let (mut r, mut den, mut tr, mut ti) = (T::zero(), T::zero(), T::zero(), T::zero());
+    {
+        let bb = b!();
+        let (big, small) = if re_big {
+            (&mut bb.re, &mut bb.im)
+        } else {
+            (&mut bb.im, &mut bb.re)
+        };
+        T::acc_arith(&mut r, Op2::Div, small, big, true);
+        T::acc_id(&mut den, big, true);
+        T::acc_arith(&mut den, Op2::Mul, small, &mut r, true);
+    }
+    // re_big: tr = a.re + a.im·r, ti = a.im − a.re·r; else tr = a.re·r + a.im, ti = a.im·r − a.re.
+    if re_big {
+        T::acc_id(&mut tr, &mut a.re, true);
+        T::acc_arith(&mut tr, Op2::Mul, &mut a.im, &mut r, true);
+        T::acc_id(&mut ti, &mut a.im, true);
+        T::acc_arith(&mut ti, Op2::Mul, &mut a.re, &mut r, false);
+    } else {
+        T::acc_arith(&mut tr, Op2::Mul, &mut a.re, &mut r, true);
+        T::acc_id(&mut tr, &mut a.im, true);
+        T::acc_arith(&mut ti, Op2::Mul, &mut a.im, &mut r, true);
+        T::acc_id(&mut ti, &mut a.re, false);
+    }
+    T::acc_arith(&mut y.re, Op2::Div, &mut tr, &mut den, plus);
+    T::acc_arith(&mut y.im, Op2::Div, &mut ti, &mut den, plus);
+    if re_big {
+        T::acc_arith(&mut ti, Op2::Mul, &mut a.re, &mut r, true);
+        T::acc_id(&mut ti, &mut a.im, false);
+        T::acc_arith(&mut tr, Op2::Mul, &mut a.im, &mut r, false);
+        T::acc_id(&mut tr, &mut a.re, false);
+    } else {
+        T::acc_id(&mut ti, &mut a.re, true);
+        T::acc_arith(&mut ti, Op2::Mul, &mut a.im, &mut r, false);
+        T::acc_id(&mut tr, &mut a.im, false);
+        T::acc_arith(&mut tr, Op2::Mul, &mut a.re, &mut r, false);
+    }
+    let bb = b!();
+    let (big, small) = if re_big {
+        (&mut bb.re, &mut bb.im)
+    } else {
+        (&mut bb.im, &mut bb.re)
+    };
+    T::acc_arith(&mut den, Op2::Mul, small, &mut r, false);
+    T::acc_id(&mut den, big, false);
+    T::acc_arith(&mut r, Op2::Div, small, big, false);
 }
