@@ -9,7 +9,11 @@
 //!
 //! The functions are `#[inline(always)]` and take the operation as a value; at a call site with a
 //! constant operation the `match` folds away, and partials the caller never reads (the second
-//! ones in a first-order engine) are removed by the optimiser.
+//! ones in a first-order engine) are removed by the optimiser. In builds with debug assertions
+//! (`cargo build`, `cargo test` of a crate that uses adjoint) they are only `#[inline]`: there,
+//! without optimisation, every inlined copy of the whole table kept its own stack slots (about
+//! 400 KiB per reversible instruction on `GVar<Dual<f64>>`), and a Hessian of a function with a
+//! few dozen instructions overflowed a test thread's 2 MiB stack.
 //!
 //! # Non-differentiable points
 //!
@@ -297,7 +301,8 @@ fn r1<T>(value: T, d: T, dd: T) -> Rule1<T> {
 }
 
 /// The rule of a unary primitive at `x`.
-#[inline(always)]
+#[cfg_attr(not(debug_assertions), inline(always))]
+#[cfg_attr(debug_assertions, inline)]
 pub fn unary<T: Real>(op: Op1, x: T) -> Rule1<T> {
     use core::f64::consts::{FRAC_2_SQRT_PI, LN_10, LN_2};
     let zero = T::zero();
@@ -443,7 +448,8 @@ pub fn unary<T: Real>(op: Op1, x: T) -> Rule1<T> {
 }
 
 /// The rule of a binary primitive at `(x, y)`.
-#[inline(always)]
+#[cfg_attr(not(debug_assertions), inline(always))]
+#[cfg_attr(debug_assertions, inline)]
 pub fn binary<T: Real>(op: Op2, x: T, y: T) -> Rule2<T> {
     let zero = T::zero();
     let one = T::one();
