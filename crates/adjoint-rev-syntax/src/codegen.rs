@@ -600,9 +600,19 @@ impl Gen<'_> {
     /// Checked code: a constant argument `e`, passed to a call or a user's instruction as the
     /// copy `n`, must be unchanged after it (the callee's write would be lost).
     fn constant_check(&self, n: &Ident, e: &impl ToTokens, s: &Stmt) -> TokenStream {
+        self.constant_check_as(n, e, &crate::parse::pretty(e), s)
+    }
+
+    /// [`constant_check`](Self::constant_check) of a value computed by `e`, written as `text`.
+    fn constant_check_as(
+        &self,
+        n: &Ident,
+        e: &impl ToTokens,
+        text: &str,
+        s: &Stmt,
+    ) -> TokenStream {
         let k = self.krate;
         let site = self.site(s);
-        let text = crate::parse::pretty(e);
         quote_spanned!(s.span=>
             if !#k::Ancilla::restored(&#n, &(#e)) {
                 return ::core::result::Result::Err(#k::InvertibilityError::constant(
@@ -656,7 +666,23 @@ impl Gen<'_> {
                     post.extend(quote_spanned!(span=> #p = #n;));
                     passed.push(quote!(&mut #n));
                 }
-                Operand::Lit(e) | Operand::Const(e) => {
+                Operand::Lit(e) => {
+                    // Typed by the parameter it is passed to.
+                    let n = self.tmp();
+                    let at = syn::spanned::Spanned::span(e);
+                    let ka = respan(self.krate, at);
+                    let l = match Literal::parse(e) {
+                        Ok(l) => l.tokens(&ka, at),
+                        Err(err) => err.to_compile_error(),
+                    };
+                    pre.extend(quote_spanned!(span=> let mut #n = #l;));
+                    if checks {
+                        let typed = quote_spanned!(span=> #ka::like(&#n, #l));
+                        post.extend(self.constant_check_as(&n, &typed, &crate::parse::pretty(e), s));
+                    }
+                    passed.push(quote!(&mut #n));
+                }
+                Operand::Const(e) => {
                     let n = self.tmp();
                     let e = self.rw(e);
                     pre.extend(quote_spanned!(span=> let mut #n = #e;));

@@ -1023,8 +1023,14 @@ impl Parser {
 
     /// A call argument: places are passed by `&mut`, other expressions as temporaries.
     fn arg(&self, e: &Expr) -> Result<Operand> {
+        // A literal takes the type of the parameter it is passed to (`ROT(a, b, 0.3)` in code
+        // generic over `T`), as in `y += x * 0.3`.
+        if is_literal(e) {
+            crate::literal::Literal::parse(e)?;
+            return Ok(Operand::Lit(e.clone()));
+        }
         // A loop variable is passed as a copy: the callee may not change it.
-        if is_literal(e) || self.is_loop_var(e) {
+        if self.is_loop_var(e) {
             return Ok(Operand::Const(e.clone()));
         }
         if is_place(e) && self.root_is_var(e) {

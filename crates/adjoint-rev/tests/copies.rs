@@ -228,3 +228,35 @@ fn loop_constants_are_instruction_and_call_arguments() -> R {
     assert!(close(a, 1.0) && b.abs() < 1e-15);
     Ok(())
 }
+
+reversible! {
+    /// Float literals as arguments in generic code take the parameter's type.
+    fn literal_args<T: RevReal>(y: &mut T, x: &mut T) {
+        ROT(y, x, 0.3);
+        scaled(y, x, 2.0);
+        scaled(y, x, -1);
+    }
+}
+
+#[test]
+fn literal_arguments_take_the_parameter_type() -> R {
+    let (y0, x0) = (0.5f64, -0.25f64);
+    let (mut y, mut x) = (y0, x0);
+    literal_args(&mut y, &mut x)?;
+    let (c, s) = (0.3f64.cos(), 0.3f64.sin());
+    let (yr, xr) = (y0 * c - x0 * s, x0 * c + y0 * s);
+    assert!(close(y, yr + xr * 2.0 - xr) && close(x, xr), "{y} {x}");
+    literal_args::uncall(&mut y, &mut x)?;
+    assert!(close(y, y0) && close(x, x0));
+    let g = grad(literal_args {}, (y0, x0), 0)?;
+    check_gradient(
+        |p| {
+            let (yr, xr) = (p[0] * c - p[1] * s, p[1] * c + p[0] * s);
+            yr + xr
+        },
+        &[y0, x0],
+        &[g.0, g.1],
+    )
+    .assert_passed();
+    Ok(())
+}
