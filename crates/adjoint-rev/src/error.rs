@@ -66,9 +66,11 @@ pub enum InvertibilityError {
     Condition {
         /// Where.
         site: Site,
-        /// The pre-condition (which chose the branch).
+        /// The condition that chose the branch (the pre-condition as written; running
+        /// backwards, the post-condition).
         pre: bool,
-        /// The post-condition after the branch.
+        /// The condition checked after the branch (the post-condition as written; running
+        /// backwards, the pre-condition).
         post: bool,
     },
     /// A `while (pre, post)` entered with its exit check already true: the post-condition
@@ -227,6 +229,13 @@ impl fmt::Display for InvertibilityError {
             Self::Deallocation { site, variable, expected, found } => {
                 write!(f, "{site}: ancilla `{variable}` should be {expected} when deallocated, but is {found}")
             }
+            // Backwards, the branch is chosen by the post-condition as written, and the
+            // pre-condition is checked after it.
+            Self::Condition { site, pre, post } if site.backwards => write!(
+                f,
+                "{site}: running backwards, the post-condition was {pre} but the pre-condition is \
+                 {post} after the branch (they must agree for the branch to be undone)"
+            ),
             Self::Condition { site, pre, post } => write!(
                 f,
                 "{site}: the pre-condition was {pre} but the post-condition is {post} after the branch \

@@ -303,3 +303,26 @@ fn complex_division_by_zero_on_integers_is_an_error_too() {
         assert_eq!(y, Complex::new(1, 2));
     }
 }
+
+reversible! {
+    fn bump(y: &mut f64, x: &mut f64) {
+        if (y > 0.5, x > 0.5) {
+            y += 1.0;
+        }
+    }
+}
+
+#[test]
+fn a_branch_that_fails_backwards_names_the_conditions_in_their_roles() {
+    // Backwards, `x > 0.5` (false) chooses the branch and `y > 0.5` (true) is checked after it.
+    let err = bump::uncall(&mut 1.0, &mut 0.0).unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("running backwards, the post-condition was false but the pre-condition is true"),
+        "{msg}"
+    );
+    assert!(msg.contains("if (y > 0.5, x > 0.5)"), "{msg}");
+    // Forwards, as before.
+    let msg = bump(&mut 1.0, &mut 0.0).unwrap_err().to_string();
+    assert!(msg.contains("the pre-condition was true but the post-condition is false"), "{msg}");
+}
