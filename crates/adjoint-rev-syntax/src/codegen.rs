@@ -604,13 +604,7 @@ impl Gen<'_> {
     }
 
     /// [`constant_check`](Self::constant_check) of a value computed by `e`, written as `text`.
-    fn constant_check_as(
-        &self,
-        n: &Ident,
-        e: &impl ToTokens,
-        text: &str,
-        s: &Stmt,
-    ) -> TokenStream {
+    fn constant_check_as(&self, n: &Ident, e: &impl ToTokens, text: &str, s: &Stmt) -> TokenStream {
         let k = self.krate;
         let site = self.site(s);
         quote_spanned!(s.span=>
@@ -678,7 +672,12 @@ impl Gen<'_> {
                     pre.extend(quote_spanned!(span=> let mut #n = #l;));
                     if checks {
                         let typed = quote_spanned!(span=> #ka::like(&#n, #l));
-                        post.extend(self.constant_check_as(&n, &typed, &crate::parse::pretty(e), s));
+                        post.extend(self.constant_check_as(
+                            &n,
+                            &typed,
+                            &crate::parse::pretty(e),
+                            s,
+                        ));
                     }
                     passed.push(quote!(&mut #n));
                 }

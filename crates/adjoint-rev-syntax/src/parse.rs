@@ -1040,7 +1040,11 @@ impl Parser {
             return Ok(Operand::Copy(e.clone(), place));
         }
         if let Expr::Call(c) = e {
-            if let Some(arg) = c.args.iter().find(|a| self.mentions_state(a) && !is_place(a)) {
+            if let Some(arg) = c
+                .args
+                .iter()
+                .find(|a| self.mentions_state(a) && !is_place(a))
+            {
                 return Err(Error::new_spanned(
                     arg,
                     "nested call: compute the inner value into an ancilla first",
@@ -1061,7 +1065,6 @@ impl Parser {
             self.vars.contains(&i) && !self.loop_vars.contains(&i)
         })
     }
-
 }
 
 /// Every single-segment path in an expression.

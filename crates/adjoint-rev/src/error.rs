@@ -527,7 +527,9 @@ impl<T: Ancilla> Ancilla for Vec<T> {
     #[inline(always)]
     fn give_gradient(&self, to: &mut Self) {
         if !T::PASSIVE {
-            self.iter().zip(to.iter_mut()).for_each(|(a, b)| a.give_gradient(b));
+            self.iter()
+                .zip(to.iter_mut())
+                .for_each(|(a, b)| a.give_gradient(b));
         }
     }
 }
@@ -550,7 +552,9 @@ impl<T: Ancilla, const N: usize> Ancilla for [T; N] {
     #[inline(always)]
     fn give_gradient(&self, to: &mut Self) {
         if !T::PASSIVE {
-            self.iter().zip(to.iter_mut()).for_each(|(a, b)| a.give_gradient(b));
+            self.iter()
+                .zip(to.iter_mut())
+                .for_each(|(a, b)| a.give_gradient(b));
         }
     }
 }

@@ -509,7 +509,11 @@ impl<T: Arith> Arith for Complex<T> {
             && !b.re.magnitude().is_nan()
             && !b.im.magnitude().is_nan()
         {
-            let big = if b.re.magnitude() >= b.im.magnitude() { &b.re } else { &b.im };
+            let big = if b.re.magnitude() >= b.im.magnitude() {
+                &b.re
+            } else {
+                &b.im
+            };
             return T::undefined(Op2::Div, &T::one(), big).map(|_| {
                 format!(
                     "division by zero: ({:?} + {:?}i) / ({:?} + {:?}i)",

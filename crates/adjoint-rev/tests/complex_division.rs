@@ -53,7 +53,11 @@ fn integer_quotients_are_num_complex_s() -> R {
     cdiv_self(&mut z, &mut a)?;
     assert_eq!(z, Complex::new(1, 0));
     // A divisor of 0 is an error, not a panic.
-    let (mut z, mut a, mut b) = (Complex::new(0i64, 0), Complex::new(1, 1), Complex::new(0, 0));
+    let (mut z, mut a, mut b) = (
+        Complex::new(0i64, 0),
+        Complex::new(1, 1),
+        Complex::new(0, 0),
+    );
     assert!(cdiv(&mut z, &mut a, &mut b).is_err());
     Ok(())
 }
@@ -74,8 +78,14 @@ fn fixed_point_quotients_do_not_square_the_divisor() -> R {
         );
         cdiv(&mut z, &mut x, &mut y)?;
         let want = q(a, b);
-        assert!((z.re.to_num::<f64>() - want.re).abs() < 1e-3, "{a:?}/{b:?}: {z:?} vs {want}");
-        assert!((z.im.to_num::<f64>() - want.im).abs() < 1e-3, "{a:?}/{b:?}: {z:?} vs {want}");
+        assert!(
+            (z.re.to_num::<f64>() - want.re).abs() < 1e-3,
+            "{a:?}/{b:?}: {z:?} vs {want}"
+        );
+        assert!(
+            (z.im.to_num::<f64>() - want.im).abs() < 1e-3,
+            "{a:?}/{b:?}: {z:?} vs {want}"
+        );
     }
     let f = |v: f64| I32F32::from_num(v);
     let (mut z, mut x, mut y) = (
@@ -96,10 +106,17 @@ fn float_quotients_at_extreme_magnitudes() -> R {
         ((1e300, 1e300), (1e300, -1e300), (0.0, 1.0)),
         ((2.0, 0.0), (0.0, 1e-170), (0.0, -2e170)),
     ] {
-        let (mut z, mut x, mut y) = (Complex::new(0.0, 0.0), Complex::new(a.0, a.1), Complex::new(b.0, b.1));
+        let (mut z, mut x, mut y) = (
+            Complex::new(0.0, 0.0),
+            Complex::new(a.0, a.1),
+            Complex::new(b.0, b.1),
+        );
         cdiv(&mut z, &mut x, &mut y)?;
         let close = |u: f64, v: f64| (u - v).abs() <= 1e-14 * v.abs().max(1e-300);
-        assert!(close(z.re, want.0) && close(z.im, want.1), "{a:?}/{b:?}: {z}");
+        assert!(
+            close(z.re, want.0) && close(z.im, want.1),
+            "{a:?}/{b:?}: {z}"
+        );
     }
     // Ordinary values: as num_complex's quotient to rounding.
     let (a, b) = (Complex::new(0.3, -1.7), Complex::new(-2.2, 0.9));
@@ -119,7 +136,11 @@ fn loss(p: &[f64]) -> f64 {
 #[test]
 fn gradients_through_both_branches() -> R {
     // |b.re| ≥ |b.im| and the other way, and a quotient of one place by itself.
-    for p in [[0.3, -1.7, -2.2, 0.9], [1.1, 0.4, 0.2, -1.5], [2.0, 0.5, 1.0, 1.0]] {
+    for p in [
+        [0.3, -1.7, -2.2, 0.9],
+        [1.1, 0.4, 0.2, -1.5],
+        [2.0, 0.5, 1.0, 1.0],
+    ] {
         let (_, ga, gb) = grad(
             cdiv_loss {},
             (0.0, Complex::new(p[0], p[1]), Complex::new(p[2], p[3])),
@@ -137,7 +158,10 @@ fn gradients_through_both_branches() -> R {
             &p,
         );
         for i in 0..4 {
-            assert!((g[i] - reference[i]).abs() < 1e-12 * (1.0 + reference[i].abs()), "{g:?} vs {reference:?}");
+            assert!(
+                (g[i] - reference[i]).abs() < 1e-12 * (1.0 + reference[i].abs()),
+                "{g:?} vs {reference:?}"
+            );
         }
         let (_, gu) = value_and_grad_unchecked(
             cdiv_loss {},
@@ -162,7 +186,10 @@ fn gradients_through_both_branches() -> R {
         for i in 0..4 {
             for j in 0..4 {
                 let (u, v) = (h[i + 1][j + 1], hf[i][j]);
-                assert!((u - v).abs() < 1e-10 * (1.0 + v.abs()), "H[{i}][{j}] {u} vs {v}");
+                assert!(
+                    (u - v).abs() < 1e-10 * (1.0 + v.abs()),
+                    "H[{i}][{j}] {u} vs {v}"
+                );
             }
         }
     }

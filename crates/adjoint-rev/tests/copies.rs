@@ -109,7 +109,11 @@ fn element_copies_and_clones() -> R {
         let f = |p: &[f64]| p[k] * p[0].exp();
         let reference = adjoint_core::forward::gradient(|p| p[k] * p[0].exp(), &v);
         for i in 0..3 {
-            assert!(close(g.1[i], reference[i]), "k = {k}: {:?} vs {reference:?}", g.1);
+            assert!(
+                close(g.1[i], reference[i]),
+                "k = {k}: {:?} vs {reference:?}",
+                g.1
+            );
         }
         check_gradient(f, &v, &g.1).assert_passed();
         let (_, gu) = value_and_grad_unchecked(element_copy {}, (0.0, v.clone(), k), 0)?;

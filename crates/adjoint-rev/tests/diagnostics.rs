@@ -318,11 +318,16 @@ fn a_branch_that_fails_backwards_names_the_conditions_in_their_roles() {
     let err = bump::uncall(&mut 1.0, &mut 0.0).unwrap_err();
     let msg = err.to_string();
     assert!(
-        msg.contains("running backwards, the post-condition was false but the pre-condition is true"),
+        msg.contains(
+            "running backwards, the post-condition was false but the pre-condition is true"
+        ),
         "{msg}"
     );
     assert!(msg.contains("if (y > 0.5, x > 0.5)"), "{msg}");
     // Forwards, as before.
     let msg = bump(&mut 1.0, &mut 0.0).unwrap_err().to_string();
-    assert!(msg.contains("the pre-condition was true but the post-condition is false"), "{msg}");
+    assert!(
+        msg.contains("the pre-condition was true but the post-condition is false"),
+        "{msg}"
+    );
 }

@@ -1,9 +1,10 @@
 //! Unoptimised builds (this package's tests run at `opt-level = 0`, as a user's `cargo test`
-//! does): a Hessian of a function of a few dozen instructions, and of complex divisions, fits
-//! a test thread's 2 MiB stack. Every instruction inlined the whole rule table, and without
-//! optimisation each copy kept its own stack slots (~400 KiB per instruction on
-//! `GVar<Dual<f64>>`): both Hessians below overflowed the stack (a hunter). The values are
-//! checked against forward mode over forward mode.
+//! does). Every instruction inlined the whole rule table, and without optimisation each copy
+//! kept its own stack slots (~400 KiB per instruction on `GVar<Dual<f64>>`), nested number
+//! types inlining it again inside it: Hessians of a few dozen instructions, or of complex
+//! divisions, overflowed a test thread's 2 MiB stack, and forward over forward through two
+//! instructions took rustc 7–9 GB to compile (two hunters). Values against forward over forward
+//! or closed forms.
 
 use adjoint_rev::prelude::*;
 use num_complex::Complex;
@@ -13,6 +14,10 @@ reversible! {
         z += a / b;
         z += a * b;
         z -= b / a;
+    }
+    fn two<T: RevReal>(y: &mut T, a: &mut T, b: &mut T) {
+        y += a * b;
+        y += a.sin();
     }
     fn many<T: RevReal>(y: &mut T, x: &mut T, z: &mut T) {
         y += x.sin(); y += x * z; z += y.exp(); y += z.tanh(); y += x.cos(); z += x * y;
@@ -42,12 +47,21 @@ fn hessians_fit_a_test_thread_stack_unoptimised() -> Result<(), InvertibilityErr
     let hf = adjoint_core::forward::hessian(|v| many_plain(v), &p);
     for i in 0..3 {
         for j in 0..3 {
-            assert!((h[i][j] - hf[i][j]).abs() <= 1e-10 * (1.0 + hf[i][j].abs()), "H[{i}][{j}]: {} vs {}", h[i][j], hf[i][j]);
+            assert!(
+                (h[i][j] - hf[i][j]).abs() <= 1e-10 * (1.0 + hf[i][j].abs()),
+                "H[{i}][{j}]: {} vs {}",
+                h[i][j],
+                hf[i][j]
+            );
         }
     }
     let h = adjoint_rev::hessian(
         cdiv3 {},
-        (Complex::new(0.0, 0.0), Complex::new(0.4, -0.9), Complex::new(1.1, 0.3)),
+        (
+            Complex::new(0.0, 0.0),
+            Complex::new(0.4, -0.9),
+            Complex::new(1.1, 0.3),
+        ),
         0,
     )?;
     // z.re = Re(a/b + a·b − b/a) over (z.re, z.im, a.re, a.im, b.re, b.im).
@@ -61,8 +75,39 @@ fn hessians_fit_a_test_thread_stack_unoptimised() -> Result<(), InvertibilityErr
     for i in 0..4 {
         for j in 0..4 {
             let (u, w) = (h[i + 2][j + 2], hf[i][j]);
-            assert!((u - w).abs() <= 1e-10 * (1.0 + w.abs()), "H[{i}][{j}]: {u} vs {w}");
+            assert!(
+                (u - w).abs() <= 1e-10 * (1.0 + w.abs()),
+                "H[{i}][{j}]: {u} vs {w}"
+            );
         }
     }
     Ok(())
+}
+
+#[test]
+fn forward_over_forward_through_reversible_code_builds_and_runs_unoptimised() {
+    // `Dual<Dual<f64>>` through the instructions: before, compiling this test took 7–9 GB of
+    // memory and the program overflowed its stack (a hunter).
+    let h = adjoint_core::forward::hessian(
+        |p| {
+            let (mut y, mut a, mut b) = (p[0], p[1], p[2]);
+            two(&mut y, &mut a, &mut b).unwrap();
+            y
+        },
+        &[0.0, 1.3, 0.7],
+    );
+    let want = [
+        [0.0, 0.0, 0.0],
+        [0.0, -(1.3f64.sin()), 1.0],
+        [0.0, 1.0, 0.0],
+    ];
+    for i in 0..3 {
+        for j in 0..3 {
+            assert!(
+                (h[i][j] - want[i][j]).abs() < 1e-14,
+                "H[{i}][{j}] = {}",
+                h[i][j]
+            );
+        }
+    }
 }
