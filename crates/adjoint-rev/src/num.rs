@@ -161,12 +161,13 @@ pub(crate) fn try_scale_float<S: Scale>(
     }
     let (old_y, old_x) = (*y, *x);
     S::scale(y, x, mul);
-    if value(&old_y).is_finite() && !value(y).is_finite() {
-        let to = value(y);
+    let (from, to) = (value(&old_y), value(y));
+    // Overflow to ±∞, and underflow to 0 (`1e-200 *= 1e-200`): the inverse cannot bring the
+    // value back.
+    if (from.is_finite() && !to.is_finite()) || (from != 0.0 && to == 0.0) {
         (*y, *x) = (old_y, old_x);
         return Err(format!(
-            "`*=`/`/=` by {f} took {} to {to}, which cannot be undone",
-            value(&old_y)
+            "`*=`/`/=` by {f} took {from} to {to}, which cannot be undone"
         ));
     }
     Ok(())

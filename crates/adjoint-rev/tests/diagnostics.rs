@@ -153,13 +153,16 @@ reversible! {
 
 #[test]
 fn floating_point_steps_that_cannot_be_undone_are_errors() {
-    // `y *= 0` loses `y` (its inverse divided by 0: NaN), and so does a product that overflows;
+    // `y *= 0` loses `y` (its inverse divided by 0: NaN), and so does a product that overflows
+    // or underflows to 0;
     // both are refused, in unchecked code too, leaving the arguments as they were (a reviewer
     // helper's hunt: Ok both ways, y NaN in the end).
     for (y0, x0, what) in [
         (2.0, 0.0, "by 0"),
         (2.0, f64::INFINITY, "by inf"),
         (1e10, 1e300, "to inf"),
+        // (underflow to 0: the uncall left 0, and ∂/∂x was 0; a hunter)
+        (1e-200, 1e-200, "to 0,"),
     ] {
         let (mut y, mut x) = (y0, x0);
         let err = scaled(&mut y, &mut x).unwrap_err().to_string();
