@@ -139,7 +139,10 @@ reversible! {
         }
     }
 
-    /// `out += log Σᵢ exp(x[i])`, shifted by the largest element for stability.
+    /// `out += log Σᵢ exp(x[i])`, shifted by the largest element for stability. Elements more
+    /// than 746 below the largest (`−∞` among them: masked entries) are skipped: their `exp` is
+    /// exactly 0 in `f64`, and so are their partials, and checked code would refuse `x[i] − m`
+    /// where it is `−∞`.
     pub fn i_logsumexp<T: RevReal>(out: &mut T, x: &mut Vec<T>) {
         @safe assert!(!x.is_empty(), "i_logsumexp: x is empty (log Σ over no element is −∞)");
         @routine {
@@ -148,11 +151,13 @@ reversible! {
             m += x[k];
             let s = T::zero();
             for i in 0..x.len() {
-                let d = T::zero();
-                d += x[i] - m;
-                s += d.exp();
-                d -= x[i] - m;
-                unlet d = T::zero();
+                if (!(x[i].value() - m.value() < -746.0), ~) {
+                    let d = T::zero();
+                    d += x[i] - m;
+                    s += d.exp();
+                    d -= x[i] - m;
+                    unlet d = T::zero();
+                }
             }
         }
         out += m;
