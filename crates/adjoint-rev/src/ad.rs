@@ -347,7 +347,8 @@ where
 
 /// [`jacobian`] with `N` rows per inverse run: the gradients are [`Cotangents<f64, N>`]
 /// (lane `k` seeded at output `k` of a group of `N`), so `m` rows cost one forward call and
-/// `⌈m / N⌉` inverse runs instead of `m`. Each row is bit for bit the one [`jacobian`] gives.
+/// `⌈m / N⌉` inverse runs instead of `m`. Each row is bit for bit the one [`jacobian`] gives,
+/// but for the sign of a zero (an entry can be `0.0` where [`jacobian`] has `−0.0`).
 ///
 /// ```
 /// use adjoint_rev::{reversible, RevReal};
