@@ -88,6 +88,10 @@ reversible! {
     /// The seed's listing uncomputes through two extra ancillas instead (`anc1 -= anc2 / x`,
     /// `anc2 -= anc3 * iplus`); in `f64` their rounding residues are multiplied by `n` on every
     /// iteration and the series diverges after about 20 terms, so this version scales in place.
+    ///
+    /// Its domain is that of the scaling: `x = 0` is an error (`*=` by 0 cannot be undone), and
+    /// below about −18 the alternating series cancels (its terms reach 4e7 on the way to
+    /// e⁻²⁰ ≈ 2e-9), so the check that `expout` is uncomputed to 0 fails; compute `1/eˣ` there.
     pub fn iexp<T: RevReal + Scale>(out: &mut T, x: &mut T) {
         let term = T::zero();
         let iplus = T::zero();
@@ -181,7 +185,8 @@ reversible! {
 
     /// `out += J_ν(z)`, the Bessel function of the first kind by its series
     /// `Σₖ (−1)ᵏ (z/2)^{2k+ν} / (k! (k+ν)!)`, each term obtained from the previous by a
-    /// reversible multiplication `term *= ratio` (NiLang's `ibesselj`).
+    /// reversible multiplication `term *= ratio` (NiLang's `ibesselj`). `z = 0` is an error
+    /// (`*=` by a ratio of 0 cannot be undone; `J_ν(0)` is 1 for ν = 0 and 0 otherwise).
     pub fn ibesselj<T: RevReal + Scale>(out: &mut T, nu: &mut usize, z: &mut T) {
         let k = T::zero();
         @routine {
