@@ -81,18 +81,40 @@ reversible! {
         }
     }
 
-    /// `out += exp(x)` by its Taylor series in constant memory (seed 000 Section V.B). The term
+    /// `out += exp(x)` by its Taylor series in constant memory (seed 000 Section V.B): the
+    /// series of [`iexp_series`] at `|x|`, and its reciprocal for negative `x` (the alternating
+    /// series at `x < 0` cancels: its relative error grows like `ε·e^{2|x|}`, 3e-9 at −10 and
+    /// 58 % at −19). `x = 0` is an error (`*=` by 0 cannot be undone), and so is `|x|` above
+    /// about 16 in checked code: the series' terms reach `e^{|x|}`, and their rounding leaves
+    /// more than the deallocation check's `1e-8` in the uncomputed sum.
+    pub fn iexp<T: RevReal + Scale>(out: &mut T, x: &mut T) {
+        @routine {
+            let ax = T::zero();
+            if (x.value() < 0.0, ~) {
+                ax -= x;
+            } else {
+                ax += x;
+            }
+            let e = T::zero();
+            iexp_series(e, ax);
+        }
+        if (x.value() < 0.0, ~) {
+            out += e.recip();
+        } else {
+            out += e;
+        }
+        ~@routine;
+    }
+
+    /// `out += exp(x)` by its Taylor series, as seed 000 Section V.B writes it. The term
     /// `s_n = s_{n−1}·x/n` is updated in place by the reversible pair `*=`/`/=` — the seed's
     /// observation that `*` and `/` undo each other, so `s_{n−1} = n·s_n/x` needs no storage.
     ///
     /// The seed's listing uncomputes through two extra ancillas instead (`anc1 -= anc2 / x`,
     /// `anc2 -= anc3 * iplus`); in `f64` their rounding residues are multiplied by `n` on every
     /// iteration and the series diverges after about 20 terms, so this version scales in place.
-    ///
-    /// Its domain is that of the scaling: `x = 0` is an error (`*=` by 0 cannot be undone), and
-    /// below about −18 the alternating series cancels (its terms reach 4e7 on the way to
-    /// e⁻²⁰ ≈ 2e-9), so the check that `expout` is uncomputed to 0 fails; compute `1/eˣ` there.
-    pub fn iexp<T: RevReal + Scale>(out: &mut T, x: &mut T) {
+    /// For `x < 0` the series cancels; [`iexp`] takes the reciprocal there.
+    pub fn iexp_series<T: RevReal + Scale>(out: &mut T, x: &mut T) {
         let term = T::zero();
         let iplus = T::zero();
         let expout = T::zero();

@@ -129,6 +129,19 @@ fn iexp_value_gradient_and_hessian() -> R {
     assert!((h[1][1] - 4.95303).abs() < 1e-5, "{h:?}");
     assert!((h[1][1] - 1.6f64.exp()).abs() < 1e-11);
     assert_eq!((h[0][0], h[0][1], h[1][0]), (0.0, 0.0, 0.0));
+    // Negative x through the reciprocal (the alternating series was 2e-5 off at −15, and 58 %
+    // at −19, and returned Ok; a hunter), value, gradient and Hessian against e^x.
+    for x0 in [-1.0f64, -10.0, -14.0, -15.0, 0.5, 12.0] {
+        let (mut out, mut x) = (0.0f64, x0);
+        iexp(&mut out, &mut x)?;
+        assert!((out / x0.exp() - 1.0).abs() < 1e-14, "{x0}: {out}");
+        let (_, gx) = grad(iexp {}, (0.0f64, x0), 0)?;
+        assert!((gx / x0.exp() - 1.0).abs() < 1e-14, "{x0}: {gx}");
+        let h = hessian(iexp {}, (0.0f64, x0), 0)?;
+        assert!((h[1][1] / x0.exp() - 1.0).abs() < 1e-12, "{x0}: {h:?}");
+    }
+    // x = 0: `*=` by 0 is refused.
+    assert!(iexp(&mut 0.0f64, &mut 0.0).is_err());
     Ok(())
 }
 
