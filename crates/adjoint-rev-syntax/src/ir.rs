@@ -34,7 +34,7 @@ pub enum Operand {
     /// A call argument that copies a variable, field or element (`x.clone()`): passed as a
     /// temporary that starts without the variable's gradient and gives it its gradient after
     /// the call. The expression as written, and the place.
-    Copy(Expr, Expr),
+    Copy(Expr, Box<Expr>),
 }
 
 impl Operand {

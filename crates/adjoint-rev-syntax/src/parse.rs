@@ -1037,7 +1037,7 @@ impl Parser {
             return Ok(Operand::Place(strip_parens(e).clone()));
         }
         if let Some(place) = self.copied_place(e) {
-            return Ok(Operand::Copy(e.clone(), place));
+            return Ok(Operand::Copy(e.clone(), Box::new(place)));
         }
         if let Expr::Call(c) = e {
             if let Some(arg) = c

@@ -151,7 +151,7 @@ reversible! {
             m += x[k];
             let s = T::zero();
             for i in 0..x.len() {
-                if (!(x[i].value() - m.value() < -746.0), ~) {
+                if (x[i].value() - m.value() >= -746.0 || (x[i].value() - m.value()).is_nan(), ~) {
                     let d = T::zero();
                     d += x[i] - m;
                     s += d.exp();

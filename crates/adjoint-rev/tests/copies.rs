@@ -6,6 +6,9 @@
 //! of the right one before (a hunter's finding); each is checked against the closed form, forward
 //! mode (`adjoint_core::forward`) or central differences, in every gradient path.
 
+// `.clone()` of a `Copy` number is what a user may write (and what the hunter wrote).
+#![allow(clippy::clone_on_copy)]
+
 use adjoint_core::check::check_gradient;
 use adjoint_rev::prelude::*;
 use adjoint_rev::{grad, hessian, value_and_grad, value_and_grad_unchecked, Reversible};
