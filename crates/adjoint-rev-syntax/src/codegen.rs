@@ -144,7 +144,7 @@ impl Gen<'_> {
                     // (a built-in instruction's written arguments are places: `parse`)
                     // (their arguments are read as a call's: a literal is a `Const` too)
                     for (a, n) in args.iter().zip(&names) {
-                        if let Operand::Const(c) = a {
+                        if let Operand::Const(c) | Operand::Copy(c, _) = a {
                             post.extend(self.constant_check(n, &self.rw(c), s));
                         }
                     }
@@ -521,9 +521,16 @@ impl Gen<'_> {
                         _ => pre.extend(quote_spanned!(span=> let mut #n = #l;)),
                     }
                 }
-                Operand::Const(c) | Operand::Copy(c, _) => {
+                Operand::Const(c) => {
                     let c = self.rw(c);
                     pre.extend(quote_spanned!(span=> let mut #n = #c;))
+                }
+                Operand::Copy(c, p) => {
+                    // (as a call's: what flows into the copy reaches the place)
+                    let c = self.rw(c);
+                    pre.extend(quote_spanned!(span=> let mut #n = #k::copy_of(#c);));
+                    let p = self.hoist_indices(self.rw(p), &mut post, span);
+                    post.extend(quote_spanned!(span=> #k::Ancilla::give_gradient(&#n, &mut #p);));
                 }
             }
             names.push(n);

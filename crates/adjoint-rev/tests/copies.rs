@@ -267,3 +267,25 @@ fn literal_arguments_take_the_parameter_type() -> R {
     .assert_passed();
     Ok(())
 }
+
+reversible! {
+    /// A copy as an instruction's read argument: the angle's gradient reaches `t`.
+    fn rot_by_copy<T: RevReal>(a: &mut T, b: &mut T, t: &mut T) {
+        ROT(a, b, t.clone());
+    }
+}
+
+#[test]
+fn a_cloned_instruction_argument_gives_its_gradient_back() -> R {
+    let (a0, b0, t0) = (0.8f64, -0.3f64, 0.6f64);
+    let g = grad(rot_by_copy {}, (a0, b0, t0), 0)?;
+    // a' = a cos t − b sin t: ∂/∂t = −a sin t − b cos t.
+    let want = [t0.cos(), -t0.sin(), -a0 * t0.sin() - b0 * t0.cos()];
+    assert!(
+        close(g.0, want[0]) && close(g.1, want[1]) && close(g.2, want[2]),
+        "{g:?} vs {want:?}"
+    );
+    let (_, gu) = value_and_grad_unchecked(rot_by_copy {}, (a0, b0, t0), 0)?;
+    assert_eq!(gu, g);
+    Ok(())
+}
