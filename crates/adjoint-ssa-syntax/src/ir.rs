@@ -717,6 +717,10 @@ pub struct Func {
     /// `const` items declared in the body (`const EPS: f64 = 1e-8;`): emitted in the generated
     /// module, where the generated code names them.
     pub consts: Vec<syn::ItemConst>,
+    /// Integer values that are one variable of the source (`let mut k = 3; …; k = m;`, and a
+    /// typed `let` that only copies a value): Rust gives a variable one type, so
+    /// [`infer_ints`](crate::passes::infer_ints) gives them one.
+    pub int_links: Vec<(Val, Val)>,
 }
 
 impl Func {

@@ -714,6 +714,7 @@ pub fn lower(item: &syn::ItemFn, opts: &Options) -> Result<Func> {
         blocks: vec![],
         span: sig.ident.span(),
         consts: vec![],
+        int_links: vec![],
     };
     let entry = Block {
         params: vec![],
@@ -3304,6 +3305,11 @@ impl Lower<'_> {
                         }
                         if self.f.values[new].name.is_none() {
                             self.f.values[new].name = Some(name);
+                        }
+                        if let (Ty::Int(_), Ty::Int(_)) = (self.ty(old), self.ty(new)) {
+                            // one variable, one type (`let mut k = 3; let w = k * 1_000_000_000;
+                            // k = m;` makes `k`, and so `w`, a `u64` for `m: u64`)
+                            self.f.int_links.push((old, new));
                         }
                         self.env[i].b = Binding::Val(new);
                         Ok(())

@@ -203,6 +203,9 @@ fn remove_trivial_params(f: &mut Func) {
                 }
                 if let (true, Some(w)) = (trivial, uniq) {
                     repl[p] = w;
+                    // (the parameter's type, if a typed `let` gave it one, goes to `w`:
+                    // `let total: usize = n;` after a loop)
+                    f.int_links.push((p, w));
                     f.blocks[b].params.remove(i);
                     for &(pb, slot) in incoming {
                         f.blocks[pb].term.targets_mut()[slot].args.remove(i);
@@ -244,6 +247,11 @@ pub fn infer_ints(f: &mut Func) {
             p[ra] = rb;
         }
     };
+    for &(a, b) in &f.int_links {
+        if is_int(f, a) && is_int(f, b) {
+            unite(&mut parent, a, b);
+        }
+    }
     for blk in &f.blocks {
         for i in &blk.insts {
             match i {
