@@ -3715,6 +3715,25 @@ impl Lower<'_> {
                     if narrow_int(item) {
                         let w = Ty::Int(Some(IntTy::I64));
                         (lo, hi) = (self.int_cast(lo, w), self.int_cast(hi, w));
+                    } else if let Ty::Int(Some(t)) = item {
+                        // A 64-bit range counts to `hi + 1`, which does not exist at the type's
+                        // MAX: refused where it runs (it counted nothing in release builds).
+                        let max = match t {
+                            IntTy::I64 | IntTy::Isize => i64::MAX as i128,
+                            _ => u64::MAX as i128,
+                        };
+                        let name = syn::Ident::new(t.name(), Span::call_site());
+                        let m = self.konst(item, quote!(#name::MAX), ConstVal::I(max));
+                        let cond = self.cmp(CmpOp::Ne, hi, m);
+                        self.emit(Inst::Assert {
+                            cond,
+                            msg: format!(
+                                "#[differentiable] does not run an inclusive range `a..=b` whose end is \
+                                 `{}::MAX`: loop over `a..b` and treat `b` after the loop",
+                                t.name()
+                            ),
+                            debug: false,
+                        });
                     }
                     let one = self.konst(self.ty(hi), quote!(1), ConstVal::I(1));
                     hi = self.int_op(IntOp::Add, hi, one);

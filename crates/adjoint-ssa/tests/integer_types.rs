@@ -102,3 +102,43 @@ fn integer_variables_keep_rust_s_types() {
     let v = wide_literal::grad(&[1.0], 4, &mut g);
     assert_eq!((v, g[0]), (3_000_000_004.0, 3_000_000_004.0));
 }
+
+#[differentiable]
+fn tail(x: &[f64], hi: u64) -> f64 {
+    let mut s = 0.0;
+    for k in hi - 3..=hi {
+        s = s * 0.5 + x[(hi - k) as usize];
+    }
+    s
+}
+
+fn tail_t<T: Real>(x: &[T], hi: u64) -> T {
+    let mut s = T::zero();
+    for k in hi - 3..=hi {
+        s = s * 0.5 + x[(hi - k) as usize];
+    }
+    s
+}
+
+#[test]
+fn inclusive_ranges_of_64_bit_types() {
+    let x = [1.0, 2.0, 3.0, 4.0];
+    let mut g = [0.0; 4];
+    let v = tail::grad(&x, 1000, &mut g);
+    assert_eq!(v, tail_t(&x, 1000));
+    let gf = forward::gradient(|x| tail_t(x, 1000), &x);
+    assert_eq!(g.to_vec(), gf);
+    // Ending at u64::MAX: a panic saying so (it counted nothing, and the gradient was 0, in
+    // release builds; a hunter).
+    let r = std::panic::catch_unwind(|| {
+        let mut g = [0.0; 4];
+        tail::grad(&x, u64::MAX, &mut g)
+    });
+    let msg = r.unwrap_err();
+    let msg = msg
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or(msg.downcast_ref::<&str>().copied())
+        .unwrap_or("");
+    assert!(msg.contains("u64::MAX"), "{msg}");
+}
