@@ -290,6 +290,12 @@ impl std::error::Error for InvertibilityError {}
 /// same value can be off by an ulp. `GVar` and `Dual` compare their values; containers compare
 /// element by element.
 ///
+/// **Your own types** implement [`restored`](Ancilla::restored); if they hold numbers that
+/// carry gradients (a struct generic over `T: RevReal`) and are copied (`let c = p;`, or a call
+/// argument `p.clone()`), implement [`clear_gradient`](Ancilla::clear_gradient) and
+/// [`give_gradient`](Ancilla::give_gradient) too, field by field: their defaults do nothing,
+/// so the copy's gradient would not reach `p`.
+///
 /// ```
 /// use adjoint_rev::Ancilla;
 /// assert!((0.1 + 0.2 - 0.3f64).restored(&0.0));

@@ -63,21 +63,24 @@ pub trait Gradient<T>: Cotangent<T> + ExactZero {
 
 /// One gradient: an instruction with a zero gradient skips its partials before this.
 impl<T: Real + ExactZero> Gradient<T> for T {
-    #[inline(always)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    #[cfg_attr(debug_assertions, inline)]
     fn scaled(self, d: T) -> Self {
         self * d
     }
 }
 
 impl<T: Real + ExactZero, const N: usize> Gradient<T> for Cotangents<T, N> {
-    #[inline(always)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    #[cfg_attr(debug_assertions, inline)]
     fn scaled(self, d: T) -> Self {
         Cotangent::scale_by(self, d)
     }
 }
 
 impl<T: ExactZero, const N: usize> ExactZero for Cotangents<T, N> {
-    #[inline(always)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    #[cfg_attr(debug_assertions, inline)]
     fn exact_zero(&self) -> bool {
         self.0.iter().all(ExactZero::exact_zero)
     }
@@ -130,21 +133,24 @@ pub trait ExactZero {
 }
 
 impl ExactZero for f64 {
-    #[inline(always)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    #[cfg_attr(debug_assertions, inline)]
     fn exact_zero(&self) -> bool {
         *self == 0.0
     }
 }
 
 impl<T: ExactZero> ExactZero for adjoint_core::forward::Dual<T> {
-    #[inline(always)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    #[cfg_attr(debug_assertions, inline)]
     fn exact_zero(&self) -> bool {
         self.re.exact_zero() && self.eps.exact_zero()
     }
 }
 
 impl<T: Real + Ancilla + ExactZero, G: Gradient<T>> Arith for GVar<T, G> {
-    #[inline(always)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    #[cfg_attr(debug_assertions, inline)]
     fn non_finite(&self) -> Option<String> {
         let v = self.x.value();
         (!v.is_finite()).then(|| v.to_string())
@@ -155,11 +161,13 @@ impl<T: Real + Ancilla + ExactZero, G: Gradient<T>> Arith for GVar<T, G> {
             g: <G as Cotangent<T>>::zero(),
         }
     }
-    #[inline(always)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    #[cfg_attr(debug_assertions, inline)]
     fn magnitude(&self) -> f64 {
         self.x.value().abs()
     }
-    #[inline(always)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    #[cfg_attr(debug_assertions, inline)]
     fn acc_id(y: &mut Self, x: &mut Self, plus: bool) {
         if plus {
             y.x += x.x;
@@ -169,15 +177,18 @@ impl<T: Real + Ancilla + ExactZero, G: Gradient<T>> Arith for GVar<T, G> {
             x.g += y.g;
         }
     }
-    #[inline(always)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    #[cfg_attr(debug_assertions, inline)]
     fn acc_arith(y: &mut Self, op: Op2, a: &mut Self, b: &mut Self, plus: bool) {
         Self::acc2_rule(y, op, a, b, plus);
     }
-    #[inline(always)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    #[cfg_attr(debug_assertions, inline)]
     fn acc_arith_same(y: &mut Self, op: Op2, a: &mut Self, plus: bool) {
         Self::acc2_rule_same(y, op, a, plus);
     }
-    #[inline(always)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    #[cfg_attr(debug_assertions, inline)]
     fn neg(x: &mut Self) {
         x.x = -x.x;
         x.g = -x.g;
@@ -185,7 +196,8 @@ impl<T: Real + Ancilla + ExactZero, G: Gradient<T>> Arith for GVar<T, G> {
 }
 
 impl<T: Real + Ancilla + ExactZero, G: Gradient<T>> GVar<T, G> {
-    #[inline(always)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    #[cfg_attr(debug_assertions, inline)]
     fn acc2_rule(y: &mut Self, op: Op2, a: &mut Self, b: &mut Self, plus: bool) {
         if y.g.exact_zero() {
             let v = rules::binary(op, a.x, b.x).value;
@@ -212,7 +224,8 @@ impl<T: Real + Ancilla + ExactZero, G: Gradient<T>> GVar<T, G> {
     /// computed first, then each contribution goes into the shared gradient in turn — the slot
     /// is read again after the first, so it receives `ȳ·(∂₁ + ∂₂)` (`2x·ȳ` for `x * x`), not
     /// one of them. The inverse direction undoes them in the opposite order.
-    #[inline(always)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    #[cfg_attr(debug_assertions, inline)]
     fn acc2_rule_same(y: &mut Self, op: Op2, a: &mut Self, plus: bool) {
         if y.g.exact_zero() {
             let v = rules::binary(op, a.x, a.x).value;
@@ -238,7 +251,8 @@ impl<T: Real + Ancilla + ExactZero, G: Gradient<T>> GVar<T, G> {
 }
 
 impl<T: Real + Ancilla + ExactZero, G: Gradient<T>> RevReal for GVar<T, G> {
-    #[inline(always)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    #[cfg_attr(debug_assertions, inline)]
     fn acc1(y: &mut Self, op: Op1, x: &mut Self, plus: bool) {
         if y.g.exact_zero() {
             let v = rules::unary(op, x.x).value;
@@ -258,17 +272,20 @@ impl<T: Real + Ancilla + ExactZero, G: Gradient<T>> RevReal for GVar<T, G> {
             x.g += y.g.scaled(r.d);
         }
     }
-    #[inline(always)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    #[cfg_attr(debug_assertions, inline)]
     fn acc2(y: &mut Self, op: Op2, a: &mut Self, b: &mut Self, plus: bool) {
         Self::acc2_rule(y, op, a, b, plus);
     }
-    #[inline(always)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    #[cfg_attr(debug_assertions, inline)]
     fn acc2_same(y: &mut Self, op: Op2, a: &mut Self, plus: bool) {
         Self::acc2_rule_same(y, op, a, plus);
     }
     /// Seed 000 Eq. 11: the adjoint of `ROT` rotates the gradients with the values and moves
     /// `θ̄` by the cross product `a·ḡ_b − b·ḡ_a` (invariant under the rotation itself).
-    #[inline(always)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    #[cfg_attr(debug_assertions, inline)]
     fn rot(a: &mut Self, b: &mut Self, theta: &mut Self, inverse: bool) {
         let (s, c) = (Real::sin(theta.x), Real::cos(theta.x));
         let s = if inverse { -s } else { s };
@@ -293,7 +310,8 @@ impl<T: Real + Ancilla + ExactZero, G: Gradient<T>> RevReal for GVar<T, G> {
 /// `y *= x` on gradients: the forward multiplies the value, divides the gradient and moves
 /// `x̄ -= ȳ·y_old`; `/=` is its exact mirror.
 impl<T: Real + Ancilla + ExactZero, G: Gradient<T>> Scale for GVar<T, G> {
-    #[inline(always)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    #[cfg_attr(debug_assertions, inline)]
     fn scale(y: &mut Self, x: &mut Self, mul: bool) {
         if mul {
             let old = y.x;
@@ -306,7 +324,8 @@ impl<T: Real + Ancilla + ExactZero, G: Gradient<T>> Scale for GVar<T, G> {
             y.g *= x.x;
         }
     }
-    #[inline(always)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    #[cfg_attr(debug_assertions, inline)]
     fn try_scale(y: &mut Self, x: &mut Self, mul: bool) -> Result<(), String> {
         crate::num::try_scale_float(y, x, mul, |v| v.x.value())
     }

@@ -32,7 +32,8 @@ pub trait Arith: Copy + Debug + PartialEq + Ancilla + 'static {
     /// that an instruction took from a finite value to one of these (`y += ln x` at `x = 0`),
     /// which no inverse can undo. `None` for finite values and for types without such values.
     #[doc(hidden)]
-    #[inline(always)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    #[cfg_attr(debug_assertions, inline)]
     fn non_finite(&self) -> Option<String> {
         None
     }
@@ -41,7 +42,8 @@ pub trait Arith: Copy + Debug + PartialEq + Ancilla + 'static {
     /// statement before running it. `None` for types where every operation has a value (floats
     /// give ±∞ or NaN, which [`non_finite`](Arith::non_finite) reports).
     #[doc(hidden)]
-    #[inline(always)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    #[cfg_attr(debug_assertions, inline)]
     fn undefined(op: Op2, a: &Self, b: &Self) -> Option<String> {
         let _ = (op, a, b);
         None
@@ -53,7 +55,8 @@ pub trait Arith: Copy + Debug + PartialEq + Ancilla + 'static {
     /// `|self|` as an `f64`, to choose between equivalent formulas (complex division scales by
     /// the larger part of the divisor); NaN where the type has no such magnitude.
     #[doc(hidden)]
-    #[inline(always)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    #[cfg_attr(debug_assertions, inline)]
     fn magnitude(&self) -> f64 {
         f64::NAN
     }
@@ -135,7 +138,8 @@ pub trait Scale: Copy {
     fn scale(y: &mut Self, x: &mut Self, mul: bool);
     /// [`scale`](Scale::scale), or why `x` has no exact inverse (then `y` is unchanged). The
     /// generated code calls this one, in checked and unchecked code alike.
-    #[inline(always)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    #[cfg_attr(debug_assertions, inline)]
     fn try_scale(y: &mut Self, x: &mut Self, mul: bool) -> Result<(), String> {
         Self::scale(y, x, mul);
         Ok(())
@@ -145,7 +149,8 @@ pub trait Scale: Copy {
 /// [`Scale::try_scale`] for floating point (`value`: the number's value): a factor of 0, or a
 /// non-finite one, has no inverse, and neither has a product that overflows; then `y` and `x`
 /// are unchanged. (`y *= 0.0` passed unnoticed, and its inverse `y /= 0.0` gave NaN.)
-#[inline(always)]
+#[cfg_attr(not(debug_assertions), inline(always))]
+#[cfg_attr(debug_assertions, inline)]
 pub(crate) fn try_scale_float<S: Scale>(
     y: &mut S,
     x: &mut S,
@@ -179,13 +184,15 @@ pub(crate) fn try_scale_float<S: Scale>(
 macro_rules! int_scale {
     ($($t:ty => $u:ty),*) => {$(
         impl Scale for $t {
-            #[inline(always)]
+            #[cfg_attr(not(debug_assertions), inline(always))]
+            #[cfg_attr(debug_assertions, inline)]
             fn scale(y: &mut Self, x: &mut Self, mul: bool) {
                 if let Err(why) = Self::try_scale(y, x, mul) {
                     panic!("{why}");
                 }
             }
-            #[inline(always)]
+            #[cfg_attr(not(debug_assertions), inline(always))]
+            #[cfg_attr(debug_assertions, inline)]
             fn try_scale(y: &mut Self, x: &mut Self, mul: bool) -> Result<(), String> {
                 if *x & 1 == 0 {
                     return Err(format!(
@@ -216,7 +223,8 @@ macro_rules! int_scale {
 int_scale!(u8 => u8, u16 => u16, u32 => u32, u64 => u64, u128 => u128, usize => usize,
     i8 => u8, i16 => u16, i32 => u32, i64 => u64, i128 => u128, isize => usize);
 
-#[inline(always)]
+#[cfg_attr(not(debug_assertions), inline(always))]
+#[cfg_attr(debug_assertions, inline)]
 fn arith<
     T: Copy
         + core::ops::Add<Output = T>
@@ -240,54 +248,65 @@ fn arith<
 macro_rules! real_impls {
     ([$($g:tt)*] $t:ty, $from:expr) => {
         impl<$($g)*> Arith for $t {
-            #[inline(always)]
+            #[cfg_attr(not(debug_assertions), inline(always))]
+            #[cfg_attr(debug_assertions, inline)]
             fn from_f64(v: f64) -> Self {
                 $from(v)
             }
-            #[inline(always)]
+            #[cfg_attr(not(debug_assertions), inline(always))]
+            #[cfg_attr(debug_assertions, inline)]
             fn non_finite(&self) -> Option<String> {
                 let v = Real::value(self);
                 (!v.is_finite()).then(|| v.to_string())
             }
-            #[inline(always)]
+            #[cfg_attr(not(debug_assertions), inline(always))]
+            #[cfg_attr(debug_assertions, inline)]
             fn magnitude(&self) -> f64 {
                 Real::value(self).abs()
             }
-            #[inline(always)]
+            #[cfg_attr(not(debug_assertions), inline(always))]
+            #[cfg_attr(debug_assertions, inline)]
             fn acc_id(y: &mut Self, x: &mut Self, plus: bool) {
                 if plus { *y += *x } else { *y -= *x }
             }
-            #[inline(always)]
+            #[cfg_attr(not(debug_assertions), inline(always))]
+            #[cfg_attr(debug_assertions, inline)]
             fn acc_arith(y: &mut Self, op: Op2, a: &mut Self, b: &mut Self, plus: bool) {
                 let v = arith(op, *a, *b);
                 if plus { *y += v } else { *y -= v }
             }
-            #[inline(always)]
+            #[cfg_attr(not(debug_assertions), inline(always))]
+            #[cfg_attr(debug_assertions, inline)]
             fn acc_arith_same(y: &mut Self, op: Op2, a: &mut Self, plus: bool) {
                 Self::acc_arith(y, op, a, &mut { *a }, plus);
             }
-            #[inline(always)]
+            #[cfg_attr(not(debug_assertions), inline(always))]
+            #[cfg_attr(debug_assertions, inline)]
             fn neg(x: &mut Self) {
                 *x = -*x;
             }
         }
 
         impl<$($g)*> RevReal for $t {
-            #[inline(always)]
+            #[cfg_attr(not(debug_assertions), inline(always))]
+            #[cfg_attr(debug_assertions, inline)]
             fn acc1(y: &mut Self, op: Op1, x: &mut Self, plus: bool) {
                 let v = rules::unary(op, *x).value;
                 if plus { *y += v } else { *y -= v }
             }
-            #[inline(always)]
+            #[cfg_attr(not(debug_assertions), inline(always))]
+            #[cfg_attr(debug_assertions, inline)]
             fn acc2(y: &mut Self, op: Op2, a: &mut Self, b: &mut Self, plus: bool) {
                 let v = rules::binary(op, *a, *b).value;
                 if plus { *y += v } else { *y -= v }
             }
-            #[inline(always)]
+            #[cfg_attr(not(debug_assertions), inline(always))]
+            #[cfg_attr(debug_assertions, inline)]
             fn acc2_same(y: &mut Self, op: Op2, a: &mut Self, plus: bool) {
                 Self::acc2(y, op, a, &mut { *a }, plus);
             }
-            #[inline(always)]
+            #[cfg_attr(not(debug_assertions), inline(always))]
+            #[cfg_attr(debug_assertions, inline)]
             fn rot(a: &mut Self, b: &mut Self, theta: &mut Self, inverse: bool) {
                 let (s, c) = (Real::sin(*theta), Real::cos(*theta));
                 let s = if inverse { -s } else { s };
@@ -295,18 +314,21 @@ macro_rules! real_impls {
                 *a = x * c - y * s;
                 *b = y * c + x * s;
             }
-            #[inline(always)]
+            #[cfg_attr(not(debug_assertions), inline(always))]
+            #[cfg_attr(debug_assertions, inline)]
             fn value(&self) -> f64 {
                 Real::value(self)
             }
         }
 
         impl<$($g)*> Scale for $t {
-            #[inline(always)]
+            #[cfg_attr(not(debug_assertions), inline(always))]
+            #[cfg_attr(debug_assertions, inline)]
             fn scale(y: &mut Self, x: &mut Self, mul: bool) {
                 if mul { *y *= *x } else { *y /= *x }
             }
-            #[inline(always)]
+            #[cfg_attr(not(debug_assertions), inline(always))]
+            #[cfg_attr(debug_assertions, inline)]
             fn try_scale(y: &mut Self, x: &mut Self, mul: bool) -> Result<(), String> {
                 try_scale_float(y, x, mul, |v| Real::value(v))
             }
@@ -321,16 +343,19 @@ impl Arith for f32 {
     fn from_f64(v: f64) -> Self {
         v as f32
     }
-    #[inline(always)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    #[cfg_attr(debug_assertions, inline)]
     fn magnitude(&self) -> f64 {
         self.abs() as f64
     }
     const LITERALS: Literals = Literals::Float32;
-    #[inline(always)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    #[cfg_attr(debug_assertions, inline)]
     fn non_finite(&self) -> Option<String> {
         (!self.is_finite()).then(|| self.to_string())
     }
-    #[inline(always)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    #[cfg_attr(debug_assertions, inline)]
     fn acc_id(y: &mut Self, x: &mut Self, plus: bool) {
         if plus {
             *y += *x
@@ -338,7 +363,8 @@ impl Arith for f32 {
             *y -= *x
         }
     }
-    #[inline(always)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    #[cfg_attr(debug_assertions, inline)]
     fn acc_arith(y: &mut Self, op: Op2, a: &mut Self, b: &mut Self, plus: bool) {
         let v = arith(op, *a, *b);
         if plus {
@@ -347,7 +373,8 @@ impl Arith for f32 {
             *y -= v
         }
     }
-    #[inline(always)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    #[cfg_attr(debug_assertions, inline)]
     fn acc_arith_same(y: &mut Self, op: Op2, a: &mut Self, plus: bool) {
         Self::acc_arith(y, op, a, &mut { *a }, plus);
     }
@@ -358,7 +385,8 @@ impl Arith for f32 {
 
 /// `f32` evaluates the rule table's functions in `f64` and rounds the result.
 impl RevReal for f32 {
-    #[inline(always)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    #[cfg_attr(debug_assertions, inline)]
     fn acc1(y: &mut Self, op: Op1, x: &mut Self, plus: bool) {
         let v = rules::unary(op, f64::from(*x)).value as f32;
         if plus {
@@ -367,7 +395,8 @@ impl RevReal for f32 {
             *y -= v
         }
     }
-    #[inline(always)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    #[cfg_attr(debug_assertions, inline)]
     fn acc2(y: &mut Self, op: Op2, a: &mut Self, b: &mut Self, plus: bool) {
         let v = rules::binary(op, f64::from(*a), f64::from(*b)).value as f32;
         if plus {
@@ -376,7 +405,8 @@ impl RevReal for f32 {
             *y -= v
         }
     }
-    #[inline(always)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    #[cfg_attr(debug_assertions, inline)]
     fn acc2_same(y: &mut Self, op: Op2, a: &mut Self, plus: bool) {
         Self::acc2(y, op, a, &mut { *a }, plus);
     }
@@ -411,34 +441,40 @@ impl Scale for f32 {
 macro_rules! wrapping_impls {
     ([$($g:tt)*] $t:ty, $from:expr, $to:expr, $lits:expr, $bits:ty, $from_bits:expr) => {
         impl<$($g)*> Arith for $t {
-            #[inline(always)]
+            #[cfg_attr(not(debug_assertions), inline(always))]
+            #[cfg_attr(debug_assertions, inline)]
             fn from_f64(v: f64) -> Self {
                 $from(v)
             }
-            #[inline(always)]
+            #[cfg_attr(not(debug_assertions), inline(always))]
+            #[cfg_attr(debug_assertions, inline)]
             fn magnitude(&self) -> f64 {
                 let to: fn(&Self) -> f64 = $to;
                 to(self).abs()
             }
             const LITERALS: Literals = $lits;
-            #[inline(always)]
+            #[cfg_attr(not(debug_assertions), inline(always))]
+            #[cfg_attr(debug_assertions, inline)]
             fn from_literal(neg: bool, mag: u128, _: f64) -> Self {
                 // `literal_bits` checked that the magnitude fits: the cast and the negation are
                 // exact (the most negative value is its own wrapping negation).
                 let b = mag as $bits;
                 $from_bits(if neg { b.wrapping_neg() } else { b })
             }
-            #[inline(always)]
+            #[cfg_attr(not(debug_assertions), inline(always))]
+            #[cfg_attr(debug_assertions, inline)]
             fn undefined(op: Op2, a: &Self, b: &Self) -> Option<String> {
                 (op == Op2::Div && *b == $from_bits(0)).then(|| {
                     format!("division by zero: {:?} / {:?} has no value in this type", a, b)
                 })
             }
-            #[inline(always)]
+            #[cfg_attr(not(debug_assertions), inline(always))]
+            #[cfg_attr(debug_assertions, inline)]
             fn acc_id(y: &mut Self, x: &mut Self, plus: bool) {
                 *y = if plus { y.wrapping_add(*x) } else { y.wrapping_sub(*x) };
             }
-            #[inline(always)]
+            #[cfg_attr(not(debug_assertions), inline(always))]
+            #[cfg_attr(debug_assertions, inline)]
             fn acc_arith(y: &mut Self, op: Op2, a: &mut Self, b: &mut Self, plus: bool) {
                 let v = match op {
                     Op2::Add => a.wrapping_add(*b),
@@ -449,11 +485,13 @@ macro_rules! wrapping_impls {
                 };
                 *y = if plus { y.wrapping_add(v) } else { y.wrapping_sub(v) };
             }
-            #[inline(always)]
+            #[cfg_attr(not(debug_assertions), inline(always))]
+            #[cfg_attr(debug_assertions, inline)]
             fn acc_arith_same(y: &mut Self, op: Op2, a: &mut Self, plus: bool) {
                 Self::acc_arith(y, op, a, &mut { *a }, plus);
             }
-            #[inline(always)]
+            #[cfg_attr(not(debug_assertions), inline(always))]
+            #[cfg_attr(debug_assertions, inline)]
             fn neg(x: &mut Self) {
                 *x = x.wrapping_neg();
             }
@@ -501,7 +539,8 @@ impl<T: Arith> Arith for Complex<T> {
     /// `a / b` is undefined where `T`'s own division by what `complex_div` divides by is: on
     /// integers `|b|²` (0 for `b = 0`, and where it wraps to 0), elsewhere `b`'s larger part
     /// (0 only for `b = 0`).
-    #[inline(always)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    #[cfg_attr(debug_assertions, inline)]
     fn undefined(op: Op2, a: &Self, b: &Self) -> Option<String> {
         if op != Op2::Div {
             return None;
@@ -510,14 +549,25 @@ impl<T: Arith> Arith for Complex<T> {
             && !b.re.magnitude().is_nan()
             && !b.im.magnitude().is_nan()
         {
-            let big = if b.re.magnitude() >= b.im.magnitude() {
-                &b.re
+            // Smith's two divisors, `big` and `big + small·r`, computed as `complex_div` does
+            // (the second can wrap to 0 in fixed point where `b` is near the type's edge).
+            let (mut big, mut small) = if b.re.magnitude() >= b.im.magnitude() {
+                (b.re, b.im)
             } else {
-                &b.im
+                (b.im, b.re)
             };
-            return T::undefined(Op2::Div, &T::one(), big).map(|_| {
+            let zero_div = |d: &T| T::undefined(Op2::Div, &T::zero(), d).is_some();
+            let mut den = T::zero();
+            if !zero_div(&big) {
+                let mut r = T::zero();
+                T::acc_arith(&mut r, Op2::Div, &mut small, &mut big, true);
+                T::acc_id(&mut den, &mut big, true);
+                T::acc_arith(&mut den, Op2::Mul, &mut small, &mut r, true);
+            }
+            return (zero_div(&big) || zero_div(&den)).then(|| {
                 format!(
-                    "division by zero: ({:?} + {:?}i) / ({:?} + {:?}i)",
+                    "division by zero: ({:?} + {:?}i) / ({:?} + {:?}i), whose divisor is 0 in \
+                     this type or, scaled by its larger part, wraps to 0",
                     a.re, a.im, b.re, b.im
                 )
             });
@@ -534,7 +584,8 @@ impl<T: Arith> Arith for Complex<T> {
             )
         })
     }
-    #[inline(always)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    #[cfg_attr(debug_assertions, inline)]
     fn non_finite(&self) -> Option<String> {
         match (self.re.non_finite(), self.im.non_finite()) {
             (None, None) => None,
@@ -549,12 +600,14 @@ impl<T: Arith> Arith for Complex<T> {
     fn from_literal(neg: bool, mag: u128, value: f64) -> Self {
         Complex::new(T::from_literal(neg, mag, value), T::zero())
     }
-    #[inline(always)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    #[cfg_attr(debug_assertions, inline)]
     fn acc_id(y: &mut Self, x: &mut Self, plus: bool) {
         T::acc_id(&mut y.re, &mut x.re, plus);
         T::acc_id(&mut y.im, &mut x.im, plus);
     }
-    #[inline(always)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    #[cfg_attr(debug_assertions, inline)]
     fn acc_arith(y: &mut Self, op: Op2, a: &mut Self, b: &mut Self, plus: bool) {
         match op {
             Op2::Add | Op2::Sub => {
@@ -566,7 +619,8 @@ impl<T: Arith> Arith for Complex<T> {
             other => unreachable!("`{other:?}` is not an arithmetic instruction"),
         }
     }
-    #[inline(always)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    #[cfg_attr(debug_assertions, inline)]
     fn acc_arith_same(y: &mut Self, op: Op2, a: &mut Self, plus: bool) {
         match op {
             Op2::Add | Op2::Sub => {
@@ -589,7 +643,8 @@ impl<T: Arith> Arith for Complex<T> {
 
 /// `y ±= a · b` on complex numbers, as four real instructions (reversed order when subtracting,
 /// so the two directions are mirror images).
-#[inline(always)]
+#[cfg_attr(not(debug_assertions), inline(always))]
+#[cfg_attr(debug_assertions, inline)]
 fn complex_mul<T: Arith>(y: &mut Complex<T>, a: &mut Complex<T>, b: &mut Complex<T>, plus: bool) {
     let mut steps = [
         |y: &mut Complex<T>, a: &mut Complex<T>, b: &mut Complex<T>, p: bool| {
@@ -615,7 +670,8 @@ fn complex_mul<T: Arith>(y: &mut Complex<T>, a: &mut Complex<T>, b: &mut Complex
 
 /// `y ±= a · a` on complex numbers: [`complex_mul`] with `b` the same place as `a`, so each real
 /// instruction takes each part of `a` as often as the product does.
-#[inline(always)]
+#[cfg_attr(not(debug_assertions), inline(always))]
+#[cfg_attr(debug_assertions, inline)]
 fn complex_square<T: Arith>(y: &mut Complex<T>, a: &mut Complex<T>, plus: bool) {
     let mut steps = [
         |y: &mut Complex<T>, a: &mut Complex<T>, p: bool| {
@@ -646,13 +702,17 @@ fn complex_square<T: Arith>(y: &mut Complex<T>, a: &mut Complex<T>, plus: bool) 
 /// - Floating and fixed point: Smith's algorithm, scaled by the divisor's larger part so that
 ///   nothing squares it (`|b|²` overflows from |b| ≈ 1e154 in `f64`, and wraps at 182 in
 ///   `I16F16`): with `r = b.im / b.re` (|b.re| ≥ |b.im|), `a / b = ((a.re + a.im·r) +
-///   (a.im − a.re·r)i) / (b.re + b.im·r)`, the other case mirrored.
+///   (a.im − a.re·r)i) / (b.re + b.im·r)`, the other case mirrored. The intermediate sums reach
+///   twice the operands' parts: parts above half the type's range overflow (`f64` beyond about
+///   9e307: ∞ and a `NonFinite` error, or a quotient of 0 where only the divisor overflows) or
+///   wrap (fixed point), and `I1F31` cannot hold `r = ±1`.
 ///
 /// Every intermediate is an ancilla computed by the part type's own instructions and uncomputed,
 /// so `Complex<GVar<f64>>` carries gradients through it; `b` is only read, and never in the same
 /// instruction as `a`. (Types without a [`magnitude`](Arith::magnitude) take `a · (1/b)`, `1/b
 /// = conj(b)/|b|²`.)
-#[inline(always)]
+#[cfg_attr(not(debug_assertions), inline(always))]
+#[cfg_attr(debug_assertions, inline)]
 fn complex_div<T: Arith>(
     y: &mut Complex<T>,
     a: &mut Complex<T>,

@@ -195,3 +195,29 @@ fn gradients_through_both_branches() -> R {
     }
     Ok(())
 }
+
+#[test]
+fn fixed_point_divisors_at_the_type_s_edges() {
+    use fixed::types::I1F31;
+    // Q31 has no 1: the check of the divisor used `1 / |b|` and panicked (a second hunter).
+    let q = |v: f64| I1F31::from_num(v);
+    let (mut z, mut a, mut b) = (
+        Complex::new(q(0.0), q(0.0)),
+        Complex::new(q(0.25), q(0.0)),
+        Complex::new(q(0.5), q(0.25)),
+    );
+    cdiv(&mut z, &mut a, &mut b).unwrap();
+    assert!(
+        (z.re.to_num::<f64>() - 0.4).abs() < 1e-8 && (z.im.to_num::<f64>() + 0.2).abs() < 1e-8,
+        "{z:?}"
+    );
+    // A divisor whose scaled part wraps to 0 is an error, not a panic.
+    let f = |v: f64| I16F16::from_num(v);
+    let (mut z, mut a, mut b) = (
+        Complex::new(f(0.0), f(0.0)),
+        Complex::new(f(1.0), f(0.0)),
+        Complex::new(f(-32768.0), f(-32768.0)),
+    );
+    let err = cdiv(&mut z, &mut a, &mut b).unwrap_err();
+    assert!(err.to_string().contains("division by zero"), "{err}");
+}

@@ -15,6 +15,81 @@ reversible! {
         z += a * b;
         z -= b / a;
     }
+    /// 72 complex instructions (a second hunter: still 2 MiB too many after the first fix).
+    fn c72<T: RevReal>(z: &mut Complex<T>, a: &mut Complex<T>, b: &mut Complex<T>) {
+        z += a / b;
+        z -= b * a;
+        z += b / a;
+        z += a / b;
+        z -= b * a;
+        z += b / a;
+        z += a / b;
+        z -= b * a;
+        z += b / a;
+        z += a / b;
+        z -= b * a;
+        z += b / a;
+        z += a / b;
+        z -= b * a;
+        z += b / a;
+        z += a / b;
+        z -= b * a;
+        z += b / a;
+        z += a / b;
+        z -= b * a;
+        z += b / a;
+        z += a / b;
+        z -= b * a;
+        z += b / a;
+        z += a / b;
+        z -= b * a;
+        z += b / a;
+        z += a / b;
+        z -= b * a;
+        z += b / a;
+        z += a / b;
+        z -= b * a;
+        z += b / a;
+        z += a / b;
+        z -= b * a;
+        z += b / a;
+        z += a / b;
+        z -= b * a;
+        z += b / a;
+        z += a / b;
+        z -= b * a;
+        z += b / a;
+        z += a / b;
+        z -= b * a;
+        z += b / a;
+        z += a / b;
+        z -= b * a;
+        z += b / a;
+        z += a / b;
+        z -= b * a;
+        z += b / a;
+        z += a / b;
+        z -= b * a;
+        z += b / a;
+        z += a / b;
+        z -= b * a;
+        z += b / a;
+        z += a / b;
+        z -= b * a;
+        z += b / a;
+        z += a / b;
+        z -= b * a;
+        z += b / a;
+        z += a / b;
+        z -= b * a;
+        z += b / a;
+        z += a / b;
+        z -= b * a;
+        z += b / a;
+        z += a / b;
+        z -= b * a;
+        z += b / a;
+    }
     fn two<T: RevReal>(y: &mut T, a: &mut T, b: &mut T) {
         y += a * b;
         y += a.sin();
@@ -110,4 +185,40 @@ fn forward_over_forward_through_reversible_code_builds_and_runs_unoptimised() {
             );
         }
     }
+}
+
+#[test]
+fn long_complex_programs_fit_unoptimised() -> Result<(), InvertibilityError> {
+    let args = (
+        Complex::new(0.1, 0.2),
+        Complex::new(0.5, -0.3),
+        Complex::new(1.2, 0.4),
+    );
+    let h = adjoint_rev::hessian(c72 {}, args, 0)?;
+    let plain = |v: &[adjoint_core::forward::Dual2]| {
+        let (a, b) = (Complex::new(v[0], v[1]), Complex::new(v[2], v[3]));
+        let mut z = Complex::new(v[0] * 0.0, v[0] * 0.0);
+        for _ in 0..24 {
+            z = z + a / b - b * a + b / a;
+        }
+        z.re
+    };
+    let hf = adjoint_core::forward::hessian(|v| plain(v), &[0.5, -0.3, 1.2, 0.4]);
+    for i in 0..4 {
+        for j in 0..4 {
+            let (u, w) = (h[i + 2][j + 2], hf[i][j]);
+            assert!(
+                (u - w).abs() <= 1e-9 * (1.0 + w.abs()),
+                "H[{i}][{j}]: {u} vs {w}"
+            );
+        }
+    }
+    let j4 = adjoint_rev::jacobian_lanes::<4, _>(c72 {}, args, &[0, 1])?;
+    let j1 = adjoint_rev::jacobian(c72 {}, args, &[0, 1])?;
+    for (r4, r1) in j4.iter().zip(&j1) {
+        for (u, w) in r4.iter().zip(r1) {
+            assert_eq!(u, w);
+        }
+    }
+    Ok(())
 }
