@@ -74,7 +74,8 @@ pub trait Differentiable: Sized {
     type Map<S: Copy>;
     /// Replace every scalar `v` by `f(v)`.
     fn wrap<S: Copy>(&self, f: &mut impl FnMut(f64) -> S) -> Self::Map<S>;
-    /// Rebuild `Self` (integers from `self`, scalars from `f`).
+    /// Rebuild `Self` with every scalar from `f` (a gradient: the built-in integer types, which
+    /// carry none, give 0).
     fn unwrap<S: Copy>(&self, m: &Self::Map<S>, f: &mut impl FnMut(&S) -> f64) -> Self;
     /// Visit every scalar of a mapped value.
     fn visit_mut<S: Copy>(m: &mut Self::Map<S>, f: &mut impl FnMut(&mut S));
