@@ -145,7 +145,8 @@ impl Gen<'_> {
                     // (their arguments are read as a call's: a literal is a `Const` too)
                     for (a, n) in args.iter().zip(&names) {
                         if let Operand::Const(c) | Operand::Copy(c, _) = a {
-                            post.extend(self.constant_check(n, &self.rw(c), s));
+                            let text = crate::parse::pretty(c);
+                            post.extend(self.constant_check_as(n, &self.rw(c), &text, s));
                         }
                     }
                 }
@@ -604,13 +605,9 @@ impl Gen<'_> {
         checks
     }
 
-    /// Checked code: a constant argument `e`, passed to a call or a user's instruction as the
-    /// copy `n`, must be unchanged after it (the callee's write would be lost).
-    fn constant_check(&self, n: &Ident, e: &impl ToTokens, s: &Stmt) -> TokenStream {
-        self.constant_check_as(n, e, &crate::parse::pretty(e), s)
-    }
-
-    /// [`constant_check`](Self::constant_check) of a value computed by `e`, written as `text`.
+    /// Checked code: a constant argument computed by `e` (written `text`), passed to a call or a
+    /// user's instruction as the copy `n`, must be unchanged after it (the callee's write would
+    /// be lost).
     fn constant_check_as(&self, n: &Ident, e: &impl ToTokens, text: &str, s: &Stmt) -> TokenStream {
         let k = self.krate;
         let site = self.site(s);
@@ -690,10 +687,11 @@ impl Gen<'_> {
                 }
                 Operand::Const(e) => {
                     let n = self.tmp();
+                    let text = crate::parse::pretty(e);
                     let e = self.rw(e);
                     pre.extend(quote_spanned!(span=> let mut #n = #e;));
                     if checks {
-                        post.extend(self.constant_check(&n, &e, s));
+                        post.extend(self.constant_check_as(&n, &e, &text, s));
                     }
                     passed.push(quote!(&mut #n));
                 }
@@ -702,10 +700,11 @@ impl Gen<'_> {
                     // reaches `x`)
                     let n = self.tmp();
                     let k = self.krate;
+                    let text = crate::parse::pretty(e);
                     let e = self.rw(e);
                     pre.extend(quote_spanned!(span=> let mut #n = #k::copy_of(#e);));
                     if checks {
-                        post.extend(self.constant_check(&n, &e, s));
+                        post.extend(self.constant_check_as(&n, &e, &text, s));
                     }
                     let p = self.hoist_indices(self.rw(p), &mut post, span);
                     post.extend(quote_spanned!(span=> #k::Ancilla::give_gradient(&#n, &mut #p);));

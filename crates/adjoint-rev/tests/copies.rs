@@ -289,3 +289,20 @@ fn a_cloned_instruction_argument_gives_its_gradient_back() -> R {
     assert_eq!(gu, g);
     Ok(())
 }
+
+reversible! {
+    fn bump<T: RevReal>(y: &mut T) {
+        y += 1.0;
+    }
+    /// A callee that writes a copy: the write would be lost, so checked code refuses it.
+    fn writes_copy<T: RevReal>(x: &mut T) {
+        bump(x.clone());
+    }
+}
+
+#[test]
+fn a_write_into_a_copy_is_refused_and_named_as_written() {
+    let err = writes_copy(&mut 2.0f64).unwrap_err().to_string();
+    assert!(err.contains("`x.clone()`"), "{err}");
+    assert!(!err.contains("(*x)"), "{err}");
+}
