@@ -667,11 +667,14 @@ fn flatten_ev(ev: Ev, path: &mut Vec<String>, out: &mut Vec<(Vec<String>, Ev)>) 
 pub fn lower(item: &syn::ItemFn, opts: &Options) -> Result<Func> {
     let sig = &item.sig;
     if let Some(g) = sig.generics.params.first() {
-        return err(
-            g,
+        let msg = if matches!(g, syn::GenericParam::Lifetime(_)) {
+            "lifetime parameters are not supported: leave them out (`x: &[f64]`; a result that \
+             borrows an argument is not supported either)"
+        } else {
             "generic parameters are not supported: write the function on `f64`; the generated \
-             code is generic over `T: Real` for you",
-        );
+             code is generic over `T: Real` for you"
+        };
+        return err(g, msg);
     }
     if sig.asyncness.is_some() || sig.unsafety.is_some() || sig.variadic.is_some() {
         return err(sig, "only plain `fn` items are supported");
@@ -2538,7 +2541,11 @@ impl Lower<'_> {
 
     fn cast(&mut self, c: &syn::ExprCast) -> Result<Ev> {
         let Some(to) = type_of(&c.ty) else {
-            return err(&c.ty, "casts are supported to `f64` and integer types");
+            return err(
+                &c.ty,
+                "casts are supported to `f64` and to integer types of up to 64 bits (`usize`, \
+                 `i64`, `u32`, …; not `i128`, `u128` or `f32`)",
+            );
         };
         let a = self.scalar(&c.expr, None)?;
         let from = self.ty(a);
@@ -2955,7 +2962,15 @@ impl Lower<'_> {
                     };
                     Ok(Ev::V(self.int_op(op, recv, b)))
                 }
-                _ => err(at, format!("`{name}` on an integer is not supported")),
+                _ => err(
+                    at,
+                    format!(
+                        "`{name}` on an integer is not supported (`min` and `max` are): write it \
+                         with operators (`n * n` for `n.pow(2)`, `if i < 0 {{ -i }} else {{ i }}` \
+                         for `i.abs()`, `if n > k {{ n - k }} else {{ 0 }}` for \
+                         `n.saturating_sub(k)`)"
+                    ),
+                ),
             },
             Ty::Bool => err(at, format!("`{name}` on a `bool` is not supported")),
         }
@@ -3341,7 +3356,11 @@ impl Lower<'_> {
                         }
                     }
                 }
-                err(lhs, "assign through `*` only to elements from `iter_mut()`")
+                err(
+                    lhs,
+                    "assign through `*` only to elements from `iter_mut()`; write an array \
+                     output element by element (`out[0] = a; out[1] = b;`)",
+                )
             }
             Expr::Index(ix) => {
                 let base = match self.expr(&ix.expr, None)? {

@@ -1273,3 +1273,26 @@ fn functions_that_keep_nothing_take_no_workspace() {
     assert!(records.contains("cursor"), "{records}");
     assert!(records.contains("with_workspace"), "{records}");
 }
+
+#[test]
+fn refusals_say_what_to_write_instead() {
+    // (a hunter: these said only what was wrong, or contradicted themselves)
+    rejects(&[
+        (
+            "fn f<'a>(x: &'a [f64]) -> f64 { x[0] }",
+            "lifetime parameters are not supported: leave them out",
+        ),
+        (
+            "fn f(x: f64, k: i64) -> f64 { x * (k as i128) as f64 }",
+            "integer types of up to 64 bits",
+        ),
+        (
+            "fn f(x: f64, n: usize) -> f64 { x * n.pow(2) as f64 }",
+            "`n * n` for `n.pow(2)`",
+        ),
+        (
+            "fn f(x: f64, out: &mut [f64; 2]) { *out = [x, x]; }",
+            "`out[0] = a; out[1] = b;`",
+        ),
+    ]);
+}
