@@ -3711,7 +3711,6 @@ impl Lower<'_> {
     }
 
     fn iter_spec(&mut self, e: &Expr) -> Result<It> {
-        let us = Some(Ty::Int(Some(IntTy::Usize)));
         match strip(e) {
             Expr::Range(r) => {
                 let (Some(s), Some(t)) = (&r.start, &r.end) else {
@@ -3894,7 +3893,12 @@ impl Lower<'_> {
                             step: None,
                             item,
                         } => {
-                            let s = self.scalar(&m.args[0], us)?;
+                            // (Rust's message where the step is 0; it divided by zero here)
+                            let s = self.nonzero_usize(
+                                &m.args[0],
+                                "step",
+                                "assertion failed: step != 0",
+                            )?;
                             Ok(It::Range {
                                 lo,
                                 hi,

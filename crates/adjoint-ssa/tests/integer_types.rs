@@ -142,3 +142,31 @@ fn inclusive_ranges_of_64_bit_types() {
         .unwrap_or("");
     assert!(msg.contains("u64::MAX"), "{msg}");
 }
+
+#[differentiable]
+fn stepped(x: &[f64], k: usize) -> f64 {
+    let mut s = 0.0;
+    for i in (0..x.len()).step_by(k) {
+        s += x[i] * x[i];
+    }
+    s
+}
+
+#[test]
+fn a_range_stepped_by_zero_panics_with_rust_s_message() {
+    let x = [1.0, 2.0, 3.0];
+    let mut g = [0.0; 3];
+    assert_eq!(stepped::grad(&x, 2, &mut g), 10.0);
+    assert_eq!(g, [2.0, 0.0, 6.0]);
+    let r = std::panic::catch_unwind(|| {
+        let mut g = [0.0; 3];
+        stepped::grad(&[1.0, 2.0, 3.0], 0, &mut g)
+    });
+    let e = r.unwrap_err();
+    let msg = e
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or(e.downcast_ref::<&str>().copied())
+        .unwrap_or("");
+    assert!(msg.contains("step != 0"), "{msg}");
+}
