@@ -3138,6 +3138,16 @@ impl Lower<'_> {
                     let si = &self.f.slices[s.slice];
                     match (&si.kind, s.lo, s.hi) {
                         (_, _, _) if !si.mutable() => args.push(Arg::Slice(s)),
+                        (SliceKind::Local { .. }, None, None) if matches!(strip(a), Expr::Reference(r) if r.mutability.is_some()) =>
+                        {
+                            return err(
+                                a,
+                                "a local array passed as `&mut` (another #[differentiable] \
+                                 function's output) is not supported: return the values from \
+                                 that function (an array or tuple result: `let o = f(x);`), or \
+                                 pass `&o` to read it",
+                            );
+                        }
                         (SliceKind::Local { len_value, .. }, None, None) => {
                             let (elem, Some(n @ 1..)) = (si.elem, *len_value) else {
                                 return err(
@@ -3165,7 +3175,8 @@ impl Lower<'_> {
                                 "passing a `&mut` slice or part of a local array to another \
                                  #[differentiable] function is not supported (its values may \
                                  change before the reverse sweep): pass input slices or a whole \
-                                 local array",
+                                 local array to read (`&a`), and return results from the callee \
+                                 (an array or tuple result)",
                             )
                         }
                     }

@@ -1294,5 +1294,9 @@ fn refusals_say_what_to_write_instead() {
             "fn f(x: f64, out: &mut [f64; 2]) { *out = [x, x]; }",
             "`out[0] = a; out[1] = b;`",
         ),
+        (
+            "fn f(x: &[f64]) -> f64 { let mut o = [0.0; 2]; g(x, &mut o); o[0] }",
+            "a local array passed as `&mut`",
+        ),
     ]);
 }
