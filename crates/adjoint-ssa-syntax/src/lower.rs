@@ -3741,7 +3741,9 @@ impl Lower<'_> {
                 };
                 let mut lo = lo;
                 if let syn::RangeLimits::Closed(_) = r.limits {
-                    if narrow_int(item) {
+                    // (widened as `range_bounds` widens: a type still open may become `i8`
+                    // later, where `hi + 1` would overflow)
+                    if narrow_int(item) || item == Ty::Int(None) {
                         let w = Ty::Int(Some(IntTy::I64));
                         (lo, hi) = (self.int_cast(lo, w), self.int_cast(hi, w));
                     } else if let Ty::Int(Some(t)) = item {

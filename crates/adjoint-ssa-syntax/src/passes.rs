@@ -121,6 +121,7 @@ pub fn cleanup(f: &mut Func) {
 /// which the reverse sweep can recompute.
 pub fn cse_loads(f: &mut Func) {
     let mut repl: Vec<Val> = (0..f.values.len()).collect();
+    let mut int_links = vec![];
     for blk in &mut f.blocks {
         let mut seen: Vec<(SliceId, Val, Val)> = vec![];
         blk.insts.retain_mut(|inst| {
@@ -131,6 +132,8 @@ pub fn cse_loads(f: &mut Func) {
                         seen.iter().find(|&&(s, i, _)| s == slice && i == idx)
                     {
                         repl[dst] = first;
+                        // (one value now: a type a typed `let` gave the dropped load is kept)
+                        int_links.push((dst, first));
                         return false;
                     }
                     seen.push((slice, idx, dst));
@@ -148,6 +151,7 @@ pub fn cse_loads(f: &mut Func) {
             true
         });
     }
+    f.int_links.extend(int_links);
     let mut m = |v: Val| find(&mut repl, v);
     for blk in &mut f.blocks {
         for i in &mut blk.insts {

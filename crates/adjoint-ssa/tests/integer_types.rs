@@ -170,3 +170,56 @@ fn a_range_stepped_by_zero_panics_with_rust_s_message() {
         .unwrap_or("");
     assert!(msg.contains("step != 0"), "{msg}");
 }
+
+/// An inclusive range over a variable whose type is still open where the range is lowered and
+/// becomes `i8` later (`k = t`): `127 + 1` overflowed in `i8` (the reviewer of this change).
+#[differentiable]
+fn narrow_later(x: &[f64], t: i8) -> f64 {
+    let mut k = 0;
+    let mut s = 0.0;
+    for i in k..=k + 127 {
+        s += x[0] * (i as f64);
+    }
+    k = t;
+    s + x[1] * k as f64
+}
+
+fn narrow_later_t<T: Real>(x: &[T], t: i8) -> T {
+    let mut k = 0;
+    let mut s = T::zero();
+    for i in k..=k + 127 {
+        s += x[0] * (i as f64);
+    }
+    k = t;
+    s + x[1] * k as f64
+}
+
+/// A typed `let` of an element loaded twice (the second load merged into the first).
+#[differentiable]
+fn merged_load(x: &[f64], j: usize) -> f64 {
+    let v = [3, 4];
+    let p = v[j] * 1_000_000;
+    let q: u64 = v[j];
+    x[0] * (p * 1000) as f64 + x[1] * q as f64
+}
+
+fn merged_load_t<T: Real>(x: &[T], j: usize) -> T {
+    let v = [3, 4];
+    let p = v[j] * 1_000_000;
+    let q: u64 = v[j];
+    x[0] * (p * 1000) as f64 + x[1] * q as f64
+}
+
+#[test]
+fn types_decided_after_the_range_or_by_a_merged_load() {
+    let x = [1.0, 1.0];
+    let mut g = [0.0; 2];
+    let v = narrow_later::grad(&x, 3, &mut g);
+    assert_eq!(v, narrow_later_t(&x, 3));
+    assert_eq!(g.to_vec(), forward::gradient(|x| narrow_later_t(x, 3), &x));
+    let mut g = [0.0; 2];
+    let v = merged_load::grad(&x, 1, &mut g);
+    assert_eq!(v, merged_load_t(&x, 1));
+    assert_eq!(v, 4_000_000_004.0);
+    assert_eq!(g.to_vec(), forward::gradient(|x| merged_load_t(x, 1), &x));
+}
