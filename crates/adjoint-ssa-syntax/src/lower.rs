@@ -1341,7 +1341,24 @@ impl Lower<'_> {
             },
             None => None,
         };
-        self.bind_pat(pat, init, hint)
+        self.bind_pat(pat, init, hint)?;
+        // `let (a, b): (u64, f64) = (k, 2.0);`: the members' written integer types, as a typed
+        // `let` of one name gives its value its type (`k` is then a `u64`).
+        if let (Some(syn::Type::Tuple(tt)), Pat::Tuple(pt)) = (ty, pat) {
+            for (p, t) in pt.elems.iter().zip(&tt.elems) {
+                let (Pat::Ident(pi), Some(h @ Ty::Int(Some(_)))) = (p, type_of(t)) else {
+                    continue;
+                };
+                if let Some(i) = self.lookup(&pi.ident.to_string()) {
+                    if let Binding::Val(v) = self.env[i].b {
+                        if self.ty(v) == Ty::Int(None) {
+                            self.f.values[v].ty = h;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     fn bind_pat(&mut self, pat: &Pat, init: &Expr, hint: Option<Ty>) -> Result<()> {

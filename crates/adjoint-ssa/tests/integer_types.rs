@@ -223,3 +223,29 @@ fn types_decided_after_the_range_or_by_a_merged_load() {
     assert_eq!(v, 4_000_000_004.0);
     assert_eq!(g.to_vec(), forward::gradient(|x| merged_load_t(x, 1), &x));
 }
+
+/// A typed tuple `let` types its integer members (the reviewer: `k` stayed an `i32`).
+#[differentiable]
+fn tuple_typed(x: &[f64]) -> f64 {
+    let k = 3;
+    let w = k * 1_000_000_000;
+    let (a, b): (u64, f64) = (k, 2.0);
+    x[0] * w as f64 + x[1] * a as f64 * b
+}
+
+fn tuple_typed_t<T: Real>(x: &[T]) -> T {
+    let k = 3;
+    let w = k * 1_000_000_000;
+    let (a, b): (u64, f64) = (k, 2.0);
+    x[0] * w as f64 + x[1] * a as f64 * b
+}
+
+#[test]
+fn a_typed_tuple_let_types_its_members() {
+    let x = [1.0, 1.0];
+    let mut g = [0.0; 2];
+    let v = tuple_typed::grad(&x, &mut g);
+    assert_eq!(v, tuple_typed_t(&x));
+    assert_eq!(v, 3_000_000_006.0);
+    assert_eq!(g.to_vec(), forward::gradient(|x| tuple_typed_t(x), &x));
+}
