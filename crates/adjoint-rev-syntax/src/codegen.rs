@@ -1095,6 +1095,19 @@ fn is_float_literal(e: &Expr) -> bool {
     }
 }
 
+/// The value of an unsuffixed integer literal, possibly negated or parenthesised.
+fn int_literal(e: &Expr) -> Option<i128> {
+    match e {
+        Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Int(i),
+            ..
+        }) if i.suffix().is_empty() => i.base10_parse::<i128>().ok(),
+        Expr::Unary(u) if matches!(u.op, syn::UnOp::Neg(_)) => int_literal(&u.expr).map(|v| -v),
+        Expr::Paren(p) => int_literal(&p.expr),
+        _ => None,
+    }
+}
+
 impl VisitMut for LiteralComparisons<'_> {
     fn visit_expr_mut(&mut self, e: &mut Expr) {
         syn::visit_mut::visit_expr_mut(self, e);
@@ -1104,6 +1117,30 @@ impl VisitMut for LiteralComparisons<'_> {
             return;
         }
         let k = self.krate;
+        // An integer literal against a value: `RevReal`s compare their primal with it as `f64`,
+        // integers in their own type (`if (x > 0, ~)` for `T: RevReal`, `n == 1` for `usize`).
+        let (lit, other, lit_left) = match (int_literal(&b.left), int_literal(&b.right)) {
+            (None, Some(l)) => (Some(l), (*b.left).clone(), false),
+            (Some(l), None) => (Some(l), (*b.right).clone(), true),
+            _ => (None, (*b.left).clone(), false),
+        };
+        if let Some(l) = lit {
+            let span = syn::spanned::Spanned::span(&other);
+            let l = proc_macro2::Literal::i128_suffixed(l);
+            let op = b.op;
+            let cmp = if lit_left {
+                quote!(__rev_r #op __rev_v)
+            } else {
+                quote!(__rev_v #op __rev_r)
+            };
+            *e = syn::parse_quote_spanned!(span=> {
+                #[allow(unused_imports)]
+                use #k::{CmpLitInt as _, CmpLitReal as _};
+                let (__rev_v, __rev_r) = (&#k::CmpLit(&(#other))).pair(#l);
+                #cmp
+            });
+            return;
+        }
         let wrap = |x: &Expr| -> Expr {
             let span = syn::spanned::Spanned::span(x);
             syn::parse_quote_spanned!(span=> #k::RevReal::value(&(#x)))

@@ -64,7 +64,9 @@
 //! **Conditions** are Rust `bool` expressions over the arguments. A comparison with an
 //! unsuffixed float literal compares the value's primal, so generic code reads as NiLang's:
 //! `if (x > 0.0, ~)`, `while (x < 10.0, n != 0.0)` work for every `T: RevReal` (on [`GVar`]s
-//! too) without `.value()`; comparisons between two values use `PartialOrd` (`if (a < b, ~)`).
+//! too) without `.value()`; so does an unsuffixed integer literal (`if (x > 0, ~)`), which an
+//! integer (`n == 1` for `n: &mut usize`) compares in its own type; comparisons between two
+//! values use `PartialOrd` (`if (a < b, ~)`).
 //!
 //! **Instructions** (`y += …`): a variable, `a + b`, `a - b`, `a * b`, `a / b`, `-a`,
 //! `identity(a)`, and every function of the shared rule table ([`adjoint_core::rules`]) in method
@@ -345,7 +347,7 @@ pub use ad::NotGeneric;
 #[doc(hidden)]
 pub use error::{copy_of, distinct, no_gradient, passive, same};
 #[doc(hidden)]
-pub use lit::{like, lit, literal_bits, shared_arg, SharedArg};
+pub use lit::{like, lit, literal_bits, shared_arg, CmpLit, CmpLitInt, CmpLitReal, SharedArg};
 
 /// The built-in instructions, as types implementing [`Instruction`].
 pub mod instr_types {

@@ -207,3 +207,59 @@ fn a_loop_variable_is_read_as_an_operand_and_passed_to_calls() {
     ramp::uncall(&mut y, &mut xv, &mut s).unwrap();
     assert_eq!((y, s), (0.5, 3));
 }
+
+reversible! {
+    /// Integer literals in conditions: a `RevReal` compares its value (`x > 0` as `x > 0.0`),
+    /// integers in their own type; the literal on either side (issue #13 item 5; before, an
+    /// integer literal against a `T` was a bare E0308).
+    fn int_literal_conditions<T: RevReal>(y: &mut T, x: &mut T, n: &mut usize) {
+        if (x > 0, ~) {
+            y += x * x;
+        } else {
+            y -= x;
+        }
+        if (-1 >= x, ~) {
+            y += 1.0;
+        }
+        if (n == 2, ~) {
+            y += x;
+        }
+        let k = 0;
+        while (k < 3, k > 0) {
+            k += 1;
+            y += x;
+        }
+        k -= 3;
+        unlet k = 0;
+    }
+    fn concrete_float(y: &mut f64, x: &mut f64) {
+        if (x > 0, ~) {
+            y += x.exp();
+        }
+    }
+}
+
+#[test]
+fn integer_literals_in_conditions() -> Result<(), InvertibilityError> {
+    // y = (x > 0 ? x² : −x) + (x ≤ −1 ? 1 : 0) + (n = 2 ? x : 0) + 3x
+    let f = |x: f64, n: usize| {
+        (if x > 0.0 { x * x } else { -x })
+            + if x <= -1.0 { 1.0 } else { 0.0 }
+            + if n == 2 { x } else { 0.0 }
+            + 3.0 * x
+    };
+    for (x, n) in [(0.5, 2usize), (-0.5, 1), (-2.0, 2), (0.0, 0)] {
+        let (mut y, mut xx, mut nn) = (0.0f64, x, n);
+        int_literal_conditions(&mut y, &mut xx, &mut nn)?;
+        assert_eq!(y, f(x, n), "x = {x}, n = {n}");
+        int_literal_conditions::uncall(&mut y, &mut xx, &mut nn)?;
+        assert_eq!(y, 0.0);
+        let g = adjoint_rev::grad(int_literal_conditions {}, (0.0, x, n), 0)?;
+        let want = (if x > 0.0 { 2.0 * x } else { -1.0 }) + if n == 2 { 1.0 } else { 0.0 } + 3.0;
+        assert_eq!(g.1, want, "x = {x}, n = {n}");
+    }
+    let (mut y, mut x) = (0.0, 1.0);
+    concrete_float(&mut y, &mut x)?;
+    assert_eq!(y, 1f64.exp());
+    Ok(())
+}
