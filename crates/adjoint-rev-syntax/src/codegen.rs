@@ -1120,13 +1120,19 @@ impl VisitMut for LiteralComparisons<'_> {
         // An integer literal against a value: `RevReal`s compare their primal with it as `f64`,
         // integers in their own type (`if (x > 0, ~)` for `T: RevReal`, `n == 1` for `usize`).
         let (lit, other, lit_left) = match (int_literal(&b.left), int_literal(&b.right)) {
-            (None, Some(l)) => (Some(l), (*b.left).clone(), false),
-            (Some(l), None) => (Some(l), (*b.right).clone(), true),
+            (None, Some(_)) => (Some((*b.right).clone()), (*b.left).clone(), false),
+            (Some(_), None) => (Some((*b.left).clone()), (*b.right).clone(), true),
             _ => (None, (*b.left).clone(), false),
         };
-        if let Some(l) = lit {
+        if let Some(lit) = lit {
             let span = syn::spanned::Spanned::span(&other);
-            let l = proc_macro2::Literal::i128_suffixed(l);
+            // (the literal typed by the comparison: `f64` for a `RevReal`, else the value's type,
+            // exactly, as in `y += x * 3`)
+            let at = syn::spanned::Spanned::span(&lit);
+            let l = match Literal::parse(&lit) {
+                Ok(l) => l.tokens(&respan(k, at), at),
+                Err(e) => e.to_compile_error(),
+            };
             let op = b.op;
             let cmp = if lit_left {
                 quote!(__rev_r #op __rev_v)
@@ -1135,7 +1141,7 @@ impl VisitMut for LiteralComparisons<'_> {
             };
             *e = syn::parse_quote_spanned!(span=> {
                 #[allow(unused_imports)]
-                use #k::{CmpLitInt as _, CmpLitReal as _};
+                use #k::{CmpLitOther as _, CmpLitReal as _};
                 let (__rev_v, __rev_r) = (&#k::CmpLit(&(#other))).pair(#l);
                 #cmp
             });

@@ -347,7 +347,7 @@ pub use ad::NotGeneric;
 #[doc(hidden)]
 pub use error::{copy_of, distinct, no_gradient, passive, same};
 #[doc(hidden)]
-pub use lit::{like, lit, literal_bits, shared_arg, CmpLit, CmpLitInt, CmpLitReal, SharedArg};
+pub use lit::{like, lit, literal_bits, shared_arg, CmpLit, CmpLitOther, CmpLitReal, SharedArg};
 
 /// The built-in instructions, as types implementing [`Instruction`].
 pub mod instr_types {

@@ -223,8 +223,9 @@ pub fn powi_exponent<E: PowiExponent>(n: E) -> i32 {
 
 /// A value compared with an unsuffixed integer literal in a condition (`if (x > 0, ~)`): for a
 /// [`RevReal`](crate::RevReal) (`f64`, `GVar`, … and `T: RevReal`), its primal value against the
-/// literal as `f64`, as a float literal compares; for integers, the value against the literal
-/// in its own type. Generated code calls `(&CmpLit(&x)).pair(lit)` and compares the pair.
+/// literal as `f64`, as a float literal compares; for other numbers (integers, fixed point), the
+/// value against the literal in its own type (exact, [`lit`]). Generated code calls
+/// `(&CmpLit(&x)).pair(lit::<_, …>(v))` and compares the pair.
 #[doc(hidden)]
 pub struct CmpLit<'a, T>(pub &'a T);
 
@@ -232,30 +233,27 @@ pub struct CmpLit<'a, T>(pub &'a T);
 #[doc(hidden)]
 pub trait CmpLitReal {
     /// The value and the literal, as `f64`.
-    fn pair(&self, lit: i128) -> (f64, f64);
+    fn pair(&self, lit: f64) -> (f64, f64);
 }
 
 impl<T: crate::RevReal> CmpLitReal for CmpLit<'_, T> {
     #[inline(always)]
-    fn pair(&self, lit: i128) -> (f64, f64) {
-        (self.0.value(), lit as f64)
+    fn pair(&self, lit: f64) -> (f64, f64) {
+        (self.0.value(), lit)
     }
 }
 
-/// [`CmpLit`] of an integer (tried when the value is not a `RevReal`).
+/// [`CmpLit`] of another number (tried when the value is not a `RevReal`).
 #[doc(hidden)]
-pub trait CmpLitInt<T> {
+pub trait CmpLitOther<T> {
     /// The value and the literal, in the value's type.
-    fn pair(&self, lit: i128) -> (T, T);
+    fn pair(&self, lit: T) -> (T, T);
 }
 
-impl<T: Copy + TryFrom<i128>> CmpLitInt<T> for &CmpLit<'_, T> {
+impl<T: Copy> CmpLitOther<T> for &CmpLit<'_, T> {
     #[inline(always)]
-    fn pair(&self, lit: i128) -> (T, T) {
-        match T::try_from(lit) {
-            Ok(l) => (*self.0, l),
-            Err(_) => panic!("the literal {lit} does not fit the type it is compared with"),
-        }
+    fn pair(&self, lit: T) -> (T, T) {
+        (*self.0, lit)
     }
 }
 

@@ -263,3 +263,24 @@ fn integer_literals_in_conditions() -> Result<(), InvertibilityError> {
     assert_eq!(y, 1f64.exp());
     Ok(())
 }
+
+reversible! {
+    /// Fixed point compares with an integer literal in its own type, exactly (as it did before
+    /// integer literals were typed: fixed implements comparisons with integers).
+    fn fixed_condition(y: &mut fixed::types::I16F16, x: &mut fixed::types::I16F16) {
+        if (x > 1, ~) {
+            y += x;
+        }
+    }
+}
+
+#[test]
+fn integer_literals_in_fixed_point_conditions() -> Result<(), InvertibilityError> {
+    use fixed::types::I16F16;
+    for (x, want) in [(1.5, 1.5), (1.0, 0.0), (-3.0, 0.0)] {
+        let (mut y, mut xx) = (I16F16::from_num(0), I16F16::from_num(x));
+        fixed_condition(&mut y, &mut xx)?;
+        assert_eq!(y, I16F16::from_num(want));
+    }
+    Ok(())
+}
