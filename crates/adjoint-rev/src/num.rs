@@ -564,10 +564,19 @@ impl<T: Arith> Arith for Complex<T> {
                 T::acc_id(&mut den, &mut big, true);
                 T::acc_arith(&mut den, Op2::Mul, &mut small, &mut r, true);
             }
-            return (zero_div(&big) || zero_div(&den)).then(|| {
-                format!(
+            if zero_div(&big) || zero_div(&den) {
+                return Some(format!(
                     "division by zero: ({:?} + {:?}i) / ({:?} + {:?}i), whose divisor is 0 in \
                      this type or, scaled by its larger part, wraps to 0",
+                    a.re, a.im, b.re, b.im
+                ));
+            }
+            // (a scaled divisor `big + small·r` past the type's range gives a quotient of 0
+            // where the true one is finite: refused in checked code)
+            return den.non_finite().map(|d| {
+                format!(
+                    "({:?} + {:?}i) / ({:?} + {:?}i): the scaled divisor overflows ({d}); \
+                     scale both operands down first",
                     a.re, a.im, b.re, b.im
                 )
             });
@@ -704,8 +713,9 @@ fn complex_square<T: Arith>(y: &mut Complex<T>, a: &mut Complex<T>, plus: bool) 
 ///   `I16F16`): with `r = b.im / b.re` (|b.re| ≥ |b.im|), `a / b = ((a.re + a.im·r) +
 ///   (a.im − a.re·r)i) / (b.re + b.im·r)`, the other case mirrored. The intermediate sums reach
 ///   twice the operands' parts: parts above half the type's range overflow (`f64` beyond about
-///   9e307: ∞ and a `NonFinite` error, or a quotient of 0 where only the divisor overflows) or
-///   wrap (fixed point), and `I1F31` cannot hold `r = ±1`.
+///   9e307: ∞ and a `NonFinite` error, or, where only the divisor overflows, a quotient of 0 —
+///   an error in checked code, silent in unchecked code) or wrap (fixed point, silently), and
+///   `I1F31` cannot hold `r = ±1`.
 ///
 /// Every intermediate is an ancilla computed by the part type's own instructions and uncomputed,
 /// so `Complex<GVar<f64>>` carries gradients through it; `b` is only read, and never in the same

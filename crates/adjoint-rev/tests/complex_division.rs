@@ -128,6 +128,15 @@ fn float_quotients_at_extreme_magnitudes() -> R {
     Ok(())
 }
 
+/// The loss by the quotient's closed form `(a·conj b)/|b|²`, at any `Real` (forward mode's
+/// reference).
+fn loss_closed_form<T: adjoint_core::Real>(v: &[T]) -> T {
+    let (a, b) = ((v[0], v[1]), (v[2], v[3]));
+    let d = b.0 * b.0 + b.1 * b.1;
+    let (qr, qi) = ((a.0 * b.0 + a.1 * b.1) / d, (a.1 * b.0 - a.0 * b.1) / d);
+    qr * qr + qi * qi + qr
+}
+
 fn loss(p: &[f64]) -> f64 {
     let q = Complex::new(p[0], p[1]) / Complex::new(p[2], p[3]);
     q.norm_sqr() + q.re
@@ -148,15 +157,7 @@ fn gradients_through_both_branches() -> R {
         )?;
         let g = [ga.re, ga.im, gb.re, gb.im];
         check_gradient(loss, &p, &g).assert_passed();
-        let reference = adjoint_core::forward::gradient(
-            |v| {
-                let (a, b) = ((v[0], v[1]), (v[2], v[3]));
-                let d = b.0 * b.0 + b.1 * b.1;
-                let (qr, qi) = ((a.0 * b.0 + a.1 * b.1) / d, (a.1 * b.0 - a.0 * b.1) / d);
-                qr * qr + qi * qi + qr
-            },
-            &p,
-        );
+        let reference = adjoint_core::forward::gradient(|v| loss_closed_form(v), &p);
         for i in 0..4 {
             assert!(
                 (g[i] - reference[i]).abs() < 1e-12 * (1.0 + reference[i].abs()),
@@ -174,15 +175,7 @@ fn gradients_through_both_branches() -> R {
             (0.0, Complex::new(p[0], p[1]), Complex::new(p[2], p[3])),
             0,
         )?;
-        let hf = adjoint_core::forward::hessian(
-            |v| {
-                let (a, b) = ((v[0], v[1]), (v[2], v[3]));
-                let d = b.0 * b.0 + b.1 * b.1;
-                let (qr, qi) = ((a.0 * b.0 + a.1 * b.1) / d, (a.1 * b.0 - a.0 * b.1) / d);
-                qr * qr + qi * qi + qr
-            },
-            &p,
-        );
+        let hf = adjoint_core::forward::hessian(|v| loss_closed_form(v), &p);
         for i in 0..4 {
             for j in 0..4 {
                 let (u, v) = (h[i + 1][j + 1], hf[i][j]);
@@ -220,4 +213,21 @@ fn fixed_point_divisors_at_the_type_s_edges() {
     );
     let err = cdiv(&mut z, &mut a, &mut b).unwrap_err();
     assert!(err.to_string().contains("division by zero"), "{err}");
+}
+
+#[test]
+fn an_overflowing_scaled_divisor_is_an_error_in_checked_code() {
+    // (1e308)/(1e308 + 1e308i) is 0.5 − 0.5i, but b.re + b.im·r overflows to ∞ and the
+    // quotient came out 0 with no error (the reviewer); checked code refuses it.
+    let (mut z, mut a, mut b) = (
+        Complex::new(0.0, 0.0),
+        Complex::new(1e308, 0.0),
+        Complex::new(1e308, 1e308),
+    );
+    let err = cdiv(&mut z, &mut a, &mut b).unwrap_err();
+    assert!(
+        err.to_string().contains("scaled divisor overflows"),
+        "{err}"
+    );
+    assert_eq!(z, Complex::new(0.0, 0.0));
 }

@@ -71,6 +71,14 @@ fn wide_literal(x: &[f64], n: usize) -> f64 {
     x[0] * b as f64 + x[0] * k as f64
 }
 
+/// The message of a caught panic.
+fn panic_message(e: Box<dyn std::any::Any + Send>) -> String {
+    e.downcast_ref::<String>()
+        .cloned()
+        .or(e.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default()
+}
+
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-12 * b.abs().max(1.0)
 }
@@ -134,12 +142,7 @@ fn inclusive_ranges_of_64_bit_types() {
         let mut g = [0.0; 4];
         tail::grad(&x, u64::MAX, &mut g)
     });
-    let msg = r.unwrap_err();
-    let msg = msg
-        .downcast_ref::<String>()
-        .map(String::as_str)
-        .or(msg.downcast_ref::<&str>().copied())
-        .unwrap_or("");
+    let msg = panic_message(r.unwrap_err());
     assert!(msg.contains("u64::MAX"), "{msg}");
 }
 
@@ -162,12 +165,7 @@ fn a_range_stepped_by_zero_panics_with_rust_s_message() {
         let mut g = [0.0; 3];
         stepped::grad(&[1.0, 2.0, 3.0], 0, &mut g)
     });
-    let e = r.unwrap_err();
-    let msg = e
-        .downcast_ref::<String>()
-        .map(String::as_str)
-        .or(e.downcast_ref::<&str>().copied())
-        .unwrap_or("");
+    let msg = panic_message(r.unwrap_err());
     assert!(msg.contains("step != 0"), "{msg}");
 }
 
