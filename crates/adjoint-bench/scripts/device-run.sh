@@ -6,7 +6,7 @@
 # runs. Stages run in this file's order, whatever the order of the arguments (default: tests
 # gmm gmm-large ba ba-large scaling particles). `gmm-grid-1k` and `gmm-grid-rest` run ADBench's
 # whole GMM grid, 44 inputs, in two calls (`gmm-grid-10k-d2`: the 6 inputs of it that have no
-# JAX row yet), `ba-large-peers` adds JAX and PyTorch to BA 11-20, `sweep` runs BA ba1 and GMM
+# JAX row yet), `ba-large-peers` adds JAX and PyTorch to BA 11-20 (`ba-19-20-peers`: the two it did not reach), `sweep` runs BA ba1 and GMM
 # 1k d10 K25 at 1-16 threads (#16), `matmul-ab` the GPU's two matrix-product kernels on GMM
 # d64/d128 (#17). E.g. `LIMIT=555 device-run.sh tests gmm-grid-10k-d2`, then
 # `device-run.sh ba-large-peers` in a second call.
@@ -89,6 +89,14 @@ for n in 11 12 13 14 15 16 17 18 19 20; do
     grep -h '^| ba' $T/b$n/adbench.md >> "$OUT/$peers.md"
 done
 done
+
+want ba-19-20-peers && {
+stage "BA 19 and 20 on the GPU against PyTorch and JAX (ba-large-peers' 460 s cut them on 2026-11-27)"
+for n in 19 20; do
+    timeout $(lim 240) $B --threads 16 --peer-device cuda --filter "ba$n\$" --engines array-cuda,pytorch,jax --out $T/c$n
+    grep -h '^| ba' $T/c$n/adbench.md >> "$OUT/ba-19-20-peers.md"
+done
+}
 
 want scaling && {
 stage "16 threads against 1 (#16): BA 1-3, GMM 1k and 10k d10 K25"
