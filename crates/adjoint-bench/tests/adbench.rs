@@ -737,10 +737,41 @@ fn reversible_gmm_with_a_component_far_from_the_points() {
     // point and carried fl(fl(A − S) + S) − A (all of −A) into the next point: the objective
     // was −4.3098 for −4.1098 and a gradient entry 0.19 for 2.41 (a hunter); a component whose
     // ½‖Qxc‖² overflows made it NaN. The tape is the reference.
+    //
+    // Then `xc` and `qxc`, reused by every point and component, carried their gradients' rounding
+    // residue (of values ~e^q or ~1e6 away) from one component's uncomputation into the next:
+    // with Q's log-diagonal 50, ∂/∂μ₀ was −0.5 where component 0's weight is exactly 0 and the
+    // derivative 0; one outlier point 1e6 away left 2.4e-4 relative errors (a hunter). They are
+    // fresh per component now.
+    let wide = io::GmmInput {
+        d: 1,
+        k: 2,
+        n: 1,
+        alphas: vec![0.0, 0.0],
+        means: vec![1.0, 0.0],
+        icf: vec![50.0, 0.0],
+        x: vec![0.5],
+        gamma: 1.0,
+        m: 0.0,
+    };
+    let mut outlier = two_cluster_gmm(3, vec![0.1, -0.2, 0.3, 1.0, 0.5, -0.4], vec![0.0; 18]);
+    for (i, x) in outlier.x.iter_mut().enumerate() {
+        *x = 0.1 * ((i * 7) % 5) as f64 - 0.2;
+    }
+    outlier.x[3..6].copy_from_slice(&[1e6, -1e6, 1e6]);
+    let mut steep = two_cluster_gmm(
+        2,
+        vec![0.0, 0.0, 1.0, 1.0],
+        vec![0.2, 0.1, 0.9, 1.1, 0.5, 0.4],
+    );
+    steep.icf[0] = 30.0;
     let cases = [
         two_cluster_gmm(1, vec![0.0, 1e8], vec![0.1, 1e8 + 0.1, 0.7, 1e8 - 0.3]),
         two_cluster_gmm(1, vec![0.0, 1e200], vec![0.1, 0.7, -0.3]),
         two_cluster_gmm(1, vec![0.0, 1e6], vec![0.1, 1e6 + 0.1, 0.7, 1e6 - 0.3, 3.0]),
+        wide,
+        outlier,
+        steep,
     ];
     for g in &cases {
         let p = g.params();

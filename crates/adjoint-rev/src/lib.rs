@@ -278,6 +278,15 @@
 //! on `GVar`s also does `n.g += y.g / n` — and uncomputes `n`, whose `hypot` instruction passes
 //! `n.g` on to `x.re.g` and `x.im.g`. No value was stored anywhere.
 //!
+//! In floating point, the gradient an ancilla holds when its routine has been undone is zero
+//! only up to rounding: what its uses added and what its uncomputation took back are equal
+//! sums computed twice. An ancilla declared inside a loop body (or a routine) starts each
+//! iteration with no gradient and drops that residue when it is deallocated; one declared once
+//! and reused by every iteration carries it into the next, where it is passed on to the inputs
+//! (in a Gaussian mixture with a component `e^50` times steeper than another, a mean's
+//! derivative came out −0.5 where it is 0). Declare per-iteration intermediates inside the
+//! loop.
+//!
 //! ## What this crate is not
 //!
 //! Not a general AD tool for arbitrary Rust: code must be written in the reversible language

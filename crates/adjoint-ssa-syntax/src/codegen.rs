@@ -979,10 +979,19 @@ impl<'a> Gen<'a> {
                 let (d, x) = (self.v(*dst), self.v(*a));
                 quote!(#d = !#x;)
             }
-            Inst::Cast { dst, a } => {
+            Inst::Cast { dst, a, checked } => {
                 let (d, x) = (self.v(*dst), self.v(*a));
                 let t = self.ty(*dst);
-                if self.is_t(*a) {
+                if let Some(check) = checked {
+                    let msg = check.message(&t.to_string());
+                    let below_max = if check.end_inclusive {
+                        quote!(.filter(|v| *v != #t::MAX))
+                    } else {
+                        quote!()
+                    };
+                    quote!(#d = <#t as ::core::convert::TryFrom<_>>::try_from(#x).ok()#below_max
+                        .unwrap_or_else(|| ::core::panic!("{}", #msg));)
+                } else if self.is_t(*a) {
                     quote!(#d = <T as #real>::value(&#x) as #t;)
                 } else {
                     quote!(#d = #x as #t;)

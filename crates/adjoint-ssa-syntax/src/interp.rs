@@ -242,8 +242,13 @@ impl<T: Real> Machine<T> {
                 out.push((*dst, V::B(r)));
             }
             Inst::Not { dst, a } => out.push((*dst, V::B(!g(*a).b()))),
-            Inst::Cast { dst, a } => {
+            Inst::Cast { dst, a, checked } => {
                 let x = g(*a);
+                if let (Some(check), Ty::Int(Some(t)), V::I(i)) = (checked, f.values[*dst].ty, &x) {
+                    let fits = |v: i128| t.wrap(v) == v;
+                    let ok = fits(*i) && !(check.end_inclusive && fits(*i) && !fits(*i + 1));
+                    assert!(ok, "{}", check.message(t.name()));
+                }
                 let r = match (f.values[*dst].ty, x) {
                     (Ty::F64, V::I(i)) => V::F(T::cst(i as f64)),
                     (Ty::Int(Some(t)), V::I(i)) => V::I(t.wrap(i)),

@@ -152,6 +152,31 @@ pub enum ConstVal {
     B(bool),
 }
 
+/// What a checked [`Inst::Cast`] checks: the value fits the result's type and, for the end of
+/// an inclusive range (`end_inclusive`), is below that type's `MAX` (the loop counts to the end
+/// plus one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BoundCheck {
+    /// The end of an inclusive range.
+    pub end_inclusive: bool,
+}
+
+impl BoundCheck {
+    /// The panic message, for a result of type `t`.
+    pub fn message(self, t: &str) -> String {
+        let end = if self.end_inclusive {
+            format!(" or is the end of an inclusive range at `{t}::MAX`")
+        } else {
+            String::new()
+        };
+        format!(
+            "#[differentiable] counts a range whose bounds' type is decided after the loop in \
+             `{t}`, and a bound does not fit{end}: declare the bound's type where it is first \
+             bound (`let mut hi: u64 = 0;`)"
+        )
+    }
+}
+
 /// Integer (and boolean) operations; all passive.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[allow(missing_docs)]
@@ -344,6 +369,9 @@ pub enum Inst {
         dst: Val,
         /// operand
         a: Val,
+        /// A conversion that panics where the value does not fit: a range bound whose type is
+        /// decided after the range (counted in `i64` unless that decision reaches the counter)
+        checked: Option<BoundCheck>,
     },
     /// `dst = s.len()`
     Len {
@@ -914,11 +942,12 @@ impl Func {
             }
             Inst::Cmp { dst, op, a, b } => format!("{} = {:?}({}, {})", n(*dst), op, n(*a), n(*b)),
             Inst::Not { dst, a } => format!("{} = not {}", n(*dst), n(*a)),
-            Inst::Cast { dst, a } => format!(
-                "{} = {} as {}",
+            Inst::Cast { dst, a, checked } => format!(
+                "{} = {} as {}{}",
                 n(*dst),
                 n(*a),
-                ty_name(self.values[*dst].ty)
+                ty_name(self.values[*dst].ty),
+                if checked.is_some() { " (checked)" } else { "" }
             ),
             Inst::Len { dst, slice } => format!("{} = len {}", n(*dst), sl(*slice)),
             Inst::Load { dst, slice, idx } => format!("{} = {}[{}]", n(*dst), sl(*slice), n(*idx)),

@@ -2573,7 +2573,11 @@ impl Lower<'_> {
             return err(&c.ty, "casts to `bool` are not supported");
         }
         let dst = self.val(to);
-        self.emit(Inst::Cast { dst, a });
+        self.emit(Inst::Cast {
+            dst,
+            a,
+            checked: None,
+        });
         Ok(Ev::V(dst))
     }
 
@@ -3760,9 +3764,12 @@ impl Lower<'_> {
                 if let syn::RangeLimits::Closed(_) = r.limits {
                     // (widened as `range_bounds` widens: a type still open may become `i8`
                     // later, where `hi + 1` would overflow)
-                    if narrow_int(item) || item == Ty::Int(None) {
+                    if narrow_int(item) {
                         let w = Ty::Int(Some(IntTy::I64));
                         (lo, hi) = (self.int_cast(lo, w), self.int_cast(hi, w));
+                    } else if item == Ty::Int(None) {
+                        // Counted in `i64`, checked: the type may become `u64` later.
+                        (lo, hi) = (self.bound_as_i64(lo, false), self.bound_as_i64(hi, true));
                     } else if let Ty::Int(Some(t)) = item {
                         // A 64-bit range counts to `hi + 1`, which does not exist at the type's
                         // MAX: refused where it runs (it counted nothing in release builds).
@@ -4041,8 +4048,7 @@ impl Lower<'_> {
             _ => true,
         };
         if narrow {
-            let w = Ty::Int(Some(IntTy::I64));
-            (self.int_cast(lo, w), self.int_cast(hi, w))
+            (self.bound_as_i64(lo, false), self.bound_as_i64(hi, false))
         } else {
             (lo, hi)
         }
@@ -4065,7 +4071,28 @@ impl Lower<'_> {
 
     fn int_cast(&mut self, a: Val, ty: Ty) -> Val {
         let dst = self.val(ty);
-        self.emit(Inst::Cast { dst, a });
+        self.emit(Inst::Cast {
+            dst,
+            a,
+            checked: None,
+        });
+        dst
+    }
+
+    /// A range bound as an `i64`, the type ranges of narrow or still open types count in. A
+    /// bound whose type is decided after the range (`let mut hi = 0; … hi = m;` with `m: u64`)
+    /// is converted with a check: the counter stays an `i64` unless that decision reaches it
+    /// (through the loop variable), and a bound that does not fit panics saying so (it counted
+    /// nothing from 2⁶³); so does the end of an inclusive range at the counter's `MAX`
+    /// (`end_inclusive`).
+    fn bound_as_i64(&mut self, a: Val, end_inclusive: bool) -> Val {
+        let w = Ty::Int(Some(IntTy::I64));
+        let checked = (self.ty(a) == Ty::Int(None)).then_some(BoundCheck { end_inclusive });
+        if self.ty(a) == w {
+            return a;
+        }
+        let dst = self.val(w);
+        self.emit(Inst::Cast { dst, a, checked });
         dst
     }
 

@@ -281,7 +281,8 @@
 //! ranges of any integer type (`a..b`, `a..=b`, `.rev()`, `.step_by(k)`; `(-3..2).rev()` counts
 //! down from 1; a 64-bit `a..=b` whose end is the type's `MAX` panics saying so; bounds whose
 //! type only a later use decides — `let mut hi = 0; … hi = m;` with `m: u64` — are counted in
-//! `i64`, wrong from 2⁶³: declare such a variable's type, `let mut hi: u64 = 0;`) and slices (`.iter()`, `.iter_mut()`), with `.enumerate()`, `.zip()`, `.rev()`,
+//! `i64` unless the loop variable meets that use, and a bound beyond `i64` then panics saying
+//! so: declare such a variable's type, `let mut hi: u64 = 0;`) and slices (`.iter()`, `.iter_mut()`), with `.enumerate()`, `.zip()`, `.rev()`,
 //! `.step_by(k)`, `.skip(n)`, `.take(n)` in any order (`.enumerate().skip(1)` numbers from 1),
 //! over `x.windows(k)`, `x.chunks(k)` and `x.chunks_exact(k)` (each item a sub-slice), early
 //! `return`; reductions of those iterators, `.sum()`, `.product()` (also `::<f64>`) and

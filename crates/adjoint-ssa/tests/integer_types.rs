@@ -247,3 +247,83 @@ fn a_typed_tuple_let_types_its_members() {
     assert_eq!(v, 3_000_000_006.0);
     assert_eq!(g.to_vec(), forward::gradient(|x| tuple_typed_t(x), &x));
 }
+
+/// Range bounds whose type is still open where the range is lowered and that a later use makes
+/// `u64` (`hi = m` after the loops). Where the loop variable does not meet that use, the ranges
+/// were counted in `i64`: from 2⁶³ the loops silently ran no iteration (10.5 for 10.9375), and
+/// an inclusive range ending at `i64::MAX` overflowed. Now such a bound is converted with a
+/// check that panics saying so (documented); where the loop variable meets it (`hi - k`), the
+/// counter is a `u64` and counts right up to `u64::MAX − 1`.
+#[differentiable]
+fn open_bound_later_u64(x: &[f64], e: u32, minus_one: bool, m: u64) -> f64 {
+    let mut hi = 1;
+    for _ in 0..e {
+        hi *= 2;
+    }
+    if minus_one {
+        hi -= 1;
+    }
+    let mut s = 0.0;
+    for k in hi - 2..hi {
+        s = s * 0.5 + x[(hi - k) as usize];
+    }
+    for k in hi - 2..=hi {
+        s = s * 0.5 + x[(hi - k) as usize];
+    }
+    for _ in hi - 2..hi {
+        s = s * 0.5 + x[1];
+    }
+    for _ in hi - 2..=hi {
+        s = s * 0.5 + x[2];
+    }
+    hi = m;
+    s + x[0] * hi as f64
+}
+
+fn open_bound_later_u64_t<T: Real>(x: &[T], e: u32, minus_one: bool, m: u64) -> T {
+    let mut hi = 1;
+    for _ in 0..e {
+        hi *= 2;
+    }
+    if minus_one {
+        hi -= 1;
+    }
+    let mut s = T::zero();
+    for k in hi - 2..hi {
+        s = s * 0.5 + x[(hi - k) as usize];
+    }
+    for k in hi - 2..=hi {
+        s = s * 0.5 + x[(hi - k) as usize];
+    }
+    for _ in hi - 2..hi {
+        s = s * 0.5 + x[1];
+    }
+    for _ in hi - 2..=hi {
+        s = s * 0.5 + x[2];
+    }
+    hi = m;
+    s + x[0] * hi as f64
+}
+
+#[test]
+fn open_bounds_later_u64_count_or_panic() {
+    let x = [1.0, 2.0, 3.0];
+    for (e, minus_one) in [(3, false), (40, true), (62, false), (63, true), (63, false)] {
+        let expect = open_bound_later_u64_t(&x, e, minus_one, 7);
+        let r = std::panic::catch_unwind(|| {
+            let mut g = [0.0; 3];
+            let v = open_bound_later_u64::grad(&x, e, minus_one, 7, &mut g);
+            (v, g)
+        });
+        if e < 63 {
+            let (v, g) = r.unwrap();
+            assert_eq!(v, expect, "2^{e}");
+            let gf = forward::gradient(|x| open_bound_later_u64_t(x, e, minus_one, 7), &x);
+            assert_eq!(g.to_vec(), gf, "2^{e}");
+        } else {
+            // 2⁶³ does not fit the `i64` counter; 2⁶³ − 1 = i64::MAX ends an inclusive range
+            let msg = panic_message(r.expect_err("a bound beyond i64 must panic"));
+            assert!(msg.contains("`i64`") && msg.contains("declare"), "{msg}");
+        }
+    }
+}

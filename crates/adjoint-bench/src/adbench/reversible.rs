@@ -33,8 +33,6 @@ reversible! {
                 }
             }
         }
-        let xc = vec![T::zero(); d];
-        let qxc = vec![T::zero(); d];
         for ix in from..to {
             // A fresh `mt` per point: a reused one carried its gradient (the softmax weights of
             // the points already done) into every later point's compute and uncompute, whose
@@ -44,6 +42,12 @@ reversible! {
             @routine {
                 for ik in 0..k {
                     @routine {
+                        // Fresh `xc` and `qxc` per component, for the same reason: reused,
+                        // they carried their gradients' rounding residue (of values ~e^q, or
+                        // ~1e6 away) from one component's uncomputation into the next (∂/∂μ
+                        // −0.5 for 0 at a component of weight 0; a hunter).
+                        let xc = vec![T::zero(); d];
+                        let qxc = vec![T::zero(); d];
                         for j in 0..d {
                             let xv = T::from_f64(x[ix * d + j]);
                             xc[j] += xv - p[k + ik * d + j];
@@ -78,8 +82,6 @@ reversible! {
             ~@routine;
             unlet mt = vec![T::zero(); k];
         }
-        unlet qxc = vec![T::zero(); d];
-        unlet xc = vec![T::zero(); d];
         ~@routine;
         unlet icf0 = k + k * d;
         unlet icf_sz = d * (d + 1) / 2;
