@@ -243,9 +243,14 @@ macro_rules! impl_real {
             fn zero() -> Self {
                 <Self as From<f64>>::from(0.0)
             }
+            /// Zero in every component ([`Lift::lift_exact_zero`](crate::lift::Lift::lift_exact_zero):
+            /// a `Dual` whose tangent is 0 too, a constant `Var`), not only in value, as
+            /// `num-dual`'s: ndarray and nalgebra skip `β·y` where `β.is_zero()`, which dropped
+            /// `∂/∂β` at an active `β = 0` (a hunter). So an active value that is 0 does not
+            /// count as a zero pivot in nalgebra's solvers either: they divide by it.
             #[inline]
             fn is_zero(&self) -> bool {
-                $crate::Real::value(&$crate::lift::Lift::primal(self)) == 0.0
+                <Self as $crate::lift::Lift>::lift_exact_zero(self)
             }
         }
 

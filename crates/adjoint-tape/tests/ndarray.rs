@@ -68,3 +68,36 @@ fn matrix_products_and_mean() {
         assert!((gi - 0.5 * col).abs() < 1e-14);
     }
 }
+
+/// `y ← α·A·x + β·y` with an active `β` that is exactly 0: ndarray skips `β·y` where
+/// `β.is_zero()`, and `is_zero` compared only the value, so `∂/∂β` (= Σy₀ = 7) came out 0 on
+/// the tape and in forward mode (a hunter). `is_zero` is now zero in every component.
+#[test]
+fn an_active_beta_of_zero_keeps_its_derivative() {
+    fn gemv<T: Real + LinalgScalar>(p: &[T]) -> T {
+        let a = ndarray::array![[1.0, 2.0], [3.0, 4.0]].mapv(T::cst);
+        let x = ndarray::array![0.5, -1.0].mapv(T::cst);
+        let mut y = ndarray::array![3.0, 4.0].mapv(T::cst);
+        ndarray::linalg::general_mat_vec_mul(T::cst(1.0), &a, &x, p[0], &mut y);
+        y.sum()
+    }
+    fn gemm<T: Real + LinalgScalar>(p: &[T]) -> T {
+        let a = ndarray::array![[1.0, 2.0], [3.0, 4.0]].mapv(T::cst);
+        let mut c = ndarray::array![[1.0, 2.0], [3.0, 4.0]].mapv(T::cst);
+        ndarray::linalg::general_mat_mul(T::cst(1.0), &a, &a, p[0], &mut c);
+        c.sum()
+    }
+    for beta in [0.0, 0.5] {
+        // Closed forms: Σy₀ = 7 and ΣC₀ = 10.
+        assert_eq!(grad(|p: &[Var]| gemv(p), &[beta]), [7.0]);
+        assert_eq!(forward::gradient(|p: &[Dual64]| gemv(p), &[beta]), [7.0]);
+        assert_eq!(grad(|p: &[Var]| gemm(p), &[beta]), [10.0]);
+        assert_eq!(forward::gradient(|p: &[Dual64]| gemm(p), &[beta]), [10.0]);
+    }
+    // A constant zero is still a zero (the product skips `β·y`), and a Dual with a moving
+    // tangent is not.
+    use adjoint_core::num_traits::Zero;
+    assert!(Var::constant(0.0).is_zero());
+    assert!(Dual64::new(0.0, 0.0).is_zero());
+    assert!(!Dual64::new(0.0, 1.0).is_zero());
+}

@@ -13,10 +13,11 @@ fn cross<T: Scalar>(a: &[T; 3], b: &[T; 3]) -> [T; 3] {
 }
 
 /// Rotate `x` by the angle-axis vector `rot` (Rodrigues); for θ² = 0 the reference uses
-/// `x + rot × x`.
+/// `x + rot × x`. (θ² compared by value, as ADBench's `sqtheta != 0`: `is_zero` is false for
+/// an active zero.)
 pub fn rodrigues_rotate_point<T: Scalar>(rot: &[T; 3], x: &[T; 3]) -> [T; 3] {
     let sqtheta = rot[0] * rot[0] + rot[1] * rot[1] + rot[2] * rot[2];
-    if !sqtheta.is_zero() {
+    if sqtheta != T::zero() {
         let theta = sqtheta.sqrt();
         let (s, co) = (theta.sin(), theta.cos());
         let inv = theta.recip();

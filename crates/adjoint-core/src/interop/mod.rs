@@ -13,7 +13,11 @@
 //! (`impl_nalgebra!`, `impl_ndarray!`, documented with their features), and
 //! every engine invokes them: each nalgebra method calls the number type's own
 //! `num_traits::Float` method, so every derivative comes from the shared rule table.
-//! Comparisons (`approx`'s `relative_eq`, `PartialOrd`) look at primal values only.
+//! Comparisons (`approx`'s `relative_eq`, `PartialOrd`) look at primal values only;
+//! `num_traits::Zero::is_zero` does not: it is true only for a number that is zero in every
+//! component (a `Dual` whose tangent is 0 too, a constant `Var`), as in `num-dual`, because both
+//! crates skip a term `β·y` where `β.is_zero()` and an active `β = 0` still has a derivative.
+//! (So nalgebra's solvers see an active pivot of exactly 0 as nonzero and divide by it.)
 //!
 //! ```
 //! use adjoint_core::forward::Dual64;
