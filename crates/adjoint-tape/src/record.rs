@@ -1140,16 +1140,34 @@ pub(crate) fn record_run(
 /// 2⁶⁴ ids). One branch-free pass over the ids, which the compiler vectorises.
 #[inline]
 fn as_run(job: &Job, vars: &[Var]) -> Option<u32> {
-    let first = run_candidate(vars)?;
-    let gaps = vars
-        .iter()
-        .zip(first..)
-        .fold(0u64, |acc, (v, id)| acc | (v.id ^ id));
-    if gaps == 0 {
-        job.run_position(first, vars.len())
-    } else {
-        None
+    if let Some(first) = run_candidate(vars) {
+        let gaps = vars
+            .iter()
+            .zip(first..)
+            .fold(0u64, |acc, (v, id)| acc | (v.id ^ id));
+        if gaps == 0 {
+            if let Some(p) = job.run_position(first, vars.len()) {
+                return Some(p);
+            }
+        }
     }
+    run_across_ranges(job, vars)
+}
+
+/// The position of `vars[0]` when `vars` are values of `job` at consecutive positions whose ids
+/// are not consecutive: a run that crosses from one of the job's id ranges into the next.
+/// Where a range ends depends on the buffer the job recycled (so on scheduling and on earlier
+/// recordings); a slice that is a run must be one in every recording, or the gradient's last
+/// bits would depend on them (a `matvec` of a vector that is not a run copies it first and adds
+/// its adjoint in another order; a hunter). One position lookup per element, stopping at the
+/// first that does not follow; most slices that are not runs stop at their first or second.
+#[cold]
+#[inline(never)]
+fn run_across_ranges(job: &Job, vars: &[Var]) -> Option<u32> {
+    let first = vars.first().filter(|v| !v.is_constant())?;
+    let p0 = job.position(first.id)?;
+    let follows = |(v, p): (&Var, u32)| !v.is_constant() && job.position(v.id) == Some(p);
+    vars.iter().zip(p0..).all(follows).then_some(p0)
 }
 
 /// `vector::dot(a, b)` (equal lengths) when `a` and `b` are runs of this thread's current job:
@@ -1200,20 +1218,21 @@ fn run_candidate(vars: &[Var]) -> Option<u64> {
 /// [`as_run`] and the values' copy to `job.partials` in one pass; nothing copied on `None`.
 #[inline]
 fn copy_run(job: &mut Job, vars: &[Var]) -> Option<u32> {
-    let first = run_candidate(vars)?;
-    let p0 = job.partials.len();
-    let mut gaps = 0u64;
-    job.partials.extend(vars.iter().zip(first..).map(|(v, id)| {
-        gaps |= v.id ^ id;
-        v.v
-    }));
-    match job.run_position(first, vars.len()) {
-        Some(start) if gaps == 0 => Some(start),
-        _ => {
-            job.partials.truncate(p0);
-            None
+    if let Some(first) = run_candidate(vars) {
+        let p0 = job.partials.len();
+        let mut gaps = 0u64;
+        job.partials.extend(vars.iter().zip(first..).map(|(v, id)| {
+            gaps |= v.id ^ id;
+            v.v
+        }));
+        match job.run_position(first, vars.len()) {
+            Some(start) if gaps == 0 => return Some(start),
+            _ => job.partials.truncate(p0),
         }
     }
+    let start = run_across_ranges(job, vars)?;
+    job.partials.extend(vars.iter().map(|v| v.v));
+    Some(start)
 }
 
 /// Record `out = M x` (`M` row-major, `out.len()` rows, `x.len() > 0` columns) as one record

@@ -387,3 +387,71 @@ fn logsumexp_with_infinite_entries_has_softmax_limit_as_gradient() {
         .1;
     assert!(g.iter().all(|g| g.is_nan()), "{g:?}");
 }
+
+/// A layer `W h` whose activations `h` (built by one loop: a run) sit where a job's id range
+/// ends in one recording and not in another. Where a range ends depends on the buffer a job
+/// recycled, so on earlier recordings and on which thread opened which job first; a run cut by
+/// a range end was not a run, `matvec` copied `h` into one and added its adjoint in another
+/// order, and the gradient's last bits changed between two calls on one tape and between 1 and
+/// 7 threads (a hunter). Runs are now found by position, across range ends.
+fn layer(w: &[Var], src: &[Var], pad: usize) -> Var {
+    let mut acc = src[0];
+    for _ in 0..pad {
+        acc = acc * 1.0001;
+    }
+    let t: Vec<Var> = src.iter().map(|v| *v + acc).collect();
+    let h: Vec<Var> = t.iter().map(|v| v.tanh()).collect();
+    let mut out = vec![Var::constant(0.0); 8];
+    vector::matvec(w, &h, &mut out);
+    out.iter().map(|o| o.sin()).sum::<Var>() + h.iter().map(|v| *v * *v).sum::<Var>()
+}
+
+#[test]
+fn a_run_across_an_id_range_end_gives_the_same_bits() {
+    let x: Vec<f64> = (0..45).map(|i| ((i * 7 % 13) as f64) * 0.1 - 0.6).collect();
+    let bits = |g: &[f64]| g.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    for pad in 0..80 {
+        let f = |x: &[Var]| layer(&x[..40], &x[40..45], pad);
+        let mut t = Tape::new();
+        let first = t.value_and_grad(f, &x).1;
+        for call in 1..3 {
+            let again = t.value_and_grad(f, &x).1;
+            assert_eq!(bits(&again), bits(&first), "pad {pad}, call {call}");
+        }
+        assert_eq!(bits(&adjoint_tape::grad(f, &x)), bits(&first), "pad {pad}");
+    }
+    // Jobs opened in different orders on 1 and 7 threads, each tape reused three times.
+    fn work(x: &[Var], pad: usize) -> Var {
+        let s = vector::sum(x);
+        let w: Vec<Var> = x[..40].iter().map(|v| *v * 1.0).collect();
+        let src: Vec<Var> = x[40..45].iter().map(|v| *v * 1.0).collect();
+        layer(&w, &src, pad) + s
+    }
+    let prog = |x: &[Var]| {
+        let (a, b) = adjoint_tape::join(
+            || {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+                let (a1, a2) = adjoint_tape::join(|| work(x, 30), || work(x, 31));
+                a1 * a2
+            },
+            || work(x, 20),
+        );
+        a + b
+    };
+    let run = |threads: usize| {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        pool.install(|| {
+            let mut t = Tape::new();
+            (0..3)
+                .map(|_| bits(&t.value_and_grad(prog, &x).1))
+                .collect::<Vec<_>>()
+        })
+    };
+    let one = run(1);
+    assert_eq!(one[1], one[0]);
+    assert_eq!(one[2], one[0]);
+    assert_eq!(run(7), one);
+}
