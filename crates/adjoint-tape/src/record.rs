@@ -989,6 +989,11 @@ fn run_task<R>(session: &Arc<Session>, id: u32, f: impl FnOnce() -> R) -> (R, Ta
 /// Gradients do not depend on the number of threads, bit for bit: contributions from the two
 /// sides to values defined before the fork are merged in a fixed order (left, then right).
 ///
+/// A recording holds at most 65 535 jobs: each `join` opens three (its two sides and the
+/// caller's continuation), a [`par_map`] about three per chunk. A recording that forks more
+/// often (a `par_map` in every step of a long loop: 400 steps of 64 chunks) panics saying so;
+/// fork less often, or record each step as a [`checkpoint`](crate::checkpoint) region.
+///
 /// ```
 /// use adjoint_tape::{grad, join, Var};
 /// let g = grad(|x: &[Var]| {
