@@ -1145,32 +1145,39 @@ pub(crate) fn record_run(
 /// 2⁶⁴ ids). One branch-free pass over the ids, which the compiler vectorises.
 #[inline]
 fn as_run(job: &Job, vars: &[Var]) -> Option<u32> {
-    if let Some(first) = run_candidate(vars) {
-        let gaps = vars
-            .iter()
-            .zip(first..)
-            .fold(0u64, |acc, (v, id)| acc | (v.id ^ id));
-        if gaps == 0 {
-            if let Some(p) = job.run_position(first, vars.len()) {
-                return Some(p);
-            }
-        }
+    let first = run_candidate(vars)?;
+    let gaps = vars
+        .iter()
+        .zip(first..)
+        .fold(0u64, |acc, (v, id)| acc | (v.id ^ id));
+    if gaps == 0 {
+        job.run_position(first, vars.len())
+    } else {
+        None
     }
-    run_across_ranges(job, vars)
 }
 
 /// The position of `vars[0]` when `vars` are values of `job` at consecutive positions whose ids
 /// are not consecutive: a run that crosses from one of the job's id ranges into the next.
 /// Where a range ends depends on the buffer the job recycled (so on scheduling and on earlier
-/// recordings); a slice that is a run must be one in every recording, or the gradient's last
-/// bits would depend on them (a `matvec` of a vector that is not a run copies it first and adds
-/// its adjoint in another order; a hunter). One position lookup per element, stopping at the
-/// first that does not follow; most slices that are not runs stop at their first or second.
+/// recordings). [`record_matvec`] asks before it copies a vector that [`as_run`] rejected: the
+/// copy adds the vector's adjoint in another order, so a vector that is a run must be taken as
+/// one in every recording, or the gradient's last bits would depend on them (a hunter). (The
+/// other slice primitives need not ask: their fallback, [`record_nary`], forms runs by
+/// position and adds in the same order.) One position lookup per element, stopping at the first
+/// that does not follow, and only where a range end lies inside the slice's positions.
 #[cold]
 #[inline(never)]
 fn run_across_ranges(job: &Job, vars: &[Var]) -> Option<u32> {
     let first = vars.first().filter(|v| !v.is_constant())?;
     let p0 = job.position(first.id)?;
+    // (a range ends where the next one's positions start: at an old range's limit)
+    let end = u64::from(p0) + vars.len() as u64;
+    let crosses =
+        |&(_, limit): &(u64, u32)| u64::from(p0) < u64::from(limit) && u64::from(limit) < end;
+    if !job.old_ranges.iter().any(crosses) {
+        return None;
+    }
     let follows = |(v, p): (&Var, u32)| !v.is_constant() && job.position(v.id) == Some(p);
     vars.iter().zip(p0..).all(follows).then_some(p0)
 }
@@ -1223,21 +1230,20 @@ fn run_candidate(vars: &[Var]) -> Option<u64> {
 /// [`as_run`] and the values' copy to `job.partials` in one pass; nothing copied on `None`.
 #[inline]
 fn copy_run(job: &mut Job, vars: &[Var]) -> Option<u32> {
-    if let Some(first) = run_candidate(vars) {
-        let p0 = job.partials.len();
-        let mut gaps = 0u64;
-        job.partials.extend(vars.iter().zip(first..).map(|(v, id)| {
-            gaps |= v.id ^ id;
-            v.v
-        }));
-        match job.run_position(first, vars.len()) {
-            Some(start) if gaps == 0 => return Some(start),
-            _ => job.partials.truncate(p0),
+    let first = run_candidate(vars)?;
+    let p0 = job.partials.len();
+    let mut gaps = 0u64;
+    job.partials.extend(vars.iter().zip(first..).map(|(v, id)| {
+        gaps |= v.id ^ id;
+        v.v
+    }));
+    match job.run_position(first, vars.len()) {
+        Some(start) if gaps == 0 => Some(start),
+        _ => {
+            job.partials.truncate(p0);
+            None
         }
     }
-    let start = run_across_ranges(job, vars)?;
-    job.partials.extend(vars.iter().map(|v| v.v));
-    Some(start)
 }
 
 /// Record `out = M x` (`M` row-major, `out.len()` rows, `x.len() > 0` columns) as one record
@@ -1261,7 +1267,7 @@ pub(crate) fn record_matvec(m: &[Var], x: &[Var], out: &mut [Var]) -> bool {
     let x0 = match as_run(job, x) {
         Some(x0) => Some(x0),
         None if all_constant(x) => None,
-        None if out.len() > 1 => match copy_to_run(job, x) {
+        None if out.len() > 1 => match run_across_ranges(job, x).or_else(|| copy_to_run(job, x)) {
             Some(x0) => Some(x0),
             None => return false,
         },
