@@ -49,7 +49,7 @@
 //! | `INC(x)` / `DEC(x)` | `x ± 1` | `DEC` / `INC` |
 //! | `ROTL(x, k)` / `ROTR(x, k)` | rotate an integer's bits by `k: u32` | `ROTR` / `ROTL` |
 //! | `NAME(args)` | your [`Instruction`] | its `inverse` |
-//! | `g(args)` | call a reversible function (an argument `x.clone()` is a copy the callee may not change; what flows into it reaches `x`) | `~g(args)` (`g::uncall`) |
+//! | `g(args)` | call a reversible function (an argument `x.clone()` is a copy the callee may not change; what flows into it reaches `x`); a plain Rust `g` is rustc's error ``function `g` is not a crate or module`` (the call goes through `g::uncall` and friends, which only `reversible!` defines): use `@safe` for code outside the language | `~g(args)` (`g::uncall`) |
 //! | `let x = v;` | allocate an ancilla (NiLang `x ← v`); where `v` is a variable, field or element (or its `.clone()`), `x` is a copy that starts without `v`'s gradient | `unlet x = v;` |
 //! | `unlet x = v;` | check `x == v`, deallocate (NiLang `x → v`); a copy of a variable gives its gradient to `v`, as `x -= v; unlet x = 0;` would. Any other `v` is a constant: gradients do not flow into what it is computed from | `let x = v;` |
 //! | `@routine { … }` … `~@routine;` | compute, use, uncompute (`@routine name { … }` … `~@routine name;` for named ones, undone in any order) | the same (the middle inverted) |

@@ -155,7 +155,10 @@
 //! # Calls of other `#[differentiable]` functions
 //!
 //! The macro sees one function at a time, so a call is written the way the caller's own types
-//! say it:
+//! say it, and it cannot see whether the callee is annotated: calling a plain Rust function
+//! `g` gives rustc's "cannot find module or crate `g`" (``function `g` is not a crate or
+//! module``; the generated code calls `g`'s derivative functions, which only `#[differentiable]`
+//! defines). Annotate `g`, or give it a rule (below). Then:
 //!
 //! - *Results.* A tuple pattern takes a tuple of `f64`s (`let (x, y) = polar(r, t);`, nested
 //!   `let ((a, b), c) = …` too); an array needs its type with a literal length (`let v: [f64;
