@@ -2,7 +2,7 @@
 //! loss's gradient with 1 and run `f`'s inverse. No tape: the inverse recomputes every earlier
 //! value as it goes. Hessians by forward over reverse: the same inverse on `GVar<Dual<f64>>`.
 
-use crate::error::InvertibilityError;
+use crate::error::{Ancilla, InvertibilityError, Site};
 use crate::gvar::GVar;
 use crate::ulog::ULog;
 use adjoint_core::forward::Dual;
@@ -283,6 +283,7 @@ where
     F: Reversible<A> + Reversible<A::Map<GVar<f64>>>,
 {
     let _ = f;
+    let inputs = if checks { scalars(&args) } else { Vec::new() };
     let mut out = args;
     if checks {
         <F as Reversible<A>>::call(&mut out)?;
@@ -293,11 +294,58 @@ where
     seed::<A, f64, f64>(&mut g, loss, 1.0, out.len());
     if checks {
         <F as Reversible<A::Map<GVar<f64>>>>::uncall(&mut g)?;
+        rebuilt::<F, A, _>(&inputs, &mut g, |v: &GVar<f64>| v.x)?;
     } else {
         <F as Reversible<A::Map<GVar<f64>>>>::uncall_unchecked(&mut g)?;
     }
     let grad = out.unwrap(&g, &mut |v: &GVar<f64>| v.g);
     Ok((out, grad))
+}
+
+/// The scalars of `args`, in [`Differentiable`] order.
+fn scalars<A: Differentiable>(args: &A) -> Vec<f64> {
+    let mut v = Vec::with_capacity(args.len());
+    let _ = args.wrap(&mut |x| {
+        v.push(x);
+        x
+    });
+    v
+}
+
+/// Checked gradients: the inverse, run on gradient-carrying values, must have rebuilt the
+/// inputs (to the deallocation check's tolerance, [`Ancilla::restored`]); where it did not
+/// (an unstable inverse amplifying rounding), the gradient was computed along another
+/// trajectory, and that is an [`InvertibilityError::Inputs`], not a silent wrong number.
+fn rebuilt<F, A: Differentiable, S: Copy>(
+    inputs: &[f64],
+    g: &mut A::Map<S>,
+    value: impl Fn(&S) -> f64,
+) -> Result<(), InvertibilityError> {
+    let mut bad = None;
+    let mut k = 0;
+    A::visit_mut(g, &mut |v: &mut S| {
+        let found = value(v);
+        if bad.is_none() && !found.restored(&inputs[k]) {
+            bad = Some((k, found));
+        }
+        k += 1;
+    });
+    match bad {
+        None => Ok(()),
+        Some((scalar, found)) => {
+            let name = core::any::type_name::<F>();
+            Err(InvertibilityError::Inputs {
+                site: Site {
+                    function: name.rsplit("::").next().unwrap_or(name),
+                    statement: "(the whole function, for the gradient)",
+                    backwards: true,
+                },
+                scalar,
+                expected: format!("{:?}", inputs[scalar]),
+                found: format!("{found:?}"),
+            })
+        }
+    }
 }
 
 /// The gradient of one output scalar (`loss`, in [`Differentiable`] order) with respect to every
@@ -331,6 +379,7 @@ where
     F: Reversible<A> + Reversible<A::Map<GVar<f64>>>,
 {
     let _ = f;
+    let inputs = scalars(&args);
     let mut out = args;
     <F as Reversible<A>>::call(&mut out)?;
     let n = out.len();
@@ -339,6 +388,7 @@ where
         let mut g = out.wrap(&mut |x| GVar::new(x, 0.0));
         seed::<A, f64, f64>(&mut g, o, 1.0, n);
         <F as Reversible<A::Map<GVar<f64>>>>::uncall(&mut g)?;
+        rebuilt::<F, A, _>(&inputs, &mut g, |v: &GVar<f64>| v.x)?;
         let mut row = Vec::with_capacity(n);
         A::visit_mut(&mut g, &mut |v: &mut GVar<f64>| row.push(v.g));
         rows.push(row);
@@ -390,6 +440,7 @@ where
     F: Reversible<A> + Reversible<A::Map<GVar<f64, Cotangents<f64, N>>>>,
 {
     let _ = f;
+    let inputs = scalars(&args);
     let mut out = args;
     <F as Reversible<A>>::call(&mut out)?;
     let n = out.len();
@@ -400,6 +451,7 @@ where
             seed::<A, f64, Cotangents<f64, N>>(&mut g, o, Cotangents::unit(lane), n);
         }
         <F as Reversible<A::Map<GVar<f64, Cotangents<f64, N>>>>>::uncall(&mut g)?;
+        rebuilt::<F, A, _>(&inputs, &mut g, |v: &GVar<f64, Cotangents<f64, N>>| v.x)?;
         let mut lanes = vec![Vec::with_capacity(n); group.len()];
         A::visit_mut(&mut g, &mut |v: &mut GVar<f64, Cotangents<f64, N>>| {
             for (lane, row) in lanes.iter_mut().enumerate() {
@@ -434,6 +486,7 @@ where
 {
     let _ = f;
     let n = args.len();
+    let inputs = scalars(&args);
     let mut h = vec![vec![0.0; n]; n];
     #[allow(clippy::needless_range_loop)] // `j` picks the tangent direction and the column
     for j in 0..n {
@@ -446,6 +499,7 @@ where
         <F as Reversible<_>>::call(&mut m)?;
         seed::<A, Dual<f64>, Dual<f64>>(&mut m, loss, Dual::new(1.0, 0.0), n);
         <F as Reversible<_>>::uncall(&mut m)?;
+        rebuilt::<F, A, _>(&inputs, &mut m, |v: &GVar<Dual<f64>>| v.x.re)?;
         let mut i = 0;
         A::visit_mut(&mut m, &mut |v: &mut GVar<Dual<f64>>| {
             h[i][j] = v.g.eps;

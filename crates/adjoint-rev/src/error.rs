@@ -137,6 +137,21 @@ pub enum InvertibilityError {
         /// The value the callee left in the copy.
         found: String,
     },
+    /// A checked gradient, Jacobian or Hessian: running the inverse on gradient-carrying values
+    /// did not rebuild an input (to the deallocation check's tolerance). Floating-point `+=` and
+    /// `-=` undo each other only up to rounding, and an unstable inverse (a leapfrog integrator
+    /// past its stability limit, say) amplifies that: the gradient would have been computed
+    /// along another trajectory.
+    Inputs {
+        /// Where: the function, run backwards.
+        site: Site,
+        /// The input scalar, in [`Differentiable`](crate::Differentiable) order.
+        scalar: usize,
+        /// Its value as given.
+        expected: String,
+        /// The value the inverse rebuilt.
+        found: String,
+    },
     /// Two arguments of an instruction or call are the same element.
     Alias {
         /// Where.
@@ -218,6 +233,7 @@ impl InvertibilityError {
             | Self::NonFinite { site, .. }
             | Self::Undefined { site, .. }
             | Self::Constant { site, .. }
+            | Self::Inputs { site, .. }
             | Self::Alias { site, .. } => site,
         }
     }
@@ -273,6 +289,13 @@ impl fmt::Display for InvertibilityError {
                 "{site}: the argument `{argument}` is a constant passed as a copy, and the call changed it \
                  from {expected} to {found}: that value is lost, so the call cannot be undone. Pass a variable \
                  (an ancilla holding the value: `let t = …;` … `unlet t = …;`)"
+            ),
+            Self::Inputs { site, scalar, expected, found } => write!(
+                f,
+                "{site}: the inverse did not rebuild input scalar {scalar}: it was {expected} and \
+                 came back as {found}, so the gradient would come from another trajectory \
+                 (floating-point += and -= undo each other only up to rounding, and this inverse \
+                 amplifies it)"
             ),
             Self::Alias { site, a, b } => {
                 write!(f, "{site}: `{a}` and `{b}` are the same element; the arguments of a reversible statement must not alias")

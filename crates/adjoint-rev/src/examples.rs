@@ -82,11 +82,15 @@ reversible! {
     }
 
     /// `out += exp(x)` by its Taylor series in constant memory (seed 000 Section V.B): the
-    /// series of [`iexp_series`] at `|x|`, and its reciprocal for negative `x` (the alternating
+    /// series of [`iexp_series()`] at `|x|`, and its reciprocal for negative `x` (the alternating
     /// series at `x < 0` cancels: its relative error grows like `ε·e^{2|x|}`, 3e-9 at −10 and
     /// 58 % at −19). `x = 0` is an error (`*=` by 0 cannot be undone), and so is `|x|` above
     /// about 16 in checked code: the series' terms reach `e^{|x|}`, and their rounding leaves
-    /// more than the deallocation check's `1e-8` in the uncomputed sum.
+    /// more than the deallocation check's `1e-8` in the uncomputed sum. Unchecked, the value is
+    /// right to about `−700`, but the gradient only down to about `−354`: below, the
+    /// reciprocal's partial `−1/e²` (`e` the series at `|x|`) is subnormal, and from about
+    /// `−373` zero (a hunter: ∂ at −370 was 1.4e-192 for 2.1e-161). Above `709` the series'
+    /// term overflows before it is divided, an error though `e^x` is finite.
     pub fn iexp<T: RevReal + Scale>(out: &mut T, x: &mut T) {
         @routine {
             let ax = T::zero();
@@ -113,7 +117,7 @@ reversible! {
     /// The seed's listing uncomputes through two extra ancillas instead (`anc1 -= anc2 / x`,
     /// `anc2 -= anc3 * iplus`); in `f64` their rounding residues are multiplied by `n` on every
     /// iteration and the series diverges after about 20 terms, so this version scales in place.
-    /// For `x < 0` the series cancels; [`iexp`] takes the reciprocal there.
+    /// For `x < 0` the series cancels; [`iexp()`] takes the reciprocal there.
     pub fn iexp_series<T: RevReal + Scale>(out: &mut T, x: &mut T) {
         let term = T::zero();
         let iplus = T::zero();

@@ -34,7 +34,12 @@
 //! it has none (`unlet`, `@routine`, `~`, `(pre, post)` conditions). Every parameter is `&mut`:
 //! reversible code has no return values, only arguments changed in place. Each function returns
 //! `Result<(), InvertibilityError>`: a failed reversibility check is an error value naming the
-//! statement and the values seen, never a silent wrong answer.
+//! statement and the values seen, never a silent wrong answer. The checked gradient routes
+//! ([`grad`], [`jacobian`], [`jacobian_lanes`], [`hessian`]) also check that the inverse rebuilt
+//! the inputs, to the deallocation check's tolerance (`1e-8` absolute plus relative): floating-
+//! point `+=`/`-=` undo each other only up to rounding, and an unstable inverse amplifies it
+//! (a gradient along another trajectory is [`InvertibilityError::Inputs`]). Drifts below that
+//! tolerance pass, as in ancillas; unchecked routes check nothing.
 //!
 //! ## The language: each statement and its inverse (seed 000 Table I)
 //!

@@ -50,3 +50,73 @@ fn logsumexp_takes_masked_and_far_entries() -> Result<(), InvertibilityError> {
     }
     Ok(())
 }
+
+/// A checked gradient whose inverse does not rebuild the inputs is an error, not a gradient
+/// along another trajectory: the leapfrog integrator past its stability limit (k·dt² = 5 > 4)
+/// amplifies the rounding of its inverse, which rebuilt x₀ = 1e-30 as 80 after 60 steps and
+/// gave ∂x_T/∂k = 2.9e22 where forward mode gives 1.6e-8 (a hunter). Every checked route
+/// (gradient, Jacobian, lanes, Hessian) now compares the rebuilt inputs with the given ones.
+#[test]
+fn a_checked_gradient_whose_inverse_does_not_rebuild_the_inputs_is_an_error() {
+    use adjoint_rev::examples::{i_leapfrog, leapfrog};
+    use adjoint_rev::InvertibilityError;
+    let unstable = (1e-30f64, 0.0f64, 5e4f64, 60usize);
+    let is_inputs = |e: InvertibilityError| {
+        let text = e.to_string();
+        assert!(
+            matches!(e, InvertibilityError::Inputs { scalar: 0, .. }),
+            "{text}"
+        );
+        assert!(
+            text.contains("i_leapfrog") && text.contains("rebuild input scalar 0"),
+            "{text}"
+        );
+    };
+    is_inputs(adjoint_rev::value_and_grad(i_leapfrog {}, unstable, 0).unwrap_err());
+    is_inputs(adjoint_rev::jacobian(i_leapfrog {}, unstable, &[0, 1]).unwrap_err());
+    is_inputs(adjoint_rev::jacobian_lanes::<2, _>(i_leapfrog {}, unstable, &[0, 1]).unwrap_err());
+    is_inputs(adjoint_rev::hessian(i_leapfrog {}, unstable, 0).unwrap_err());
+    // Unchecked code does not look (documented), and a stable run passes and matches forward
+    // mode.
+    assert!(adjoint_rev::value_and_grad_unchecked(i_leapfrog {}, unstable, 0).is_ok());
+    let stable = (0.8f64, -0.3f64, 1.7f64, 200usize);
+    let (_, g) = adjoint_rev::value_and_grad(i_leapfrog {}, stable, 0).unwrap();
+    let f = adjoint_core::forward::gradient(|q| leapfrog(q[0], q[1], q[2], 200), &[0.8, -0.3, 1.7]);
+    for (a, b) in [g.0, g.1, g.2].iter().zip(&f) {
+        assert!((a - b).abs() <= 1e-12 * b.abs().max(1.0), "{a} vs {b}");
+    }
+}
+
+/// `i_complex_log` at |x| far from 1: its `|x|` was `sqrt(re² + im²)`, whose square underflows
+/// below 1e-154 and overflows above 1e154 (a hunter: at (3e-160, 4e-160) ln|x| was 1.5e-8 off
+/// and the gradient (inf, inf), with no error). Closed forms: ln|x| = ln 5 + e·ln 10,
+/// ∂ln|x|/∂x = x/|x|², arg x = atan2(im, re).
+#[test]
+fn complex_log_far_from_one() -> Result<(), InvertibilityError> {
+    use adjoint_rev::library::i_complex_log;
+    for e in [-300.0f64, -160.0, -156.0, 0.0, 160.0, 300.0] {
+        let s = 10f64.powf(e);
+        let x = Complex::new(3.0 * s, 4.0 * s);
+        let (out, g) = value_and_grad(i_complex_log {}, (Complex::new(0.0, 0.0), x), 0)?;
+        let ln_abs = 5f64.ln() + e * 10f64.ln();
+        assert!(
+            (out.0.re - ln_abs).abs() <= 1e-14 * ln_abs.abs().max(1.0),
+            "{e}: {}",
+            out.0.re
+        );
+        assert!((out.0.im - 4f64.atan2(3.0)).abs() < 1e-15, "{e}");
+        // ∂y.re/∂(x.re, x.im) = (3, 4) / (25 s)
+        let (want_re, want_im) = (3.0 / (25.0 * s), 4.0 / (25.0 * s));
+        assert!(
+            (g.1.re - want_re).abs() <= 1e-14 * want_re,
+            "{e}: {}",
+            g.1.re
+        );
+        assert!(
+            (g.1.im - want_im).abs() <= 1e-14 * want_im,
+            "{e}: {}",
+            g.1.im
+        );
+    }
+    Ok(())
+}

@@ -188,8 +188,15 @@ fn float_literals_are_the_nearest_float() -> R {
     let (mut y, mut x) = (0.0f32, 2.0f32);
     float_literals(&mut y, &mut x)?;
     assert_eq!(y, 2.0f32 * 0.1f32 - 5.0 + 9007199254740992.0);
-    // The literals are constants: the gradient is that of y + 0.1·x − x.
-    let (_, gx) = grad(float_literals {}, (0.0f64, 2.0f64), 0)?;
+    // The literals are constants: the gradient is that of y + 0.1·x − x. Checked, it is refused:
+    // 2^53 absorbs the small terms, so the inverse rebuilds y as −0.2, not 0 (the gradient
+    // would come from another point; here, the function being affine, the same one).
+    let err = grad(float_literals {}, (0.0f64, 2.0f64), 0).unwrap_err();
+    assert!(
+        matches!(err, InvertibilityError::Inputs { scalar: 0, .. }),
+        "{err}"
+    );
+    let (_, (_, gx)) = value_and_grad_unchecked(float_literals {}, (0.0f64, 2.0f64), 0)?;
     assert!((gx - (0.1 - 1.0)).abs() < 1e-15);
     Ok(())
 }

@@ -397,7 +397,7 @@ fn logsumexp_with_infinite_entries_has_softmax_limit_as_gradient() {
 fn layer(w: &[Var], src: &[Var], pad: usize) -> Var {
     let mut acc = src[0];
     for _ in 0..pad {
-        acc = acc * 1.0001;
+        acc *= 1.0001;
     }
     let t: Vec<Var> = src.iter().map(|v| *v + acc).collect();
     let h: Vec<Var> = t.iter().map(|v| v.tanh()).collect();
