@@ -1099,7 +1099,11 @@ fn un_partial_inline(
             b.ins().fneg(vv)
         }
         Op1::Sqrt => {
-            let v2 = b.ins().fadd(v, v);
+            // `+ 0` as the rule table: at x = −0 (√ gives −0) the partial is +∞, not −∞ (a
+            // hunter: the compiled gradient's sign differed from the interpreter's)
+            let zero = b.ins().f64const(0.0);
+            let v0 = b.ins().fadd(v, zero);
+            let v2 = b.ins().fadd(v0, v0);
             b.ins().fdiv(one, v2)
         }
         _ => return None,

@@ -672,17 +672,17 @@ impl Kernel {
             let mut c = 0usize;
             let mut comps = Vec::new();
             let mut var_ids = Vec::new();
+            // A constant component inside the axis is added at the gather. One out of bounds
+            // (checked when recorded, but made later by folding or substitution) goes through
+            // the run-time check like a variable one: an `Error::OutOfBounds` where the read is
+            // live, nothing where a guard drops it (it was a panic here; a hunter).
+            let in_range = |i: Id, a: usize| {
+                ar.konst_of(i)
+                    .filter(|&v| v >= 0.0 && (v as usize) < shape[a])
+            };
             for (a, &i) in ix.iter().enumerate() {
-                match ar.konst_of(i) {
+                match in_range(i, a) {
                     Some(v) => {
-                        // Checked when recorded; a constant made later (by folding or
-                        // substitution) must not be skipped silently: that would read another
-                        // element.
-                        assert!(
-                            v >= 0.0 && (v as usize) < shape[a],
-                            "adjoint::array: constant index {v} out of bounds for axis {a} of \
-                             shape {shape:?}"
-                        );
                         c += v as usize * st[a];
                         comps.push(Comp::Const(v));
                     }
@@ -703,8 +703,9 @@ impl Kernel {
             let keyv = (
                 ai,
                 ix.iter()
-                    .map(|&i| {
-                        if ar.konst_of(i).is_some() {
+                    .enumerate()
+                    .map(|(a, &i)| {
+                        if in_range(i, a).is_some() {
                             u32::MAX
                         } else {
                             i
@@ -753,7 +754,13 @@ impl Kernel {
                     Src::S(s)
                 }
                 Node::Param(k) => Src::P(*k),
-                Node::Var(_) => unreachable!("gradient_e variables are substituted"),
+                // (substituted by `gradient_e`/`jacobian_e`; one left is an expression built
+                // inside their closure and used outside it, which `build` does not catch)
+                Node::Var(_) => panic!(
+                    "adjoint::array: an expression built inside a `gradient_e`/`jacobian_e` \
+                     closure is used outside it (a value kept from the closure): compute it \
+                     again outside, from the closure's inputs"
+                ),
                 Node::Idx(a) => {
                     let dst = alloc(&mut free);
                     ops.push(KOp::Idx {
@@ -1077,7 +1084,16 @@ impl Kernel {
             lo = lo.min(a);
             hi = hi.max(b + 1);
         }
-        (lo.min(n), hi.min(n).max(lo.min(n)))
+        let (lo, hi) = (lo.min(n), hi.min(n).max(lo.min(n)));
+        if lo == hi && n > 0 {
+            // Every scatter of the chunk lies past the target (dead, guarded off: a padded
+            // copy's tail). The compiled code clamps dead scatters into the window and adds 0
+            // there, so the window needs an element (an empty one failed the JIT's check: a
+            // hunter's padded gradient panicked from 8193 elements).
+            let lo = lo.min(n - 1);
+            return (lo, lo + 1);
+        }
+        (lo, hi)
     }
 
     /// The index components of flat element `flat` of the space.

@@ -4,7 +4,7 @@
 //! results for any thread count. Spaces have at least 2048 elements (smaller ones are
 //! interpreted either way).
 
-use adjoint_array::{cond, lit, Acc, Builder, Error, Exp, Program};
+use adjoint_array::{cond, gradient_e, lit, Acc, Builder, Error, Exp, Program};
 use adjoint_core::forward::{self, Dual64};
 
 mod common;
@@ -949,4 +949,110 @@ fn adding_a_signed_zero_constant_keeps_ieee_signs() {
             }
         }
     }
+}
+
+/// A padded copy's gradient (`y = [x·x, 0, …]` over twice `x`'s length) with `x` larger than a
+/// dense scatter window: the chunks over the padding scatter nothing live, got an empty window,
+/// and the compiled kernel panicked ("a window outside its target", from 8193 elements; a
+/// hunter). Closed form: 2x; the interpreter agrees.
+#[test]
+fn a_padded_copys_gradient_compiles_for_large_arrays() {
+    for m in [8192usize, 8193, 50_000] {
+        let xs: Vec<f64> = (0..m).map(|i| (i % 7) as f64 * 0.5).collect();
+        for jit in [true, false] {
+            let b = Builder::new();
+            b.set_jit(jit);
+            let x = b.input(&[m]);
+            let y = b.generate(&[2 * m], |i| {
+                i[0].lt(m as f64).select(x.at(&[i[0]]) * x.at(&[i[0]]), 0.0)
+            });
+            let p = b.build_scalar(&y.sum()).unwrap();
+            let g = p.gradient_a(&[&xs]).unwrap();
+            assert_eq!(g.value, xs.iter().map(|v| v * v).sum::<f64>(), "m = {m}");
+            let wrong = g.grads[0]
+                .iter()
+                .zip(&xs)
+                .filter(|(g, x)| **g != 2.0 * **x)
+                .count();
+            assert_eq!(wrong, 0, "m = {m}, jit {jit}");
+        }
+    }
+}
+
+/// √'s partial at −0 is +∞ (the rule table's `+ 0`, the one-sided limit), compiled as
+/// interpreted: the JIT's inline partial was `1/(v + v)` = −∞ where √ and its partial share a
+/// kernel (a hunter).
+#[test]
+fn the_compiled_sqrt_partial_at_negative_zero_is_the_rule_tables() {
+    let n = 4096; // compiled by Cranelift from 2048 elements
+    let xs = vec![-0.0f64; n];
+    let ys = vec![-1.0f64; n];
+    for jit in [true, false] {
+        let b = Builder::new();
+        b.set_jit(jit);
+        let x = b.input(&[n]);
+        let y = b.input(&[n]);
+        let d = x.zip_with(&y, |v, w| gradient_e(&[v, w], |u| u[0].sqrt() * u[1])[0]);
+        let out = b.build(&[&d]).unwrap().run(&[&xs, &ys]).unwrap();
+        assert_eq!(out[0].data()[0], f64::NEG_INFINITY, "jit {jit}"); // −1 · (+∞)
+        let b = Builder::new();
+        b.set_jit(jit);
+        let x = b.input(&[n]);
+        let y = b.input(&[n]);
+        let f = x.zip_with(&y, |a, c| a.sqrt() * c).sum();
+        let g = b.build_scalar(&f).unwrap().gradient_a(&[&xs, &ys]).unwrap();
+        assert_eq!(g.grads[0][0], f64::NEG_INFINITY, "jit {jit}");
+    }
+}
+
+/// An index that fusion makes a constant out of bounds (`generate(|_| n + 3)` read through
+/// `map`): `run` and `gradient_a` return `Error::OutOfBounds`, as for any other index (it was
+/// a panic inside a worker; a hunter); where a guard drops the read, nothing is read.
+#[test]
+fn a_constant_index_out_of_bounds_is_an_error() {
+    for n in [4usize, 4096] {
+        for guarded in [false, true] {
+            let b = Builder::new();
+            let x = b.input(&[n]);
+            let idx = b.generate(&[n], |_| lit((n + 3) as f64));
+            let y = if guarded {
+                idx.map(|j| j.lt(0.0).select(x.at(&[j]), 0.0))
+            } else {
+                idx.map(|j| x.at(&[j]))
+            };
+            let p = b.build_scalar(&y.sum()).unwrap();
+            let xs = vec![1.0; n];
+            if guarded {
+                assert_eq!(p.run(&[&xs]).unwrap()[0].data()[0], 0.0, "n = {n}");
+                assert!(p.gradient_a(&[&xs]).unwrap().grads[0]
+                    .iter()
+                    .all(|&g| g == 0.0));
+            } else {
+                let e = p.run(&[&xs]).unwrap_err();
+                assert!(matches!(e, Error::OutOfBounds { .. }), "n = {n}: {e}");
+                let e = p.gradient_a(&[&xs]).unwrap_err();
+                assert!(matches!(e, Error::OutOfBounds { .. }), "n = {n}: {e}");
+            }
+        }
+    }
+}
+
+/// An expression built inside `gradient_e`'s closure and used outside it panics saying so (it
+/// was "internal error: entered unreachable code"; a hunter). `build` does not catch it.
+#[test]
+#[should_panic(expected = "built inside a `gradient_e`/`jacobian_e` closure is used outside it")]
+fn a_value_kept_from_gradient_e_s_closure_is_a_clear_panic() {
+    let b = Builder::new();
+    let x = b.input(&[3]);
+    let y = x.map(|v| {
+        let mut val: Option<Exp> = None;
+        let g = gradient_e(&[v], |u| {
+            let f = u[0] * u[0];
+            val = Some(f);
+            f
+        })[0];
+        g + val.unwrap()
+    });
+    let p = b.build(&[&y]).unwrap();
+    let _ = p.run(&[&[1.0, 2.0, 3.0]]);
 }

@@ -320,8 +320,8 @@ ADJ_DEV void adj_b_powf(ADJ_B_ARGS) {
   double pxx = y * (y - 1.0) * pm2;
   /* 0 · ∞ at y = 0 (and y = 1 for the second partial) where x^(y−1) (x^(y−2)) overflows:
      x^y is constant (linear) there, the partial is 0, as in rules.rs */
-  if (y == 0.0 && isinf(pm1)) px = 0.0;
-  if ((y == 0.0 || y == 1.0) && isinf(pm2)) pxx = 0.0;
+  if (y == 0.0 && !isfinite(pm1)) px = 0.0;
+  if ((y == 0.0 || y == 1.0) && !isfinite(pm2)) pxx = 0.0;
   if (x == 0.0) {
     ADJ_R2(p, px, 0.0, pxx, 0.0, 0.0);
   } else if (x < 0.0) {
