@@ -154,6 +154,25 @@ pub(crate) fn infer(
     Ok(t)
 }
 
+/// Whether an expression reachable from `roots` still holds a `gradient_e`/`jacobian_e`
+/// placeholder: their results are copies with the placeholders substituted, so one left is an
+/// expression built inside their closure and kept past it (a hunter: it reached the kernel
+/// compiler's `unreachable!`).
+fn holds_placeholder(ar: &Arena, roots: &[Exp]) -> bool {
+    let mut seen = vec![false; ar.nodes.len()];
+    let mut stack: Vec<Id> = roots.iter().map(|e| e.id).collect();
+    while let Some(i) = stack.pop() {
+        if std::mem::replace(&mut seen[i as usize], true) {
+            continue;
+        }
+        match &ar.nodes[i as usize] {
+            Node::Var(_) => return true,
+            n => stack.extend(n.operands()),
+        }
+    }
+    false
+}
+
 impl Node {
     pub(crate) fn operands(&self) -> Vec<Id> {
         match self {
@@ -952,6 +971,13 @@ pub(crate) fn capture(
     if outs.iter().any(|e| e.gen != gen) {
         return Err(Error::Invalid(
             "a closure returned an Exp that belongs to another closure".into(),
+        ));
+    }
+    if holds_placeholder(&ar, &outs) {
+        return Err(Error::Invalid(
+            "an expression built inside a `gradient_e`/`jacobian_e` closure is used outside it \
+             (a value kept from the closure): compute it again outside, from the closure's inputs"
+                .into(),
         ));
     }
     Ok(Lambda::new(
