@@ -7,6 +7,9 @@ use adjoint_core::prelude::*;
 use adjoint_tape::{checkpoint, grad, jacobian, join, par_map, value_and_grad, vjp, Tape, Var};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+mod common;
+use common::in_pool;
+
 fn panic_message(r: Result<impl Sized, Box<dyn std::any::Any + Send>>) -> String {
     match r {
         Ok(_) => panic!("expected a panic"),
@@ -521,11 +524,7 @@ fn checked_mode_reports_the_first_bad_value_in_program_order_for_any_thread_coun
         })
         .collect();
     let run = |threads: usize| {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap();
-        pool.install(|| {
+        in_pool(threads, || {
             let mut tape = Tape::new().checked();
             tape.try_value_and_grad(
                 |v: &[Var]| par_map(v, |t| (*t * 2.0).ln()).into_iter().sum::<Var>(),
@@ -572,11 +571,7 @@ fn checked_reverse_pass_error_names_the_job_in_program_order() {
     // reports it. Two parallel sides both hit it; the report must not depend on scheduling.
     let x = [0.0, 0.0, 1.0];
     let run = |threads: usize| {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap();
-        pool.install(|| {
+        in_pool(threads, || {
             let mut tape = Tape::new().checked();
             tape.try_value_and_grad(
                 |v: &[Var]| {

@@ -7,6 +7,9 @@ use adjoint_core::prelude::*;
 use adjoint_core::{forward, vector};
 use adjoint_tape::{hvp, join, Tape, Var};
 
+mod common;
+use common::in_pool;
+
 fn input(n: usize, seed: f64) -> Vec<f64> {
     (0..n)
         .map(|i| (seed + 0.37 * i as f64).sin() * 1.5)
@@ -394,18 +397,18 @@ fn logsumexp_with_infinite_entries_has_softmax_limit_as_gradient() {
 /// a range end was not a run, `matvec` copied `h` into one and added its adjoint in another
 /// order, and the gradient's last bits changed between two calls on one tape and between 1 and
 /// 7 threads (a hunter). Runs are now found by position, across range ends.
-fn layer(w: &[Var], src: &[Var], pad: usize) -> Var {
+fn layer<T: Real>(w: &[T], src: &[T], pad: usize) -> T {
     let mut acc = src[0];
     for _ in 0..pad {
         acc *= 1.0001;
     }
-    let t: Vec<Var> = src.iter().map(|v| *v + acc).collect();
-    let h: Vec<Var> = t.iter().map(|v| v.tanh()).collect();
-    let mut out = vec![Var::constant(0.0); 8];
+    let t: Vec<T> = src.iter().map(|v| *v + acc).collect();
+    let h: Vec<T> = t.iter().map(|v| v.tanh()).collect();
+    let mut out = vec![T::cst(0.0); 8];
     vector::matvec(w, &h, &mut out);
     // (and the other slice primitives on the same run, whose fallback forms runs by position)
     let others = vector::dot(&h, &t) + vector::sum(&h) * vector::logsumexp(&h);
-    out.iter().map(|o| o.sin()).sum::<Var>() + h.iter().map(|v| *v * *v).sum::<Var>() + others
+    out.iter().map(|o| o.sin()).sum::<T>() + h.iter().map(|v| *v * *v).sum::<T>() + others
 }
 
 #[test]
@@ -416,6 +419,13 @@ fn a_run_across_an_id_range_end_gives_the_same_bits() {
         let f = |x: &[Var]| layer(&x[..40], &x[40..45], pad);
         let mut t = Tape::new();
         let first = t.value_and_grad(f, &x).1;
+        let reference = forward::gradient(|x| layer(&x[..40], &x[40..45], pad), &x);
+        for (a, b) in first.iter().zip(&reference) {
+            assert!(
+                (a - b).abs() <= 1e-12 * b.abs().max(1.0),
+                "pad {pad}: {a} vs {b}"
+            );
+        }
         for call in 1..3 {
             let again = t.value_and_grad(f, &x).1;
             assert_eq!(bits(&again), bits(&first), "pad {pad}, call {call}");
@@ -430,10 +440,10 @@ fn a_run_across_an_id_range_end_gives_the_same_bits() {
         layer(&w, &src, pad) + s
     }
     let prog = |x: &[Var]| {
-        let (a, b) = adjoint_tape::join(
+        let (a, b) = join(
             || {
                 std::thread::sleep(std::time::Duration::from_millis(5));
-                let (a1, a2) = adjoint_tape::join(|| work(x, 30), || work(x, 31));
+                let (a1, a2) = join(|| work(x, 30), || work(x, 31));
                 a1 * a2
             },
             || work(x, 20),
@@ -441,11 +451,7 @@ fn a_run_across_an_id_range_end_gives_the_same_bits() {
         a + b
     };
     let run = |threads: usize| {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap();
-        pool.install(|| {
+        in_pool(threads, || {
             let mut t = Tape::new();
             (0..3)
                 .map(|_| bits(&t.value_and_grad(prog, &x).1))

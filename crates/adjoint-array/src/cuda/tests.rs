@@ -69,11 +69,17 @@ const POINTS: [f64; 10] = [0.3, 0.75, 1.5, 2.25, 7.0, 0.0, -0.4, -1.7, 21.5, -12
 
 #[test]
 fn prelude_rules_are_the_rule_table() {
+    prelude_matches_the_rule_table(&POINTS);
+}
+
+/// The CUDA C prelude's every unary and binary rule at every point of `points` against the
+/// rule table (values and first and second partials).
+fn prelude_matches_the_rule_table(points: &[f64]) {
     // One C program evaluates every unary and binary rule at every point.
     let mut c = String::from(PRELUDE);
     c.push_str("#include <stdio.h>\nint main(int argc, char** argv) {\n");
     c.push_str("  FILE* o = fopen(argv[2], \"wb\"); (void)argc;\n  double v, d, dd, dx, dy, dxx, dxy, dyy;\n");
-    let pts: Vec<String> = POINTS.iter().map(|&x| lit(x)).collect();
+    let pts: Vec<String> = points.iter().map(|&x| lit(x)).collect();
     for &op in Op1::ALL {
         for x in &pts {
             let call = call1(
@@ -105,7 +111,7 @@ fn prelude_rules_are_the_rule_table() {
     let mut it = got.into_iter();
     let mut bad = Vec::new();
     for &op in Op1::ALL {
-        for &x in &POINTS {
+        for &x in points {
             let r = rules::unary(op, x);
             for (what, want) in [("value", r.value), ("d", r.d), ("dd", r.dd)] {
                 let g = it.next().unwrap();
@@ -116,8 +122,8 @@ fn prelude_rules_are_the_rule_table() {
         }
     }
     for &op in Op2::ALL {
-        for &x in &POINTS {
-            for &y in &POINTS {
+        for &x in points {
+            for &y in points {
                 let r = rules::binary(op, x, y);
                 let want = [
                     ("value", r.value),
@@ -145,8 +151,8 @@ fn prelude_rules_are_the_rule_table() {
     );
 }
 
-/// Every unary and binary rule of the CUDA C prelude at special points (signed zeros,
-/// subnormals, overflow edges, infinities, NaN) against the rule table (a hunter: `powf` at
+/// Special points for the prelude's rules (signed zeros, subnormals, overflow edges,
+/// infinities, NaN), checked against the rule table (a hunter: `powf` at
 /// (NaN, 0) gave the partials NaN where the table gives 0, `isinf` for `!is_finite`).
 const SPECIAL_POINTS: [f64; 16] = [
     -0.0,
@@ -169,80 +175,7 @@ const SPECIAL_POINTS: [f64; 16] = [
 
 #[test]
 fn prelude_rules_at_special_points() {
-    // One C program evaluates every unary and binary rule at every point.
-    let mut c = String::from(PRELUDE);
-    c.push_str("#include <stdio.h>\nint main(int argc, char** argv) {\n");
-    c.push_str("  FILE* o = fopen(argv[2], \"wb\"); (void)argc;\n  double v, d, dd, dx, dy, dxx, dxy, dyy;\n");
-    let pts: Vec<String> = SPECIAL_POINTS.iter().map(|&x| lit(x)).collect();
-    for &op in Op1::ALL {
-        for x in &pts {
-            let call = call1(
-                op,
-                x,
-                [Some("v".into()), Some("d".into()), Some("dd".into())],
-            );
-            c.push_str(&format!(
-                "  {{ double t_v, t_d, t_dd; (void)t_v; (void)t_d; (void)t_dd; {call} }}\n  fwrite(&v, 8, 1, o); fwrite(&d, 8, 1, o); fwrite(&dd, 8, 1, o);\n"
-            ));
-        }
-    }
-    for &op in Op2::ALL {
-        for x in &pts {
-            for y in &pts {
-                let outs = ["v", "dx", "dy", "dxx", "dxy", "dyy"].map(|s| Some(s.to_string()));
-                let call = call2(op, x, y, outs);
-                c.push_str(&format!(
-                    "  {{ double t_v, t_d, t_d2, t_dxx, t_dxy, t_dyy; (void)t_v; (void)t_d; (void)t_d2; (void)t_dxx; (void)t_dxy; (void)t_dyy; {call} }}\n"
-                ));
-                for s in ["v", "dx", "dy", "dxx", "dxy", "dyy"] {
-                    c.push_str(&format!("  fwrite(&{s}, 8, 1, o);\n"));
-                }
-            }
-        }
-    }
-    c.push_str("  fclose(o);\n  return 0;\n}\n");
-    let got = f64s(&run_c(&c, &[]));
-    let mut it = got.into_iter();
-    let mut bad = Vec::new();
-    for &op in Op1::ALL {
-        for &x in &SPECIAL_POINTS {
-            let r = rules::unary(op, x);
-            for (what, want) in [("value", r.value), ("d", r.d), ("dd", r.dd)] {
-                let g = it.next().unwrap();
-                if !close(g, want) {
-                    bad.push(format!("{op:?}({x}) {what}: C {g} vs rules {want}"));
-                }
-            }
-        }
-    }
-    for &op in Op2::ALL {
-        for &x in &SPECIAL_POINTS {
-            for &y in &SPECIAL_POINTS {
-                let r = rules::binary(op, x, y);
-                let want = [
-                    ("value", r.value),
-                    ("dx", r.dx),
-                    ("dy", r.dy),
-                    ("dxx", r.dxx),
-                    ("dxy", r.dxy),
-                    ("dyy", r.dyy),
-                ];
-                for (what, want) in want {
-                    let g = it.next().unwrap();
-                    if !close(g, want) {
-                        bad.push(format!("{op:?}({x}, {y}) {what}: C {g} vs rules {want}"));
-                    }
-                }
-            }
-        }
-    }
-    assert!(it.next().is_none(), "every value read");
-    assert!(
-        bad.is_empty(),
-        "{} mismatches:\n{}",
-        bad.len(),
-        bad.join("\n")
-    );
+    prelude_matches_the_rule_table(&SPECIAL_POINTS);
 }
 
 /// What an emulated kernel wrote.
