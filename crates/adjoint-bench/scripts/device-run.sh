@@ -100,7 +100,7 @@ done
 
 want scaling && {
 stage "16 threads against 1 (#16): BA 1-3, GMM 1k and 10k d10 K25"
-timeout $(lim 70) .dev/adjoint-bench adbench --quick --data .dev/adbench --full-grid --filter 'ba1$,ba2$,ba3$,gmm_d10_K25$' --threads 1,16 --engines tape,reversible,ssa,array --out $T/s
+timeout $(lim 70) .dev/adjoint-bench adbench --quick --data .dev/adbench --full-grid --filter 'ba1$,ba2$,ba3$,1k/gmm_d10_K25$,10k/gmm_d10_K25$' --threads 1,16 --engines tape,reversible,ssa,array --out $T/s
 cp $T/s/adbench.md "$OUT/scaling.md"
 }
 

@@ -95,14 +95,35 @@ impl Jobs<'_> {
 }
 
 /// Prepare the graph's jobs: zeroed adjoint arrays of the right length.
+///
+/// Zeroing is memory-bound and, done on one thread, was the reverse pass's serial part: 6 % of
+/// the gradient of 256 particles (3.6 M entries in some 500 jobs) on one thread, a ceiling of about
+/// 8× at 16 threads. From [`PAR_ZERO_MIN`] entries on, the jobs are zeroed in parallel (which
+/// thread zeroes which job does not touch any value, so the gradient stays bit-identical).
 pub(crate) fn take_jobs(g: &mut Graph, out: &mut Vec<Mutex<Box<Job>>>) {
     out.clear();
-    out.extend(g.jobs.drain(..).map(|j| {
-        let mut j = j.expect("every job is sealed before the reverse pass");
-        crate::api::zero_adjoints(&mut j);
-        Mutex::new(j)
-    }));
+    out.extend(
+        g.jobs
+            .drain(..)
+            .map(|j| Mutex::new(j.expect("every job is sealed before the reverse pass"))),
+    );
+    fn job(m: &mut Mutex<Box<Job>>) -> &mut Job {
+        m.get_mut().unwrap_or_else(|e| e.into_inner())
+    }
+    let entries: usize = out.iter_mut().map(|m| job(m).len() as usize).sum();
+    if entries >= PAR_ZERO_MIN && rayon::current_num_threads() > 1 {
+        use rayon::prelude::*;
+        out.par_iter_mut()
+            .for_each(|m| crate::api::zero_adjoints(job(m)));
+    } else {
+        out.iter_mut()
+            .for_each(|m| crate::api::zero_adjoints(job(m)));
+    }
 }
+
+/// The number of adjoints (8 bytes each) from which [`take_jobs`] zeroes jobs in parallel: 2 MiB,
+/// a few hundred microseconds of one thread's memory bandwidth, far more than a fork costs.
+pub(crate) const PAR_ZERO_MIN: usize = 1 << 18;
 
 /// Give the jobs back to the graph (for another sweep, or for reuse).
 pub(crate) fn return_jobs(g: &mut Graph, jobs: &mut Vec<Mutex<Box<Job>>>) {
