@@ -66,8 +66,9 @@ pub enum Pass {
 pub struct NonFinite {
     /// Forward or reverse pass.
     pub pass: Pass,
-    /// The primitive, e.g. `Ln`, `Powf`, `dot` (with " inside a checkpointed region" where a
-    /// checkpoint's recomputation found it).
+    /// The primitive, e.g. `Ln`, `Powf`, `dot` (with " inside a checkpointed region" where it
+    /// was found inside one: forward, by checked mode's recording of the region; reverse, by
+    /// its recomputation; `position` is then the region's first output).
     pub primitive: String,
     /// Forward: the operand values (a constant operand's too). Reverse: the recorded partials.
     /// Only the first [`arity`](NonFinite::arity) are meaningful.
@@ -151,12 +152,22 @@ impl fmt::Display for NonFinite {
         };
         match self.pass {
             Pass::Forward => {
-                write!(f, "forward pass: {}(", self.primitive)?;
+                const INSIDE: &str = " inside a checkpointed region";
+                let op = self
+                    .primitive
+                    .strip_suffix(INSIDE)
+                    .unwrap_or(&self.primitive);
+                write!(f, "forward pass: {op}(")?;
                 shown(f)?;
+                let (inside, at) = if self.in_checkpoint {
+                    (INSIDE, ": the region's first output")
+                } else {
+                    ("", "")
+                };
                 write!(
                     f,
-                    ") = {} is the first non-finite value from finite operands (job {}, \
-                     operation #{})",
+                    ") = {}{inside} is the first non-finite value from finite operands (job {}, \
+                     operation #{}{at})",
                     num(self.value),
                     self.job,
                     self.position
@@ -333,7 +344,7 @@ impl Tape {
 
     /// The forward pass's first non-finite value, in checked mode.
     #[inline]
-    fn forward_error(&self) -> Result<(), NonFinite> {
+    pub(crate) fn forward_error(&self) -> Result<(), NonFinite> {
         if !self.checked {
             return Ok(());
         }

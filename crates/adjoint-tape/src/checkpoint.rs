@@ -19,7 +19,10 @@ pub(crate) type RegionFn = Arc<dyn Fn(&[Var]) -> Vec<Var> + Send + Sync>;
 /// another order when its operands are consecutive values in one program and not in the other
 /// (the region's outputs are consecutive leaves), which changes the last bits. In checked mode
 /// a non-finite output of the region from finite inputs is reported as the region's
-/// (`checkpoint`). Every active value the
+/// (`checkpoint`), and so is a NaN or infinity the region makes inside and does not hand out
+/// (`Ln inside a checkpointed region`, at the region's first output): checked mode records each
+/// outermost region once more, whole, to look for it (regions nested in it are recorded inline
+/// then), so a checked recording holds one such region's tape at a time. Every active value the
 /// region reads must come in through `inputs` (a captured active `Var` is a panic with a message
 /// saying so); `f` must be deterministic. Outside a recording this is just `f(inputs)`.
 ///
@@ -69,7 +72,8 @@ pub fn checkpoint<F>(inputs: &[Var], f: F) -> Vec<Var>
 where
     F: Fn(&[Var]) -> Vec<Var> + Send + Sync + 'static,
 {
-    if !recording() {
+    if !recording() || CHECKING.get() {
+        // (While a region is recorded whole to check it, regions inside it are recorded inline.)
         return f(inputs);
     }
     let consts: Vec<Var> = inputs.iter().map(|v| Var::constant(v.v)).collect();
@@ -79,6 +83,21 @@ where
     if let Some(&v) = outs.iter().find(|o| !o.is_constant()) {
         crate::record::captured_by_checkpoint(v);
     }
+    // Checked mode: operations on constants are not checked, so a non-finite value the region
+    // makes and drops (`x.max(ln(−1))`) went unreported. Record the region once, checked, for
+    // the first one (only while this job has none yet: a later one would not be reported).
+    let check = with_state_mut(|s| match s {
+        State::Recording(ctx) => {
+            let (job, session) = ctx.parts();
+            session.checked && job.first_bad.is_none()
+        }
+        _ => unreachable!("checked above"),
+    });
+    let inside = if check {
+        first_bad_inside(&f, inputs)
+    } else {
+        None
+    };
     with_state_mut(|s| {
         let State::Recording(ctx) = s else {
             unreachable!("checked above")
@@ -92,6 +111,11 @@ where
             })
             .collect();
         let start = job.len();
+        if let Some(e) = inside {
+            // At the region's first output, as the reverse pass reports what the region's
+            // recomputation finds.
+            job.first_bad = Some(e.into_checkpoint(job.idx, start));
+        }
         let checked = session.checked;
         // In checked mode the region is one primitive: a non-finite output from finite inputs
         // is reported like any operation's (its operands: the region's first two inputs).
@@ -189,7 +213,38 @@ pub(crate) fn reverse(
     Ok(())
 }
 
+/// Record `f` at `inputs`' values on a checked tape and return the first non-finite value it
+/// makes from finite operands (checked mode's look inside a region; see [`checkpoint`]).
+#[cold]
+#[inline(never)]
+fn first_bad_inside<F>(f: &F, inputs: &[Var]) -> Option<crate::NonFinite>
+where
+    F: Fn(&[Var]) -> Vec<Var>,
+{
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            CHECKING.set(false);
+        }
+    }
+    let mut tape = RECOMPUTE.with_borrow_mut(Option::take).unwrap_or_default();
+    tape.set_checked(true);
+    let x: Vec<f64> = inputs.iter().map(|v| v.v).collect();
+    let active: Vec<bool> = inputs.iter().map(|v| !v.is_constant()).collect();
+    CHECKING.set(true);
+    let reset = Reset;
+    tape.record(&x, Some(&active), |xs| {
+        f(xs);
+    });
+    drop(reset);
+    let bad = tape.forward_error().err();
+    RECOMPUTE.with_borrow_mut(|t| *t = Some(tape));
+    bad
+}
+
 thread_local! {
     /// The tape checkpointed regions are recomputed on, kept between regions and calls.
     static RECOMPUTE: std::cell::RefCell<Option<Tape>> = const { std::cell::RefCell::new(None) };
+    /// Whether this thread is recording a region whole for checked mode ([`first_bad_inside`]).
+    static CHECKING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }

@@ -738,14 +738,20 @@ fn a_checkpoint_region_that_captures_a_var_is_a_panic_saying_so() {
 
 #[test]
 fn a_checked_tape_reports_a_non_finite_checkpoint_output() {
-    // The region runs unrecorded, so its own operations are not checked as they run; its
-    // outputs are, as one primitive's (a reviewer helper found `Ok((NaN, [-1]))` here).
+    // The region runs unrecorded (a reviewer helper found `Ok((NaN, [-1]))` here); checked
+    // mode records it once more to name the operation inside it.
     let f = |x: &[Var]| checkpoint(x, |s: &[Var]| vec![(s[0] - 2.0).ln()])[0] * 1.0;
     let e = Tape::new()
         .checked()
         .try_value_and_grad(f, &[1.0])
         .expect_err("a NaN from a finite input");
-    assert!(e.to_string().contains("checkpoint(1, …) = NaN"), "{e}");
+    assert!(
+        e.to_string().contains(
+            "Ln(-1) = NaN inside a checkpointed region is the first non-finite value from \
+             finite operands (job 0, operation #2: the region's first output)"
+        ),
+        "{e}"
+    );
     // A finite region is not reported, and a non-finite input is not the region's doing.
     let g = Tape::new()
         .checked()
@@ -1008,6 +1014,96 @@ fn checked_mode_reports_a_constant_operand_as_written() {
         .unwrap_err();
     assert_eq!(e.arity, 1);
     assert!(e.to_string().contains("Ln(0) = -inf"), "{e}");
+}
+
+#[test]
+fn checked_mode_sees_a_non_finite_value_a_checkpoint_makes_and_drops() {
+    // ln(x₀ − 1) at x₀ = 0.5 is NaN, and `max` drops it: the region's output is finite. Without
+    // a checkpoint checked mode reports the Ln; inside one it said nothing (a hunter: the region
+    // ran on constants, which are not checked).
+    fn f(s: &[Var]) -> Var {
+        s[0].max((s[0] - 1.0).ln()) * s[1]
+    }
+    let x = [0.5, 2.0];
+    let plain = Tape::new()
+        .checked()
+        .try_value_and_grad(|v: &[Var]| f(v), &x)
+        .unwrap_err();
+    assert_eq!(
+        (plain.pass, plain.primitive.as_str()),
+        (adjoint_tape::Pass::Forward, "Ln")
+    );
+    let region = |v: &[Var]| checkpoint(v, |s| vec![f(s)])[0];
+    let e = Tape::new()
+        .checked()
+        .try_value_and_grad(region, &x)
+        .unwrap_err();
+    assert_eq!(e.pass, adjoint_tape::Pass::Forward);
+    assert_eq!(e.primitive, "Ln inside a checkpointed region", "{e}");
+    assert_eq!(e.operands[0], plain.operands[0], "{e}");
+    assert!(e.value.is_nan());
+    assert!(e.to_string().contains("Ln(-0.5) = NaN"), "{e}");
+    // Nested regions: reported once, from the outermost region's look inside.
+    let nested = |v: &[Var]| checkpoint(v, |s| checkpoint(s, |t| vec![f(t)]))[0];
+    let n = Tape::new()
+        .checked()
+        .try_value_and_grad(nested, &x)
+        .unwrap_err();
+    assert_eq!(
+        (n.primitive.as_str(), n.position),
+        (e.primitive.as_str(), e.position)
+    );
+    // The first bad value in program order: one before the region is reported, not the
+    // region's; the region's, not one after it.
+    let before = Tape::new()
+        .checked()
+        .try_value_and_grad(|v: &[Var]| (v[1] - 2.0).ln() + region(v), &x)
+        .unwrap_err();
+    assert_eq!(
+        (before.primitive.as_str(), before.value),
+        ("Ln", f64::NEG_INFINITY)
+    );
+    let after = Tape::new()
+        .checked()
+        .try_value_and_grad(|v: &[Var]| region(v) + (v[1] - 2.0).ln(), &x)
+        .unwrap_err();
+    assert_eq!(
+        after.primitive, "Ln inside a checkpointed region",
+        "{after}"
+    );
+    // In parallel jobs: the job numbered in program order, for any thread count.
+    for threads in [1, 2, 4] {
+        let p = in_pool(threads, || {
+            Tape::new()
+                .checked()
+                .try_value_and_grad(
+                    |v: &[Var]| {
+                        let (a, b) = join(|| v[0] * v[1], || region(v));
+                        a + b
+                    },
+                    &x,
+                )
+                .unwrap_err()
+        });
+        assert_eq!(
+            p.primitive, "Ln inside a checkpointed region",
+            "{threads} threads: {p}"
+        );
+        assert_eq!(p.job, 2, "{threads} threads: {p}");
+    }
+    // Unchecked, and checked where nothing is wrong: the gradient of the plain program.
+    let (_, g) = value_and_grad(|v: &[Var]| f(v), &x);
+    assert_eq!(value_and_grad(region, &x).1, g);
+    let y = [2.5, 2.0];
+    let (_, gy) = value_and_grad(|v: &[Var]| f(v), &y);
+    assert_eq!(
+        Tape::new()
+            .checked()
+            .try_value_and_grad(nested, &y)
+            .unwrap()
+            .1,
+        gy
+    );
 }
 
 #[test]
