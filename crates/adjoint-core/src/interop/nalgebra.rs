@@ -25,9 +25,13 @@
 //!   diagonal), and the rotations' second-order parts cancel: second derivatives of
 //!   eigenvalues, and eigenvector and singular-vector derivatives, lose accuracy like
 //!   `ε‖A‖²/δ²` for off-diagonal entries of size `δ` (Hessian entries wrong by 0.3 at
-//!   `δ = 1e-7` beside eigenvalues 1, 2, 5). First derivatives of eigenvalues are right. For
-//!   symmetric eigen-decompositions use [`symmetric_eigen`] (derivatives of the function, to
-//!   every order that matters); for singular values, differentiate away from such matrices.
+//!   `δ = 1e-7` beside eigenvalues 1, 2, 5). First derivatives of eigenvalues are right. `svd`
+//!   does the same at and near rank-deficient matrices, its smallest singular value `σ` in
+//!   `δ`'s part: even `svd(true, true).recompose()`, the identity, has first derivatives wrong
+//!   by about `ε‖A‖²/σ²` (1e-4 at `σ = 1e-6`, 100 at `σ = 1e-9`, singular values near 1
+//!   otherwise; 0.04 at rank 2 exactly, a 3 × 3 matrix). For symmetric eigen-decompositions use
+//!   [`symmetric_eigen`] (derivatives of the function, to every order that matters); for
+//!   singular values and vectors, differentiate away from such matrices.
 //!
 //! ```
 //! use adjoint_core::forward::{self, Dual64};
