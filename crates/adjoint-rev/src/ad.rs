@@ -283,7 +283,11 @@ where
     F: Reversible<A> + Reversible<A::Map<GVar<f64>>>,
 {
     let _ = f;
-    let inputs = if checks { scalars(&args) } else { Vec::new() };
+    let inputs = if checks {
+        checked_inputs(&args)
+    } else {
+        Vec::new()
+    };
     let mut out = args;
     if checks {
         <F as Reversible<A>>::call(&mut out)?;
@@ -312,12 +316,24 @@ fn scalars<A: Differentiable>(args: &A) -> Vec<f64> {
     v
 }
 
+/// The scalars of `args` a checked gradient compares after the inverse: each with whether its
+/// type stores it in single precision. The inverse runs in `f64`, so an `f32` input comes back
+/// within `f32`'s rounding of the forward pass, not `f64`'s: it is compared within `f32`'s
+/// tolerance ([`Ancilla::restored`]). Which scalars those are: rebuilt from a value an `f32`
+/// cannot hold (`1 + 2⁻⁴⁰`), they do not keep it (so a user type's `f32` fields count too).
+fn checked_inputs<A: Differentiable>(args: &A) -> Vec<(f64, bool)> {
+    const P: f64 = 1.0 + 1.0 / (1u64 << 40) as f64;
+    let probe = args.unwrap(&args.wrap(&mut |_| ()), &mut |_: &()| P);
+    let single = scalars(&probe).into_iter().map(|v| v != P);
+    scalars(args).into_iter().zip(single).collect()
+}
+
 /// Checked gradients: the inverse, run on gradient-carrying values, must have rebuilt the
 /// inputs (to the deallocation check's tolerance, [`Ancilla::restored`]); where it did not
 /// (an unstable inverse amplifying rounding), the gradient was computed along another
 /// trajectory, and that is an [`InvertibilityError::Inputs`], not a silent wrong number.
 fn rebuilt<F, A: Differentiable, S: Copy>(
-    inputs: &[f64],
+    inputs: &[(f64, bool)],
     g: &mut A::Map<S>,
     value: impl Fn(&S) -> f64,
 ) -> Result<(), InvertibilityError> {
@@ -325,7 +341,13 @@ fn rebuilt<F, A: Differentiable, S: Copy>(
     let mut k = 0;
     A::visit_mut(g, &mut |v: &mut S| {
         let found = value(v);
-        if bad.is_none() && !found.restored(&inputs[k]) {
+        let (given, single) = inputs[k];
+        let back = if single {
+            (found as f32).restored(&(given as f32))
+        } else {
+            found.restored(&given)
+        };
+        if bad.is_none() && !back {
             bad = Some((k, found));
         }
         k += 1;
@@ -341,7 +363,7 @@ fn rebuilt<F, A: Differentiable, S: Copy>(
                     backwards: true,
                 },
                 scalar,
-                expected: format!("{:?}", inputs[scalar]),
+                expected: format!("{:?}", inputs[scalar].0),
                 found: format!("{found:?}"),
             })
         }
@@ -379,7 +401,7 @@ where
     F: Reversible<A> + Reversible<A::Map<GVar<f64>>>,
 {
     let _ = f;
-    let inputs = scalars(&args);
+    let inputs = checked_inputs(&args);
     let mut out = args;
     <F as Reversible<A>>::call(&mut out)?;
     let n = out.len();
@@ -440,7 +462,7 @@ where
     F: Reversible<A> + Reversible<A::Map<GVar<f64, Cotangents<f64, N>>>>,
 {
     let _ = f;
-    let inputs = scalars(&args);
+    let inputs = checked_inputs(&args);
     let mut out = args;
     <F as Reversible<A>>::call(&mut out)?;
     let n = out.len();
@@ -486,7 +508,7 @@ where
 {
     let _ = f;
     let n = args.len();
-    let inputs = scalars(&args);
+    let inputs = checked_inputs(&args);
     let mut h = vec![vec![0.0; n]; n];
     #[allow(clippy::needless_range_loop)] // `j` picks the tangent direction and the column
     for j in 0..n {

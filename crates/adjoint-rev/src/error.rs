@@ -138,7 +138,8 @@ pub enum InvertibilityError {
         found: String,
     },
     /// A checked gradient, Jacobian or Hessian: running the inverse on gradient-carrying values
-    /// did not rebuild an input (to the deallocation check's tolerance). Floating-point `+=` and
+    /// did not rebuild an input (to the deallocation check's tolerance, `f32`'s for an `f32`
+    /// input: the inverse runs in `f64` from the forward call's `f32` results). Floating-point `+=` and
     /// `-=` undo each other only up to rounding, and an unstable inverse (a leapfrog integrator
     /// past its stability limit, say) amplifies that: the gradient would have been computed
     /// along another trajectory.

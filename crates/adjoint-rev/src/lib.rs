@@ -36,7 +36,8 @@
 //! `Result<(), InvertibilityError>`: a failed reversibility check is an error value naming the
 //! statement and the values seen, never a silent wrong answer. The checked gradient routes
 //! ([`grad`], [`jacobian`], [`jacobian_lanes`], [`hessian`]) also check that the inverse rebuilt
-//! the inputs, to the deallocation check's tolerance (`1e-8` absolute plus relative): floating-
+//! the inputs, to the deallocation check's tolerance (`1e-8` absolute plus relative; `1e-5` for
+//! an `f32` input, since the inverse runs in `f64` from the forward call's `f32` results): floating-
 //! point `+=`/`-=` undo each other only up to rounding, and an unstable inverse amplifies it
 //! (a gradient along another trajectory is [`InvertibilityError::Inputs`]). Drifts below that
 //! tolerance pass, as in ancillas; unchecked routes check nothing.

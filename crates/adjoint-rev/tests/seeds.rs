@@ -820,6 +820,60 @@ fn f32_runs_the_same_programs() -> R {
 }
 
 #[test]
+fn checked_gradients_of_f32_programs_compare_the_inputs_in_f32() -> R {
+    // The forward call rounds to f32, the inverse runs on GVar<f64>: `y += eˣ` comes back to
+    // within an f32 rounding of 0 (5e-8 at x = 0.5), which checked gradients refused as an
+    // unstable inverse on every input (a hunter). They compare f32 inputs in f32 now.
+    reversible! {
+        fn grow<T: RevReal>(y: &mut T, x: &mut T) {
+            y += x.exp();
+        }
+        fn spread<T: RevReal>(y: &mut Vec<T>, x: &mut T) {
+            @routine {
+                let e = T::zero();
+                e += x.exp();
+            }
+            for i in 0..y.len() {
+                y[i] += e * x;
+            }
+            ~@routine;
+        }
+        fn absorbs<T: RevReal>(y: &mut T, x: &mut T) {
+            y += x;
+            y += 1e30;
+        }
+    }
+    for x in [0.5f32, 1.3, 2.0, 3.0, -7.25] {
+        let (out, g) = value_and_grad(grow {}, (0.0f32, x), 0)?;
+        let (_, unchecked) = adjoint_rev::value_and_grad_unchecked(grow {}, (0.0f32, x), 0)?;
+        assert_eq!(g, unchecked, "x = {x}");
+        let e = f64::from(x).exp();
+        assert!((f64::from(out.0) - e).abs() <= 1e-6 * e, "x = {x}: {out:?}");
+        assert!((f64::from(g.1) - e).abs() <= 1e-6 * e, "x = {x}: {g:?}");
+        let j = adjoint_rev::jacobian(spread {}, (vec![0.0f32; 3], x), &[0, 2])?;
+        // ∂(eˣ·x)/∂x = eˣ(1 + x)
+        let d = e * (1.0 + f64::from(x));
+        for row in &j {
+            assert!((row[3] - d).abs() <= 1e-6 * d.abs(), "x = {x}: {j:?}");
+        }
+        let h = hessian(grow {}, (0.0f32, x), 0)?;
+        assert!((h[1][1] - e).abs() <= 1e-6 * e, "x = {x}: {h:?}");
+    }
+    // An inverse that does not rebuild its inputs is still refused, in f32 as in f64: 1e30
+    // absorbs x, so y comes back as −x.
+    for err in [
+        grad(absorbs {}, (0.0f32, 2.0f32), 0).unwrap_err(),
+        grad(absorbs {}, (0.0f64, 2.0f64), 0).unwrap_err(),
+    ] {
+        assert!(
+            matches!(err, InvertibilityError::Inputs { scalar: 0, .. }),
+            "{err}"
+        );
+    }
+    Ok(())
+}
+
+#[test]
 fn stepped_and_reversed_loops_run_backwards_exactly() -> R {
     reversible! {
         fn stepped(v: &mut Vec<i64>, n: &mut usize) {
