@@ -556,7 +556,10 @@ impl<T: Arith> Arith for Complex<T> {
             } else {
                 (b.im, b.re)
             };
-            let zero_div = |d: &T| T::undefined(Op2::Div, &T::zero(), d).is_some();
+            // (a float divides by 0 without complaint; `b = 0` is refused here all the same,
+            // where Smith's formula would make NaN of 0/0)
+            let zero_div =
+                |d: &T| T::undefined(Op2::Div, &T::zero(), d).is_some() || d.magnitude() == 0.0;
             let mut den = T::zero();
             if !zero_div(&big) {
                 let mut r = T::zero();

@@ -231,3 +231,47 @@ fn an_overflowing_scaled_divisor_is_an_error_in_checked_code() {
     );
     assert_eq!(z, Complex::new(0.0, 0.0));
 }
+
+#[test]
+fn a_floating_point_division_by_zero_says_so() {
+    // (1 + i)/(0 + 0i) was reported as "the scaled divisor overflows (NaN); scale both operands
+    // down first", advice that cannot help (a hunter): it is a division by zero, in f64 and
+    // f32 as in the integer types, and through the gradient too.
+    let mut z = Complex::new(0.0, 0.0);
+    let err = cdiv(
+        &mut z,
+        &mut Complex::new(1.0, 1.0),
+        &mut Complex::new(0.0, 0.0),
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("division by zero: (1.0 + 1.0i) / (0.0 + 0.0i)"),
+        "{err}"
+    );
+    assert_eq!(z, Complex::new(0.0, 0.0));
+    let mut z = Complex::new(0.0f32, 0.0);
+    let err = cdiv(
+        &mut z,
+        &mut Complex::new(1.0, 1.0),
+        &mut Complex::new(-0.0, 0.0),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("division by zero"), "{err}");
+    let args = (
+        Complex::new(0.0, 0.0),
+        Complex::new(1.0, 1.0),
+        Complex::new(0.0, 0.0),
+    );
+    let err = adjoint_rev::grad(cdiv {}, args, 0).unwrap_err();
+    assert!(err.to_string().contains("division by zero"), "{err}");
+    // The smallest divisors that are not 0 still divide.
+    let mut z = Complex::new(0.0f64, 0.0);
+    cdiv(
+        &mut z,
+        &mut Complex::new(1e-300, 0.0),
+        &mut Complex::new(5e-324, 0.0),
+    )
+    .unwrap();
+    assert!(z.re.is_finite() && z.re > 1e23, "{z:?}");
+}
