@@ -278,15 +278,19 @@ impl Gen<'_> {
                 let (s0, e0) = (self.tmp(), self.tmp());
                 let (start, end) = (self.rw(start), self.rw(end));
                 let body = self.stmts(body, checks);
-                let (st_let, iter, st_cmp, st_show) = match step {
+                // The step, when there is one: its value when the loop starts (`t0`) and, for
+                // the check after it, again (`t1`): both are shown if the range changed.
+                let (t0, t1) = (self.tmp(), self.tmp());
+                let (st_let, iter, st_again, st_cmp, st_before, st_after) = match step {
                     Some(st) => {
-                        let t = self.tmp();
                         let st = self.rw(st);
                         (
-                            quote!(let #t = #st;),
-                            quote!(#k::steps(#s0, #e0, #t, #inclusive, #rev)),
-                            quote!(|| #st != #t),
-                            quote!(, #t),
+                            quote!(let #t0 = #st;),
+                            quote!(#k::steps(#s0, #e0, #t0, #inclusive, #rev)),
+                            quote!(let #t1 = #st;),
+                            quote!(|| #t1 != #t0),
+                            quote!(, #t0),
+                            quote!(, #t1),
                         )
                     }
                     None => {
@@ -296,7 +300,7 @@ impl Gen<'_> {
                             quote!((#s0..#e0))
                         };
                         let iter = if *rev { quote!(#range.rev()) } else { range };
-                        (quote!(), iter, quote!(), quote!())
+                        (quote!(), iter, quote!(), quote!(), quote!(), quote!())
                     }
                 };
                 let check = if checks {
@@ -305,11 +309,12 @@ impl Gen<'_> {
                     quote_spanned!(span=> {
                         let #s1 = #start;
                         let #e1 = #end;
+                        #st_again
                         if #s1 != #s0 || #e1 != #e0 #st_cmp {
                             return ::core::result::Result::Err(#k::InvertibilityError::bounds(
                                 #site,
-                                ::std::format!("{:?}", (#s0, #e0 #st_show)),
-                                ::std::format!("{:?}", (#s1, #e1 #st_show)),
+                                ::std::format!("{:?}", (#s0, #e0 #st_before)),
+                                ::std::format!("{:?}", (#s1, #e1 #st_after)),
                             ));
                         }
                     })

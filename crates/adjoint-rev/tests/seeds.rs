@@ -236,7 +236,20 @@ fn runtime_errors_name_statement_variable_and_values() {
         fn swap_elems(v: &mut Vec<f64>, i: &mut usize, j: &mut usize) {
             SWAP(v[i], v[j]);
         }
+        fn restep(s: &mut i64, k: &mut usize) {
+            for _i in (0..10).step_by(k.clone()) {
+                s += 1;
+                INC(k);
+            }
+        }
     }
+    // A changed step is shown as it was and as it is (it showed the old step twice).
+    let err = restep(&mut 0, &mut 2).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("(0, 10, 2) before, (0, 10, 7) after"),
+        "{err}"
+    );
     let err = grow(&mut 2, &mut 0).unwrap_err();
     assert!(matches!(err, InvertibilityError::Bounds { .. }));
     assert!(
