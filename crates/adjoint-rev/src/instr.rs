@@ -225,6 +225,11 @@ impl<'a, T: Arith> Instruction<(&'a mut T,)> for CONJ {
 /// assert_eq!(w, [-100, -50, 0, 50]);
 /// assert_eq!(adjoint_rev::steps(i8::MIN, i8::MAX, 1, true, true).count(), 256);
 /// assert_eq!(adjoint_rev::steps(0u64, u64::MAX, u64::MAX / 2, true, false).last(), Some(u64::MAX - 1));
+/// // every 128-bit value is a bound
+/// let top: Vec<u128> = adjoint_rev::steps(u128::MAX - 2, u128::MAX, 1, true, true).collect();
+/// assert_eq!(top, [u128::MAX, u128::MAX - 1, u128::MAX - 2]);
+/// let low: Vec<i128> = adjoint_rev::steps(i128::MIN, i128::MAX, i128::MAX, true, false).collect();
+/// assert_eq!(low, [i128::MIN, -1, i128::MAX - 1]);
 /// ```
 pub fn steps<T: num_traits::PrimInt>(
     start: T,
@@ -237,18 +242,18 @@ pub fn steps<T: num_traits::PrimInt>(
         step > T::zero(),
         "a reversible loop's step must be positive (use `.rev()` to go down)"
     );
-    // Counted in i128: `end − start` and `k · step` overflow the loop's own type (`-100i8..100`
-    // has a span of 200), where the values visited do not.
-    let wide = |v: T| {
-        v.to_i128()
-            .expect("a reversible loop's bounds must fit in i128")
-    };
-    let (s, e, t) = (wide(start), wide(end), wide(step));
+    // Counted in u128, on values shifted so that order is kept (`Steps::key`): `end − start`
+    // and `k · step` overflow the loop's own type (`-100i8..100` has a span of 200), where the
+    // values visited do not; every 128-bit value fits, `u128::MAX` and `i128::MIN` too.
+    let (s, e) = (Steps::<T>::key(start), Steps::<T>::key(end));
+    let t = step.to_u128().expect("a positive step fits in u128");
     let n = if inclusive {
         if e < s {
             0
         } else {
-            (e - s) / t + 1
+            ((e - s) / t).checked_add(1).expect(
+                "a reversible loop of 2^128 iterations (every value of a 128-bit type, step 1)",
+            )
         }
     } else if e <= s {
         0
@@ -268,12 +273,39 @@ pub fn steps<T: num_traits::PrimInt>(
 /// The iterator of [`steps`].
 #[derive(Clone, Debug)]
 pub struct Steps<T> {
-    start: i128,
-    step: i128,
-    front: i128,
-    back: i128,
+    /// The first value, as [`Steps::key`].
+    start: u128,
+    step: u128,
+    front: u128,
+    back: u128,
     rev: bool,
     ty: core::marker::PhantomData<T>,
+}
+
+impl<T: num_traits::PrimInt> Steps<T> {
+    /// Whether `T` is signed.
+    fn signed() -> bool {
+        T::min_value() < T::zero()
+    }
+    /// `v` as a `u128` in the same order: a signed value with its sign bit flipped (so
+    /// `i128::MIN` is 0), an unsigned one as it is.
+    fn key(v: T) -> u128 {
+        if Self::signed() {
+            let w = v.to_i128().expect("a signed integer type fits in i128");
+            (w as u128) ^ (1 << 127)
+        } else {
+            v.to_u128().expect("an unsigned integer type fits in u128")
+        }
+    }
+    /// The value of `T` whose key is `k` (one between the loop's bounds).
+    fn value(k: u128) -> T {
+        let v = if Self::signed() {
+            T::from((k ^ (1 << 127)) as i128)
+        } else {
+            T::from(k)
+        };
+        v.expect("a value between the loop's bounds is one of its type")
+    }
 }
 
 impl<T: num_traits::PrimInt> Iterator for Steps<T> {
@@ -291,6 +323,6 @@ impl<T: num_traits::PrimInt> Iterator for Steps<T> {
             self.front - 1
         };
         // between `start` and `end`: a value of `T`
-        T::from(self.start + k * self.step)
+        Some(Self::value(self.start + k * self.step))
     }
 }

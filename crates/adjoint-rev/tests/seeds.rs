@@ -237,7 +237,7 @@ fn runtime_errors_name_statement_variable_and_values() {
             SWAP(v[i], v[j]);
         }
         fn restep(s: &mut i64, k: &mut usize) {
-            for _i in (0..10).step_by(k.clone()) {
+            for _i in (0..10).step_by(k) {
                 s += 1;
                 INC(k);
             }
@@ -883,6 +883,35 @@ fn checked_gradients_of_f32_programs_compare_the_inputs_in_f32() -> R {
             "{err}"
         );
     }
+    Ok(())
+}
+
+#[test]
+fn stepped_loops_reach_the_ends_of_128_bit_types() -> R {
+    // A stepped u128 range above i128::MAX panicked ("bounds must fit in i128"; a hunter)
+    // where the same range without a step ran.
+    reversible! {
+        fn top(s: &mut u128, a: &mut u128) {
+            for i in (a..=u128::MAX).step_by(1) {
+                s ^= i;
+            }
+        }
+        fn bottom(s: &mut i128, a: &mut i128) {
+            for i in (i128::MIN..a).step_by(3).rev() {
+                s ^= i;
+            }
+        }
+    }
+    let (mut s, mut a) = (0u128, u128::MAX - 2);
+    top(&mut s, &mut a)?;
+    assert_eq!(s, u128::MAX ^ (u128::MAX - 1) ^ (u128::MAX - 2));
+    top::uncall(&mut s, &mut a)?;
+    assert_eq!((s, a), (0, u128::MAX - 2));
+    let (mut s, mut a) = (5i128, i128::MIN + 7);
+    bottom(&mut s, &mut a)?;
+    assert_eq!(s, 5 ^ i128::MIN ^ (i128::MIN + 3) ^ (i128::MIN + 6));
+    bottom::uncall(&mut s, &mut a)?;
+    assert_eq!((s, a), (5, i128::MIN + 7));
     Ok(())
 }
 
