@@ -453,6 +453,24 @@ macro_rules! wrapping_impls {
                 to(self).abs()
             }
             const LITERALS: Literals = $lits;
+            /// One (`INC`, `DEC`); a fixed-point type with fewer than two integer bits has none,
+            /// and saying so beats the `fixed` crate's "1 overflows" from deep inside.
+            #[cfg_attr(not(debug_assertions), inline(always))]
+            #[cfg_attr(debug_assertions, inline)]
+            fn one() -> Self {
+                if let Literals::Fixed { bits, frac } = Self::LITERALS {
+                    assert!(
+                        frac + 2 <= bits,
+                        "INC/DEC on I{}F{}: 1 is not a value of this type (it holds [-{}, {})), \
+                         as a literal 1 would not compile; add a value it holds",
+                        bits - frac,
+                        frac,
+                        0.5 * f64::from(1u32 << (bits - frac)),
+                        0.5 * f64::from(1u32 << (bits - frac)),
+                    );
+                }
+                Self::from_f64(1.0)
+            }
             #[cfg_attr(not(debug_assertions), inline(always))]
             #[cfg_attr(debug_assertions, inline)]
             fn from_literal(neg: bool, mag: u128, _: f64) -> Self {

@@ -567,3 +567,32 @@ fn unchecked_code_keeps_the_alias_checks() {
     call_elems::call_unchecked(&mut w, &mut 0, &mut 1).unwrap();
     assert_eq!(w, vec![1.0 + 2f64.sin(), 2.0]);
 }
+
+reversible! {
+    fn bump<T: Arith>(x: &mut T) {
+        INC(x);
+        INC(x);
+        DEC(x);
+    }
+}
+
+#[test]
+fn inc_and_dec_on_fixed_point_add_one_exactly() -> R {
+    let mut x = I16F16::from_num(-0.75);
+    bump(&mut x)?;
+    assert_eq!(x, I16F16::from_num(0.25));
+    bump::uncall(&mut x)?;
+    assert_eq!(x, I16F16::from_num(-0.75));
+    Ok(())
+}
+
+#[test]
+#[should_panic(
+    expected = "INC/DEC on I1F31: 1 is not a value of this type (it holds [-1, 1)), as a literal 1 would not compile"
+)]
+fn inc_on_a_fixed_point_type_without_one_says_so() {
+    // I1F31 holds [-1, 1): `x += 1` does not compile, and INC panicked inside the `fixed`
+    // crate with "1 overflows" (a hunter); now with the type and the reason.
+    let mut x = fixed::types::I1F31::from_num(0.25);
+    let _ = bump(&mut x);
+}
