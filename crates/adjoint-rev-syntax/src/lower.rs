@@ -70,6 +70,8 @@ struct Scope {
     live: HashMap<String, Span>,
     /// Deallocated (and not allocated again).
     dead: HashMap<String, Span>,
+    /// Variables of the enclosing `for` loops (live, but not ancillas).
+    loop_vars: Vec<String>,
 }
 
 /// Check ancilla lifetimes in a function body; `params` are never ancillas.
@@ -123,6 +125,7 @@ fn nested(
     if let Some(v) = extra {
         inner.live.insert(v.to_string(), v.span());
         inner.dead.remove(&v.to_string());
+        inner.loop_vars.push(v.to_string());
     }
     block(stmts, &mut inner, params)?;
     let outer: Vec<String> = scope
@@ -204,6 +207,12 @@ fn stmt(s: &Stmt, scope: &mut Scope, params: &[String]) -> Result<()> {
                 return Err(Error::new(
                     name.span(),
                     format!("`{n}` is a parameter; an ancilla needs a new name"),
+                ));
+            }
+            if scope.loop_vars.contains(&n) {
+                return Err(Error::new(
+                    name.span(),
+                    format!("`{n}` is the variable of an enclosing `for` loop; an ancilla needs a new name"),
                 ));
             }
             if scope.live.contains_key(&n) {

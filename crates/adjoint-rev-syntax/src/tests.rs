@@ -83,6 +83,12 @@ fn constants_are_not_nested_calls() {
 fn ancilla_errors() {
     let e = err(quote! { fn f(x: &mut f64) { let a = 0.0; let a = 0.0; unlet a = 0.0; } });
     assert!(e.contains("re-allocation of live ancilla `a`"), "{e}");
+    // A loop's variable is not an ancilla (it was called one; a hunter).
+    let e = err(quote! { fn f(x: &mut f64) { for i in 0..3 { let i = 0.0; unlet i = 0.0; } } });
+    assert!(
+        e.contains("`i` is the variable of an enclosing `for` loop; an ancilla needs a new name"),
+        "{e}"
+    );
     let e = err(quote! { fn f(x: &mut f64) { let a = 0.0; unlet a = 0.0; x += a; } });
     assert!(e.contains("use of deallocated ancilla `a`"), "{e}");
     let e = err(quote! { fn f(x: &mut f64) { let a = 0.0; a += x; } });
