@@ -1,8 +1,9 @@
 //! # adjoint
 //!
 //! Exact derivatives of real Rust programs — loops, branches, recursion, structs, arrays — by
-//! automatic differentiation. Write a numeric function once, generically over [`Real`], and
-//! differentiate it with any engine:
+//! automatic differentiation. Write a numeric function once, generically over [`Real`], and run
+//! it on `f64`, forward mode and the tape; the SSA transform takes the same code written on
+//! `f64`, and the reversible and array engines have languages of their own. Five engines:
 //!
 //! | module | engine | use it for |
 //! |---|---|---|
@@ -22,7 +23,7 @@
 //! slices that you differentiate in a hot loop: [`ssa`]. Bulk array code: [`array`](mod@array). Code that
 //! must run backwards, or whose intermediates do not fit in memory: [`rev`].
 //!
-//! ## Writing code that every engine can run: five spellings
+//! ## Writing generic code (`f64`, forward mode, the tape): five spellings
 //!
 //! Generic code needs one import, `use adjoint::Real`; concrete code on an engine's number type
 //! (`tape::Var`, `forward::Dual64`) needs only that type's module: math methods are inherent.
