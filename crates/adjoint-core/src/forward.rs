@@ -259,9 +259,20 @@ fn quotient<T: Real>(num: T, y: T) -> T {
 
 crate::impl_real!([T: Real] Dual<T>);
 
+/// `re + epsε`, with the format's precision applied to both parts:
+///
+/// ```
+/// use adjoint_core::forward::Dual64;
+/// let x = Dual64::variable(1.0 / 3.0);
+/// assert_eq!(format!("{:.3}", x * 3.0), "1.000 + 3.000ε");
+/// assert_eq!(format!("{}", Dual64::variable(0.5)), "0.5 + 1ε");
+/// ```
 impl<T: Real> fmt::Display for Dual<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} + {}ε", self.re, self.eps)
+        match f.precision() {
+            Some(p) => write!(f, "{:.p$} + {:.p$}ε", self.re, self.eps),
+            None => write!(f, "{} + {}ε", self.re, self.eps),
+        }
     }
 }
 
@@ -400,9 +411,19 @@ impl<const N: usize> Lift for DualVec<N> {
 
 crate::impl_real!([const N: usize] DualVec<N>);
 
+/// `re + [eps…]ε`, with the format's precision applied to every part:
+///
+/// ```
+/// use adjoint_core::forward::DualVec;
+/// let x = DualVec::<2>::variable(1.0 / 3.0, 1);
+/// assert_eq!(format!("{:.2}", x), "0.33 + [0.00, 1.00]ε");
+/// ```
 impl<const N: usize> fmt::Display for DualVec<N> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} + {:?}ε", self.re, self.eps)
+        match f.precision() {
+            Some(p) => write!(f, "{:.p$} + {:.p$?}ε", self.re, self.eps),
+            None => write!(f, "{} + {:?}ε", self.re, self.eps),
+        }
     }
 }
 
