@@ -169,6 +169,10 @@ impl<T: Real> Lift for Dual<T> {
     fn lift_exact_zero(&self) -> bool {
         self.re.exact_zero() && self.eps.exact_zero()
     }
+    #[inline(always)]
+    fn lift_finite_everywhere(&self) -> bool {
+        self.re.finite_everywhere() && self.eps.finite_everywhere()
+    }
 }
 
 /// A partial `d` times a tangent `e`: zero when `e` is exactly zero in every component (the
@@ -176,8 +180,9 @@ impl<T: Real> Lift for Dual<T> {
 /// derivative 1 along y, where `∞ · 0` made it NaN (and so every direction's, through `+`).
 #[inline(always)]
 fn tangent<T: Real>(d: T, e: T) -> T {
-    // (a finite partial first: one predictable test where the product alone would do)
-    if d.is_finite() || !e.exact_zero() {
+    // (a finite partial first: one predictable test where the product alone would do; finite
+    // in every component, as a nested dual's partial `1e300 + ∞ε` is not)
+    if d.finite_everywhere() || !e.exact_zero() {
         d * e
     } else {
         T::zero()
@@ -406,6 +411,10 @@ impl<const N: usize> Lift for DualVec<N> {
     #[inline(always)]
     fn lift_exact_zero(&self) -> bool {
         self.re == 0.0 && self.eps.iter().all(|&e| e == 0.0)
+    }
+    #[inline(always)]
+    fn lift_finite_everywhere(&self) -> bool {
+        self.re.is_finite() && self.eps.iter().all(|e| e.is_finite())
     }
 }
 

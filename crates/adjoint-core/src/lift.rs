@@ -67,6 +67,12 @@ pub trait Lift: Copy {
     fn lift_exact_zero(&self) -> bool {
         false
     }
+    /// [`Real::finite_everywhere`]: the primal value's (forward mode's duals override it to
+    /// look at their tangents too).
+    #[inline]
+    fn lift_finite_everywhere(&self) -> bool {
+        self.primal().finite_everywhere()
+    }
     /// [`vector::dot`](crate::vector::dot). The default runs the scalar definition through
     /// the primitives above; an engine overrides it to handle the call as a whole.
     #[inline]
@@ -332,6 +338,10 @@ macro_rules! impl_real {
             #[inline]
             fn exact_zero(&self) -> bool {
                 <Self as $crate::lift::Lift>::lift_exact_zero(self)
+            }
+            #[inline]
+            fn finite_everywhere(&self) -> bool {
+                <Self as $crate::lift::Lift>::lift_finite_everywhere(self)
             }
             #[inline]
             fn slice_dot(a: &[Self], b: &[Self]) -> Self {

@@ -316,6 +316,14 @@ pub trait Real:
     fn exact_zero(&self) -> bool {
         false
     }
+    /// Whether every component is finite (`f64`: [`is_finite`](Real::is_finite), which looks at
+    /// the value only; `Dual`: both parts, at every level): forward mode multiplies a partial by
+    /// a zero tangent unguarded only when this holds.
+    #[doc(hidden)]
+    #[inline]
+    fn finite_everywhere(&self) -> bool {
+        self.is_finite()
+    }
     /// [`vector::dot`](crate::vector::dot) for this number type (call that function instead;
     /// engines override this to record one entry per call).
     #[doc(hidden)]

@@ -159,3 +159,32 @@ fn powf_at_a_subnormal_base_with_a_constant_or_linear_exponent() {
     assert!((h[0][1] - (1.0 + 2f64.ln())).abs() < 1e-15, "{h:?}");
     assert_eq!(h[0][0], 0.0);
 }
+
+#[test]
+fn nested_duals_send_nothing_through_a_zero_tangent_when_a_partial_is_infinite_inside() {
+    // In a Hessian the partial is itself a dual: x² as powf at x = 1e-310 has the partial
+    // 2x + 2ε (finite), but ln's partial 1/x at 1e-300 is 1e300 − 1e600ε = 1e300 − ∞ε, finite in
+    // its value only: multiplied by the other direction's zero tangent it made NaN (a hunter).
+    // Reference: the closed forms, and the tape's Hessians where they agree.
+    assert_eq!(
+        forward::hessian(|v| v[0].powf(2.0), &[1e-310]),
+        vec![vec![2.0]]
+    );
+    assert_eq!(
+        forward::hessian(|v| v[0].powf(2.0), &[5e-324]),
+        vec![vec![2.0]]
+    );
+    let h = forward::hessian(|v| v[0].ln() + v[1] * v[1], &[1e-300, 1.0]);
+    assert_eq!(h[0][1], 0.0, "{h:?}");
+    assert_eq!(h[1][0], 0.0, "{h:?}");
+    assert_eq!(h[1][1], 2.0, "{h:?}");
+    assert_eq!(h[0][0], f64::NEG_INFINITY, "{h:?}"); // −1/x² overflows
+                                                     // ∂²(y ln x)/∂x∂y = 1/x
+    let h = forward::hessian(|v| v[0].ln() * v[1], &[1e-300, 1.0]);
+    assert!((h[0][1] - 1e300).abs() <= 1e285, "{h:?}");
+    assert!((h[1][0] - 1e300).abs() <= 1e285, "{h:?}");
+    assert_eq!(h[1][1], 0.0, "{h:?}");
+    // atan2(y, x) at (1e-300, 0): ∂²/∂y² = −2xy/(x²+y²)² = 0 with x = 0
+    let h = forward::hessian(|v| v[0].atan2(v[1]), &[1e-300, 0.0]);
+    assert_eq!(h[0][0], 0.0, "{h:?}");
+}
