@@ -530,6 +530,12 @@ pub fn binary<T: Real>(op: Op2, x: T, y: T) -> Rule2<T> {
             if h == zero {
                 return rule(x.atan2(y), zero, zero, zero, zero, zero);
             }
+            if h.is_infinite() {
+                // Every partial is a multiple of 1/h → 0: at (1, ∞) the unit vector's ∞/∞ made
+                // ∂/∂x NaN where the value is 0 (a hunter). (Finite arguments whose h overflows
+                // have partials below 1e-308: 0 too.)
+                return rule(x.atan2(y), zero, zero, zero, zero, zero);
+            }
             let (ux, uy) = (x / h, y / h);
             let (sx, sy) = (ux / h, uy / h); // x / r², y / r²
             let sxy2 = sx * sy * 2.0;
@@ -587,6 +593,23 @@ pub fn binary<T: Real>(op: Op2, x: T, y: T) -> Rule2<T> {
             // From the unit vector (x, y) / h: `1/h³` overflowed or underflowed at extreme
             // magnitudes (NaN second partials at (1e200, 1e200), an infinite first partial at
             // (5e-324, 0)).
+            if h.is_infinite() && !(x.is_infinite() && y.is_infinite()) {
+                // The value is ∞, the unit vector (x, y)/h still defined: an infinite argument
+                // is ±1 of it and a finite one beside it 0 (at (∞, 1) ∂/∂x was ∞/∞ = NaN; a
+                // hunter); finite arguments past the range, scaled by the larger first. The
+                // second partials are multiples of 1/h: 0. (Both infinite: no one direction,
+                // NaN as before.)
+                let (a, b) = if x.is_infinite() {
+                    (x.signum(), zero)
+                } else if y.is_infinite() {
+                    (zero, y.signum())
+                } else {
+                    let m = x.abs().max(y.abs());
+                    (x / m, y / m)
+                };
+                let n = a.hypot(b);
+                return rule(h, a / n, b / n, zero, zero, zero);
+            }
             let (ux, uy) = (x / h, y / h);
             rule(h, ux, uy, uy * uy / h, -(ux * uy) / h, ux * ux / h)
         }

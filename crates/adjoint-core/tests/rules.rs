@@ -367,6 +367,45 @@ fn extreme_magnitudes_and_signed_zero() {
     }
     let h = binary(Op2::Hypot, 5e-324, 0.0);
     assert_eq!((h.dx, h.dy), (1.0, 0.0));
+    // An infinite argument (a hunter: ∞/∞ made NaN partials): atan2's partials are multiples
+    // of 1/r², 0 there; hypot's first partials are the unit vector's limit (±1 for the
+    // infinite argument, 0 for a finite one), its second ones 0. Finite arguments whose hypot
+    // overflows: the unit vector of the scaled arguments.
+    let inf = f64::INFINITY;
+    for (x, y) in [
+        (1.0, inf),
+        (inf, 1.0),
+        (-3.0, -inf),
+        (-inf, 0.0),
+        (inf, inf),
+    ] {
+        let a = binary(Op2::Atan2, x, y);
+        assert_eq!(a.value, x.atan2(y));
+        assert_eq!(
+            [a.dx, a.dy, a.dxx, a.dxy, a.dyy],
+            [0.0; 5],
+            "atan2({x}, {y})"
+        );
+    }
+    for (x, y, ux, uy) in [
+        (inf, 1.0, 1.0, 0.0),
+        (-inf, 2.0, -1.0, 0.0),
+        (3.0, -inf, 0.0, -1.0),
+        (1.5e308, -1.5e308, s, -s),
+    ] {
+        let h = binary(Op2::Hypot, x, y);
+        assert_eq!(h.value, inf);
+        assert!(
+            (h.dx - ux).abs() < 1e-15 && (h.dy - uy).abs() < 1e-15,
+            "hypot({x}, {y}): {} {}",
+            h.dx,
+            h.dy
+        );
+        assert_eq!([h.dxx, h.dxy, h.dyy], [0.0; 3], "hypot({x}, {y})");
+    }
+    // and through forward mode: d/dx of atan2(x, ∞) + x is 1
+    let g = adjoint_core::forward::gradient(|v| v[0].atan2(v[1]) + v[0], &[1.0, inf]);
+    assert_eq!(g, vec![1.0, 0.0]);
     // asinh and acosh far out: d = 1/|x| (it was 0 beyond 1.3e154, where x² overflows)
     for x in [1e155, 1e200, 1e300] {
         for (op, at) in [(Op1::Asinh, x), (Op1::Asinh, -x), (Op1::Acosh, x)] {

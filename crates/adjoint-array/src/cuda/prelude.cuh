@@ -339,6 +339,11 @@ ADJ_DEV void adj_b_atan2(ADJ_B_ARGS) {
     ADJ_R2(atan2(x, y), 0.0, 0.0, 0.0, 0.0, 0.0);
     return;
   }
+  if (isinf(h)) {
+    /* every partial a multiple of 1/h: 0 (an infinite argument made inf/inf), as in rules.rs */
+    ADJ_R2(atan2(x, y), 0.0, 0.0, 0.0, 0.0, 0.0);
+    return;
+  }
   double ux = x / h, uy = y / h;
   double sx = ux / h, sy = uy / h;
   double sxy2 = sx * sy * 2.0;
@@ -368,6 +373,23 @@ ADJ_DEV void adj_b_hypot(ADJ_B_ARGS) {
   double h = hypot(x, y);
   if (h == 0.0) {
     ADJ_R2(h, 0.0, 0.0, 0.0, 0.0, 0.0);
+    return;
+  }
+  if (isinf(h) && !(isinf(x) && isinf(y))) {
+    /* the unit vector's limit: an infinite argument is +-1 of it, a finite one beside it 0;
+       finite arguments past the range scaled by the larger first; second partials 0 (as in
+       rules.rs) */
+    double a, b;
+    if (isinf(x)) {
+      a = copysign(1.0, x), b = 0.0;
+    } else if (isinf(y)) {
+      a = 0.0, b = copysign(1.0, y);
+    } else {
+      double m = fmax(fabs(x), fabs(y));
+      a = x / m, b = y / m;
+    }
+    double n = hypot(a, b);
+    ADJ_R2(h, a / n, b / n, 0.0, 0.0, 0.0);
     return;
   }
   /* from the unit vector (x, y) / h, as in rules.rs */
