@@ -188,3 +188,38 @@ fn nested_duals_send_nothing_through_a_zero_tangent_when_a_partial_is_infinite_i
     let h = forward::hessian(|v| v[0].atan2(v[1]), &[1e-300, 0.0]);
     assert_eq!(h[0][0], 0.0, "{h:?}");
 }
+
+#[test]
+fn second_derivatives_of_asin_acos_atanh_near_zero_do_not_cancel() {
+    // A Hessian differentiates the rule's partial 1/√((1 − x)(1 + x)): the product's derivative
+    // (1 − x) − (1 + x) cancelled, so asin'' at 1e-17 was 0 for 1e-17 (8e-8 relative at 1e-10;
+    // a hunter). Closed forms: asin'' = x(1 − x²)^−3/2 = −acos'', atanh'' = 2x/(1 − x²)².
+    for x in [
+        1e-17, 1e-13, 1e-10, 1e-5, 0.3, 0.49, 0.51, 0.9, -0.2, -1e-12,
+    ] {
+        let s = 1.0 - x * x;
+        let cases: [(&str, f64, f64); 3] = [
+            (
+                "asin",
+                forward::hessian(|v| v[0].asin(), &[x])[0][0],
+                x / (s * s.sqrt()),
+            ),
+            (
+                "acos",
+                forward::hessian(|v| v[0].acos(), &[x])[0][0],
+                -x / (s * s.sqrt()),
+            ),
+            (
+                "atanh",
+                forward::hessian(|v| v[0].atanh(), &[x])[0][0],
+                2.0 * x / (s * s),
+            ),
+        ];
+        for (name, got, want) in cases {
+            assert!(
+                (got - want).abs() <= 4e-16 * want.abs(),
+                "{name}''({x}) = {got}, want {want}"
+            );
+        }
+    }
+}

@@ -232,13 +232,17 @@ ADJ_DEV void adj_u_tan(double x, double *v, double *d, double *dd) {
   double q = t * t + 1.0;
   ADJ_R1(t, q, t * q * 2.0);
 }
+/* 1 - x^2: (1 - x)(1 + x) from |x| = 1/2 on (1 - x * x is inexact near +-1), 1 - x * x below,
+   as rules.rs's one_minus_square */
+ADJ_DEV double adj_one_minus_square(double x) {
+  return fabs(x) < 0.5 ? 1.0 - x * x : (1.0 - x) * (x + 1.0);
+}
 ADJ_DEV void adj_u_asin(double x, double *v, double *d, double *dd) {
-  /* (1 - x)(1 + x), not 1 - x * x (inexact near +-1), as in rules.rs */
-  double q = 1.0 / sqrt((1.0 - x) * (x + 1.0));
+  double q = 1.0 / sqrt(adj_one_minus_square(x));
   ADJ_R1(asin(x), q, x * q * q * q);
 }
 ADJ_DEV void adj_u_acos(double x, double *v, double *d, double *dd) {
-  double q = 1.0 / sqrt((1.0 - x) * (x + 1.0));
+  double q = 1.0 / sqrt(adj_one_minus_square(x));
   ADJ_R1(acos(x), -q, -(x * q * q * q));
 }
 ADJ_DEV void adj_u_atan(double x, double *v, double *d, double *dd) {
@@ -267,7 +271,7 @@ ADJ_DEV void adj_u_acosh(double x, double *v, double *d, double *dd) {
   ADJ_R1(acosh(x), q, -(x * q * q * q));
 }
 ADJ_DEV void adj_u_atanh(double x, double *v, double *d, double *dd) {
-  double q = 1.0 / ((1.0 - x) * (x + 1.0));
+  double q = 1.0 / adj_one_minus_square(x);
   ADJ_R1(atanh(x), q, x * q * q * 2.0);
 }
 ADJ_DEV void adj_u_abs(double x, double *v, double *d, double *dd) {
