@@ -16,10 +16,6 @@ mkdir -p .dev/adbench
 cp target/gpu/array-tests .dev/array-tests
 cp target/release/adjoint-bench .dev/adjoint-bench
 strip .dev/adjoint-bench
-# the tape's parallel reverse pass alone, for `device-run.sh tape-particles`
-cargo build --release -p adjoint-tape --example particles
-cp target/release/examples/particles .dev/particles
-strip .dev/particles
 data=../shared/adbench
 if [ -d "$data/gmm" ]; then
     cp -r "$data/gmm" "$data/ba" .dev/adbench/

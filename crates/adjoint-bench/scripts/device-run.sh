@@ -8,7 +8,7 @@
 # whole GMM grid, 44 inputs, in two calls (`gmm-grid-10k-d2`: the 6 inputs of it that have no
 # JAX row yet), `ba-large-peers` adds JAX and PyTorch to BA 11-20 (`ba-19-20-peers`: the two it did not reach), `sweep` runs BA ba1 and GMM
 # 1k d10 K25 at 1-16 threads (#16), `matmul-ab` the GPU's two matrix-product kernels on GMM
-# d64/d128 (#17), `tape-particles` the tape's 256-particle gradient alone at 1-16 threads (#16). E.g. `LIMIT=555 device-run.sh tests gmm-grid-10k-d2`, then
+# d64/d128 (#17). E.g. `LIMIT=555 device-run.sh tests gmm-grid-10k-d2`, then
 # `device-run.sh ba-large-peers` in a second call.
 OUT=${OUT:-$(mktemp -d)} # the device tool sets $OUT
 mkdir -p "$OUT"
@@ -116,11 +116,6 @@ for m in simple tiled; do
     ADJOINT_CUDA_MATMUL=$m timeout $(lim 60) $B --threads 16 --filter '1k/gmm_d64_K25$,1k/gmm_d64_K100$,1k/gmm_d128_K25$' --engines array-cuda --out $T/m$m
     sed "s/^| gmm/| $m gmm/" $T/m$m/adbench.md | grep -h "^| $m" >> "$OUT/matmul-ab.md"
 done
-}
-
-want tape-particles && {
-stage "the tape's 256-particle gradient alone at 1-16 threads (#16; adjoint-tape's example particles)"
-timeout $(lim 60) .dev/particles 1 2 4 8 16 | tee "$OUT/tape-particles.txt"
 }
 
 want particles && {

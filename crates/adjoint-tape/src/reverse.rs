@@ -112,9 +112,21 @@ pub(crate) fn take_jobs(g: &mut Graph, out: &mut Vec<Mutex<Box<Job>>>) {
     }
     let entries: usize = out.iter_mut().map(|m| job(m).len() as usize).sum();
     if entries >= PAR_ZERO_MIN && rayon::current_num_threads() > 1 {
+        // In pieces of PAR_ZERO_CHUNK adjoints, not a job per thread: a recording of two large
+        // jobs would otherwise use two cores.
         use rayon::prelude::*;
-        out.par_iter_mut()
-            .for_each(|m| crate::api::zero_adjoints(job(m)));
+        let adjs: Vec<&mut [f64]> = out
+            .iter_mut()
+            .map(|m| {
+                let j = job(m);
+                let n = j.len() as usize;
+                j.adj.resize(n, 0.0); // (only a grown tail is written here; the rest below)
+                &mut j.adj[..]
+            })
+            .collect();
+        adjs.into_par_iter()
+            .flat_map(|a| a.par_chunks_mut(PAR_ZERO_CHUNK))
+            .for_each(|c| c.fill(0.0));
     } else {
         out.iter_mut()
             .for_each(|m| crate::api::zero_adjoints(job(m)));
@@ -124,6 +136,9 @@ pub(crate) fn take_jobs(g: &mut Graph, out: &mut Vec<Mutex<Box<Job>>>) {
 /// The number of adjoints (8 bytes each) from which [`take_jobs`] zeroes jobs in parallel: 2 MiB,
 /// a few hundred microseconds of one thread's memory bandwidth, far more than a fork costs.
 pub(crate) const PAR_ZERO_MIN: usize = 1 << 18;
+
+/// The pieces [`take_jobs`] zeroes in parallel: 256 KiB of adjoints.
+const PAR_ZERO_CHUNK: usize = 1 << 15;
 
 /// Give the jobs back to the graph (for another sweep, or for reuse).
 pub(crate) fn return_jobs(g: &mut Graph, jobs: &mut Vec<Mutex<Box<Job>>>) {

@@ -383,13 +383,13 @@ fn jacobian_into_through_forked_jobs() {
 
 #[test]
 fn large_forked_recordings_are_swept_from_zero_every_time() {
-    // 16 jobs of 20 000 entries: more than the 2¹⁸ adjoints from which the reverse pass zeroes
-    // its jobs in parallel. A Jacobian sweeps one recording once per row, so a job left
+    // 16 jobs of 40 000 entries: more than the 2¹⁸ adjoints from which the reverse pass zeroes
+    // its jobs in parallel, each job in two pieces of at most 2¹⁵. A Jacobian sweeps one recording once per row, so a job left
     // unzeroed would add the first row's adjoints into the second; the tape is then reused for
     // a second recording. Both against forward mode, and bit-identical at 1, 2 and 4 threads.
     fn chain<T: Real>(x: T) -> T {
         let mut y = x;
-        for _ in 0..10_000 {
+        for _ in 0..20_000 {
             y = y * 0.9999 + T::from(0.0001);
         }
         y
