@@ -448,7 +448,7 @@ fn powf_mixed_second_derivative_is_the_tables_in_either_order() {
     // duals seeded x-outer/y-inner and y-outer/x-inner gave 4 and 0 at (−2, 3), 1 and 0 at
     // (0, 1). The reference is the rule table's `dxy`; x > 0 keeps the analytic
     // x^(y−1)(1 + y ln x).
-    use adjoint_core::forward::Dual;
+    use adjoint_core::forward::{hessian, Dual};
     let d = |re: f64, eps: f64| Dual { re, eps };
     let mixed = |x: f64, y: f64| {
         let xo = Dual {
@@ -477,15 +477,21 @@ fn powf_mixed_second_derivative_is_the_tables_in_either_order() {
         (0.0, 3.5),
         (2.0, 3.0),
         (0.7, 1.3),
+        // x^y underflows (to 0, or to a subnormal) where x^(y−1) does not: ∂/∂y written as
+        // `x^y · ln x` lost the term x^y · (1/x) = x^(y−1) in the y-outer order (0.1 % off)
+        (1e-200, 2.0),
+        (1e-170, 2.0),
+        (1e-100, 4.0),
     ] {
         let r = binary(Op2::Powf, x, y);
         let (a, b) = mixed(x, y);
+        // relative (a bound of 1e-15 · max(|a|, 1) passed the 0.1 % error at 1e-198)
         assert!(
-            (a - b).abs() <= 1e-15 * a.abs().max(1.0),
+            (a - b).abs() <= 1e-15 * a.abs().max(f64::MIN_POSITIVE),
             "({x}, {y}): orders differ: {a} {b}"
         );
         assert!(
-            (a - r.dxy).abs() <= 1e-14 * r.dxy.abs().max(1.0),
+            (a - r.dxy).abs() <= 1e-14 * r.dxy.abs().max(f64::MIN_POSITIVE),
             "({x}, {y}): {a} vs {}",
             r.dxy
         );
@@ -494,6 +500,12 @@ fn powf_mixed_second_derivative_is_the_tables_in_either_order() {
             assert!(
                 (a - want).abs() <= 1e-14 * want.abs(),
                 "({x}, {y}): {a} vs {want}"
+            );
+            let h = hessian(|v| v[0].powf(v[1]), &[x, y]);
+            assert!(
+                (h[0][1] - want).abs() <= 1e-14 * want.abs(),
+                "({x}, {y}): Hessian's ∂²/∂x∂y {} vs {want}",
+                h[0][1]
             );
         } else {
             assert_eq!(a, 0.0, "({x}, {y})");

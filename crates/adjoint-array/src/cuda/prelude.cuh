@@ -333,7 +333,9 @@ ADJ_DEV void adj_b_powf(ADJ_B_ARGS) {
     ADJ_R2(p, px, 0.0, pxx, 0.0, 0.0);
   } else {
     double l = log(x);
-    ADJ_R2(p, px, p * l, pxx, pm1 * (y * l + 1.0), p * l * l);
+    /* x^y underflows where x^(y−1) does not: x^(y−1) · (x · ln x), as in rules.rs */
+    double pl = (fabs(p) < 2.2250738585072014e-308 && isfinite(pm1)) ? pm1 * (x * l) : p * l;
+    ADJ_R2(p, px, pl, pxx, pm1 * (y * l + 1.0), pl * l);
   }
 }
 ADJ_DEV void adj_b_atan2(ADJ_B_ARGS) {

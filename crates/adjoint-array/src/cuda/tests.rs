@@ -153,8 +153,10 @@ fn prelude_matches_the_rule_table(points: &[f64]) {
 
 /// Special points for the prelude's rules (signed zeros, subnormals, overflow edges,
 /// infinities, NaN), checked against the rule table (a hunter: `powf` at
-/// (NaN, 0) gave the partials NaN where the table gives 0, `isinf` for `!is_finite`).
-const SPECIAL_POINTS: [f64; 16] = [
+/// (NaN, 0) gave the partials NaN where the table gives 0, `isinf` for `!is_finite`); (1e-160, 2)
+/// runs `powf`'s branch for an `x^y` that underflows (its values differ from the other branch's
+/// only below `close`'s 1e-300: the branch is for second-order engines, which the GPU has not).
+const SPECIAL_POINTS: [f64; 18] = [
     -0.0,
     0.0,
     1.0,
@@ -171,6 +173,8 @@ const SPECIAL_POINTS: [f64; 16] = [
     0.5,
     -2.0,
     40.0,
+    1e-160,
+    2.0,
 ];
 
 #[test]
