@@ -263,12 +263,14 @@ impl Tape {
                 let first = job.push_leaves(x.len(), self.checked);
                 // The first id in a local (not re-read from `job` after every store).
                 let id0 = job.var(0.0, first).id;
-                // Indexed, not `zip(id0..)`: LLVM then writes each `Var` as one 16-byte store
-                // (value and id paired in a register) instead of two 8-byte ones.
-                self.inputs.resize(x.len(), Var::constant(0.0));
-                for (i, (o, &v)) in self.inputs.iter_mut().zip(x).enumerate() {
-                    *o = Var::at(v, id0 + i as u64);
-                }
+                // `enumerate`, not `zip(id0..)`: an exact-size iterator, which LLVM writes
+                // with one 16-byte store per `Var` (value and id paired in a register) instead
+                // of two 8-byte ones.
+                self.inputs.extend(
+                    x.iter()
+                        .enumerate()
+                        .map(|(i, &v)| Var::at(v, id0 + i as u64)),
+                );
             }
             Some(active) => {
                 for (&v, &is_active) in x.iter().zip(active) {
