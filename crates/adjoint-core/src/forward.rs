@@ -106,7 +106,14 @@ impl<T: Real> Lift for Dual<T> {
         let r = rules::unary(op, self.re);
         Dual {
             re: r.value,
-            eps: if smooth(op) {
+            eps: if op == Op1::Recip {
+                // `−v · (v · ẋ)` with `v = 1/x`, not the table's `−v² · ẋ`: `v²` underflows at
+                // |x| above ~1.3e154 where the tangent does not (`(x·x).recip()` at 1e100 had
+                // the derivative 0 for −2e-300, and so had `atan`'s Hessian, whose partial is
+                // `(x² + 1).recip()`, beyond 1e80), as the quotient rule of `1.0 / x` never
+                // forms it.
+                -tangent(r.value, tangent(r.value, self.eps))
+            } else if smooth(op) {
                 r.d * self.eps
             } else if overflows(op) {
                 // (a select, not a branch: `exp` in a loop stays as fast as `d · e`)
@@ -349,7 +356,15 @@ impl<const N: usize> Lift for DualVec<N> {
         DualVec {
             re: r.value,
             // (one test per operation, not per lane: the lanes' loop stays vectorisable)
-            eps: if smooth(op) || r.d.is_finite() {
+            eps: if op == Op1::Recip {
+                // `−v · (v · ẋ)`, as `Dual`'s (`v²` underflows where the tangent does not)
+                let v = r.value;
+                if v.is_finite() {
+                    self.eps.map(|e| -(v * (v * e)))
+                } else {
+                    self.eps.map(|e| -tangent(v, tangent(v, e)))
+                }
+            } else if smooth(op) || r.d.is_finite() {
                 self.eps.map(|e| r.d * e)
             } else {
                 lanes_through_infinity(r.d, &self.eps)

@@ -415,7 +415,15 @@ pub fn unary<T: Real>(op: Op1, x: T) -> Rule1<T> {
             r1(x.acos(), -d, -(x * d * d * d))
         }
         Op1::Atan => {
-            let d = (x * x + 1.0).recip();
+            // Beyond |x| = 2²⁷, where `x² + 1` rounds to `x²`, as `(1/x)²`: a second-order
+            // engine differentiates `d`, and through `recip`'s partial `−1/(x²)²`, which
+            // underflows, the tape's Hessian of `atan` was 0 beyond ~1e80 (−2e-270 at 1e90).
+            let d = if x.value().abs() >= 134_217_728.0 {
+                let r = x.recip();
+                r * r
+            } else {
+                (x * x + 1.0).recip()
+            };
             r1(x.atan(), d, -(x * d * d * 2.0))
         }
         Op1::Sinh => r1(x.sinh(), x.cosh(), x.sinh()),
@@ -513,13 +521,22 @@ pub fn binary<T: Real>(op: Op2, x: T, y: T) -> Rule2<T> {
             // formula stands, so that a second-order engine still differentiates it in `y`.
             // Forward mode's Hessian of `x.powf(y)` at (1e-320, 2) was NaN: its `x^(y−2)` is
             // `x⁰`, whose partial overflowed.)
+            // Where `x^(y−1)` or `x^(y−2)` overflows alone at a tiny `y` and a positive `x`, the
+            // partials are finite: `∂/∂x` taken as `y · x^y / x` (a second-order engine
+            // differentiates it, and `x^(y−1)`'s derivative overflows with `x^(y−2)`), `∂²/∂x²`
+            // as `y (y − 1) · x^(y−1) / x`; ∂²/∂x² at (1e-160, 1e-20) was −∞ for −1e300 (a
+            // hunter).
             let dx = if y == zero && !pm1.is_finite() {
                 zero
+            } else if !(pm1.is_finite() && pm2.is_finite()) && x > zero {
+                yk * v / x
             } else {
                 yk * pm1
             };
             let dxx = if (y == zero || y == one) && !pm2.is_finite() {
                 zero
+            } else if !pm2.is_finite() && pm1.is_finite() && x > zero {
+                yk * (yk - 1.0) * pm1 / x
             } else {
                 yk * (yk - 1.0) * pm2
             };

@@ -223,3 +223,86 @@ fn second_derivatives_of_asin_acos_atanh_near_zero_do_not_cancel() {
         }
     }
 }
+
+#[test]
+fn recip_keeps_a_derivative_whose_partial_alone_underflows() {
+    // `recip`'s partial −1/x² underflows beyond |x| ≈ 1.3e154 while the chain's product does
+    // not; forward mode multiplied by it first: 0 where `1.0 / x` gave the derivative (a hunter).
+    let rel = |a: f64, b: f64| (a - b).abs() <= 1e-14 * b.abs();
+    let d = forward::derivative(|x: Dual64| (x * x).recip(), 1e100);
+    assert!(rel(d, -2e-300), "{d:e}");
+    assert_eq!(d, forward::derivative(|x: Dual64| 1.0 / (x * x), 1e100));
+    // the logistic sigmoid written with `recip`, against mpmath
+    #[allow(clippy::excessive_precision)]
+    let want = 1.915169596714005695019839778654264350742e-174;
+    let d = forward::derivative(|x: Dual64| (1.0 + (-x).exp()).recip(), -400.0);
+    assert!(rel(d, want), "{d:e}");
+    // `DualVec` lanes alike, and a zero lane stays 0 at x = 0 (where 1/x is ∞)
+    let j = forward::jacobian(|v| vec![(v[0] * v[0]).recip() + v[1]], &[1e100, 1.0]);
+    assert!(rel(j[0][0], -2e-300) && j[0][1] == 1.0, "{j:?}");
+    let j = forward::jacobian(|v| vec![v[0].recip() + v[1]], &[0.0, 1.0]);
+    assert_eq!(j, vec![[f64::NEG_INFINITY, 1.0]]);
+    assert_eq!(
+        forward::gradient(|v| v[0].recip() + v[1], &[0.0, 1.0]),
+        vec![f64::NEG_INFINITY, 1.0]
+    );
+}
+
+#[test]
+fn atan_second_derivative_at_large_arguments() {
+    // −2x/(1 + x²)², through the partial `(x² + 1).recip()`: 0 beyond ~1e80 (a hunter)
+    for (x, want) in [
+        (1e80, -2e-240),
+        (1e90, -2e-270),
+        (1e100, -2e-300),
+        (3.0, -0.06),
+    ] {
+        let h = forward::hessian(|v| v[0].atan(), &[x])[0][0];
+        assert!(
+            (h - want).abs() <= 1e-14 * want.abs(),
+            "{x:e}: {h:e} vs {want:e}"
+        );
+    }
+}
+
+#[test]
+fn powf_partials_where_a_power_of_x_overflows_alone() {
+    // y (y − 1) x^(y−2) with x^(y−2) beyond f64 and y tiny: −∞ for −1e300 (a hunter; mpmath)
+    use adjoint_core::rules::{binary, Op2};
+    #[allow(clippy::excessive_precision)]
+    for (x, y, want) in [
+        (
+            1e-160,
+            1e-20,
+            -9.999999999999999963058638512095269123955e299,
+        ),
+        (1e-200, 1e-100, -1.0e300),
+        (1e-300, 1e-300, -1.0e300),
+    ] {
+        let r = binary(Op2::Powf, x, y);
+        assert!(
+            (r.dxx - want).abs() <= 1e-14 * want.abs(),
+            "({x:e}, {y:e}): {:e}",
+            r.dxx
+        );
+        let h = forward::hessian(|v| v[0].powf(v[1]), &[x, y]);
+        assert!(
+            (h[0][0] - want).abs() <= 1e-14 * want.abs(),
+            "({x:e}, {y:e}): {h:?}"
+        );
+        let h = forward::hessian(|v| v[0].powf(y), &[x]);
+        assert!(
+            (h[0][0] - want).abs() <= 1e-14 * want.abs(),
+            "({x:e}, {y:e}): {h:?}"
+        );
+    }
+    // y · x^(y−1) at a subnormal x: x^(y−1) overflows, the partial is y / x · x^y ≈ 1e290
+    let x = 1e-310;
+    let want = 1e-20 / x;
+    let r = binary(Op2::Powf, x, 1e-20);
+    assert!(
+        (r.dx - want).abs() <= 1e-14 * want,
+        "{:e} vs {want:e}",
+        r.dx
+    );
+}

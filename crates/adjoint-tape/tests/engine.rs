@@ -1133,3 +1133,28 @@ fn checked_mode_sees_the_reverse_pass_inside_a_checkpoint() {
     );
     assert_eq!(g[0], f64::INFINITY);
 }
+
+/// Second derivatives whose factors underflow or overflow alone (a hunter): `atan`'s partial
+/// `1/(x² + 1)` went through `recip`'s partial `−1/(x²)²` (0 beyond ~1e80), and `powf`'s
+/// `y (y − 1) x^(y−2)` through `x^(y−2)` (−∞ at a tiny y). Closed forms and mpmath.
+#[test]
+fn hessians_whose_factors_leave_the_range_alone() {
+    for (x, want) in [
+        (1e80, -2e-240),
+        (1e90, -2e-270),
+        (1e100, -2e-300),
+        (3.0, -0.06),
+    ] {
+        let h = adjoint_tape::hessian(|v| v[0].atan(), &[x])[0][0];
+        assert!(
+            (h - want).abs() <= 1e-14 * want.abs(),
+            "atan at {x:e}: {h:e}"
+        );
+    }
+    #[allow(clippy::excessive_precision)]
+    let want = -9.999999999999999963058638512095269123955e299;
+    let h = adjoint_tape::hessian(|v| v[0].powf(v[1]), &[1e-160, 1e-20]);
+    assert!((h[0][0] - want).abs() <= 1e-14 * -want, "{h:?}");
+    let h = adjoint_tape::hessian(|v| v[0].powf(1e-20), &[1e-160]);
+    assert!((h[0][0] - want).abs() <= 1e-14 * -want, "{h:?}");
+}

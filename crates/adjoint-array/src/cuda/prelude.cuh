@@ -246,7 +246,9 @@ ADJ_DEV void adj_u_acos(double x, double *v, double *d, double *dd) {
   ADJ_R1(acos(x), -q, -(x * q * q * q));
 }
 ADJ_DEV void adj_u_atan(double x, double *v, double *d, double *dd) {
-  double q = 1.0 / (x * x + 1.0);
+  /* (1/x)² beyond |x| = 2^27, where x² + 1 rounds to x², as in rules.rs */
+  double r = 1.0 / x;
+  double q = fabs(x) >= 134217728.0 ? r * r : 1.0 / (x * x + 1.0);
   ADJ_R1(atan(x), q, -(x * q * q * 2.0));
 }
 ADJ_DEV void adj_u_sinh(double x, double *v, double *d, double *dd) {
@@ -325,7 +327,9 @@ ADJ_DEV void adj_b_powf(ADJ_B_ARGS) {
   /* 0 · ∞ at y = 0 (and y = 1 for the second partial) where x^(y−1) (x^(y−2)) overflows:
      x^y is constant (linear) there, the partial is 0, as in rules.rs */
   if (y == 0.0 && !isfinite(pm1)) px = 0.0;
+  else if (!(isfinite(pm1) && isfinite(pm2)) && x > 0.0) px = y * p / x; /* as in rules.rs */
   if ((y == 0.0 || y == 1.0) && !isfinite(pm2)) pxx = 0.0;
+  else if (!isfinite(pm2) && isfinite(pm1) && x > 0.0) pxx = y * (y - 1.0) * pm1 / x;
   if (x == 0.0) {
     ADJ_R2(p, px, 0.0, pxx, 0.0, 0.0);
   } else if (x < 0.0) {
