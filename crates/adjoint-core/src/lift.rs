@@ -252,8 +252,9 @@ macro_rules! impl_real {
             /// Zero in every component ([`Lift::lift_exact_zero`](crate::lift::Lift::lift_exact_zero):
             /// a `Dual` whose tangent is 0 too, a constant `Var`), not only in value, as
             /// `num-dual`'s: ndarray and nalgebra skip `β·y` where `β.is_zero()`, which dropped
-            /// `∂/∂β` at an active `β = 0` (a hunter). So an active value that is 0 does not
-            /// count as a zero pivot in nalgebra's solvers either: they divide by it.
+            /// `∂/∂β` at an active `β = 0` (a hunter). A tape `Var` whose recorded derivative
+            /// is exactly zero counts (see [`Lift::lift_exact_zero`](crate::lift::Lift::lift_exact_zero)
+            /// on `Var`); an active 0 with a derivative is a nonzero pivot to nalgebra's solvers.
             #[inline]
             fn is_zero(&self) -> bool {
                 <Self as $crate::lift::Lift>::lift_exact_zero(self)

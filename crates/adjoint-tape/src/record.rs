@@ -823,6 +823,59 @@ pub(crate) fn with_state<R>(state: State, f: impl FnOnce() -> R) -> (R, State) {
     (r, mine)
 }
 
+/// Whether the recorded value with id `id` has an exactly zero derivative, as recorded, with
+/// respect to everything: each operand of its entry has the partial 0 or is such a value itself
+/// (`|x|` or `x²` at an active 0, sums and products of those). nalgebra's Householder, Givens
+/// and eigenvalue steps branch on `is_zero()` of values computed from a matrix's entries; with
+/// an active entry 0, `|a|` at 0 did not count, and they divided by it: NaN where `f64` and
+/// forward mode skip the step (a QR of `[[0, 1], [1, 0]]`, the eigenvalues of a diagonal
+/// matrix; a hunter). Such a value carries no gradient, so taking it as a constant zero changes
+/// no derivative. Leaves (the inputs, imports, slice-primitive and checkpoint results), values
+/// of another job, and walks longer than 64 entries answer `false`, as before.
+#[cold]
+#[inline(never)]
+pub(crate) fn zero_derivative(id: u64) -> bool {
+    with_state_mut(|s| {
+        let State::Recording(ctx) = s else {
+            return false;
+        };
+        let Some(job) = ctx.job.as_deref() else {
+            return false;
+        };
+        let Some(p) = job.position(id) else {
+            return false;
+        };
+        let mut stack = [0u32; 64];
+        let (mut top, mut visits) = (1, 0);
+        stack[0] = p;
+        while top > 0 {
+            top -= 1;
+            let p = stack[top];
+            visits += 1;
+            let Some(k) = p.checked_sub(job.leading_leaves) else {
+                return false; // an input
+            };
+            let Some(e) = job.entries.get(k as usize) else {
+                return false;
+            };
+            if e.i[0] == 0 || visits > 64 {
+                return false; // a leaf (both operands at the sink), or too long a walk
+            }
+            for (&partial, &operand) in e.p.iter().zip(&e.i) {
+                if partial == 0.0 || operand == p {
+                    continue;
+                }
+                if top == stack.len() {
+                    return false;
+                }
+                stack[top] = operand;
+                top += 1;
+            }
+        }
+        true
+    })
+}
+
 /// The panic for an active `Var` a checkpointed region captured instead of taking it through
 /// its `inputs`: used in the region, or returned from it.
 #[cold]

@@ -94,12 +94,17 @@ impl Lift for Var {
     fn constant(v: f64) -> Self {
         Var::constant(v)
     }
-    /// A constant zero is exactly zero (a recorded value may be zero with a nonzero derivative):
-    /// forward-over-reverse (`hvp`, `hessian`) then takes an infinite partial times a constant
-    /// zero tangent (`acos(−1)` of a constant) as 0, as forward mode does, not NaN.
+    /// A constant zero is exactly zero, and so is a recorded zero whose derivative is exactly
+    /// zero as recorded ([`zero_derivative`](crate::record::zero_derivative): `|x|` at an
+    /// active 0); a recorded value may be zero with a nonzero derivative (an input at 0), and
+    /// is not. Forward-over-reverse (`hvp`, `hessian`) then takes an infinite partial times a
+    /// constant zero tangent (`acos(−1)` of a constant) as 0, as forward mode does, not NaN;
+    /// `is_zero()` is this, so nalgebra's and ndarray's `β.is_zero()` keeps `∂/∂β` at an active
+    /// `β = 0`, while nalgebra's decompositions skip a step on a zero that carries no gradient,
+    /// as `f64` does.
     #[inline(always)]
     fn lift_exact_zero(&self) -> bool {
-        self.is_constant() && self.v == 0.0
+        self.v == 0.0 && (self.is_constant() || crate::record::zero_derivative(self.id))
     }
     #[inline(always)]
     fn lift1(self, op: Op1) -> Self {

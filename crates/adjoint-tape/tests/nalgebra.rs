@@ -324,3 +324,116 @@ fn symmetric_eigen_hessians_on_the_tape_match_forward_mode() {
         }
     }
 }
+
+/// nalgebra's Householder, Givens and eigenvalue steps test `is_zero()` on values computed from
+/// the entries (`|a₀₀|`, a column's squared norm) and skip the step on a zero, as `f64` does; on
+/// the tape an active entry 0 made `|a|` a recorded zero that did not count, and they divided
+/// by it: NaN values and gradients for non-singular matrices with a zero entry, and SVD/Schur
+/// iterations that never ended (a hunter). Forward mode and finite differences are the
+/// references; the value is `f64`'s.
+#[test]
+fn decompositions_of_matrices_with_zero_entries() {
+    use adjoint_core::check::numeric_gradient;
+    fn sym<T: Real + RealField>(x: &[T]) -> DMatrix<T> {
+        DMatrix::from_fn(
+            3,
+            3,
+            |i, j| if i >= j { x[i * 3 + j] } else { x[j * 3 + i] },
+        )
+    }
+    fn qr_solve<T: Real + RealField>(x: &[T]) -> T {
+        let b = DVector::from_fn(2, |i, _| T::from(i as f64 + 1.0));
+        DMatrix::from_row_slice(2, 2, x)
+            .qr()
+            .solve(&b)
+            .unwrap()
+            .sum()
+    }
+    fn eig_cubes<T: Real + RealField>(x: &[T]) -> T {
+        let e = sym(x).symmetric_eigenvalues();
+        e.iter().map(|&l| l * l * l).sum::<T>()
+    }
+    fn sv_squares<T: Real + RealField>(x: &[T]) -> T {
+        let s = DMatrix::from_row_slice(3, 3, x).singular_values();
+        s.iter().map(|&v| v * v).sum::<T>()
+    }
+    fn schur_trace<T: Real + RealField>(x: &[T]) -> T {
+        sym(x).schur().unpack().1.trace()
+    }
+    let check = |name: &str,
+                 f: &dyn Fn(&[Var]) -> Var,
+                 fw: &dyn Fn(&[Dual64]) -> Dual64,
+                 fx: &dyn Fn(&[f64]) -> f64,
+                 x: &[f64]| {
+        let (v, g) = adjoint_tape::value_and_grad(f, x);
+        assert_eq!(v.to_bits(), fx(x).to_bits(), "{name}: value");
+        let gf = forward::gradient(fw, x);
+        let gn = numeric_gradient(fx, x);
+        for i in 0..x.len() {
+            assert!(
+                (g[i] - gf[i]).abs() <= 1e-10 * (1.0 + gf[i].abs()),
+                "{name}: {g:?} vs forward {gf:?}"
+            );
+            assert!(
+                (g[i] - gn[i]).abs() <= 1e-6 * (1.0 + gn[i].abs()),
+                "{name}: {g:?} vs differences {gn:?}"
+            );
+        }
+    };
+    let anti = [0.0, 1.0, 1.0, 0.0];
+    check(
+        "qr solve",
+        &|v| qr_solve(v),
+        &|v| qr_solve(v),
+        &|v| qr_solve(v),
+        &anti,
+    );
+    let (_, g) = adjoint_tape::value_and_grad(|v| qr_solve(v), &anti);
+    // closed form: A⁻¹ = A, x = (2, 1), ∂(Σx)/∂A = −A⁻ᵀ 1 xᵀ
+    for (gi, want) in g.iter().zip([-2.0, -1.0, -2.0, -1.0]) {
+        assert!((gi - want).abs() < 1e-14, "{g:?}");
+    }
+    // a zero below the diagonal, then a diagonal matrix (every off-diagonal input 0)
+    let m = [2.0, 0.0, 1.0, 0.0, 3.0, 1.0, 1.0, 1.0, 4.0];
+    check(
+        "eigenvalues",
+        &|v| eig_cubes(v),
+        &|v| eig_cubes(v),
+        &|v| eig_cubes(v),
+        &m,
+    );
+    let d = [1.0, 0.0, 0.0, 0.0, 2.0, 0.0, 0.0, 0.0, 5.0];
+    check(
+        "eigenvalues, diagonal",
+        &|v| eig_cubes(v),
+        &|v| eig_cubes(v),
+        &|v| eig_cubes(v),
+        &d,
+    );
+    check(
+        "singular values, diagonal",
+        &|v| sv_squares(v),
+        &|v| sv_squares(v),
+        &|v| sv_squares(v),
+        &d,
+    );
+    check(
+        "schur, diagonal",
+        &|v| schur_trace(v),
+        &|v| schur_trace(v),
+        &|v| schur_trace(v),
+        &d,
+    );
+    // an active β = 0 still counts as nonzero: ∂/∂β of β·y is y (the reason `is_zero` looks at
+    // the derivative, not the value alone)
+    let g = grad(
+        |v| {
+            let y = DVector::from_column_slice(&v[1..]);
+            let mut z = y.clone();
+            z.gemv(Var::from(1.0), &DMatrix::identity(2, 2), &y, v[0]);
+            z.sum()
+        },
+        &[0.0, 1.0, 2.0],
+    );
+    assert_eq!(g, vec![3.0, 1.0, 1.0]);
+}

@@ -185,8 +185,9 @@ impl<O: Objective> Hessian for Problem<O> {
 /// It implements what argmin's Hessian-based solvers ask of a Hessian: `ArgminDot<Vec<f64>,
 /// Vec<f64>>` (matrix × vector; `pᵀ H v` follows from argmin-math's blanket `ArgminWeightedDot`)
 /// and `ArgminInv` (Gauss–Jordan elimination with partial pivoting after scaling rows and
-/// columns by powers of two; an error for a singular matrix, a non-finite entry, or one too
-/// ill-conditioned for an inverse within 1e-6 of exact, `‖A·A⁻¹ − I‖∞` of the scaled matrix). argmin-math's `vec` backend has no inverse for `Vec<Vec<f64>>`, which argmin's
+/// columns by powers of two; an error for a singular matrix, a non-finite entry, one too
+/// ill-conditioned for an inverse within 1e-6 of exact, `‖A·A⁻¹ − I‖∞` of the scaled matrix, or
+/// one whose inverse is beyond `f64`'s range). argmin-math's `vec` backend has no inverse for `Vec<Vec<f64>>`, which argmin's
 /// `Newton` and dogleg solvers need.
 ///
 /// ```
@@ -247,9 +248,11 @@ impl ArgminInv<Matrix> for Matrix {
         // each column's largest entry into [1, 2) (exact), so that neither the pivot test nor
         // the residual test below depends on how rows and variables are scaled (a test against
         // the largest entry of A called diag(1e10, 1e-10) singular); then A⁻¹ = C·A'⁻¹·R.
+        // (The exponent kept within f64's: 2¹⁰³⁰ for a subnormal row is ∞, and `∞ · 0` made
+        // the scaled matrix NaN.)
         let pow2 = |m: f64| {
             if m > 0.0 {
-                (-m.log2().floor()).exp2()
+                (-m.log2().floor()).clamp(-1022.0, 1023.0).exp2()
             } else {
                 1.0
             }
@@ -307,7 +310,8 @@ impl ArgminInv<Matrix> for Matrix {
                     })
                     .sum::<f64>()
             })
-            .fold(0.0f64, f64::max);
+            // (NaN kept: `f64::max` drops it, and a NaN inverse passed the test; a hunter)
+            .fold(0.0f64, |m, r| if r > m || r.is_nan() { r } else { m });
         if residual.is_nan() || residual > MAX_INVERSE_RESIDUAL {
             return Err(invalid(format!(
                 "Matrix::inv: the matrix is too ill-conditioned to invert in f64: \
@@ -315,11 +319,17 @@ impl ArgminInv<Matrix> for Matrix {
                  {MAX_INVERSE_RESIDUAL:e} is accepted)"
             )));
         }
-        Ok(Matrix(
-            (0..n)
-                .map(|i| (0..n).map(|j| c[i] * inv[i][j] * r[j]).collect())
-                .collect(),
-        ))
+        let inverse: Vec<Vec<f64>> = (0..n)
+            .map(|i| (0..n).map(|j| c[i] * inv[i][j] * r[j]).collect())
+            .collect();
+        for (i, row) in inverse.iter().enumerate() {
+            if let Some((j, v)) = row.iter().enumerate().find(|(_, v)| !v.is_finite()) {
+                return Err(invalid(format!(
+                    "Matrix::inv: entry ({i}, {j}) of the inverse is {v}: beyond f64's range"
+                )));
+            }
+        }
+        Ok(Matrix(inverse))
     }
 }
 

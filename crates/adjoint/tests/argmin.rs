@@ -158,6 +158,25 @@ fn matrix_inverse_does_not_depend_on_scaling_and_refuses_what_it_cannot_invert()
         .unwrap_err()
         .to_string();
     assert!(e.contains("entry (0, 1) is NaN"), "{e}");
+    // A subnormal diagonal entry: the exact inverse 1e310 is beyond f64. `Ok` with NaN entries
+    // came back (the row's scale 2¹⁰³⁰ overflowed, and the residual's `f64::max` dropped the
+    // NaN; a hunter). Subnormal entries whose inverse fits still invert.
+    let e = Matrix(vec![vec![1e-310, 0.0], vec![0.0, 1.0]])
+        .inv()
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("beyond f64's range"), "{e}");
+    let m = Matrix(vec![vec![1e-310, 1e-310], vec![0.0, 1e-300]]);
+    let inv = m.inv().unwrap_err().to_string();
+    assert!(inv.contains("beyond f64's range"), "{inv}");
+    let tiny = 2f64.powi(-1000);
+    let m = Matrix(vec![vec![tiny, 0.0], vec![0.0, 0.5]]);
+    assert_eq!(
+        m.inv().unwrap().0,
+        vec![vec![2f64.powi(1000), 0.0], vec![0.0, 2.0]]
+    );
+    let m = Matrix(vec![vec![4e-300, 0.0], vec![0.0, 0.5]]);
+    assert!((m.inv().unwrap().0[0][0] / 2.5e299 - 1.0).abs() < 1e-15);
 }
 
 #[test]

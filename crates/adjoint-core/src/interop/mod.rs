@@ -17,7 +17,11 @@
 //! `num_traits::Zero::is_zero` does not: it is true only for a number that is zero in every
 //! component (a `Dual` whose tangent is 0 too, a constant `Var`), as in `num-dual`, because both
 //! crates skip a term `β·y` where `β.is_zero()` and an active `β = 0` still has a derivative.
-//! (So nalgebra's solvers see an active pivot of exactly 0 as nonzero and divide by it.)
+//! A tape `Var` 0 whose recorded derivative is exactly zero (`|a|` or `a²` at an active `a = 0`,
+//! sums of those) counts as zero too, as a `Dual` with a zero tangent does: nalgebra's
+//! Householder, Givens and eigenvalue steps then skip a zero as they do on `f64` (they divided
+//! by it: NaN for a QR of `[[0, 1], [1, 0]]`). An active 0 that has a derivative (an input, a
+//! pivot `a − b` at `a = b`) is nonzero, and nalgebra's solvers divide by it.
 //!
 //! ```
 //! use adjoint_core::forward::Dual64;
