@@ -472,6 +472,76 @@ pub fn unary<T: Real>(op: Op1, x: T) -> Rule1<T> {
     }
 }
 
+/// The rule of `x.powf(y)`: out of line (three `powf` calls dwarf a call; its edge cases made
+/// every caller of the inlined [`binary`] bigger, and forward mode's BA Jacobian 3–4 % slower).
+#[inline(never)]
+fn powf_rule<T: Real>(x: T, y: T) -> Rule2<T> {
+    let zero = T::zero();
+    let one = T::one();
+    let rule = |value, dx, dy, dxx, dxy, dyy| Rule2 {
+        value,
+        dx,
+        dy,
+        dxx,
+        dxy,
+        dyy,
+    };
+    let v = x.powf(y);
+    let pm1 = x.powf(y - 1.0);
+    let pm2 = x.powf(y - 2.0);
+    // Where `x ≤ 0` the table gives `x^y` no derivative in `y` (below), so the `x`
+    // partials take `y` as a constant too: a second-order engine differentiates `dx`
+    // itself, and with an active `y` there it read ∂²/∂x∂y = x^(y−1) (4 at (−2, 3))
+    // against the table's `dxy = 0`, a Hessian that depended on the order.
+    let yk = if x <= zero { T::cst(y.value()) } else { y };
+    // `y · x^(y−1)` is `0 · ∞` at `y = 0` where `x^(y−1)` overflows (x = 0, or a
+    // subnormal x), and `y (y − 1) · x^(y−2)` at `y = 0` and `y = 1`: there `x^y` is
+    // constant or linear, and the partial is 0. (Only there: at a finite `x^(y−1)` the
+    // formula stands, so that a second-order engine still differentiates it in `y`.
+    // Forward mode's Hessian of `x.powf(y)` at (1e-320, 2) was NaN: its `x^(y−2)` is
+    // `x⁰`, whose partial overflowed.)
+    // Where `x^(y−1)` or `x^(y−2)` overflows alone at a tiny `y` and a positive `x`, the
+    // partials are finite: `∂/∂x` taken as `y · x^y / x` (a second-order engine
+    // differentiates it, and `x^(y−1)`'s derivative overflows with `x^(y−2)`), `∂²/∂x²`
+    // as `y (y − 1) · x^(y−1) / x`; ∂²/∂x² at (1e-160, 1e-20) was −∞ for −1e300 (a
+    // hunter).
+    let dx = if y == zero && !pm1.is_finite() {
+        zero
+    } else if !(pm1.is_finite() && pm2.is_finite()) && x > zero {
+        yk * v / x
+    } else {
+        yk * pm1
+    };
+    let dxx = if (y == zero || y == one) && !pm2.is_finite() {
+        zero
+    } else if !pm2.is_finite() && pm1.is_finite() && x > zero {
+        yk * (yk - 1.0) * pm1 / x
+    } else {
+        yk * (yk - 1.0) * pm2
+    };
+    if x == zero {
+        rule(v, dx, zero, dxx, zero, zero)
+    } else if x < zero {
+        // x^y is real only at integer y, so it has no derivative in y: those terms are
+        // 0 (as at x = 0), and a constant exponent gives no `0 · NaN` (forward mode's
+        // derivative of `x.powf(2.0)` at −2 was NaN)
+        rule(v, dx, zero, dxx, zero, zero)
+    } else {
+        let l = x.ln();
+        // `∂/∂y = x^y · ln x`; where `x^y` underflows (to 0 or a subnormal) and
+        // `x^(y−1)` does not, as `x^(y−1) · (x · ln x)`: a second-order engine
+        // differentiates the partial in x, and `x^y · ln x` lost the term
+        // `x^y · (1/x) = x^(y−1)` (0.1 % off at (1e-200, 2)). (At a subnormal x, `1/x`
+        // overflows: `ln`'s own derivative is ∞ there, and so are mixed partials.)
+        let vl = if v.value().abs() < f64::MIN_POSITIVE && pm1.is_finite() {
+            pm1 * (x * l)
+        } else {
+            v * l
+        };
+        rule(v, dx, vl, dxx, pm1 * (y * l + 1.0), vl * l)
+    }
+}
+
 /// The rule of a binary primitive at `(x, y)`.
 #[cfg_attr(not(debug_assertions), inline(always))]
 #[cfg_attr(debug_assertions, inline)]
@@ -506,62 +576,7 @@ pub fn binary<T: Real>(op: Op2, x: T, y: T) -> Rule2<T> {
             };
             rule(v, inv, dy, zero, -(inv * inv), dyy)
         }
-        Op2::Powf => {
-            let v = x.powf(y);
-            let pm1 = x.powf(y - 1.0);
-            let pm2 = x.powf(y - 2.0);
-            // Where `x ≤ 0` the table gives `x^y` no derivative in `y` (below), so the `x`
-            // partials take `y` as a constant too: a second-order engine differentiates `dx`
-            // itself, and with an active `y` there it read ∂²/∂x∂y = x^(y−1) (4 at (−2, 3))
-            // against the table's `dxy = 0`, a Hessian that depended on the order.
-            let yk = if x <= zero { T::cst(y.value()) } else { y };
-            // `y · x^(y−1)` is `0 · ∞` at `y = 0` where `x^(y−1)` overflows (x = 0, or a
-            // subnormal x), and `y (y − 1) · x^(y−2)` at `y = 0` and `y = 1`: there `x^y` is
-            // constant or linear, and the partial is 0. (Only there: at a finite `x^(y−1)` the
-            // formula stands, so that a second-order engine still differentiates it in `y`.
-            // Forward mode's Hessian of `x.powf(y)` at (1e-320, 2) was NaN: its `x^(y−2)` is
-            // `x⁰`, whose partial overflowed.)
-            // Where `x^(y−1)` or `x^(y−2)` overflows alone at a tiny `y` and a positive `x`, the
-            // partials are finite: `∂/∂x` taken as `y · x^y / x` (a second-order engine
-            // differentiates it, and `x^(y−1)`'s derivative overflows with `x^(y−2)`), `∂²/∂x²`
-            // as `y (y − 1) · x^(y−1) / x`; ∂²/∂x² at (1e-160, 1e-20) was −∞ for −1e300 (a
-            // hunter).
-            let dx = if y == zero && !pm1.is_finite() {
-                zero
-            } else if !(pm1.is_finite() && pm2.is_finite()) && x > zero {
-                yk * v / x
-            } else {
-                yk * pm1
-            };
-            let dxx = if (y == zero || y == one) && !pm2.is_finite() {
-                zero
-            } else if !pm2.is_finite() && pm1.is_finite() && x > zero {
-                yk * (yk - 1.0) * pm1 / x
-            } else {
-                yk * (yk - 1.0) * pm2
-            };
-            if x == zero {
-                rule(v, dx, zero, dxx, zero, zero)
-            } else if x < zero {
-                // x^y is real only at integer y, so it has no derivative in y: those terms are
-                // 0 (as at x = 0), and a constant exponent gives no `0 · NaN` (forward mode's
-                // derivative of `x.powf(2.0)` at −2 was NaN)
-                rule(v, dx, zero, dxx, zero, zero)
-            } else {
-                let l = x.ln();
-                // `∂/∂y = x^y · ln x`; where `x^y` underflows (to 0 or a subnormal) and
-                // `x^(y−1)` does not, as `x^(y−1) · (x · ln x)`: a second-order engine
-                // differentiates the partial in x, and `x^y · ln x` lost the term
-                // `x^y · (1/x) = x^(y−1)` (0.1 % off at (1e-200, 2)). (At a subnormal x, `1/x`
-                // overflows: `ln`'s own derivative is ∞ there, and so are mixed partials.)
-                let vl = if v.value().abs() < f64::MIN_POSITIVE && pm1.is_finite() {
-                    pm1 * (x * l)
-                } else {
-                    v * l
-                };
-                rule(v, dx, vl, dxx, pm1 * (y * l + 1.0), vl * l)
-            }
-        }
+        Op2::Powf => powf_rule(x, y),
         Op2::Atan2 => {
             // From h = hypot(x, y) and the unit vector (x, y) / h: `x² + y²` underflowed to 0
             // at (1e-300, 1e-300), which took the (0, 0) rule (every partial 0 where ∂/∂x is

@@ -237,9 +237,8 @@ fn recip_keeps_a_derivative_whose_partial_alone_underflows() {
     let want = 1.915169596714005695019839778654264350742e-174;
     let d = forward::derivative(|x: Dual64| (1.0 + (-x).exp()).recip(), -400.0);
     assert!(rel(d, want), "{d:e}");
-    // `DualVec` lanes alike, and a zero lane stays 0 at x = 0 (where 1/x is ∞)
-    let j = forward::jacobian(|v| vec![(v[0] * v[0]).recip() + v[1]], &[1e100, 1.0]);
-    assert!(rel(j[0][0], -2e-300) && j[0][1] == 1.0, "{j:?}");
+    // (`DualVec`, first order, multiplies by the table's −v², as the tape does: 0 there. Its
+    // special case cost the BA Jacobian 5–15 %.) A zero lane stays 0 at x = 0 (1/x is ∞).
     let j = forward::jacobian(|v| vec![v[0].recip() + v[1]], &[0.0, 1.0]);
     assert_eq!(j, vec![[f64::NEG_INFINITY, 1.0]]);
     assert_eq!(
