@@ -93,6 +93,7 @@ fn adbench(
         return Err(format!("--peer-device: `cpu` or `cuda`, not {peer_device:?}").into());
     }
     let dir = adjoint_bench::adbench::data_dir(data.as_deref())?;
+    prepare_out(out)?;
     match &dir {
         Some(d) => eprintln!("adbench: inputs from {}", d.display()),
         None => eprintln!("adbench: no ADBench data found; using generated inputs"),
@@ -110,6 +111,12 @@ fn adbench(
             manifest = m;
         }
     }
+    if manifest.is_empty() {
+        // (before the manifests are written: an earlier run's stay as they were)
+        let f = sel.filter.as_deref().unwrap_or("");
+        return Err(format!("no input matches --filter {f:?}").into());
+    }
+    std::fs::create_dir_all(&work).map_err(|e| format!("{}: {e}", work.display()))?;
     let manifest_path = work.join("manifest.json");
     std::fs::write(&manifest_path, serde_json::to_string_pretty(&manifest)?)?;
     // The same list, tab-separated, for the C++ peer.
@@ -128,9 +135,6 @@ fn adbench(
         })
         .collect();
     std::fs::write(work.join("manifest.txt"), tsv)?;
-    if manifest.is_empty() {
-        return Err(format!("adbench: no input matches --filter {:?}", sel.filter).into());
-    }
     // adjoint's rows are written before the peers run (they can take minutes), so a run cut
     // short while they do keeps them; the full table replaces them at the end.
     write_adbench_report(out, &mut rows)?;
@@ -145,6 +149,13 @@ fn adbench(
             eprintln!("adbench: could not write the table: {e}");
         }
     });
+    if rows.is_empty() {
+        return Err(
+            "nothing was measured: the selected peers are not installed (see the lines above; \
+             install them with crates/adjoint-bench/peers/install.sh)"
+                .into(),
+        );
+    }
     let md = write_adbench_report(out, &mut rows)?;
     println!("{md}");
     // Plots show each engine at the largest thread count measured (peers: their own threading).
@@ -171,7 +182,11 @@ fn write_adbench_report(
     let machine = machine();
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     let md = format!(
-        "# adjoint-bench adbench\n\nCommand: `{command}`  \nMachine: {machine}\n\n{}\n## Scaling with threads\n\n{}",
+        "# adjoint-bench adbench\n\nCommand: `{command}`  \nMachine: {machine}\n\n\
+         Times follow ADBench's protocol: the minimum time of one evaluation over repeated \
+         batches (`--quick`: batches of at least 50 ms, at most 3; otherwise 500 ms, at most \
+         10). `objective` is the plain sequential Rust objective, the same program for every \
+         engine; `ratio` is derivative ÷ objective.\n\n{}\n## Scaling with threads\n\n{}",
         adjoint_bench::adbench::markdown(rows),
         adjoint_bench::adbench::scaling_markdown(rows)
     );
@@ -204,7 +219,28 @@ struct Report<'a> {
     array: &'a [adjoint_bench::arraybench::ChainRow],
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            // (Display, not the `Debug` of `main() -> Result`: `Error: "--engines: …"`)
+            eprintln!("adjoint-bench: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// `--out`, created and written to before anything is measured (an unwritable directory
+/// failed only after the whole run, with an OS error that named no path; a hunter).
+fn prepare_out(out: &std::path::Path) -> Result<(), String> {
+    let probe = out.join(".adjoint-bench-probe");
+    std::fs::create_dir_all(out)
+        .and_then(|_| std::fs::write(&probe, b""))
+        .and_then(|_| std::fs::remove_file(&probe))
+        .map_err(|e| format!("--out {}: {e}", out.display()))
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     if let Some(Cmd::Adbench {
         quick,
@@ -251,8 +287,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .any(|name| name.contains(f))
     });
     if problems.is_empty() && !rev_matches {
-        return Err(format!("no problem matches --filter {:?}", args.filter).into());
+        let f = args.filter.as_deref().unwrap_or("");
+        return Err(format!("no problem matches --filter {f:?}").into());
     }
+    prepare_out(&args.out)?;
     let machine = machine();
     eprintln!("adjoint-bench on {machine}");
     let total = problems.len();

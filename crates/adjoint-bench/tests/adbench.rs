@@ -79,11 +79,17 @@ fn gmm_reader_roundtrips_and_reports_bad_input() {
     assert_eq!(io::write_gmm(&h), text);
     let err = io::parse_gmm("2 2 1\n0.1\nabc", "bad.txt").unwrap_err();
     assert!(
-        err.to_string().contains("bad.txt: value #5 is \"abc\""),
+        err.to_string()
+            .contains("bad.txt: line 3, alphas: \"abc\" is not a number"),
         "{err}"
     );
     let err = io::parse_gmm("2 2 1\n0.1", "short.txt").unwrap_err();
-    assert!(err.to_string().contains("short.txt: file ends"), "{err}");
+    assert!(
+        err.to_string().contains(
+            "short.txt: line 2, alphas: the header asks for 2 values here, the file holds 1 more"
+        ),
+        "{err}"
+    );
     let r = io::replicate_points(&g, 25);
     assert_eq!(r.x.len(), 25 * 4);
     assert_eq!(&r.x[40..44], &g.x[0..4]);
@@ -637,6 +643,50 @@ fn adbench_command_reports_substitutions_and_writes_every_engines_result() {
         .unwrap();
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("after the subcommand"));
+    // Errors read as messages (not `Error: "…"`); an unwritable --out fails before anything is
+    // measured, naming the path; a filter that matches nothing leaves the last run's manifests.
+    let adbench = |args: &[&str]| {
+        let r = std::process::Command::new(env!("CARGO_BIN_EXE_adjoint-bench"))
+            .arg("adbench")
+            .args(args)
+            .arg("--data")
+            .arg(&dir)
+            .output()
+            .unwrap();
+        (
+            r.status.success(),
+            String::from_utf8_lossy(&r.stderr).into_owned(),
+        )
+    };
+    let (ok, e) = adbench(&["--engines", "nosuch"]);
+    assert!(
+        !ok && e.contains("adjoint-bench: --engines: unknown"),
+        "{e}"
+    );
+    let file = dir.join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let (ok, e) = adbench(&["--quick", "--out", file.join("x").to_str().unwrap()]);
+    assert!(
+        !ok && e.contains(&format!("--out {}", file.join("x").display())),
+        "{e}"
+    );
+    assert!(!e.contains("  gmm "), "measured before failing: {e}");
+    let manifest = std::fs::read_to_string(out.join("adbench-inputs/manifest.json")).unwrap();
+    let (ok, e) = adbench(&[
+        "--quick",
+        "--filter",
+        "nosuch",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(
+        !ok && e.contains("no input matches --filter \"nosuch\""),
+        "{e}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(out.join("adbench-inputs/manifest.json")).unwrap(),
+        manifest
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -785,4 +835,93 @@ fn reversible_gmm_with_a_component_far_from_the_points() {
         protocol::agree(&[vr], &[vt]).unwrap_or_else(|e| panic!("value at {:?}: {e}", g.means));
         protocol::agree(&gr, &gt).unwrap_or_else(|e| panic!("gradient at {:?}: {e}", g.means));
     }
+}
+
+/// Malformed input files are refused with the file, line and field (a hunter: a stray value, or
+/// a header count one short, shifted every later field and was measured as ADBench's input with
+/// the check `ok`; γ < 0 gave a NaN objective, `ok`; BA with no camera panicked, a huge `p`
+/// aborted in the allocator, an LSTM header whose sizes overflowed panicked).
+#[test]
+fn malformed_input_files_are_refused_with_line_and_field() {
+    let g = io::generate_gmm(2, 2, 3, 5);
+    let text = io::write_gmm(&g);
+    let lines: Vec<&str> = text.lines().collect();
+    let err = |r: Result<io::GmmInput, io::ReadError>| r.unwrap_err().to_string();
+    // lines: header, 2 alphas, 2 means, 2 icf rows, 3 points (8–10), `γ m` (11)
+    assert_eq!(lines.len(), 11);
+    // a stray value on the last point line: it is read as γ, and `γ m`'s m is left over
+    let mut stray = lines.clone();
+    let extra = format!("{} 0.5", lines[9]);
+    stray[9] = &extra;
+    let e = err(io::parse_gmm(&stray.join("\n"), "stray.txt"));
+    assert!(
+        e.contains("stray.txt: line 11, after the last field: \"0\"")
+            && e.contains("beyond what the header (d = 2, K = 2, n = 3) asks for"),
+        "{e}"
+    );
+    // the header's n one short: the last point is read as `γ m`, and the real ones are left
+    let short = text.replacen("2 2 3", "2 2 2", 1);
+    let e = err(io::parse_gmm(&short, "n.txt"));
+    assert!(e.contains("n.txt: line 1"), "{e}");
+    // γ ≤ 0, a zero count, a non-finite value
+    let e = err(io::parse_gmm(
+        &text.replace("1.000000 0", "-1.000000 0"),
+        "g.txt",
+    ));
+    assert!(
+        e.contains("line 11, Wishart γ, m: γ = -1, m = 0: need γ > 0"),
+        "{e}"
+    );
+    let e = err(io::parse_gmm(&text.replacen("2 2 3", "2 0 3", 1), "k.txt"));
+    assert!(
+        e.contains("k.txt: line 1, K: 0 is not a count from 1"),
+        "{e}"
+    );
+    let e = err(io::parse_gmm(&text.replacen(lines[3], "NaN", 1), "nan.txt"));
+    assert!(
+        e.contains("nan.txt: line 4, means: NaN is not a finite number"),
+        "{e}"
+    );
+    // BA: no camera, a huge replication, an extra value
+    let ba = io::write_ba(2, 3, 5);
+    let e = io::parse_ba(&ba.replacen("2 3 5", "0 3 5", 1), "b.txt")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("b.txt: line 1, n: 0 is not a count from 1"),
+        "{e}"
+    );
+    let e = io::parse_ba(&ba.replacen("2 3 5", "2 3 1000000000000", 1), "b.txt")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("b.txt: line 1, p: 1000000000000 is not a count"),
+        "{e}"
+    );
+    let e = io::parse_ba(&ba.replacen("2 3 5", "2 3 4000000000", 1), "b.txt")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("the header (n = 2, m = 3, p = 4000000000) asks for more than"),
+        "{e}"
+    );
+    let e = io::parse_ba(&format!("{ba} 7"), "b.txt")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("line 6, after the last field: \"7\""), "{e}");
+    // LSTM: sizes that overflow, and a short sequence
+    let e = io::parse_lstm("4294967296 2 4294967296\n1", "l.txt")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("l.txt: the header (l = 4294967296, c = 2, b = 4294967296)"),
+        "{e}"
+    );
+    let l = io::write_lstm(&io::generate_lstm(1, 3, 2, 1));
+    let cut = &l[..l.trim_end().rfind('\n').unwrap()];
+    let e = io::parse_lstm(cut, "l.txt").unwrap_err().to_string();
+    assert!(
+        e.contains("sequence: the header asks for 6 values here, the file holds 4 more"),
+        "{e}"
+    );
 }

@@ -51,58 +51,127 @@ impl std::fmt::Display for ReadError {
 }
 impl std::error::Error for ReadError {}
 
+/// The values of an input file in order, each with its line, read field by field: every error
+/// names the file, the line and the field, and [`Tokens::finish`] refuses values left over (a
+/// header whose counts do not match the data, or a stray value, shifted every field after it
+/// and was measured as ADBench's input; a hunter).
 struct Tokens<'a> {
-    it: std::str::SplitWhitespace<'a>,
+    toks: Vec<(usize, &'a str)>,
+    next: usize,
     what: &'a str,
-    count: usize,
 }
+
+/// Most values a header may ask a reader to hold or replicate (`2³³` values, 64 GiB of `f64`):
+/// a corrupt count fails here with a message, not in the allocator.
+const MAX_VALUES: usize = 1 << 33;
 
 impl<'a> Tokens<'a> {
     fn new(text: &'a str, what: &'a str) -> Self {
+        let toks = text
+            .lines()
+            .enumerate()
+            .flat_map(|(i, l)| l.split_whitespace().map(move |t| (i + 1, t)))
+            .collect();
         Tokens {
-            it: text.split_whitespace(),
+            toks,
+            next: 0,
             what,
-            count: 0,
         }
     }
-    fn f64(&mut self) -> Result<f64, ReadError> {
-        self.count += 1;
-        let t = self.it.next().ok_or_else(|| {
-            ReadError(format!("{}: file ends at value #{}", self.what, self.count))
-        })?;
-        t.parse().map_err(|_| {
-            ReadError(format!(
-                "{}: value #{} is {t:?}, not a number",
-                self.what, self.count
-            ))
-        })
+    fn err(&self, line: usize, field: &str, msg: impl std::fmt::Display) -> ReadError {
+        ReadError(format!("{}: line {line}, {field}: {msg}", self.what))
     }
-    fn usize(&mut self) -> Result<usize, ReadError> {
-        let v = self.f64()?;
-        if v < 0.0 || v.fract() != 0.0 {
-            return Err(ReadError(format!(
-                "{}: value #{} is {v}, expected a count",
-                self.what, self.count
-            )));
+    /// A finite number.
+    fn f64(&mut self, field: &str) -> Result<f64, ReadError> {
+        let Some(&(line, t)) = self.toks.get(self.next) else {
+            let line = self.toks.last().map_or(1, |&(l, _)| l);
+            return Err(self.err(line, field, "the file ends here"));
+        };
+        self.next += 1;
+        match t.parse::<f64>() {
+            Ok(v) if v.is_finite() => Ok(v),
+            Ok(v) => Err(self.err(line, field, format!("{v} is not a finite number"))),
+            Err(_) => Err(self.err(line, field, format!("{t:?} is not a number"))),
+        }
+    }
+    /// A count of at least `min`.
+    fn count(&mut self, field: &str, min: usize) -> Result<usize, ReadError> {
+        let v = self.f64(field)?;
+        let line = self.toks[self.next - 1].0;
+        if v < min as f64 || v.fract() != 0.0 || v > MAX_VALUES as f64 {
+            return Err(self.err(
+                line,
+                field,
+                format!("{v} is not a count from {min} to {MAX_VALUES}"),
+            ));
         }
         Ok(v as usize)
     }
-    fn vec(&mut self, n: usize) -> Result<Vec<f64>, ReadError> {
-        (0..n).map(|_| self.f64()).collect()
+    /// `n` numbers, which the file must still hold.
+    fn vec(&mut self, n: usize, field: &str) -> Result<Vec<f64>, ReadError> {
+        let left = self.toks.len() - self.next;
+        if n > left {
+            let line = self
+                .toks
+                .get(self.next)
+                .map_or_else(|| self.toks.last().map_or(1, |&(l, _)| l), |&(l, _)| l);
+            return Err(self.err(
+                line,
+                field,
+                format!("the header asks for {n} values here, the file holds {left} more"),
+            ));
+        }
+        (0..n).map(|_| self.f64(field)).collect()
+    }
+    /// No value may be left: `header` says what the counts asked for.
+    fn finish(&self, header: &str) -> Result<(), ReadError> {
+        match self.toks.get(self.next) {
+            None => Ok(()),
+            Some(&(line, t)) => Err(self.err(
+                line,
+                "after the last field",
+                format!(
+                    "{t:?} and {} more values beyond what the header ({header}) asks for",
+                    self.toks.len() - self.next - 1
+                ),
+            )),
+        }
     }
 }
 
-/// Parse a GMM file's text.
+/// `a · b`, or an error naming the header when it overflows or passes [`MAX_VALUES`].
+fn size(a: usize, b: usize, what: &str, header: &str) -> Result<usize, ReadError> {
+    a.checked_mul(b)
+        .filter(|&v| v <= MAX_VALUES)
+        .ok_or_else(|| {
+            ReadError(format!(
+                "{what}: the header ({header}) asks for more than {MAX_VALUES} values"
+            ))
+        })
+}
+
+/// Parse a GMM file's text: `d K n` (each at least 1), then K alphas, K × d means, K icf rows,
+/// n points and `γ m` (γ > 0, m ≥ 0), nothing after.
 pub fn parse_gmm(text: &str, what: &str) -> Result<GmmInput, ReadError> {
     let mut t = Tokens::new(text, what);
-    let (d, k, n) = (t.usize()?, t.usize()?, t.usize()?);
-    let icf_sz = d * (d + 1) / 2;
-    let alphas = t.vec(k)?;
-    let means = t.vec(k * d)?;
-    let icf = t.vec(k * icf_sz)?;
-    let x = t.vec(n * d)?;
-    let gamma = t.f64()?;
-    let m = t.f64()?;
+    let (d, k, n) = (t.count("d", 1)?, t.count("K", 1)?, t.count("n", 1)?);
+    let header = format!("d = {d}, K = {k}, n = {n}");
+    let icf_sz = size(d, d + 1, what, &header)? / 2;
+    let alphas = t.vec(k, "alphas")?;
+    let means = t.vec(size(k, d, what, &header)?, "means")?;
+    let icf = t.vec(size(k, icf_sz, what, &header)?, "icf")?;
+    let x = t.vec(size(n, d, what, &header)?, "points")?;
+    let gamma = t.f64("Wishart γ")?;
+    let m = t.f64("Wishart m")?;
+    if gamma <= 0.0 || m < 0.0 {
+        let line = t.toks[t.next - 1].0;
+        return Err(t.err(
+            line,
+            "Wishart γ, m",
+            format!("γ = {gamma}, m = {m}: need γ > 0, m ≥ 0"),
+        ));
+    }
+    t.finish(&header)?;
     Ok(GmmInput {
         d,
         k,
@@ -213,13 +282,27 @@ impl BaInput {
 
 /// Parse a BA file's text and replicate its one camera/point/weight/feature as the reference
 /// reader does: observation i uses camera i mod n and point i mod m.
+/// `n m p` (each at least 1), then one camera (11 values), one point (3), one weight and one
+/// feature (2), nothing after.
 pub fn parse_ba(text: &str, what: &str) -> Result<BaInput, ReadError> {
     let mut t = Tokens::new(text, what);
-    let (n, m, p) = (t.usize()?, t.usize()?, t.usize()?);
-    let cam = t.vec(11)?;
-    let pt = t.vec(3)?;
-    let w = t.f64()?;
-    let feat = t.vec(2)?;
+    let (n, m, p) = (t.count("n", 1)?, t.count("m", 1)?, t.count("p", 1)?);
+    let header = format!("n = {n}, m = {m}, p = {p}");
+    // what replication will hold, in values: 11n + 3m + 5p (weights, two indices, a feature)
+    size(11, n, what, &header)?
+        .checked_add(size(3, m, what, &header)?)
+        .and_then(|v| v.checked_add(size(5, p, what, &header).ok()?))
+        .filter(|&v| v <= MAX_VALUES)
+        .ok_or_else(|| {
+            ReadError(format!(
+                "{what}: the header ({header}) asks for more than {MAX_VALUES} values"
+            ))
+        })?;
+    let cam = t.vec(11, "camera")?;
+    let pt = t.vec(3, "point")?;
+    let w = t.f64("weight")?;
+    let feat = t.vec(2, "feature")?;
+    t.finish(&header)?;
     Ok(BaInput {
         n,
         m,
@@ -279,20 +362,22 @@ impl LstmInput {
 /// Parse an LSTM file's text.
 pub fn parse_lstm(text: &str, what: &str) -> Result<LstmInput, ReadError> {
     let mut t = Tokens::new(text, what);
-    let (l, c, b) = (t.usize()?, t.usize()?, t.usize()?);
-    if l == 0 || c < 2 || b == 0 {
-        return Err(ReadError(format!(
-            "{what}: l = {l}, c = {c}, b = {b}: need l ≥ 1, c ≥ 2, b ≥ 1"
-        )));
-    }
+    let (l, c, b) = (t.count("l", 1)?, t.count("c", 2)?, t.count("b", 1)?);
+    let header = format!("l = {l}, c = {c}, b = {b}");
+    let lb = size(l, b, what, &header)?;
+    let main = t.vec(size(8, lb, what, &header)?, "main parameters")?;
+    let extra = t.vec(size(3, b, what, &header)?, "extra parameters")?;
+    let state = t.vec(size(2, lb, what, &header)?, "state")?;
+    let seq = t.vec(size(c, b, what, &header)?, "sequence")?;
+    t.finish(&header)?;
     Ok(LstmInput {
         l,
         c,
         b,
-        main: t.vec(8 * l * b)?,
-        extra: t.vec(3 * b)?,
-        state: t.vec(2 * l * b)?,
-        seq: t.vec(c * b)?,
+        main,
+        extra,
+        state,
+        seq,
     })
 }
 

@@ -500,6 +500,12 @@ fn worse(a: f64, b: f64) -> f64 {
     }
 }
 
+/// The check of every engine's row where the plain objective itself is not finite (an input
+/// whose objective is NaN passed as `ok`, the engines agreeing on NaN-free gradients; a hunter).
+fn objective_failed(why: &Option<String>) -> String {
+    format!("objective: {}", why.as_deref().unwrap_or("not finite"))
+}
+
 /// Check an LSTM gradient: every element finite, and against forward mode on a sample of
 /// coordinates (one directional derivative each).
 fn check_lstm(g: &io::LstmInput, p: &[f64], grad: &[f64]) -> String {
@@ -843,6 +849,7 @@ pub fn run(
         eprintln!("  gmm {name} ({source})");
         let p = g.params();
         let objective_s = time_min(|| gmm::gmm_objective(&g, &p), budget);
+        let bad_objective = non_finite(&[gmm::gmm_objective(&g, &p)]);
         // The first selected engine's derivative: the others are compared with it, and the
         // peers with the file written from it.
         let mut reference: Option<(&'static str, Vec<f64>)> = None;
@@ -851,6 +858,7 @@ pub fn run(
             let (_, peak, _) = peak_during(|| engine.gmm(&g, &p, &mut grad));
             write_result(work, &name, engine.name(), &grad);
             let check = match &reference {
+                _ if bad_objective.is_some() => objective_failed(&bad_objective),
                 None => check_gmm(&g, &p, &grad),
                 Some((first, r)) => agree(&grad, r).map_or_else(
                     |e| format!("vs {first}: {e}"),
@@ -897,6 +905,7 @@ pub fn run(
         eprintln!("  ba {name} ({source})");
         let mut out = Vec::new();
         let objective_s = time_min(|| ba::ba_objective(&b, &mut out), budget);
+        let bad_objective = non_finite(&out);
         // The first selected engine's derivative: the others are compared with it, and the
         // peers with the file written from it.
         let mut reference: Option<(&'static str, Vec<f64>)> = None;
@@ -907,6 +916,7 @@ pub fn run(
             let (_, peak, _) = peak_during(|| engine.ba(&b, &mut j));
             write_result(work, &name, engine.name(), &j.vals);
             let check = match &reference {
+                _ if bad_objective.is_some() => objective_failed(&bad_objective),
                 None => check_ba(&b, &j),
                 Some((first, r)) => ba_structure(&b, &j)
                     .and_then(|_| agree(&j.vals, r))
@@ -953,12 +963,14 @@ pub fn run(
         eprintln!("  lstm {name} ({source})");
         let p = g.params();
         let objective_s = time_min(|| lstm::lstm_loss(&g, &p), budget);
+        let bad_objective = non_finite(&[lstm::lstm_loss(&g, &p)]);
         let mut reference: Option<(&'static str, Vec<f64>)> = None;
         for engine in lstm_engines().into_iter().filter(|e| sel.engine(e.name())) {
             let mut grad = vec![0.0; p.len()];
             let (_, peak, _) = peak_during(|| engine.lstm(&g, &p, &mut grad));
             write_result(work, &name, engine.name(), &grad);
             let check = match &reference {
+                _ if bad_objective.is_some() => objective_failed(&bad_objective),
                 None => check_lstm(&g, &p, &grad),
                 Some((first, r)) => agree(&grad, r).map_or_else(
                     |e| format!("vs {first}: {e}"),
