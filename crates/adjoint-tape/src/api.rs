@@ -263,9 +263,9 @@ impl Tape {
                 let first = job.push_leaves(x.len(), self.checked);
                 // The first id in a local (not re-read from `job` after every store).
                 let id0 = job.var(0.0, first).id;
-                // `enumerate`, not `zip(id0..)`: an exact-size iterator, which LLVM writes
-                // with one 16-byte store per `Var` (value and id paired in a register) instead
-                // of two 8-byte ones.
+                // `enumerate`, not `zip(id0..)`: an exact-size iterator, which `extend` writes
+                // in one tight loop (10-20 % off the network (vector) example's gradient,
+                // neutral in the bench's row; BENCHMARKS, thirty-fourth session).
                 self.inputs.extend(
                     x.iter()
                         .enumerate()
