@@ -264,7 +264,7 @@ impl Tape {
                 // The first id in a local (not re-read from `job` after every store).
                 let id0 = job.var(0.0, first).id;
                 // `enumerate`, not `zip(id0..)`: an exact-size iterator, which `extend` writes
-                // in one tight loop (10-20 % off the network (vector) example's gradient,
+                // in one tight loop (about 10 % off the network (vector) example's gradient,
                 // neutral in the bench's row; BENCHMARKS, thirty-fourth session).
                 self.inputs.extend(
                     x.iter()
