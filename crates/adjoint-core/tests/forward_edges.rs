@@ -304,4 +304,27 @@ fn powf_partials_where_a_power_of_x_overflows_alone() {
         "{:e} vs {want:e}",
         r.dx
     );
+    // ... and nowhere else (a reviewer): at x = ∞ (∞/∞), at a subnormal x^y (the quotient lost
+    // it: 0 at (1e-322, 1.02)), and ∂/∂y above x = 1, where x^(y−1) underflows first
+    assert_eq!(binary(Op2::Powf, f64::INFINITY, 2.0).dx, f64::INFINITY);
+    assert_eq!(
+        forward::gradient(|v| v[0].powf(2.0), &[f64::INFINITY]),
+        vec![f64::INFINITY]
+    );
+    for (x, y) in [(1e-322, 1.02), (1e-318, 1.001), (1e-320, 0.99)] {
+        let (r, want) = (binary(Op2::Powf, x, y), y * x.powf(y - 1.0));
+        assert!(
+            (r.dx - want).abs() <= 1e-15 * want,
+            "({x:e}, {y}): {:e} vs {want:e}",
+            r.dx
+        );
+    }
+    for (x, y) in [(1e100, -3.1), (1e10, -31.5), (1e10, -31.0)] {
+        let (r, want) = (binary(Op2::Powf, x, y), x.powf(y) * x.ln());
+        assert!(
+            want != 0.0 && r.dy == want,
+            "({x:e}, {y}): {:e} vs {want:e}",
+            r.dy
+        );
+    }
 }

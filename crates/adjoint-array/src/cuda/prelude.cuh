@@ -327,9 +327,11 @@ ADJ_DEV void adj_b_powf(ADJ_B_ARGS) {
   /* 0 · ∞ at y = 0 (and y = 1 for the second partial) where x^(y−1) (x^(y−2)) overflows:
      x^y is constant (linear) there, the partial is 0, as in rules.rs */
   if (y == 0.0 && !isfinite(pm1)) px = 0.0;
-  else if (!(isfinite(pm1) && isfinite(pm2)) && x > 0.0) px = y * p / x; /* as in rules.rs */
+  else if (x > 0.0 && isfinite(x) && fabs(p) >= 2.2250738585072014e-308 && isfinite(p) &&
+           (!isfinite(pm1) || (!isfinite(pm2) && x >= 2.2250738585072014e-308)))
+    px = y * p / x; /* as rules.rs's split_power */
   if ((y == 0.0 || y == 1.0) && !isfinite(pm2)) pxx = 0.0;
-  else if (!isfinite(pm2) && isfinite(pm1) && x > 0.0) pxx = y * (y - 1.0) * pm1 / x;
+  else if (!isfinite(pm2) && isfinite(pm1) && x > 0.0 && isfinite(x)) pxx = y * (y - 1.0) * pm1 / x;
   if (x == 0.0) {
     ADJ_R2(p, px, 0.0, pxx, 0.0, 0.0);
   } else if (x < 0.0) {
@@ -338,7 +340,7 @@ ADJ_DEV void adj_b_powf(ADJ_B_ARGS) {
   } else {
     double l = log(x);
     /* x^y underflows where x^(y−1) does not: x^(y−1) · (x · ln x), as in rules.rs */
-    double pl = (fabs(p) < 2.2250738585072014e-308 && isfinite(pm1)) ? pm1 * (x * l) : p * l;
+    double pl = (fabs(p) < 2.2250738585072014e-308 && isfinite(pm1) && x < 1.0) ? pm1 * (x * l) : p * l;
     ADJ_R2(p, px, pl, pxx, pm1 * (y * l + 1.0), pl * l);
   }
 }
