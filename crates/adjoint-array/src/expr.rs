@@ -509,11 +509,11 @@ impl Arena {
                             let x1 = new.bin(Op2::Add, x, one);
                             new.bin(Op2::Div, one, x1)
                         }
-                        Op1::Atan => {
-                            let xx = new.bin(Op2::Mul, x, x);
-                            let xx1 = new.bin(Op2::Add, xx, one);
-                            new.bin(Op2::Div, one, xx1)
-                        }
+                        // (atan's derivative does not read its value: the rule table's own,
+                        // which takes `(1/x)²` beyond 2²⁷; `1/(x² + 1)` here was 0 beyond
+                        // ~1.3e154 and off in the last bit from 2²⁷, where the stored and
+                        // recomputed gradients must be bit-identical; a hunter)
+                        Op1::Atan => new.push(Node::D1(Op1::Atan, x)),
                         _ => unreachable!("storable primitives are matched above"),
                     }
                 }

@@ -1317,3 +1317,52 @@ fn clamp_sin_cos_log_and_array_scalar_operators() {
     let v = out.run(&[&[f64::NAN, 0.5]]).expect("run")[0].data()[0];
     assert!(v.is_nan());
 }
+
+/// `atan` of large arguments in a storing `scan_n`: the stored path rebuilt the derivative as
+/// `1/(x² + 1)`, 0 beyond ~1.3e154 and a bit off the rule table's `(1/x)²` from 2²⁷, so the
+/// stored and recomputed gradients differed (a hunter). Closed form: d/dw atan(10¹⁵⁵ w) · 10³⁰⁰
+/// = 10⁴⁵⁵ / (1 + 10³¹⁰ w²).
+#[test]
+fn scan_n_stored_atan_at_large_arguments() {
+    let program = |store: bool, jit: bool| {
+        let b = Builder::new();
+        b.set_scan_store(store);
+        b.set_jit(jit);
+        let w = b.input(&[4]);
+        let hs = b.scan_n(
+            &[4],
+            1,
+            1,
+            |_| vec![lit(0.0)],
+            |i, s| vec![(w.at(&[i[1]]) * 1e155 + s[0]).atan()],
+        );
+        b.build_scalar(&hs.sum().sum().map(|v| v * 1e300).sum())
+            .unwrap()
+    };
+    // x = 3e155, 1e75, 1e155, 2e95: beyond 1.3e154 and between 2²⁷ and there
+    let w = [3.0, 1e-80, 1.0, 2e-60];
+    let g = |store, jit| program(store, jit).gradient_a(&[&w]).unwrap().grads[0].clone();
+    let want: Vec<f64> = w
+        .iter()
+        .map(|&w: &f64| {
+            let x = w * 1e155;
+            (1e300 / x) * (1e155 / x)
+        })
+        .collect();
+    let stored = g(true, true);
+    assert!(
+        (stored[0] - 1.111_111_111_111_111e144).abs() <= 1e-12 * 1.12e144,
+        "{stored:?}"
+    );
+    for (a, b) in stored.iter().zip(&want) {
+        assert!((a - b).abs() <= 1e-12 * b.abs(), "{stored:?} vs {want:?}");
+    }
+    for (store, jit) in [(false, true), (true, false), (false, false)] {
+        let other = g(store, jit);
+        assert_eq!(
+            stored.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            other.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            "store {store}, jit {jit}"
+        );
+    }
+}
