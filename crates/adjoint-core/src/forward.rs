@@ -92,6 +92,7 @@ impl<T: Real> Dual<T> {
 
 impl<T: Real> Lift for Dual<T> {
     type Inner = T;
+    const TANGENTS: bool = true;
 
     #[inline(always)]
     fn primal(&self) -> T {

@@ -67,6 +67,8 @@ pub trait Lift: Copy {
     fn lift_exact_zero(&self) -> bool {
         false
     }
+    /// [`Real::TANGENTS`] (forward mode's `Dual` sets it).
+    const TANGENTS: bool = false;
     /// [`Real::finite_everywhere`]: the primal value's (forward mode's duals override it to
     /// look at their tangents too).
     #[inline]
@@ -340,6 +342,7 @@ macro_rules! impl_real {
             fn exact_zero(&self) -> bool {
                 <Self as $crate::lift::Lift>::lift_exact_zero(self)
             }
+            const TANGENTS: bool = <Self as $crate::lift::Lift>::TANGENTS;
             #[inline]
             fn finite_everywhere(&self) -> bool {
                 <Self as $crate::lift::Lift>::lift_finite_everywhere(self)

@@ -316,6 +316,12 @@ pub trait Real:
     fn exact_zero(&self) -> bool {
         false
     }
+    /// Whether the rule table, evaluated at this type, is differentiated by it: forward mode's
+    /// `Dual` (Hessians by nested duals, forward over reverse at `Dual`). The table then forms
+    /// a few partials in a way whose derivative stays in range (`x / y` at a divisor beyond
+    /// 1e±150); `f64` and the other types keep the plain form, with no test.
+    #[doc(hidden)]
+    const TANGENTS: bool = false;
     /// Whether every component is finite (`f64`: [`is_finite`](Real::is_finite), which looks at
     /// the value only; `Dual`: both parts, at every level): forward mode multiplies a partial by
     /// a zero tangent unguarded only when this holds.

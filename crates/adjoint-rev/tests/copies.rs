@@ -306,3 +306,21 @@ fn a_write_into_a_copy_is_refused_and_named_as_written() {
     assert!(err.contains("`x.clone()`"), "{err}");
     assert!(!err.contains("(*x)"), "{err}");
 }
+
+reversible! {
+    fn quotient_into<T: RevReal>(out: &mut T, x: &mut T, y: &mut T) {
+        out += x / y;
+    }
+}
+
+/// The Hessian of `x / y` at divisors beyond 1e±150 (the rule table's partial, differentiated
+/// at `Dual`, went through `−1/y²` alone: 1e-300 for 2e-300; a hunter). Closed form 2x/y³.
+#[test]
+fn quotient_hessian_at_extreme_divisors() -> R {
+    for (x, y) in [(1e300, 1e200), (1e-160, 1e-155), (3.0, 2.0)] {
+        let h = hessian(quotient_into {}, (0.0, x, y), 0)?;
+        let want = 2.0 * (x / y) / y / y;
+        assert!(close(h[2][2] / want, 1.0), "({x:e}, {y:e}): {h:?}");
+    }
+    Ok(())
+}

@@ -158,3 +158,33 @@ fn a_rule_over_t_whose_derivative_cancels_to_zero_is_not_refused() {
     let m = panic_message(std::panic::catch_unwind(|| g::primal(Dual::new(1.5, 1e-3))));
     assert!(m.contains("the rule `cube_rule`"), "{m}");
 }
+
+#[differentiable]
+fn quotient(x: &[f64]) -> f64 {
+    x[0] / x[1]
+}
+
+/// Hessian-vector products of `x / y` at divisors beyond 1e±150: the table's `∂/∂y = −v·(1/y)`
+/// differentiated at `Dual` went through `1/y`'s derivative `−1/y²`, which under- or overflows
+/// there alone (1e-300 for 2e-300 at (1e300, 1e200), ∞ at (1e-160, 1e-155); a hunter). The
+/// reference is the closed form ∂²/∂y² = 2x/y³, computed so that it does not overflow.
+#[test]
+fn quotient_second_derivatives_at_extreme_divisors() {
+    for (x, y) in [
+        (1e300, 1e200),
+        (1e250, 1e170),
+        (1e-160, 1e-155),
+        (1e-200, 1e-160),
+        (3.0, 2.0),
+    ] {
+        let xd = [Dual::constant(x), Dual::new(y, 1.0)];
+        let mut g = [Dual::constant(0.0); 2];
+        quotient::pullback(&mut Workspace::new(), &xd, &mut g, Dual::constant(1.0));
+        let want = 2.0 * (x / y) / y / y;
+        assert!(
+            (g[1].eps - want).abs() <= 1e-14 * want.abs(),
+            "({x:e}, {y:e}): {:e} vs {want:e}",
+            g[1].eps
+        );
+    }
+}
