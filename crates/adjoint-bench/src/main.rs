@@ -137,11 +137,14 @@ fn adbench(
     std::fs::write(work.join("manifest.txt"), tsv)?;
     // adjoint's rows are written before the peers run (they can take minutes), so a run cut
     // short while they do keeps them; the full table replaces them at the end.
-    write_adbench_report(out, &mut rows)?;
-    eprintln!(
-        "adbench: adjoint's rows written to {} (peers next)",
-        out.join("adbench.md").display()
-    );
+    if !rows.is_empty() {
+        // (none when only peers are selected: the last run's tables stay until a row exists)
+        write_adbench_report(out, &mut rows)?;
+        eprintln!(
+            "adbench: adjoint's rows written to {} (peers next)",
+            out.join("adbench.md").display()
+        );
+    }
     // Rewritten after each peer row, so that a run cut short keeps what was measured.
     adjoint_bench::adbench::run_peers(&manifest_path, quick, &sel, peer_device, |row| {
         rows.push(row);

@@ -859,10 +859,13 @@ fn malformed_input_files_are_refused_with_line_and_field() {
             && e.contains("beyond what the header (d = 2, K = 2, n = 3) asks for"),
         "{e}"
     );
-    // the header's n one short: the last point is read as `γ m`, and the real ones are left
+    // the header's n one short: the last point (line 10) is read as `γ m`
     let short = text.replacen("2 2 3", "2 2 2", 1);
     let e = err(io::parse_gmm(&short, "n.txt"));
-    assert!(e.contains("n.txt: line 1"), "{e}");
+    assert!(
+        e.contains("n.txt: line 10, Wishart γ, m: γ = -2.072086"),
+        "{e}"
+    );
     // γ ≤ 0, a zero count, a non-finite value
     let e = err(io::parse_gmm(
         &text.replace("1.000000 0", "-1.000000 0"),
@@ -898,11 +901,11 @@ fn malformed_input_files_are_refused_with_line_and_field() {
         e.contains("b.txt: line 1, p: 1000000000000 is not a count"),
         "{e}"
     );
-    let e = io::parse_ba(&ba.replacen("2 3 5", "2 3 4000000000", 1), "b.txt")
+    let e = io::parse_ba(&ba.replacen("2 3 5", "2 3 300000000", 1), "b.txt")
         .unwrap_err()
         .to_string();
     assert!(
-        e.contains("the header (n = 2, m = 3, p = 4000000000) asks for more than"),
+        e.contains("the header (n = 2, m = 3, p = 300000000) asks for more than"),
         "{e}"
     );
     let e = io::parse_ba(&format!("{ba} 7"), "b.txt")
@@ -910,11 +913,11 @@ fn malformed_input_files_are_refused_with_line_and_field() {
         .to_string();
     assert!(e.contains("line 6, after the last field: \"7\""), "{e}");
     // LSTM: sizes that overflow, and a short sequence
-    let e = io::parse_lstm("4294967296 2 4294967296\n1", "l.txt")
+    let e = io::parse_lstm("65536 2 65536\n1", "l.txt")
         .unwrap_err()
         .to_string();
     assert!(
-        e.contains("l.txt: the header (l = 4294967296, c = 2, b = 4294967296)"),
+        e.contains("l.txt: the header (l = 65536, c = 2, b = 65536)"),
         "{e}"
     );
     let l = io::write_lstm(&io::generate_lstm(1, 3, 2, 1));

@@ -61,9 +61,10 @@ struct Tokens<'a> {
     what: &'a str,
 }
 
-/// Most values a header may ask a reader to hold or replicate (`2³³` values, 64 GiB of `f64`):
-/// a corrupt count fails here with a message, not in the allocator.
-const MAX_VALUES: usize = 1 << 33;
+/// Most values a header may ask a reader to hold or replicate (`2³⁰` values, 8 GiB of `f64`;
+/// ADBench's largest input, ba20, replicates 2.9e7): a corrupt count fails here with a
+/// message, not in the allocator.
+const MAX_VALUES: usize = 1 << 30;
 
 impl<'a> Tokens<'a> {
     fn new(text: &'a str, what: &'a str) -> Self {
