@@ -316,8 +316,17 @@ impl<T: Real + Ancilla + ExactZero, G: Gradient<T>> Scale for GVar<T, G> {
         if mul {
             let old = y.x;
             y.x = old * x.x;
+            let yg = y.g;
             y.g /= x.x;
-            x.g -= y.g * old;
+            if T::TANGENTS {
+                // `ȳ · (y_old / x)`, not `(ȳ / x) · y_old`, where the number type is
+                // differentiated (Hessians at `Dual`): the latter's derivative went through
+                // `−ȳ/x²` alone, which under- or overflows at divisors beyond 1e±150 (the
+                // Hessian of `y /= x` at (1e300, 1e200) was 1e-300 for 2e-300; a hunter)
+                x.g -= yg * (old / x.x);
+            } else {
+                x.g -= y.g * old;
+            }
         } else {
             y.x /= x.x;
             x.g += y.g * y.x;

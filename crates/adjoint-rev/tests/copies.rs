@@ -324,3 +324,22 @@ fn quotient_hessian_at_extreme_divisors() -> R {
     }
     Ok(())
 }
+
+reversible! {
+    fn divide_in_place<T: RevReal + Scale>(y: &mut T, x: &mut T) {
+        y /= x;
+    }
+}
+
+/// The Hessian of `y /= x` at divisors beyond 1e±150: its own second-order code formed `−ȳ/x²`
+/// alone (1e-300 for 2e-300 at (1e300, 1e200), ∞ for 2e305 at (1e-160, 1e-155); a hunter).
+/// Closed form: ∂²(y/x)/∂x² = 2y/x³.
+#[test]
+fn divide_in_place_hessian_at_extreme_divisors() -> R {
+    for (y, x) in [(1e300, 1e200), (1e-160, 1e-155), (3.0, 2.0)] {
+        let h = hessian(divide_in_place {}, (y, x), 0)?;
+        let want = 2.0 * (y / x) / x / x;
+        assert!(close(h[1][1] / want, 1.0), "({y:e}, {x:e}): {h:?}");
+    }
+    Ok(())
+}
