@@ -586,8 +586,9 @@ pub fn binary<T: Real>(op: Op2, x: T, y: T) -> Rule2<T> {
             // at x = 0 the former is `0 · ∞ = NaN` where the partial is 0 (the tape's
             // gradient of `x / y` at (0, 1e-310) was NaN in `y`)
             // At a type that differentiates it (`Real::TANGENTS`), also as `−v / y` where `|y|`
-            // is beyond 1e±150: `1/y`'s own derivative `−1/y²` under- or overflows there alone (SSA and reversible Hessians of `x / y` at (1e300, 1e200)
-            // were 1e-300 for 2e-300, ∞ at (1e-160, 1e-155); a hunter).
+            // is beyond 1e±150: `1/y`'s own derivative `−1/y²` under- or overflows there alone
+            // (SSA and reversible Hessians of `x / y` at (1e300, 1e200) were 1e-300 for
+            // 2e-300, ∞ at (1e-160, 1e-155); a hunter).
             let ya = y.value().abs();
             let (dy, dyy) = if inv.is_finite() && (!T::TANGENTS || (1e-150..=1e150).contains(&ya)) {
                 (-(v * inv), v * inv * inv * 2.0)
