@@ -885,33 +885,29 @@ fn malformed_input_files_are_refused_with_line_and_field() {
         e.contains("nan.txt: line 4, means: NaN is not a finite number"),
         "{e}"
     );
-    // BA: no camera, a huge replication, an extra value
+    // BA: no camera, a huge count, a huge replication, an extra value
     let ba = io::write_ba(2, 3, 5);
-    let e = io::parse_ba(&ba.replacen("2 3 5", "0 3 5", 1), "b.txt")
-        .unwrap_err()
-        .to_string();
-    assert!(
-        e.contains("b.txt: line 1, n: 0 is not a count from 1"),
-        "{e}"
-    );
-    let e = io::parse_ba(&ba.replacen("2 3 5", "2 3 1000000000000", 1), "b.txt")
-        .unwrap_err()
-        .to_string();
-    assert!(
-        e.contains("b.txt: line 1, p: 1000000000000 is not a count"),
-        "{e}"
-    );
-    let e = io::parse_ba(&ba.replacen("2 3 5", "2 3 300000000", 1), "b.txt")
-        .unwrap_err()
-        .to_string();
-    assert!(
-        e.contains("the header (n = 2, m = 3, p = 300000000) asks for more than"),
-        "{e}"
-    );
-    let e = io::parse_ba(&format!("{ba} 7"), "b.txt")
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("line 6, after the last field: \"7\""), "{e}");
+    for (text, want) in [
+        (
+            ba.replacen("2 3 5", "0 3 5", 1),
+            "b.txt: line 1, n: 0 is not a count from 1",
+        ),
+        (
+            ba.replacen("2 3 5", "2 3 1000000000000", 1),
+            "b.txt: line 1, p: 1000000000000 is not a count",
+        ),
+        (
+            ba.replacen("2 3 5", "2 3 300000000", 1),
+            "the header (n = 2, m = 3, p = 300000000) asks for more than",
+        ),
+        (
+            format!("{ba} 7"),
+            "b.txt: line 6, after the last field: \"7\"",
+        ),
+    ] {
+        let e = io::parse_ba(&text, "b.txt").unwrap_err().to_string();
+        assert!(e.contains(want), "{e}");
+    }
     // LSTM: sizes that overflow, and a short sequence
     let e = io::parse_lstm("65536 2 65536\n1", "l.txt")
         .unwrap_err()

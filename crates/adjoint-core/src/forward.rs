@@ -104,17 +104,17 @@ impl<T: Real> Lift for Dual<T> {
     }
     #[inline(always)]
     fn lift1(self, op: Op1) -> Self {
+        if op == Op1::Recip {
+            // `1.0 / x`'s quotient rule, not the table's `−v² · ẋ`: `v²` underflows at |x|
+            // above ~1.3e154 where the tangent does not (`(x·x).recip()` at 1e100 had the
+            // derivative 0 for −2e-300, and so had `atan`'s Hessian beyond 1e80, its partial
+            // being `(x² + 1).recip()`)
+            return Self::lift2_const_left(T::one(), self, Op2::Div);
+        }
         let r = rules::unary(op, self.re);
         Dual {
             re: r.value,
-            eps: if op == Op1::Recip {
-                // `−v · (v · ẋ)` with `v = 1/x`, not the table's `−v² · ẋ`: `v²` underflows at
-                // |x| above ~1.3e154 where the tangent does not (`(x·x).recip()` at 1e100 had
-                // the derivative 0 for −2e-300, and so had `atan`'s Hessian, whose partial is
-                // `(x² + 1).recip()`, beyond 1e80), as the quotient rule of `1.0 / x` never
-                // forms it.
-                -tangent(r.value, tangent(r.value, self.eps))
-            } else if smooth(op) {
+            eps: if smooth(op) {
                 r.d * self.eps
             } else if overflows(op) {
                 // (a select, not a branch: `exp` in a loop stays as fast as `d · e`)
@@ -295,8 +295,8 @@ impl<T: Real> fmt::Display for Dual<T> {
 /// evaluated once per primitive; for small `N` the tangent arithmetic vectorises. See
 /// [`jacobian`]. Each tangent is the table's partial times the operand's tangent, as on the tape:
 /// where the partial alone underflows (`recip`'s `−1/x²` beyond |x| ≈ 1.3e154) the lane is 0
-/// even if the chain's product is not; [`Dual`] takes `recip`'s as `−v · (v · ẋ)`, and `a / b`
-/// is a quotient in both.
+/// even if the chain's product is not; [`Dual`] takes `recip` as the quotient `1.0 / x`, and
+/// `a / b` is a quotient in both.
 ///
 /// ```
 /// use adjoint_core::forward::DualVec;
@@ -360,9 +360,10 @@ impl<const N: usize> Lift for DualVec<N> {
         DualVec {
             re: r.value,
             // (one test per operation, not per lane: the lanes' loop stays vectorisable)
-            // (`recip` takes the table's `−v²` here, unlike `Dual`'s `−v · (v · ẋ)`: a special
-            // case, inlined or not, cost the BA Jacobian 5–15 %; `DualVec` is first order, and
-            // `v²` underflows only beyond |x| ≈ 1.3e154, as the tape's stored partial does.)
+            // (`recip` takes the table's `−v²` here, unlike `Dual`'s quotient `1.0 / x`: a
+            // special case, inlined or not, cost the BA Jacobian 5–47 %; `DualVec` is first
+            // order, and `v²` underflows only beyond |x| ≈ 1.3e154, as the tape's stored
+            // partial does.)
             eps: if smooth(op) || r.d.is_finite() {
                 self.eps.map(|e| r.d * e)
             } else {

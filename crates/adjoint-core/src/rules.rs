@@ -304,6 +304,18 @@ fn r1<T>(value: T, d: T, dd: T) -> Rule1<T> {
     Rule1 { value, d, dd }
 }
 
+#[inline(always)]
+fn r2<T>(value: T, dx: T, dy: T, dxx: T, dxy: T, dyy: T) -> Rule2<T> {
+    Rule2 {
+        value,
+        dx,
+        dy,
+        dxx,
+        dxy,
+        dyy,
+    }
+}
+
 /// `1 − x²` for the partials of `asin`, `acos` and `atanh`: as `(1 − x)(1 + x)` from |x| = 1/2
 /// on (near ±1 the rounding of `x²` is a relative error of up to ~4e-9 in `1 − x²`, at
 /// x = 1 − 2⁻²⁷, while `1 − x` is exact there, Sterbenz), as `1 − x·x` below, where it is as
@@ -493,14 +505,7 @@ fn split_power(x: f64, v: f64, pm1_finite: bool, pm2_finite: bool) -> bool {
 fn powf_rule<T: Real>(x: T, y: T) -> Rule2<T> {
     let zero = T::zero();
     let one = T::one();
-    let rule = |value, dx, dy, dxx, dxy, dyy| Rule2 {
-        value,
-        dx,
-        dy,
-        dxx,
-        dxy,
-        dyy,
-    };
+    let rule = r2;
     let v = x.powf(y);
     let pm1 = x.powf(y - 1.0);
     let pm2 = x.powf(y - 2.0);
@@ -565,14 +570,7 @@ fn powf_rule<T: Real>(x: T, y: T) -> Rule2<T> {
 pub fn binary<T: Real>(op: Op2, x: T, y: T) -> Rule2<T> {
     let zero = T::zero();
     let one = T::one();
-    let rule = |value, dx, dy, dxx, dxy, dyy| Rule2 {
-        value,
-        dx,
-        dy,
-        dxx,
-        dxy,
-        dyy,
-    };
+    let rule = r2;
     match op {
         Op2::Add => rule(x + y, one, one, zero, zero, zero),
         Op2::Sub => rule(x - y, one, -one, zero, zero, zero),

@@ -333,7 +333,6 @@ fn symmetric_eigen_hessians_on_the_tape_match_forward_mode() {
 /// references; the value is `f64`'s.
 #[test]
 fn decompositions_of_matrices_with_zero_entries() {
-    use adjoint_core::check::numeric_gradient;
     fn sym<T: Real + RealField>(x: &[T]) -> DMatrix<T> {
         DMatrix::from_fn(
             3,
@@ -360,70 +359,40 @@ fn decompositions_of_matrices_with_zero_entries() {
     fn schur_trace<T: Real + RealField>(x: &[T]) -> T {
         sym(x).schur().unpack().1.trace()
     }
-    let check = |name: &str,
-                 f: &dyn Fn(&[Var]) -> Var,
-                 fw: &dyn Fn(&[Dual64]) -> Dual64,
-                 fx: &dyn Fn(&[f64]) -> f64,
-                 x: &[f64]| {
-        let (v, g) = adjoint_tape::value_and_grad(f, x);
-        assert_eq!(v.to_bits(), fx(x).to_bits(), "{name}: value");
-        let gf = forward::gradient(fw, x);
-        let gn = numeric_gradient(fx, x);
-        for i in 0..x.len() {
-            assert!(
-                (g[i] - gf[i]).abs() <= 1e-10 * (1.0 + gf[i].abs()),
-                "{name}: {g:?} vs forward {gf:?}"
-            );
-            assert!(
-                (g[i] - gn[i]).abs() <= 1e-6 * (1.0 + gn[i].abs()),
-                "{name}: {g:?} vs differences {gn:?}"
-            );
-        }
-    };
-    let anti = [0.0, 1.0, 1.0, 0.0];
-    check(
-        "qr solve",
-        &|v| qr_solve(v),
-        &|v| qr_solve(v),
-        &|v| qr_solve(v),
-        &anti,
-    );
-    let (_, g) = adjoint_tape::value_and_grad(|v| qr_solve(v), &anti);
+    // the tape against forward mode, and the project's finite-difference checker; the value
+    // is f64's, bit for bit
+    macro_rules! check {
+        ($name:expr, $f:ident, $x:expr) => {{
+            let x: &[f64] = &$x;
+            let (v, g) = adjoint_tape::value_and_grad(|v| $f(v), x);
+            assert_eq!(v.to_bits(), $f(x).to_bits(), "{}: value", $name);
+            let gf = forward::gradient(|v| $f(v), x);
+            for (a, b) in g.iter().zip(&gf) {
+                assert!(
+                    (a - b).abs() <= 1e-10 * (1.0 + b.abs()),
+                    "{}: {g:?} vs {gf:?}",
+                    $name
+                );
+            }
+            check_gradient(|v: &[f64]| $f(v), x, &g).assert_passed();
+            g
+        }};
+    }
+    let g = check!("qr solve", qr_solve, [0.0, 1.0, 1.0, 0.0]);
     // closed form: A⁻¹ = A, x = (2, 1), ∂(Σx)/∂A = −A⁻ᵀ 1 xᵀ
     for (gi, want) in g.iter().zip([-2.0, -1.0, -2.0, -1.0]) {
         assert!((gi - want).abs() < 1e-14, "{g:?}");
     }
     // a zero below the diagonal, then a diagonal matrix (every off-diagonal input 0)
-    let m = [2.0, 0.0, 1.0, 0.0, 3.0, 1.0, 1.0, 1.0, 4.0];
-    check(
+    check!(
         "eigenvalues",
-        &|v| eig_cubes(v),
-        &|v| eig_cubes(v),
-        &|v| eig_cubes(v),
-        &m,
+        eig_cubes,
+        [2.0, 0.0, 1.0, 0.0, 3.0, 1.0, 1.0, 1.0, 4.0]
     );
     let d = [1.0, 0.0, 0.0, 0.0, 2.0, 0.0, 0.0, 0.0, 5.0];
-    check(
-        "eigenvalues, diagonal",
-        &|v| eig_cubes(v),
-        &|v| eig_cubes(v),
-        &|v| eig_cubes(v),
-        &d,
-    );
-    check(
-        "singular values, diagonal",
-        &|v| sv_squares(v),
-        &|v| sv_squares(v),
-        &|v| sv_squares(v),
-        &d,
-    );
-    check(
-        "schur, diagonal",
-        &|v| schur_trace(v),
-        &|v| schur_trace(v),
-        &|v| schur_trace(v),
-        &d,
-    );
+    check!("eigenvalues, diagonal", eig_cubes, d);
+    check!("singular values, diagonal", sv_squares, d);
+    check!("schur, diagonal", schur_trace, d);
     // an active β = 0 still counts as nonzero: ∂/∂β of β·y is y (the reason `is_zero` looks at
     // the derivative, not the value alone)
     let g = grad(
