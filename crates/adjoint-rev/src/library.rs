@@ -65,6 +65,26 @@ pub fn argmax<T: PartialOrd>(x: &[T]) -> usize {
     k
 }
 
+/// `i_norm`'s test: whether the largest `|xᵢ|` (a nonzero finite one) squares outside
+/// [2⁻⁹⁶⁰, 2⁹⁶⁰], where `Σ xᵢ²` in f64 loses the norm.
+fn squares_leave_range<T: RevReal, V: Elements<T> + ?Sized>(x: &V) -> bool {
+    let m = largest_magnitude(x);
+    m > 0.0 && m.is_finite() && !(2f64.powi(-480)..=2f64.powi(480)).contains(&m)
+}
+
+fn largest_magnitude<T: RevReal, V: Elements<T> + ?Sized>(x: &V) -> f64 {
+    (0..x.len()).map(|i| x[i].value().abs()).fold(0.0, f64::max)
+}
+
+/// `1/s` for `i_norm`'s scaled sum: `s` the power of two at or above `max(maxᵢ |xᵢ|, √sq)`, so
+/// every scaled term is at most 1 and the largest at least ¼.
+fn norm_rescale<T: RevReal, V: Elements<T> + ?Sized>(x: &V, sq: f64) -> f64 {
+    let m = largest_magnitude(x).max(sq.abs().sqrt());
+    // m is normal or subnormal and finite here; 2^-e with 2^(e-1) < m ≤ 2^e.
+    let e = m.log2().ceil() as i32;
+    2f64.powi(-e.clamp(-1022, 1023))
+}
+
 reversible! {
     /// `out += Σᵢ x[i]`.
     pub fn i_sum<T: Arith, V: Elements<T>>(out: &mut T, x: &mut V) {
@@ -97,9 +117,36 @@ reversible! {
     }
 
     /// The Euclidean norm: `sq += ‖x‖²`, then `out += √sq`.
+    ///
+    /// Where the largest `|xᵢ|` is below 2⁻⁴⁸⁰ (≈ 3e-145) or above 2⁴⁸⁰, its square would leave
+    /// f64's normal range (`‖[3e-170, 4e-170]‖²` is 0): there `out`'s increment is computed from
+    /// `x` and `sq` scaled by a power of two (exact), `√(sq·r² + Σ(xᵢ·r)²) / r`, and `sq` still
+    /// takes `‖x‖²` as f64 gives it (0 or ∞ there).
     pub fn i_norm<T: RevReal, V: Elements<T>>(out: &mut T, sq: &mut T, x: &mut V) {
-        i_norm2(sq, x);
-        out += sq.sqrt();
+        if (squares_leave_range(&x), ~) {
+            @routine {
+                let r = T::from_f64(norm_rescale(&x, sq.value()));
+                let t = T::zero();
+                let a = T::zero();
+                a += sq * r;
+                t += a * r;
+                a -= sq * r;
+                for i in 0..x.len() {
+                    a += x[i] * r;
+                    t += a.powi(2);
+                    a -= x[i] * r;
+                }
+                unlet a = T::zero();
+                let u = T::zero();
+                u += t.sqrt();
+            }
+            out += u / r;
+            ~@routine;
+            i_norm2(sq, x);
+        } else {
+            i_norm2(sq, x);
+            out += sq.sqrt();
+        }
     }
 
     /// `out += mean(x)`.

@@ -159,6 +159,56 @@ fn euclidean_norm_matches_nilang() -> R {
 }
 
 #[test]
+fn euclidean_norm_outside_the_squares_range() -> R {
+    // ‖x‖² underflows (it was 0 at 1e-170: `out` 0 and the gradient ∞): the norm is taken
+    // scaled by a power of two. Closed forms: ‖(3, 4)·c‖ = 5c, ∂/∂x = x/‖x‖, and with a prior
+    // `sq`, √(sq + ‖x‖²) and ∂/∂sq = 1/(2·out). Powers of two, so that `sq`'s `+=` and the
+    // inverse's `-=` are exact (checked code compares the rebuilt inputs); 2⁻⁴⁶⁵ and 2⁴⁶⁵ take
+    // the unscaled branch, 2⁴⁹⁸ the scaled one with `sq` finite.
+    for e in [-565, -530, -1000, -1062, -465, 465, 498] {
+        let c = 2f64.powi(e / 2) * 2f64.powi(e - e / 2); // (2^-1062 alone is 1/∞)
+        let x = vec![3.0 * c, -4.0 * c];
+        let (out, g) = value_and_grad(i_norm {}, (0.0f64, 0.0f64, x.clone()), 0)?;
+        let tol = if c < 1e-307 { 1e-3 } else { 1e-15 };
+        assert!((out.0 / (5.0 * c) - 1.0).abs() < tol, "{c}: {out:?}");
+        assert!(
+            (g.2[0] - 0.6).abs() < tol && (g.2[1] + 0.8).abs() < tol,
+            "{c}: {g:?}"
+        );
+        // `sq` still holds ‖x‖² as f64 computes it, and the inverse restores everything.
+        let (mut o, mut sq, mut v) = (2.0 * c, 0.0, x.clone());
+        i_norm(&mut o, &mut sq, &mut v)?;
+        assert_eq!(sq, 9.0 * c * c + 16.0 * c * c);
+        i_norm::uncall(&mut o, &mut sq, &mut v)?;
+        assert_eq!((o, sq, &v), (2.0 * c, 0.0, &x));
+    }
+    // Where `sq` itself overflows, checked code refuses the ∞ (it names the statement).
+    let e = value_and_grad(i_norm {}, (0.0f64, 0.0f64, vec![3e200, 4e200]), 0).unwrap_err();
+    assert!(e.to_string().contains("out += a * x[i]"), "{e}");
+    // A prior `sq` enters the scaled sum too: √(1e-300 + (3e-151)² + (4e-151)²) = √(1.25e-300).
+    let x = vec![3e-151, 4e-151];
+    let (out, g) = value_and_grad(i_norm {}, (0.0f64, 1e-300f64, x), 0)?;
+    let want = 1.25e-300f64.sqrt();
+    assert!((out.0 / want - 1.0).abs() < 1e-15, "{out:?}");
+    assert!((g.1 * 2.0 * want - 1.0).abs() < 1e-14, "{g:?}");
+    assert!((g.2[0] * want / 3e-151 - 1.0).abs() < 1e-14, "{g:?}");
+    // The Hessian of the scaled branch: ∂²‖x‖/∂x∂x = (I − x̂x̂ᵀ)/‖x‖.
+    let c = 1e-170;
+    let h = hessian(i_norm {}, (0.0f64, 0.0f64, vec![3.0 * c, 4.0 * c]), 0)?;
+    let want = [
+        [0.64 / (5.0 * c), -0.48 / (5.0 * c)],
+        [-0.48 / (5.0 * c), 0.36 / (5.0 * c)],
+    ];
+    for (i, row) in want.iter().enumerate() {
+        for (j, w) in row.iter().enumerate() {
+            let got = h[2 + i][2 + j];
+            assert!((got / w - 1.0).abs() < 1e-12, "({i}, {j}): {got} vs {w}");
+        }
+    }
+    Ok(())
+}
+
+#[test]
 fn reversible_while_and_its_errors() {
     reversible! {
         fn up(x: &mut i64) {
