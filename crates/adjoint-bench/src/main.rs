@@ -147,7 +147,7 @@ fn adbench(
     }
     // Rewritten after each peer row, so that a run cut short keeps what was measured.
     adjoint_bench::adbench::run_peers(&manifest_path, quick, &sel, peer_device, |row| {
-        rows.push(row);
+        rows.push(adjoint_bench::adbench::with_objective_check(&manifest, row));
         if let Err(e) = write_adbench_report(out, &mut rows) {
             eprintln!("adbench: could not write the table: {e}");
         }

@@ -690,6 +690,62 @@ fn adbench_command_reports_substitutions_and_writes_every_engines_result() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// An input whose plain objective is not finite fails every row, a peer's too: the peers compare
+/// only with adjoint's derivative, and agreeing on the gradient of a NaN objective is no pass (a
+/// peer's row said `ok`). The peer here is a stand-in script that reports `ok` for whatever it
+/// is given (`ADJOINT_PEERS_PYTHON`, as `peers/install.sh`'s interpreter would be).
+#[cfg(unix)]
+#[test]
+fn a_non_finite_objective_fails_the_peers_rows_too() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("adjoint-adbench-inf-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("gmm/1k")).unwrap();
+    // One point far beyond f64's squares: every component's log-density is −∞.
+    let text = io::write_gmm(&io::generate_gmm(2, 5, 1000, 1));
+    let mut lines: Vec<String> = text.lines().map(String::from).collect();
+    lines[1 + 5 + 5 + 5] = "1e200 -1e200".into();
+    std::fs::write(dir.join("gmm/1k/gmm_d2_K5.txt"), lines.join("\n")).unwrap();
+    let g = io::read_gmm(&dir.join("gmm/1k/gmm_d2_K5.txt")).unwrap();
+    assert!(!gmm::gmm_objective(&g, &g.params()).is_finite());
+    let peer = dir.join("fake-python");
+    let row = r#"{"task":"gmm","input":"1k/gmm_d2_K5","source":"shared","params":30,"engine":"jax","objective_s":0.001,"derivative_s":0.002,"ratio":2.0,"peak_bytes":null,"check":"ok (= tape)","threads":0}"#;
+    std::fs::write(
+        &peer,
+        format!("#!/bin/sh\n[ \"$1\" = -c ] && exit 0\necho '{row}'\n"),
+    )
+    .unwrap();
+    std::fs::set_permissions(&peer, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = dir.join("out");
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_adjoint-bench"))
+        .args([
+            "adbench",
+            "--quick",
+            "--threads",
+            "1",
+            "--filter",
+            "gmm_d2_K5",
+        ])
+        .args(["--engines", "tape,jax", "--data"])
+        .arg(&dir)
+        .arg("--out")
+        .arg(&out)
+        .env("ADJOINT_PEERS_PYTHON", &peer)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    let table = std::fs::read_to_string(out.join("adbench.md")).unwrap();
+    let rows: Vec<&str> = table
+        .lines()
+        .filter(|l| l.contains("| 1k/gmm_d2_K5"))
+        .collect();
+    assert_eq!(rows.len(), 2, "{table}");
+    for r in rows {
+        assert!(r.contains("objective: element 0 is NaN"), "{r}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn gmm_with_slice_primitives_equals_the_scalar_source() {
     for (d, k) in [(1, 3), (2, 5), (5, 4), (10, 2)] {

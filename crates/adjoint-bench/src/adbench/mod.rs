@@ -502,8 +502,8 @@ fn worse(a: f64, b: f64) -> f64 {
 
 /// The check of every engine's row where the plain objective itself is not finite (an input
 /// whose objective is NaN passed as `ok`, the engines agreeing on NaN-free gradients; a hunter).
-fn objective_failed(why: &Option<String>) -> String {
-    format!("objective: {}", why.as_deref().unwrap_or("not finite"))
+fn objective_failed(why: String) -> String {
+    format!("objective: {why}")
 }
 
 /// Check an LSTM gradient: every element finite, and against forward mode on a sample of
@@ -763,6 +763,53 @@ pub struct ManifestItem {
     pub reference: PathBuf,
     /// The engine that computed `reference`: the peers name it in their agreement check.
     pub reference_engine: String,
+    /// Where the plain objective at this input is not finite: the check every row of the input
+    /// gets, the peers' included (they compare only with `reference`, and agreeing on a
+    /// gradient of a NaN objective is no pass). Not written to the manifest the peers read.
+    #[serde(skip)]
+    pub objective_failed: Option<String>,
+}
+
+/// A peer's row as the table shows it: where the input's objective is not finite (see
+/// [`ManifestItem::objective_failed`]), its check says so instead of the peer's own verdict.
+///
+/// ```
+/// use adjoint_bench::adbench::{with_objective_check, ManifestItem, Row};
+/// let item = |failed: Option<&str>| ManifestItem {
+///     task: "gmm".into(),
+///     name: "1k/gmm_d2_K5".into(),
+///     source: "shared".into(),
+///     path: "x.txt".into(),
+///     reference: "x.f64".into(),
+///     reference_engine: "tape".into(),
+///     objective_failed: failed.map(String::from),
+/// };
+/// let row = Row {
+///     task: "gmm".into(),
+///     input: "1k/gmm_d2_K5".into(),
+///     source: "shared".into(),
+///     params: 10,
+///     engine: "pytorch".into(),
+///     objective_s: 1e-3,
+///     derivative_s: 2e-3,
+///     ratio: 2.0,
+///     peak_bytes: None,
+///     check: "ok (= tape)".into(),
+///     threads: 0,
+/// };
+/// let bad = [item(Some("objective: element 0 is NaN"))];
+/// assert_eq!(with_objective_check(&bad, row.clone()).check, "objective: element 0 is NaN");
+/// assert_eq!(with_objective_check(&[item(None)], row.clone()).check, "ok (= tape)");
+/// ```
+pub fn with_objective_check(manifest: &[ManifestItem], mut row: Row) -> Row {
+    let failed = manifest
+        .iter()
+        .find(|m| m.task == row.task && m.name == row.input)
+        .and_then(|m| m.objective_failed.as_ref());
+    if let Some(check) = failed {
+        row.check = check.clone();
+    }
+    row
 }
 
 /// Write one engine's derivative beside the inputs (a message, not a failure, when it cannot).
@@ -794,6 +841,7 @@ impl Manifest<'_> {
         file: Option<&Path>,
         text: impl FnOnce() -> String,
         (reference_engine, reference): (&str, &[f64]),
+        objective_failed: Option<String>,
     ) {
         let write = || -> std::io::Result<ManifestItem> {
             std::fs::create_dir_all(self.work)?;
@@ -815,6 +863,7 @@ impl Manifest<'_> {
                 path: std::fs::canonicalize(&path)?,
                 reference: std::fs::canonicalize(&refp)?,
                 reference_engine: reference_engine.into(),
+                objective_failed,
             })
         };
         match write() {
@@ -849,7 +898,7 @@ pub fn run(
         eprintln!("  gmm {name} ({source})");
         let p = g.params();
         let objective_s = time_min(|| gmm::gmm_objective(&g, &p), budget);
-        let bad_objective = non_finite(&[gmm::gmm_objective(&g, &p)]);
+        let objective_check = non_finite(&[gmm::gmm_objective(&g, &p)]).map(objective_failed);
         // The first selected engine's derivative: the others are compared with it, and the
         // peers with the file written from it.
         let mut reference: Option<(&'static str, Vec<f64>)> = None;
@@ -857,10 +906,10 @@ pub fn run(
             let mut grad = vec![0.0; p.len()];
             let (_, peak, _) = peak_during(|| engine.gmm(&g, &p, &mut grad));
             write_result(work, &name, engine.name(), &grad);
-            let check = match &reference {
-                _ if bad_objective.is_some() => objective_failed(&bad_objective),
-                None => check_gmm(&g, &p, &grad),
-                Some((first, r)) => agree(&grad, r).map_or_else(
+            let check = match (&objective_check, &reference) {
+                (Some(failed), _) => failed.clone(),
+                (None, None) => check_gmm(&g, &p, &grad),
+                (None, Some((first, r))) => agree(&grad, r).map_or_else(
                     |e| format!("vs {first}: {e}"),
                     |_| format!("ok (= {first})"),
                 ),
@@ -871,6 +920,7 @@ pub fn run(
                     file.as_deref(),
                     || io::write_gmm(&g),
                     (engine.name(), &grad),
+                    objective_check.clone(),
                 );
             }
             reference.get_or_insert_with(|| (engine.name(), grad.clone()));
@@ -898,6 +948,7 @@ pub fn run(
                 file.as_deref(),
                 || io::write_gmm(&g),
                 ("tape", &grad),
+                objective_check.clone(),
             );
         }
     }
@@ -905,7 +956,7 @@ pub fn run(
         eprintln!("  ba {name} ({source})");
         let mut out = Vec::new();
         let objective_s = time_min(|| ba::ba_objective(&b, &mut out), budget);
-        let bad_objective = non_finite(&out);
+        let objective_check = non_finite(&out).map(objective_failed);
         // The first selected engine's derivative: the others are compared with it, and the
         // peers with the file written from it.
         let mut reference: Option<(&'static str, Vec<f64>)> = None;
@@ -915,10 +966,10 @@ pub fn run(
             let mut j = ba::Csr::default();
             let (_, peak, _) = peak_during(|| engine.ba(&b, &mut j));
             write_result(work, &name, engine.name(), &j.vals);
-            let check = match &reference {
-                _ if bad_objective.is_some() => objective_failed(&bad_objective),
-                None => check_ba(&b, &j),
-                Some((first, r)) => ba_structure(&b, &j)
+            let check = match (&objective_check, &reference) {
+                (Some(failed), _) => failed.clone(),
+                (None, None) => check_ba(&b, &j),
+                (None, Some((first, r))) => ba_structure(&b, &j)
                     .and_then(|_| agree(&j.vals, r))
                     .map_or_else(
                         |e| format!("vs {first}: {e}"),
@@ -931,6 +982,7 @@ pub fn run(
                     file.as_deref(),
                     || io::write_ba(b.n, b.m, b.p),
                     (engine.name(), &j.vals),
+                    objective_check.clone(),
                 );
             }
             reference.get_or_insert_with(|| (engine.name(), j.vals.clone()));
@@ -956,6 +1008,7 @@ pub fn run(
                 file.as_deref(),
                 || io::write_ba(b.n, b.m, b.p),
                 ("tape", &j.vals),
+                objective_check.clone(),
             );
         }
     }
@@ -963,16 +1016,16 @@ pub fn run(
         eprintln!("  lstm {name} ({source})");
         let p = g.params();
         let objective_s = time_min(|| lstm::lstm_loss(&g, &p), budget);
-        let bad_objective = non_finite(&[lstm::lstm_loss(&g, &p)]);
+        let objective_check = non_finite(&[lstm::lstm_loss(&g, &p)]).map(objective_failed);
         let mut reference: Option<(&'static str, Vec<f64>)> = None;
         for engine in lstm_engines().into_iter().filter(|e| sel.engine(e.name())) {
             let mut grad = vec![0.0; p.len()];
             let (_, peak, _) = peak_during(|| engine.lstm(&g, &p, &mut grad));
             write_result(work, &name, engine.name(), &grad);
-            let check = match &reference {
-                _ if bad_objective.is_some() => objective_failed(&bad_objective),
-                None => check_lstm(&g, &p, &grad),
-                Some((first, r)) => agree(&grad, r).map_or_else(
+            let check = match (&objective_check, &reference) {
+                (Some(failed), _) => failed.clone(),
+                (None, None) => check_lstm(&g, &p, &grad),
+                (None, Some((first, r))) => agree(&grad, r).map_or_else(
                     |e| format!("vs {first}: {e}"),
                     |_| format!("ok (= {first})"),
                 ),
@@ -983,6 +1036,7 @@ pub fn run(
                     file.as_deref(),
                     || io::write_lstm(&g),
                     (engine.name(), &grad),
+                    objective_check.clone(),
                 );
             }
             reference.get_or_insert_with(|| (engine.name(), grad.clone()));
