@@ -638,6 +638,12 @@ fn adbench_command_reports_substitutions_and_writes_every_engines_result() {
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("no such directory"));
     let bad = std::process::Command::new(env!("CARGO_BIN_EXE_adjoint-bench"))
+        .args(["adbench", "--data"])
+        .arg(dir.join("gmm/1k/gmm_d2_K5.txt"))
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("gmm_d2_K5.txt: not a directory"));
+    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_adjoint-bench"))
         .args(["--filter", "d2", "adbench"])
         .output()
         .unwrap();

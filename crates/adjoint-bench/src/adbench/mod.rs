@@ -217,6 +217,9 @@ pub struct Row {
 /// `gmm` or `ba` folder), else `../shared/adbench` when present, else `None` (generated inputs).
 pub fn data_dir(explicit: Option<&Path>) -> Result<Option<PathBuf>, String> {
     if let Some(p) = explicit {
+        if p.exists() && !p.is_dir() {
+            return Err(format!("--data {}: not a directory", p.display()));
+        }
         if !p.is_dir() {
             return Err(format!("--data {}: no such directory", p.display()));
         }
