@@ -183,16 +183,22 @@ impl Gmm {
                 base.at(&[ik]) - sq * 0.5
             })
         } else {
-            // Q_k (x_i − μ_k) = Q_k (x_i − x_0) − Q_k (μ_k − x_0), the first term for every
-            // (i, k) as one matrix product. Taken relative to the first point, both products
-            // are of the size of the data's spread, not of its distance from the origin
-            // (points and means near 10⁶ lost six digits in the difference without it). The
-            // first point rather than the mean: one kernel less (centring on the mean cost
-            // 10 % of the gradient at 1k d10 K5, this 5 %). Q_k as the [d (column), k, d (row)] array of its entries (zero above the
-            // diagonal), so that Qt = [d, k·d] is every Q_kᵀ side by side and X Qt every Q_k x_i
-            // at once.
-            // (no points: nothing to centre on)
-            let centre = |j: Exp| if n > 0 { x.at(&[c(0), j]) } else { lit(0.0) };
+            // Q_k (x_i − μ_k) = Q_k (x_i − c) − Q_k (μ_k − c), the first term for every (i, k)
+            // as one matrix product. Relative to a centre c near the data, both products are of
+            // the size of the data's spread, not of its distance from the origin (points and
+            // means near 10⁶ lost six digits in the difference without it). c is the means'
+            // average, with no gradient (the two terms' dependence on c cancels): the first
+            // point, used before, made every other point's terms as large as that point's
+            // distance from them, and one outlier first point 10⁶ away put 1.6e-8 relative
+            // errors into the gradient (10⁹: 2e-5). The data's mean would cost a reduction over
+            // all n·d points; the means' is K·d. Q_k as the [d (column), k, d (row)] array of
+            // its entries (zero above the diagonal), so that Qt = [d, k·d] is every Q_kᵀ side by
+            // side and X Qt every Q_k x_i at once.
+            let mean_of_means = b
+                .generate(&[d, k], |i| means.at(&[i[1], i[0]]) * (1.0 / k as f64))
+                .sum()
+                .stop_gradient();
+            let centre = |j: Exp| mean_of_means.at(&[j]);
             let xc = b
                 .generate(&[n, d], |i| x.at(i) - centre(i[1]))
                 .materialize();
