@@ -8,7 +8,8 @@ use proc_macro_crate::{crate_name, FoundCrate};
 use quote::quote;
 
 /// Differentiate a function by source transformation: keeps the function and adds a module of
-/// the same name with `primal`, `pullback`, `grad` and `grad_with`. See the `adjoint_ssa` docs.
+/// the same name with `primal`, `pullback` and `pullback_vec`, and `grad` and `grad_with` where
+/// the function returns `f64` and has no `&mut` outputs. See the `adjoint_ssa` docs.
 #[proc_macro_attribute]
 pub fn differentiable(attr: TokenStream, item: TokenStream) -> TokenStream {
     adjoint_ssa_syntax::expand(attr.into(), item.into(), runtime_path()).into()

@@ -42,7 +42,8 @@ use quote::quote;
 
 /// Expand `#[differentiable(attr)] item`; `rt` is the path of the runtime crate
 /// (`::adjoint_ssa` or `::adjoint::ssa`). The function itself is emitted unchanged, followed by
-/// a module of the same name holding `primal`, `pullback`, `grad` and `grad_with`. Errors come
+/// a module of the same name holding `primal`, `pullback` and `pullback_vec` (and `grad` and
+/// `grad_with` where the function returns `f64` and has no `&mut` outputs). Errors come
 /// back as `compile_error!` tokens spanned at the offending input (the function is still
 /// emitted, so other errors do not cascade).
 ///

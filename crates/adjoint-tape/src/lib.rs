@@ -32,8 +32,8 @@
 //!   later one, however many recordings come in between (a clear panic, never a wrong number).
 //!   Each primitive asks the shared rule table for its partials and appends one 24-byte entry
 //!   `{partials: [f64; 2], operands: [u32; 2]}` to the current job's tape (struct of plain
-//!   arrays; the result's index is implicit; unary results use a sink slot). Constants are
-//!   never recorded.
+//!   arrays; the result's index is implicit; a one-operand entry's second slot points at the
+//!   entry itself with partial 0). Constants are never recorded.
 //! * **Reverse.** One pass over each tape, last entry first: `adj[opᵢ] += partialᵢ · adj[k]`.
 //!   No hashing, no allocation in steady state ([`Tape`] reuses its buffers).
 //! * **Parallelism.** [`join`] and [`par_map`] run on rayon and record the job graph of seed 003

@@ -13,8 +13,9 @@
 //! | [`ssa`] | SSA source transform (Zygote): `#[differentiable]` compiles the adjoint of a plain `f64` function | hot numeric loops over slices where the gradient must cost close to the primal (no tape at run time); small Jacobians, several rows per sweep (`pullback_vec`) |
 //! | [`array`](mod@array) | data-parallel array language (Accelerate AD): programs built from combinators, differentiated as a whole | array-shaped models (maps, reductions, scans, gathers) built once and differentiated many times on all cores |
 //!
-//! Shared by every engine: [`Real`] (the scalar trait), [`rules`] (the one table of derivative
-//! rules), [`check`] (finite-difference gradient checking), [`vector`] (slice primitives —
+//! Shared pieces: [`rules`] (the one table of derivative rules, which every engine reads),
+//! [`check`] (finite-difference gradient checking), [`Real`] (the scalar trait of generic code:
+//! `f64`, forward mode, the tape) and [`vector`] (slice primitives for that generic code —
 //! `dot`, `sum`, `matvec`, `logsumexp`, `axpy` — which `f64` runs as vectorised kernels and the
 //! tape records as one entry per result, `axpy` excepted).
 //!
