@@ -13,7 +13,9 @@
 //!   buffers), with a thread-local or a given workspace (an empty one where the sweeps keep
 //!   nothing: then no stack cursors are taken either).
 //!
-//! Locals are hygienic (`Span::mixed_site`), so they never clash with user names. Derivatives
+//! (The generated code names these generic parameters `__AdjointT` and `__AdjointA`: named `T`
+//! and `A`, they shadowed a user's struct of that name in the signatures.) Locals are hygienic
+//! (`Span::mixed_site`), so they never clash with user names. Derivatives
 //! come from `rules::unary` / `rules::binary` of `adjoint-core`.
 
 use crate::adjoint::{cheap_reads, Plan, RangeBase, TagMode};
@@ -235,7 +237,7 @@ impl<'a> Gen<'a> {
 
     fn zero_t(&self) -> TokenStream {
         let real = self.real();
-        quote!(<T as #real>::cst(0.0))
+        quote!(<__AdjointT as #real>::cst(0.0))
     }
 
     /// What a scalar adjoint is reset to: `-0.0`, the exact identity of `+` (`-0.0 + v == v`
@@ -244,7 +246,7 @@ impl<'a> Gen<'a> {
     /// Adjoints have the pullback's cotangent type `A` (`T`, or several cotangents at once).
     fn adj_zero(&self) -> TokenStream {
         let rt = self.rt;
-        quote!(<A as #rt::Cotangent<T>>::neg_zero())
+        quote!(<__AdjointA as #rt::Cotangent<__AdjointT>>::neg_zero())
     }
 
     /// What adjoint `g` sends through partial `d`: `g · d`, or, where `d` can be infinite while
@@ -254,7 +256,7 @@ impl<'a> Gen<'a> {
     fn times(&self, g: TokenStream, d: TokenStream, unbounded: bool) -> TokenStream {
         if unbounded {
             let rt = self.rt;
-            quote!(<A as #rt::Cotangent<T>>::scale_by(#g, #d))
+            quote!(<__AdjointA as #rt::Cotangent<__AdjointT>>::scale_by(#g, #d))
         } else {
             quote!(#g * #d)
         }
@@ -263,7 +265,7 @@ impl<'a> Gen<'a> {
     /// `+0.0` of the cotangent type `A`: what adjoint buffers are cleared to.
     fn adj_clear(&self) -> TokenStream {
         let rt = self.rt;
-        quote!(<A as #rt::Cotangent<T>>::zero())
+        quote!(<__AdjointA as #rt::Cotangent<__AdjointT>>::zero())
     }
 
     /// What the cotangent of slice `s` is cleared to (initially, and where the reverse sweep
@@ -299,7 +301,7 @@ impl<'a> Gen<'a> {
         match self.f.values[v].ty {
             Ty::F64 => {
                 if self.p.varied[v] {
-                    quote!(T)
+                    quote!(__AdjointT)
                 } else {
                     quote!(f64)
                 }
@@ -336,7 +338,7 @@ impl<'a> Gen<'a> {
             quote!(#id)
         } else if self.f.values[v].ty == Ty::F64 {
             let real = self.real();
-            quote!(<T as #real>::cst(#id))
+            quote!(<__AdjointT as #real>::cst(#id))
         } else {
             quote!(#id)
         }
@@ -374,7 +376,7 @@ impl<'a> Gen<'a> {
         match self.f.slices[s].elem {
             Ty::F64 => {
                 if self.p.slice_active[s] {
-                    quote!(T)
+                    quote!(__AdjointT)
                 } else {
                     quote!(f64)
                 }
@@ -418,7 +420,7 @@ impl<'a> Gen<'a> {
             Arg::Val(v) => scalar(*v),
             Arg::Slice(s) if lift && self.passive_floats(s.slice) => {
                 let (rt, x) = (self.rt, self.slice_arg(s, false));
-                self.call_slice(s, quote!(&*#rt::__private::lift::<T>(#x)))
+                self.call_slice(s, quote!(&*#rt::__private::lift::<__AdjointT>(#x)))
             }
             Arg::Slice(s) => self.call_slice(s, self.slice_arg(s, false)),
             Arg::Struct(k, how) => match &self.f.sig[*k] {
@@ -432,7 +434,7 @@ impl<'a> Gen<'a> {
                         quote!(&#name)
                     };
                     let rt = self.rt;
-                    let l = quote!(#rt::Differentiable::lift::<T>(#this));
+                    let l = quote!(#rt::Differentiable::lift::<__AdjointT>(#this));
                     match how {
                         StructArg::Deref => l,
                         StructArg::Plain if !by_ref => l,
@@ -563,7 +565,7 @@ impl<'a> Gen<'a> {
             syn::Type::Paren(p) => self.zero_of_ty(&p.elem),
             syn::Type::Path(p) if p.path.is_ident("f64") => self.zero_t(),
             t => {
-                let m = self.map_ty(t, &quote!(T));
+                let m = self.map_ty(t, &quote!(__AdjointT));
                 quote!(<#m as #rt::Differentiable>::zero())
             }
         }
@@ -615,7 +617,7 @@ impl<'a> Gen<'a> {
                 SigItem::Agg(a) => {
                     let name = &a.name;
                     if generic && a.active {
-                        let t = self.map_ty(&a.ty, &quote!(T));
+                        let t = self.map_ty(&a.ty, &quote!(__AdjointT));
                         quote!(#name: #t)
                     } else {
                         let t = &a.ty;
@@ -726,12 +728,12 @@ impl<'a> Gen<'a> {
                     continue;
                 }
                 match &self.f.params[l.param] {
-                    Param::Scalar { .. } => {
-                        out.extend(quote_spanned!(span=> let #dl: &mut A = &mut #d #(.#path)*;))
-                    }
-                    Param::Slice { .. } => {
-                        out.extend(quote_spanned!(span=> let #dl: &mut [A] = &mut #d #(.#path)*;))
-                    }
+                    Param::Scalar { .. } => out.extend(
+                        quote_spanned!(span=> let #dl: &mut __AdjointA = &mut #d #(.#path)*;),
+                    ),
+                    Param::Slice { .. } => out.extend(
+                        quote_spanned!(span=> let #dl: &mut [__AdjointA] = &mut #d #(.#path)*;),
+                    ),
                 }
             }
         }
@@ -743,7 +745,7 @@ impl<'a> Gen<'a> {
         let Some(ra) = &self.f.ret_agg else {
             return quote!();
         };
-        let ty = self.map_ty(&ra.ty, &quote!(T));
+        let ty = self.map_ty(&ra.ty, &quote!(__AdjointT));
         let z = self.zero_of_ty(&ra.ty);
         let r = ms("r");
         let mut sets = TokenStream::new();
@@ -770,7 +772,7 @@ impl<'a> Gen<'a> {
             out.extend(quote!(let mut #id: #ty = #z;));
             if adjoints && self.active(v) {
                 let (a, zt) = (self.a(v), self.adj_zero());
-                out.extend(quote!(let mut #a: A = #zt;));
+                out.extend(quote!(let mut #a: __AdjointA = #zt;));
             }
         }
         for (s, si) in self.f.slices.iter().enumerate() {
@@ -786,7 +788,7 @@ impl<'a> Gen<'a> {
                 if adjoints && self.p.slice_active[s] {
                     let d = ms(&format!("ds{s}"));
                     let zt = self.slice_clear(s);
-                    out.extend(quote!(let mut #d: [A; #len] = [#zt; #len];));
+                    out.extend(quote!(let mut #d: [__AdjointA; #len] = [#zt; #len];));
                 }
             }
         }
@@ -799,7 +801,7 @@ impl<'a> Gen<'a> {
                 if let Some(fz) = &self.p.fused[b] {
                     for j in 0..fz.carried.len() {
                         let (id, nz) = (ms(&format!("fz{b}_{j}")), self.adj_zero());
-                        out.extend(quote!(let mut #id: A = #nz;));
+                        out.extend(quote!(let mut #id: __AdjointA = #nz;));
                     }
                 }
                 if let Some(c) = &self.p.counted[b] {
@@ -928,7 +930,7 @@ impl<'a> Gen<'a> {
                     }
                 );
                 if self.is_t(*a) {
-                    quote!(#d = <T as #real>::value(&#x).#m();)
+                    quote!(#d = <__AdjointT as #real>::value(&#x).#m();)
                 } else {
                     quote!(#d = #x.#m();)
                 }
@@ -992,7 +994,7 @@ impl<'a> Gen<'a> {
                     quote!(#d = <#t as ::core::convert::TryFrom<_>>::try_from(#x).ok()#below_max
                         .unwrap_or_else(|| ::core::panic!("{}", #msg));)
                 } else if self.is_t(*a) {
-                    quote!(#d = <T as #real>::value(&#x) as #t;)
+                    quote!(#d = <__AdjointT as #real>::value(&#x) as #t;)
                 } else {
                     quote!(#d = #x as #t;)
                 }
@@ -1051,7 +1053,7 @@ impl<'a> Gen<'a> {
                         }));
                 let a: Vec<TokenStream> = args.iter().map(|a| self.call_arg(a, varied)).collect();
                 let call = if varied {
-                    quote!(#func::primal::<T>(#(#a),*))
+                    quote!(#func::primal::<__AdjointT>(#(#a),*))
                 } else {
                     quote!(#func(#(#a),*))
                 };
@@ -1104,11 +1106,13 @@ impl<'a> Gen<'a> {
                             let name = quote!(#p).to_string().replace(' ', "");
                             let rt = self.rt;
                             (
-                                quote_spanned!(sp=> let r: (T, [T; #n]) = #rule::<T>(#(#a),*);),
-                                quote!(#rt::__private::check_rule::<T, #n>([#(#a),*], &r, #name);),
+                                quote_spanned!(sp=> let r: (__AdjointT, [__AdjointT; #n]) = #rule::<__AdjointT>(#(#a),*);),
+                                quote!(#rt::__private::check_rule::<__AdjointT, #n>([#(#a),*], &r, #name);),
                             )
                         }
-                        RuleFn::Builtin(_) => (quote!(let r = #rule::<T>(#(#a),*);), quote!()),
+                        RuleFn::Builtin(_) => {
+                            (quote!(let r = #rule::<__AdjointT>(#(#a),*);), quote!())
+                        }
                     };
                     quote!({ #call #check #d = r.0; #sets })
                 } else {
@@ -1567,7 +1571,7 @@ impl<'a> Gen<'a> {
                         Arg::Val(v) if f.values[*v].ty == Ty::F64 => {
                             pargs.push(self.tv(*v));
                             let t = ms(&format!("d{k}"));
-                            pre.extend(quote!(let mut #t: A = #az;));
+                            pre.extend(quote!(let mut #t: __AdjointA = #az;));
                             dargs.push(quote!(&mut #t));
                             if self.active(*v) {
                                 let av = self.a(*v);
@@ -1578,7 +1582,7 @@ impl<'a> Gen<'a> {
                         Arg::Elems { vals, .. } if f.values[vals[0]].ty == Ty::F64 => {
                             pargs.push(self.call_arg(a, true));
                             let (t, n) = (ms(&format!("d{k}")), vals.len());
-                            pre.extend(quote!(let mut #t: [A; #n] = [#az; #n];));
+                            pre.extend(quote!(let mut #t: [__AdjointA; #n] = [#az; #n];));
                             dargs.push(to_param(quote!(&mut #t[..])));
                             for (j, v) in vals.iter().enumerate() {
                                 if self.active(*v) {
@@ -1609,7 +1613,7 @@ impl<'a> Gen<'a> {
                             if self.passive_floats(s.slice) {
                                 // a passive slice: the callee's adjoint of it goes to scratch
                                 let rt = self.rt;
-                                let d = quote!(&mut *#rt::__private::Scratch::<A>::filled(
+                                let d = quote!(&mut *#rt::__private::Scratch::<__AdjointA>::filled(
                                     (#pa).len(), #az));
                                 dargs.push(self.call_slice(s, d));
                                 continue;
@@ -1621,7 +1625,7 @@ impl<'a> Gen<'a> {
                                 let (t, da) = (ms(&format!("d{k}")), self.slice_arg(s, true));
                                 let rt = self.rt;
                                 pre.extend(quote!(
-                                    let mut #t = #rt::__private::Scratch::<A>::filled(
+                                    let mut #t = #rt::__private::Scratch::<__AdjointA>::filled(
                                         (#pa).len(), #az);
                                 ));
                                 dargs.push(self.call_slice(s, quote!(&mut #t[..])));
@@ -1640,7 +1644,7 @@ impl<'a> Gen<'a> {
                 // mixed-site names: the arguments may name the user's variables (`g`, `r`)
                 let gn = ms("g");
                 let pull = quote_spanned!(func.span()=>
-                    let _ = #func::pullback_vec::<T, A>(&mut *#ws, #(#pargs,)* #(#dargs,)* #gn);
+                    let _ = #func::pullback_vec::<__AdjointT, __AdjointA>(&mut *#ws, #(#pargs,)* #(#dargs,)* #gn);
                 );
                 quote!({
                     #pre
@@ -1824,7 +1828,7 @@ impl<'a> Gen<'a> {
                 let (ib, k) = self.p.def_inst[*v].expect("an instruction");
                 out.extend(self.inst(&self.f.blocks[ib].insts[k], false));
             }
-            let mut sum = quote!(let mut s: A = #nz;);
+            let mut sum = quote!(let mut s: __AdjointA = #nz;);
             for path in &adj.paths {
                 let mut e = quote!(#dret);
                 for &(b, k, slot) in path.iter().rev() {
@@ -2190,9 +2194,13 @@ impl<'a> Gen<'a> {
         let ret = ms("ret");
         let (ret_decl, ret_ty, ret_val) = if self.f.returns_f64 {
             let z = self.zero_t();
-            (quote!(let mut #ret: T = #z;), quote!(-> T), quote!(#ret))
+            (
+                quote!(let mut #ret: __AdjointT = #z;),
+                quote!(-> __AdjointT),
+                quote!(#ret),
+            )
         } else if let Some(ra) = &self.f.ret_agg {
-            let t = self.map_ty(&ra.ty, &quote!(T));
+            let t = self.map_ty(&ra.ty, &quote!(__AdjointT));
             (quote!(), quote!(-> #t), self.build_ret())
         } else {
             (quote!(), quote!(), quote!())
@@ -2207,7 +2215,7 @@ impl<'a> Gen<'a> {
             #[doc = #doc]
             #[allow(unused_mut, unused_variables, unused_assignments, unused_parens, unused_braces, unused_labels, unreachable_code, clippy::all)]
             #[inline]
-            pub fn primal<T: #real>(#(#params),*) #ret_ty {
+            pub fn primal<__AdjointT: #real>(#(#params),*) #ret_ty {
                 #ret_decl
                 #prologue
                 #decls
@@ -2224,7 +2232,7 @@ impl<'a> Gen<'a> {
         let rt = self.rt;
         let ws = &self.names.ws;
         let params = self.param_decls(true);
-        let dparams = self.dparam_decls(quote!(A));
+        let dparams = self.dparam_decls(quote!(__AdjointA));
         let decls = self.decls(true);
         let fwd = self.forward(true);
         let rev = self.reverse();
@@ -2251,15 +2259,15 @@ impl<'a> Gen<'a> {
                 quote!(let _ = #dret;)
             };
             (
-                quote!(let mut #ret: T = #z;),
-                quote!(-> T),
+                quote!(let mut #ret: __AdjointT = #z;),
+                quote!(-> __AdjointT),
                 quote!(#ret),
-                quote!(#dret: A),
+                quote!(#dret: __AdjointA),
                 seed,
             )
         } else if let Some(ra) = &self.f.ret_agg {
-            let t = self.map_ty(&ra.ty, &quote!(T));
-            let ta = self.map_ty(&ra.ty, &quote!(A));
+            let t = self.map_ty(&ra.ty, &quote!(__AdjointT));
+            let ta = self.map_ty(&ra.ty, &quote!(__AdjointA));
             let build = self.build_ret();
             let mut seed = quote!(let #ret = #build;);
             for l in &ra.leaves {
@@ -2318,7 +2326,7 @@ impl<'a> Gen<'a> {
         );
         let doc_vec = format!(
             " [`pullback`] of `{}` with adjoints of any [`Cotangent`]({rt}::Cotangent) type \
-             `A`: `T` itself, or [`Cotangents<T, N>`]({rt}::Cotangents) to carry `N` \
+             `__AdjointA`: `__AdjointT` itself, or [`Cotangents<__AdjointT, N>`]({rt}::Cotangents) to carry `N` \
              cotangents (`N` rows of a Jacobian) through one forward and one reverse sweep. \
              Lane `k` of every `d_…` buffer computes what `pullback` with cotangent `k` \
              computes, bit for bit.",
@@ -2343,18 +2351,18 @@ impl<'a> Gen<'a> {
             || self.f.ret_agg.as_ref().is_some_and(|r| r.is_struct)
             || passes_struct;
         let a_bound = if has_struct {
-            quote!(#rt::Cotangent<T> + #real)
+            quote!(#rt::Cotangent<__AdjointT> + #real)
         } else {
-            quote!(#rt::Cotangent<T>)
+            quote!(#rt::Cotangent<__AdjointT>)
         };
         let names = self.param_names();
         let dnames = self.dparam_names();
         let (dparams_t, dret_t, dret_arg) = {
-            let d = self.dparam_decls(quote!(T));
+            let d = self.dparam_decls(quote!(__AdjointT));
             let r = if self.f.returns_f64 {
-                quote!(#dret: T)
+                quote!(#dret: __AdjointT)
             } else if let Some(ra) = &self.f.ret_agg {
-                let t = self.map_ty(&ra.ty, &quote!(T));
+                let t = self.map_ty(&ra.ty, &quote!(__AdjointT));
                 quote!(#dret: #t)
             } else {
                 quote!()
@@ -2375,12 +2383,12 @@ impl<'a> Gen<'a> {
             #[doc = #doc]
             #[allow(clippy::too_many_arguments)]
             #[inline]
-            pub fn pullback<T: #real>(#ws: &mut #rt::Workspace<T>, #(#params,)* #(#dparams_t),* #sep #dret_t) #ret_ty {
-                pullback_vec::<T, T>(#ws, #(#names,)* #(#dnames),* #sep_call #dret_arg)
+            pub fn pullback<__AdjointT: #real>(#ws: &mut #rt::Workspace<__AdjointT>, #(#params,)* #(#dparams_t),* #sep #dret_t) #ret_ty {
+                pullback_vec::<__AdjointT, __AdjointT>(#ws, #(#names,)* #(#dnames),* #sep_call #dret_arg)
             }
             #[doc = #doc_vec]
             #[allow(unused_mut, unused_variables, unused_assignments, unused_parens, unused_braces, unused_labels, unreachable_code, clippy::all)]
-            pub fn pullback_vec<T: #real, A: #a_bound>(#ws: &mut #rt::Workspace<T>, #(#params,)* #(#dparams),* #sep #dret_param) #ret_ty {
+            pub fn pullback_vec<__AdjointT: #real, __AdjointA: #a_bound>(#ws: &mut #rt::Workspace<__AdjointT>, #(#params,)* #(#dparams),* #sep #dret_param) #ret_ty {
                 #checks
                 #ret_decl
                 #prologue

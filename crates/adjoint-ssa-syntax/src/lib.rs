@@ -74,6 +74,18 @@ pub fn expand(attr: TokenStream, item: TokenStream, rt: TokenStream) -> TokenStr
     }
 }
 
+/// Unwraps every type in invisible groups (`syn::Type::Group`).
+struct Ungroup;
+
+impl syn::visit_mut::VisitMut for Ungroup {
+    fn visit_type_mut(&mut self, t: &mut syn::Type) {
+        while let syn::Type::Group(g) = t {
+            *t = (*g.elem).clone();
+        }
+        syn::visit_mut::visit_type_mut(self, t);
+    }
+}
+
 /// The generated module for `item` (without the function itself), or the first error.
 pub fn try_expand(
     attr: TokenStream,
@@ -81,7 +93,11 @@ pub fn try_expand(
     rt: &TokenStream,
 ) -> syn::Result<TokenStream> {
     let opts = Options::parse(attr)?;
-    let mut f = lower::lower(item, &opts)?;
+    // Types that came through a `macro_rules!` `$t:ty` arrive in invisible groups: `f64` so
+    // wrapped was "unsupported" (a hunter). The lowering sees them unwrapped.
+    let mut item = item.clone();
+    syn::visit_mut::VisitMut::visit_item_fn_mut(&mut Ungroup, &mut item);
+    let mut f = lower::lower(&item, &opts)?;
     let plan = adjoint::prepare(&mut f)?;
     maybe_dump(&f, &plan);
     let g = codegen::Gen::new(&f, &plan, rt);

@@ -528,3 +528,72 @@ fn repeat_expressions_outside_a_let() {
     let want = 0.7 + (1.0 - 2.0 + 0.5) * x.exp();
     assert!(close(dx, want), "{dx} vs {want}");
 }
+
+// ---- names the generated code must not capture (a hunter) ----
+
+/// A struct named `A` (or `T`): the generated functions' generic parameters were named `T` and
+/// `A`, so the struct's name meant the generic parameter in their signatures ("`A` is not a
+/// `#[derive(Differentiable)]` struct").
+#[derive(Clone, Copy, Debug, PartialEq, Differentiable)]
+struct A<T = f64> {
+    w: T,
+    b: [T; 2],
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Differentiable)]
+struct T<U = f64> {
+    v: U,
+}
+
+#[differentiable]
+fn struct_named_a(a: &A, t: &T, s: f64) -> f64 {
+    a.w * a.b[1] * s + t.v.sin()
+}
+
+#[test]
+fn structs_named_like_generic_parameters() {
+    let (a, t, s) = (
+        A {
+            w: 2.0,
+            b: [1.0, 3.0],
+        },
+        T { v: 0.4 },
+        0.5,
+    );
+    let mut da = A {
+        w: 9.0,
+        b: [9.0; 2],
+    };
+    let (mut dt, mut ds) = (T { v: 9.0 }, 9.0);
+    let v = struct_named_a::grad(&a, &t, s, &mut da, &mut dt, &mut ds);
+    assert!(close(v, struct_named_a(&a, &t, s)));
+    // closed form: ∂/∂w = b₁·s, ∂/∂b = (0, w·s), ∂/∂v = cos v, ∂/∂s = w·b₁
+    check_all(
+        "A",
+        &[da.w, da.b[0], da.b[1], dt.v, ds],
+        &[1.5, 0.0, 1.0, 0.4f64.cos(), 6.0],
+    );
+}
+
+/// Types passed through `macro_rules!` as `$t:ty` arrive in invisible groups: `f64` and
+/// `usize` so wrapped were "unsupported parameter type" (a hunter).
+macro_rules! scaled_power {
+    ($name:ident, $f:ty, $n:ty) => {
+        #[differentiable]
+        fn $name(x: $f, k: $n) -> $f {
+            let mut p: $f = 1.0;
+            for _ in 0..k {
+                p *= x;
+            }
+            p
+        }
+    };
+}
+scaled_power!(power_via_macro, f64, usize);
+
+#[test]
+fn types_from_macro_rules_fragments() {
+    let mut dx = 9.0;
+    let v = power_via_macro::grad(1.5, 3, &mut dx);
+    assert!(close(v, 3.375) && close(dx, 3.0 * 1.5 * 1.5), "{v} {dx}");
+}
