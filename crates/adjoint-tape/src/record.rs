@@ -1467,10 +1467,18 @@ fn record_nary_slow(
         let (r0, p0) = (job.runs.len() as u32, job.partials.len() as u32);
         job.partials.reserve(operands.size_hint().0);
         let mut first_operand = None;
+        // Checked mode: whether every operand, constants included, is finite (only then is a
+        // non-finite result this primitive's doing; `sum([1, ∞])` was reported as the first
+        // non-finite value "from finite operands", and hid a later culprit; a hunter).
+        let checked = session.checked;
+        let mut operands_finite = true;
         // The run being extended, kept in registers; pushed when the next operand is not at the
         // following position.
         let mut run: Option<Run> = None;
         for (v, p) in operands {
+            if checked {
+                operands_finite &= v.v.is_finite();
+            }
             if v.is_constant() {
                 continue;
             }
@@ -1496,7 +1504,7 @@ fn record_nary_slow(
             job.labels.push(Label::Vector(label));
             let first = first_operand.unwrap_or(0.0);
             let finite = job.partials[p0 as usize..].iter().all(|p| p.is_finite());
-            if finite {
+            if finite && operands_finite {
                 check_value(job, Label::Vector(label), [first, 0.0], value, seq);
             }
         }

@@ -155,6 +155,56 @@ fn logsumexp_limits_and_checked_mode() {
     assert_eq!(e.primitive, "Ln");
 }
 
+/// A slice primitive with a non-finite operand after the first, or a constant one, did not
+/// make that value: checked mode blamed `sum`/`dot` for the input's ∞ (where `x[0] + x[1]` is
+/// `Ok`), and so hid a later culprit (a hunter). Each case against the scalar spelling.
+#[test]
+fn checked_mode_does_not_blame_a_primitive_for_its_operands() {
+    let inf = f64::INFINITY;
+    let checked = |f: &dyn Fn(&[Var]) -> Var, x: &[f64]| {
+        Tape::new()
+            .checked()
+            .try_value_and_grad(|v: &[Var]| f(v), x)
+    };
+    let c = Var::constant;
+    for (f, scalar) in [
+        (
+            &(|x: &[Var]| vector::sum(x)) as &dyn Fn(&[Var]) -> Var,
+            &(|x: &[Var]| x[0] + x[1]) as &dyn Fn(&[Var]) -> Var,
+        ),
+        (
+            &|x: &[Var]| vector::dot(x, &[c(2.0), c(3.0)]),
+            &|x: &[Var]| x[0] * 2.0 + x[1] * 3.0,
+        ),
+        (&|x: &[Var]| vector::sum(&[x[0], c(inf)]), &|x: &[Var]| {
+            x[0] + inf
+        }),
+        (
+            &|x: &[Var]| {
+                let mut out = [Var::zero()];
+                vector::matvec(&[c(1.0), c(2.0)], x, &mut out);
+                out[0]
+            },
+            &|x: &[Var]| x[0] + x[1] * 2.0,
+        ),
+    ] {
+        let (a, b) = (checked(f, &[1.0, inf]), checked(scalar, &[1.0, inf]));
+        let (a, b) = (a.unwrap(), b.unwrap());
+        assert_eq!(a.0, b.0);
+        assert_eq!(a.1, b.1);
+    }
+    // The culprit after the primitive is the one reported, as in the scalar spelling.
+    let e = checked(
+        &|x: &[Var]| vector::sum(&x[..2]) * 0.0 + (x[2] - 1.0).ln(),
+        &[1.0, f64::NAN, 0.5],
+    )
+    .unwrap_err();
+    assert_eq!(e.primitive, "Ln");
+    // A primitive that does make the value from finite operands is still named.
+    let e = checked(&|x: &[Var]| vector::sum(x), &[f64::MAX, f64::MAX]).unwrap_err();
+    assert_eq!(e.primitive, "sum");
+}
+
 #[test]
 fn length_mismatch_is_a_clear_panic() {
     let r = std::panic::catch_unwind(|| vector::dot(&[1.0, 2.0], &[1.0]));
