@@ -294,8 +294,10 @@ impl Tape {
         let inputs = std::mem::take(&mut self.inputs);
         let (r, state) = with_state(State::Recording(ctx), || f(&inputs));
         self.inputs = inputs;
-        let State::Recording(mut ctx) = state else {
-            unreachable!("a recording ends in the state it started")
+        let mut ctx = match state {
+            State::Recording(ctx) => ctx,
+            State::Abandoned => crate::record::abandoned(),
+            _ => unreachable!("a recording ends in the state it started"),
         };
         if ctx.task.segs.len() > 1 {
             // The recording forked: seal its last job in the graph with the others. (Without

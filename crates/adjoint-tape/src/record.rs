@@ -771,6 +771,10 @@ pub(crate) enum State {
     Recording(Box<Ctx>),
     /// Running a checkpointed region's forward pass without recording.
     Checkpointing,
+    /// A side of a [`join`] panicked and the panic was caught inside the recording: the
+    /// recording cannot go on (the side's jobs are not in its graph, and values of theirs may
+    /// have escaped), and every use of it says so.
+    Abandoned,
 }
 
 thread_local! {
@@ -892,6 +896,7 @@ pub(crate) fn captured_by_checkpoint(v: Var) -> ! {
 fn not_recording(state: &State, v: Var) -> ! {
     match state {
         State::Checkpointing => captured_by_checkpoint(v),
+        State::Abandoned => abandoned(),
         _ => panic!(
             "adjoint::tape: {v:?} used outside its recording; a Var is only valid inside the \
              grad/vjp/jacobian call that created it, on the thread running it (inside a \
@@ -899,6 +904,16 @@ fn not_recording(state: &State, v: Var) -> ! {
              rayon::join or par_iter)"
         ),
     }
+}
+
+/// The panic for a recording used after a panic in a [`join`] side was caught inside it.
+#[cold]
+pub(crate) fn abandoned() -> ! {
+    panic!(
+        "adjoint::tape: a panic in a side of adjoint::tape::join (or par_map) was caught inside \
+         the recording, which cannot go on after it; catch the panic outside the \
+         grad/vjp/jacobian call (around the whole recording), or inside the side's own closure"
+    )
 }
 
 /// Checked mode: remember the job's first non-finite value from finite operands. Each job keeps
@@ -1027,8 +1042,10 @@ fn run_task<R>(session: &Arc<Session>, id: u32, f: impl FnOnce() -> R) -> (R, Ta
         },
     });
     let (r, state) = with_state(State::Recording(ctx), f);
-    let State::Recording(mut ctx) = state else {
-        unreachable!("a task ends in the state it started")
+    let mut ctx = match state {
+        State::Recording(ctx) => ctx,
+        State::Abandoned => abandoned(),
+        _ => unreachable!("a task ends in the state it started"),
     };
     let job = ctx.job.take().expect("a task ends with a job");
     ctx.session.seal(ctx.job_idx, job);
@@ -1064,6 +1081,15 @@ where
     RB: Send,
 {
     if !recording() {
+        if with_state_mut(|s| matches!(s, State::Checkpointing)) {
+            // Inside a checkpointed region's forward pass: the sides run as the region does,
+            // so a value it captured is named as such on any thread (a side on another thread
+            // said "used outside its recording … use adjoint::tape::join"; a hunter).
+            return rayon::join(
+                || with_state(State::Checkpointing, a).0,
+                || with_state(State::Checkpointing, b).0,
+            );
+        }
         return rayon::join(a, b);
     }
     // End the current job: take the context out of the thread (the thread may run other
@@ -1080,13 +1106,24 @@ where
         session.graph().start(&finished);
     }
     session.seal(ctx.job_idx, finished);
-    // If a side panics, the panic propagates; the thread is left idle and the recording is
-    // abandoned by the caller's guard.
+    // If a side panics, the panic propagates and the recording is abandoned: uncaught, by the
+    // caller's guard; caught inside the recording (`catch_unwind` around a `par_map`), by the
+    // state left behind, which every later use of the recording reports (it said "used
+    // outside its recording", or hit an `unreachable!`; a hunter).
     let (task_a, task_b) = session.new_task_pair(parent);
-    let ((ra, ta), (rb, tb)) = rayon::join(
-        || run_task(&session, task_a, a),
-        || run_task(&session, task_b, b),
-    );
+    let joined = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        rayon::join(
+            || run_task(&session, task_a, a),
+            || run_task(&session, task_b, b),
+        )
+    }));
+    let ((ra, ta), (rb, tb)) = match joined {
+        Ok(sides) => sides,
+        Err(panic) => {
+            with_state_mut(|s| *s = State::Abandoned);
+            std::panic::resume_unwind(panic)
+        }
+    };
     let (job_idx, job) = session.new_job(parent, JobSize::Small);
     ctx.job_idx = job_idx;
     ctx.job = Some(job);

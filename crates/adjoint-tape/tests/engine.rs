@@ -72,6 +72,77 @@ fn panic_inside_a_parallel_job_propagates_and_engine_stays_usable() {
     assert_eq!(g, vec![8.0]);
 }
 
+/// A panic in a join side caught inside the recording (`catch_unwind` around a `par_map`) left
+/// the recording without its context: the next operation said the `Var` was "used outside its
+/// recording" (the code used `tape::join`), or the recording's end hit an `unreachable!` (a
+/// hunter). Every later use says what happened; the engine stays usable, on one thread and in
+/// a pool.
+#[test]
+fn a_join_panic_caught_inside_the_recording_is_named() {
+    let boom = |x: &[Var]| {
+        let _ = catch_unwind(AssertUnwindSafe(|| {
+            join(|| x[0] * 2.0, || -> Var { panic!("side failed") })
+        }));
+    };
+    for pool in [false, true] {
+        let run = |f: &(dyn Fn() + Sync)| {
+            if pool {
+                in_pool(2, f)
+            } else {
+                f()
+            }
+        };
+        // the recording goes on after the catch: its next operation
+        let msg = panic_message(catch_unwind(AssertUnwindSafe(|| {
+            run(&|| {
+                grad(
+                    |x: &[Var]| {
+                        boom(x);
+                        x[0] * x[1]
+                    },
+                    &[3.0, 4.0],
+                );
+            })
+        })));
+        assert!(msg.contains("was caught inside the recording"), "{msg}");
+        // it returns a constant: its end
+        let msg = panic_message(catch_unwind(AssertUnwindSafe(|| {
+            run(&|| {
+                grad(
+                    |x: &[Var]| {
+                        boom(x);
+                        Var::constant(1.0)
+                    },
+                    &[3.0, 4.0],
+                );
+            })
+        })));
+        assert!(msg.contains("was caught inside the recording"), "{msg}");
+        // inside a join side of its own: the side's end
+        let msg = panic_message(catch_unwind(AssertUnwindSafe(|| {
+            run(&|| {
+                grad(
+                    |x: &[Var]| {
+                        let (a, _) = join(
+                            || {
+                                boom(x);
+                                Var::constant(1.0)
+                            },
+                            || x[1] * 2.0,
+                        );
+                        a
+                    },
+                    &[3.0, 4.0],
+                );
+            })
+        })));
+        assert!(msg.contains("was caught inside the recording"), "{msg}");
+        // and the engine is usable afterwards (closed form: ∂(x₀x₁) = (x₁, x₀))
+        let g = grad(|x: &[Var]| x[0] * x[1], &[3.0, 4.0]);
+        assert_eq!(g, vec![4.0, 3.0]);
+    }
+}
+
 #[test]
 fn nested_joins_and_par_map_match_forward_mode() {
     fn f<T: Real>(x: &[T]) -> T {
@@ -727,6 +798,41 @@ fn a_checkpoint_region_that_captures_a_var_is_a_panic_saying_so() {
             msg.contains("was captured by a checkpointed region"),
             "returned: {returned}: {msg}"
         );
+    }
+    // Read inside a `join` or `par_map` of the region, on whichever thread runs the side (one
+    // on a pool thread said "used outside its recording … use adjoint::tape::join"; a hunter).
+    // Called outside a pool, both sides run on the global pool's threads; inside one, those
+    // not stolen run here.
+    for (par, pool) in [(false, false), (true, false), (false, true), (true, true)] {
+        for _ in 0..5 {
+            let msg = panic_message(catch_unwind(AssertUnwindSafe(|| {
+                let run = || {
+                    grad(
+                        |x: &[Var]| {
+                            let cap = x[1] * 1.0;
+                            checkpoint(&x[..1], move |s: &[Var]| {
+                                if par {
+                                    par_map(&[s[0], s[0]], |t| *t * cap)
+                                } else {
+                                    let (a, b) = join(|| s[0] * 2.0, || cap * 3.0);
+                                    vec![a + b]
+                                }
+                            })[0]
+                        },
+                        &[1.0, 2.0],
+                    )
+                };
+                if pool {
+                    in_pool(2, run)
+                } else {
+                    run()
+                }
+            })));
+            assert!(
+                msg.contains("was captured by a checkpointed region"),
+                "par_map: {par}, pool: {pool}: {msg}"
+            );
+        }
     }
     // Passed through `inputs` instead, the same program differentiates.
     let g = grad(
