@@ -17,7 +17,11 @@ pub(crate) type RegionFn = Arc<dyn Fn(&[Var]) -> Vec<Var> + Send + Sync>;
 /// Gradients equal the un-checkpointed program's, bit for bit when the region uses scalar
 /// operations only; a slice primitive (`vector::matvec`, `dot`, …) may add its terms in
 /// another order when its operands are consecutive values in one program and not in the other
-/// (the region's outputs are consecutive leaves), which changes the last bits. In checked mode
+/// (the region's outputs are consecutive leaves), which changes the last bits. Two more cases
+/// sum an adjoint's terms in another order, equal to rounding but not always bit for bit: the
+/// same active value passed twice in `inputs` (its repeats' adjoints are added afterwards), and
+/// an output that is an input handed back unchanged (that output's adjoint is added to the
+/// input's after the region's sweep). In checked mode
 /// a non-finite output of the region from finite inputs is reported as the region's
 /// (`checkpoint`), and so is a NaN or infinity the region makes inside and does not hand out
 /// (`Ln inside a checkpointed region`, at the region's first output): checked mode records each
