@@ -487,6 +487,15 @@ impl Builder {
     fn push_t(&self, kind: ANode, shape: Vec<usize>, dtype: DType) -> Acc {
         let id = {
             let mut g = self.g.borrow_mut();
+            // An element count beyond 2⁵³ (or past `usize`) is a build error: it wrapped to 0,
+            // and `generate(&[1 << 32, 1 << 32], …)` built and ran to an array with no data,
+            // panicked in a reduction, or aborted allocating an input (a hunter). Indices are
+            // `f64`, exact up to 2⁵³.
+            if g.error.is_none() {
+                if let Err(e) = element_count(&shape) {
+                    g.error = Some(e);
+                }
+            }
             g.nodes.push(NodeInfo {
                 kind,
                 shape: shape.clone(),
@@ -498,7 +507,11 @@ impl Builder {
         self.handle(id, shape)
     }
 
-    fn fail(&self, e: Error, shape: Vec<usize>) -> Acc {
+    fn fail(&self, e: Error, mut shape: Vec<usize>) -> Acc {
+        if element_count(&shape).is_err() {
+            // (the error above is the one reported; the placeholder must not allocate it)
+            shape = vec![0];
+        }
         {
             let mut g = self.g.borrow_mut();
             if g.error.is_none() {
@@ -2422,3 +2435,19 @@ macro_rules! acc_scalar_ops {
     )*};
 }
 acc_scalar_ops!(Add add +, Sub sub -, Mul mul *, Div div /);
+
+/// The number of elements of an array of this shape, or the build error for one with more than
+/// 2⁵³ (indices are `f64`, exact up to there) or more than `usize` counts.
+fn element_count(shape: &[usize]) -> Result<usize> {
+    const MAX: usize = 1 << 53;
+    match shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d)) {
+        Some(n) if n <= MAX => Ok(n),
+        Some(n) => Err(Error::Invalid(format!(
+            "shape {shape:?} has {n} elements, more than the 2^53 an array can index (indices \
+             are f64)"
+        ))),
+        None => Err(Error::Invalid(format!(
+            "shape {shape:?}: its element count overflows usize"
+        ))),
+    }
+}

@@ -150,6 +150,37 @@ fn dim_beyond_the_rank_is_an_error_naming_the_shape() {
     assert!((p.run(&[&xs]).unwrap()[0].data()[0] - want).abs() < 1e-14);
 }
 
+/// A shape whose element count overflows `usize` (or passes 2⁵³, the last exact `f64` index)
+/// is a build error naming it: the count wrapped to 0, and the program built and ran to an
+/// array with no data, panicked in a reduction, or aborted allocating its input (a hunter).
+#[test]
+fn a_shape_with_too_many_elements_is_a_build_error() {
+    let b = Builder::new();
+    let g = b.generate(&[1 << 32, 1 << 32], |i| i[0] + i[1]);
+    let e = b.build(&[&g]).unwrap_err().to_string();
+    assert!(
+        e.contains("shape [4294967296, 4294967296]: its element count overflows usize"),
+        "{e}"
+    );
+    let b = Builder::new();
+    let g = b
+        .generate(&[1 << 33, 1 << 31], |i| i[0] * 0.0 + 1.0)
+        .sum()
+        .sum();
+    assert!(b.build_scalar(&g).is_err());
+    let b = Builder::new();
+    let x = b.input(&[1 << 32, 1 << 32]);
+    assert!(b.build_scalar(&x.sum().sum()).is_err());
+    let b = Builder::new();
+    let x = b.input(&[1 << 27, 1 << 27]);
+    let e = b.build_scalar(&x.sum().sum()).unwrap_err().to_string();
+    assert!(e.contains("more than the 2^53"), "{e}");
+    // At the limit's scale, a shape that fits still builds (nothing is allocated until a run).
+    let b = Builder::new();
+    let x = b.input(&[1 << 26, 1 << 27]);
+    assert!(b.build_scalar(&x.sum().sum()).is_ok());
+}
+
 #[test]
 fn reads_whose_guards_read_each_other_are_not_false_errors() {
     // x[i+1] is needed where i < n−1 (t2's condition) and x[i−1] where i > 0 (t1's): each
