@@ -14,6 +14,16 @@ use syn::spanned::Spanned;
 use syn::{BinOp, Expr, Lit, Pat, Stmt, UnOp};
 
 /// Indexing something that is not a slice or array.
+/// Writing an array that is not `&mut` or a local array. A `let` of a struct or tuple field
+/// through a reference (`*r` of `let r = &q.b;`) names the field itself: the macro does not
+/// know such a field's length, so it cannot make the copy Rust makes (a hunter found "not
+/// mutable" alone puzzling there).
+const NOT_MUTABLE: &str = "this array is not mutable here: only `&mut [f64]` parameters and \
+     local arrays (`let mut a = [0.0; N];`, or a copy of an array parameter, `let mut a = x;`) \
+     can be written. A struct or tuple field is not copied by `let` (`let mut c = *r;` of \
+     `let r = &q.b;` names the field itself, whose length the macro does not know): write the \
+     copy as a local array, `let mut c = [q.b[0], q.b[1]];` or `[0.0; N]` filled in a loop";
+
 const NOT_INDEXABLE: &str = "only slices and arrays can be indexed, and this is a number here (an \
     array field of a struct or tuple is read through a reference, `let b = &p.b;`; a copy, \
     `let b = p.b;`, is read as a number)";
@@ -3400,9 +3410,7 @@ impl Lower<'_> {
                     _ => return err(&ix.expr, NOT_INDEXABLE),
                 };
                 if !self.f.slices[base.slice].mutable() {
-                    return err(&ix.expr, "this slice is not mutable: only `&mut [f64]` parameters and local arrays (`let mut a = \
-                     [0.0; N];`) can be written; for a changed copy of an array parameter or \
-                     field, fill a local array from it");
+                    return err(&ix.expr, NOT_MUTABLE);
                 }
                 // The right side first, then the index (Rust's order: `v[i] = { i += 1; … }`
                 // stores at the new `i`)
@@ -3967,9 +3975,7 @@ impl Lower<'_> {
                             Ev::S(s) => {
                                 let mutable = name == "iter_mut";
                                 if mutable && !self.f.slices[s.slice].mutable() {
-                                    return err(&m.receiver, "this slice is not mutable: only `&mut [f64]` parameters and local arrays (`let mut a = \
-                     [0.0; N];`) can be written; for a changed copy of an array parameter or \
-                     field, fill a local array from it");
+                                    return err(&m.receiver, NOT_MUTABLE);
                                 }
                                 Ok(It::Slice(s, mutable))
                             }

@@ -597,3 +597,34 @@ fn types_from_macro_rules_fragments() {
     let v = power_via_macro::grad(1.5, 3, &mut dx);
     assert!(close(v, 3.375) && close(dx, 3.0 * 1.5 * 1.5), "{v} {dx}");
 }
+
+#[derive(Clone, Copy, Debug, PartialEq, Differentiable)]
+struct Q<T = f64> {
+    a: T,
+    b: [T; 2],
+}
+
+/// A changed copy of an array field, written as the error for `let mut c = q.b;` says (the
+/// macro does not copy fields by `let`: `tests/ui/field_copy_written.rs`).
+#[differentiable]
+fn field_copy(q: &Q) -> f64 {
+    let mut c = [q.b[0], q.b[1]];
+    c[1] *= q.a;
+    c[0] + c[1] * q.b[1]
+}
+
+#[test]
+fn a_changed_copy_of_an_array_field() {
+    let q = Q {
+        a: 2.0,
+        b: [1.0, 3.0],
+    };
+    let mut dq = Q {
+        a: 9.0,
+        b: [9.0; 2],
+    };
+    let v = field_copy::grad(&q, &mut dq);
+    // value b₀ + a·b₁²; ∂/∂a = b₁², ∂/∂b₀ = 1, ∂/∂b₁ = 2a·b₁ (closed form)
+    assert!(close(v, 19.0) && close(field_copy(&q), 19.0), "{v}");
+    check_all("Q", &[dq.a, dq.b[0], dq.b[1]], &[9.0, 1.0, 12.0]);
+}
