@@ -1148,9 +1148,10 @@ impl Lower<'_> {
         }
         let text = |e: &Expr| e.to_token_stream().to_string();
         let given = match args.get(need) {
+            // (a format string: `{{` and `}}` print as `{` and `}`, as Rust's own panic does)
             Some(Expr::Lit(syn::ExprLit {
                 lit: Lit::Str(s), ..
-            })) => Some(s.value()),
+            })) => Some(s.value().replace("{{", "{").replace("}}", "}")),
             _ => None,
         };
         let (cond, default) = match eq {

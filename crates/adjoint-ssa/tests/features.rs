@@ -629,6 +629,7 @@ fn a_sub_slice_within_its_parent_is_fine() {
 fn asserting(x: &[f64], y: &[f64], out: &mut [f64]) -> () {
     assert_eq!(x.len(), y.len());
     assert!(!x.is_empty(), "need at least one element");
+    assert!(x.len() < 9, "at most 8 elements {{x.len() < 9}}");
     assert_ne!(x[0], 0.0);
     debug_assert!(x.len() < 100);
     out[0] = x[0] * y[0];
@@ -657,6 +658,16 @@ fn asserts_pass_and_fail_as_written() {
     assert!(fails(&[1.0], &[1.0, 2.0]).contains("left == right"));
     assert!(fails(&[], &[]).contains("need at least one element"));
     assert!(fails(&[0.0], &[1.0]).contains("left != right"));
+    // a format string's `{{`/`}}` print as `{`/`}`, as the plain function's panic does (they
+    // printed doubled; a hunter)
+    let x = [1.0; 9];
+    let plain = std::panic::catch_unwind(|| asserting(&x, &x, &mut [0.0]))
+        .expect_err("the function panics")
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .unwrap_or_default();
+    assert_eq!(plain, "at most 8 elements {x.len() < 9}");
+    assert_eq!(fails(&x, &x), plain);
 }
 
 /// `const` items in the body, one naming another, one the length of a local array.
