@@ -773,7 +773,9 @@ pub fn lower(item: &syn::ItemFn, opts: &Options) -> Result<Func> {
             if opts.wrt.is_some() && in_wrt && t != Ty::F64 {
                 return err(
                     &ident,
-                    "`wrt` lists a parameter that is not `f64` or `&[f64]`",
+                    "`wrt` lists a parameter that is not differentiable: `wrt` takes `f64`, \
+                     `&[f64]`, `[f64; N]`, tuples of these and `#[derive(Differentiable)]` \
+                     structs, not integers",
                 );
             }
             let val = scalar_leaf(&mut f, ident.clone(), t, t == Ty::F64 && in_wrt);
@@ -788,7 +790,9 @@ pub fn lower(item: &syn::ItemFn, opts: &Options) -> Result<Func> {
             if opts.wrt.is_some() && in_wrt && elem != Ty::F64 {
                 return err(
                     &ident,
-                    "`wrt` lists a parameter that is not `f64` or `&[f64]`",
+                    "`wrt` lists a parameter that is not differentiable: `wrt` takes `f64`, \
+                     `&[f64]`, `[f64; N]`, tuples of these and `#[derive(Differentiable)]` \
+                     structs, not integers",
                 );
             }
             let slice = slice_leaf(
