@@ -320,7 +320,10 @@ impl Tape {
     }
 
     /// Values on the tape of the last recording, over all its jobs: each job's sink, the inputs,
-    /// and one per recorded result. A result takes one entry of
+    /// one per recorded result, one per value a job imports from an earlier one (after a
+    /// [`join`](crate::join), each side's first use of a value from before it), and one per
+    /// element of a vector a `matvec` copies (an `x` that is not consecutive values). A result
+    /// takes one entry of
     /// [`BYTES_PER_ENTRY`](crate::BYTES_PER_ENTRY) = 24 bytes; the sinks and the inputs take
     /// none. A slice primitive ([`adjoint_core::vector::dot`], …) adds one value per result,
     /// plus 8 bytes per active operand for its partials (for a whole `matvec`: one copy of `x`
@@ -333,6 +336,14 @@ impl Tape {
     /// let x = [1.0, 2.0, 3.0, 4.0];
     /// tape.value_and_grad(|v: &[Var]| vector::dot(&v[..2], &v[2..]), &x);
     /// assert_eq!(tape.entries(), 1 + 4 + 1); // sink, four inputs, one dot
+    /// let join = |v: &[Var]| {
+    ///     let (a, b) = adjoint_tape::join(|| v[0] * v[1], || v[0].sin());
+    ///     a + b
+    /// };
+    /// tape.value_and_grad(join, &[1.0, 2.0]);
+    /// // four jobs' sinks, two inputs, three results, five imports (x₀ and x₁ into the left
+    /// // side, x₀ into the right one, a and b after the join)
+    /// assert_eq!(tape.entries(), 4 + 2 + 3 + 5);
     /// ```
     pub fn entries(&self) -> usize {
         let Some(ctx) = self.ctx.as_ref().filter(|_| self.recorded) else {
