@@ -3066,10 +3066,25 @@ impl Lower<'_> {
         if let Some((_, rule)) = self.opts.rules.iter().find(|(n, _)| n == id) {
             let rule = rule.clone();
             let mut args = vec![];
+            // (an integer literal got the general "write `2.0`" advice, which breaks a call to
+            // a function whose parameter is an integer; a hunter)
+            let only_f64 = format!(
+                "functions with rules take `f64` arguments only: for an integer argument, rule a \
+                 wrapper with it fixed (`fn {id}_3(x: f64) -> f64 {{ {id}(3, x) }}` with \
+                 `rule({id}_3 = …)`)"
+            );
             for a in &c.args {
+                if let Expr::Lit(syn::ExprLit {
+                    lit: Lit::Int(i), ..
+                }) = strip(a)
+                {
+                    if i.suffix() != "f64" {
+                        return err(a, only_f64);
+                    }
+                }
                 let v = self.scalar(a, Some(Ty::F64))?;
                 if self.ty(v) != Ty::F64 {
-                    return err(a, "functions with rules take `f64` arguments");
+                    return err(a, only_f64);
                 }
                 args.push(v);
             }
