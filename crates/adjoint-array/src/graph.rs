@@ -507,22 +507,17 @@ impl Builder {
         self.handle(id, shape)
     }
 
-    fn fail(&self, e: Error, mut shape: Vec<usize>) -> Acc {
-        if element_count(&shape).is_err() {
-            // (the error above is the one reported; the placeholder must not allocate it)
-            shape = vec![0];
-        }
+    fn fail(&self, e: Error, shape: Vec<usize>) -> Acc {
         {
             let mut g = self.g.borrow_mut();
             if g.error.is_none() {
                 g.error = Some(e);
             }
         }
-        // A placeholder of the expected shape, so later combinators can go on.
-        self.push(
-            ANode::Use(Arc::new(vec![0.0; shape.iter().product()])),
-            shape,
-        )
+        // A placeholder of the expected shape, so later combinators can go on; it holds no
+        // data (the build fails with the first error, so it never runs, and a placeholder of a
+        // huge shape allocated it: an abort instead of the error).
+        self.push(ANode::Use(Arc::new(Vec::new())), shape)
     }
 
     fn owner(&self) -> u64 {
@@ -692,7 +687,8 @@ impl Builder {
     }
 
     fn use_impl(&self, shape: &[usize], data: Vec<f64>, dtype: DType) -> Acc {
-        let n: usize = shape.iter().product();
+        // (an overflowing count: `push_t`'s error; wrapping here panicked in checked builds)
+        let n = element_count(shape).unwrap_or(usize::MAX);
         if data.len() != n {
             return self.fail(
                 Error::ShapeMismatch {
@@ -1728,7 +1724,7 @@ impl Acc {
     /// `reshape`: the same elements (row-major) in a new shape of the same size.
     pub fn reshape(&self, shape: &[usize]) -> Acc {
         let b = self.b();
-        if shape.iter().product::<usize>() != self.shape.iter().product::<usize>() {
+        if element_count(shape).ok() != element_count(&self.shape).ok() {
             return b.fail(
                 Error::ShapeMismatch {
                     combinator: "reshape",
@@ -2440,6 +2436,9 @@ acc_scalar_ops!(Add add +, Sub sub -, Mul mul *, Div div /);
 /// 2⁵³ (indices are `f64`, exact up to there) or more than `usize` counts.
 fn element_count(shape: &[usize]) -> Result<usize> {
     const MAX: usize = 1 << 53;
+    if shape.contains(&0) {
+        return Ok(0); // (`[2³², 2³², 0]` is empty, however its other axes multiply)
+    }
     match shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d)) {
         Some(n) if n <= MAX => Ok(n),
         Some(n) => Err(Error::Invalid(format!(

@@ -175,10 +175,26 @@ fn a_shape_with_too_many_elements_is_a_build_error() {
     let x = b.input(&[1 << 27, 1 << 27]);
     let e = b.build_scalar(&x.sum().sum()).unwrap_err().to_string();
     assert!(e.contains("more than the 2^53"), "{e}");
-    // At the limit's scale, a shape that fits still builds (nothing is allocated until a run).
+    // At the limit's scale, a shape that fits still builds (nothing is allocated until a run),
+    // and so does an empty one whose other axes overflow.
     let b = Builder::new();
     let x = b.input(&[1 << 26, 1 << 27]);
     assert!(b.build_scalar(&x.sum().sum()).is_ok());
+    let b = Builder::new();
+    let g = b.generate(&[1 << 32, 1 << 32, 0], |i| i[0] + i[1]);
+    assert!(b.build(&[&g]).is_ok());
+    // `use_array` and `reshape` to such shapes: the error, not an overflow panic (checked
+    // builds) or an abort allocating a placeholder (the reviewer of the fix).
+    let b = Builder::new();
+    let u = b.use_array(&[1 << 32, 1 << 32], vec![]);
+    assert!(b.build(&[&u]).is_err());
+    let b = Builder::new();
+    let r = b.input(&[4]).reshape(&[1 << 32, 1 << 32]);
+    assert!(b.build(&[&r]).is_err());
+    let b = Builder::new();
+    let u = b.use_array(&[1 << 26, 1 << 27], vec![1.0]);
+    let e = b.build(&[&u]).unwrap_err().to_string();
+    assert!(e.contains("use_array"), "{e}");
 }
 
 #[test]

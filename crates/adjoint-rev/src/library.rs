@@ -77,7 +77,8 @@ fn largest_magnitude<T: RevReal, V: Elements<T> + ?Sized>(x: &V) -> f64 {
 }
 
 /// `1/s` for `i_norm`'s scaled sum: `s` the power of two at or above `max(maxᵢ |xᵢ|, √sq)`, so
-/// every scaled term is at most 1 and the largest at least ¼.
+/// every scaled term is at most 1 and the largest at least ¼ (except below 2⁻¹⁰²², where the
+/// scale stops at 2¹⁰²²: still exact, and far from underflow).
 fn norm_rescale<T: RevReal, V: Elements<T> + ?Sized>(x: &V, sq: f64) -> f64 {
     let m = largest_magnitude(x).max(sq.abs().sqrt());
     // m is normal or subnormal and finite here; 2^-e with 2^(e-1) < m ≤ 2^e.
@@ -118,10 +119,11 @@ reversible! {
 
     /// The Euclidean norm: `sq += ‖x‖²`, then `out += √sq`.
     ///
-    /// Where the largest `|xᵢ|` is below 2⁻⁴⁸⁰ (≈ 3e-145) or above 2⁴⁸⁰, its square would leave
-    /// f64's normal range (`‖[3e-170, 4e-170]‖²` is 0): there `out`'s increment is computed from
-    /// `x` and `sq` scaled by a power of two (exact), `√(sq·r² + Σ(xᵢ·r)²) / r`, and `sq` still
-    /// takes `‖x‖²` as f64 gives it (0 or ∞ there).
+    /// Where the largest `|xᵢ|` is below 2⁻⁴⁸⁰ (≈ 3e-145) or above 2⁴⁸⁰, squares near or past
+    /// the ends of f64's range could lose the norm (`‖[3e-170, 4e-170]‖²` is 0): there `out`'s
+    /// increment is computed from `x` and `sq` scaled by a power of two (exact),
+    /// `√(sq·r² + Σ(xᵢ·r)²) / r`, and `sq` still takes `‖x‖²` as f64 gives it (0, subnormal or
+    /// ∞ where the squares leave the range).
     pub fn i_norm<T: RevReal, V: Elements<T>>(out: &mut T, sq: &mut T, x: &mut V) {
         if (squares_leave_range(&x), ~) {
             @routine {

@@ -13,7 +13,6 @@ use std::collections::HashSet;
 use syn::spanned::Spanned;
 use syn::{BinOp, Expr, Lit, Pat, Stmt, UnOp};
 
-/// Indexing something that is not a slice or array.
 /// Writing an array that is not `&mut` or a local array. A `let` of a struct or tuple field
 /// through a reference (`*r` of `let r = &q.b;`) names the field itself: the macro does not
 /// know such a field's length, so it cannot make the copy Rust makes (a hunter found "not
@@ -24,6 +23,7 @@ const NOT_MUTABLE: &str = "this array is not mutable here: only `&mut [f64]` par
      `let r = &q.b;` names the field itself, whose length the macro does not know): write the \
      copy as a local array, `let mut c = [q.b[0], q.b[1]];` or `[0.0; N]` filled in a loop";
 
+/// Indexing something that is not a slice or array.
 const NOT_INDEXABLE: &str = "only slices and arrays can be indexed, and this is a number here (an \
     array field of a struct or tuple is read through a reference, `let b = &p.b;`; a copy, \
     `let b = p.b;`, is read as a number)";
@@ -3084,7 +3084,12 @@ impl Lower<'_> {
                 }
                 let v = self.scalar(a, Some(Ty::F64))?;
                 if self.ty(v) != Ty::F64 {
-                    return err(a, only_f64);
+                    return err(
+                        a,
+                        "functions with rules take `f64` arguments only: an integer that varies \
+                         cannot be one (rule a function of `f64`s, or pass it `k as f64` if the \
+                         function is written for that)",
+                    );
                 }
                 args.push(v);
             }

@@ -604,8 +604,8 @@ struct Q<T = f64> {
     b: [T; 2],
 }
 
-/// A changed copy of an array field, written as the error for `let mut c = q.b;` says (the
-/// macro does not copy fields by `let`: `tests/ui/field_copy_written.rs`).
+/// A changed copy of an array field, written as the error for `let r = &q.b; let mut c = *r;`
+/// says (the macro does not copy fields by `let`: `tests/ui/field_copy_written.rs`).
 #[differentiable]
 fn field_copy(q: &Q) -> f64 {
     let mut c = [q.b[0], q.b[1]];

@@ -1081,6 +1081,9 @@ where
     RB: Send,
 {
     if !recording() {
+        if with_state_mut(|s| matches!(s, State::Abandoned)) {
+            abandoned(); // (a later join of an abandoned recording; the reviewer of the fix)
+        }
         if with_state_mut(|s| matches!(s, State::Checkpointing)) {
             // Inside a checkpointed region's forward pass: the sides run as the region does,
             // so a value it captured is named as such on any thread (a side on another thread

@@ -105,6 +105,19 @@ fn a_join_panic_caught_inside_the_recording_is_named() {
             })
         })));
         assert!(msg.contains("was caught inside the recording"), "{msg}");
+        // its next join
+        let msg = panic_message(catch_unwind(AssertUnwindSafe(|| {
+            run(&|| {
+                grad(
+                    |x: &[Var]| {
+                        boom(x);
+                        join(|| x[0] * 2.0, || 0.0).0
+                    },
+                    &[3.0, 4.0],
+                );
+            })
+        })));
+        assert!(msg.contains("was caught inside the recording"), "{msg}");
         // it returns a constant: its end
         let msg = panic_message(catch_unwind(AssertUnwindSafe(|| {
             run(&|| {
