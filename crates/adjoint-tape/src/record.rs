@@ -1081,10 +1081,16 @@ where
     RB: Send,
 {
     if !recording() {
-        if with_state_mut(|s| matches!(s, State::Abandoned)) {
+        let (gone, region) = with_state_mut(|s| {
+            (
+                matches!(s, State::Abandoned),
+                matches!(s, State::Checkpointing),
+            )
+        });
+        if gone {
             abandoned(); // (a later join of an abandoned recording; the reviewer of the fix)
         }
-        if with_state_mut(|s| matches!(s, State::Checkpointing)) {
+        if region {
             // Inside a checkpointed region's forward pass: the sides run as the region does,
             // so a value it captured is named as such on any thread (a side on another thread
             // said "used outside its recording … use adjoint::tape::join"; a hunter).

@@ -92,64 +92,41 @@ fn a_join_panic_caught_inside_the_recording_is_named() {
                 f()
             }
         };
-        // the recording goes on after the catch: its next operation
-        let msg = panic_message(catch_unwind(AssertUnwindSafe(|| {
-            run(&|| {
-                grad(
-                    |x: &[Var]| {
-                        boom(x);
-                        x[0] * x[1]
-                    },
-                    &[3.0, 4.0],
-                );
-            })
-        })));
-        assert!(msg.contains("was caught inside the recording"), "{msg}");
-        // its next join
-        let msg = panic_message(catch_unwind(AssertUnwindSafe(|| {
-            run(&|| {
-                grad(
-                    |x: &[Var]| {
-                        boom(x);
-                        join(|| x[0] * 2.0, || 0.0).0
-                    },
-                    &[3.0, 4.0],
-                );
-            })
-        })));
-        assert!(msg.contains("was caught inside the recording"), "{msg}");
-        // it returns a constant: its end
-        let msg = panic_message(catch_unwind(AssertUnwindSafe(|| {
-            run(&|| {
-                grad(
-                    |x: &[Var]| {
-                        boom(x);
-                        Var::constant(1.0)
-                    },
-                    &[3.0, 4.0],
-                );
-            })
-        })));
-        assert!(msg.contains("was caught inside the recording"), "{msg}");
-        // inside a join side of its own: the side's end
-        let msg = panic_message(catch_unwind(AssertUnwindSafe(|| {
-            run(&|| {
-                grad(
-                    |x: &[Var]| {
-                        let (a, _) = join(
-                            || {
-                                boom(x);
-                                Var::constant(1.0)
-                            },
-                            || x[1] * 2.0,
-                        );
-                        a
-                    },
-                    &[3.0, 4.0],
-                );
-            })
-        })));
-        assert!(msg.contains("was caught inside the recording"), "{msg}");
+        // What the recording does after the catch, as a panic message.
+        let after = |rest: &(dyn Fn(&[Var]) -> Var + Sync)| {
+            panic_message(catch_unwind(AssertUnwindSafe(|| {
+                run(&|| {
+                    grad(
+                        |x: &[Var]| {
+                            boom(x);
+                            rest(x)
+                        },
+                        &[3.0, 4.0],
+                    );
+                })
+            })))
+        };
+        // its next operation, its next join, its end (it returns a constant), and the end of a
+        // join side that caught it
+        let nested = |x: &[Var]| {
+            let side = || {
+                boom(x);
+                Var::constant(1.0)
+            };
+            join(side, || x[1] * 2.0).0
+        };
+        for msg in [
+            after(&|x| x[0] * x[1]),
+            after(&|x| join(|| x[0] * 2.0, || 0.0).0),
+            after(&|_| Var::constant(1.0)),
+            panic_message(catch_unwind(AssertUnwindSafe(|| {
+                run(&|| {
+                    grad(nested, &[3.0, 4.0]);
+                })
+            }))),
+        ] {
+            assert!(msg.contains("was caught inside the recording"), "{msg}");
+        }
         // and the engine is usable afterwards (closed form: ∂(x₀x₁) = (x₁, x₀))
         let g = grad(|x: &[Var]| x[0] * x[1], &[3.0, 4.0]);
         assert_eq!(g, vec![4.0, 3.0]);
