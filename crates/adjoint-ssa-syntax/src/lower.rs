@@ -19,14 +19,14 @@ use syn::{BinOp, Expr, Lit, Pat, Stmt, UnOp};
 /// mutable" alone puzzling there).
 const NOT_MUTABLE: &str = "this array is not mutable here: only `&mut [f64]` parameters and \
      local arrays (`let mut a = [0.0; N];`, or a copy of an array parameter, `let mut a = x;`) \
-     can be written. A struct or tuple field is not copied by `let` (`let mut c = *r;` of \
-     `let r = &q.b;` names the field itself, whose length the macro does not know): write the \
-     copy as a local array, `let mut c = [q.b[0], q.b[1]];` or `[0.0; N]` filled in a loop";
+     can be written. An array field of a struct or tuple is copied by a `let` with its type, \
+     `let mut c: [f64; 3] = q.b;`; without the type (`let mut c = q.b;`, or `*r` of `let r = \
+     &q.b;`) the name is the field itself, whose length the macro does not know";
 
 /// Indexing something that is not a slice or array.
 const NOT_INDEXABLE: &str = "only slices and arrays can be indexed, and this is a number here (an \
-    array field of a struct or tuple is read through a reference, `let b = &p.b;`; a copy, \
-    `let b = p.b;`, is read as a number)";
+    array field of a struct is read through a reference, `let b = &p.b;`, or copied with its \
+    type, `let b: [f64; 3] = p.b;`; without the type, `let b = p.b;` is read as a number)";
 
 type Result<T> = syn::Result<T>;
 
@@ -628,6 +628,15 @@ impl ArrayUses<'_> {
 }
 
 impl<'ast> syn::visit::Visit<'ast> for ArrayUses<'_> {
+    fn visit_local(&mut self, l: &'ast syn::Local) {
+        // a copy with its type: `let c: [f64; 3] = p.b;`
+        if let (Pat::Type(pt), Some(init)) = (&l.pat, &l.init) {
+            if matches!(&*pt.ty, syn::Type::Array(_)) {
+                self.mark(&init.expr);
+            }
+        }
+        syn::visit::visit_local(self, l);
+    }
     fn visit_expr_index(&mut self, i: &'ast syn::ExprIndex) {
         self.mark(&i.expr);
         syn::visit::visit_expr_index(self, i);
@@ -1356,7 +1365,11 @@ impl Lower<'_> {
             },
             None => None,
         };
-        self.bind_pat(pat, init, hint)?;
+        let len = match ty {
+            Some(syn::Type::Array(a)) => Some(&a.len),
+            _ => None,
+        };
+        self.bind_pat(pat, init, hint, len)?;
         // `let (a, b): (u64, f64) = (k, 2.0);`: the members' written integer types, as a typed
         // `let` of one name gives its value its type (`k` is then a `u64`).
         if let (Some(syn::Type::Tuple(tt)), Pat::Tuple(pt)) = (ty, pat) {
@@ -1376,7 +1389,15 @@ impl Lower<'_> {
         Ok(())
     }
 
-    fn bind_pat(&mut self, pat: &Pat, init: &Expr, hint: Option<Ty>) -> Result<()> {
+    /// `len`: the length of the declared array type (`let c: [f64; 3] = …;`): the value is a
+    /// copy, of that length.
+    fn bind_pat(
+        &mut self,
+        pat: &Pat,
+        init: &Expr,
+        hint: Option<Ty>,
+        len: Option<&Expr>,
+    ) -> Result<()> {
         match pat {
             Pat::Ident(pi) => {
                 if pi.by_ref.is_some() || pi.subpat.is_some() {
@@ -1417,8 +1438,14 @@ impl Lower<'_> {
                             }
                         }
                         let info = &self.f.slices[s.slice];
+                        let fresh = matches!(
+                            strip(init),
+                            Expr::Reference(_) | Expr::Array(_) | Expr::Repeat(_)
+                        );
                         let copy = match (&info.kind, &info.array, strip(init)) {
-                            (_, _, Expr::Reference(_) | Expr::Array(_) | Expr::Repeat(_)) => false,
+                            (_, _, _) if fresh => false,
+                            // a value of array type is a copy (`let c: [f64; 3] = p.b;`)
+                            _ if len.is_some() => true,
                             (SliceKind::Local { .. }, _, _) => true,
                             (SliceKind::Param { .. }, Some(a), Expr::Path(_)) => !a.by_ref,
                             (SliceKind::Param { .. }, Some(_), Expr::Unary(u)) => {
@@ -1427,7 +1454,7 @@ impl Lower<'_> {
                             _ => false,
                         };
                         if copy && s.lo.is_none() && s.hi.is_none() {
-                            Binding::Slice(self.copy_array(&name, s)?)
+                            Binding::Slice(self.copy_array(&name, s, len.map(|l| (l, init)))?)
                         } else {
                             Binding::Slice(s)
                         }
@@ -1479,7 +1506,7 @@ impl Lower<'_> {
                 }
                 let ev = match ev {
                     Ev::S(s) if copy && self.is_whole_local(&s) => {
-                        Ev::S(self.copy_array(&pi.ident.to_string(), s)?)
+                        Ev::S(self.copy_array(&pi.ident.to_string(), s, None)?)
                     }
                     ev => ev,
                 };
@@ -1570,9 +1597,36 @@ impl Lower<'_> {
     }
 
     /// A new local array `name` holding a copy of the whole local array or array parameter `s`.
-    fn copy_array(&mut self, name: &str, s: SliceArg) -> Result<SliceArg> {
+    /// `typed`: the declared length and the copied expression, for a copy of a struct's array
+    /// field (`let c: [f64; 3] = p.b;`), whose length only the type says.
+    fn copy_array(
+        &mut self,
+        name: &str,
+        s: SliceArg,
+        typed: Option<(&Expr, &Expr)>,
+    ) -> Result<SliceArg> {
         let src = &self.f.slices[s.slice];
         let info = match (&src.kind, &src.array) {
+            (SliceKind::Param { .. }, None) => {
+                let Some((len, at)) = typed else {
+                    // (not reached: untyped copies are of local arrays and array parameters)
+                    return Err(syn::Error::new(
+                        Span::call_site(),
+                        "a copy of a struct's array field needs its type: `let c: [f64; 3] = p.b;`",
+                    ));
+                };
+                if src.elem != Ty::F64 {
+                    return err(at, "only arrays of `f64` fields are copied");
+                }
+                let (len, len_value) = array_len(len)?;
+                SliceInfo {
+                    name: name.to_string(),
+                    elem: src.elem,
+                    kind: SliceKind::Local { len, len_value },
+                    declared_active: false,
+                    array: None,
+                }
+            }
             (SliceKind::Param { .. }, Some(a)) => SliceInfo {
                 name: name.to_string(),
                 elem: src.elem,
@@ -2191,7 +2245,7 @@ impl Lower<'_> {
                     // for `x: [f64; 3]`); a reference `(&mut a, k)` names the array itself
                     let ev = match ev {
                         Ev::S(sa) if self.owned_array_expr(&sa, e)? => {
-                            Ev::S(self.copy_array(&format!("{k}"), sa)?)
+                            Ev::S(self.copy_array(&format!("{k}"), sa, None)?)
                         }
                         ev => ev,
                     };

@@ -104,7 +104,8 @@
 //! number type with [`derive(Differentiable)`](Differentiable): `Params` means `Params<f64>`
 //! (values and gradients), and `primal`/`pullback` take `&Params<T>` at any [`Real`] `T`. An
 //! array field or member is read through a reference (`&p.b`, `&t.1`: indexed, iterated, or
-//! passed to a callee taking `&[f64]` or `&[f64; N]`); `let b = p.b;` reads a number.
+//! passed to a callee taking `&[f64]` or `&[f64; N]`) or copied by a `let` with its type
+//! (`let mut c: [f64; 3] = p.b;`); `let b = p.b;` without the type reads a number.
 //!
 //! ```
 //! use adjoint_ssa::{differentiable, Differentiable, Workspace};
@@ -141,7 +142,8 @@
 //! ```
 //!
 //! In the body: `p.w` and `p.b[i]` on struct parameters (a field that is indexed, `.len()`-ed,
-//! iterated or borrowed with `&` is an array field, any other read is a number), `t.0` and
+//! iterated, borrowed with `&` or copied by a `let` of array type is an array field, any other
+//! read is a number), `t.0` and
 //! `let (a, (b, c)) = t;` on tuples, tuple and struct literals (`Params { w, b }` as a result),
 //! array literals `[a, b]`, `let b = a;` copying a local array, `x.sin_cos()`. Aggregates are
 //! read-only values (destructure into `let mut` variables to change them). Not supported, each a
@@ -276,9 +278,9 @@
 //! `(c, s) = polar(r, t);`, `(v[0], v[2]) = (v[2], v[0]);`), assignment of whole local arrays
 //! (`v = [v[1], v[0]];`, `v = w;`, `v = rot(&v, t);`; the right side of any assignment is evaluated first, as in
 //! Rust) and copies of arrays (`let mut a = x;` for `x: [f64; 3]`, `let mut b = *r;` for
-//! `r: &[f64; 3]`, `let b = a;` for a local array, an array in a tuple literal `(a, k)`; not
-//! of a struct's or tuple's array field, whose length the macro does not know: write
-//! `let mut c = [q.b[0], q.b[1]];`; a
+//! `r: &[f64; 3]`, `let b = a;` for a local array, an array in a tuple literal `(a, k)`; a
+//! struct's or tuple's array field, whose length the macro does not know, is copied by a
+//! `let` with its type, `let mut c: [f64; 2] = q.b;` or `= *r` for `let r = &q.b;`; a
 //! reference `(&mut a, k)` names the array itself; an array that a reference also names is
 //! neither assigned whole nor bound by name while both are in scope: write `*r`), `if`/`else` (also as expressions),
 //! `match` on integers and bools, `while`, `loop` with labelled `break`/`continue` (and a value:

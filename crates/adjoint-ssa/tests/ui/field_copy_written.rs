@@ -7,7 +7,8 @@ struct Q<T = f64> {
 }
 
 // `*r` of a reference to an array field names the field itself (the macro does not know its
-// length, so it cannot copy it as Rust does).
+// length, so it cannot copy it as Rust does): the message says to write the type,
+// `let mut c: [f64; 2] = *r;`.
 #[differentiable]
 fn f(q: &Q) -> f64 {
     let r = &q.b;
