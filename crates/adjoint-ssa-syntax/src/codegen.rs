@@ -1017,14 +1017,21 @@ impl<'a> Gen<'a> {
                 let x = self.to_slice_elem(*slice, *val);
                 quote!(#s.fill(#x);)
             }
-            Inst::Assert { cond, msg, debug } => {
+            Inst::Assert {
+                cond,
+                msg,
+                debug,
+                span,
+            } => {
                 let c = self.v(*cond);
                 let on = if *debug {
                     quote!(::core::cfg!(debug_assertions) &&)
                 } else {
                     quote!()
                 };
-                quote!(if #on !#c { ::core::panic!("{}", #msg) })
+                // the panic's location is the user's `assert!` (or the checked call), not the
+                // attribute's line
+                quote_spanned!(*span=> if #on !#c { ::core::panic!("{}", #msg) })
             }
             Inst::Check { a, b, what } => {
                 let (a, b, rt) = (self.v(*a), self.v(*b), self.rt);

@@ -280,7 +280,9 @@ impl<T: Real> Machine<T> {
                     self.mem[*slice].set(i, x);
                 }
             }
-            Inst::Assert { cond, msg, debug } => {
+            Inst::Assert {
+                cond, msg, debug, ..
+            } => {
                 if !*debug || cfg!(debug_assertions) {
                     assert!(g(*cond).b(), "{msg}");
                 }

@@ -438,6 +438,8 @@ pub enum Inst {
         msg: String,
         /// `debug_assert!` and friends
         debug: bool,
+        /// where the panic is reported: the user's `assert!` (or the call that checks)
+        span: Span,
     },
     /// `dst = func(args)` for an opaque function with a user-supplied rule `rule(args) ->
     /// (value, [partials; N])`.
@@ -954,7 +956,9 @@ impl Func {
             Inst::Store { slice, idx, val } => format!("{}[{}] = {}", sl(*slice), n(*idx), n(*val)),
             Inst::Fill { slice, val } => format!("fill {} with {}", sl(*slice), n(*val)),
             Inst::Check { a, b, what } => format!("check {what}: {} < {}", n(*a), n(*b)),
-            Inst::Assert { cond, msg, debug } => {
+            Inst::Assert {
+                cond, msg, debug, ..
+            } => {
                 let d = if *debug { "debug " } else { "" };
                 format!("{d}assert {} ({msg:?})", n(*cond))
             }

@@ -1196,6 +1196,7 @@ impl Lower<'_> {
             cond,
             msg: given.unwrap_or(default),
             debug,
+            span: mac.span(),
         });
         Ok(Ev::Unit)
     }
@@ -2966,6 +2967,7 @@ impl Lower<'_> {
                             cond: ok,
                             msg: "min > max, or either was NaN".into(),
                             debug: false,
+                            span: at.span(),
                         });
                         // `f64::clamp` keeps a NaN receiver (max/min would drop it): lowered
                         // as `if x < lo { lo } else if x > hi { hi } else { x }`.
@@ -3875,6 +3877,7 @@ impl Lower<'_> {
                                 t.name()
                             ),
                             debug: false,
+                            span: e.span(),
                         });
                     }
                     let one = self.konst(self.ty(hi), quote!(1), ConstVal::I(1));
@@ -4118,6 +4121,7 @@ impl Lower<'_> {
             cond,
             msg: panic.into(),
             debug: false,
+            span: e.span(),
         });
         Ok(k)
     }

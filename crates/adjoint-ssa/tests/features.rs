@@ -386,6 +386,8 @@ fn every_primitive_of_the_rule_table() {
     check_all("primitives", &[dx, dy], &want);
 }
 
+/// The line of `clamp` below, where crossed bounds panic.
+const CLAMPED_LINE: u32 = line!() + 3;
 #[differentiable]
 fn clamped(x: f64, lo: f64, hi: f64) -> f64 {
     x.clamp(lo, hi) * x
@@ -668,6 +670,49 @@ fn asserts_pass_and_fail_as_written() {
         .unwrap_or_default();
     assert_eq!(plain, "at most 8 elements {x.len() < 9}");
     assert_eq!(fails(&x, &x), plain);
+}
+
+/// The file and line a panic inside `f` reports (the only panic hook in this test binary).
+fn panic_location(f: impl FnOnce() + std::panic::UnwindSafe) -> (String, u32) {
+    use std::cell::RefCell;
+    thread_local!(static AT: RefCell<Option<(String, u32)>> = const { RefCell::new(None) });
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|info| {
+        let at = info.location().map(|l| (l.file().to_string(), l.line()));
+        AT.with(|w| *w.borrow_mut() = at);
+    }));
+    let r = std::panic::catch_unwind(f);
+    std::panic::set_hook(previous);
+    assert!(r.is_err(), "expected a panic");
+    AT.with(|w| w.borrow_mut().take()).expect("a location")
+}
+
+/// A failed `assert!` is reported at the `assert!`'s line, as the function as written reports it
+/// (it was the attribute's line); so is a `clamp` with crossed bounds.
+#[test]
+fn a_failed_assert_is_reported_where_it_is_written() {
+    let x = [1.0; 9];
+    let plain = panic_location(|| asserting(&x, &x, &mut [0.0]));
+    let ours = panic_location(|| {
+        let (mut dx, mut dy, mut out, mut dout) = ([0.0; 9], [0.0; 9], [0.0], [1.0]);
+        asserting::pullback(
+            &mut Workspace::new(),
+            &x,
+            &x,
+            &mut out,
+            &mut dx,
+            &mut dy,
+            &mut dout,
+        );
+    });
+    assert_eq!(ours, plain);
+    assert!(plain.0.ends_with("features.rs"), "{plain:?}");
+    let primal = panic_location(|| asserting::primal(&x, &x, &mut [0.0]));
+    assert_eq!(primal, plain);
+    let (mut a, mut b, mut c) = (0.0, 0.0, 0.0);
+    let clamp = panic_location(move || _ = clamped::grad(0.5, 1.0, 0.0, &mut a, &mut b, &mut c));
+    assert!(clamp.0.ends_with("features.rs"), "{clamp:?}");
+    assert_eq!(clamp.1, CLAMPED_LINE, "{clamp:?}");
 }
 
 /// `const` items in the body, one naming another, one the length of a local array.
