@@ -40,7 +40,12 @@
 //! an `f32` input, since the inverse runs in `f64` from the forward call's `f32` results): floating-
 //! point `+=`/`-=` undo each other only up to rounding, and an unstable inverse amplifies it
 //! (a gradient along another trajectory is [`InvertibilityError::Inputs`]). Drifts below that
-//! tolerance pass, as in ancillas; unchecked routes check nothing.
+//! tolerance pass, as in ancillas; unchecked routes check nothing. The tolerance is relative to
+//! the input, not to the largest value it passed through: a small input absorbed by a large
+//! term (`y += 1e30`, or `sq += x·x` with `‖x‖²` near 1e281 and `sq` starting at 0) comes back
+//! as the rounding of that term and is refused, even where the function never reads it again,
+//! because where it does (`w += y * x; y += 1e30;`), the inverse rebuilds `y` as 0 and `∂w/∂x`
+//! would be 0, not `y`.
 //!
 //! ## The language: each statement and its inverse (seed 000 Table I)
 //!

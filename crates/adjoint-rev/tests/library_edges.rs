@@ -87,6 +87,38 @@ fn a_checked_gradient_whose_inverse_does_not_rebuild_the_inputs_is_an_error() {
     }
 }
 
+reversible! {
+    fn read_then_absorbed<T: RevReal>(w: &mut T, y: &mut T, x: &mut T) {
+        w += y * x;
+        y += 1e30;
+    }
+}
+
+/// Why the rebuilt inputs are compared relative to the inputs, not to the largest value they
+/// passed through (the crate docs): `y = 3` is absorbed by `1e30`, the inverse rebuilds it as 0,
+/// and the gradient of `w += y * x` along that trajectory is ∂w/∂x = 0 where the closed form
+/// gives `y = 3`. The checked route refuses it; the unchecked one (documented: checks nothing)
+/// returns the 0.
+#[test]
+fn an_input_absorbed_and_read_is_refused() {
+    let args = (0.0f64, 3.0f64, 2.0f64);
+    // (`w` is the first input not rebuilt: `w -= y * x` with the rebuilt `y = 0` leaves 6)
+    let err = grad(read_then_absorbed {}, args, 0).unwrap_err();
+    assert!(
+        matches!(err, InvertibilityError::Inputs { scalar: 0, .. }),
+        "{err}"
+    );
+    let (_, g) = value_and_grad_unchecked(read_then_absorbed {}, args, 0).unwrap();
+    assert_eq!(
+        g.2, 0.0,
+        "the unchecked gradient along the rebuilt trajectory"
+    );
+    // at a `y` the large term does not absorb, both agree with the closed form ∂w/∂x = y
+    let args = (0.0f64, 2f64.powi(60), 2.0f64);
+    let g = grad(read_then_absorbed {}, args, 0).unwrap();
+    assert_eq!(g.2, 2f64.powi(60));
+}
+
 /// `i_complex_log` at |x| far from 1: its `|x|` was `sqrt(re² + im²)`, whose square underflows
 /// below 1e-154 and overflows above 1e154 (a hunter: at (3e-160, 4e-160) ln|x| was 1.5e-8 off
 /// and the gradient (inf, inf), with no error). Closed forms: ln|x| = ln 5 + e·ln 10,
