@@ -142,7 +142,9 @@ pub enum InvertibilityError {
     /// input: the inverse runs in `f64` from the forward call's `f32` results). Floating-point `+=` and
     /// `-=` undo each other only up to rounding, and an unstable inverse (a leapfrog integrator
     /// past its stability limit, say) amplifies that: the gradient would have been computed
-    /// along another trajectory.
+    /// along another trajectory. A term absorbed by a much larger running value (`0 + 1 + 1e17`
+    /// is `1e17`; undone, `−1`) comes back as that rounding too: see the crate docs for why it
+    /// is refused even where the function does not read it again.
     Inputs {
         /// Where: the function, run backwards.
         site: Site,
@@ -295,8 +297,9 @@ impl fmt::Display for InvertibilityError {
                 f,
                 "{site}: the inverse did not rebuild input scalar {scalar}: it was {expected} and \
                  came back as {found}, so the gradient would come from another trajectory \
-                 (floating-point += and -= undo each other only up to rounding, and this inverse \
-                 amplifies it)"
+                 (floating-point += and -= undo each other only up to rounding: a term absorbed \
+                 by a much larger running value comes back as that rounding, and an unstable \
+                 inverse amplifies it)"
             ),
             Self::Alias { site, a, b } => {
                 write!(f, "{site}: `{a}` and `{b}` are the same element; the arguments of a reversible statement must not alias")

@@ -3,6 +3,13 @@
 //! accumulates into its first argument (`out += …`), so calling it again with `uncall` removes the
 //! result exactly.
 //!
+//! The sums accumulate term by term, as NiLang's do, so checked code refuses terms of very
+//! different sizes: `i_sum` of `[1, 1e17]` takes `out` from 0 to `1e17` (the 1 is absorbed),
+//! and undoing it leaves `−1` where 0 was (`i_mean`'s ancilla fails its deallocation check; a
+//! checked gradient of `i_sum`, `i_dot` or `i_norm`, whose squares span twice the range, is an
+//! [`InvertibilityError::Inputs`](crate::InvertibilityError::Inputs)). The crate docs say why
+//! such a residue is refused; the unchecked routes compute these gradients exactly.
+//!
 //! ```
 //! use adjoint_rev::library::i_norm;
 //! let (mut out, mut sq, mut v) = (0.0, 0.0, vec![1.0, 2.0, 3.0]);

@@ -119,6 +119,37 @@ fn an_input_absorbed_and_read_is_refused() {
     assert_eq!(g.2, 2f64.powi(60));
 }
 
+reversible! {
+    fn sum_of<T: Arith>(out: &mut T, x: &mut Vec<T>) {
+        adjoint_rev::library::i_sum(out, x);
+    }
+    fn norm_of<T: RevReal>(out: &mut T, sq: &mut T, x: &mut Vec<T>) {
+        adjoint_rev::library::i_norm(out, sq, x);
+    }
+}
+
+/// The library's documented limit (a hunter): a term absorbed by a sum comes back as the sum's
+/// rounding, which checked code refuses (`i_mean`'s ancilla, the checked gradients); the
+/// unchecked gradients are the closed forms (all ones; x/‖x‖), and the message names the cause.
+#[test]
+fn absorbed_terms_are_refused_in_checked_code_as_documented() {
+    use adjoint_rev::library::i_mean;
+    let (mut m, mut x) = (0.0, vec![1.0, 1e17]);
+    let err = i_mean(&mut m, &mut x).unwrap_err();
+    assert!(err.to_string().contains("ancilla `s`"), "{err}");
+    let err = grad(sum_of {}, (0.0, vec![1.0, 1e17]), 0).unwrap_err();
+    assert!(
+        matches!(err, InvertibilityError::Inputs { scalar: 0, .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("absorbed"), "{err}");
+    assert!(grad(norm_of {}, (0.0, 0.0, vec![1.0, 1e9]), 0).is_err());
+    let (_, g) = value_and_grad_unchecked(sum_of {}, (0.0, vec![1.0, 1e17]), 0).unwrap();
+    assert_eq!(g.1, [1.0, 1.0]);
+    let (_, g) = value_and_grad_unchecked(norm_of {}, (0.0, 0.0, vec![1.0, 1e9]), 0).unwrap();
+    assert_eq!(g.2, [1e-9, 1.0]);
+}
+
 /// `i_complex_log` at |x| far from 1: its `|x|` was `sqrt(re² + im²)`, whose square underflows
 /// below 1e-154 and overflows above 1e154 (a hunter: at (3e-160, 4e-160) ln|x| was 1.5e-8 off
 /// and the gradient (inf, inf), with no error). Closed forms: ln|x| = ln 5 + e·ln 10,
