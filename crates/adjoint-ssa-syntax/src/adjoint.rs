@@ -998,7 +998,10 @@ fn deferred_loads(f: &Func, p: &Plan) -> Vec<Option<BlockId>> {
         };
         for b in every_iteration(f, h, c) {
             for i in &f.blocks[b].insts {
-                if let Inst::Load { dst, slice, idx } = *i {
+                if let Inst::Load {
+                    dst, slice, idx, ..
+                } = *i
+                {
                     if p.active(f, dst) && !writes(f, c, slice) && invariant_in(f, p, c, idx, 0) {
                         out[dst] = Some(h);
                     }
@@ -1800,7 +1803,9 @@ pub fn dump(f: &Func, p: &Plan) -> String {
                     }
                     parts.join("; ")
                 }
-                Inst::Load { dst, slice, idx } => format!(
+                Inst::Load {
+                    dst, slice, idx, ..
+                } => format!(
                     "{}d{}[{}] += {}",
                     match p.deferred[*dst] {
                         Some(h) => format!("in the last reversed iteration of #{h}: "),
@@ -1810,7 +1815,9 @@ pub fn dump(f: &Func, p: &Plan) -> String {
                     f.vname(*idx),
                     a(*dst)
                 ),
-                Inst::Store { slice, idx, val } => format!(
+                Inst::Store {
+                    slice, idx, val, ..
+                } => format!(
                     "{}d{n}[{i}] = 0",
                     if p.active(f, *val) {
                         format!(

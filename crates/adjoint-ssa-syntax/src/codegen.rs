@@ -1003,14 +1003,25 @@ impl<'a> Gen<'a> {
                 let (d, s) = (self.v(*dst), self.slice(*slice));
                 quote!(#d = #s.len();)
             }
-            Inst::Load { dst, slice, idx } => {
+            // (an index out of bounds is reported at the user's `x[i]`, not the attribute)
+            Inst::Load {
+                dst,
+                slice,
+                idx,
+                span,
+            } => {
                 let (d, s, i) = (self.v(*dst), self.slice(*slice), self.v(*idx));
-                quote!(#d = #s[#i];)
+                quote_spanned!(*span=> #d = (#s)[#i];)
             }
-            Inst::Store { slice, idx, val } => {
+            Inst::Store {
+                slice,
+                idx,
+                val,
+                span,
+            } => {
                 let (s, i) = (self.slice(*slice), self.v(*idx));
                 let x = self.to_slice_elem(*slice, *val);
-                quote!(#s[#i] = #x;)
+                quote_spanned!(*span=> (#s)[#i] = #x;)
             }
             Inst::Fill { slice, val } => {
                 let s = self.slice(*slice);
@@ -1502,7 +1513,9 @@ impl<'a> Gen<'a> {
                 }
                 quote!({ #body })
             }
-            Inst::Load { dst, slice, idx } => {
+            Inst::Load {
+                dst, slice, idx, ..
+            } => {
                 let (ad, ds, i) = (self.a(*dst), self.dslice(*slice), self.v(*idx));
                 match self.p.deferred[*dst] {
                     Some(h) if Some(h) != fz => {
@@ -1520,7 +1533,9 @@ impl<'a> Gen<'a> {
                     },
                 }
             }
-            Inst::Store { slice, idx, val } => {
+            Inst::Store {
+                slice, idx, val, ..
+            } => {
                 let ds = self.dslice(*slice);
                 let az = self.slice_clear(*slice);
                 // SAFETY (ranged): as for ranged loads in `rev_body`.

@@ -266,11 +266,15 @@ impl<T: Real> Machine<T> {
                 out.push((*dst, r));
             }
             Inst::Len { dst, slice } => out.push((*dst, V::I(self.mem[*slice].len() as i128))),
-            Inst::Load { dst, slice, idx } => {
+            Inst::Load {
+                dst, slice, idx, ..
+            } => {
                 let i = g(*idx).i() as usize;
                 out.push((*dst, self.mem[*slice].get(i)));
             }
-            Inst::Store { slice, idx, val } => {
+            Inst::Store {
+                slice, idx, val, ..
+            } => {
                 let (i, x) = (g(*idx).i() as usize, g(*val));
                 self.mem[*slice].set(i, x);
             }
@@ -633,7 +637,9 @@ pub fn adjoint(
                         a[*y] += sent(ad, ds[1], unbounded);
                     }
                 }
-                Inst::Load { dst, slice, idx } => {
+                Inst::Load {
+                    dst, slice, idx, ..
+                } => {
                     if let Some(h) = p.deferred[*dst] {
                         let (lo, cnt) = counters[&h];
                         if cnt != lo {
@@ -645,7 +651,9 @@ pub fn adjoint(
                     dmem[*slice][i] += a[*dst];
                     a[*dst] = 0.0;
                 }
-                Inst::Store { slice, idx, val } => {
+                Inst::Store {
+                    slice, idx, val, ..
+                } => {
                     let i = g(&m, &shadow, *idx).i();
                     let i = ranged_index(blk, blk, k, i, &counters, &starts, &mut st) as usize;
                     if p.active(f, *val) {

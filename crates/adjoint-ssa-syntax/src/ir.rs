@@ -388,6 +388,8 @@ pub enum Inst {
         slice: SliceId,
         /// index (usize)
         idx: Val,
+        /// where an index out of bounds is reported: the user's `x[i]`
+        span: Span,
     },
     /// `s[idx] = val`
     Store {
@@ -397,6 +399,8 @@ pub enum Inst {
         idx: Val,
         /// stored value
         val: Val,
+        /// where an index out of bounds is reported: the user's `x[i] = …`
+        span: Span,
     },
     /// Every element of `s` becomes `val` (re-initialising a local array).
     Fill {
@@ -952,8 +956,12 @@ impl Func {
                 if checked.is_some() { " (checked)" } else { "" }
             ),
             Inst::Len { dst, slice } => format!("{} = len {}", n(*dst), sl(*slice)),
-            Inst::Load { dst, slice, idx } => format!("{} = {}[{}]", n(*dst), sl(*slice), n(*idx)),
-            Inst::Store { slice, idx, val } => format!("{}[{}] = {}", sl(*slice), n(*idx), n(*val)),
+            Inst::Load {
+                dst, slice, idx, ..
+            } => format!("{} = {}[{}]", n(*dst), sl(*slice), n(*idx)),
+            Inst::Store {
+                slice, idx, val, ..
+            } => format!("{}[{}] = {}", sl(*slice), n(*idx), n(*val)),
             Inst::Fill { slice, val } => format!("fill {} with {}", sl(*slice), n(*val)),
             Inst::Check { a, b, what } => format!("check {what}: {} < {}", n(*a), n(*b)),
             Inst::Assert {

@@ -1827,6 +1827,7 @@ impl Lower<'_> {
                         slice: leaf.slice,
                         idx,
                         val: v,
+                        span: Span::call_site(),
                     });
                 }
                 (false, Ev::S(sa)) => self.copy_into(leaf.slice, sa)?,
@@ -2050,7 +2051,12 @@ impl Lower<'_> {
         let slice = self.f.slices.len() - 1;
         for (k, v) in vals.into_iter().enumerate() {
             let idx = self.usize_const(k);
-            self.emit(Inst::Store { slice, idx, val: v });
+            self.emit(Inst::Store {
+                slice,
+                idx,
+                val: v,
+                span: Span::call_site(),
+            });
         }
         Ev::S(SliceArg {
             slice,
@@ -2351,7 +2357,12 @@ impl Lower<'_> {
                     Binding::Slice(s) => Ev::S(s),
                     Binding::Elem(s, idx) => {
                         let dst = self.val(self.f.slices[s].elem);
-                        self.emit(Inst::Load { dst, slice: s, idx });
+                        self.emit(Inst::Load {
+                            dst,
+                            slice: s,
+                            idx,
+                            span: Span::call_site(),
+                        });
                         Ev::V(dst)
                     }
                     Binding::Agg(a) => Ev::Agg(a),
@@ -2672,6 +2683,7 @@ impl Lower<'_> {
             dst,
             slice: base.slice,
             idx,
+            span: ix.span(),
         });
         Ok(Ev::V(dst))
     }
@@ -3275,6 +3287,7 @@ impl Lower<'_> {
                                         dst,
                                         slice: s.slice,
                                         idx,
+                                        span: Span::call_site(),
                                     });
                                     dst
                                 })
@@ -3452,7 +3465,7 @@ impl Lower<'_> {
                         self.env[i].b = Binding::Val(new);
                         Ok(())
                     }
-                    Binding::Elem(s, idx) => self.store(s, idx, op, rhs),
+                    Binding::Elem(s, idx) => self.store(s, idx, op, rhs, lhs.span()),
                     Binding::Slice(target) if op.is_none() && self.is_whole_local(&target) => {
                         self.assign_array(target.slice, rhs)
                     }
@@ -3474,7 +3487,7 @@ impl Lower<'_> {
                     if let Some(id) = p.path.get_ident() {
                         if let Some(i) = self.lookup(&id.to_string()) {
                             if let Binding::Elem(s, idx) = self.env[i].b.clone() {
-                                return self.store(s, idx, op, rhs);
+                                return self.store(s, idx, op, rhs, lhs.span());
                             }
                         }
                     }
@@ -3503,7 +3516,7 @@ impl Lower<'_> {
                 }
                 self.f.values[i].ty = Ty::Int(Some(IntTy::Usize));
                 let idx = self.checked_offset(&base, i);
-                self.store(base.slice, idx, op, rhs)
+                self.store(base.slice, idx, op, rhs, lhs.span())
             }
             Expr::Field(f) => err(
                 f,
@@ -3587,7 +3600,16 @@ impl Lower<'_> {
         self.copy_into(target, src)
     }
 
-    fn store(&mut self, s: SliceId, idx: Val, op: Option<(BinOp, &BinOp)>, rhs: Src) -> Result<()> {
+    /// `s[idx] = rhs` (or `op=`); `span`: the target as written, where an index out of bounds
+    /// is reported.
+    fn store(
+        &mut self,
+        s: SliceId,
+        idx: Val,
+        op: Option<(BinOp, &BinOp)>,
+        rhs: Src,
+        span: Span,
+    ) -> Result<()> {
         let elem = self.f.slices[s].elem;
         let r = rhs.scalar(self, Some(elem))?;
         let val = match op {
@@ -3597,6 +3619,7 @@ impl Lower<'_> {
                     dst: old,
                     slice: s,
                     idx,
+                    span,
                 });
                 self.binop(&o, old, r, at)?
             }
@@ -3608,7 +3631,12 @@ impl Lower<'_> {
                 "the value has a different type than the slice's elements",
             );
         }
-        self.emit(Inst::Store { slice: s, idx, val });
+        self.emit(Inst::Store {
+            slice: s,
+            idx,
+            val,
+            span,
+        });
         Ok(())
     }
 
@@ -4362,7 +4390,12 @@ impl Lower<'_> {
                 } else {
                     let dst = self.val(self.f.slices[s].elem);
                     self.f.values[dst].name = Some(pi.ident.to_string());
-                    self.emit(Inst::Load { dst, slice: s, idx });
+                    self.emit(Inst::Load {
+                        dst,
+                        slice: s,
+                        idx,
+                        span: Span::call_site(),
+                    });
                     Binding::Val(dst)
                 };
                 self.env.push(Var {
@@ -4375,7 +4408,12 @@ impl Lower<'_> {
                 if let Pat::Ident(pi) = &*r.pat {
                     let dst = self.val(self.f.slices[s].elem);
                     self.f.values[dst].name = Some(pi.ident.to_string());
-                    self.emit(Inst::Load { dst, slice: s, idx });
+                    self.emit(Inst::Load {
+                        dst,
+                        slice: s,
+                        idx,
+                        span: Span::call_site(),
+                    });
                     self.env.push(Var {
                         name: pi.ident.to_string(),
                         b: Binding::Val(dst),

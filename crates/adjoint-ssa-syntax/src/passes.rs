@@ -127,7 +127,9 @@ pub fn cse_loads(f: &mut Func) {
         blk.insts.retain_mut(|inst| {
             map_inst_uses(inst, &mut |v| find(&mut repl, v));
             match *inst {
-                Inst::Load { dst, slice, idx } => {
+                Inst::Load {
+                    dst, slice, idx, ..
+                } => {
                     if let Some(&(_, _, first)) =
                         seen.iter().find(|&&(s, i, _)| s == slice && i == idx)
                     {
@@ -138,7 +140,9 @@ pub fn cse_loads(f: &mut Func) {
                     }
                     seen.push((slice, idx, dst));
                 }
-                Inst::Store { slice, idx, val } => {
+                Inst::Store {
+                    slice, idx, val, ..
+                } => {
                     seen.retain(|&(s, _, _)| s != slice);
                     if f.slices[slice].elem == Ty::F64 {
                         seen.push((slice, idx, val));

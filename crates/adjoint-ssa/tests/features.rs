@@ -715,6 +715,37 @@ fn a_failed_assert_is_reported_where_it_is_written() {
     assert_eq!(clamp.1, CLAMPED_LINE, "{clamp:?}");
 }
 
+#[differentiable]
+fn indexed(x: &[f64], out: &mut [f64], i: usize, j: usize) {
+    let a = x[0] * 2.0;
+    out[j] = a + x[i] * x[0];
+}
+
+/// An index out of bounds, read or written, is reported at the user's `x[i]` as in the function
+/// as written (it was the attribute's line).
+#[test]
+fn an_index_out_of_bounds_is_reported_where_it_is_written() {
+    let x = [1.0, 2.0];
+    for (i, j) in [(2, 0), (0, 2)] {
+        let plain = panic_location(move || indexed(&x, &mut [0.0; 2], i, j));
+        let ours = panic_location(move || {
+            let (mut dx, mut out, mut dout) = ([0.0; 2], [0.0; 2], [1.0; 2]);
+            indexed::pullback(
+                &mut Workspace::new(),
+                &x,
+                &mut out,
+                i,
+                j,
+                &mut dx,
+                &mut dout,
+            );
+        });
+        let primal = panic_location(move || indexed::primal(&x, &mut [0.0; 2], i, j));
+        assert_eq!(ours, plain, "({i}, {j})");
+        assert_eq!(primal, plain, "({i}, {j})");
+    }
+}
+
 /// `const` items in the body, one naming another, one the length of a local array.
 #[differentiable]
 fn with_consts(x: &[f64]) -> f64 {
