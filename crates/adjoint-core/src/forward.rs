@@ -117,8 +117,10 @@ impl<T: Real> Lift for Dual<T> {
             eps: if smooth(op) {
                 r.d * self.eps
             } else if overflows(op) {
-                // (a select, not a branch: `exp` in a loop stays as fast as `d · e`)
-                if self.eps.exact_zero() {
+                // (a select, not a branch: `exp` in a loop stays as fast as `d · e`; a zero
+                // partial sends nothing of an overflowed tangent, as in `tangent`: `x.powi(-1)`
+                // at x = e⁸⁰⁰)
+                if self.eps.exact_zero() || r.d.exact_zero() {
                     T::zero()
                 } else {
                     r.d * self.eps
@@ -185,13 +187,17 @@ impl<T: Real> Lift for Dual<T> {
 
 /// A partial `d` times a tangent `e`: zero when `e` is exactly zero in every component (the
 /// direction does not move this operand), whatever `d` is — `sqrt(x) + y` at x = 0 has the
-/// derivative 1 along y, where `∞ · 0` made it NaN (and so every direction's, through `+`).
+/// derivative 1 along y, where `∞ · 0` made it NaN (and so every direction's, through `+`);
+/// and zero when `d` is exactly zero, whatever `e` is, as the tape's zero partial sends nothing
+/// back of an infinite adjoint — `1 / (1 + e⁸⁰⁰)` (a sigmoid at −800) has the derivative 0,
+/// where its quotient 0 times the divisor's overflowed tangent ∞ made it NaN.
 #[inline(always)]
 fn tangent<T: Real>(d: T, e: T) -> T {
-    // (a finite partial first: one predictable test where the product alone would do; finite
-    // in every component, as a nested dual's partial `1e300 + ∞ε` is not)
-    if d.finite_everywhere() || !e.exact_zero() {
-        d * e
+    // (one predictable test on the product where it alone would do: finite in every component,
+    // as a nested dual's `1e300 + ∞ε` is not)
+    let p = d * e;
+    if p.finite_everywhere() || !(d.exact_zero() || e.exact_zero()) {
+        p
     } else {
         T::zero()
     }

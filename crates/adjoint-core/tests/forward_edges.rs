@@ -328,3 +328,43 @@ fn powf_partials_where_a_power_of_x_overflows_alone() {
         );
     }
 }
+
+/// A zero partial passes nothing of an overflowed tangent (a hunter): the sigmoid
+/// `1 / (1 + e⁻ᶻ)` at z = −800 has the derivative σ(1 − σ) = e⁻⁸⁰⁰ (0 in f64), where the quotient
+/// 0 times the divisor's tangent ∞ made it NaN in every forward path (and in the tape's
+/// Hessians, which run forward mode inside); so were `1/eˣ`, `eˣ.recip()` and `eˣ.powi(-1)` at
+/// 800 (closed form −e⁻⁸⁰⁰: 0), and a logistic loss −ln(1 − σ(1000·w₀ + w₁)) at w₀ = −0.8,
+/// whose gradient 1000·σ, σ (0 in f64) the tape and finite differences give.
+#[test]
+fn a_zero_partial_passes_nothing_of_an_overflowed_tangent() {
+    use adjoint_core::check;
+    use adjoint_core::Real;
+    fn sigmoid<T: Real>(z: T) -> T {
+        T::one() / (T::one() + (-z).exp())
+    }
+    fn loss<T: Real>(w: &[T]) -> T {
+        -(T::one() - sigmoid(w[0] * 1000.0 + w[1])).ln()
+    }
+    assert_eq!(forward::derivative(sigmoid, -800.0), 0.0);
+    assert_eq!(forward::derivative(|x| 1.0 / x.exp(), 800.0), 0.0);
+    assert_eq!(forward::derivative(|x| x.exp().recip(), 800.0), 0.0);
+    assert_eq!(forward::derivative(|x| x.exp().powi(-1), 800.0), 0.0);
+    assert_eq!(forward::hessian(|v| sigmoid(v[0]), &[-800.0]), vec![vec![0.0]]);
+    let w = [-0.8, 0.0];
+    let g = forward::gradient(|v| loss(v), &w);
+    assert_eq!(g, check::numeric_gradient(|v| loss(v), &w));
+    assert_eq!(g, vec![0.0, 0.0]);
+    let h = forward::hessian(|v| loss(v), &w);
+    assert!(h.iter().flatten().all(|v| *v == 0.0), "{h:?}");
+    // a softmax weight e₀ / (e₀ + e₁) with e₁ = e⁸⁰⁰: ∂/∂x₁ = −e₀e₁/(e₀ + e₁)² → 0
+    let s = forward::gradient(
+        |x| {
+            let e: Vec<_> = x.iter().map(|v| v.exp()).collect();
+            e[0] / (e[0] + e[1])
+        },
+        &[1.0, 800.0],
+    );
+    assert_eq!(s, vec![0.0, 0.0]);
+    // where the partial is not zero, an overflowed tangent still comes through as ∞
+    assert_eq!(forward::derivative(|x| x.exp() * 2.0, 800.0), f64::INFINITY);
+}
