@@ -573,7 +573,7 @@ macro_rules! __impl_real_methods {
         pub fn log<B: Into<Self>>(self, base: B) -> Self {
             self.ln() / base.into().ln()
         }
-        /// `max(self − y, 0)`.
+        /// `max(self − y, 0)`; where `self == y` the constant 0 (derivative 0 in both).
         #[inline]
         pub fn abs_sub<Y: Into<Self>>(self, y: Y) -> Self {
             let y = y.into();

@@ -273,7 +273,10 @@ pub trait Real:
     fn max<Y: Into<Self>>(self, y: Y) -> Self;
     /// The smaller of two values (the other one if either is NaN, as `f64::min`); `x.min(1.0)`.
     fn min<Y: Into<Self>>(self, y: Y) -> Self;
-    /// `self` restricted to `[lo, hi]`; NaN stays NaN; `x.clamp(0.0, 1.0)`.
+    /// `self` restricted to `[lo, hi]`; NaN stays NaN; `x.clamp(0.0, 1.0)`. At a bound
+    /// (`self == lo` or `self == hi`) the value is `self`'s, and so is the derivative (1 in
+    /// `self`, 0 in the bound); `x.max(lo).min(hi)` would split it in halves there, by `max`'s
+    /// tie rule.
     ///
     /// # Panics
     /// If `lo > hi` or either bound is NaN (as `f64::clamp`).
@@ -294,8 +297,26 @@ pub trait Real:
     }
     /// `self · a + b` rounded once, as `f64::mul_add` (for active numbers too); `x.mul_add(2.0, 1.0)`.
     fn mul_add<A: Into<Self>, B: Into<Self>>(self, a: A, b: B) -> Self;
-    /// `max(self − y, 0)`.
+    /// `max(self − y, 0)`; where `self == y` it is the constant 0, derivative 0 in both (not
+    /// `max`'s tie rule, which would split it in halves).
     fn abs_sub<Y: Into<Self>>(self, y: Y) -> Self;
+    /// The total order of the primal values ([`f64::total_cmp`]), for sorting active numbers:
+    /// `v.sort_by(|a, b| a.total_cmp(b))` (a positive NaN sorts after +∞).
+    ///
+    /// ```
+    /// use adjoint_core::{forward::Dual64, Real};
+    /// fn sorted<T: Real>(mut v: Vec<T>) -> Vec<T> {
+    ///     v.sort_by(|a, b| a.total_cmp(b));
+    ///     v
+    /// }
+    /// let v = sorted(vec![Dual64::new(2.0, 1.0), Dual64::new(-1.0, 0.0), Dual64::new(f64::NAN, 0.0)]);
+    /// assert_eq!((v[0].re, v[0].eps, v[1].re, v[1].eps), (-1.0, 0.0, 2.0, 1.0));
+    /// assert!(v[2].re.is_nan());
+    /// ```
+    #[inline]
+    fn total_cmp(&self, other: &Self) -> core::cmp::Ordering {
+        self.value().total_cmp(&other.value())
+    }
     /// `|self|` with the sign of `sign` (derivative ±1 in `self`, 0 in `sign`).
     #[inline]
     fn copysign<S: Into<Self>>(self, sign: S) -> Self {

@@ -349,7 +349,10 @@ fn a_zero_partial_passes_nothing_of_an_overflowed_tangent() {
     assert_eq!(forward::derivative(|x| 1.0 / x.exp(), 800.0), 0.0);
     assert_eq!(forward::derivative(|x| x.exp().recip(), 800.0), 0.0);
     assert_eq!(forward::derivative(|x| x.exp().powi(-1), 800.0), 0.0);
-    assert_eq!(forward::hessian(|v| sigmoid(v[0]), &[-800.0]), vec![vec![0.0]]);
+    assert_eq!(
+        forward::hessian(|v| sigmoid(v[0]), &[-800.0]),
+        vec![vec![0.0]]
+    );
     let w = [-0.8, 0.0];
     let g = forward::gradient(|v| loss(v), &w);
     assert_eq!(g, check::numeric_gradient(|v| loss(v), &w));

@@ -200,6 +200,11 @@
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+/// The `num-traits` adjoint's number types implement (`Float`, `FromPrimitive`, …), for generic
+/// code that needs one of its traits besides [`Real`], without a dependency of your own:
+/// ndarray's `mean` asks for `T: Real + num_traits::FromPrimitive`, its `var` and `std` for
+/// `num_traits::Float` too.
+pub use adjoint_core::num_traits;
 pub use adjoint_core::{check, impl_real, interop, lift, prelude, rules, special, vector, Real};
 
 #[cfg(feature = "argmin")]

@@ -155,3 +155,47 @@ mod on_dual {
         );
     }
 }
+
+/// Sorting active numbers by value (`sort_by(|a, b| a.total_cmp(b))` did not compile for a
+/// generic `T: Real`; a hunter) and a median's gradient through it, against finite differences.
+mod sorting {
+    use adjoint::{check, tape, Real};
+
+    fn median<T: Real>(x: &[T]) -> T {
+        let mut v = x.to_vec();
+        v.sort_by(|a, b| a.total_cmp(b));
+        v[v.len() / 2]
+    }
+
+    #[test]
+    fn a_median_sorts_active_numbers_by_value() {
+        let x = [0.3, -1.2, 2.5, 0.9, 0.1];
+        let g = tape::grad(|v| median(v), &x);
+        assert_eq!(g, [1.0, 0.0, 0.0, 0.0, 0.0]);
+        check::check_gradient(|v| median(v), &x, &g).assert_passed();
+        let gf = adjoint::forward::gradient(|v| median(v), &x);
+        assert_eq!(gf, g);
+    }
+}
+
+/// ndarray's `std` over active numbers, generic: the bound comes from the facade's re-export of
+/// `num-traits` (no dependency of the user's own; a hunter).
+#[cfg(feature = "ndarray")]
+mod ndarray_std {
+    use adjoint::num_traits::{Float, FromPrimitive};
+    use adjoint::{forward, tape, Real};
+
+    fn spread<T: Real + Float + FromPrimitive>(x: &[T]) -> T {
+        ndarray::Array1::from_vec(x.to_vec()).std(T::one())
+    }
+
+    #[test]
+    fn std_of_active_numbers_matches_forward_mode() {
+        let x = [1.0, 2.5, -0.5, 4.0];
+        let g = tape::grad(|v| spread(v), &x);
+        let gf = forward::gradient(|v| spread(v), &x);
+        for (a, b) in g.iter().zip(&gf) {
+            assert!((a - b).abs() < 1e-14, "{g:?} vs {gf:?}");
+        }
+    }
+}
