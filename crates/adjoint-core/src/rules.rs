@@ -46,7 +46,11 @@
 //!
 //! An infinite partial meeting a zero derivative (the norm `√(x·x)` at `x = 0`: `sqrt`'s partial
 //! is ∞, the derivative of `x·x` is 0) gives 0, not `∞ · 0` = NaN, in forward mode (a zero
-//! tangent) and on the tape (a zero partial, or a zero adjoint). The SSA transform, the array
+//! tangent) and on the tape (a zero partial, or a zero adjoint). A derivative that is zero only
+//! because two paths cancel is not one the tape can see: `√(x − x)` (or the standard deviation
+//! of constant data) sends ∞ back along both paths of `x − x`, and `∞ − ∞` is NaN there, where
+//! forward mode's tangent `ẋ − ẋ` is 0 before it meets the ∞ (JAX and PyTorch give NaN too).
+//! The SSA transform, the array
 //! engine and the reversible engine's gradients multiply as JAX and PyTorch do (NaN there:
 //! `rev::grad` of a norm at 0 gives NaN where forward mode gives 0), which their docs say.
 //!
