@@ -19,9 +19,10 @@ use syn::{BinOp, Expr, Lit, Pat, Stmt, UnOp};
 /// mutable" alone puzzling there).
 const NOT_MUTABLE: &str = "this array is not mutable here: only `&mut [f64]` parameters and \
      local arrays (`let mut a = [0.0; N];`, or a copy of an array parameter, `let mut a = x;`) \
-     can be written. An array field of a struct or tuple is copied by a `let` with its type, \
-     `let mut c: [f64; 3] = q.b;`; without the type (`let mut c = q.b;`, or `*r` of `let r = \
-     &q.b;`) the name is the field itself, whose length the macro does not know";
+     can be written. A struct's array field is copied by a `let` with its type, `let mut c: \
+     [f64; 3] = q.b;` (a tuple parameter's member needs none); without the type (`let mut c = \
+     q.b;`, or `*r` of `let r = &q.b;`) the name is the field itself, whose length the macro \
+     does not know";
 
 /// Indexing something that is not a slice or array.
 const NOT_INDEXABLE: &str = "only slices and arrays can be indexed, and this is a number here (an \
@@ -190,6 +191,9 @@ struct Lower<'a> {
     opts: &'a Options,
     /// `(base, field)` of struct fields read as arrays (indexed, `.len()`, `.iter()`, `&`).
     array_fields: HashSet<(String, String)>,
+    /// The written lengths of tuple parameters' array members (`p.1` of `p: (f64, [f64; 3])`):
+    /// a copy of one (`let mut c = p.1;`) is a local array of that length.
+    member_lens: Vec<(SliceId, Expr)>,
     cur: BlockId,
     env: Vec<Var>,
     loops: Vec<LoopCtx>,
@@ -566,6 +570,7 @@ fn tuple_leaves(
     path: &mut Vec<syn::Member>,
     active: bool,
     leaves: &mut Vec<AggLeaf>,
+    lens: &mut Vec<(SliceId, Expr)>,
 ) -> Result<Ev> {
     let mut members = vec![];
     for (k, et) in t.elems.iter().enumerate() {
@@ -581,6 +586,7 @@ fn tuple_leaves(
                 syn::Type::Array(a) if type_of(&a.elem) == Some(Ty::F64) => {
                     array_len(&a.len)?;
                     let s = slice_leaf(f, leaf_ident(base, path), Ty::F64, false, active, None);
+                    lens.push((s, a.len.clone()));
                     Ev::S(SliceArg {
                         slice: s,
                         lo: None,
@@ -588,7 +594,7 @@ fn tuple_leaves(
                     })
                 }
                 syn::Type::Tuple(tt) if !tt.elems.is_empty() => {
-                    tuple_leaves(f, base, tt, path, active, leaves)?
+                    tuple_leaves(f, base, tt, path, active, leaves, lens)?
                 }
                 _ => return err(
                     et,
@@ -745,6 +751,7 @@ pub fn lower(item: &syn::ItemFn, opts: &Options) -> Result<Func> {
     };
     f.blocks.push(entry);
     let mut env = vec![];
+    let mut member_lens = vec![];
     if let Some(w) = &opts.wrt {
         for id in w {
             let known = sig.inputs.iter().any(|a| match a {
@@ -826,7 +833,15 @@ pub fn lower(item: &syn::ItemFn, opts: &Options) -> Result<Func> {
         if let syn::Type::Tuple(t) = &*pt.ty {
             if !t.elems.is_empty() {
                 let mut leaves = vec![];
-                let ev = tuple_leaves(&mut f, &ident, t, &mut vec![], in_wrt, &mut leaves)?;
+                let ev = tuple_leaves(
+                    &mut f,
+                    &ident,
+                    t,
+                    &mut vec![],
+                    in_wrt,
+                    &mut leaves,
+                    &mut member_lens,
+                )?;
                 f.sig.push(SigItem::Agg(Box::new(AggParam {
                     name: ident.clone(),
                     ty: (*pt.ty).clone(),
@@ -873,6 +888,7 @@ pub fn lower(item: &syn::ItemFn, opts: &Options) -> Result<Func> {
         f,
         opts,
         array_fields,
+        member_lens,
         cur: 0,
         env,
         loops: vec![],
@@ -1452,6 +1468,13 @@ impl Lower<'_> {
                             (SliceKind::Param { .. }, Some(_), Expr::Unary(u)) => {
                                 matches!(u.op, UnOp::Deref(_))
                             }
+                            // a tuple parameter's array member (`let mut c = p.1;`, `*r`)
+                            (SliceKind::Param { .. }, None, Expr::Field(_)) => {
+                                self.member_len(s.slice).is_some()
+                            }
+                            (SliceKind::Param { .. }, None, Expr::Unary(u)) => {
+                                matches!(u.op, UnOp::Deref(_)) && self.member_len(s.slice).is_some()
+                            }
                             _ => false,
                         };
                         if copy && s.lo.is_none() && s.hi.is_none() {
@@ -1506,7 +1529,13 @@ impl Lower<'_> {
                     }
                 }
                 let ev = match ev {
-                    Ev::S(s) if copy && self.is_whole_local(&s) => {
+                    Ev::S(s)
+                        if copy
+                            && (self.is_whole_local(&s)
+                                || (self.member_len(s.slice).is_some()
+                                    && s.lo.is_none()
+                                    && s.hi.is_none())) =>
+                    {
                         Ev::S(self.copy_array(&pi.ident.to_string(), s, None)?)
                     }
                     ev => ev,
@@ -1581,6 +1610,14 @@ impl Lower<'_> {
         })
     }
 
+    /// The written length of `s` if it is a tuple parameter's array member.
+    fn member_len(&self, s: SliceId) -> Option<&Expr> {
+        self.member_lens
+            .iter()
+            .find(|(m, _)| *m == s)
+            .map(|(_, e)| e)
+    }
+
     /// How many variables in scope name the whole local array `s` (more than one: a reference
     /// `let r = &a;` names it too).
     fn names_of(&self, s: SliceId) -> usize {
@@ -1609,15 +1646,22 @@ impl Lower<'_> {
         let src = &self.f.slices[s.slice];
         let info = match (&src.kind, &src.array) {
             (SliceKind::Param { .. }, None) => {
-                let Some((len, at)) = typed else {
-                    // (not reached: untyped copies are of local arrays and array parameters)
-                    return Err(syn::Error::new(
+                let member = self.member_len(s.slice);
+                let (len, at) = match (typed, member) {
+                    (Some((len, at)), _) => (len, Some(at)),
+                    (None, Some(len)) => (len, None),
+                    // (not reached: untyped copies are of local arrays, array parameters and
+                    // tuple parameters' array members)
+                    (None, None) => return Err(syn::Error::new(
                         Span::call_site(),
                         "a copy of a struct's array field needs its type: `let c: [f64; 3] = p.b;`",
-                    ));
+                    )),
                 };
                 if src.elem != Ty::F64 {
-                    return err(at, "only arrays of `f64` fields are copied");
+                    return err(
+                        at.map_or(len, |e| e),
+                        "only arrays of `f64` fields are copied",
+                    );
                 }
                 let (len, len_value) = array_len(len)?;
                 SliceInfo {

@@ -278,9 +278,10 @@
 //! `(c, s) = polar(r, t);`, `(v[0], v[2]) = (v[2], v[0]);`), assignment of whole local arrays
 //! (`v = [v[1], v[0]];`, `v = w;`, `v = rot(&v, t);`; the right side of any assignment is evaluated first, as in
 //! Rust) and copies of arrays (`let mut a = x;` for `x: [f64; 3]`, `let mut b = *r;` for
-//! `r: &[f64; 3]`, `let b = a;` for a local array, an array in a tuple literal `(a, k)`; a
-//! struct's or tuple's array field, whose length the macro does not know, is copied by a
-//! `let` with its type, `let mut c: [f64; 2] = q.b;` or `= *r` for `let r = &q.b;`; a
+//! `r: &[f64; 3]`, `let b = a;` for a local array, an array in a tuple literal `(a, k)`, a
+//! tuple parameter's array member (`let mut c = t.1;`, `let (k, mut c) = t;`); a struct's
+//! array field, whose length the macro does not know, is copied by a `let` with its type,
+//! `let mut c: [f64; 2] = q.b;` or `= *r` for `let r = &q.b;`; a
 //! reference `(&mut a, k)` names the array itself; an array that a reference also names is
 //! neither assigned whole nor bound by name while both are in scope: write `*r`), `if`/`else` (also as expressions),
 //! `match` on integers and bools, `while`, `loop` with labelled `break`/`continue` (and a value:

@@ -431,6 +431,50 @@ fn array_fields_copied_by_a_typed_let() {
     check_all("field_copies", &got, &want);
 }
 
+/// A tuple parameter's array member copied without a type (its length is in the signature), by
+/// `let`, by destructuring and through `*r`; the copies are changed, the member is not.
+#[differentiable]
+fn member_copies(q: (f64, [f64; 3]), x: f64) -> f64 {
+    let mut c = q.1;
+    c[0] *= x;
+    let (k, mut d) = q;
+    d[2] += c[0] * k;
+    let r = &q.1;
+    let mut e = *r;
+    e[1] = e[1] * d[2];
+    c[0] + q.1[0] * d[2] + e[1] + q.1[1] * k
+}
+
+fn member_copies_ref<T: Real>(q: (T, [T; 3]), x: T) -> T {
+    let mut c = q.1;
+    c[0] *= x;
+    let (k, mut d) = q;
+    d[2] += c[0] * k;
+    let mut e = q.1;
+    e[1] = e[1] * d[2];
+    c[0] + q.1[0] * d[2] + e[1] + q.1[1] * k
+}
+
+#[test]
+fn tuple_members_copied_without_a_type() {
+    let q = (1.3, [0.5, -0.7, 0.2]);
+    let x = 0.6;
+    let (mut dq, mut dx) = ((0.0, [0.0; 3]), 0.0);
+    let v = member_copies::grad(q, x, &mut dq, &mut dx);
+    assert!(close(v, member_copies(q, x)));
+    assert!(close(v, member_copies_ref(q, x)));
+    let all = [q.0, q.1[0], q.1[1], q.1[2], x];
+    let want = forward::gradient(
+        |v| member_copies_ref((v[0], [v[1], v[2], v[3]]), v[4]),
+        &all,
+    );
+    check_all(
+        "member_copies",
+        &[dq.0, dq.1[0], dq.1[1], dq.1[2], dx],
+        &want,
+    );
+}
+
 #[differentiable]
 fn step(p: &Params, lr: f64, g: &[f64]) -> Params {
     let mut b = [0.0; 3];
