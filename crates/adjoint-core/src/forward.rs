@@ -225,12 +225,12 @@ fn overflows(op: Op1) -> bool {
     matches!(op, Exp | Exp2 | ExpM1 | Sinh | Cosh | Powi(_))
 }
 
-/// A non-finite partial `d` times a [`DualVec`]'s lanes, [`tangent`] per lane; out of line, so
-/// that the common path stays small enough to inline.
+/// A non-finite (or zero) partial `d` times a [`DualVec`]'s lanes, [`tangent`] per lane; out of
+/// line, so that the common path stays small enough to inline.
 #[cold]
 #[inline(never)]
 fn lanes_through_infinity<const N: usize>(d: f64, eps: &[f64; N]) -> [f64; N] {
-    eps.map(|e| if e == 0.0 { 0.0 } else { d * e })
+    eps.map(|e| if e == 0.0 || d == 0.0 { 0.0 } else { d * e })
 }
 
 /// Unary primitives whose partial is finite at every argument, ±∞ included (so a zero tangent
@@ -383,7 +383,12 @@ impl<const N: usize> Lift for DualVec<N> {
             // special case, inlined or not, cost the BA Jacobian 5–47 %; `DualVec` is first
             // order, and `v²` underflows only beyond |x| ≈ 1.3e154, as the tape's stored
             // partial does.)
-            eps: if smooth(op) || r.d.is_finite() {
+            // (a zero partial of `recip` or a negative power, at an overflowed argument, sends
+            // nothing of an infinite tangent: `eˣ.recip()` at 800; `op` is a constant where this
+            // is inlined, so other operations test nothing more)
+            eps: if smooth(op)
+                || (r.d.is_finite() && !(matches!(op, Op1::Recip | Op1::Powi(..=-1)) && r.d == 0.0))
+            {
                 self.eps.map(|e| r.d * e)
             } else {
                 lanes_through_infinity(r.d, &self.eps)

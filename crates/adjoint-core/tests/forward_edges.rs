@@ -368,6 +368,12 @@ fn a_zero_partial_passes_nothing_of_an_overflowed_tangent() {
         &[1.0, 800.0],
     );
     assert_eq!(s, vec![0.0, 0.0]);
+    // and in vector forward mode (`DualVec` lanes), a Jacobian's rows
+    let j = forward::jacobian(
+        |v| vec![sigmoid(v[0]), v[1].exp().recip(), v[1].exp().powi(-2)],
+        &[-800.0, 800.0],
+    );
+    assert_eq!(j, vec![[0.0, 0.0], [0.0, 0.0], [0.0, 0.0]]);
     // where the partial is not zero, an overflowed tangent still comes through as ∞
     assert_eq!(forward::derivative(|x| x.exp() * 2.0, 800.0), f64::INFINITY);
 }
