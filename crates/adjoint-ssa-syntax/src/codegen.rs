@@ -24,6 +24,7 @@ use crate::structure::{structured, structured_in, Cfg, Emit};
 use adjoint_core::rules::{Op1, Op2};
 use proc_macro2::{Ident, Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
+use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 
 /// Code generator for one function.
@@ -158,13 +159,14 @@ impl<'a> Gen<'a> {
             .params
             .iter()
             .map(|pa| match pa {
+                // (without `r#`: `d_r#type` is no identifier)
                 Param::Scalar { name, val, .. }
                     if p.varied[*val] && f.values[*val].ty == Ty::F64 =>
                 {
-                    Some(fresh(format!("d_{name}")))
+                    Some(fresh(format!("d_{}", name.unraw())))
                 }
                 Param::Slice { name, slice } if p.slice_active[*slice] => {
-                    Some(fresh(format!("d_{name}")))
+                    Some(fresh(format!("d_{}", name.unraw())))
                 }
                 _ => None,
             })
@@ -173,7 +175,7 @@ impl<'a> Gen<'a> {
             .sig
             .iter()
             .map(|it| match it {
-                SigItem::Agg(a) if a.active => Some(fresh(format!("d_{}", a.name))),
+                SigItem::Agg(a) if a.active => Some(fresh(format!("d_{}", a.name.unraw()))),
                 _ => None,
             })
             .collect();
@@ -2406,7 +2408,7 @@ impl<'a> Gen<'a> {
             #[allow(clippy::too_many_arguments)]
             #[inline]
             pub fn pullback<__AdjointT: #real>(#ws: &mut #rt::Workspace<__AdjointT>, #(#params,)* #(#dparams_t),* #sep #dret_t) #ret_ty {
-                pullback_vec::<__AdjointT, __AdjointT>(#ws, #(#names,)* #(#dnames),* #sep_call #dret_arg)
+                self::pullback_vec::<__AdjointT, __AdjointT>(#ws, #(#names,)* #(#dnames),* #sep_call #dret_arg)
             }
             #[doc = #doc_vec]
             #[allow(unused_mut, unused_variables, unused_assignments, unused_parens, unused_braces, unused_labels, unreachable_code, clippy::all)]
@@ -2488,9 +2490,9 @@ impl<'a> Gen<'a> {
         // A function that keeps nothing between its sweeps never grows a workspace: an empty
         // one (no allocation) costs nothing, where the thread's costs a thread-local access.
         let get_ws = if self.uses_ws.get() {
-            quote!(#rt::with_workspace(|#ws| grad_with(#ws, #(#names,)* #(#dnames),*)))
+            quote!(#rt::with_workspace(|#ws| self::grad_with(#ws, #(#names,)* #(#dnames),*)))
         } else {
-            quote!(grad_with(&mut #rt::Workspace::new(), #(#names,)* #(#dnames),*))
+            quote!(self::grad_with(&mut #rt::Workspace::new(), #(#names,)* #(#dnames),*))
         };
         quote! {
             #[doc = #doc1]
@@ -2503,7 +2505,7 @@ impl<'a> Gen<'a> {
             pub fn grad_with(#ws: &mut #rt::Workspace<f64>, #(#params,)* #(#dparams),*) -> f64 {
                 #zero
                 #ws.clear();
-                pullback::<f64>(#ws, #(#names,)* #(#dnames,)* 1.0)
+                self::pullback::<f64>(#ws, #(#names,)* #(#dnames,)* 1.0)
             }
         }
     }

@@ -49,9 +49,19 @@ impl Options {
         }
         let parser = syn::meta::parser(|meta| {
             if meta.path.is_ident("wrt") {
-                let mut names = vec![];
+                // (a second `wrt(…)` replaced the first without a word; a hunter)
+                if o.wrt.is_some() {
+                    return Err(meta.error(
+                        "`wrt` is given twice: list every parameter in one `wrt(a, b, …)`",
+                    ));
+                }
+                let mut names: Vec<syn::Ident> = vec![];
                 meta.parse_nested_meta(|m| {
-                    names.push(m.path.require_ident()?.clone());
+                    let id = m.path.require_ident()?;
+                    if names.contains(id) {
+                        return Err(m.error(format!("`{id}` is listed twice in `wrt`")));
+                    }
+                    names.push(id.clone());
                     Ok(())
                 })?;
                 o.wrt = Some(names);
@@ -59,6 +69,9 @@ impl Options {
             } else if meta.path.is_ident("rule") {
                 meta.parse_nested_meta(|m| {
                     let name = m.path.require_ident()?.clone();
+                    if o.rules.iter().any(|(n, _)| *n == name) {
+                        return Err(m.error(format!("a second rule for `{name}`")));
+                    }
                     let path: syn::Path = m.value()?.parse()?;
                     o.rules.push((name, path));
                     Ok(())
@@ -558,8 +571,19 @@ pub fn member_name(m: &syn::Member) -> String {
 
 /// The flat parameter name of an aggregate's leaf: `p__0_1`, `p__w`.
 fn leaf_ident(base: &syn::Ident, path: &[syn::Member]) -> syn::Ident {
-    let names: Vec<String> = path.iter().map(member_name).collect();
-    syn::Ident::new(&format!("{base}__{}", names.join("_")), Span::call_site())
+    use syn::ext::IdentExt;
+    // (without `r#`: `p.r#type`'s leaf is `p__type`, a name `Ident::new` takes)
+    let names: Vec<String> = path
+        .iter()
+        .map(|m| match m {
+            syn::Member::Named(i) => i.unraw().to_string(),
+            m => member_name(m),
+        })
+        .collect();
+    syn::Ident::new(
+        &format!("{}__{}", base.unraw(), names.join("_")),
+        Span::call_site(),
+    )
 }
 
 /// The leaves of a tuple parameter (every element is `f64`, `[f64; N]` or a tuple of these).

@@ -1300,3 +1300,40 @@ fn refusals_say_what_to_write_instead() {
         ),
     ]);
 }
+
+/// The attribute's options: a second `wrt(…)` replaced the first without a word, a name listed
+/// twice and a second rule for one function were accepted (a hunter); each is an error now.
+#[test]
+fn repeated_options_are_errors() {
+    let src = "fn f(x: f64, y: f64) -> f64 { x * y }";
+    for (attr, msg) in [
+        ("wrt(x), wrt(y)", "`wrt` is given twice"),
+        ("wrt(x, x)", "`x` is listed twice in `wrt`"),
+        ("rule(g = a), rule(g = b)", "a second rule for `g`"),
+    ] {
+        match lower_str(src, attr) {
+            Ok(_) => panic!("accepted: {attr}"),
+            Err(e) => assert!(e.to_string().contains(msg), "{attr}: {e}"),
+        }
+    }
+    assert!(lower_str(src, "wrt(x, y)").is_ok());
+}
+
+/// Raw identifiers as parameters and fields: generated names (`d_r#type`, `p__r#type`) made
+/// `Ident::new` panic inside the macro (a hunter); they are built without the `r#` now.
+#[test]
+fn raw_identifiers_lower_and_generate() {
+    let src = "fn f(x: f64, r#type: f64, p: &P) -> f64 { x * r#type + p.r#loop }";
+    let item: syn::ItemFn = syn::parse_str(src).unwrap();
+    let out = crate::try_expand(
+        proc_macro2::TokenStream::new(),
+        &item,
+        &quote::quote!(::adjoint::ssa),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let text = out.to_string();
+    assert!(
+        text.contains("d_type") && text.contains("p__loop"),
+        "{text}"
+    );
+}

@@ -484,9 +484,11 @@ pub mod __private {
             "adjoint::ssa: the rule `{rule}` returned a value that carries no derivative at a \
              number type that differentiates (forward mode's `Dual`, or a Hessian-vector \
              product's forward sweep), though its partials are not zero: it computes in `f64` \
-             (`T::cst(f(x.value()))`). Write the rule over `T` (`x.powi(3)`, `x.exp()`) so that \
-             it differentiates; a rule that can only compute in `f64` serves `grad` and \
-             `pullback` at `f64` only"
+             (`T::cst(f(x.value()))`), or one of its branches returns a constant with a nonzero \
+             partial (a saturated `T::one()` beside the partial `(-x).exp()`). Write the rule \
+             over `T` (`x.powi(3)`, `x.exp()`) so that it differentiates, and give every branch \
+             a value and partials that agree (`T::one() - (-x).exp()`, or the partial 0); a \
+             rule that can only compute in `f64` serves `grad` and `pullback` at `f64` only"
         )
     }
 

@@ -975,3 +975,47 @@ fn float_remainder_is_fmod() {
         assert!(close(dx, f[0]) && close(dy, f[1]), "({x}, {y}): {f:?}");
     }
 }
+
+/// Parameters named like the generated functions (`pullback`, `pullback_vec`, `grad_with`) and
+/// raw identifiers: the first shadowed the generated functions' calls to each other (rustc
+/// errors at the attribute), the second made the macro panic (a hunter). Closed forms.
+#[differentiable]
+fn shadowing_names(pullback: f64, pullback_vec: f64, grad_with: f64, r#type: f64) -> f64 {
+    pullback * pullback_vec + grad_with * r#type
+}
+
+#[test]
+fn parameters_named_like_generated_functions_or_raw() {
+    let mut d = [0.0; 4];
+    let [a, b, c, e] = &mut d;
+    let v = shadowing_names::grad(2.0, 3.0, 5.0, 7.0, a, b, c, e);
+    assert_eq!(v, 2.0 * 3.0 + 5.0 * 7.0);
+    assert_eq!(d, [3.0, 2.0, 7.0, 5.0]);
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, adjoint_ssa::Differentiable)]
+struct RawFields<T = f64> {
+    r#type: T,
+    r#loop: [T; 2],
+}
+
+#[differentiable]
+fn raw_fields(p: &RawFields, x: f64) -> f64 {
+    p.r#type * x + p.r#loop[1] * p.r#loop[0]
+}
+
+#[test]
+fn raw_identifier_fields() {
+    let p = RawFields {
+        r#type: 1.5,
+        r#loop: [2.0, -3.0],
+    };
+    let mut dp = RawFields {
+        r#type: 0.0,
+        r#loop: [0.0; 2],
+    };
+    let mut dx = 0.0;
+    let v = raw_fields::grad(&p, 0.5, &mut dp, &mut dx);
+    assert_eq!(v, 1.5 * 0.5 - 6.0);
+    assert_eq!((dp.r#type, dp.r#loop, dx), (0.5, [-3.0, 2.0], 1.5));
+}

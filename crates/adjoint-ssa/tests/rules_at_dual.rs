@@ -188,3 +188,40 @@ fn quotient_second_derivatives_at_extreme_divisors() {
         );
     }
 }
+
+fn sig(x: f64) -> f64 {
+    1.0 / (1.0 + (-x).exp())
+}
+
+/// A rule written over `T` whose saturated branch returns a constant beside a nonzero partial.
+fn sig_rule<T: Real>(x: T) -> (T, [T; 1]) {
+    if x.value() > 30.0 {
+        return (T::one(), [(-x).exp()]);
+    }
+    let s = (T::one() + (-x).exp()).recip();
+    (s, [s * (T::one() - s)])
+}
+
+#[differentiable(rule(sig = sig_rule))]
+fn saturating(x: f64) -> f64 {
+    sig(x) * x
+}
+
+/// The refusal names the other way a rule loses its derivative (a hunter: the message said only
+/// "it computes in `f64`", for a rule already written over `T`); below the saturation the
+/// Hessian-vector product agrees with forward mode over the plain function.
+#[test]
+fn a_rule_with_a_constant_branch_is_refused_with_a_message_that_names_it() {
+    let m = panic_message(std::panic::catch_unwind(|| {
+        saturating::primal(Dual::new(35.0, 1.0))
+    }));
+    assert!(
+        m.contains("the rule `sig_rule`")
+            && m.contains("returns a constant with a nonzero partial"),
+        "{m}"
+    );
+    let x = 2.0;
+    let h = hvp(saturating::pullback, x).eps;
+    let want = adjoint_core::forward::hessian(|v| v[0] / (1.0 + (-v[0]).exp()), &[x]);
+    assert!((h - want[0][0]).abs() < 1e-12, "{h} vs {want:?}");
+}
