@@ -46,10 +46,15 @@
 //!
 //! An infinite partial meeting a zero derivative (the norm `√(x·x)` at `x = 0`: `sqrt`'s partial
 //! is ∞, the derivative of `x·x` is 0) gives 0, not `∞ · 0` = NaN, in forward mode (a zero
-//! tangent) and on the tape (a zero partial, or a zero adjoint). A derivative that is zero only
-//! because two paths cancel is not one the tape can see: `√(x − x)` (or the standard deviation
-//! of constant data) sends ∞ back along both paths of `x − x`, and `∞ − ∞` is NaN there, where
-//! forward mode's tangent `ẋ − ẋ` is 0 before it meets the ∞ (JAX and PyTorch give NaN too).
+//! tangent) and on the tape (a zero partial, or a zero adjoint). A zero that only two paths'
+//! cancellation makes is not one the tape can see: `√(x − x)` sends ∞ back along both paths of
+//! `x − x`, and `∞ − ∞` is NaN there, where forward mode's tangent `ẋ − ẋ` is 0 before it meets
+//! the ∞ (JAX and PyTorch give NaN too); so does a one-pass or Welford standard deviation of
+//! constant data (ndarray's `std`), where the two-pass `√(Σ(xᵢ − m)²/(n − 1))` gives 0 (its
+//! squares' partials are 0). Likewise a zero partial meeting an overflowed tangent is 0 in
+//! forward mode through quotients, `recip` and negative powers (the sigmoid `1/(1 + e⁻ᶻ)` at
+//! z = −800), but NaN through `exp` and the smooth functions (`exp(−eˣ)`, `atan(sinh x)` at
+//! 800: `Dual::lift1` keeps one multiply there), where the tape's zero partial gives 0.
 //! The SSA transform, the array
 //! engine and the reversible engine's gradients multiply as JAX and PyTorch do (NaN there:
 //! `rev::grad` of a norm at 0 gives NaN where forward mode gives 0), which their docs say.

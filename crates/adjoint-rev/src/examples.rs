@@ -213,10 +213,10 @@ reversible! {
     /// `Σₖ (−1)ᵏ (z/2)^{2k+ν} / (k! (k+ν)!)`, each term obtained from the previous by a
     /// reversible multiplication `term *= ratio` (NiLang's `ibesselj`). `z = 0` is an error
     /// (`*=` by a ratio of 0 cannot be undone; `J_ν(0)` is 1 for ν = 0 and 0 otherwise). So is
-    /// a large `z` in checked code (from about 26): the alternating series cancels terms near
-    /// 1e10, its sum keeps about 1e-5 relative accuracy there, and uncomputing its
-    /// accumulator leaves more than the deallocation check's 1e-8 (unchecked code returns
-    /// that less accurate value).
+    /// a large `z` in checked code (from about 23 for ν = 0): the alternating series cancels
+    /// terms of up to ~1e9 there, uncomputing its accumulator leaves more than the deallocation
+    /// check's 1e-8, and its sum is that far off too (absolute errors from ~1e-8 at z = 23 to
+    /// ~1e-5 at 30; unchecked code returns that value).
     pub fn ibesselj<T: RevReal + Scale>(out: &mut T, nu: &mut usize, z: &mut T) {
         let k = T::zero();
         @routine {

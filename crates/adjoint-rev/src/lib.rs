@@ -42,8 +42,8 @@
 //! (a gradient along another trajectory is [`InvertibilityError::Inputs`]). Drifts below that
 //! tolerance pass, as in ancillas; unchecked routes check nothing. The tolerance is relative to
 //! the input, not to the largest value it passed through: a small input absorbed by a large
-//! term (`y += 1e30`, or `sq += x·x` with `‖x‖²` near 1e281 and `sq` starting at 0) comes back
-//! as the rounding of that term and is refused, even where the function never reads it again,
+//! term (`y += 1e30`, or `sq += x·x` over `x = [1, 1e9]` with `sq` starting at 0: the 1 is lost
+//! in 1e18) comes back as the rounding of that term and is refused, even where the function never reads it again,
 //! because where it does (`w += y * x; y += 1e30;`), the inverse rebuilds `y` as 0 and `∂w/∂x`
 //! would be 0, not `y`.
 //!

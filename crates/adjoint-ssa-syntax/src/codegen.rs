@@ -1046,13 +1046,15 @@ impl<'a> Gen<'a> {
                 // attribute's line
                 quote_spanned!(*span=> if #on !#c { ::core::panic!("{}", #msg) })
             }
-            Inst::Check { a, b, what } => {
+            Inst::Check { a, b, what, span } => {
                 let (a, b, rt) = (self.v(*a), self.v(*b), self.rt);
                 let fail = match *what {
-                    "index" => quote!(#rt::__private::sub_slice_index_failed(#a, #b)),
-                    _ => quote!(#rt::__private::sub_slice_range_failed(#a, #b)),
+                    "index" => quote!(#rt::__private::sub_slice_index_failed),
+                    _ => quote!(#rt::__private::sub_slice_range_failed),
                 };
-                quote!(if #a >= #b { #fail })
+                // (reported at the user's `w[i]` or `&x[a..b]`: the call's parentheses carry
+                // its span)
+                quote_spanned!(*span=> if #a >= #b { (#fail)(#a, #b) })
             }
             Inst::Call {
                 dsts,
@@ -2028,7 +2030,7 @@ impl<'a> Gen<'a> {
                 let Some((hh, base)) = self.p.ranged[ib][k] else {
                     continue;
                 };
-                let (Inst::Load { slice, .. } | Inst::Store { slice, .. }) = i else {
+                let (Inst::Load { slice, span, .. } | Inst::Store { slice, span, .. }) = i else {
                     continue;
                 };
                 if hh != h {
@@ -2049,7 +2051,9 @@ impl<'a> Gen<'a> {
                         self.slice(*slice)
                     };
                     let rb = self.rb(h, base);
-                    checks.extend(quote!(#check(#rb, #lo, #hi, #s.len());));
+                    // (reported at the user's first `x[i]` of this range: the call's
+                    // parentheses carry its span)
+                    checks.extend(quote_spanned!(*span=> (#check)(#rb, #lo, #hi, #s.len());));
                 }
             }
         }

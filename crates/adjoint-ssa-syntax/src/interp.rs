@@ -291,7 +291,7 @@ impl<T: Real> Machine<T> {
                     assert!(g(*cond).b(), "{msg}");
                 }
             }
-            Inst::Check { a, b, what } => {
+            Inst::Check { a, b, what, .. } => {
                 let (a, b) = (g(*a).i(), g(*b).i());
                 assert!(a < b, "{what} out of bounds: {a} is not below {b}");
             }

@@ -432,6 +432,8 @@ pub enum Inst {
         b: Val,
         /// `"index"` (`a` an index, `b` a length) or `"range"` (the bounds of a sub-slice)
         what: &'static str,
+        /// where a failure is reported: the user's `w[i]` or `&x[a..b]`
+        span: Span,
     },
     /// Panics with `msg` unless `cond` holds (`assert!`, `assert_eq!`, …; `debug`: only where
     /// debug assertions are on, as `debug_assert!`).
@@ -963,7 +965,7 @@ impl Func {
                 slice, idx, val, ..
             } => format!("{}[{}] = {}", sl(*slice), n(*idx), n(*val)),
             Inst::Fill { slice, val } => format!("fill {} with {}", sl(*slice), n(*val)),
-            Inst::Check { a, b, what } => format!("check {what}: {} < {}", n(*a), n(*b)),
+            Inst::Check { a, b, what, .. } => format!("check {what}: {} < {}", n(*a), n(*b)),
             Inst::Assert {
                 cond, msg, debug, ..
             } => {

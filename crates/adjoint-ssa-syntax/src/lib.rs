@@ -115,7 +115,7 @@ pub fn try_expand(
     );
     Ok(quote! {
         #[doc = #doc]
-        #[allow(non_snake_case, clippy::all)]
+        #[allow(non_snake_case, clippy::all, clippy::pedantic)]
         #vis mod #name {
             #[allow(unused_imports)]
             use super::*;

@@ -13,10 +13,10 @@ use std::collections::HashSet;
 use syn::spanned::Spanned;
 use syn::{BinOp, Expr, Lit, Pat, Stmt, UnOp};
 
-/// Writing an array that is not `&mut` or a local array. A `let` of a struct or tuple field
-/// through a reference (`*r` of `let r = &q.b;`) names the field itself: the macro does not
-/// know such a field's length, so it cannot make the copy Rust makes (a hunter found "not
-/// mutable" alone puzzling there).
+/// Writing an array that is not `&mut` or a local array. A `let` of a struct's array field
+/// without a type (`let mut c = q.b;`, `*r` of `let r = &q.b;`) names the field itself: the
+/// macro does not know its length, so it cannot make the copy Rust makes unless the `let` says
+/// it (a hunter found "not mutable" alone puzzling there).
 const NOT_MUTABLE: &str = "this array is not mutable here: only `&mut [f64]` parameters and \
      local arrays (`let mut a = [0.0; N];`, or a copy of an array parameter, `let mut a = x;`) \
      can be written. A struct's array field is copied by a `let` with its type, `let mut c: \
@@ -1630,6 +1630,11 @@ impl Lower<'_> {
             | (SliceKind::Param { .. }, Some(_), Expr::Unary(u)) => {
                 matches!(u.op, UnOp::Deref(_))
             }
+            // a tuple parameter's array member (`(t.1, k)`, `(*r, k)` of `r = &t.1`)
+            (SliceKind::Param { .. }, None, Expr::Field(_)) => self.member_len(s.slice).is_some(),
+            (SliceKind::Param { .. }, None, Expr::Unary(u)) => {
+                matches!(u.op, UnOp::Deref(_)) && self.member_len(s.slice).is_some()
+            }
             _ => false,
         })
     }
@@ -2745,7 +2750,7 @@ impl Lower<'_> {
             return err(&ix.index, "indices are `usize`");
         }
         self.f.values[i].ty = Ty::Int(Some(IntTy::Usize));
-        let idx = self.checked_offset(&base, i);
+        let idx = self.checked_offset(&base, i, ix.span());
         let dst = self.val(self.f.slices[base.slice].elem);
         self.emit(Inst::Load {
             dst,
@@ -2760,13 +2765,14 @@ impl Lower<'_> {
     /// (`&x[a..b]`, a window, a chunk) checks `i` against its length first, as Rust does; the
     /// parent's own bounds check would let `w[i]` read past `b`. (A sub-slice to the end needs
     /// no check: past its end is past the parent's.)
-    fn checked_offset(&mut self, base: &SliceArg, i: Val) -> Val {
+    fn checked_offset(&mut self, base: &SliceArg, i: Val, span: Span) -> Val {
         if base.hi.is_some() {
             let len = self.len_of(base);
             self.emit(Inst::Check {
                 a: i,
                 b: len,
                 what: "index",
+                span,
             });
         }
         self.offset(base, i)
@@ -2827,6 +2833,7 @@ impl Lower<'_> {
                     a,
                     b: b1,
                     what: "range",
+                    span: r.span(),
                 });
             }
         }
@@ -3583,7 +3590,7 @@ impl Lower<'_> {
                     return err(&ix.index, "indices are `usize`");
                 }
                 self.f.values[i].ty = Ty::Int(Some(IntTy::Usize));
-                let idx = self.checked_offset(&base, i);
+                let idx = self.checked_offset(&base, i, lhs.span());
                 self.store(base.slice, idx, op, rhs, lhs.span())
             }
             Expr::Field(f) => err(

@@ -432,7 +432,8 @@ fn array_fields_copied_by_a_typed_let() {
 }
 
 /// A tuple parameter's array member copied without a type (its length is in the signature), by
-/// `let`, by destructuring and through `*r`; the copies are changed, the member is not.
+/// `let`, by destructuring, through `*r` and in a tuple literal; the copies are changed, the
+/// member is not.
 #[differentiable]
 fn member_copies(q: (f64, [f64; 3]), x: f64) -> f64 {
     let mut c = q.1;
@@ -442,7 +443,9 @@ fn member_copies(q: (f64, [f64; 3]), x: f64) -> f64 {
     let r = &q.1;
     let mut e = *r;
     e[1] = e[1] * d[2];
-    c[0] + q.1[0] * d[2] + e[1] + q.1[1] * k
+    let (mut f, z) = (q.1, 2.0);
+    f[2] *= z * x;
+    c[0] + q.1[0] * d[2] + e[1] + q.1[1] * k + f[2] * q.1[2]
 }
 
 fn member_copies_ref<T: Real>(q: (T, [T; 3]), x: T) -> T {
@@ -452,7 +455,9 @@ fn member_copies_ref<T: Real>(q: (T, [T; 3]), x: T) -> T {
     d[2] += c[0] * k;
     let mut e = q.1;
     e[1] = e[1] * d[2];
-    c[0] + q.1[0] * d[2] + e[1] + q.1[1] * k
+    let (mut f, z) = (q.1, 2.0);
+    f[2] *= x * z;
+    c[0] + q.1[0] * d[2] + e[1] + q.1[1] * k + f[2] * q.1[2]
 }
 
 #[test]
@@ -706,8 +711,9 @@ struct Q<T = f64> {
     b: [T; 2],
 }
 
-/// A changed copy of an array field, written as the error for `let r = &q.b; let mut c = *r;`
-/// says (the macro does not copy fields by `let`: `tests/ui/field_copy_written.rs`).
+/// A changed copy of an array field written element by element (without a type, `let r = &q.b;
+/// let mut c = *r;` names the field: `tests/ui/field_copy_written.rs`; with one, it is a copy,
+/// `array_fields_copied_by_a_typed_let`).
 #[differentiable]
 fn field_copy(q: &Q) -> f64 {
     let mut c = [q.b[0], q.b[1]];

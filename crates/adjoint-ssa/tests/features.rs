@@ -672,10 +672,14 @@ fn asserts_pass_and_fail_as_written() {
     assert_eq!(fails(&x, &x), plain);
 }
 
-/// The file and line a panic inside `f` reports (the only panic hook in this test binary).
+/// The file and line a panic inside `f` reports. The panic hook is the process's: one caller at
+/// a time (tests run in parallel), and no other test here sets one.
 fn panic_location(f: impl FnOnce() + std::panic::UnwindSafe) -> (String, u32) {
     use std::cell::RefCell;
+    use std::sync::Mutex;
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
     thread_local!(static AT: RefCell<Option<(String, u32)>> = const { RefCell::new(None) });
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(|info| {
         let at = info.location().map(|l| (l.file().to_string(), l.line()));
@@ -718,11 +722,31 @@ fn a_failed_assert_is_reported_where_it_is_written() {
 #[differentiable]
 fn indexed(x: &[f64], out: &mut [f64], i: usize, j: usize) {
     let a = x[0] * 2.0;
-    out[j] = a + x[i] * x[0];
+    let b = a + x[i] * x[0];
+    out[j] = b;
 }
 
-/// An index out of bounds, read or written, is reported at the user's `x[i]` as in the function
-/// as written (it was the attribute's line).
+/// A counted loop past the end (its range is checked once, before it runs) and an index past a
+/// sub-slice's end, or a sub-slice past its parent's.
+#[differentiable]
+fn indexed_in_loops(x: &[f64], n: usize, k: usize) -> f64 {
+    let mut s = 0.0;
+    for i in 0..n {
+        s += x[i + 1] * x[i];
+    }
+    let w = &x[1..3];
+    s + w[k] * x[0]
+}
+
+#[differentiable]
+fn sub_sliced(x: &[f64], b: usize) -> f64 {
+    let w = &x[..b];
+    w[0] * 2.0
+}
+
+/// An index out of bounds, read or written, in straight-line code or a counted loop, past a
+/// sub-slice or making one, is reported at the user's expression as in the function as written
+/// (it was the attribute's line).
 #[test]
 fn an_index_out_of_bounds_is_reported_where_it_is_written() {
     let x = [1.0, 2.0];
@@ -730,20 +754,22 @@ fn an_index_out_of_bounds_is_reported_where_it_is_written() {
         let plain = panic_location(move || indexed(&x, &mut [0.0; 2], i, j));
         let ours = panic_location(move || {
             let (mut dx, mut out, mut dout) = ([0.0; 2], [0.0; 2], [1.0; 2]);
-            indexed::pullback(
-                &mut Workspace::new(),
-                &x,
-                &mut out,
-                i,
-                j,
-                &mut dx,
-                &mut dout,
-            );
+            let mut ws = Workspace::new();
+            indexed::pullback(&mut ws, &x, &mut out, i, j, &mut dx, &mut dout);
         });
         let primal = panic_location(move || indexed::primal(&x, &mut [0.0; 2], i, j));
         assert_eq!(ours, plain, "({i}, {j})");
         assert_eq!(primal, plain, "({i}, {j})");
     }
+    let x = [1.0, 2.0, 3.0, 4.0];
+    for (n, k) in [(4, 0), (2, 2)] {
+        let plain = panic_location(move || _ = indexed_in_loops(&x, n, k));
+        let ours = panic_location(move || _ = indexed_in_loops::grad(&x, n, k, &mut [0.0; 4]));
+        assert_eq!(ours, plain, "(n, k) = ({n}, {k})");
+    }
+    let plain = panic_location(move || _ = sub_sliced(&x, 5));
+    let ours = panic_location(move || _ = sub_sliced::grad(&x, 5, &mut [0.0; 4]));
+    assert_eq!(ours, plain);
 }
 
 /// `const` items in the body, one naming another, one the length of a local array.

@@ -190,12 +190,18 @@ mod ndarray_std {
     }
 
     #[test]
-    fn std_of_active_numbers_matches_forward_mode() {
+    fn std_of_active_numbers_matches_the_closed_form() {
         let x = [1.0, 2.5, -0.5, 4.0];
         let g = tape::grad(|v| spread(v), &x);
         let gf = forward::gradient(|v| spread(v), &x);
-        for (a, b) in g.iter().zip(&gf) {
-            assert!((a - b).abs() < 1e-14, "{g:?} vs {gf:?}");
+        // ∂s/∂xᵢ = (xᵢ − m) / ((n − 1)·s)
+        let n = x.len() as f64;
+        let m = x.iter().sum::<f64>() / n;
+        let s = (x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+        for (i, xi) in x.iter().enumerate() {
+            let want = (xi - m) / ((n - 1.0) * s);
+            assert!((g[i] - want).abs() < 1e-14, "{g:?}: [{i}] {want}");
+            assert!((gf[i] - want).abs() < 1e-14, "{gf:?}: [{i}] {want}");
         }
     }
 }
