@@ -442,7 +442,7 @@ fn member_copies(q: (f64, [f64; 3]), x: f64) -> f64 {
     d[2] += c[0] * k;
     let r = &q.1;
     let mut e = *r;
-    e[1] = e[1] * d[2];
+    e[1] *= d[2];
     let (mut f, z) = (q.1, 2.0);
     f[2] *= z * x;
     c[0] + q.1[0] * d[2] + e[1] + q.1[1] * k + f[2] * q.1[2]
@@ -454,7 +454,7 @@ fn member_copies_ref<T: Real>(q: (T, [T; 3]), x: T) -> T {
     let (k, mut d) = q;
     d[2] += c[0] * k;
     let mut e = q.1;
-    e[1] = e[1] * d[2];
+    e[1] *= d[2];
     let (mut f, z) = (q.1, 2.0);
     f[2] *= x * z;
     c[0] + q.1[0] * d[2] + e[1] + q.1[1] * k + f[2] * q.1[2]
