@@ -3193,10 +3193,26 @@ impl Lower<'_> {
             return self.method_on(recv, &segs[1], &rest, at);
         }
         let Some(id) = p.path.get_ident() else {
+            let last = p
+                .path
+                .segments
+                .last()
+                .map(|s| s.ident.to_string())
+                .unwrap_or_default();
             return err(
                 p,
-                "only calls of #[differentiable] functions in scope (a plain name) and \
-                 `f64::method(x)` are supported",
+                format!(
+                    "only calls of #[differentiable] functions in scope (a plain name) and \
+                     `f64::method(x)` are supported: bring a function of another module into \
+                     scope with `use` (`use {}::{last};`) and call it as `{last}(…)`",
+                    p.path
+                        .segments
+                        .iter()
+                        .take(p.path.segments.len().saturating_sub(1))
+                        .map(|s| s.ident.to_string())
+                        .collect::<Vec<_>>()
+                        .join("::")
+                ),
             );
         };
         if let Some(i) = self.lookup(&id.to_string()) {

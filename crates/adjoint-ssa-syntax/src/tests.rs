@@ -1337,3 +1337,19 @@ fn raw_identifiers_lower_and_generate() {
         "{text}"
     );
 }
+
+/// A call through a module path is refused with the `use` that makes it a plain name (a
+/// hunter: the message said only "a plain name").
+#[test]
+fn module_path_calls_say_which_use_to_write() {
+    rejects(&[
+        (
+            "fn f(x: f64) -> f64 { inner::g(x) }",
+            "(`use inner::g;`) and call it as `g(…)`",
+        ),
+        (
+            "fn f(x: f64) -> f64 { crate::a::b::g(x) * x }",
+            "`use crate::a::b::g;`",
+        ),
+    ]);
+}
