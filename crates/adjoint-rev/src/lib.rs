@@ -34,7 +34,10 @@
 //! it has none (`unlet`, `@routine`, `~`, `(pre, post)` conditions). Every parameter is `&mut`:
 //! reversible code has no return values, only arguments changed in place. Each function returns
 //! `Result<(), InvertibilityError>`: a failed reversibility check is an error value naming the
-//! statement and the values seen, never a silent wrong answer. The checked gradient routes
+//! statement and the values seen, never a silent wrong answer. Nothing is rolled back: after an
+//! error the arguments hold what the statements before the failing one made of them (the
+//! failing statement writes nothing), so keep a copy of inputs you need again (the gradient
+//! routes take theirs by value). The checked gradient routes
 //! ([`grad`], [`jacobian`], [`jacobian_lanes`], [`hessian`]) also check that the inverse rebuilt
 //! the inputs, to the deallocation check's tolerance (`1e-8` absolute plus relative; `1e-5` for
 //! an `f32` input, since the inverse runs in `f64` from the forward call's `f32` results): floating-

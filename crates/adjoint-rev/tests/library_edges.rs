@@ -137,6 +137,8 @@ fn absorbed_terms_are_refused_in_checked_code_as_documented() {
     let (mut m, mut x) = (0.0, vec![1.0, 1e17]);
     let err = i_mean(&mut m, &mut x).unwrap_err();
     assert!(err.to_string().contains("ancilla `s`"), "{err}");
+    // nothing is rolled back (documented): `out += s / n` ran before the failing `unlet`
+    assert_eq!((m, &x[..]), (5e16, &[1.0, 1e17][..]));
     let err = grad(sum_of {}, (0.0, vec![1.0, 1e17]), 0).unwrap_err();
     assert!(
         matches!(err, InvertibilityError::Inputs { scalar: 0, .. }),
