@@ -24,6 +24,10 @@ use syn::spanned::Spanned;
 ///     &quote::quote!(::adjoint_ssa),
 /// );
 /// assert!(bad.to_string().contains("compile_error"));
+/// for bad in [quote::quote! { struct R<T = f32> { w: T } }, quote::quote! { struct E<T = f64> {} }] {
+///     let out = adjoint_ssa_syntax::derive::expand(bad, &quote::quote!(::adjoint_ssa));
+///     assert!(out.to_string().contains("compile_error"), "{out}");
+/// }
 /// ```
 pub fn expand(item: TokenStream, rt: &TokenStream) -> TokenStream {
     match try_expand(item, rt) {
@@ -88,6 +92,22 @@ fn try_expand(item: TokenStream, rt: &TokenStream) -> syn::Result<TokenStream> {
         return err(
             &tp.bounds,
             "leave the number type unbounded: `struct Params<T = f64>`",
+        );
+    }
+    // (a hunter: these were accepted, then failed with rustc errors far from the cause)
+    if let Some(d) = &tp.default {
+        if !matches!(d, syn::Type::Path(p) if p.qself.is_none() && p.path.is_ident("f64")) {
+            return err(
+                d,
+                "the number type's default is `f64` (values and gradients are `f64`): \
+                 `struct Params<T = f64>`",
+            );
+        }
+    }
+    if fields.named.is_empty() {
+        return err(
+            &input.ident,
+            "a differentiable struct needs at least one field `T` or `[T; N]`",
         );
     }
     let t = &tp.ident;
