@@ -3193,25 +3193,20 @@ impl Lower<'_> {
             return self.method_on(recv, &segs[1], &rest, at);
         }
         let Some(id) = p.path.get_ident() else {
-            let last = p
-                .path
-                .segments
-                .last()
-                .map(|s| s.ident.to_string())
-                .unwrap_or_default();
+            let segs = &p.path.segments;
+            let base = "only calls of #[differentiable] functions in scope (a plain name) and \
+                        `f64::method(x)` are supported";
+            if segs.len() < 2 || segs.iter().any(|s| !s.arguments.is_empty()) {
+                return err(p, base);
+            }
+            let names: Vec<String> = segs.iter().map(|s| s.ident.to_string()).collect();
+            let last = &names[names.len() - 1];
             return err(
                 p,
                 format!(
-                    "only calls of #[differentiable] functions in scope (a plain name) and \
-                     `f64::method(x)` are supported: bring a function of another module into \
-                     scope with `use` (`use {}::{last};`) and call it as `{last}(…)`",
-                    p.path
-                        .segments
-                        .iter()
-                        .take(p.path.segments.len().saturating_sub(1))
-                        .map(|s| s.ident.to_string())
-                        .collect::<Vec<_>>()
-                        .join("::")
+                    "{base}: bring a function of another module into scope with `use` \
+                     (`use {};`) and call it as `{last}(…)`",
+                    names.join("::")
                 ),
             );
         };

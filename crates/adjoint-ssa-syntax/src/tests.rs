@@ -1353,3 +1353,15 @@ fn module_path_calls_say_which_use_to_write() {
         ),
     ]);
 }
+
+/// A single name with generic arguments gets no `use` suggestion (there is nothing to import).
+#[test]
+fn turbofish_calls_are_refused_without_a_use_suggestion() {
+    match lower_str("fn f(x: f64) -> f64 { g::<f64>(x) }", "") {
+        Ok(_) => panic!("accepted"),
+        Err(e) => {
+            let m = e.to_string();
+            assert!(m.contains("a plain name") && !m.contains("`use"), "{m}");
+        }
+    }
+}
