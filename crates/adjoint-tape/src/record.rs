@@ -910,10 +910,24 @@ fn not_recording(state: &State, v: Var) -> ! {
 #[cold]
 pub(crate) fn abandoned() -> ! {
     panic!(
-        "adjoint::tape: a panic in a side of adjoint::tape::join (or par_map) was caught inside \
-         the recording, which cannot go on after it; catch the panic outside the \
-         grad/vjp/jacobian call (around the whole recording), or inside the side's own closure"
+        "adjoint::tape: a panic in adjoint::tape::join (or par_map) — in a side, or the \
+         recording's job limit — was caught inside the recording, which cannot go on after it; \
+         catch the panic outside the grad/vjp/jacobian call (around the whole recording), or \
+         inside the side's own closure"
     )
+}
+
+/// While alive, a panic (unwinding through `join` outside its sides: the job limit in
+/// `new_task_pair`/`new_job`) leaves the recording [`State::Abandoned`] instead of the `Idle`
+/// that `join` put there while its sides run; disarmed when `join` restores the recording.
+struct AbandonOnUnwind(bool);
+
+impl Drop for AbandonOnUnwind {
+    fn drop(&mut self) {
+        if self.0 && std::thread::panicking() {
+            with_state_mut(|s| *s = State::Abandoned);
+        }
+    }
 }
 
 /// Checked mode: remember the job's first non-finite value from finite operands. Each job keeps
@@ -1107,6 +1121,9 @@ where
         State::Recording(ctx) => ctx,
         _ => unreachable!(),
     });
+    // (the job limit's panic, caught inside the recording, ended in an `unreachable!` at the
+    // recording's end, or "used outside its recording"; a hunter)
+    let mut guard = AbandonOnUnwind(true);
     let session = ctx.session.clone();
     let parent = ctx.task.id;
     let finished = ctx.job.take().expect("a recording context has a job");
@@ -1138,6 +1155,7 @@ where
     ctx.job = Some(job);
     ctx.task.segs.push(Segment::Fork(ta, tb));
     ctx.task.segs.push(Segment::Job(job_idx));
+    guard.0 = false;
     with_state_mut(|s| *s = State::Recording(ctx));
     (ra, rb)
 }

@@ -84,7 +84,11 @@ impl Jobs<'_> {
                 }
                 Segment::Fork(a, b) => {
                     let (da, db) = rayon::join(|| self.resolve(a), || self.resolve(b));
-                    for s in da?.into_iter().chain(db?) {
+                    // (a checked report names the right side's bad value first: it comes later
+                    // in the program, so a sequential reverse sweep meets it first; the left's
+                    // was reported, unlike the same terms written without `join`, a hunter)
+                    let db = db?;
+                    for s in da?.into_iter().chain(db) {
                         self.scatter(task.id, s, &mut deferred);
                     }
                 }

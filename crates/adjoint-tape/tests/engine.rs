@@ -703,6 +703,67 @@ fn checked_reverse_pass_error_names_the_job_in_program_order() {
     }
 }
 
+/// The reverse pass's report is the same whether two terms are written in sequence or as the
+/// sides of a `join`: the right side's bad value, which a sequential reverse sweep meets first
+/// (a hunter: the join reported the left side's, adjoint 1 instead of 3).
+#[test]
+fn checked_reverse_pass_report_does_not_change_with_a_join() {
+    let x = [0.0, 0.0, 1.0];
+    let seq = Tape::new()
+        .checked()
+        .try_value_and_grad(
+            |v: &[Var]| v[0].sqrt() * v[2] + v[1].sqrt() * (v[2] * 3.0),
+            &x,
+        )
+        .unwrap_err();
+    for threads in [1, 2, 4] {
+        let fork = in_pool(threads, || {
+            Tape::new()
+                .checked()
+                .try_value_and_grad(
+                    |v: &[Var]| {
+                        let (a, b) = join(|| v[0].sqrt() * v[2], || v[1].sqrt() * (v[2] * 3.0));
+                        a + b
+                    },
+                    &x,
+                )
+                .unwrap_err()
+        });
+        assert_eq!(fork.value, seq.value, "{threads} threads: {fork} vs {seq}");
+    }
+}
+
+/// The job limit's panic caught inside the recording leaves it abandoned, with the message that
+/// says so (a hunter: the recording's end hit an `unreachable!`; another operation first said
+/// "used outside its recording … not rayon::join").
+#[test]
+fn a_caught_job_limit_panic_abandons_the_recording_clearly() {
+    let run = |after: &(dyn Fn(&[Var]) -> Var + Sync)| {
+        panic_message(catch_unwind(AssertUnwindSafe(|| {
+            grad(
+                |x: &[Var]| {
+                    let limit = catch_unwind(AssertUnwindSafe(|| {
+                        for _ in 0..70_000 {
+                            join(|| (), || ());
+                        }
+                    }));
+                    assert!(
+                        panic_message(limit).contains("parallel jobs"),
+                        "the job limit's own message first"
+                    );
+                    after(x)
+                },
+                &[1.0],
+            )
+        })))
+    };
+    for msg in [run(&|_| Var::constant(1.0)), run(&|x| x[0] * 2.0)] {
+        assert!(msg.contains("was caught inside the recording"), "{msg}");
+    }
+    // the engine is usable afterwards (closed form: ∂(x₀²) = 2x₀)
+    assert_eq!(grad(|x: &[Var]| x[0] * x[0], &[3.0]), vec![6.0]);
+}
+
 #[test]
 fn plain_rayon_join_from_a_recording_outside_the_pool_points_to_tape_join() {
     // Recorded on a thread outside rayon's pool, `rayon::join` runs both sides on pool threads,
