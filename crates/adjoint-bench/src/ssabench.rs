@@ -180,7 +180,7 @@ pub const GMM_MAX_K: usize = 256;
 
 /// `Qdiags = exp(icf diagonal)` and `sum_qs` (the diagonal's sums) of each component, as
 /// ADBench's `preprocess_qs`: computed once per call, not once per point. Its pullback carries
-/// [`gmm_data`]'s cotangents of `qdiag` and `sum_qs` back to the parameters.
+/// [`gmm_data()`]'s cotangents of `qdiag` and `sum_qs` back to the parameters.
 #[differentiable(wrt(p))]
 pub fn gmm_qs(p: &[f64], d: usize, k: usize, qdiag: &mut [f64], sum_qs: &mut [f64]) {
     let icf_sz = d * (d + 1) / 2;
@@ -197,7 +197,7 @@ pub fn gmm_qs(p: &[f64], d: usize, k: usize, qdiag: &mut [f64], sum_qs: &mut [f6
 }
 
 /// ADBench GMM's data term over the points in `x` (`n × d`), parameters `[α, μ, icf]`, with
-/// the diagonal factors from [`gmm_qs`].
+/// the diagonal factors from [`gmm_qs()`].
 #[differentiable(wrt(p, qdiag, sum_qs))]
 pub fn gmm_data(p: &[f64], qdiag: &[f64], sum_qs: &[f64], x: &[f64], d: usize, k: usize) -> f64 {
     let n = x.len() / d;
@@ -274,11 +274,11 @@ pub fn ba_project(inp: &[f64], feat: &[f64]) -> (f64, f64) {
     )
 }
 
-/// Largest hidden size `b` of [`lstm_loss`] (local arrays have constant lengths).
+/// Largest hidden size `b` of [`lstm_loss()`] (local arrays have constant lengths).
 pub const LSTM_MAX_B: usize = 32;
-/// Largest layer count `l` of [`lstm_loss`].
+/// Largest layer count `l` of [`lstm_loss()`].
 pub const LSTM_MAX_L: usize = 4;
-/// Length of [`lstm_loss`]'s state array (`2 · LSTM_MAX_L · LSTM_MAX_B`).
+/// Length of [`lstm_loss()`]'s state array (`2 · LSTM_MAX_L · LSTM_MAX_B`).
 pub const LSTM_MAX_STATE: usize = 2 * LSTM_MAX_L * LSTM_MAX_B;
 
 /// ADBench's LSTM loss (as [`crate::adbench::lstm::lstm_objective`]): `main` (`8lb`) and

@@ -95,7 +95,7 @@ impl Lift for Var {
         Var::constant(v)
     }
     /// A constant zero is exactly zero, and so is a recorded zero whose derivative is exactly
-    /// zero as recorded ([`zero_derivative`](crate::record::zero_derivative): `|x|` at an
+    /// zero as recorded (`record::zero_derivative`: `|x|` at an
     /// active 0); a recorded value may be zero with a nonzero derivative (an input at 0), and
     /// is not. Forward-over-reverse (`hvp`, `hessian`) then takes an infinite partial times a
     /// constant zero tangent (`acos(−1)` of a constant) as 0, as forward mode does, not NaN;

@@ -202,7 +202,7 @@ pub const CHUNK_CACHE_ENTRIES: usize = 250_000;
 
 /// The GMM gradient with `engine`: the data term is a sum over points, so chunks of points are
 /// recorded and swept independently on rayon's threads (each with its own tape, bounded
-/// memory), as many at a time as [`MERGE_BYTES`] of their gradients allows, and their
+/// memory), as many at a time as `MERGE_BYTES` of their gradients allows, and their
 /// gradients are added in chunk order
 /// (deterministic for any thread count); the remaining terms are one more recording. Returns
 /// the objective value too.
