@@ -12,7 +12,7 @@ use crate::kernel::{
     chunks, combine_windows, for_chunks, run_store, run_sum, sum_lanes, sum_lanes_as, Eval, Inputs,
     Kernel, ParamSrc, ScatterSpec, Types, Window,
 };
-use crate::matmul::{matmul, View};
+use crate::matmul::{gated_matmul, matmul, View};
 use adjoint_core::rules::{self, Op2};
 use rayon::prelude::*;
 use std::collections::HashMap;
@@ -1379,11 +1379,28 @@ fn backward_node(
             let (va, vb) = matmul_views(g, *a, ex.value(*a), *b, ex.value(*b));
             let vc = View::new(&gv, va.rows, vb.cols);
             let f32 = info.dtype == DType::F32;
+            // (a zero adjoint sends nothing back, even against an operand's ∞ or NaN: the dense
+            // products made `0 · ∞ = NaN` there, where `generate` + `sum` gives the finite
+            // gradient; a hunter. The gated product runs only where an operand is not finite.)
             if g.active[*a as usize] {
-                adj.add(*a, matmul(vc, vb.t(), f32));
+                adj.add(
+                    *a,
+                    if vb.all_finite() {
+                        matmul(vc, vb.t(), f32)
+                    } else {
+                        gated_matmul(vc, vb.t(), true, f32)
+                    },
+                );
             }
             if g.active[*b as usize] {
-                adj.add(*b, matmul(va.t(), vc, f32));
+                adj.add(
+                    *b,
+                    if va.all_finite() {
+                        matmul(va.t(), vc, f32)
+                    } else {
+                        gated_matmul(va.t(), vc, false, f32)
+                    },
+                );
             }
             recycle(gv);
         }

@@ -1745,7 +1745,10 @@ impl Acc {
     /// `C̄ otherᵀ` and `selfᵀ C̄` (transposes are strides, not copies). Both operands are rank 2
     /// (a vector is a `[1, n]` or `[n, 1]` [`Acc::reshape`]) of one element type; over `f32`
     /// the products and sums are `f32`. Results are bit-identical for any thread count, but a
-    /// sum of products here may round differently from the same sum written as a `fold`.
+    /// sum of products here may round differently from the same sum written as a `fold`. A
+    /// zero adjoint sends nothing back against an operand's ∞ or NaN, as everywhere in the
+    /// engine (a plain gated product then; the CUDA backend's adjoint products are dense and
+    /// give `0 · ∞ = NaN` there).
     ///
     /// ```
     /// use adjoint_array::Builder;

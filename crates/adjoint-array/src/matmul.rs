@@ -51,6 +51,16 @@ impl<'a> View<'a> {
         }
     }
 
+    /// Element `(i, j)`.
+    fn at(&self, i: usize, j: usize) -> f64 {
+        self.data[i * self.rs + j * self.cs]
+    }
+
+    /// Whether every element the view names is finite.
+    pub fn all_finite(&self) -> bool {
+        (0..self.rows).all(|i| (0..self.cols).all(|j| self.at(i, j).is_finite()))
+    }
+
     /// Whether every element the view names lies inside `data`.
     fn in_bounds(&self) -> bool {
         self.rows == 0
@@ -65,6 +75,39 @@ impl<'a> View<'a> {
 /// sizes only.
 fn tile_rows(m: usize) -> usize {
     m.div_ceil(16).next_multiple_of(8).max(64)
+}
+
+/// `A B` as [`matmul`] computes it, but each term whose adjoint factor is exactly zero (of `a`
+/// where `gate_a`, else of `b`) sends nothing, even against an infinite or NaN other factor:
+/// the adjoint products of a matrix product where the other operand is not finite, which the
+/// dense kernel would fill with `0 · ∞ = NaN` (the crate's rule: a zero adjoint sends nothing
+/// back). A plain triple loop: it runs only where an operand holds ∞ or NaN.
+pub(crate) fn gated_matmul(a: View, b: View, gate_a: bool, f32: bool) -> Vec<f64> {
+    assert_eq!(a.cols, b.rows, "matmul: inner dimensions differ");
+    assert!(
+        a.in_bounds() && b.in_bounds(),
+        "matmul: a view outside its data"
+    );
+    let (m, p, n) = (a.rows, a.cols, b.cols);
+    let mut out = vec![0.0; m * n];
+    for i in 0..m {
+        for k in 0..n {
+            let (mut s, mut s32) = (0.0f64, 0.0f32);
+            for j in 0..p {
+                let (x, y) = (a.at(i, j), b.at(j, k));
+                if (if gate_a { x } else { y }) == 0.0 {
+                    continue;
+                }
+                if f32 {
+                    s32 += x as f32 * y as f32;
+                } else {
+                    s += x * y;
+                }
+            }
+            out[i * n + k] = if f32 { f64::from(s32) } else { s };
+        }
+    }
+    out
 }
 
 /// `A B` as a row-major `a.rows × b.cols` matrix; `f32` computes in single precision

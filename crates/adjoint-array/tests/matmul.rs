@@ -213,3 +213,64 @@ fn f32_matmul_computes_in_single_precision() {
         }
     }
 }
+
+/// A zero adjoint sends nothing back through a matrix product, even against an operand's ∞ or
+/// NaN (the crate's rule, as every other node keeps it): the dense adjoint products made
+/// `0 · ∞ = NaN` on entries no used output depends on (a hunter). Padding rows masked out after
+/// the product, against the closed form and the same contraction as `generate` + `sum`; an
+/// unused output column beside an ∞; and over `f32`.
+#[test]
+fn a_zero_adjoint_sends_nothing_back_through_an_infinite_operand() {
+    use adjoint_array::Sl;
+    let grad = |use_matmul: bool, pad: f64| {
+        let b = Builder::new();
+        let x = b.constant_input(&[3, 2]); // data; row 2 is padding
+        let w = b.input(&[2, 1]);
+        let y = if use_matmul {
+            x.matmul(&w)
+        } else {
+            b.generate(&[3, 1, 2], |i| x.at(&[i[0], i[2]]) * w.at(&[i[2], i[1]]))
+                .sum()
+        };
+        let mask = b.use_array(&[3, 1], vec![1.0, 1.0, 0.0]);
+        let loss = y
+            .zip_with(&mask, |v, m| m.gt(0.0).select(v * v, 0.0))
+            .sum()
+            .sum();
+        let p = b.build_scalar(&loss).unwrap();
+        p.gradient_a(&[&[1.0, 2.0, 3.0, 4.0, pad, 0.0], &[0.5, -1.0]])
+            .unwrap()
+    };
+    for pad in [f64::INFINITY, f64::NAN] {
+        let (gm, gg) = (grad(true, pad), grad(false, pad));
+        // y = (−1.5, −2.5): ∂/∂w = 2 Σᵢ yᵢ xᵢ over the two data rows
+        assert_eq!(gg.grads[1], vec![-18.0, -26.0]);
+        assert_eq!(gm.value, gg.value);
+        assert_eq!(gm.grads[1], vec![-18.0, -26.0], "pad {pad}");
+    }
+    let b = Builder::new();
+    let a = b.input(&[2, 2]);
+    let c = b.input(&[2, 2]);
+    let l = a.matmul(&c).slice(&[Sl::At(0), Sl::At(0)]); // C₀₀ = a₀₀c₀₀ + a₀₁c₁₀
+    let p = b.build_scalar(&l).unwrap();
+    let g = p
+        .gradient_a(&[&[1.0, 2.0, 3.0, 4.0], &[1.0, f64::INFINITY, 2.0, 5.0]])
+        .unwrap();
+    assert_eq!(g.value, 5.0);
+    assert_eq!(g.grads[0], vec![1.0, 2.0, 0.0, 0.0]);
+    assert_eq!(g.grads[1], vec![1.0, 0.0, 2.0, 0.0]);
+    // the same over f32
+    let b = Builder::new();
+    let a = b.input_f32(&[2, 2]);
+    let c = b.input_f32(&[2, 2]);
+    let l = a.matmul(&c).slice(&[Sl::At(0), Sl::At(0)]);
+    let p = b.build_scalar(&l).unwrap();
+    let (av, cv) = ([1.0f32, 2.0, 3.0, 4.0], [1.0f32, f32::INFINITY, 2.0, 5.0]);
+    let g = p
+        .gradient_typed(&[Input::F32(&av), Input::F32(&cv)])
+        .unwrap();
+    let Buffer::F32(ga) = &g.grads[0] else {
+        panic!("f32 gradients of f32 inputs");
+    };
+    assert_eq!(ga, &vec![1.0f32, 2.0, 0.0, 0.0]);
+}
