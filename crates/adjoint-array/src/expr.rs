@@ -1115,9 +1115,10 @@ impl Exp {
         self.bin(Op2::Hypot, y)
     }
     /// `self` restricted to `[lo, hi]`, as `f64::clamp` (NaN stays NaN; derivative 1 inside
-    /// and at the bounds, 0 outside in `self`, 1 in the bound taken). The bounds are not
-    /// checked when the program runs (`f64::clamp` panics where `lo > hi`): with `lo > hi`,
-    /// values below `lo` give `lo` and all others `hi`.
+    /// and at the bounds, 0 outside in `self`, 1 in the bound taken). Constant bounds with
+    /// `lo > hi` (or a NaN) are a build error, as `f64::clamp` panics there; bounds computed
+    /// when the program runs are not checked: with `lo > hi`, values below `lo` give `lo` and
+    /// all others `hi`.
     ///
     /// ```
     /// use adjoint_array::Builder;
@@ -1129,6 +1130,17 @@ impl Exp {
     /// ```
     pub fn clamp(self, lo: impl Into<Exp>, hi: impl Into<Exp>) -> Exp {
         let (lo, hi) = (lo.into(), hi.into());
+        // (crossed constant bounds built a non-monotone clamp, `clamp(1, -1)` of [-5, 0, 5]
+        // giving [1, 1, -1], where `f64::clamp` panics; a hunter)
+        let bounds = with_top(|f| (f.ar.konst_of(lo.id), f.ar.konst_of(hi.id)));
+        if let (Some(l), Some(h)) = bounds {
+            if !(l <= h) {
+                record_error(Error::Invalid(format!(
+                    "clamp: the lower bound {l} is not ≤ the upper bound {h}, or one is NaN (as \
+                     f64::clamp)"
+                )));
+            }
+        }
         self.lt(lo).select(lo, self.gt(hi).select(hi, self))
     }
     /// `(sin x, cos x)`.

@@ -56,8 +56,22 @@ impl<'a> View<'a> {
         self.data[i * self.rs + j * self.cs]
     }
 
-    /// Whether every element the view names is finite.
+    /// Whether every element the view names is finite. A view of its whole data (as is or
+    /// transposed) tests the data as one slice: an OR of exponent tests, which vectorises (the
+    /// element-wise test with an early exit cost the array GMM's gradient 1–3 %).
     pub fn all_finite(&self) -> bool {
+        let n = self.rows * self.cols;
+        let whole = n == self.data.len()
+            && ((self.rs == self.cols && self.cs == 1) || (self.rs == 1 && self.cs == self.rows));
+        if whole {
+            // (all exponent bits set: ∞ or NaN)
+            const EXP: u64 = 0x7ff0_0000_0000_0000;
+            return self
+                .data
+                .iter()
+                .fold(0u64, |acc, v| acc | u64::from(v.to_bits() & EXP == EXP))
+                == 0;
+        }
         (0..self.rows).all(|i| (0..self.cols).all(|j| self.at(i, j).is_finite()))
     }
 

@@ -1366,3 +1366,22 @@ fn scan_n_stored_atan_at_large_arguments() {
         );
     }
 }
+
+/// `clamp` with crossed constant bounds is a build error, as `f64::clamp` panics (a hunter: it
+/// built a non-monotone clamp, `clamp(1, -1)` of [-5, 0, 5] giving [1, 1, -1]); so is a NaN
+/// bound; equal bounds are fine.
+#[test]
+fn clamp_with_crossed_constant_bounds_is_a_build_error() {
+    for (lo, hi) in [(1.0, -1.0), (f64::NAN, 1.0)] {
+        let b = Builder::new();
+        let x = b.input(&[3]);
+        let y = x.map(|v| v.clamp(lo, hi));
+        let e = b.build(&[&y]).map(|_| ()).unwrap_err();
+        assert!(e.to_string().contains("clamp: the lower bound"), "{e}");
+    }
+    let b = Builder::new();
+    let x = b.input(&[3]);
+    let y = x.map(|v| v.clamp(0.5, 0.5));
+    let out = b.build(&[&y]).unwrap().run(&[&[-5.0, 0.0, 5.0]]).unwrap();
+    assert_eq!(out[0].data(), [0.5, 0.5, 0.5]);
+}
