@@ -1134,7 +1134,7 @@ impl Exp {
         // giving [1, 1, -1], where `f64::clamp` panics; a hunter)
         let bounds = with_top(|f| (f.ar.konst_of(lo.id), f.ar.konst_of(hi.id)));
         if let (Some(l), Some(h)) = bounds {
-            if !(l <= h) {
+            if l > h || l.is_nan() || h.is_nan() {
                 record_error(Error::Invalid(format!(
                     "clamp: the lower bound {l} is not ≤ the upper bound {h}, or one is NaN (as \
                      f64::clamp)"

@@ -42,7 +42,7 @@ fn a_reused_tape_with_one_heavy_parallel_job_keeps_its_memory() {
         .build()
         .unwrap();
     let mut tape = Tape::new();
-    let mut call = |tape: &mut Tape| {
+    let call = |tape: &mut Tape| {
         pool.install(|| {
             tape.value_and_grad(
                 |v: &[Var]| {
