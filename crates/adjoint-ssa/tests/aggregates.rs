@@ -334,39 +334,43 @@ fn field_to_array_callee(p: &Params, q: (f64, [f64; 3]), t: f64) -> f64 {
     r[0] + r[1] * r[2] + p.w + u[0] * u[2] - u[1]
 }
 
-#[test]
-fn array_fields_passed_to_array_parameters() {
+/// A `grad` and the plain function of `(p: &Params, q: (f64, [f64; 3]), t: f64)`.
+type StructTupleGrad =
+    fn(&Params, (f64, [f64; 3]), f64, &mut Params, &mut (f64, [f64; 3]), &mut f64) -> f64;
+type StructTuplePlain = fn(&Params, (f64, [f64; 3]), f64) -> f64;
+
+/// `grad` at the point the struct-and-tuple tests share, its value checked against `plain`:
+/// the point and the gradient, each flattened as `[p.w, p.b…, p.unused, q.0, q.1…, t]`.
+fn at_struct_and_tuple(grad: StructTupleGrad, plain: StructTuplePlain) -> ([f64; 10], [f64; 10]) {
     let p = Params {
         w: 0.8,
         b: [0.1, -0.4, 0.9],
         unused: 3.0,
     };
-    let q = (1.3, [0.5, -0.7, 0.2]);
-    let t = 0.6;
+    let (q, t) = ((1.3, [0.5, -0.7, 0.2]), 0.6);
     let mut dp = Params {
         w: 0.0,
         b: [0.0; 3],
         unused: 0.0,
     };
-    let mut dq = (0.0, [0.0; 3]);
-    let mut dt = 0.0;
-    let v = field_to_array_callee::grad(&p, q, t, &mut dp, &mut dq, &mut dt);
-    assert!(close(v, field_to_array_callee(&p, q, t)));
-    let all = [
-        p.w, p.b[0], p.b[1], p.b[2], p.unused, q.0, q.1[0], q.1[1], q.1[2], t,
-    ];
-    let got = [
-        dp.w, dp.b[0], dp.b[1], dp.b[2], dp.unused, dq.0, dq.1[0], dq.1[1], dq.1[2], dt,
-    ];
+    let (mut dq, mut dt) = ((0.0, [0.0; 3]), 0.0);
+    let v = grad(&p, q, t, &mut dp, &mut dq, &mut dt);
+    assert!(close(v, plain(&p, q, t)));
+    (
+        [
+            p.w, p.b[0], p.b[1], p.b[2], p.unused, q.0, q.1[0], q.1[1], q.1[2], t,
+        ],
+        [
+            dp.w, dp.b[0], dp.b[1], dp.b[2], dp.unused, dq.0, dq.1[0], dq.1[1], dq.1[2], dt,
+        ],
+    )
+}
+
+#[test]
+fn array_fields_passed_to_array_parameters() {
+    let (all, got) = at_struct_and_tuple(field_to_array_callee::grad, field_to_array_callee);
     check::check_gradient(
-        |v| {
-            let p = Params {
-                w: v[0],
-                b: [v[1], v[2], v[3]],
-                unused: v[4],
-            };
-            field_to_array_callee(&p, (v[5], [v[6], v[7], v[8]]), v[9])
-        },
+        |v| field_to_array_callee(&params_d(v), (v[5], [v[6], v[7], v[8]]), v[9]),
         &all,
         &got,
     )
@@ -401,29 +405,13 @@ fn field_copies_ref<T: Real>(p: &Params<T>, q: (T, [T; 3]), x: T) -> T {
 
 #[test]
 fn array_fields_copied_by_a_typed_let() {
-    let p = Params {
-        w: 0.8,
-        b: [0.1, -0.4, 0.9],
-        unused: 3.0,
-    };
-    let q = (1.3, [0.5, -0.7, 0.2]);
-    let x = 0.6;
-    let mut dp = Params {
-        w: 0.0,
-        b: [0.0; 3],
-        unused: 0.0,
-    };
-    let mut dq = (0.0, [0.0; 3]);
-    let mut dx = 0.0;
-    let v = field_copies::grad(&p, q, x, &mut dp, &mut dq, &mut dx);
-    assert!(close(v, field_copies(&p, q, x)));
-    assert!(close(v, field_copies_ref(&p, q, x)));
-    let all = [
-        p.w, p.b[0], p.b[1], p.b[2], p.unused, q.0, q.1[0], q.1[1], q.1[2], x,
-    ];
-    let got = [
-        dp.w, dp.b[0], dp.b[1], dp.b[2], dp.unused, dq.0, dq.1[0], dq.1[1], dq.1[2], dx,
-    ];
+    let (all, got) = at_struct_and_tuple(field_copies::grad, field_copies);
+    // the hand reference computes what the function as written computes
+    let (p, q) = (params_d(&all), (all[5], [all[6], all[7], all[8]]));
+    assert!(close(
+        field_copies_ref(&p, q, all[9]),
+        field_copies(&p, q, all[9])
+    ));
     let want = forward::gradient(
         |v| field_copies_ref(&params_d(v), (v[5], [v[6], v[7], v[8]]), v[9]),
         &all,
