@@ -32,6 +32,8 @@ pub(crate) enum DOp {
     IDiv,
     /// floor modulus (the sign of the divisor, as Haskell's `mod`)
     IMod,
+    /// `1.0` where the sign bit is set (`-0.0`, negative numbers, a NaN with its sign bit)
+    SignBit,
 }
 
 impl DOp {
@@ -54,6 +56,7 @@ impl DOp {
             DOp::Not => t(a == F::zero()),
             DOp::IDiv => (a / b).floor(),
             DOp::IMod => a - (a / b).floor() * b,
+            DOp::SignBit => t(a.is_sign_negative()),
         }
     }
 }
@@ -1018,6 +1021,90 @@ binop!(Add, add, Op2::Add);
 binop!(Sub, sub, Op2::Sub);
 binop!(Mul, mul, Op2::Mul);
 binop!(Div, div, Op2::Div);
+binop!(Rem, rem, Op2::Rem);
+
+// Index arithmetic with Rust's index type: `i[0] + k`, `2 * i[0]`, `i[0] % n` (exact on whole
+// numbers below 2⁵³). No `/`: `usize` division rounds down, an `Exp` quotient would not; that
+// is `idiv`. (One integer type only, so that an integer literal still infers.)
+macro_rules! binop_usize {
+    ($($tr:ident $m:ident $op:tt),*) => {$(
+        impl std::ops::$tr<usize> for Exp {
+            type Output = Exp;
+            fn $m(self, r: usize) -> Exp {
+                self $op r as f64
+            }
+        }
+        impl std::ops::$tr<Exp> for usize {
+            type Output = Exp;
+            fn $m(self, r: Exp) -> Exp {
+                self as f64 $op r
+            }
+        }
+    )*};
+}
+binop_usize!(Add add +, Sub sub -, Mul mul *, Rem rem %);
+
+// `acc += v`, as on `f64` (an `Exp` is a handle: the new value is a new node).
+macro_rules! assign_op {
+    ($($tr:ident $m:ident $op:tt),*) => {$(
+        impl<T: Into<Exp>> std::ops::$tr<T> for Exp {
+            fn $m(&mut self, r: T) {
+                *self = *self $op r.into();
+            }
+        }
+    )*};
+}
+assign_op!(AddAssign add_assign +, SubAssign sub_assign -, MulAssign mul_assign *,
+    DivAssign div_assign /, RemAssign rem_assign %);
+
+/// Logical and of two booleans (`0.0` is false), as `&` on `bool`: `v.gt(0.0) & v.lt(1.0)`
+/// (Rust does not let `&&` be defined for a type).
+impl std::ops::BitAnd for Exp {
+    type Output = Exp;
+    fn bitand(self, r: Exp) -> Exp {
+        self.and(r)
+    }
+}
+
+/// Logical or of two booleans, as `|` on `bool`.
+impl std::ops::BitOr for Exp {
+    type Output = Exp;
+    fn bitor(self, r: Exp) -> Exp {
+        self.or(r)
+    }
+}
+
+/// `v.iter().sum()` of expressions (`0` for none).
+impl std::iter::Sum for Exp {
+    fn sum<I: Iterator<Item = Exp>>(it: I) -> Exp {
+        let mut it = it;
+        match it.next() {
+            Some(first) => it.fold(first, |a, b| a + b),
+            None => lit(0.0),
+        }
+    }
+}
+impl<'a> std::iter::Sum<&'a Exp> for Exp {
+    fn sum<I: Iterator<Item = &'a Exp>>(it: I) -> Exp {
+        it.copied().sum()
+    }
+}
+
+/// `v.iter().product()` of expressions (`1` for none).
+impl std::iter::Product for Exp {
+    fn product<I: Iterator<Item = Exp>>(it: I) -> Exp {
+        let mut it = it;
+        match it.next() {
+            Some(first) => it.fold(first, |a, b| a * b),
+            None => lit(1.0),
+        }
+    }
+}
+impl<'a> std::iter::Product<&'a Exp> for Exp {
+    fn product<I: Iterator<Item = &'a Exp>>(it: I) -> Exp {
+        it.copied().product()
+    }
+}
 
 /// Logical not of a boolean (`0.0` is false): `!c`.
 impl std::ops::Not for Exp {
@@ -1088,7 +1175,71 @@ impl Exp {
         atanh => Op1::Atanh; /// `abs`
         abs => Op1::Abs; /// the error function
         erf => Op1::Erf; /// `ln Γ`
-        lgamma => Op1::Lgamma;
+        lgamma => Op1::Lgamma; /// `ψ = (ln Γ)′`
+        digamma => Op1::Polygamma(0);
+    }
+    /// `ψ⁽ⁿ⁾`, the n-th derivative of the digamma function (`polygamma(0)` is `digamma`).
+    pub fn polygamma(self, n: u32) -> Exp {
+        self.un(Op1::Polygamma(n))
+    }
+    /// `self · a + b`, as `f64::mul_add` but rounded twice (a multiplication, then an
+    /// addition; derivatives are the same).
+    pub fn mul_add(self, a: impl Into<Exp>, b: impl Into<Exp>) -> Exp {
+        self * a.into() + b.into()
+    }
+    /// `1.0` for `+0.0` and positive numbers, `-1.0` for `-0.0` and negative ones, NaN for NaN,
+    /// as `f64::signum` (derivative 0).
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// let b = Builder::new();
+    /// let x = b.input(&[5]);
+    /// let y = x.map(|v| v.signum());
+    /// let out = b.build(&[&y]).unwrap().run(&[&[-2.0, -0.0, 0.0, 3.0, f64::NAN]]).unwrap();
+    /// assert_eq!(out[0].data()[..4], [-1.0, -1.0, 1.0, 1.0]);
+    /// assert!(out[0].data()[4].is_nan());
+    /// ```
+    pub fn signum(self) -> Exp {
+        self.is_nan()
+            .select(self, self.is_sign_negative().select(-1.0, 1.0))
+    }
+    /// `|self|` with the sign of `sign`, as `f64::copysign` (derivative `±1` in `self`, 0 in
+    /// `sign`).
+    pub fn copysign(self, sign: impl Into<Exp>) -> Exp {
+        let a = self.abs();
+        sign.into().is_sign_negative().select(-a, a)
+    }
+    /// Whether the sign bit is set (`-0.0`, negative numbers), as `f64::is_sign_negative`.
+    pub fn is_sign_negative(self) -> Exp {
+        self.disc1(DOp::SignBit)
+    }
+    /// Whether the sign bit is clear, as `f64::is_sign_positive`.
+    pub fn is_sign_positive(self) -> Exp {
+        !self.is_sign_negative()
+    }
+    /// Whether `self` is NaN, as `f64::is_nan`.
+    pub fn is_nan(self) -> Exp {
+        self.ne(self)
+    }
+    /// Whether `self` is neither infinite nor NaN, as `f64::is_finite`.
+    pub fn is_finite(self) -> Exp {
+        self.abs().lt(f64::INFINITY)
+    }
+    /// Whether `self` is `±∞`, as `f64::is_infinite`.
+    pub fn is_infinite(self) -> Exp {
+        self.abs().eq(f64::INFINITY)
+    }
+    /// `self − trunc(self)`, as `f64::fract` (derivative 1).
+    pub fn fract(self) -> Exp {
+        self - self.trunc()
+    }
+    /// Radians to degrees, as `f64::to_degrees`.
+    pub fn to_degrees(self) -> Exp {
+        self * (180.0f64 / std::f64::consts::PI)
+    }
+    /// Degrees to radians, as `f64::to_radians`.
+    pub fn to_radians(self) -> Exp {
+        self * (std::f64::consts::PI / 180.0)
     }
     /// `xⁿ`
     pub fn powi(self, n: i32) -> Exp {

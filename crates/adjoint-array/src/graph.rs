@@ -2435,6 +2435,20 @@ macro_rules! acc_scalar_ops {
 }
 acc_scalar_ops!(Add add +, Sub sub -, Mul mul *, Div div /);
 
+/// `-&a`: every element negated.
+impl std::ops::Neg for &Acc {
+    type Output = Acc;
+    fn neg(self) -> Acc {
+        self.map(|v| -v)
+    }
+}
+impl std::ops::Neg for Acc {
+    type Output = Acc;
+    fn neg(self) -> Acc {
+        -&self
+    }
+}
+
 /// The number of elements of an array of this shape, or the build error for one with more than
 /// 2⁵³ (indices are `f64`, exact up to there) or more than `usize` counts.
 fn element_count(shape: &[usize]) -> Result<usize> {

@@ -1309,7 +1309,10 @@ macro_rules! disc_loop {
             $x,
             $y,
             $out,
-            [Floor, Ceil, Round, Trunc, Lt, Le, Gt, Ge, Eq, Ne, And, Or, Not, IDiv, IMod]
+            [
+                Floor, Ceil, Round, Trunc, Lt, Le, Gt, Ge, Eq, Ne, And, Or, Not, IDiv, IMod,
+                SignBit
+            ]
         )
     };
 }

@@ -185,6 +185,7 @@ fn disc(op: DOp, a: &str, b: &str) -> String {
         DOp::Not => t(format!("{a} == 0.0")),
         DOp::IDiv => format!("floor({a} / {b})"),
         DOp::IMod => format!("({a} - floor({a} / {b}) * {b})"),
+        DOp::SignBit => t(format!("signbit({a})")),
     }
 }
 
