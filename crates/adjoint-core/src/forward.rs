@@ -412,7 +412,10 @@ impl<const N: usize> Lift for DualVec<N> {
         for (i, e) in eps.iter_mut().enumerate() {
             *e = r.dx * self.eps[i] + r.dy * other.eps[i];
         }
-        if !(plain(op) || (r.dx.is_finite() && r.dy.is_finite())) {
+        // (a zero partial sends nothing of a NaN or infinite tangent either: `max(NaN, y)` returns
+        // `y`, and the NaN operand's lanes must not reach the result, as in `Dual` and on the tape)
+        if !plain(op) && (!(r.dx.is_finite() && r.dy.is_finite()) || eps.iter().any(|e| e.is_nan()))
+        {
             let (a, b) = (
                 lanes_through_infinity(r.dx, &self.eps),
                 lanes_through_infinity(r.dy, &other.eps),
@@ -430,7 +433,9 @@ impl<const N: usize> Lift for DualVec<N> {
             re: r.value,
             eps: if op == Op2::Div {
                 self.eps.map(|e| quotient(e, c))
-            } else if plain(op) || r.dx.is_finite() {
+            } else if plain(op)
+                || (r.dx.is_finite() && (r.dx != 0.0 || self.eps.iter().all(|e| e.is_finite())))
+            {
                 self.eps.map(|e| r.dx * e)
             } else {
                 lanes_through_infinity(r.dx, &self.eps)
@@ -444,7 +449,9 @@ impl<const N: usize> Lift for DualVec<N> {
             re: r.value,
             eps: if op == Op2::Div {
                 x.eps.map(|e| div_tangent(r.value, x.re, 0.0, e))
-            } else if plain(op) || r.dy.is_finite() {
+            } else if plain(op)
+                || (r.dy.is_finite() && (r.dy != 0.0 || x.eps.iter().all(|e| e.is_finite())))
+            {
                 x.eps.map(|e| r.dy * e)
             } else {
                 lanes_through_infinity(r.dy, &x.eps)

@@ -561,6 +561,11 @@ macro_rules! __impl_real_methods {
         /// `xⁿ` for an integer `n`.
         #[inline]
         pub fn powi(self, n: i32) -> Self {
+            if n == 0 {
+                // `x⁰ = 1` for every x, NaN included (as `f64::powi`): a constant, so no engine
+                // multiplies the partial 0 by a NaN tangent
+                return <Self as From<f64>>::from(1.0);
+            }
             $crate::lift::Lift::lift1(self, $crate::rules::Op1::Powi(n))
         }
         /// The polygamma function ψ⁽ⁿ⁾(x).
