@@ -407,45 +407,50 @@ impl Gen<'_> {
         }
         let (pre, names, post) = self.load(Some(target), &ops, s);
         let y = &names[0];
-        let call = match rhs {
-            Rhs::Id(_) => {
-                let a = &names[1];
-                quote_spanned!(span=> #k::Arith::acc_id(&mut #y, &mut #a, #plus))
-            }
-            Rhs::Arith(op, _, _) => {
-                let op = Ident::new(op, span);
-                let a = &names[1];
-                if same {
-                    quote_spanned!(span=> #k::Arith::acc_arith_same(&mut #y, #k::Op2::#op, &mut #a, #plus))
-                } else {
-                    let b = &names[2];
-                    quote_spanned!(span=> #k::Arith::acc_arith(&mut #y, #k::Op2::#op, &mut #a, &mut #b, #plus))
+        // the instruction on the locals `names` (target first), `plus` or its inverse
+        let instruction = |names: &[Ident], plus: bool| {
+            let y = &names[0];
+            match rhs {
+                Rhs::Id(_) => {
+                    let a = &names[1];
+                    quote_spanned!(span=> #k::Arith::acc_id(&mut #y, &mut #a, #plus))
                 }
-            }
-            Rhs::Op1(op, _) => {
-                let a = &names[1];
-                quote_spanned!(span=> #k::RevReal::acc1(&mut #y, #k::Op1::#op, &mut #a, #plus))
-            }
-            Rhs::Powi(n, _) => {
-                let a = &names[1];
-                let n = self.rw(n);
-                // an integer of any width, checked into powi's i32 (a float is a compile error at
-                // the exponent)
-                let at = syn::spanned::Spanned::span(&n);
-                let e = quote_spanned!(at=> #k::powi_exponent(#n));
-                quote_spanned!(span=> #k::RevReal::acc1(&mut #y, #k::Op1::Powi(#e), &mut #a, #plus))
-            }
-            Rhs::Op2(op, _, _) => {
-                let op = Ident::new(op, span);
-                let a = &names[1];
-                if same {
-                    quote_spanned!(span=> #k::RevReal::acc2_same(&mut #y, #k::Op2::#op, &mut #a, #plus))
-                } else {
-                    let b = &names[2];
-                    quote_spanned!(span=> #k::RevReal::acc2(&mut #y, #k::Op2::#op, &mut #a, &mut #b, #plus))
+                Rhs::Arith(op, _, _) => {
+                    let op = Ident::new(op, span);
+                    let a = &names[1];
+                    if same {
+                        quote_spanned!(span=> #k::Arith::acc_arith_same(&mut #y, #k::Op2::#op, &mut #a, #plus))
+                    } else {
+                        let b = &names[2];
+                        quote_spanned!(span=> #k::Arith::acc_arith(&mut #y, #k::Op2::#op, &mut #a, &mut #b, #plus))
+                    }
+                }
+                Rhs::Op1(op, _) => {
+                    let a = &names[1];
+                    quote_spanned!(span=> #k::RevReal::acc1(&mut #y, #k::Op1::#op, &mut #a, #plus))
+                }
+                Rhs::Powi(n, _) => {
+                    let a = &names[1];
+                    let n = self.rw(n);
+                    // an integer of any width, checked into powi's i32 (a float is a compile error at
+                    // the exponent)
+                    let at = syn::spanned::Spanned::span(&n);
+                    let e = quote_spanned!(at=> #k::powi_exponent(#n));
+                    quote_spanned!(span=> #k::RevReal::acc1(&mut #y, #k::Op1::Powi(#e), &mut #a, #plus))
+                }
+                Rhs::Op2(op, _, _) => {
+                    let op = Ident::new(op, span);
+                    let a = &names[1];
+                    if same {
+                        quote_spanned!(span=> #k::RevReal::acc2_same(&mut #y, #k::Op2::#op, &mut #a, #plus))
+                    } else {
+                        let b = &names[2];
+                        quote_spanned!(span=> #k::RevReal::acc2(&mut #y, #k::Op2::#op, &mut #a, &mut #b, #plus))
+                    }
                 }
             }
         };
+        let call = instruction(&names, plus);
         if !checks {
             return quote_spanned!(span=> { #pre #call; #post });
         }
@@ -467,15 +472,38 @@ impl Gen<'_> {
             }
             _ => quote!(),
         };
+        // A target that was ±∞ stays so under a finite increment, which the inverse takes
+        // back; under an infinite one (`−∞ += −∞`, `+∞ += −∞`) it cannot be undone: the step is
+        // undone on copies, and refused where that gives NaN (a hunter: log-space code with
+        // masked −∞ entries came back NaN from `uncall`, accepted by checked code). Only the
+        // NaN is looked for: a complex target's finite part may come back rounded.
+        let copies: Vec<Ident> = names.iter().map(|_| self.tmp()).collect();
+        let undo = instruction(&copies, !plus);
+        let y2 = &copies[0];
         quote_spanned!(span=> {
             #pre
             #undefined
-            let __rev_was_finite = #k::Arith::non_finite(&#y).is_none();
+            let __rev_before = #k::Arith::non_finite(&#y);
             #call;
-            if __rev_was_finite {
-                if let ::core::option::Option::Some(v) = #k::Arith::non_finite(&#y) {
-                    return ::core::result::Result::Err(#k::InvertibilityError::non_finite(#site, v));
+            match __rev_before {
+                ::core::option::Option::None => {
+                    if let ::core::option::Option::Some(v) = #k::Arith::non_finite(&#y) {
+                        return ::core::result::Result::Err(#k::InvertibilityError::non_finite(#site, v));
+                    }
                 }
+                ::core::option::Option::Some(before) if !before.contains("NaN") => {
+                    #[allow(unused_mut)]
+                    let (#(mut #copies,)*) = (#(#names,)*);
+                    #undo;
+                    if let ::core::option::Option::Some(undone) = #k::Arith::non_finite(&#y2) {
+                        if undone.contains("NaN") {
+                            return ::core::result::Result::Err(
+                                #k::InvertibilityError::infinite_target(#site, before, undone),
+                            );
+                        }
+                    }
+                }
+                _ => {}
             }
             #post
         })

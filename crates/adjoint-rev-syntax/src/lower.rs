@@ -278,6 +278,21 @@ fn stmt(s: &Stmt, scope: &mut Scope, params: &[String]) -> Result<()> {
             if let Some(st) = step {
                 uses(st, scope)?;
             }
+            // (a parameter shadowed by the loop variable gave rustc's "type `usize` cannot be
+            // dereferenced" inside the body, far from the cause; a hunter)
+            let n = var.to_string();
+            if params.contains(&n) {
+                return Err(Error::new(
+                    var.span(),
+                    format!("`{n}` is a parameter; a `for` loop's variable needs a new name"),
+                ));
+            }
+            if scope.live.contains_key(&n) {
+                return Err(Error::new(
+                    var.span(),
+                    format!("`{n}` is a live ancilla; a `for` loop's variable needs a new name"),
+                ));
+            }
             nested(body, scope, params, Some(var))
         }
         Kind::Safe(_) => Ok(()),

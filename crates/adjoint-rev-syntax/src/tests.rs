@@ -100,6 +100,25 @@ fn ancilla_errors() {
 }
 
 #[test]
+fn a_loop_variable_named_as_a_parameter_or_a_live_ancilla_is_an_error() {
+    // (rustc's "type `usize` cannot be dereferenced" at `v[k]`, inside the body; a hunter)
+    let e = err(quote! {
+        fn f(y: &mut f64, v: &mut Vec<f64>, k: &mut usize) { for k in 0..v.len() { y += v[k]; } }
+    });
+    assert!(
+        e.contains("`k` is a parameter; a `for` loop's variable needs a new name"),
+        "{e}"
+    );
+    let e = err(quote! {
+        fn f(y: &mut f64, v: &mut Vec<f64>) {
+            let a = 0usize; for a in 0..v.len() { y += v[a]; } unlet a = 0usize;
+        }
+    });
+    assert!(e.contains("`a` is a live ancilla"), "{e}");
+    ok(quote! { fn f(y: &mut f64, v: &mut Vec<f64>) { for k in 0..v.len() { y += v[k]; } } });
+}
+
+#[test]
 fn routines_expand_to_compute_and_uncompute() {
     ok(quote! {
         fn f(y: &mut f64, x: &mut f64) {

@@ -116,6 +116,17 @@ pub enum InvertibilityError {
         /// The value the target took.
         value: String,
     },
+    /// An instruction on a target that was ±∞ whose inverse does not bring it back (checked
+    /// code): `y += x` at `y = x = −∞` leaves `−∞`, and `y −= x` then gives NaN; `+∞ += −∞`
+    /// gives NaN. From ±∞ only a finite increment can be undone. Nothing was changed.
+    InfiniteTarget {
+        /// Where.
+        site: Site,
+        /// The target's value before the step.
+        value: String,
+        /// What undoing the step gave.
+        undone: String,
+    },
     /// An instruction whose operation has no value in the number type (checked code): integer
     /// or fixed-point division by zero. Nothing was changed.
     Undefined {
@@ -220,6 +231,14 @@ impl InvertibilityError {
         Self::NonFinite { site, value }
     }
     #[doc(hidden)]
+    pub fn infinite_target(site: Site, value: String, undone: String) -> Self {
+        Self::InfiniteTarget {
+            site,
+            value,
+            undone,
+        }
+    }
+    #[doc(hidden)]
     pub fn undefined(site: Site, why: String) -> Self {
         Self::Undefined { site, why }
     }
@@ -234,6 +253,7 @@ impl InvertibilityError {
             | Self::Bounds { site, .. }
             | Self::Scale { site, .. }
             | Self::NonFinite { site, .. }
+            | Self::InfiniteTarget { site, .. }
             | Self::Undefined { site, .. }
             | Self::Constant { site, .. }
             | Self::Inputs { site, .. }
@@ -285,6 +305,15 @@ impl fmt::Display for InvertibilityError {
             Self::NonFinite { site, value } => write!(
                 f,
                 "{site}: the target went from a finite value to {value}, which no inverse can undo"
+            ),
+            Self::InfiniteTarget {
+                site,
+                value,
+                undone,
+            } => write!(
+                f,
+                "{site}: the target was {value}, and undoing this step there gives {undone}: from \
+                 ±∞ only a finite amount can be added and taken back"
             ),
             Self::Undefined { site, why } => write!(f, "{site}: {why}"),
             Self::Constant { site, argument, expected, found } => write!(

@@ -140,6 +140,7 @@ reversible! {
     }
 
     /// `out += xⁿ` through logarithmic numbers, where `*=` is reversible (seed 001 Listing 8).
+    /// For `x > 0` only, as in the listing (a logarithm): elsewhere `out` is left unchanged.
     pub fn mypower<T: RevReal>(out: &mut T, x: &mut T, n: &mut usize) {
         if (x.value() > 0.0, ~) {
             @routine {
@@ -258,20 +259,25 @@ reversible! {
 
     /// Bennett's time–space trade-off: `out += xₙ` for the chain `x_{t+1} = x_t + sin x_t`, with
     /// `O(log n)` live states (one ancilla per recursion level) and `O(n^{log₂3})` steps: compute
-    /// the midpoint, run the second half from it, uncompute the midpoint.
+    /// the midpoint, run the second half from it, uncompute the midpoint. `n = 0` adds `x₀`.
     pub fn bennett<T: RevReal>(out: &mut T, x: &mut T, n: &mut usize) {
-        if (n == 1, ~) {
-            chain_step(out, x);
+        // (`n = 0` recursed without end, to a stack overflow; a hunter)
+        if (n == 0, ~) {
+            out += x;
         } else {
-            let h = n / 2;
-            let rest = n - n / 2;
-            let mid = T::zero();
-            bennett(mid, x, h);
-            bennett(out, mid, rest);
-            ~bennett(mid, x, h);
-            unlet mid = T::zero();
-            unlet rest = n - n / 2;
-            unlet h = n / 2;
+            if (n == 1, ~) {
+                chain_step(out, x);
+            } else {
+                let h = n / 2;
+                let rest = n - n / 2;
+                let mid = T::zero();
+                bennett(mid, x, h);
+                bennett(out, mid, rest);
+                ~bennett(mid, x, h);
+                unlet mid = T::zero();
+                unlet rest = n - n / 2;
+                unlet h = n / 2;
+            }
         }
     }
 

@@ -149,6 +149,10 @@ reversible! {
     fn logged<T: RevReal>(y: &mut T, x: &mut T) {
         y += x.ln();
     }
+
+    fn added<T: RevReal>(y: &mut T, x: &mut T) {
+        y += x;
+    }
 }
 
 #[test]
@@ -162,7 +166,10 @@ fn floating_point_steps_that_cannot_be_undone_are_errors() {
         (2.0, f64::INFINITY, "by inf"),
         (1e10, 1e300, "to inf"),
         // (underflow to 0: the uncall left 0, and ∂/∂x was 0; a hunter)
-        (1e-200, 1e-200, "to 0,"),
+        (1e-200, 1e-200, "to 0.0,"),
+        // (a subnormal product that keeps a few bits: 1e-300 · 4e-24 is 5e-324, and `/=`
+        // brought back 1.235e-300, accepted by checked code; a hunter)
+        (1e-300, 4e-24, "to 5e-324,"),
     ] {
         let (mut y, mut x) = (y0, x0);
         let err = scaled(&mut y, &mut x).unwrap_err().to_string();
@@ -178,6 +185,16 @@ fn floating_point_steps_that_cannot_be_undone_are_errors() {
     scaled(&mut y, &mut x).unwrap();
     scaled::uncall(&mut y, &mut x).unwrap();
     assert_eq!(y, 2.0);
+    // A subnormal product that keeps enough bits (1e-310: 14 digits) is accepted, and so is a
+    // tiny normal one in f32 (1e-35), each undone to rounding.
+    let (mut y, mut x) = (1e-300f64, 1e-10);
+    scaled(&mut y, &mut x).unwrap();
+    scaled::uncall(&mut y, &mut x).unwrap();
+    assert!((y - 1e-300).abs() < 1e-12 * 1e-300, "{y:e}");
+    let (mut y, mut x) = (1e-20f32, 1e-15f32);
+    scaled(&mut y, &mut x).unwrap();
+    scaled::uncall(&mut y, &mut x).unwrap();
+    assert!((y - 1e-20).abs() < 3e-7 * 1e-20, "{y:e}");
     // On gradient-carrying values too.
     let (mut y, mut x) = (GVar::new(2.0, 1.0), GVar::new(0.0, 0.0));
     assert!(scaled(&mut y, &mut x).is_err());
@@ -195,6 +212,40 @@ fn floating_point_steps_that_cannot_be_undone_are_errors() {
     let (mut y, mut x) = (f64::INFINITY, 2.0);
     logged(&mut y, &mut x).unwrap();
     assert_eq!(y, f64::INFINITY);
+    logged::uncall(&mut y, &mut x).unwrap();
+    assert_eq!(y, f64::INFINITY);
+    // But not by an infinite step: `−∞ += ln 0` stays −∞, and `uncall` gave NaN; `+∞ += −∞` is
+    // NaN at once (both accepted by checked code; a hunter). Refused, the target unchanged.
+    let (mut y, mut x) = (f64::NEG_INFINITY, 0.0);
+    let err = logged(&mut y, &mut x).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "in `logged`, statement `y += x.ln()`: the target was -inf, and undoing this step there \
+         gives NaN: from ±∞ only a finite amount can be added and taken back"
+    );
+    assert!(matches!(err, InvertibilityError::InfiniteTarget { .. }));
+    assert_eq!(y, f64::NEG_INFINITY);
+    let (mut y, mut x) = (f64::INFINITY, f64::NEG_INFINITY);
+    let err = added(&mut y, &mut x).unwrap_err().to_string();
+    assert!(
+        err.contains("the target was inf, and undoing this step there gives NaN"),
+        "{err}"
+    );
+    assert_eq!(y, f64::INFINITY);
+    // and backwards: `uncall` runs `y -= x`, from −∞ by +∞
+    let (mut y, mut x) = (f64::NEG_INFINITY, f64::INFINITY);
+    let err = added::uncall(&mut y, &mut x).unwrap_err().to_string();
+    assert!(
+        err.contains("(running backwards)") && err.contains("gives NaN"),
+        "{err}"
+    );
+    // on gradient-carrying values too (the check runs on copies: gradients untouched)
+    let (mut y, mut x) = (
+        GVar::new(f64::NEG_INFINITY, 1.0),
+        GVar::new(f64::NEG_INFINITY, 0.5),
+    );
+    assert!(added(&mut y, &mut x).is_err());
+    assert_eq!((y.g, x.g), (1.0, 0.5));
 }
 
 #[test]
