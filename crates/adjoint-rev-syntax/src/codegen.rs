@@ -62,6 +62,30 @@ impl Gen<'_> {
         e
     }
 
+    /// An expression of type `String` naming what the conditions read and their values now
+    /// (`"x = 0.5, n = 3"`), for the message of a failed check: a failed check names the
+    /// statement and the values (a hunter: `if (x > 0.0, ~)` failing at `x = 0.5` said only
+    /// "true … false").
+    fn values(&self, conds: &[&Expr], k: &TokenStream) -> TokenStream {
+        let mut read = Vec::new();
+        for c in conds {
+            condition_operands(c, &mut read);
+        }
+        let texts: Vec<String> = read.iter().map(crate::parse::pretty).collect();
+        let places = read.iter().map(|e| self.rw(e));
+        quote!({
+            #[allow(unused_imports)]
+            use #k::{ShowDebug as _, ShowOther as _};
+            let shown: &[(&str, ::std::string::String)] =
+                &[#((#texts, (&#k::Shown(&(#places))).show()),)*];
+            shown
+                .iter()
+                .map(|(t, v)| ::std::format!("{t} = {v}"))
+                .collect::<::std::vec::Vec<_>>()
+                .join(", ")
+        })
+    }
+
     fn site(&self, s: &Stmt) -> TokenStream {
         let k = self.krate;
         let f = &self.fname;
@@ -218,6 +242,7 @@ impl Gen<'_> {
                 els,
             } => {
                 let c = self.tmp();
+                let values = self.values(&[pre, post], k);
                 let (pre, post) = (self.cond(pre), self.cond(post));
                 let (then, els) = (self.stmts(then, checks), self.stmts(els, checks));
                 let check = if checks {
@@ -226,7 +251,7 @@ impl Gen<'_> {
                     quote_spanned!(span=> {
                         let #p: bool = #post;
                         if #p != #c {
-                            return ::core::result::Result::Err(#k::InvertibilityError::condition(#site, #c, #p));
+                            return ::core::result::Result::Err(#k::InvertibilityError::condition(#site, #c, #p, #values));
                         }
                     })
                 } else {
@@ -246,6 +271,7 @@ impl Gen<'_> {
                 body,
                 ..
             } => {
+                let values = self.values(&[post], k);
                 let (pre, post) = (self.cond(pre), self.cond(post));
                 let body = self.stmts(body, checks);
                 if !checks {
@@ -255,13 +281,13 @@ impl Gen<'_> {
                 let p = self.tmp();
                 quote_spanned!(span=> {
                     if #post {
-                        return ::core::result::Result::Err(#k::InvertibilityError::loop_entry(#site, #post_text));
+                        return ::core::result::Result::Err(#k::InvertibilityError::loop_entry(#site, #post_text, #values));
                     }
                     while #pre {
                         #body
                         let #p: bool = #post;
                         if !#p {
-                            return ::core::result::Result::Err(#k::InvertibilityError::loop_iteration(#site, #post_text));
+                            return ::core::result::Result::Err(#k::InvertibilityError::loop_iteration(#site, #post_text, #values));
                         }
                     }
                 })
@@ -1094,6 +1120,51 @@ pub(crate) fn written_params(stmts: &[Stmt], params: &[String]) -> Vec<Vec<Token
 }
 
 /// The operands of an instruction's right-hand side, in order.
+/// What a condition reads, for an error message: each side of a comparison that is not a
+/// literal, and a bare boolean (`x > 0.0 && !(i == n)` reads `x`, `i`, `n`), each once.
+pub(crate) fn condition_operands(e: &Expr, out: &mut Vec<Expr>) {
+    use syn::{BinOp, UnOp};
+    let literal = |e: &Expr| match e {
+        Expr::Lit(_) => true,
+        Expr::Unary(u) => matches!(u.op, UnOp::Neg(_)) && matches!(&*u.expr, Expr::Lit(_)),
+        _ => false,
+    };
+    let mut push = |e: &Expr| {
+        let t = crate::parse::pretty(e);
+        if !out.iter().any(|o| crate::parse::pretty(o) == t) {
+            out.push(e.clone());
+        }
+    };
+    match e {
+        Expr::Paren(p) => condition_operands(&p.expr, out),
+        Expr::Group(g) => condition_operands(&g.expr, out),
+        Expr::Unary(u) if matches!(u.op, UnOp::Not(_)) => condition_operands(&u.expr, out),
+        Expr::Binary(b) if matches!(b.op, BinOp::And(_) | BinOp::Or(_)) => {
+            condition_operands(&b.left, out);
+            condition_operands(&b.right, out);
+        }
+        Expr::Binary(b)
+            if matches!(
+                b.op,
+                BinOp::Lt(_)
+                    | BinOp::Le(_)
+                    | BinOp::Gt(_)
+                    | BinOp::Ge(_)
+                    | BinOp::Eq(_)
+                    | BinOp::Ne(_)
+            ) =>
+        {
+            for side in [&*b.left, &*b.right] {
+                if !literal(side) {
+                    push(side);
+                }
+            }
+        }
+        e if literal(e) => {}
+        e => push(e),
+    }
+}
+
 fn rhs_operands(rhs: &Rhs) -> Vec<&Operand> {
     match rhs {
         Rhs::Id(a) | Rhs::Op1(_, a) | Rhs::Powi(_, a) => vec![a],

@@ -72,6 +72,9 @@ pub enum InvertibilityError {
         /// The condition checked after the branch (the post-condition as written; running
         /// backwards, the pre-condition).
         post: bool,
+        /// What the two conditions read, after the branch (`"x = 0.5, n = 3"`; empty where they
+        /// read nothing but constants).
+        values: String,
     },
     /// A `while (pre, post)` entered with its exit check already true: the post-condition
     /// running forwards; running backwards (`while (post, pre)`), the pre-condition.
@@ -81,6 +84,8 @@ pub enum InvertibilityError {
         /// The condition that was checked, as written (`post` forwards, `pre` backwards); it was
         /// `true` and should have been `false`.
         condition: &'static str,
+        /// What the condition read (`"i = 0"`).
+        values: String,
     },
     /// A `while (pre, post)` whose exit check is false after an iteration: the post-condition
     /// running forwards; running backwards, the pre-condition.
@@ -90,6 +95,8 @@ pub enum InvertibilityError {
         /// The condition that was checked, as written (`post` forwards, `pre` backwards); it was
         /// `false` and should have been `true`.
         condition: &'static str,
+        /// What the condition read (`"i = 0"`).
+        values: String,
     },
     /// A `for` loop whose bounds changed while it ran.
     Bounds {
@@ -202,16 +209,29 @@ impl InvertibilityError {
         }
     }
     #[doc(hidden)]
-    pub fn condition(site: Site, pre: bool, post: bool) -> Self {
-        Self::Condition { site, pre, post }
+    pub fn condition(site: Site, pre: bool, post: bool, values: String) -> Self {
+        Self::Condition {
+            site,
+            pre,
+            post,
+            values,
+        }
     }
     #[doc(hidden)]
-    pub fn loop_entry(site: Site, condition: &'static str) -> Self {
-        Self::LoopEntry { site, condition }
+    pub fn loop_entry(site: Site, condition: &'static str, values: String) -> Self {
+        Self::LoopEntry {
+            site,
+            condition,
+            values,
+        }
     }
     #[doc(hidden)]
-    pub fn loop_iteration(site: Site, condition: &'static str) -> Self {
-        Self::LoopIteration { site, condition }
+    pub fn loop_iteration(site: Site, condition: &'static str, values: String) -> Self {
+        Self::LoopIteration {
+            site,
+            condition,
+            values,
+        }
     }
     #[doc(hidden)]
     pub fn bounds(site: Site, before: String, after: String) -> Self {
@@ -262,6 +282,44 @@ impl InvertibilityError {
     }
 }
 
+/// `"; now x = 0.5"`, or nothing where a condition read only constants.
+fn now(values: &str) -> String {
+    if values.is_empty() {
+        String::new()
+    } else {
+        format!("; now {values}")
+    }
+}
+
+/// A value shown in an error message by its `Debug` text, or as `…` where its type has none
+/// (autoref specialisation: `(&Shown(&v)).show()` finds [`ShowDebug`] on `Shown` first, and
+/// [`ShowOther`] on `&Shown` only where `v` is not `Debug`). The generated code of a failed
+/// condition check uses it for what the condition read.
+#[doc(hidden)]
+pub struct Shown<'a, T: ?Sized>(pub &'a T);
+
+#[doc(hidden)]
+pub trait ShowDebug {
+    fn show(&self) -> String;
+}
+
+impl<T: fmt::Debug + ?Sized> ShowDebug for Shown<'_, T> {
+    fn show(&self) -> String {
+        format!("{:?}", self.0)
+    }
+}
+
+#[doc(hidden)]
+pub trait ShowOther {
+    fn show(&self) -> String;
+}
+
+impl<T: ?Sized> ShowOther for &Shown<'_, T> {
+    fn show(&self) -> String {
+        "…".into()
+    }
+}
+
 impl fmt::Display for InvertibilityError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -270,33 +328,65 @@ impl fmt::Display for InvertibilityError {
             }
             // Backwards, the branch is chosen by the post-condition as written, and the
             // pre-condition is checked after it.
-            Self::Condition { site, pre, post } if site.backwards => write!(
+            Self::Condition {
+                site,
+                pre,
+                post,
+                values,
+            } if site.backwards => write!(
                 f,
                 "{site}: running backwards, the post-condition was {pre} but the pre-condition is \
-                 {post} after the branch (they must agree for the branch to be undone)"
+                 {post} after the branch (they must agree for the branch to be undone){}",
+                now(values)
             ),
-            Self::Condition { site, pre, post } => write!(
+            Self::Condition {
+                site,
+                pre,
+                post,
+                values,
+            } => write!(
                 f,
                 "{site}: the pre-condition was {pre} but the post-condition is {post} after the branch \
-                 (they must agree for the branch to be undone)"
+                 (they must agree for the branch to be undone){}",
+                now(values)
             ),
-            Self::LoopEntry { site, condition } if site.backwards => write!(
+            Self::LoopEntry {
+                site,
+                condition,
+                values,
+            } if site.backwards => write!(
                 f,
                 "{site}: the pre-condition `{condition}` is true before the loop runs backwards \
-                 (running backwards, `{condition}` must be false on entry: the loop ran forwards until it was)"
+                 (running backwards, `{condition}` must be false on entry: the loop ran forwards until it was){}",
+                now(values)
             ),
-            Self::LoopEntry { site, condition } => write!(
+            Self::LoopEntry {
+                site,
+                condition,
+                values,
+            } => write!(
                 f,
-                "{site}: the post-condition `{condition}` is true before the loop (it must be false on entry)"
+                "{site}: the post-condition `{condition}` is true before the loop (it must be false on entry){}",
+                now(values)
             ),
-            Self::LoopIteration { site, condition } if site.backwards => write!(
+            Self::LoopIteration {
+                site,
+                condition,
+                values,
+            } if site.backwards => write!(
                 f,
                 "{site}: the pre-condition `{condition}` is false after an iteration backwards \
-                 (running backwards, `{condition}` must be true after every iteration: it was true before each one forwards)"
+                 (running backwards, `{condition}` must be true after every iteration: it was true before each one forwards){}",
+                now(values)
             ),
-            Self::LoopIteration { site, condition } => write!(
+            Self::LoopIteration {
+                site,
+                condition,
+                values,
+            } => write!(
                 f,
-                "{site}: the post-condition `{condition}` is false after an iteration (it must be true after every iteration)"
+                "{site}: the post-condition `{condition}` is false after an iteration (it must be true after every iteration){}",
+                now(values)
             ),
             Self::Bounds { site, before, after } => {
                 write!(f, "{site}: the loop's range changed while it ran: {before} before, {after} after")

@@ -368,7 +368,7 @@ pub use num_complex::Complex;
 #[doc(hidden)]
 pub use ad::NotGeneric;
 #[doc(hidden)]
-pub use error::{copy_of, distinct, no_gradient, passive, same};
+pub use error::{copy_of, distinct, no_gradient, passive, same, ShowDebug, ShowOther, Shown};
 #[doc(hidden)]
 pub use lit::{like, lit, literal_bits, shared_arg, CmpLit, CmpLitOther, CmpLitReal, SharedArg};
 

@@ -75,6 +75,41 @@ fn tilde_is_quoted_as_written() {
     assert_eq!(err.site().statement, "if (x > 0.0, ~)");
 }
 
+reversible! {
+    fn inside(y: &mut f64, v: &mut Vec<f64>, i: &mut usize) {
+        if (i < v.len() && v[i] > -1.0, v[i] > 2.0 || !(y < 1e300)) {
+            y += v[i];
+        }
+    }
+}
+
+#[test]
+fn failed_conditions_show_the_values_they_read() {
+    // (a hunter: "the pre-condition was true but the post-condition is false", no value)
+    let err = branch(&mut 0.5, &mut 2.0).unwrap_err().to_string();
+    assert!(
+        err.ends_with("(they must agree for the branch to be undone); now x = -1.5"),
+        "{err}"
+    );
+    let err = inside(&mut 0.0, &mut vec![0.5, 3.0], &mut 0)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.ends_with("; now i = 0, v.len() = 2, v[i] = 0.5, y = 0.5"),
+        "{err}"
+    );
+    // loops: the value on entry, and after the failing iteration, forwards and backwards
+    let err = up(&mut 5).unwrap_err().to_string();
+    assert!(
+        err.ends_with("(it must be false on entry); now x = 5"),
+        "{err}"
+    );
+    let err = up(&mut -50).unwrap_err().to_string();
+    assert!(err.ends_with("; now x = -41"), "{err}");
+    let err = up::uncall(&mut 200).unwrap_err().to_string();
+    assert!(err.ends_with("; now x = 191"), "{err}");
+}
+
 #[test]
 fn while_errors_name_the_condition_that_failed() {
     // Forwards, entry: `x > 0` is already true.
@@ -384,4 +419,30 @@ fn a_branch_that_fails_backwards_names_the_conditions_in_their_roles() {
         msg.contains("the pre-condition was true but the post-condition is false"),
         "{msg}"
     );
+}
+
+/// A type without `Debug`, read by a condition.
+#[derive(PartialEq, PartialOrd)]
+pub struct Level(u8);
+
+reversible! {
+    fn by_level(y: &mut f64, a: &mut Level, b: &mut Level) {
+        if (a > b, y > 1.0) {
+            y += 2.0;
+        }
+    }
+}
+
+#[test]
+fn a_value_without_debug_is_shown_as_an_ellipsis() {
+    let err = by_level(&mut -5.0, &mut Level(2), &mut Level(1))
+        .unwrap_err()
+        .to_string();
+    assert!(err.ends_with("; now a = …, b = …, y = -3.0"), "{err}");
+    // what a failed condition's message shows for a place whose type has no `Debug`
+    #[allow(unused_imports)]
+    use adjoint_rev::{ShowDebug as _, ShowOther as _, Shown};
+    assert_eq!((&Shown(&Level(3))).show(), "…");
+    assert_eq!((&Shown(&2.5f64)).show(), "2.5");
+    assert_eq!((&Shown(&vec![1usize])).show(), "[1]");
 }
