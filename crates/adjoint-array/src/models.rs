@@ -175,7 +175,7 @@ impl Gmm {
                 let mut li = d;
                 for (col, &xi) in xc.iter().enumerate() {
                     for q in qxc.iter_mut().skip(col + 1) {
-                        *q = *q + icf.at(&[ik, c(li)]) * xi;
+                        *q += icf.at(&[ik, c(li)]) * xi;
                         li += 1;
                     }
                 }

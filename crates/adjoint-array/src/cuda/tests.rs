@@ -1190,7 +1190,7 @@ fn case_every_discrete_operation(run: Runner) {
         ];
         let mut sum = a * c;
         for (i, t) in terms.into_iter().enumerate() {
-            sum = sum + t * (i as f64 + 1.0).sqrt();
+            sum += t * (i as f64 + 1.0).sqrt();
         }
         sum
     });
