@@ -220,6 +220,14 @@ struct Lower<'a> {
     /// `f64` zero that no path reads (Rust rejects a read before assignment), retyped by
     /// nothing — an integer assigned to such a variable asks for its type.
     untyped_decls: HashSet<Val>,
+    /// How deep in blocks the lowering is (1: the function's own block).
+    block_depth: usize,
+    /// The `const` items of the body seen so far, by their names as written, with the name the
+    /// generated module declares each under: a `const` of a nested block is visible only in
+    /// that block, so it is declared under a name of its own (declared under its written name
+    /// at the module, it shadowed a module-level constant of that name in the whole function).
+    /// (Also where in `env` each is bound: it is visible while that variable is.)
+    const_names: Vec<(syn::Ident, syn::Ident, usize)>,
 }
 
 const FLOAT_CONSTS: &[(&str, f64)] = &[
@@ -921,6 +929,8 @@ pub fn lower(item: &syn::ItemFn, opts: &Options) -> Result<Func> {
         counter: 0,
         captured: None,
         untyped_decls: HashSet::new(),
+        block_depth: 0,
+        const_names: vec![],
     };
     let ret = l.new_block();
     l.ret = ret;
@@ -1019,6 +1029,23 @@ impl Lower<'_> {
             c: Const { tokens, value },
         });
         dst
+    }
+
+    /// An array length as written (a literal or a constant's name), naming a `const` of a
+    /// nested block by the name the generated module declares it under.
+    fn len_tokens(&self, len: &Expr) -> TokenStream {
+        if let Expr::Path(p) = strip(len) {
+            if let Some(id) = p.path.get_ident() {
+                if let Some((_, to, _)) = self
+                    .const_names
+                    .iter()
+                    .find(|(k, _, at)| k == id && self.env.get(*at).is_some_and(|v| *k == v.name))
+                {
+                    return quote!(#to);
+                }
+            }
+        }
+        len.to_token_stream()
     }
 
     fn usize_const(&mut self, v: usize) -> Val {
@@ -1128,12 +1155,23 @@ impl Lower<'_> {
 
     fn block(&mut self, b: &syn::Block) -> Result<Ev> {
         let n0 = self.env.len();
-        let mut last = Ev::Unit;
-        for s in &b.stmts {
-            last = self.stmt(s)?;
-        }
+        self.block_depth += 1;
+        let r = (|| {
+            // a `const` is visible in its whole block, before its declaration too
+            for s in &b.stmts {
+                if let Stmt::Item(syn::Item::Const(c)) = s {
+                    self.nested_const(c)?;
+                }
+            }
+            let mut last = Ev::Unit;
+            for s in &b.stmts {
+                last = self.stmt(s)?;
+            }
+            Ok(last)
+        })();
+        self.block_depth -= 1;
         self.env.truncate(n0);
-        Ok(last)
+        r
     }
 
     fn stmt(&mut self, s: &Stmt) -> Result<Ev> {
@@ -1151,10 +1189,8 @@ impl Lower<'_> {
                 };
                 Ok(Ev::Unit)
             }
-            Stmt::Item(syn::Item::Const(c)) => {
-                self.nested_const(c)?;
-                Ok(Ev::Unit)
-            }
+            // bound on entering the block (`Lower::block`)
+            Stmt::Item(syn::Item::Const(_)) => Ok(Ev::Unit),
             Stmt::Item(i) => err(
                 i,
                 "nested items other than `const` are not supported: move them out of the \
@@ -1251,7 +1287,7 @@ impl Lower<'_> {
             return err(&c.generics, "generic `const` items are not supported");
         }
         let name = c.ident.to_string();
-        if self.f.consts.iter().any(|k| k.ident == c.ident) {
+        if self.const_names.iter().any(|(k, _, _)| *k == c.ident) {
             return err(
                 &c.ident,
                 format!("a second `const {name}` in this function: rename one"),
@@ -1275,8 +1311,37 @@ impl Lower<'_> {
         };
         let mut item = c.clone();
         item.vis = syn::Visibility::Inherited;
+        if self.block_depth > 1 {
+            item.ident = syn::Ident::new(&format!("__ADJOINT_CONST_{name}"), c.ident.span());
+        }
+        // the body's constants its value reads, under their declared names
+        struct Rename<'r>(
+            Vec<(syn::Ident, syn::Ident)>,
+            std::marker::PhantomData<&'r ()>,
+        );
+        impl syn::visit_mut::VisitMut for Rename<'_> {
+            fn visit_expr_path_mut(&mut self, e: &mut syn::ExprPath) {
+                if let Some(id) = e.path.get_ident() {
+                    if let Some((_, to)) = self.0.iter().find(|(k, _)| k == id) {
+                        e.path = to.clone().into();
+                    }
+                }
+            }
+        }
+        let visible: Vec<(syn::Ident, syn::Ident)> = self
+            .const_names
+            .iter()
+            .filter(|(k, _, at)| self.env.get(*at).is_some_and(|v| *k == v.name))
+            .map(|(k, to, _)| (k.clone(), to.clone()))
+            .collect();
+        syn::visit_mut::VisitMut::visit_expr_mut(
+            &mut Rename(visible, std::marker::PhantomData),
+            &mut item.expr,
+        );
+        self.const_names
+            .push((c.ident.clone(), item.ident.clone(), self.env.len()));
+        let id = item.ident.clone();
         self.f.consts.push(item);
-        let id = &c.ident;
         let v = self.konst(ty, quote!(#id), value);
         self.env.push(Var {
             name,
@@ -1692,7 +1757,8 @@ impl Lower<'_> {
                         "only arrays of `f64` fields are copied",
                     );
                 }
-                let (len, len_value) = array_len(len)?;
+                let (_, len_value) = array_len(len)?;
+                let len = self.len_tokens(len);
                 SliceInfo {
                     name: name.to_string(),
                     elem: src.elem,
@@ -2068,7 +2134,7 @@ impl Lower<'_> {
             name: name.to_string(),
             elem,
             kind: SliceKind::Local {
-                len: len.to_token_stream(),
+                len: self.len_tokens(len),
                 len_value,
             },
             declared_active: false,
@@ -4722,7 +4788,7 @@ impl Lower<'_> {
     /// of the body, or an upper-case name (`K`, `MAX_N`) that no local variable has.
     fn names_a_constant(&self, id: &syn::Ident) -> bool {
         let name = id.to_string();
-        self.f.consts.iter().any(|k| k.ident == *id)
+        self.const_names.iter().any(|(k, _, _)| k == id)
             || (name.starts_with(|c: char| c.is_ascii_uppercase())
                 && name
                     .chars()
@@ -5077,6 +5143,23 @@ fn reduction_loop(m: &syn::ExprMethodCall, name: &str, hint: Option<Ty>) -> Resu
                     "a `fold` with a tuple accumulator is not supported: write the loop \
                      (`let (mut s, mut p) = (0.0, 1.0); for v in x.iter() { (s, p) = (s + v, p * v); }`)",
                 ));
+            }
+            if map.is_some() {
+                // The fold's closure is bound before the loop and inlined at its call, so that
+                // it sees the variables of the enclosing scope, not the map closure's
+                // parameters that the loop's pattern binds (`.map(|a| a.sin()).fold(0.0, |s,
+                // t| s + a * t)` reads the outer `a`).
+                let fold = syn::Ident::new("__adjoint_fold", span);
+                return syn::parse2(quote_spanned! {span=>
+                    {
+                        let #fold = #f;
+                        let mut #acc = #init;
+                        for #item_pat in #iter {
+                            #acc = #fold(#acc, #item);
+                        }
+                        #acc
+                    }
+                });
             }
             let (pa, pv, body) = (pat(&f.inputs[0]), pat(&f.inputs[1]), &f.body);
             let step = match &map {
