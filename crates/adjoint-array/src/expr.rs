@@ -30,8 +30,6 @@ pub(crate) enum DOp {
     Not,
     /// floor division
     IDiv,
-    /// floor modulus (the sign of the divisor, as Haskell's `mod`)
-    IMod,
     /// `1.0` where the sign bit is set (`-0.0`, negative numbers, a NaN with its sign bit)
     SignBit,
 }
@@ -55,7 +53,6 @@ impl DOp {
             DOp::Or => t(a != F::zero() || b != F::zero()),
             DOp::Not => t(a == F::zero()),
             DOp::IDiv => (a / b).floor(),
-            DOp::IMod => a - (a / b).floor() * b,
             DOp::SignBit => t(a.is_sign_negative()),
         }
     }
@@ -145,7 +142,7 @@ pub(crate) fn infer(
             Node::Disc(op, a, b) => {
                 let j = t[*a as usize].join(t[*b as usize])?;
                 match op {
-                    DOp::Floor | DOp::Ceil | DOp::Round | DOp::Trunc | DOp::IDiv | DOp::IMod => j,
+                    DOp::Floor | DOp::Ceil | DOp::Round | DOp::Trunc | DOp::IDiv => j,
                     _ => Ty::Weak,
                 }
             }
@@ -1355,8 +1352,25 @@ impl Exp {
         ne => DOp::Ne; /// logical and
         and => DOp::And; /// logical or
         or => DOp::Or; /// floor division of whole numbers (`⌊self / other⌋`)
-        idiv => DOp::IDiv; /// floor modulus (Haskell's `mod`: the sign of `other`)
-        imod => DOp::IMod;
+        idiv => DOp::IDiv;
+    }
+    /// Floor modulus (Haskell's `mod`, `f64::rem_euclid` for a positive `other`: the sign of
+    /// `other`), `self − other·⌊self / other⌋`, with that formula's derivatives: 1 in `self`
+    /// (a wrapped angle keeps its gradient), `−⌊self / other⌋` in `other`. (It had derivative
+    /// 0, as a discrete operation; a hunter.) `%` is Rust's remainder, with the sign of `self`.
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// use std::f64::consts::PI;
+    /// let b = Builder::new();
+    /// let x = b.input(&[2]);
+    /// let p = b.build_scalar(&x.map(|v| v.imod(2.0 * PI).sin()).sum()).unwrap();
+    /// let g = p.gradient_a(&[&[7.0, -2.0]]).unwrap();
+    /// assert_eq!(g.grads[0], [7f64.rem_euclid(2.0 * PI).cos(), (-2f64).rem_euclid(2.0 * PI).cos()]);
+    /// ```
+    pub fn imod(self, other: impl Into<Exp>) -> Exp {
+        let o = other.into();
+        self - o * self.idiv(o)
     }
     /// `if self { a } else { b }` (Accelerate's `cond`). Only the branch taken contributes to
     /// derivatives, and array reads in the other branch are not performed (no out-of-bounds

@@ -1275,6 +1275,12 @@ fn fuse(nodes: &mut [NodeInfo], outputs: &[NodeId], recompute: usize) {
                     args: na,
                     space,
                 };
+                // A producer inlined into its last user is dead: drop its lambda, so that a
+                // chain of N fused maps keeps O(N) nodes, not O(N²) (each dead link held a
+                // copy of everything upstream of it).
+                if uses[p as usize] == 0 {
+                    nodes[p as usize].kind = ANode::Use(Arc::new(Vec::new()));
+                }
             }
         }
         // A sum over a Gen used once.

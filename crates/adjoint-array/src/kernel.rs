@@ -1309,10 +1309,7 @@ macro_rules! disc_loop {
             $x,
             $y,
             $out,
-            [
-                Floor, Ceil, Round, Trunc, Lt, Le, Gt, Ge, Eq, Ne, And, Or, Not, IDiv, IMod,
-                SignBit
-            ]
+            [Floor, Ceil, Round, Trunc, Lt, Le, Gt, Ge, Eq, Ne, And, Or, Not, IDiv, SignBit]
         )
     };
 }

@@ -22,7 +22,8 @@
 //! once).
 //! Scalar functions are Rust closures over [`Exp`]; each closure runs once, at build time,
 //! and is captured into an expression DAG (Accelerate's `Exp`), with `select`/[`cond`],
-//! comparisons, `floor`/`round`/`idiv`/`imod` (derivative zero) and every primitive of
+//! comparisons, `floor`/`round`/`idiv` (derivative zero), `imod` (`x − c·⌊x/c⌋`, derivative 1
+//! in `x`) and every primitive of
 //! `adjoint_core::rules`.
 //!
 //! **Running.** [`Builder::build`] fuses element-wise producers into their consumers (a chain

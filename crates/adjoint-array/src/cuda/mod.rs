@@ -184,7 +184,6 @@ fn disc(op: DOp, a: &str, b: &str) -> String {
         DOp::Or => t(format!("{a} != 0.0 || {b} != 0.0")),
         DOp::Not => t(format!("{a} == 0.0")),
         DOp::IDiv => format!("floor({a} / {b})"),
-        DOp::IMod => format!("({a} - floor({a} / {b}) * {b})"),
         DOp::SignBit => t(format!("signbit({a})")),
     }
 }
