@@ -136,7 +136,10 @@ fn nested(
         .collect();
     leaks(&inner, params, &outer)?;
     // Deallocating an outer ancilla inside a branch would make its lifetime depend on the branch.
-    for name in scope.live.keys() {
+    // (In name order: the first error reported does not depend on the hash map's order.)
+    let mut names: Vec<&String> = scope.live.keys().collect();
+    names.sort();
+    for name in names {
         if !inner.live.contains_key(name) {
             let span = inner
                 .dead
