@@ -56,14 +56,28 @@ impl Options {
                     ));
                 }
                 let mut names: Vec<syn::Ident> = vec![];
-                meta.parse_nested_meta(|m| {
-                    let id = m.path.require_ident()?;
-                    if names.contains(id) {
-                        return Err(m.error(format!("`{id}` is listed twice in `wrt`")));
+                let list;
+                syn::parenthesized!(list in meta.input);
+                // (`wrt()` said "unexpected end of input, expected nested attribute"; a hunter)
+                if list.is_empty() {
+                    return Err(meta.error(
+                        "`wrt()` names no parameter: list the ones to differentiate with respect \
+                         to (`wrt(x, w)`)",
+                    ));
+                }
+                let ids =
+                    syn::punctuated::Punctuated::<syn::Ident, syn::Token![,]>::parse_terminated(
+                        &list,
+                    )?;
+                for id in ids {
+                    if names.contains(&id) {
+                        return Err(syn::Error::new(
+                            id.span(),
+                            format!("`{id}` is listed twice in `wrt`"),
+                        ));
                     }
-                    names.push(id.clone());
-                    Ok(())
-                })?;
+                    names.push(id);
+                }
                 o.wrt = Some(names);
                 Ok(())
             } else if meta.path.is_ident("rule") {

@@ -1309,6 +1309,8 @@ fn repeated_options_are_errors() {
     for (attr, msg) in [
         ("wrt(x), wrt(y)", "`wrt` is given twice"),
         ("wrt(x, x)", "`x` is listed twice in `wrt`"),
+        ("wrt()", "`wrt()` names no parameter"),
+        ("wrt(x, 2)", "expected identifier"),
         ("rule(g = a), rule(g = b)", "a second rule for `g`"),
     ] {
         match lower_str(src, attr) {
