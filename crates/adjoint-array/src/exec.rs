@@ -260,32 +260,8 @@ impl<'g> Exec<'g> {
         if self.computed(i) {
             return Ok(());
         }
-        // Compute first, in node order (operands precede their users), everything `i` needs
-        // whatever happens: its operands and the arrays its lambdas read, transitively, but not
-        // the branches of an `acond` (only the one taken runs). `force_node` then finds its
-        // operands computed, so the recursion is as deep as `acond`s nest, not as long as the
-        // chain of arrays (a chain of ~1500 arrays overflowed a pool thread's stack).
-        let g = self.g;
-        let mut seen = vec![false; g.nodes.len()];
-        let mut stack = vec![i];
-        let mut need = Vec::new();
-        seen[i as usize] = true;
-        while let Some(n) = stack.pop() {
-            need.push(n);
-            let kind = &g.nodes[n as usize].kind;
-            let mut deps = kind.reads();
-            if !matches!(kind, ANode::Acond { .. }) {
-                deps.extend(kind.operands());
-            }
-            for d in deps {
-                if !seen[d as usize] && !self.computed(d) {
-                    seen[d as usize] = true;
-                    stack.push(d);
-                }
-            }
-        }
-        need.sort_unstable();
-        for n in need {
+        // first what it needs, in node order: see `Graph::needed_in_order`
+        for n in self.g.needed_in_order(i, |d| self.computed(d)) {
             self.force_node(n)?;
         }
         Ok(())

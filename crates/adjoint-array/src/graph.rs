@@ -249,6 +249,37 @@ pub(crate) struct Graph {
     pub device: DeviceCache,
 }
 
+impl Graph {
+    /// What computing node `i` needs whatever happens, `i` included, in node order (operands
+    /// precede their users): its operands and the arrays its lambdas read, transitively, but
+    /// not the branches of an `acond` (only the one taken runs), and nothing `done` already
+    /// holds. An executor computes these in order, each finding its operands ready, so its
+    /// recursion is as deep as `acond`s nest, not as long as the chain of arrays (a chain of
+    /// ~1500 arrays, an unrolled explicit-Euler loop, overflowed a pool thread's stack).
+    pub(crate) fn needed_in_order(&self, i: NodeId, done: impl Fn(NodeId) -> bool) -> Vec<NodeId> {
+        let mut seen = vec![false; self.nodes.len()];
+        let mut stack = vec![i];
+        let mut need = Vec::new();
+        seen[i as usize] = true;
+        while let Some(n) = stack.pop() {
+            need.push(n);
+            let kind = &self.nodes[n as usize].kind;
+            let mut deps = kind.reads();
+            if !matches!(kind, ANode::Acond { .. }) {
+                deps.extend(kind.operands());
+            }
+            for d in deps {
+                if !seen[d as usize] && !done(d) {
+                    seen[d as usize] = true;
+                    stack.push(d);
+                }
+            }
+        }
+        need.sort_unstable();
+        need
+    }
+}
+
 /// A value of any type a backend keeps.
 type Kept = Arc<dyn std::any::Any + Send + Sync>;
 

@@ -409,6 +409,18 @@ impl<'g> DevRun<'g> {
 
     /// Compute node `i` (and, first, what it needs).
     fn force(&mut self, i: NodeId) -> Result<()> {
+        // first what it needs, in node order (as the CPU executor: see
+        // `Graph::needed_in_order`), so that the recursion does not follow the chain of arrays
+        for n in self
+            .g
+            .needed_in_order(i, |d| self.vals[d as usize].is_some())
+        {
+            self.force_node(n)?;
+        }
+        Ok(())
+    }
+
+    fn force_node(&mut self, i: NodeId) -> Result<()> {
         if self.vals[i as usize].is_some() {
             return Ok(());
         }
