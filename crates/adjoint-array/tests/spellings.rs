@@ -1,5 +1,5 @@
 //! `f64`'s spellings inside closures (`%`, `+=`, `&`, `signum`, `copysign`, `mul_add`, `fract`,
-//! `digamma`, `iter().sum()`, `f32` literals, …): each against `f64`'s own method on the same
+//! `digamma`, `iter().sum()`, index arithmetic with `usize`, …): each against `f64`'s own method on the same
 //! data, interpreted and compiled, and their gradients against central differences.
 
 mod common;

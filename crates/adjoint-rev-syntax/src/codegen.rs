@@ -62,28 +62,98 @@ impl Gen<'_> {
         e
     }
 
-    /// An expression of type `String` naming what the conditions read and their values now
-    /// (`"x = 0.5, n = 3"`), for the message of a failed check: a failed check names the
+    /// An expression of type `String` naming what the condition just checked reads and their
+    /// values (`"x = 0.5, n = 3"`), for the message of a failed check: a failed check names the
     /// statement and the values (a hunter: `if (x > 0.0, ~)` failing at `x = 0.5` said only
-    /// "true … false").
-    fn values(&self, conds: &[&Expr], k: &TokenStream) -> TokenStream {
-        let mut read = Vec::new();
-        for c in conds {
-            condition_operands(c, &mut read);
-        }
-        let texts: Vec<String> = read.iter().map(crate::parse::pretty).collect();
-        let places = read.iter().map(|e| self.rw(e));
+    /// "true … false"). It reads what the check read, as the check did: `b` of `a && b` only
+    /// where `a` holds (`i < v.len() && v[i] > 0.0` reads no `v[i]` out of range), of `a || b`
+    /// only where `a` does not; function calls are not called again.
+    fn values(&self, cond: &Expr, k: &TokenStream) -> TokenStream {
+        let shown = format_ident!("__rev_shown");
+        let reads = self.shown_reads(cond, &shown, k);
         quote!({
             #[allow(unused_imports)]
             use #k::{ShowDebug as _, ShowOther as _};
-            let shown: &[(&str, ::std::string::String)] =
-                &[#((#texts, (&#k::Shown(&(#places))).show()),)*];
-            shown
+            #[allow(unused_mut)]
+            let mut #shown: ::std::vec::Vec<(&str, ::std::string::String)> = ::std::vec::Vec::new();
+            #reads
+            #shown
                 .iter()
                 .map(|(t, v)| ::std::format!("{t} = {v}"))
                 .collect::<::std::vec::Vec<_>>()
                 .join(", ")
         })
+    }
+
+    /// The statements of [`values`](Self::values) that push what `e` reads onto `shown`.
+    fn shown_reads(&self, e: &Expr, shown: &Ident, k: &TokenStream) -> TokenStream {
+        use syn::{BinOp, UnOp};
+        let literal = |e: &Expr| match e {
+            Expr::Lit(_) => true,
+            Expr::Unary(u) => matches!(u.op, UnOp::Neg(_)) && matches!(&*u.expr, Expr::Lit(_)),
+            _ => false,
+        };
+        let logical = |e: &Expr| match strip_parens(e) {
+            Expr::Unary(u) => matches!(u.op, UnOp::Not(_)),
+            Expr::Binary(b) => !matches!(
+                b.op,
+                BinOp::Add(_) | BinOp::Sub(_) | BinOp::Mul(_) | BinOp::Div(_) | BinOp::Rem(_)
+            ),
+            _ => false,
+        };
+        match strip_parens(e) {
+            Expr::Unary(u) if matches!(u.op, UnOp::Not(_)) => self.shown_reads(&u.expr, shown, k),
+            Expr::Binary(b) if matches!(b.op, BinOp::And(_) | BinOp::Or(_)) => {
+                let left = self.shown_reads(&b.left, shown, k);
+                let right = self.shown_reads(&b.right, shown, k);
+                let l = self.cond(&b.left);
+                let when = if matches!(b.op, BinOp::And(_)) {
+                    quote!(#l)
+                } else {
+                    quote!(!(#l))
+                };
+                quote!(#left if #when { #right })
+            }
+            Expr::Binary(b)
+                if matches!(
+                    b.op,
+                    BinOp::Lt(_)
+                        | BinOp::Le(_)
+                        | BinOp::Gt(_)
+                        | BinOp::Ge(_)
+                        | BinOp::Eq(_)
+                        | BinOp::Ne(_)
+                ) =>
+            {
+                [&*b.left, &*b.right]
+                    .into_iter()
+                    .filter(|side| !literal(side))
+                    .map(|side| {
+                        if logical(side) {
+                            self.shown_reads(side, shown, k)
+                        } else {
+                            self.shown_read(side, shown, k)
+                        }
+                    })
+                    .collect()
+            }
+            e if literal(e) => quote!(),
+            e => self.shown_read(e, shown, k),
+        }
+    }
+
+    /// Push `e` (its text and its value now) onto `shown`, once; not a function call.
+    fn shown_read(&self, e: &Expr, shown: &Ident, k: &TokenStream) -> TokenStream {
+        if matches!(e, Expr::Call(_)) {
+            return quote!();
+        }
+        let text = crate::parse::pretty(e);
+        let place = self.cond(e);
+        quote!(
+            if !#shown.iter().any(|(t, _)| *t == #text) {
+                #shown.push((#text, (&#k::Shown(&(#place))).show()));
+            }
+        )
     }
 
     fn site(&self, s: &Stmt) -> TokenStream {
@@ -242,7 +312,7 @@ impl Gen<'_> {
                 els,
             } => {
                 let c = self.tmp();
-                let values = self.values(&[pre, post], k);
+                let values = self.values(post, k);
                 let (pre, post) = (self.cond(pre), self.cond(post));
                 let (then, els) = (self.stmts(then, checks), self.stmts(els, checks));
                 let check = if checks {
@@ -271,7 +341,7 @@ impl Gen<'_> {
                 body,
                 ..
             } => {
-                let values = self.values(&[post], k);
+                let values = self.values(post, k);
                 let (pre, post) = (self.cond(pre), self.cond(post));
                 let body = self.stmts(body, checks);
                 if !checks {
@@ -1120,48 +1190,12 @@ pub(crate) fn written_params(stmts: &[Stmt], params: &[String]) -> Vec<Vec<Token
 }
 
 /// The operands of an instruction's right-hand side, in order.
-/// What a condition reads, for an error message: each side of a comparison that is not a
-/// literal, and a bare boolean (`x > 0.0 && !(i == n)` reads `x`, `i`, `n`), each once.
-pub(crate) fn condition_operands(e: &Expr, out: &mut Vec<Expr>) {
-    use syn::{BinOp, UnOp};
-    let literal = |e: &Expr| match e {
-        Expr::Lit(_) => true,
-        Expr::Unary(u) => matches!(u.op, UnOp::Neg(_)) && matches!(&*u.expr, Expr::Lit(_)),
-        _ => false,
-    };
-    let mut push = |e: &Expr| {
-        let t = crate::parse::pretty(e);
-        if !out.iter().any(|o| crate::parse::pretty(o) == t) {
-            out.push(e.clone());
-        }
-    };
+/// `e` without the parentheses around it.
+fn strip_parens(e: &Expr) -> &Expr {
     match e {
-        Expr::Paren(p) => condition_operands(&p.expr, out),
-        Expr::Group(g) => condition_operands(&g.expr, out),
-        Expr::Unary(u) if matches!(u.op, UnOp::Not(_)) => condition_operands(&u.expr, out),
-        Expr::Binary(b) if matches!(b.op, BinOp::And(_) | BinOp::Or(_)) => {
-            condition_operands(&b.left, out);
-            condition_operands(&b.right, out);
-        }
-        Expr::Binary(b)
-            if matches!(
-                b.op,
-                BinOp::Lt(_)
-                    | BinOp::Le(_)
-                    | BinOp::Gt(_)
-                    | BinOp::Ge(_)
-                    | BinOp::Eq(_)
-                    | BinOp::Ne(_)
-            ) =>
-        {
-            for side in [&*b.left, &*b.right] {
-                if !literal(side) {
-                    push(side);
-                }
-            }
-        }
-        e if literal(e) => {}
-        e => push(e),
+        Expr::Paren(p) => strip_parens(&p.expr),
+        Expr::Group(g) => strip_parens(&g.expr),
+        e => e,
     }
 }
 

@@ -282,18 +282,13 @@ fn stmt(s: &Stmt, scope: &mut Scope, params: &[String]) -> Result<()> {
                 uses(st, scope)?;
             }
             // (a parameter shadowed by the loop variable gave rustc's "type `usize` cannot be
-            // dereferenced" inside the body, far from the cause; a hunter)
+            // dereferenced" inside the body, far from the cause; a hunter. A live ancilla may be
+            // shadowed: it is a local, as in Rust.)
             let n = var.to_string();
             if params.contains(&n) {
                 return Err(Error::new(
                     var.span(),
                     format!("`{n}` is a parameter; a `for` loop's variable needs a new name"),
-                ));
-            }
-            if scope.live.contains_key(&n) {
-                return Err(Error::new(
-                    var.span(),
-                    format!("`{n}` is a live ancilla; a `for` loop's variable needs a new name"),
                 ));
             }
             nested(body, scope, params, Some(var))

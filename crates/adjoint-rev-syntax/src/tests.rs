@@ -100,7 +100,7 @@ fn ancilla_errors() {
 }
 
 #[test]
-fn a_loop_variable_named_as_a_parameter_or_a_live_ancilla_is_an_error() {
+fn a_loop_variable_named_as_a_parameter_is_an_error() {
     // (rustc's "type `usize` cannot be dereferenced" at `v[k]`, inside the body; a hunter)
     let e = err(quote! {
         fn f(y: &mut f64, v: &mut Vec<f64>, k: &mut usize) { for k in 0..v.len() { y += v[k]; } }
@@ -109,12 +109,12 @@ fn a_loop_variable_named_as_a_parameter_or_a_live_ancilla_is_an_error() {
         e.contains("`k` is a parameter; a `for` loop's variable needs a new name"),
         "{e}"
     );
-    let e = err(quote! {
+    // a live ancilla may be shadowed, as any local (a reviewer: it ran before, and undid)
+    ok(quote! {
         fn f(y: &mut f64, v: &mut Vec<f64>) {
             let a = 0usize; for a in 0..v.len() { y += v[a]; } unlet a = 0usize;
         }
     });
-    assert!(e.contains("`a` is a live ancilla"), "{e}");
     ok(quote! { fn f(y: &mut f64, v: &mut Vec<f64>) { for k in 0..v.len() { y += v[k]; } } });
 }
 

@@ -49,7 +49,10 @@ impl fmt::Display for Site {
 ///     "in `leak`, statement `unlet t = 0.0`: ancilla `t` should be 0.0 when deallocated, but is 2.718281828459045"
 /// );
 /// ```
+///
+/// New kinds of check may be added (`#[non_exhaustive]`): a `match` needs a `_` arm.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum InvertibilityError {
     /// `unlet x = v` found `x ≠ v`.
     Deallocation {
