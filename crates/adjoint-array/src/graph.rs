@@ -428,8 +428,9 @@ impl Builder {
     }
 
     /// Compile kernels to native code with Cranelift (the default; `false` interprets them
-    /// block by block). Kernels over at least 2048 elements with `f64` values are compiled,
-    /// once, on their first run; `ADJOINT_ARRAY_JIT=0` in the environment turns compilation
+    /// block by block). Kernels over at least 2048 elements with `f64` values and at most 1024
+    /// operations are compiled, once, on their first run (a longer kernel took seconds to
+    /// compile and ran no faster); `ADJOINT_ARRAY_JIT=0` in the environment turns compilation
     /// off for every program. Results are the same either way up to the order in which
     /// scattered adjoints are summed.
     ///

@@ -44,8 +44,13 @@
 //! Not compiled (the interpreter runs them): kernels with `f32` values or casts, kernels whose
 //! scatter targets are large beside the space and not affine (more than [`MAX_WINDOW`]
 //! elements and more than a quarter of the space divided by 16 chunks: a dense window per chunk
-//! would cost more than the interpreter's windows over the touched range), and kernels over
-//! fewer than [`MIN_ELEMENTS`] elements (compilation would cost more than it saves). An index
+//! would cost more than the interpreter's windows over the touched range), kernels over
+//! fewer than [`MIN_ELEMENTS`] elements (compilation would cost more than it saves), and
+//! kernels of more than [`MAX_OPS`] operations (Cranelift's register allocation grows faster
+//! than the kernel: a map of a 400-step chain took 0.54 s to compile its gradient, a
+//! 1200-step one 5.3 s, where the interpreter's first gradient took 14 and 27 ms and its
+//! later ones ran faster than the compiled code; the benchmark models' kernels reach 511
+//! operations). An index
 //! out of bounds is detected in the compiled code (the load then
 //! reads element 0 instead, never outside the array) and the block is re-run by the
 //! interpreter, which reports the error with the index and shape.
@@ -70,6 +75,8 @@ use std::collections::HashMap;
 pub(crate) const MAX_WINDOW: usize = 1 << 13;
 /// Kernels over fewer elements are interpreted.
 pub(crate) const MIN_ELEMENTS: usize = 2048;
+/// Kernels of more operations are interpreted (see the module docs).
+pub(crate) const MAX_OPS: usize = 1024;
 
 /// `fn(start, len, params, arrays, roots, root_strides, windows) -> bad`: evaluate elements
 /// `start..start + len` of the space; `params[p]` points at this block's slice, root `r` of
@@ -213,6 +220,7 @@ impl Jit {
 /// Whether `k` can be compiled (see the module docs).
 pub(crate) fn eligible(k: &Kernel) -> bool {
     k.space_total() >= MIN_ELEMENTS
+        && k.ops.len() <= MAX_OPS
         && !k.target_f32.iter().any(|&t| t)
         && k.target_lens
             .iter()
