@@ -1071,13 +1071,13 @@ impl std::ops::BitOr for Exp {
     }
 }
 
-/// `v.iter().sum()` of expressions (`0` for none).
+/// `v.iter().sum()` of expressions (`-0.0` for none, as `f64`'s).
 impl std::iter::Sum for Exp {
     fn sum<I: Iterator<Item = Exp>>(it: I) -> Exp {
         let mut it = it;
         match it.next() {
             Some(first) => it.fold(first, |a, b| a + b),
-            None => lit(0.0),
+            None => lit(-0.0),
         }
     }
 }

@@ -235,13 +235,17 @@ fn iterator_sum_and_product_of_expressions() {
         let empty: Vec<Exp> = Vec::new();
         empty.iter().sum::<Exp>() + empty.iter().product::<Exp>()
     });
-    let p = b.build(&[&s, &none]).unwrap();
+    let zero = b.generate(&[1], |_| Vec::<Exp>::new().into_iter().sum::<Exp>());
+    let p = b.build(&[&s, &none, &zero]).unwrap();
     let out = p.run(&[&x]).unwrap();
     let want: Vec<f64> = (0..3)
         .map(|i| x[i..i + 3].iter().sum::<f64>() + x[i..i + 3].iter().product::<f64>())
         .collect();
     assert_eq!(out[0].data(), want);
     assert_eq!(out[1].data(), [1.0]);
+    // the empty sum is f64's: -0.0
+    let empty: f64 = std::iter::empty::<f64>().sum();
+    assert_eq!(out[2].data()[0].to_bits(), empty.to_bits());
     // and the gradient of their total against central differences
     let total = |x: &[f64]| -> f64 {
         (0..3)
