@@ -5,7 +5,7 @@
 
 use crate::ir::{Keep, Kind, Operand, Rhs, Stmt};
 use crate::literal::Literal;
-use crate::parse::{may_alias, overlaps};
+use crate::parse::{is_literal, may_alias, overlaps, strip_parens};
 use proc_macro2::{Delimiter, Group, Ident, Span, TokenStream, TokenTree};
 use quote::{format_ident, quote, quote_spanned, ToTokens};
 use std::cell::Cell;
@@ -88,11 +88,8 @@ impl Gen<'_> {
     /// The statements of [`values`](Self::values) that push what `e` reads onto `shown`.
     fn shown_reads(&self, e: &Expr, shown: &Ident, k: &TokenStream) -> TokenStream {
         use syn::{BinOp, UnOp};
-        let literal = |e: &Expr| match e {
-            Expr::Lit(_) => true,
-            Expr::Unary(u) => matches!(u.op, UnOp::Neg(_)) && matches!(&*u.expr, Expr::Lit(_)),
-            _ => false,
-        };
+        // (a number or `true`/`false`: nothing to show)
+        let literal = |e: &Expr| is_literal(e) || matches!(strip_parens(e), Expr::Lit(_));
         let logical = |e: &Expr| match strip_parens(e) {
             Expr::Unary(u) => matches!(u.op, UnOp::Not(_)),
             Expr::Binary(b) => !matches!(
@@ -1190,15 +1187,6 @@ pub(crate) fn written_params(stmts: &[Stmt], params: &[String]) -> Vec<Vec<Token
 }
 
 /// The operands of an instruction's right-hand side, in order.
-/// `e` without the parentheses around it.
-fn strip_parens(e: &Expr) -> &Expr {
-    match e {
-        Expr::Paren(p) => strip_parens(&p.expr),
-        Expr::Group(g) => strip_parens(&g.expr),
-        e => e,
-    }
-}
-
 fn rhs_operands(rhs: &Rhs) -> Vec<&Operand> {
     match rhs {
         Rhs::Id(a) | Rhs::Op1(_, a) | Rhs::Powi(_, a) => vec![a],

@@ -1111,7 +1111,8 @@ fn index_reads(e: &Expr) -> Vec<Ident> {
     v.0
 }
 
-fn strip_parens(e: &Expr) -> &Expr {
+/// `e` without the parentheses around it.
+pub(crate) fn strip_parens(e: &Expr) -> &Expr {
     match e {
         Expr::Paren(p) => strip_parens(&p.expr),
         Expr::Group(g) => strip_parens(&g.expr),
@@ -1119,7 +1120,8 @@ fn strip_parens(e: &Expr) -> &Expr {
     }
 }
 
-fn is_literal(e: &Expr) -> bool {
+/// A number literal, possibly negated or parenthesised.
+pub(crate) fn is_literal(e: &Expr) -> bool {
     match strip_parens(e) {
         Expr::Lit(l) => matches!(l.lit, syn::Lit::Int(_) | syn::Lit::Float(_)),
         Expr::Unary(u) if matches!(u.op, UnOp::Neg(_)) => is_literal(&u.expr),

@@ -75,8 +75,8 @@ pub enum InvertibilityError {
         /// The condition checked after the branch (the post-condition as written; running
         /// backwards, the pre-condition).
         post: bool,
-        /// What the two conditions read, after the branch (`"x = 0.5, n = 3"`; empty where they
-        /// read nothing but constants).
+        /// What the condition checked after the branch read, and its values then
+        /// (`"x = 0.5, n = 3"`; empty where it read nothing but constants).
         values: String,
     },
     /// A `while (pre, post)` entered with its exit check already true: the post-condition

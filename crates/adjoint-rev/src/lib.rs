@@ -46,8 +46,8 @@
 //! tolerance pass, as in ancillas; unchecked routes check nothing. The tolerance is relative to
 //! the input, not to the largest value it passed through: a small input absorbed by a large
 //! term (`y += 1e30`, or `sq += x·x` over `x = [1, 1e9]` with `sq` starting at 0: the 1 is lost
-//! in 1e18) comes back as the rounding of that term and is refused, even where the function never reads it again,
-//! because where it does (`w += y * x; y += 1e30;`), the inverse rebuilds `y` as 0 and `∂w/∂x`
+//! in 1e18) comes back as the rounding of that term and is refused, even where the function
+//! never reads it again, because where it does (`w += y * x; y += 1e30;`), the inverse rebuilds `y` as 0 and `∂w/∂x`
 //! would be 0, not `y`.
 //!
 //! ## The language: each statement and its inverse (seed 000 Table I)

@@ -1045,18 +1045,21 @@ impl Lower<'_> {
         dst
     }
 
+    /// The name the generated module declares the body's constant `id` under, where one is in
+    /// scope here (its variable in `env` not yet dropped or shadowed).
+    fn const_in_scope(&self, id: &syn::Ident) -> Option<&syn::Ident> {
+        self.const_names
+            .iter()
+            .find(|(k, _, at)| k == id && self.env.get(*at).is_some_and(|v| *k == v.name))
+            .map(|(_, to, _)| to)
+    }
+
     /// An array length as written (a literal or a constant's name), naming a `const` of a
     /// nested block by the name the generated module declares it under.
     fn len_tokens(&self, len: &Expr) -> TokenStream {
         if let Expr::Path(p) = strip(len) {
-            if let Some(id) = p.path.get_ident() {
-                if let Some((_, to, _)) = self
-                    .const_names
-                    .iter()
-                    .find(|(k, _, at)| k == id && self.env.get(*at).is_some_and(|v| *k == v.name))
-                {
-                    return quote!(#to);
-                }
+            if let Some(to) = p.path.get_ident().and_then(|id| self.const_in_scope(id)) {
+                return quote!(#to);
             }
         }
         len.to_token_stream()
@@ -1329,29 +1332,15 @@ impl Lower<'_> {
             item.ident = syn::Ident::new(&format!("__ADJOINT_CONST_{name}"), c.ident.span());
         }
         // the body's constants its value reads, under their declared names
-        struct Rename<'r>(
-            Vec<(syn::Ident, syn::Ident)>,
-            std::marker::PhantomData<&'r ()>,
-        );
-        impl syn::visit_mut::VisitMut for Rename<'_> {
+        struct Rename<'l, 'a>(&'l Lower<'a>);
+        impl syn::visit_mut::VisitMut for Rename<'_, '_> {
             fn visit_expr_path_mut(&mut self, e: &mut syn::ExprPath) {
-                if let Some(id) = e.path.get_ident() {
-                    if let Some((_, to)) = self.0.iter().find(|(k, _)| k == id) {
-                        e.path = to.clone().into();
-                    }
+                if let Some(to) = e.path.get_ident().and_then(|id| self.0.const_in_scope(id)) {
+                    e.path = to.clone().into();
                 }
             }
         }
-        let visible: Vec<(syn::Ident, syn::Ident)> = self
-            .const_names
-            .iter()
-            .filter(|(k, _, at)| self.env.get(*at).is_some_and(|v| *k == v.name))
-            .map(|(k, to, _)| (k.clone(), to.clone()))
-            .collect();
-        syn::visit_mut::VisitMut::visit_expr_mut(
-            &mut Rename(visible, std::marker::PhantomData),
-            &mut item.expr,
-        );
+        syn::visit_mut::VisitMut::visit_expr_mut(&mut Rename(self), &mut item.expr);
         self.const_names
             .push((c.ident.clone(), item.ident.clone(), self.env.len()));
         let id = item.ident.clone();
