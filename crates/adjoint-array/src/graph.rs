@@ -1,7 +1,7 @@
 //! Array programs: the [`Builder`], array handles ([`Acc`]), the built [`Program`].
 
 use crate::error::{Error, Result};
-use crate::expr::{capture, idx_exp, infer, read_exp, Exp, Lambda, Node, Ty};
+use crate::expr::{capture, idx_exp, infer, read_exp, Exp, Id, Lambda, Node, Ty};
 use crate::f32ops::r32;
 use crate::kernel::Kernel;
 use std::cell::RefCell;
@@ -1287,19 +1287,42 @@ fn fuse(nodes: &mut [NodeInfo], outputs: &[NodeId], recompute: usize) {
                     }
                 });
                 let Some((k, p)) = pick else { break };
-                let ANode::Gen {
-                    lam: pl, args: pa, ..
-                } = nodes[p as usize].kind.clone()
-                else {
-                    unreachable!()
-                };
-                let (nl, na) = inline(lam, args, k, &pl, &pa);
                 let space = space.clone();
                 uses[p as usize] -= 1;
+                // A producer inlined into its last user is dead: its lambda moves into the
+                // user's (and the node keeps nothing), so that a chain of N fused maps takes
+                // O(N) time and nodes, not O(N²) (copying the producer, which holds everything
+                // upstream of it, at every link).
+                let (nl, na, pa, reads) = if uses[p as usize] == 0 {
+                    let dead = ANode::Use(Arc::new(Vec::new()));
+                    let ANode::Gen {
+                        lam: pl, args: pa, ..
+                    } = std::mem::replace(&mut nodes[p as usize].kind, dead)
+                    else {
+                        unreachable!()
+                    };
+                    let reads = pl.reads().to_vec();
+                    let ANode::Gen { lam, args, .. } = &nodes[i].kind else {
+                        unreachable!()
+                    };
+                    let (nl, na) = inline_moving(lam, args, k, pl, &pa);
+                    (nl, na, pa, reads)
+                } else {
+                    let ANode::Gen {
+                        lam: pl, args: pa, ..
+                    } = &nodes[p as usize].kind
+                    else {
+                        unreachable!()
+                    };
+                    let (nl, na) = inline(lam, args, k, pl, pa);
+                    (nl, na, pa.clone(), pl.reads().to_vec())
+                };
+                // (The dead producer's operands keep their counts: fusion decisions are those
+                // of copying inlining.)
                 for &a in &pa {
                     uses[a as usize] += 1;
                 }
-                for &r in pl.reads() {
+                for &r in &reads {
                     uses[r as usize] += 1;
                 }
                 nodes[i].kind = ANode::Gen {
@@ -1307,12 +1330,6 @@ fn fuse(nodes: &mut [NodeInfo], outputs: &[NodeId], recompute: usize) {
                     args: na,
                     space,
                 };
-                // A producer inlined into its last user is dead: drop its lambda, so that a
-                // chain of N fused maps keeps O(N) nodes, not O(N²) (each dead link held a
-                // copy of everything upstream of it).
-                if uses[p as usize] == 0 {
-                    nodes[p as usize].kind = ANode::Use(Arc::new(Vec::new()));
-                }
             }
         }
         // A sum over a Gen used once.
@@ -1339,6 +1356,51 @@ fn fuse(nodes: &mut [NodeInfo], outputs: &[NodeId], recompute: usize) {
             }
         }
     }
+}
+
+/// [`inline`] for a producer that dies with it: the result is built in `p`'s own arena (no
+/// copy of it), its parameters first, then `c`'s other ones, and `c`'s nodes are added. Where
+/// `c` reads parameter `k`, every node of `p` it reaches stays reachable, so the result's
+/// reads are `p`'s and `c`'s (not recomputed over the whole arena); else `inline` (which
+/// copies only what is reachable).
+fn inline_moving(
+    c: &Lambda,
+    ca: &[NodeId],
+    k: usize,
+    p: Lambda,
+    pa: &[NodeId],
+) -> (Lambda, Vec<NodeId>) {
+    let Some(param_k) = c.ar.nodes.iter().position(|n| *n == Node::Param(k as u32)) else {
+        return inline(c, ca, k, &p, pa);
+    };
+    if !c.ar.reachable(&c.outs)[param_k] {
+        return inline(c, ca, k, &p, pa);
+    }
+    let mut reads: Vec<u32> = p.reads().iter().chain(c.reads()).copied().collect();
+    reads.sort_unstable();
+    reads.dedup();
+    let np = p.nparams as usize;
+    let (pout, mut ar) = (p.outs[0], p.ar);
+    let params: Vec<Id> = (0..c.nparams as usize)
+        .map(|j| match j.cmp(&k) {
+            std::cmp::Ordering::Equal => pout,
+            std::cmp::Ordering::Less => ar.push(Node::Param((np + j) as u32)),
+            std::cmp::Ordering::Greater => ar.push(Node::Param((np + j - 1) as u32)),
+        })
+        .collect();
+    let outs = c.ar.copy_into(&mut ar, &c.outs, &mut HashMap::new(), &|j| {
+        Some(params[j as usize])
+    });
+    let mut args = pa.to_vec();
+    args.extend(
+        ca.iter()
+            .enumerate()
+            .filter(|(j, _)| *j != k)
+            .map(|(_, &a)| a),
+    );
+    let lam = Lambda::new(ar, outs, (np + ca.len() - 1) as u32);
+    lam.reads.set(reads).expect("a new lambda");
+    (lam, args)
 }
 
 /// Substitute producer `p` (params `pa`) for parameter `k` of consumer `c` (params `ca`).
