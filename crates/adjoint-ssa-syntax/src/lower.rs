@@ -823,6 +823,12 @@ pub fn lower(item: &syn::ItemFn, opts: &Options) -> Result<Func> {
         };
         let ident = match &*pt.pat {
             Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => pi.ident.clone(),
+            Pat::Wild(w) => {
+                return err(
+                    w,
+                    "parameters must be plain names: name an unused one `_x` (`_x: f64`)",
+                )
+            }
             p => return err(p, "parameters must be plain names"),
         };
         let in_wrt = opts
@@ -2525,7 +2531,7 @@ impl Lower<'_> {
                             p,
                             "the type of this constant is not known here: read it where its type \
                              is clear (`x * C`, `let c: f64 = C;`, `let k: usize = K;` for an \
-                             integer), or declare it inside the function (constant arrays are \
+                             integer, `K as f64`), or declare it inside the function (constant arrays are \
                              not supported: pass the array as a parameter)",
                         ),
                     };
@@ -2742,6 +2748,19 @@ impl Lower<'_> {
         }
     }
 
+    /// Whether `e` is built of literals and constants whose type is unknown (`N`, `2 * N + 1`,
+    /// `-(N - 1)`): `Some(true)` where it names such a constant, `Some(false)` where it is
+    /// literals only, `None` where it is not constant.
+    fn is_const_expr(&self, e: &Expr) -> Option<bool> {
+        match strip(e) {
+            Expr::Lit(_) => Some(false),
+            Expr::Path(_) => self.is_unknown_const(e).then_some(true),
+            Expr::Unary(u) if matches!(u.op, syn::UnOp::Neg(_)) => self.is_const_expr(&u.expr),
+            Expr::Binary(b) => Some(self.is_const_expr(&b.left)? | self.is_const_expr(&b.right)?),
+            _ => None,
+        }
+    }
+
     fn unary(&mut self, u: &syn::ExprUnary, hint: Option<Ty>) -> Result<Ev> {
         match u.op {
             UnOp::Deref(_) => {
@@ -2787,6 +2806,13 @@ impl Lower<'_> {
                  `i64`, `u32`, …; not `i128`, `u128` or `f32`)",
             );
         };
+        if to != Ty::Bool && self.is_const_expr(&c.expr) == Some(true) {
+            // `N as f64` of a module-level constant whose type the macro cannot see: the cast
+            // fixes the result's type, so it is a constant of that type, written as the user
+            // wrote it.
+            let tokens = quote!((#c));
+            return Ok(Ev::V(self.konst(to, tokens, ConstVal::F(f64::NAN))));
+        }
         let a = self.scalar(&c.expr, None)?;
         let from = self.ty(a);
         if from == Ty::F64 && to == Ty::F64 {
@@ -4018,7 +4044,12 @@ impl Lower<'_> {
         match strip(e) {
             Expr::Range(r) => {
                 let (Some(s), Some(t)) = (&r.start, &r.end) else {
-                    return err(r, "loop over a bounded range `a..b`");
+                    return err(
+                        r,
+                        "only bounded ranges `a..b` are supported: give the range an end \
+                         (`(1..n + 1).zip(x.iter())`), or count with `iter().enumerate()` \
+                         and add the start to the index",
+                    );
                 };
                 let lo = self.scalar(s, None)?;
                 let lot = self.ty(lo);

@@ -1043,6 +1043,23 @@ fn call_results_of_unknown_shape_say_what_to_write() {
     ]);
 }
 
+/// Two spellings users reach for first get a message saying what to write instead.
+#[test]
+fn unbounded_ranges_and_unnamed_parameters_say_what_to_write() {
+    rejects(&[
+        (
+            "fn f(x: &[f64]) -> f64 { let mut s = 0.0; for (i, v) in (1..).zip(x.iter()) { s += v * i as f64; } s }",
+            "give the range an end (`(1..n + 1).zip(x.iter())`)",
+        ),
+        ("fn f(x: f64, _: f64) -> f64 { x }", "name an unused one `_x`"),
+    ]);
+    accepts(&[
+        "fn f(x: &[f64]) -> f64 { let n = x.len(); let mut s = 0.0; for (i, v) in (1..n + 1).zip(x.iter()) { s += v * i as f64; } s }",
+        "fn f(x: f64, _y: f64) -> f64 { x }",
+        "fn f(x: f64) -> f64 { x * N as f64 + (2 * N + 1) as f64 }",
+    ]);
+}
+
 /// `f64::from(k)` converts the integers Rust converts losslessly (at most 32 bits, and
 /// integers whose type nothing fixes) and refuses wider ones with what to write instead.
 #[test]

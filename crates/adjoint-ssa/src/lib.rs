@@ -273,7 +273,7 @@
 //!
 //! `let` (with tuples `let (a, b) = (x, y);`; `let y;` or `let k: usize;` assigned later, an
 //! untyped one being an `f64`), `const` items of `f64` or integer type (declared in the function, or
-//! read where their type is clear: `let k: usize = K;`; not constant arrays), assignment
+//! read where their type is clear: `let k: usize = K;`, `x * K as f64`; not constant arrays), assignment
 //! and compound assignment, destructuring assignment of numbers (`(a, b) = (b, a + b);`,
 //! `(c, s) = polar(r, t);`, `(v[0], v[2]) = (v[2], v[0]);`), assignment of whole local arrays
 //! (`v = [v[1], v[0]];`, `v = w;`, `v = rot(&v, t);`; the right side of any assignment is evaluated first, as in

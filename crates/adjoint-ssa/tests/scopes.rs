@@ -1,7 +1,8 @@
 //! Names as Rust scopes them, through the macro's rewrites (a hunter found both wrong): a
 //! `.map(|a| …).fold(…)` whose fold closure reads an outer `a`, and a `const` of an inner block
 //! named as a module-level one. Each against the function as written (the same source, plain)
-//! and central differences.
+//! and central differences. And module-level constants cast where they are read (`N as f64`),
+//! which did not compile (the macro cannot see their type; the cast gives it).
 
 use adjoint_ssa::differentiable;
 
@@ -120,4 +121,28 @@ fn a_block_const_before_its_declaration_and_in_a_pattern() {
         let want = if k == 3 { 3.0 + 1.5 } else { 3.0 - 1.0 };
         assert!((d - want).abs() < 1e-12, "k = {k}: {d}");
     }
+}
+
+const STEPS: u32 = 3;
+
+/// Module-level constants of types the macro cannot see, cast where they are read.
+#[differentiable]
+fn module_const_casts(x: f64) -> f64 {
+    let k = STEPS as usize;
+    let mut s = x * N as f64 + (2 * N + 1) as f64 - (-(STEPS as i64)) as f64;
+    for _ in 0..k {
+        s *= x;
+    }
+    s
+}
+
+#[test]
+fn module_constants_cast_where_they_are_read() {
+    let mut d = 0.0;
+    let v = module_const_casts::grad(0.7, &mut d);
+    assert_eq!(v, module_const_casts(0.7));
+    // (2x + 5 + 3)·x³ = 2x⁴ + 8x³: 3.2242 at 0.7, derivative 8x³ + 24x² = 14.504
+    assert!((v - 3.2242).abs() < 1e-12, "{v}");
+    assert!((d - 14.504).abs() < 1e-12, "{d}");
+    assert!((d - fd(module_const_casts, 0.7)).abs() < 1e-6);
 }
