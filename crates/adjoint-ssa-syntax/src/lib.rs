@@ -93,6 +93,21 @@ pub fn try_expand(
     rt: &TokenStream,
 ) -> syn::Result<TokenStream> {
     let opts = Options::parse(attr)?;
+    if let Some(a) = item.attrs.iter().find(|a| {
+        a.path()
+            .segments
+            .last()
+            .is_some_and(|s| s.ident == "differentiable")
+    }) {
+        return Err(syn::Error::new_spanned(
+            a,
+            format!(
+                "`#[differentiable]` is given twice: one generates the module `{}` (put every \
+                 option in one: `#[differentiable(wrt(x))]`)",
+                item.sig.ident
+            ),
+        ));
+    }
     // Types that came through a `macro_rules!` `$t:ty` arrive in invisible groups: `f64` so
     // wrapped was "unsupported" (a hunter). The lowering sees them unwrapped.
     let mut item = item.clone();

@@ -1043,9 +1043,9 @@ fn call_results_of_unknown_shape_say_what_to_write() {
     ]);
 }
 
-/// Two spellings users reach for first get a message saying what to write instead.
+/// Three spellings users reach for first get a message saying what to write instead.
 #[test]
-fn unbounded_ranges_and_unnamed_parameters_say_what_to_write() {
+fn unbounded_ranges_unnamed_parameters_and_a_second_attribute_say_what_to_write() {
     rejects(&[
         (
             "fn f(x: &[f64]) -> f64 { let mut s = 0.0; for (i, v) in (1..).zip(x.iter()) { s += v * i as f64; } s }",
@@ -1053,6 +1053,10 @@ fn unbounded_ranges_and_unnamed_parameters_say_what_to_write() {
         ),
         ("fn f(x: f64, _: f64) -> f64 { x }", "name an unused one `_x`"),
     ]);
+    let twice: syn::ItemFn =
+        syn::parse_str("#[adjoint::ssa::differentiable] fn f(x: f64) -> f64 { x }").unwrap();
+    let e = crate::try_expand(quote::quote!(), &twice, &quote::quote!(rt)).unwrap_err();
+    assert!(e.to_string().contains("given twice"), "{e}");
     accepts(&[
         "fn f(x: &[f64]) -> f64 { let n = x.len(); let mut s = 0.0; for (i, v) in (1..n + 1).zip(x.iter()) { s += v * i as f64; } s }",
         "fn f(x: f64, _y: f64) -> f64 { x }",
