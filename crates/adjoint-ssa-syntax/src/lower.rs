@@ -855,6 +855,19 @@ pub fn lower(item: &syn::ItemFn, opts: &Options) -> Result<Func> {
             continue;
         }
         if let Some((elem, mutable, array)) = slice_type(&pt.ty)? {
+            if let (Pat::Ident(pi), syn::Type::Array(_)) = (&*pt.pat, &*pt.ty) {
+                if let Some(m) = pi.mutability {
+                    return err(
+                        m,
+                        format!(
+                            "`mut` array parameters are not supported: take the array as it is \
+                             and copy it into a local one to write (`{ident}0: {ty}` and \
+                             `let mut {ident} = {ident}0;`)",
+                            ty = pt.ty.to_token_stream().to_string().replace(" ;", ";")
+                        ),
+                    );
+                }
+            }
             if opts.wrt.is_some() && in_wrt && elem != Ty::F64 {
                 return err(
                     &ident,
@@ -2120,7 +2133,7 @@ impl Lower<'_> {
         rep: &syn::ExprRepeat,
         hint: Option<Ty>,
     ) -> Result<SliceArg> {
-        let v = self.scalar(&rep.expr, hint)?;
+        let v = self.array_elem(&rep.expr, hint)?;
         let elem = self.ty(v);
         if elem == Ty::Bool {
             return err(&rep.expr, "arrays of `bool` are not supported");
@@ -2159,6 +2172,16 @@ impl Lower<'_> {
     }
 
     /// `[a, b, c]`: a fresh local array.
+    /// An element of an array literal: a number (an array there is an array of arrays).
+    fn array_elem(&mut self, e: &Expr, hint: Option<Ty>) -> Result<Val> {
+        self.scalar_with(
+            e,
+            hint,
+            "arrays of arrays are not supported: use one flat array (`[0.0; 6]` for 2 × 3, \
+             element (i, j) at `i * 3 + j`)",
+        )
+    }
+
     fn array_lit(&mut self, a: &syn::ExprArray, hint: Option<Ty>) -> Result<Ev> {
         if a.elems.is_empty() {
             return err(a, "empty arrays are not supported");
@@ -2166,7 +2189,7 @@ impl Lower<'_> {
         let mut h = hint.filter(|t| *t != Ty::Bool);
         let mut vals = vec![];
         for e in &a.elems {
-            let v = self.scalar(e, h)?;
+            let v = self.array_elem(e, h)?;
             let t = self.ty(v);
             if t == Ty::Bool {
                 return err(e, "arrays of `bool` are not supported");
@@ -2216,9 +2239,14 @@ impl Lower<'_> {
     // ---- expressions ----
 
     fn scalar(&mut self, e: &Expr, hint: Option<Ty>) -> Result<Val> {
+        self.scalar_with(e, hint, "expected a number, found a slice")
+    }
+
+    /// [`Lower::scalar`] with the message for a slice (an array) where a number is expected.
+    fn scalar_with(&mut self, e: &Expr, hint: Option<Ty>, slice_msg: &str) -> Result<Val> {
         match self.expr(e, hint)? {
             Ev::V(v) => Ok(v),
-            Ev::S(_) => err(e, "expected a number, found a slice"),
+            Ev::S(_) => err(e, slice_msg),
             Ev::Agg(_) | Ev::Struct(_) => err(e, "expected a number, found a tuple or struct"),
             Ev::Unit => {
                 if self.is_dead(self.cur) {
@@ -2265,7 +2293,12 @@ impl Lower<'_> {
             Expr::If(i) => self.lower_if(i, hint),
             Expr::Block(b) => {
                 if let Some(l) = &b.label {
-                    return err(l, "labelled blocks are not supported");
+                    return err(
+                        l,
+                        "labelled blocks are not supported: write `if`/`else` (`let v = if c { a } \
+                         else { b };`), or a `loop` that breaks with the value (`let v = 'l: loop \
+                         { …; break 'l a; }`)",
+                    );
                 }
                 self.block(&b.block)
             }

@@ -1043,15 +1043,37 @@ fn call_results_of_unknown_shape_say_what_to_write() {
     ]);
 }
 
-/// Three spellings users reach for first get a message saying what to write instead.
+/// Spellings users reach for first get a message saying what to write instead.
 #[test]
-fn unbounded_ranges_unnamed_parameters_and_a_second_attribute_say_what_to_write() {
+fn unsupported_spellings_say_what_to_write() {
     rejects(&[
         (
             "fn f(x: &[f64]) -> f64 { let mut s = 0.0; for (i, v) in (1..).zip(x.iter()) { s += v * i as f64; } s }",
             "give the range an end (`(1..n + 1).zip(x.iter())`)",
         ),
         ("fn f(x: f64, _: f64) -> f64 { x }", "name an unused one `_x`"),
+    ]);
+    rejects(&[
+        (
+            "fn f(x: &[f64]) -> f64 { let mut m = [[0.0; 2]; 2]; m[0][0] = x[0]; m[0][0] }",
+            "arrays of arrays are not supported",
+        ),
+        (
+            "fn f(x: &[f64]) -> f64 { let a = [x[0], x[1]]; let b = [a, [x[2], 1.0]]; b[0][0] }",
+            "arrays of arrays are not supported",
+        ),
+        (
+            "fn f(mut a: [f64; 3], u: f64) -> f64 { a[0] = a[0] * u; a[0] }",
+            "`let mut a = a0;`",
+        ),
+        (
+            "fn f(x: &[f64]) -> f64 { let v = 'b: { if x[0] > 0.0 { break 'b x[0]; } x[1] }; v }",
+            "or a `loop` that breaks with the value",
+        ),
+    ]);
+    accepts(&[
+        "fn f(x: &[f64]) -> f64 { let v = 'l: loop { if x[0] > 0.0 { break 'l x[0]; } break 'l x[1]; }; v }",
+        "fn f(a0: [f64; 3], u: f64) -> f64 { let mut a = a0; a[0] = a[0] * u; a[0] }",
     ]);
     let twice: syn::ItemFn =
         syn::parse_str("#[adjoint::ssa::differentiable] fn f(x: f64) -> f64 { x }").unwrap();

@@ -294,10 +294,11 @@
 //! `.step_by(k)`, `.skip(n)`, `.take(n)` in any order (`.enumerate().skip(1)` numbers from 1),
 //! over `x.windows(k)`, `x.chunks(k)` and `x.chunks_exact(k)` (each item a sub-slice), early
 //! `return`; reductions of those iterators, `.sum()`, `.product()` (also `::<f64>`) and
-//! `.fold(init, |acc, v| …)`, after an optional `.map(|v| …)` — each is lowered to the loop it stands for, the closure's body inlined,
+//! `.fold(init, |acc, v| …)`, after an optional `.copied()` and `.map(|v| …)` — each is lowered to the loop it stands for, the closure's body inlined,
 //! so `x.iter().zip(y).map(|(a, b)| a * b).sum()` is differentiated as the written-out loop (a
 //! `return` inside such a closure is refused; a function's name works in place of a closure:
-//! `.map(f64::sin)`, `.fold(f64::MIN, f64::max)`); closures bound to a name and called (`let sq =
+//! `x.iter().copied().map(f64::sin)`, `.fold(f64::MIN, f64::max)`: Rust wants the `.copied()`
+//! there, as `iter()` yields `&f64`); closures bound to a name and called (`let sq =
 //! |v: f64| v * v;`, `let at = |i: usize, j: usize| i * n + j;`), inlined where they are called,
 //! over the variables as they were where the closure was defined (not `move`, no `return`, and not
 //! assigning a variable they capture: return the new value instead); slice indexing and sub-slices
