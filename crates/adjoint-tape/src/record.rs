@@ -1299,9 +1299,10 @@ fn as_run(job: &Job, vars: &[Var]) -> Option<u32> {
 /// The position of `vars[0]` when `vars` are values of `job` at consecutive positions whose ids
 /// are not consecutive: a run that crosses from one of the job's id ranges into the next.
 /// Where a range ends depends on the buffer the job recycled (so on scheduling and on earlier
-/// recordings). [`record_matvec`] asks before it copies a vector that [`as_run`] rejected: the
-/// copy adds the vector's adjoint in another order, so a vector that is a run must be taken as
-/// one in every recording, or the gradient's last bits would depend on them (a hunter). (The
+/// recordings). [`record_matvec`] asks before it copies a vector that [`as_run`] rejected (the
+/// copy adds the vector's adjoint in another order) and before it gives a matrix that is not a
+/// run to the per-row path (which adds `x̄` row by row): an operand that is a run must be taken
+/// as one in every recording, or the gradient's last bits would depend on them (hunters). (The
 /// other slice primitives need not ask: their fallback, [`record_nary`], forms runs by
 /// position and adds in the same order.) One position lookup per element, stopping at the first
 /// that does not follow, and only where a range end lies inside the slice's positions.
@@ -1415,7 +1416,13 @@ pub(crate) fn record_matvec(m: &[Var], x: &[Var], out: &mut [Var]) -> bool {
     job.partials.extend(x.iter().map(|v| v.v));
     let m0 = if x0.is_some() {
         // `x̄ += Mᵀ ā` needs `M`'s values: copied while checking its ids.
-        match copy_run(job, m) {
+        match copy_run(job, m).or_else(|| {
+            // (`M` crossing into the job's next id range is one run too, or the per-row path
+            // would add `x̄` in another order depending on earlier recordings: a hunter.)
+            let m0 = run_across_ranges(job, m)?;
+            job.partials.extend(m.iter().map(|v| v.v));
+            Some(m0)
+        }) {
             Some(m0) => Some(m0),
             None if all_constant(m) => {
                 job.partials.extend(m.iter().map(|v| v.v));
@@ -1428,7 +1435,7 @@ pub(crate) fn record_matvec(m: &[Var], x: &[Var], out: &mut [Var]) -> bool {
             }
         }
     } else {
-        match as_run(job, m) {
+        match as_run(job, m).or_else(|| run_across_ranges(job, m)) {
             Some(m0) => Some(m0),
             None => {
                 // Both constant (the generic path returns constants), or `M` not a run.

@@ -513,3 +513,60 @@ fn a_run_across_an_id_range_end_gives_the_same_bits() {
     assert_eq!(one[2], one[0]);
     assert_eq!(run(7), one);
 }
+
+/// The same for the matrix: `M` built by one loop (a run) where a range end may lie inside it,
+/// times a vector that is not a run (copied) or is constants. A matrix cut by a range end went
+/// to the per-row path, which adds `x̄` row by row, where a whole one is one record: the
+/// second call on one tape changed the last bit (a hunter).
+fn built_matrix<T: Real>(v: &[T], pad: usize, constant_x: bool) -> T {
+    let mut a = v[0];
+    for k in 0..pad {
+        a = a * 0.999 + k as f64 * 1e-3;
+    }
+    let t: Vec<T> = (0..12)
+        .map(|k| v[k % 2] * (0.1 + 0.37 * k as f64))
+        .collect();
+    let m: Vec<T> = t.iter().map(|a| a.sin()).collect();
+    let x = if constant_x {
+        [T::cst(-0.4), T::cst(1.3)]
+    } else {
+        [v[1], v[0]] // not a run
+    };
+    let mut o = vec![T::cst(0.0); 6];
+    vector::matvec(&m, &x, &mut o);
+    let w = [0.3, -1.7, 2.9, 0.11, -0.61, 1.37];
+    let mut s = a * 1e-3;
+    for (o, w) in o.iter().zip(w) {
+        s += *o * w;
+    }
+    s + v[0] * 0.123456789 + v[1] * 3.3333333
+}
+
+#[test]
+fn a_matrix_across_an_id_range_end_gives_the_same_bits() {
+    let x = [0.712345678, -1.3456789];
+    let bits = |g: &[f64]| g.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    for constant_x in [false, true] {
+        for pad in 0..80 {
+            let f = |v: &[Var]| built_matrix(v, pad, constant_x);
+            let reference = forward::gradient(|v| built_matrix(v, pad, constant_x), &x);
+            let fresh = Tape::new().value_and_grad(f, &x).1;
+            for (a, b) in fresh.iter().zip(&reference) {
+                assert!(
+                    (a - b).abs() <= 1e-13 * b.abs().max(1.0),
+                    "pad {pad}: {a} vs {b}"
+                );
+            }
+            let mut t = Tape::new();
+            t.value_and_grad(|v: &[Var]| built_matrix(v, 500, constant_x), &x);
+            for call in 0..2 {
+                let again = t.value_and_grad(f, &x).1;
+                assert_eq!(
+                    bits(&again),
+                    bits(&fresh),
+                    "pad {pad}, call {call}, {constant_x}"
+                );
+            }
+        }
+    }
+}
