@@ -144,15 +144,7 @@ impl Lift for Var {
     // Slice primitives: one tape entry per result, operands in runs (see `record_nary`).
 
     fn lift_dot(a: &[Self], b: &[Self]) -> Self {
-        if let Some(v) = record_dot(a, b) {
-            return v;
-        }
-        let value = fast::dot_by(a, b, |x| x.v, |y| y.v);
-        let ops = || {
-            let first = a.iter().zip(b).map(|(x, y)| (*x, y.v));
-            first.chain(a.iter().zip(b).map(|(x, y)| (*y, x.v)))
-        };
-        record_nary(value, ops, "dot")
+        dot_named(a, b, "dot")
     }
 
     fn lift_sum(a: &[Self]) -> Self {
@@ -173,7 +165,8 @@ impl Lift for Var {
             return;
         }
         for (o, row) in out.iter_mut().zip(m.chunks_exact(cols)) {
-            *o = Self::lift_dot(row, x);
+            // (named `matvec` in checked mode's messages: the user called no `dot`)
+            *o = dot_named(row, x, "matvec (a row)");
         }
     }
 
@@ -202,6 +195,19 @@ impl Lift for Var {
 }
 
 adjoint_core::impl_real!([] Var);
+
+/// `a · b` as one record (`name` is what checked mode's messages call it).
+fn dot_named(a: &[Var], b: &[Var], name: &'static str) -> Var {
+    if let Some(v) = record_dot(a, b) {
+        return v;
+    }
+    let value = fast::dot_by(a, b, |x| x.v, |y| y.v);
+    let ops = || {
+        let first = a.iter().zip(b).map(|(x, y)| (*x, y.v));
+        first.chain(a.iter().zip(b).map(|(x, y)| (*y, x.v)))
+    };
+    record_nary(value, ops, name)
+}
 
 /// The result of a binary operation with one constant operand, whose partial in the other is
 /// `pa`: a constant when `pa` is exactly zero and the value finite (`x · 0`), else recorded. An

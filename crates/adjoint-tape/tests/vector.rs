@@ -203,6 +203,19 @@ fn checked_mode_does_not_blame_a_primitive_for_its_operands() {
     // A primitive that does make the value from finite operands is still named.
     let e = checked(&|x: &[Var]| vector::sum(x), &[f64::MAX, f64::MAX]).unwrap_err();
     assert_eq!(e.primitive, "sum");
+    // A matrix-vector product (recorded row by row in checked mode) is named as one, not as
+    // the `dot` the user never called (a hunter).
+    let e = checked(
+        &|x: &[Var]| {
+            let mut out = [Var::zero(); 2];
+            vector::matvec(&[x[0], x[1], x[1], x[0]], x, &mut out);
+            out[0] + out[1]
+        },
+        &[2e300, 1.0],
+    )
+    .unwrap_err();
+    assert_eq!(e.primitive, "matvec (a row)");
+    assert!(e.to_string().contains("matvec (a row)("), "{e}");
 }
 
 #[test]
