@@ -52,4 +52,28 @@ impl<T: Arith> Scale for ULog<T> {
     fn scale(y: &mut Self, x: &mut Self, mul: bool) {
         T::acc_id(&mut y.log, &mut x.log, mul);
     }
+
+    /// As for floating-point numbers, a factor of 0 or ∞ (an infinite or NaN log) has no
+    /// inverse, and neither has a product whose log overflows; then `y` is unchanged. (Both
+    /// passed, checked or not, and the inverse gave NaN or ∞: a hunter.) Integer and fixed-point
+    /// logs are always finite: no test.
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    #[cfg_attr(debug_assertions, inline)]
+    fn try_scale(y: &mut Self, x: &mut Self, mul: bool) -> Result<(), String> {
+        if let Some(v) = x.log.non_finite() {
+            return Err(format!(
+                "`*=`/`/=` by a ULog whose log is {v} is not invertible: the factor must be \
+                 positive and finite"
+            ));
+        }
+        let old = *y;
+        Self::scale(y, x, mul);
+        if let (None, Some(v)) = (old.log.non_finite(), y.log.non_finite()) {
+            *y = old;
+            return Err(format!(
+                "`*=`/`/=` took a ULog's log to {v}, which cannot be undone"
+            ));
+        }
+        Ok(())
+    }
 }

@@ -208,6 +208,44 @@ reversible! {
     fn added<T: RevReal>(y: &mut T, x: &mut T) {
         y += x;
     }
+
+    fn ulog_scaled<T: Arith>(y: &mut ULog<T>, x: &mut ULog<T>) {
+        y *= x;
+    }
+}
+
+#[test]
+fn ulog_factors_and_products_that_cannot_be_undone_are_errors() {
+    // The number 0 or ∞ as a factor (an infinite log), a NaN log, and a product whose log
+    // overflows were accepted, checked or not, and the inverse gave NaN or ∞ (a hunter).
+    let inf = f64::INFINITY;
+    for (y0, x0, what) in [
+        (2f64.ln(), -inf, "log is -inf"),
+        (2f64.ln(), inf, "log is inf"),
+        (2f64.ln(), f64::NAN, "log is NaN"),
+        (1e308, 1e308, "log to inf"),
+    ] {
+        let (mut y, mut x) = (ULog::new(y0), ULog::new(x0));
+        let err = ulog_scaled(&mut y, &mut x).unwrap_err().to_string();
+        assert!(
+            err.contains("statement `y *= x`") && err.contains(what),
+            "{err}"
+        );
+        assert_eq!(y.log.to_bits(), y0.to_bits());
+        assert!(ulog_scaled::call_unchecked(&mut y, &mut x).is_err());
+        assert_eq!(y.log.to_bits(), y0.to_bits());
+    }
+    // finite logs: undone to rounding (ln 2 + ln 3 − ln 3)
+    let (mut y, mut x) = (ULog::from_f64(2.0), ULog::from_f64(3.0));
+    ulog_scaled(&mut y, &mut x).unwrap();
+    assert!((y.to_f64() - 6.0).abs() < 1e-14);
+    ulog_scaled::uncall(&mut y, &mut x).unwrap();
+    assert!((y.to_f64() - 2.0).abs() < 1e-15);
+    // the number 0 times a finite factor is 0, and undone exactly
+    let (mut y, mut x) = (ULog::new(-inf), ULog::from_f64(3.0));
+    ulog_scaled(&mut y, &mut x).unwrap();
+    ulog_scaled::uncall(&mut y, &mut x).unwrap();
+    assert_eq!(y.log, -inf);
 }
 
 #[test]
