@@ -112,7 +112,7 @@ impl Literal {
                 let id = syn::Ident::new(s, span);
                 quote!(#id)
             }
-            None => quote!(_),
+            None => quote_spanned!(span=> _),
         };
         let (neg, float, sticky) = (self.neg, self.float, self.sticky);
         // The numbers the macro writes are not the user's tokens: they carry the macro's span, so
