@@ -54,7 +54,10 @@
 //! squares' partials are 0). Likewise a zero partial meeting an overflowed tangent is 0 in
 //! forward mode through quotients, `recip` and negative powers (the sigmoid `1/(1 + e⁻ᶻ)` at
 //! z = −800), but NaN through `exp` and the smooth functions (`exp(−eˣ)`, `atan(sinh x)` at
-//! 800: `Dual::lift1` keeps one multiply there), where the tape's zero partial gives 0.
+//! 800: `Dual::lift1` keeps one multiply there), where the tape's zero partial gives 0. And
+//! through `+ − × %`, whose partials are operand values, forward mode multiplies without a test
+//! (for speed: `forward::plain`): `x · y` at `(1, ∞)` along `y`'s direction is `∞ · 0 + 1 · 1`,
+//! NaN, where the tape gives 1 (its gradient is `[∞, 1]`, forward mode's `[∞, NaN]`).
 //! The SSA transform, the array
 //! engine and the reversible engine's gradients multiply as JAX and PyTorch do (NaN there:
 //! `rev::grad` of a norm at 0 gives NaN where forward mode gives 0), which their docs say.
@@ -65,8 +68,8 @@
 //! subnormal with 4 digits, so `∂/∂z` comes out 1e-5 relative off (at 1e200 it is 0). Second
 //! derivatives on the tape differentiate a rule's first partials as written (`x/h`, `y/h` for
 //! `hypot` and `atan2`), so where those overflow or cancel the Hessian does too (a subnormal
-//! `h` gives NaN entries; `hypot(0.5, 1100)`'s `∂²/∂y²` is 2e-11 relative off on the tape and
-//! 5e-10 in forward mode, which differentiates the same expressions).
+//! `h` gives NaN entries; `atan2(x, y)`'s are `x/h²`-like quotients, and `hypot`'s unit vector
+//! is written as `(1, t)/√(1 + t²)` so that its derivative does not cancel).
 //!
 //! ```
 //! use adjoint_core::rules::{binary, unary, Op1, Op2};
@@ -308,6 +311,18 @@ pub struct Rule2<T> {
     pub dyy: T,
 }
 
+/// A second partial `x · (a first partial that is 0 at ±∞)`: 0 at ±∞, where the product is
+/// `∞ · 0` (NaN in `atan`, `asinh`, `acosh` and `erf` at ±∞; the array engine reads it there, a
+/// hunter). (The engines that differentiate `d` instead get 0 or NaN by their own rules.)
+#[inline(always)]
+fn dd_to_zero_at_infinity<T: Real>(x: T, dd: impl FnOnce() -> T) -> T {
+    if x.value().is_infinite() {
+        T::zero()
+    } else {
+        dd()
+    }
+}
+
 #[inline(always)]
 fn r1<T>(value: T, d: T, dd: T) -> Rule1<T> {
     Rule1 { value, d, dd }
@@ -445,7 +460,11 @@ pub fn unary<T: Real>(op: Op1, x: T) -> Rule1<T> {
             } else {
                 (x * x + 1.0).recip()
             };
-            r1(x.atan(), d, -(x * d * d * 2.0))
+            r1(
+                x.atan(),
+                d,
+                dd_to_zero_at_infinity(x, || -(x * d * d * 2.0)),
+            )
         }
         Op1::Sinh => r1(x.sinh(), x.cosh(), x.sinh()),
         Op1::Cosh => r1(x.cosh(), x.sinh(), x.cosh()),
@@ -462,11 +481,11 @@ pub fn unary<T: Real>(op: Op1, x: T) -> Rule1<T> {
         // `hypot` and a product of two roots do not)
         Op1::Asinh => {
             let d = x.hypot(T::cst(1.0)).recip();
-            r1(x.asinh(), d, -(x * d * d * d))
+            r1(x.asinh(), d, dd_to_zero_at_infinity(x, || -(x * d * d * d)))
         }
         Op1::Acosh => {
             let d = ((x - 1.0).sqrt() * (x + 1.0).sqrt()).recip();
-            r1(x.acosh(), d, -(x * d * d * d))
+            r1(x.acosh(), d, dd_to_zero_at_infinity(x, || -(x * d * d * d)))
         }
         Op1::Atanh => {
             let d = one_minus_square(x).recip();
@@ -486,7 +505,7 @@ pub fn unary<T: Real>(op: Op1, x: T) -> Rule1<T> {
         }
         Op1::Erf => {
             let d = (-(x * x)).exp() * FRAC_2_SQRT_PI;
-            r1(x.erf(), d, -(x * d * 2.0))
+            r1(x.erf(), d, dd_to_zero_at_infinity(x, || -(x * d * 2.0)))
         }
         Op1::Lgamma => r1(x.lgamma(), x.polygamma(0), x.polygamma(1)),
         Op1::Polygamma(n) => r1(x.polygamma(n), x.polygamma(n + 1), x.polygamma(n + 2)),
@@ -546,7 +565,14 @@ fn powf_rule<T: Real>(x: T, y: T) -> Rule2<T> {
     } else if !pm2.is_finite() && pm1.is_finite() && x > zero && x.value().is_finite() {
         yk * (yk - 1.0) * pm1 / x
     } else {
-        yk * (yk - 1.0) * pm2
+        // (`y (y − 1)` overflows only where |y| > 1.3e154, and there `x^(y−2)` is 0 or ∞ for
+        // every x ≠ 1: where it is 0, so is the partial, not ∞ · 0 = NaN; a hunter.)
+        let c = yk * (yk - 1.0);
+        if pm2 == zero && !c.is_finite() {
+            zero
+        } else {
+            c * pm2
+        }
     };
     if x == zero {
         rule(v, dx, zero, dxx, zero, zero)
@@ -694,7 +720,21 @@ pub fn binary<T: Real>(op: Op2, x: T, y: T) -> Rule2<T> {
                 let n = a.hypot(b);
                 return rule(h, a / n, b / n, zero, zero, zero);
             }
-            let (ux, uy) = (x / h, y / h);
+            // The unit vector as `(1, t)/√(1 + t²)` with `t` the smaller argument over the
+            // larger (signs kept): engines that take second derivatives by differentiating the
+            // first partials (forward mode, forward over reverse) differentiate this, whose
+            // derivative is a product, where `x/h`'s is `1/h − x²/h³`, which cancels when one
+            // argument is much larger: `x.hypot(1.0)`'s ∂²/∂x² was 2e-6 relative off at x = 1e5
+            // and 0 past 1e8 (a hunter). `hypot(5e-324, 5e-324)` also gets its 1/√2 (x/h was 1).
+            let (ux, uy) = if x.abs() >= y.abs() {
+                let t = y / x;
+                let s = (t * t + one).sqrt();
+                (x.signum() / s, x.signum() * t / s)
+            } else {
+                let t = x / y;
+                let s = (t * t + one).sqrt();
+                (y.signum() * t / s, y.signum() / s)
+            };
             rule(h, ux, uy, uy * uy / h, -(ux * uy) / h, ux * ux / h)
         }
     }

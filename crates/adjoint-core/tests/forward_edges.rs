@@ -384,3 +384,39 @@ fn a_zero_partial_passes_nothing_of_an_overflowed_tangent() {
     // where the partial is not zero, an overflowed tangent still comes through as ∞
     assert_eq!(forward::derivative(|x| x.exp() * 2.0, 800.0), f64::INFINITY);
 }
+
+/// `hypot`'s Hessian where one argument is much larger than the other, against the closed form
+/// `[[y², −xy], [−xy, x²]] / h³`: differentiating the unit vector `x/h` cancelled
+/// (`1/h − x²/h³`), 2e-6 relative off at (1e5, 1) and 0 past 1e8 (a hunter); both argument
+/// orders and signs.
+#[test]
+fn hypot_second_derivatives_do_not_cancel() {
+    for (x, y) in [
+        (20.0, 1.0),
+        (1e5, 1.0),
+        (1.1e8, -1.0),
+        (-3e12, 2.0),
+        (1.0, 1e-20),
+        (1e-300, 1e-160),
+        (0.3, 0.4),
+    ] {
+        for (a, b) in [(x, y), (y, x)] {
+            let h = forward::hessian(|v| v[0].hypot(v[1]), &[a, b]);
+            let r = a.hypot(b);
+            let (ua, ub) = (a / r, b / r); // (no cancellation here: no derivative taken)
+            let want = [[ub * ub / r, -ua * ub / r], [0.0, ua * ua / r]];
+            for (i, j) in [(0, 0), (0, 1), (1, 1)] {
+                let (got, w) = (h[i][j], want[i][j]);
+                assert!(
+                    (got - w).abs() <= 1e-15 * w.abs(),
+                    "hypot({a}, {b}) H[{i}][{j}]: {got:e} vs {w:e}"
+                );
+            }
+        }
+    }
+    // (5e-324, 5e-324): h rounds to 5e-324, and x/h was 1; the unit vector is (1, 1)/√2
+    let g = forward::gradient(|v| v[0].hypot(v[1]), &[5e-324, 5e-324]);
+    for d in g {
+        assert!((d - std::f64::consts::FRAC_1_SQRT_2).abs() < 2e-16, "{d}");
+    }
+}

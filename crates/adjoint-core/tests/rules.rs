@@ -629,3 +629,41 @@ fn partial_unbounded_matches_the_table() {
         assert_eq!(seen, op.partial_unbounded(), "{op:?}");
     }
 }
+
+/// Second partials whose formula is `∞ · 0` where the true value is 0 (a hunter; the array
+/// engine reads the table's second partials): `atan`, `asinh`, `acosh`, `erf` at ±∞, and `powf`'s
+/// `∂²/∂x²` where `y (y − 1)` overflows and `x^(y−2)` underflows.
+#[test]
+fn second_partials_that_are_zero_where_the_formula_is_inf_times_zero() {
+    let inf = f64::INFINITY;
+    for (op, x) in [
+        (Op1::Atan, inf),
+        (Op1::Atan, -inf),
+        (Op1::Asinh, inf),
+        (Op1::Asinh, -inf),
+        (Op1::Acosh, inf),
+        (Op1::Erf, inf),
+        (Op1::Erf, -inf),
+    ] {
+        let r = unary(op, x);
+        assert!(
+            r.value.is_finite() || op == Op1::Asinh || op == Op1::Acosh,
+            "{op:?}"
+        );
+        assert_eq!((r.d, r.dd), (0.0, 0.0), "{op:?}({x})");
+    }
+    for (x, y) in [
+        (0.9, 1e200),
+        (0.5, 1e160),
+        (0.0, 1e300),
+        (2.0, -1e300),
+        (3.0, -1e300),
+    ] {
+        let r = binary(Op2::Powf, x, y);
+        assert_eq!(r.value, 0.0, "powf({x}, {y})");
+        assert_eq!(r.dxx, 0.0, "powf({x}, {y})");
+    }
+    // and where the product is finite, the formula: 0.5^(1e3 − 2) · 1e3 · 999
+    let r = binary(Op2::Powf, 0.5, 1e3);
+    assert_eq!(r.dxx, 1e3 * 999.0 * 0.5f64.powf(998.0));
+}

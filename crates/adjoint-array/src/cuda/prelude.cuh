@@ -249,7 +249,8 @@ ADJ_DEV void adj_u_atan(double x, double *v, double *d, double *dd) {
   /* (1/x)² beyond |x| = 2^27, where x² + 1 rounds to x², as in rules.rs */
   double r = 1.0 / x;
   double q = fabs(x) >= 134217728.0 ? r * r : 1.0 / (x * x + 1.0);
-  ADJ_R1(atan(x), q, -(x * q * q * 2.0));
+  /* the second partial 0 at +-inf, not inf * 0, as in rules.rs */
+  ADJ_R1(atan(x), q, isinf(x) ? 0.0 : -(x * q * q * 2.0));
 }
 ADJ_DEV void adj_u_sinh(double x, double *v, double *d, double *dd) {
   ADJ_R1(sinh(x), cosh(x), sinh(x));
@@ -265,12 +266,12 @@ ADJ_DEV void adj_u_tanh(double x, double *v, double *d, double *dd) {
 ADJ_DEV void adj_u_asinh(double x, double *v, double *d, double *dd) {
   /* hypot, not x * x + 1 (which overflows), as in rules.rs */
   double q = 1.0 / hypot(x, 1.0);
-  ADJ_R1(asinh(x), q, -(x * q * q * q));
+  ADJ_R1(asinh(x), q, isinf(x) ? 0.0 : -(x * q * q * q));
 }
 ADJ_DEV void adj_u_acosh(double x, double *v, double *d, double *dd) {
   /* a product of two roots, not x * x - 1 (which overflows), as in rules.rs */
   double q = 1.0 / (sqrt(x - 1.0) * sqrt(x + 1.0));
-  ADJ_R1(acosh(x), q, -(x * q * q * q));
+  ADJ_R1(acosh(x), q, isinf(x) ? 0.0 : -(x * q * q * q));
 }
 ADJ_DEV void adj_u_atanh(double x, double *v, double *d, double *dd) {
   double q = 1.0 / adj_one_minus_square(x);
@@ -283,7 +284,7 @@ ADJ_DEV void adj_u_abs(double x, double *v, double *d, double *dd) {
 }
 ADJ_DEV void adj_u_erf(double x, double *v, double *d, double *dd) {
   double q = exp(-(x * x)) * ADJ_FRAC_2_SQRT_PI;
-  ADJ_R1(erf(x), q, -(x * q * 2.0));
+  ADJ_R1(erf(x), q, isinf(x) ? 0.0 : -(x * q * 2.0));
 }
 ADJ_DEV void adj_u_lgamma(double x, double *v, double *d, double *dd) {
   ADJ_R1(lgamma(x), adj_polygamma(0, x), adj_polygamma(1, x));
@@ -332,6 +333,8 @@ ADJ_DEV void adj_b_powf(ADJ_B_ARGS) {
     px = y * p / x; /* as rules.rs's split_power */
   if ((y == 0.0 || y == 1.0) && !isfinite(pm2)) pxx = 0.0;
   else if (!isfinite(pm2) && isfinite(pm1) && x > 0.0 && isfinite(x)) pxx = y * (y - 1.0) * pm1 / x;
+  /* y (y − 1) overflows where x^(y−2) underflows: 0, not inf * 0, as in rules.rs */
+  else if (pm2 == 0.0 && !isfinite(y * (y - 1.0))) pxx = 0.0;
   if (x == 0.0) {
     ADJ_R2(p, px, 0.0, pxx, 0.0, 0.0);
   } else if (x < 0.0) {
@@ -404,8 +407,16 @@ ADJ_DEV void adj_b_hypot(ADJ_B_ARGS) {
     ADJ_R2(h, a / n, b / n, 0.0, 0.0, 0.0);
     return;
   }
-  /* from the unit vector (x, y) / h, as in rules.rs */
-  double ux = x / h, uy = y / h;
+  /* the unit vector as (1, t) / sqrt(1 + t^2), t the smaller argument over the larger, signs
+     kept, as in rules.rs */
+  double ux, uy;
+  if (fabs(x) >= fabs(y)) {
+    double t = y / x, s = sqrt(t * t + 1.0), g = copysign(1.0, x);
+    ux = g / s, uy = g * t / s;
+  } else {
+    double t = x / y, s = sqrt(t * t + 1.0), g = copysign(1.0, y);
+    ux = g * t / s, uy = g / s;
+  }
   ADJ_R2(h, ux, uy, uy * uy / h, -(ux * uy) / h, ux * ux / h);
 }
 ADJ_DEV void adj_b_rem(ADJ_B_ARGS) {
