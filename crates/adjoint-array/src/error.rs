@@ -46,9 +46,14 @@ pub enum Error {
         got: crate::DType,
     },
     /// An index outside an array (in indexing, `backpermute` or `permute`).
-    #[error("index {index:?} out of bounds for shape {shape:?} in {context}")]
+    #[error(
+        "index {} out of bounds for shape {shape:?} in {context}",
+        show_index(index)
+    )]
     OutOfBounds {
-        /// The offending index, one entry per axis.
+        /// The offending index, one entry per axis (NaN, shown `_`, for an axis the error
+        /// does not fix: a `slice`'s `Sl::All`, or a component computed at run time beside a
+        /// constant one that is out of range).
         index: Vec<f64>,
         /// The shape of the array indexed.
         shape: Vec<usize>,
@@ -108,3 +113,21 @@ pub enum Error {
 
 /// `Result<T, Error>`.
 pub type Result<T> = std::result::Result<T, Error>;
+
+/// An index as the user wrote it: whole numbers without `.0`, `_` for an axis left open (NaN:
+/// it showed as `[NaN, 3.0]`, read as a computed NaN index; a hunter).
+fn show_index(index: &[f64]) -> String {
+    let parts: Vec<String> = index
+        .iter()
+        .map(|v| {
+            if v.is_nan() {
+                "_".into()
+            } else if v.fract() == 0.0 && v.abs() < 1e15 {
+                format!("{v:.0}")
+            } else {
+                format!("{v}")
+            }
+        })
+        .collect();
+    format!("[{}]", parts.join(", "))
+}

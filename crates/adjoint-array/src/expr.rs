@@ -1201,10 +1201,20 @@ impl Exp {
             .select(self, self.is_sign_negative().select(-1.0, 1.0))
     }
     /// `|self|` with the sign of `sign`, as `f64::copysign` (derivative `±1` in `self`, 0 in
-    /// `sign`).
+    /// `sign`): `self` or `−self`, as `Real::copysign` in the other engines (built from `abs`,
+    /// its derivative at `self = ±0` was `abs`'s 0; a hunter).
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// let b = Builder::new();
+    /// let x = b.input(&[3]);
+    /// let p = b.build_scalar(&x.map(|v| v.copysign(-2.0)).sum()).unwrap();
+    /// let g = p.gradient_a(&[&[0.0, 3.0, -1.0]]).unwrap();
+    /// assert_eq!((g.value, g.grads[0].as_slice()), (-4.0, &[-1.0, -1.0, 1.0][..]));
+    /// ```
     pub fn copysign(self, sign: impl Into<Exp>) -> Exp {
-        let a = self.abs();
-        sign.into().is_sign_negative().select(-a, a)
+        let (s, x) = (sign.into().is_sign_negative(), self.is_sign_negative());
+        s.select(x.select(self, -self), x.select(-self, self))
     }
     /// Whether the sign bit is set (`-0.0`, negative numbers), as `f64::is_sign_negative`.
     pub fn is_sign_negative(self) -> Exp {

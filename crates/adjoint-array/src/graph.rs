@@ -1727,7 +1727,21 @@ impl Acc {
     /// `backpermute shape f a`: element `i` of the result is `a[f(i)]` (a gather).
     pub fn backpermute(&self, shape: &[usize], f: impl FnOnce(&[Exp]) -> Vec<Exp>) -> Acc {
         let me = self.clone();
-        self.b().generate(shape, move |i| me.at(&f(i)))
+        self.b().generate(shape, move |i| {
+            let ix = f(i);
+            if ix.len() != me.shape.len() {
+                // (named here: `at`'s message said "indexing", which the user did not write)
+                crate::expr::record_error(Error::Invalid(format!(
+                    "backpermute: the index function gives {} indices for a source of shape \
+                     {:?}, which needs {}",
+                    ix.len(),
+                    me.shape,
+                    me.shape.len()
+                )));
+                return crate::expr::lit(f64::NAN);
+            }
+            me.at(&ix)
+        })
     }
 
     /// `replicate`: `spec` lists the result's axes, `Rep::All` for each axis of this array (in

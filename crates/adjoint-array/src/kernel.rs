@@ -1751,7 +1751,7 @@ impl<'k> Eval<'k> {
                         return Err(Error::OutOfBounds {
                             index,
                             shape: k.array_shapes[*arr].clone(),
-                            context: "indexing",
+                            context: "indexing (`at`, or a `backpermute`)",
                         });
                     }
                 }

@@ -389,4 +389,29 @@ fn errors_name_the_operation_the_user_wrote() {
         e.contains("maximum over an empty axis") && e.contains("[2, 0]"),
         "{e}"
     );
+    // a hunter: `backpermute` with too few indices said "indexing an array …", its run-time
+    // range error said "in indexing", and `slice` showed an open axis as a NaN index
+    let b = Builder::new();
+    let x = b.input(&[2, 3]);
+    let bp = x.backpermute(&[4], |i| vec![i[0].clone()]);
+    let e = b.build(&[&bp]).unwrap_err().to_string();
+    assert!(e.contains("backpermute: the index function gives 1 indices for a source of shape [2, 3], which needs 2"), "{e}");
+    let b = Builder::new();
+    let x = b.input(&[5]);
+    let y = x.backpermute(&[5], |i| vec![i[0].clone() - 0.5]);
+    let e = b
+        .build(&[&y])
+        .unwrap()
+        .run(&[&[1.0; 5]])
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        e,
+        "index [-0.5] out of bounds for shape [5] in indexing (`at`, or a `backpermute`)"
+    );
+    let b = Builder::new();
+    let x = b.input(&[2, 3]);
+    let s = x.slice(&[adjoint_array::Sl::All, adjoint_array::Sl::At(3)]);
+    let e = b.build(&[&s]).unwrap_err().to_string();
+    assert_eq!(e, "index [_, 3] out of bounds for shape [2, 3] in slice");
 }
