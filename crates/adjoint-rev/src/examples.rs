@@ -13,7 +13,7 @@
 //! ```
 
 use crate::library::{i_mean, i_relu, i_var};
-use crate::{reversible, Arith, RevReal, Scale, ULog};
+use crate::{reversible, Arith, RevReal, ULog};
 
 /// `n!` as `f64` (for initialising ancillas).
 pub fn factorial(n: usize) -> f64 {
@@ -91,7 +91,7 @@ reversible! {
     /// reciprocal's partial `−1/e²` (`e` the series at `|x|`) is subnormal, and from about
     /// `−373` zero (a hunter: ∂ at −370 was 1.4e-192 for 2.1e-161). Above `709` the series'
     /// term overflows before it is divided, an error though `e^x` is finite.
-    pub fn iexp<T: RevReal + Scale>(out: &mut T, x: &mut T) {
+    pub fn iexp<T: RevReal>(out: &mut T, x: &mut T) {
         @routine {
             let ax = T::zero();
             if (x.value() < 0.0, ~) {
@@ -118,7 +118,7 @@ reversible! {
     /// `anc2 -= anc3 * iplus`); in `f64` their rounding residues are multiplied by `n` on every
     /// iteration and the series diverges after about 20 terms, so this version scales in place.
     /// For `x < 0` the series cancels; [`iexp()`] takes the reciprocal there.
-    pub fn iexp_series<T: RevReal + Scale>(out: &mut T, x: &mut T) {
+    pub fn iexp_series<T: RevReal>(out: &mut T, x: &mut T) {
         let term = T::zero();
         let iplus = T::zero();
         let expout = T::zero();
@@ -218,7 +218,7 @@ reversible! {
     /// terms of up to ~1e9 there, uncomputing its accumulator leaves more than the deallocation
     /// check's 1e-8, and its sum is that far off too (absolute errors from ~1e-8 at z = 23 to
     /// ~1e-5 at 30; unchecked code returns that value).
-    pub fn ibesselj<T: RevReal + Scale>(out: &mut T, nu: &mut usize, z: &mut T) {
+    pub fn ibesselj<T: RevReal>(out: &mut T, nu: &mut usize, z: &mut T) {
         let k = T::zero();
         @routine {
             let halfz = T::zero();

@@ -93,8 +93,10 @@ pub trait Arith: Copy + Debug + PartialEq + Ancilla + 'static {
 }
 
 /// Real numbers with every instruction of the shared rule table
-/// ([`adjoint_core::rules`]): `y ±= f(x)`, `y ±= f(a, b)`, and the rotation `ROT`/`IROT`.
-pub trait RevReal: Arith + PartialOrd {
+/// ([`adjoint_core::rules`]): `y ±= f(x)`, `y ±= f(a, b)`, the rotation `ROT`/`IROT`, and
+/// `y *= x`, `y /= x` ([`Scale`]: every real type has it, so `fn f<T: RevReal>` may scale
+/// without a second bound, which a user had to find from rustc's hint).
+pub trait RevReal: Arith + PartialOrd + Scale {
     /// `y ±= op(x)`.
     fn acc1(y: &mut Self, op: Op1, x: &mut Self, plus: bool);
     /// `y ±= op(a, b)`.

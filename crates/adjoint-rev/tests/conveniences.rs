@@ -20,7 +20,7 @@ reversible! {
     }
 
     /// Doubles `x` until it is at least 10 (reversibly: the loop counter is the post-condition).
-    fn grow<T: RevReal + Scale>(x: &mut T, n: &mut T) {
+    fn grow<T: RevReal>(x: &mut T, n: &mut T) {
         @safe assert!(n.value() == 0.0, "grow starts from n = 0");
         while (x < 10.0, n != 0.0) {
             x *= 2.0;

@@ -326,7 +326,7 @@ fn quotient_hessian_at_extreme_divisors() -> R {
 }
 
 reversible! {
-    fn divide_in_place<T: RevReal + Scale>(y: &mut T, x: &mut T) {
+    fn divide_in_place<T: RevReal>(y: &mut T, x: &mut T) {
         y /= x;
     }
 }

@@ -197,7 +197,7 @@ fn while_errors_name_the_condition_that_failed() {
 }
 
 reversible! {
-    fn scaled<T: RevReal + Scale>(y: &mut T, x: &mut T) {
+    fn scaled<T: RevReal>(y: &mut T, x: &mut T) {
         y *= x;
     }
 
