@@ -1240,9 +1240,10 @@ fn a_function_that_never_returns_is_an_error_not_a_panic() {
 fn messages_say_what_to_write_for_fields_and_constants() {
     // (a hunter: the hint for a constant suggested `let c: f64 = K;` for an integer `K`, and a
     // copied array field was "not indexable" without a word on why)
+    // (`K as f64`, once refused with that hint, is now a constant of the cast's type)
     rejects(&[
         (
-            "fn f(x: &[f64]) -> f64 { x[0] / K as f64 }",
+            "fn f(x: &[f64]) -> f64 { let k = K; x[0] * k }",
             "`let k: usize = K;` for an integer",
         ),
         (
