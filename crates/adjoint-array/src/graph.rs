@@ -1732,8 +1732,8 @@ impl Acc {
             if ix.len() != me.shape.len() {
                 // (named here: `at`'s message said "indexing", which the user did not write)
                 crate::expr::record_error(Error::Invalid(format!(
-                    "backpermute: the index function gives {} indices for a source of shape \
-                     {:?}, which needs {}",
+                    "backpermute: the index function gives an index of length {} for a \
+                     source of shape {:?}, which needs {}",
                     ix.len(),
                     me.shape,
                     me.shape.len()

@@ -395,7 +395,7 @@ fn errors_name_the_operation_the_user_wrote() {
     let x = b.input(&[2, 3]);
     let bp = x.backpermute(&[4], |i| vec![i[0]]);
     let e = b.build(&[&bp]).unwrap_err().to_string();
-    assert!(e.contains("backpermute: the index function gives 1 indices for a source of shape [2, 3], which needs 2"), "{e}");
+    assert!(e.contains("backpermute: the index function gives an index of length 1 for a source of shape [2, 3], which needs 2"), "{e}");
     let b = Builder::new();
     let x = b.input(&[5]);
     let y = x.backpermute(&[5], |i| vec![i[0] - 0.5]);

@@ -57,7 +57,7 @@
 //! | `y += f(args)` | accumulate an instruction's result (`args` may repeat a place, `y += x * x`; `y` may not be among them) | `y -= f(args)` |
 //! | `y -= f(args)` | | `y += f(args)` |
 //! | `y ^= a & b` (also or, xor, not, or a plain `a`) | XOR-accumulate (integers, `bool`) | itself |
-//! | `y *= x`, `y /= x` | scale ([`Scale`], which every [`RevReal`] has: exact for [`ULog`] over fixed point, and for odd `x` on wrapping integers, where `/=` undoes `*=`; an even factor is an error, and so is a floating-point factor of 0 or ±∞ or a product that overflows or underflows to 0, or a `ULog` factor or product whose log is not finite, in checked and unchecked code) | `y /= x`, `y *= x` |
+//! | `y *= x`, `y /= x` | scale ([`Scale`], which every [`RevReal`] has: exact for [`ULog`] over fixed point, and for odd `x` on wrapping integers, where `/=` undoes `*=`; an even factor is an error, and so is a floating-point factor of 0 or ±∞ or a product that overflows or underflows to 0, or a `ULog` factor whose log is not finite or a product whose log overflows, in checked and unchecked code) | `y /= x`, `y *= x` |
 //! | `SWAP(a, b)`, `NEG(x)`, `CONJ(x)` | exchange, negate, conjugate | themselves |
 //! | `ROT(a, b, θ)` / `IROT(a, b, θ)` | rotate `(a, b)` by `±θ` | `IROT` / `ROT` |
 //! | `INC(x)` / `DEC(x)` | `x ± 1` | `DEC` / `INC` |

@@ -2171,7 +2171,6 @@ impl Lower<'_> {
         })
     }
 
-    /// `[a, b, c]`: a fresh local array.
     /// An element of an array literal: a number (an array there is an array of arrays).
     fn array_elem(&mut self, e: &Expr, hint: Option<Ty>) -> Result<Val> {
         self.scalar_with(
@@ -2182,6 +2181,7 @@ impl Lower<'_> {
         )
     }
 
+    /// `[a, b, c]`: a fresh local array.
     fn array_lit(&mut self, a: &syn::ExprArray, hint: Option<Ty>) -> Result<Ev> {
         if a.elems.is_empty() {
             return err(a, "empty arrays are not supported");

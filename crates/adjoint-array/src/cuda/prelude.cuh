@@ -249,8 +249,8 @@ ADJ_DEV void adj_u_atan(double x, double *v, double *d, double *dd) {
   /* (1/x)² beyond |x| = 2^27, where x² + 1 rounds to x², as in rules.rs */
   double r = 1.0 / x;
   double q = fabs(x) >= 134217728.0 ? r * r : 1.0 / (x * x + 1.0);
-  /* the second partial 0 at +-inf, not inf * 0, as in rules.rs */
-  ADJ_R1(atan(x), q, isinf(x) ? 0.0 : -(x * q * q * 2.0));
+  /* the second partial 0 at +-inf where the first is 0, not inf * 0, as in rules.rs */
+  ADJ_R1(atan(x), q, isinf(x) && q == 0.0 ? 0.0 : -(x * q * q * 2.0));
 }
 ADJ_DEV void adj_u_sinh(double x, double *v, double *d, double *dd) {
   ADJ_R1(sinh(x), cosh(x), sinh(x));
@@ -266,12 +266,12 @@ ADJ_DEV void adj_u_tanh(double x, double *v, double *d, double *dd) {
 ADJ_DEV void adj_u_asinh(double x, double *v, double *d, double *dd) {
   /* hypot, not x * x + 1 (which overflows), as in rules.rs */
   double q = 1.0 / hypot(x, 1.0);
-  ADJ_R1(asinh(x), q, isinf(x) ? 0.0 : -(x * q * q * q));
+  ADJ_R1(asinh(x), q, isinf(x) && q == 0.0 ? 0.0 : -(x * q * q * q));
 }
 ADJ_DEV void adj_u_acosh(double x, double *v, double *d, double *dd) {
   /* a product of two roots, not x * x - 1 (which overflows), as in rules.rs */
   double q = 1.0 / (sqrt(x - 1.0) * sqrt(x + 1.0));
-  ADJ_R1(acosh(x), q, isinf(x) ? 0.0 : -(x * q * q * q));
+  ADJ_R1(acosh(x), q, isinf(x) && q == 0.0 ? 0.0 : -(x * q * q * q));
 }
 ADJ_DEV void adj_u_atanh(double x, double *v, double *d, double *dd) {
   double q = 1.0 / adj_one_minus_square(x);
@@ -284,7 +284,7 @@ ADJ_DEV void adj_u_abs(double x, double *v, double *d, double *dd) {
 }
 ADJ_DEV void adj_u_erf(double x, double *v, double *d, double *dd) {
   double q = exp(-(x * x)) * ADJ_FRAC_2_SQRT_PI;
-  ADJ_R1(erf(x), q, isinf(x) ? 0.0 : -(x * q * 2.0));
+  ADJ_R1(erf(x), q, isinf(x) && q == 0.0 ? 0.0 : -(x * q * 2.0));
 }
 ADJ_DEV void adj_u_lgamma(double x, double *v, double *d, double *dd) {
   ADJ_R1(lgamma(x), adj_polygamma(0, x), adj_polygamma(1, x));
