@@ -7,6 +7,20 @@ use adjoint_core::forward::{self, DualVec};
 use adjoint_core::Real;
 use adjoint_tape as tape;
 
+/// The gradient of the generic function `$f` at `$x` is `$want` (a closed form) in forward mode,
+/// on the tape and through `DualVec`'s Jacobian.
+macro_rules! every_engine {
+    ($f:ident, $x:expr, $want:expr) => {
+        let want = $want;
+        assert_eq!(forward::gradient(|z| $f(z), &$x), want);
+        assert_eq!(tape::grad(|z| $f(z), &$x), want);
+        assert_eq!(
+            forward::jacobian(|z: &[DualVec<2>]| vec![$f(z)], &$x)[0],
+            want
+        );
+    };
+}
+
 /// `bad` is NaN (value and tangent) at `x₀ < 2`; `max`/`min` return the other argument.
 fn f<T: Real>(x: &[T]) -> T {
     let bad = (x[0] - 2.0).sqrt();
@@ -18,13 +32,7 @@ fn max_and_min_that_drop_a_nan_operand() {
     let x = [1.0, 0.7];
     assert_eq!(f::<f64>(&x), 0.7 + 0.35 + 3.0);
     // ∂/∂x₀ = 0 (it only reaches the result through the dropped NaN), ∂/∂x₁ = 1 + 0.5
-    let want = [0.0, 1.5];
-    assert_eq!(forward::gradient(|z| f(z), &x), want);
-    assert_eq!(tape::grad(|z| f(z), &x), want);
-    assert_eq!(
-        forward::jacobian(|z: &[DualVec<2>]| vec![f(z)], &x)[0],
-        want
-    );
+    every_engine!(f, x, [0.0, 1.5]);
     // and with a constant operand (`max(NaN, 3)` alone, and `3.max(NaN)` is 3 too)
     let g = |z: &[DualVec<2>]| vec![(z[0] - 2.0).sqrt().max(3.0) * z[1]];
     assert_eq!(forward::jacobian(g, &x)[0], [0.0, 3.0]);
@@ -37,13 +45,7 @@ fn powi_zero_of_a_nan_is_the_constant_one() {
     }
     let x = [1.0, 0.7];
     assert_eq!(g::<f64>(&x), 0.7);
-    let want = [0.0, 1.0];
-    assert_eq!(forward::gradient(|z| g(z), &x), want);
-    assert_eq!(tape::grad(|z| g(z), &x), want);
-    assert_eq!(
-        forward::jacobian(|z: &[DualVec<2>]| vec![g(z)], &x)[0],
-        want
-    );
+    every_engine!(g, x, [0.0, 1.0]);
     // x⁰ = 1 at ordinary points too: derivative 0, Hessian 0
     let y = [1.5, -0.25];
     assert_eq!(forward::gradient(|z| z[0].powi(0) + z[1], &y), [0.0, 1.0]);
