@@ -73,7 +73,7 @@ fn prelude_rules_are_the_rule_table() {
 }
 
 /// The CUDA C prelude's every unary and binary rule at every point of `points` against the
-/// rule table (values and first and second partials).
+/// rule table (values and first and second partials), compiled by the host's C compiler.
 fn prelude_matches_the_rule_table(points: &[f64]) {
     // One C program evaluates every unary and binary rule at every point.
     let mut c = String::from(PRELUDE);
@@ -108,6 +108,50 @@ fn prelude_matches_the_rule_table(points: &[f64]) {
     }
     c.push_str("  fclose(o);\n  return 0;\n}\n");
     let got = f64s(&run_c(&c, &[]));
+    compare_with_the_rule_table(points, got, "C");
+}
+
+/// A kernel that evaluates every unary and binary rule of the prelude at run-time points (no
+/// constant folding): thread `i` takes point `i` (and every second argument), writing in
+/// [`compare_with_the_rule_table`]'s order. The GPU runs it ([`prelude_rules_on_the_gpu`]), and
+/// so does the host, one thread after another ([`rules_kernel_emulated`]).
+fn rules_kernel() -> String {
+    let n1 = Op1::ALL.len();
+    let mut c = String::from(
+        "ADJ_KERNEL adj_rules_at_points(unsigned long long n, const double* pts, double* out) {\n\
+         \x20 unsigned long long i = ADJ_ELEMENT;\n\
+         \x20 if (i >= n) return;\n\
+         \x20 double x = pts[i], v, d, dd, dx, dy, dxx, dxy, dyy;\n\
+         \x20 double t_v, t_d, t_dd, t_d2, t_dxx, t_dxy, t_dyy;\n\
+         \x20 (void)t_v; (void)t_d; (void)t_dd; (void)t_d2; (void)t_dxx; (void)t_dxy; (void)t_dyy;\n",
+    );
+    for (k, &op) in Op1::ALL.iter().enumerate() {
+        let call = call1(
+            op,
+            "x",
+            [Some("v".into()), Some("d".into()), Some("dd".into())],
+        );
+        c.push_str(&format!(
+            "  {call}\n  {{ double* o = out + ({k}ULL * n + i) * 3; o[0] = v; o[1] = d; o[2] = dd; }}\n"
+        ));
+    }
+    c.push_str("  for (unsigned long long j = 0; j < n; j++) {\n    double y = pts[j];\n");
+    for (k, &op) in Op2::ALL.iter().enumerate() {
+        let outs = ["v", "dx", "dy", "dxx", "dxy", "dyy"].map(|s| Some(s.to_string()));
+        let call = call2(op, "x", "y", outs);
+        c.push_str(&format!(
+            "    {call}\n    {{ double* o = out + {n1}ULL * n * 3 + (({k}ULL * n + i) * n + j) * 6;\n      \
+             o[0] = v; o[1] = dx; o[2] = dy; o[3] = dxx; o[4] = dxy; o[5] = dyy; }}\n"
+        ));
+    }
+    c.push_str("  }\n}\n");
+    c
+}
+
+/// What the host's C or the GPU (`who`) computed for every rule at every point (unary rules
+/// first, then binary, op-major: [`prelude_matches_the_rule_table`]'s order) against the rule
+/// table.
+fn compare_with_the_rule_table(points: &[f64], got: Vec<f64>, who: &str) {
     let mut it = got.into_iter();
     let mut bad = Vec::new();
     for &op in Op1::ALL {
@@ -116,7 +160,7 @@ fn prelude_matches_the_rule_table(points: &[f64]) {
             for (what, want) in [("value", r.value), ("d", r.d), ("dd", r.dd)] {
                 let g = it.next().unwrap();
                 if !close(g, want) {
-                    bad.push(format!("{op:?}({x}) {what}: C {g} vs rules {want}"));
+                    bad.push(format!("{op:?}({x}) {what}: {who} {g} vs rules {want}"));
                 }
             }
         }
@@ -136,7 +180,9 @@ fn prelude_matches_the_rule_table(points: &[f64]) {
                 for (what, want) in want {
                     let g = it.next().unwrap();
                     if !close(g, want) {
-                        bad.push(format!("{op:?}({x}, {y}) {what}: C {g} vs rules {want}"));
+                        bad.push(format!(
+                            "{op:?}({x}, {y}) {what}: {who} {g} vs rules {want}"
+                        ));
                     }
                 }
             }
@@ -180,6 +226,67 @@ const SPECIAL_POINTS: [f64; 18] = [
 #[test]
 fn prelude_rules_at_special_points() {
     prelude_matches_the_rule_table(&SPECIAL_POINTS);
+}
+
+/// [`rules_kernel`] compiled by the host's C compiler, run one thread after another (and two
+/// past the end, which must do nothing) over `points` read at run time.
+fn rules_kernel_emulated(points: &[f64]) -> Vec<f64> {
+    let len = Op1::ALL.len() * points.len() * 3 + Op2::ALL.len() * points.len().pow(2) * 6;
+    let c = format!(
+        "{PRELUDE}\n{}\n#include <stdio.h>\n#include <stdlib.h>\n\
+         int main(int argc, char** argv) {{\n\
+         \x20 double pts[64]; FILE* f = fopen(argv[1], \"rb\"); (void)argc;\n\
+         \x20 unsigned long long n = fread(pts, 8, 64, f); fclose(f);\n\
+         \x20 double* out = malloc({len} * 8);\n\
+         \x20 for (adj_element = 0; adj_element < n + 2; adj_element++) adj_rules_at_points(n, pts, out);\n\
+         \x20 FILE* o = fopen(argv[2], \"wb\"); fwrite(out, 8, {len}, o); fclose(o); free(out);\n\
+         \x20 return 0;\n}}\n",
+        rules_kernel()
+    );
+    assert!(points.len() <= 64);
+    f64s(&run_c(&c, &bytes(points)))
+}
+
+#[test]
+fn the_rules_kernel_matches_the_rule_table() {
+    let got = rules_kernel_emulated(&SPECIAL_POINTS);
+    compare_with_the_rule_table(&SPECIAL_POINTS, got, "emulated kernel");
+}
+
+/// The prelude's rules compiled by NVRTC and run on the GPU (libdevice's `atan`, `erf`, `pow`,
+/// `hypot`… where the host test has the host's libm), at [`POINTS`] and [`SPECIAL_POINTS`],
+/// against the rule table: only with `ADJOINT_CUDA_TESTS=1`, as [`on_the_gpu`].
+#[cfg(feature = "cuda")]
+#[test]
+fn prelude_rules_on_the_gpu() {
+    use cudarc::driver::PushKernelArg;
+    if std::env::var("ADJOINT_CUDA_TESTS").as_deref() != Ok("1") {
+        eprintln!("GPU tests skipped: set ADJOINT_CUDA_TESTS=1 on a machine with a GPU");
+        return;
+    }
+    let gpu = super::device::Gpu::new().expect("ADJOINT_CUDA_TESTS=1 but no GPU");
+    let f = gpu
+        .compiled(&rules_kernel(), "adj_rules_at_points")
+        .expect("the rules kernel compiles");
+    for points in [&POINTS[..], &SPECIAL_POINTS[..]] {
+        let n = points.len();
+        let pts = gpu.upload(points).unwrap();
+        let mut out = gpu
+            .zeros::<f64>(Op1::ALL.len() * n * 3 + Op2::ALL.len() * n * n * 6)
+            .unwrap();
+        let n64 = n as u64;
+        // SAFETY: the kernel takes (n, pts, out) as pushed here; thread i < n reads pts[..n]
+        // and writes out at offsets below Op1::ALL.len()·n·3 + Op2::ALL.len()·n²·6, its length.
+        unsafe {
+            gpu.launch_n(&f, &n64, |b| {
+                b.arg(&pts).arg(&mut out);
+            })
+            .expect("launch");
+        }
+        let got: Vec<f64> = gpu.download(&out).unwrap();
+        compare_with_the_rule_table(points, got, "GPU");
+        eprintln!("GPU: every prelude rule at {n} points = the rule table");
+    }
 }
 
 /// What an emulated kernel wrote.
