@@ -25,9 +25,10 @@ T=$(mktemp -d)
 date -u; nproc; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 
 want tests && {
-stage "GPU tests (every code-generation case, then whole programs against the CPU backend)"
+stage "GPU tests (every code-generation case, every prelude rule at special points, then whole programs against the CPU backend)"
 # (120 s was too short on a fresh machine on 2026-11-26, 180 s on 2026-11-27: NVRTC and the
-# driver compile every module cold; a second run took 8 s)
+# driver compile every module cold; a second run took 8 s; the filter `on_the_gpu` also runs
+# `prelude_rules_on_the_gpu`)
 ADJOINT_CUDA_TESTS=1 timeout $(lim 240) .dev/array-tests on_the_gpu programs_on_the_gpu --nocapture --test-threads 1 | grep -v "^$"
 }
 
