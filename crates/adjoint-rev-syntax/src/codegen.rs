@@ -414,10 +414,30 @@ impl Gen<'_> {
                 } else {
                     quote!()
                 };
+                // Checked: a step that is not positive is an error before the loop runs (Rust's
+                // `step_by(0)` panics; a negative one has no meaning here).
+                let step_check = if checks && step.is_some() {
+                    let site = self.site(s);
+                    quote_spanned!(span=>
+                        if !#k::positive_step(#t0) {
+                            return ::core::result::Result::Err(#k::InvertibilityError::undefined(
+                                #site,
+                                ::std::format!(
+                                    "the loop's step is {:?}: a reversible loop's step must be positive \
+                                     (use `.rev()` to go down)",
+                                    #t0
+                                ),
+                            ));
+                        }
+                    )
+                } else {
+                    quote!()
+                };
                 quote_spanned!(span=> {
                     let #s0 = #start;
                     let #e0 = #end;
                     #st_let
+                    #step_check
                     for #var in #iter { #body }
                     #check
                 })

@@ -270,6 +270,18 @@ pub fn steps<T: num_traits::PrimInt>(
     }
 }
 
+/// Whether `step` is a valid step for [`steps`] (positive): checked reversible code tests it
+/// before a stepped loop runs, and returns an error where [`steps`] would panic.
+///
+/// ```
+/// assert!(adjoint_rev::positive_step(3u8));
+/// assert!(!adjoint_rev::positive_step(0i64) && !adjoint_rev::positive_step(-2i32));
+/// ```
+#[doc(hidden)]
+pub fn positive_step<T: num_traits::PrimInt>(step: T) -> bool {
+    step > T::zero()
+}
+
 /// The iterator of [`steps`].
 #[derive(Clone, Debug)]
 pub struct Steps<T> {

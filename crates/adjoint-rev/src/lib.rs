@@ -71,7 +71,7 @@
 //! | `if (pre, post) { A } else { B }` | branch on `pre`; check `post == pre` after | `if (post, pre) { ~A } else { ~B }` |
 //! | `if (pre, ~) { … }`, `if pre { … }` | `post` is `pre` | |
 //! | `while (pre, post) { S }` | `post` false on entry, true after every iteration | `while (post, pre) { ~S }` |
-//! | `for i in a..b { S }` (`..=`, `(a..b).step_by(s)`, `.rev()`) | bounds must not change; `i` is read-only (an operand or call argument gets a copy, an expression over it such as `T::from_f64(i as f64)` is a constant of the iteration; a target is a compile error) | `for i in (a..b).rev() { ~S }` |
+//! | `for i in a..b { S }` (`..=`, `(a..b).step_by(s)`, `.rev()`) | bounds and step must not change, and a step must be positive (checked code: an error before the loop); `i` is read-only (an operand or call argument gets a copy, an expression over it such as `T::from_f64(i as f64)` is a constant of the iteration; a target is a compile error) | `for i in (a..b).rev() { ~S }` |
 //! | `@safe stmt;` | external statement (printing, asserts) | itself |
 //! | `@invcheckoff stmt` | `stmt` without run-time checks (alias checks stay) | likewise |
 //!
@@ -332,7 +332,7 @@ pub use adjoint_core::Cotangents;
 pub use adjoint_rev_macros::reversible;
 pub use error::{Ancilla, InvertibilityError, Site};
 pub use gvar::{ExactZero, GVar, Gradient};
-pub use instr::{steps, Instruction, RotateBits, Steps};
+pub use instr::{positive_step, steps, Instruction, RotateBits, Steps};
 pub use kept::Kept;
 pub use lit::Literals;
 #[doc(hidden)]

@@ -293,6 +293,23 @@ fn runtime_errors_name_statement_variable_and_values() {
             }
         }
     }
+    // A step of 0 is an error before the loop runs, with the arguments untouched (it was
+    // `steps`' panic; a hunter); the inverse refuses it too.
+    let (mut s, mut k) = (5, 0);
+    let err = restep(&mut s, &mut k).unwrap_err();
+    assert!(matches!(err, InvertibilityError::Undefined { .. }), "{err}");
+    assert!(
+        err.to_string().contains("(0..10).step_by(k)")
+            && err
+                .to_string()
+                .contains("the loop's step is 0: a reversible loop's step must be positive"),
+        "{err}"
+    );
+    assert_eq!((s, k), (5, 0));
+    assert!(matches!(
+        restep::uncall(&mut s, &mut k),
+        Err(InvertibilityError::Undefined { .. })
+    ));
     // A changed step is shown as it was and as it is (it showed the old step twice).
     let err = restep(&mut 0, &mut 2).unwrap_err();
     assert!(
