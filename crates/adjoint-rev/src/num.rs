@@ -96,6 +96,14 @@ pub trait Arith: Copy + Debug + PartialEq + Ancilla + 'static {
 /// ([`adjoint_core::rules`]): `y ±= f(x)`, `y ±= f(a, b)`, the rotation `ROT`/`IROT`, and
 /// `y *= x`, `y /= x` ([`Scale`]: every real type has it, so `fn f<T: RevReal>` may scale
 /// without a second bound, which a user had to find from rustc's hint).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a real number of the reversible engine (`RevReal`: `f64`, `f32`, \
+               `GVar`, `Dual`)",
+    label = "a real number is needed here",
+    note = "integers and fixed point have no transcendental instructions (`sin`, `exp`, …) and \
+            compare with integer literals, not float ones: write `x > 0`, or compare with a \
+            variable that holds the value (a parameter, or `let h = …;` … `unlet h = …;`)"
+)]
 pub trait RevReal: Arith + PartialOrd + Scale {
     /// `y ±= op(x)`.
     fn acc1(y: &mut Self, op: Op1, x: &mut Self, plus: bool);
