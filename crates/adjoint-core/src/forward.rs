@@ -111,6 +111,9 @@ impl<T: Real> Lift for Dual<T> {
             // being `(x² + 1).recip()`)
             return Self::lift2_const_left(T::one(), self, Op2::Div);
         }
+        if let Some(d) = log_quotient(op, self) {
+            return d;
+        }
         let r = rules::unary(op, self.re);
         Dual {
             re: r.value,
@@ -207,6 +210,38 @@ fn tangent<T: Real>(d: T, e: T) -> T {
     } else {
         tangent_through_infinity(d, e)
     }
+}
+
+/// `ln`, `ln_1p`, `log2`, `log10` with the tangent a quotient `ẋ / (x·c)`, not the table's
+/// partial `1/(x·c)` times `ẋ`: reverse over forward (`tape::hessian`, a `Dual<Var>`) recorded
+/// that partial, whose own stored partial `−1/(x·c)²` underflows beyond |x| ≈ 1.3e154, where
+/// the second derivative's term `d′(u)·u̇²` does not (`(1e200·x).ln()` had the second
+/// derivative 0 for −1, softplus `(1 + eˣ).ln()` at x = 400 had 1 for 2e-174; a hunter); the
+/// quotient's partials are `1/(x·c)` and `−q/(x·c)`. At a non-finite argument or tangent, the
+/// table's partial through [`tangent`] (a zero partial sends nothing of an infinite tangent).
+/// `None` for the other operations.
+#[inline(always)]
+fn log_quotient<T: Real>(op: Op1, x: Dual<T>) -> Option<Dual<T>> {
+    use core::f64::consts::{LN_10, LN_2};
+    if !matches!(op, Op1::Ln | Op1::Ln1p | Op1::Log2 | Op1::Log10) {
+        return None;
+    }
+    if !(x.re.finite_everywhere() && x.eps.finite_everywhere()) {
+        let r = rules::unary(op, x.re);
+        return Some(Dual {
+            re: r.value,
+            eps: tangent(r.d, x.eps),
+        });
+    }
+    let (re, eps) = match op {
+        Op1::Ln => (x.re.ln(), quotient(x.eps, x.re)),
+        Op1::Ln1p => (x.re.ln_1p(), quotient(x.eps, x.re + 1.0)),
+        Op1::Log2 => (x.re.log2(), quotient(x.eps, x.re * LN_2)),
+        // (as the table's partial: `x · ln 10` overflows beyond 7.8e307)
+        _ if x.re.value().abs() < 1.0 => (x.re.log10(), quotient(x.eps, x.re * LN_10)),
+        _ => (x.re.log10(), quotient(x.eps, x.re) / LN_10),
+    };
+    Some(Dual { re, eps })
 }
 
 /// [`tangent`] where `d` or `e` is not finite.
@@ -387,11 +422,13 @@ impl<const N: usize> Lift for DualVec<N> {
             // special case, inlined or not, cost the BA Jacobian 5–47 %; `DualVec` is first
             // order, and `v²` underflows only beyond |x| ≈ 1.3e154, as the tape's stored
             // partial does.)
-            // (a zero partial of `recip` or a negative power, at an overflowed argument, sends
-            // nothing of an infinite tangent: `eˣ.recip()` at 800; `op` is a constant where this
-            // is inlined, so other operations test nothing more)
+            // (a zero partial of any operation but the smooth ones and `exp` & co sends nothing
+            // of an infinite or NaN tangent, as in `Dual`: `eˣ.recip()` at 800, and
+            // `eˣ.polygamma(1)` or `eˣ.ln()`'s … at 800 were NaN, a hunter; `op` is a constant
+            // where this is inlined, so the smooth operations test nothing)
             eps: if smooth(op)
-                || (r.d.is_finite() && !(matches!(op, Op1::Recip | Op1::Powi(..=-1)) && r.d == 0.0))
+                || (r.d.is_finite()
+                    && (r.d != 0.0 || (overflows(op) && !matches!(op, Op1::Powi(..=-1)))))
             {
                 self.eps.map(|e| r.d * e)
             } else {
@@ -719,5 +756,58 @@ mod dualvec_tests {
             (v.exp().re, v.exp().eps),
             (2f64.exp(), [0.0, 2f64.exp(), 0.0])
         );
+    }
+
+    /// A zero partial meeting an infinite tangent (`eˣ` at 800 overflows, its tangent too):
+    /// every lane of a `DualVec` is 0 as `Dual`'s tangent is (they were NaN for all but
+    /// `recip` and negative powers; a hunter).
+    #[test]
+    fn dualvec_lanes_send_nothing_through_a_zero_partial() {
+        fn g<T: Real>(x: T, k: usize) -> T {
+            let e = x.exp(); // +∞ with an infinite tangent at 800
+            match k {
+                0 => e.ln(),
+                1 => e.ln_1p(),
+                2 => e.log2(),
+                3 => e.log10(),
+                4 => e.sqrt(),
+                5 => e.cbrt(),
+                6 => e.acosh(),
+                7 => e.polygamma(1),
+                8 => e.recip(),
+                _ => e.powi(-2),
+            }
+        }
+        for k in 0..10 {
+            let d = g(Dual::variable(800.0), k);
+            let v = g(DualVec::<2>::variable(800.0, 1), k);
+            assert_eq!(d.eps, 0.0, "case {k}: Dual");
+            assert_eq!(v.eps, [0.0, 0.0], "case {k}: DualVec");
+            assert_eq!(d.re.to_bits(), v.re.to_bits(), "case {k}");
+        }
+    }
+
+    /// `Dual`'s logarithms take the tangent as a quotient `ẋ/(x·c)`: the same derivative as
+    /// the table's partial times `ẋ` (to rounding), and the table's at the special points.
+    #[test]
+    fn logarithm_tangents_are_quotients() {
+        use crate::rules::unary;
+        for op in [Op1::Ln, Op1::Ln1p, Op1::Log2, Op1::Log10] {
+            for x in [0.3, 2.5, 1e-5, 7e300, 1e-310, 0.0, -0.0, f64::INFINITY] {
+                for e in [1.0, -3.5, 1e-300, 0.0] {
+                    let got = Dual::new(x, e).lift1(op);
+                    let r = unary(op, x);
+                    let want = tangent(r.d, e);
+                    assert_eq!(got.re.to_bits(), r.value.to_bits(), "{op:?}({x})");
+                    assert!(
+                        got.eps == want
+                            || (got.eps - want).abs() <= 4.0 * f64::EPSILON * want.abs()
+                            || (got.eps.is_nan() && want.is_nan()),
+                        "{op:?}({x}) along {e}: {} vs {want}",
+                        got.eps
+                    );
+                }
+            }
+        }
     }
 }

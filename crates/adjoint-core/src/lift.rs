@@ -292,6 +292,19 @@ macro_rules! impl_real {
                 )
             }
             #[inline]
+            fn to_i128(&self) -> Option<i128> {
+                // (num-traits' default goes through `to_i64`: `1e20` gave `None`; a hunter)
+                $crate::num_traits::ToPrimitive::to_i128(
+                    &$crate::Real::value(&$crate::lift::Lift::primal(self)),
+                )
+            }
+            #[inline]
+            fn to_u128(&self) -> Option<u128> {
+                $crate::num_traits::ToPrimitive::to_u128(
+                    &$crate::Real::value(&$crate::lift::Lift::primal(self)),
+                )
+            }
+            #[inline]
             fn to_f64(&self) -> Option<f64> {
                 Some($crate::Real::value(&$crate::lift::Lift::primal(self)))
             }

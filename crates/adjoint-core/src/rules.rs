@@ -69,7 +69,10 @@
 //! derivatives on the tape differentiate a rule's first partials as written (`atan2`'s
 //! `x/h²`-like quotients; `hypot`'s unit vector as `(1, t)/√(1 + t²)`, so that its derivative
 //! does not cancel), so where those overflow or cancel the Hessian does too (a subnormal `h`
-//! gives NaN entries).
+//! gives NaN entries). Forward mode's `Dual` takes `recip`'s and the logarithms' tangents as
+//! quotients (`ẋ / x`, not `(1/x) · ẋ`), so reverse over forward (`tape::hessian`) records no
+//! partial `1/x` whose own partial `−1/x²` would underflow beyond |x| ≈ 1.3e154: the Hessian
+//! of `(1e200·x).ln()` is −1, softplus's at x = 400 is 0 to 1e-16.
 //!
 //! ```
 //! use adjoint_core::rules::{binary, unary, Op1, Op2};
