@@ -787,6 +787,21 @@ mod dualvec_tests {
         }
     }
 
+    /// 128-bit conversions as `f64`'s (num-traits' default went through `to_i64`: `None` for
+    /// 1e20; a hunter).
+    #[test]
+    fn conversions_to_128_bit_integers() {
+        use num_traits::{NumCast, ToPrimitive};
+        let x = Dual::variable(1e20);
+        assert_eq!(x.to_i128(), 1e20f64.to_i128());
+        assert_eq!(x.to_u128(), Some(100_000_000_000_000_000_000));
+        assert_eq!(
+            <i128 as NumCast>::from(Dual::variable(-3e30)),
+            (-3e30f64).to_i128()
+        );
+        assert_eq!(Dual::variable(-1.0).to_u128(), None);
+    }
+
     /// `Dual`'s logarithms take the tangent as a quotient `ẋ/(x·c)`: the same derivative as
     /// the table's partial times `ẋ` (to rounding), and the table's at the special points.
     #[test]
