@@ -339,11 +339,21 @@ crate::impl_real!([T: Real] Dual<T>);
 /// assert_eq!(format!("{}", Dual64::variable(0.5)), "0.5 + 1ε");
 /// ```
 impl<T: Real> fmt::Display for Dual<T> {
+    /// `re + epsε`; a nested dual's parts in parentheses (`(1 + 1ε) + (1 + 0ε)ε`: without them
+    /// it read `1 + 1ε + 1 + 0εε`, which says nothing of which part is which).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match f.precision() {
-            Some(p) => write!(f, "{:.p$} + {:.p$}ε", self.re, self.eps),
-            None => write!(f, "{} + {}ε", self.re, self.eps),
-        }
+        let part = |v: &T| {
+            let s = match f.precision() {
+                Some(p) => format!("{v:.p$}"),
+                None => format!("{v}"),
+            };
+            if s.contains(' ') {
+                format!("({s})")
+            } else {
+                s
+            }
+        };
+        write!(f, "{} + {}ε", part(&self.re), part(&self.eps))
     }
 }
 
@@ -353,8 +363,8 @@ impl<T: Real> fmt::Display for Dual<T> {
 /// evaluated once per primitive; for small `N` the tangent arithmetic vectorises. See
 /// [`jacobian`]. Each tangent is the table's partial times the operand's tangent, as on the tape:
 /// where the partial alone underflows (`recip`'s `−1/x²` beyond |x| ≈ 1.3e154) the lane is 0
-/// even if the chain's product is not; [`Dual`] takes `recip` as the quotient `1.0 / x`, and
-/// `a / b` is a quotient in both.
+/// even if the chain's product is not; [`Dual`] takes `recip` as the quotient `1.0 / x` (and
+/// the logarithms as `ẋ / x`, …), and `a / b` is a quotient in both.
 ///
 /// ```
 /// use adjoint_core::forward::DualVec;
@@ -785,6 +795,14 @@ mod dualvec_tests {
             assert_eq!(v.eps, [0.0, 0.0], "case {k}: DualVec");
             assert_eq!(d.re.to_bits(), v.re.to_bits(), "case {k}");
         }
+    }
+
+    #[test]
+    fn nested_duals_display_their_parts() {
+        let x: Dual2 = Dual::new(Dual::new(1.0, 1.0), Dual::new(1.0, 0.0));
+        assert_eq!(format!("{x}"), "(1 + 1ε) + (1 + 0ε)ε");
+        assert_eq!(format!("{x:.1}"), "(1.0 + 1.0ε) + (1.0 + 0.0ε)ε");
+        assert_eq!(format!("{}", Dual::new(-2.5, 1.0)), "-2.5 + 1ε");
     }
 
     /// 128-bit conversions as `f64`'s (num-traits' default went through `to_i64`: `None` for
