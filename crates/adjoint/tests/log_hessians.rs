@@ -125,3 +125,59 @@ fn the_log_of_a_squared_norm_at_1e80() {
         }
     }
 }
+
+#[adjoint::ssa::differentiable]
+fn ln_scaled(x: f64) -> f64 {
+    (x * 1e200).ln()
+}
+
+#[adjoint::ssa::differentiable]
+fn softplus(x: f64) -> f64 {
+    (x.exp() + 1.0).ln()
+}
+
+/// The SSA transform's pullback at `Dual` (forward over reverse): its partials are the rule
+/// table's at `Dual`, so `ln`'s `1/x` is `recip`'s quotient there.
+#[test]
+fn ssa_second_derivatives_through_logarithms() {
+    use adjoint::forward::Dual;
+    use adjoint::ssa::Workspace;
+    type Pullback =
+        fn(&mut Workspace<Dual<f64>>, Dual<f64>, &mut Dual<f64>, Dual<f64>) -> Dual<f64>;
+    let second = |pullback: Pullback, x: f64| {
+        let mut d = Dual::constant(0.0);
+        pullback(
+            &mut Workspace::new(),
+            Dual::new(x, 1.0),
+            &mut d,
+            Dual::constant(1.0),
+        );
+        d.eps
+    };
+    let s400 = (-400f64).exp() / (1.0 + (-400f64).exp()).powi(2);
+    for (name, got, want, abs) in [
+        (
+            "ln(1e200 x) at 1",
+            second(ln_scaled::pullback, 1.0),
+            -1.0,
+            0.0,
+        ),
+        (
+            "softplus at 400",
+            second(softplus::pullback, 400.0),
+            s400,
+            1e-15,
+        ),
+        (
+            "softplus at 1",
+            second(softplus::pullback, 1.0),
+            (-1f64).exp() / (1.0 + (-1f64).exp()).powi(2),
+            0.0,
+        ),
+    ] {
+        assert!(
+            close(got, want, 1e-12, abs),
+            "{name}: SSA {got}, want {want}"
+        );
+    }
+}
