@@ -155,14 +155,25 @@ fn csr_from_rows(
     out.row_ptr.resize(3 * p + 1, 0);
     let (c_obs, c_w) = out.col_idx.split_at_mut(30 * p);
     let (v_obs, v_w) = out.vals.split_at_mut(30 * p);
+    let (ptr_obs, ptr_rest) = out.row_ptr.split_at_mut(2 * p);
+    let (ptr_w, ptr_end) = ptr_rest.split_at_mut(p);
+    ptr_end[0] = ix(31 * p);
     let wcol = 11 * b.n + 3 * b.m;
-    // Observations go to rayon in runs of `RUN` (a plain loop inside each task).
+    // Observations go to rayon in runs of `RUN` (a plain loop inside each task), each task
+    // writing its observations' two rows, weight rows and row offsets: one parallel pass (the
+    // weight rows and the offsets were two more, each a fork and join of every thread).
     const RUN: usize = 64;
     c_obs
         .par_chunks_mut(30 * RUN)
         .zip(v_obs.par_chunks_mut(30 * RUN))
+        .zip(c_w.par_chunks_mut(RUN).zip(v_w.par_chunks_mut(RUN)))
+        .zip(
+            ptr_obs
+                .par_chunks_mut(2 * RUN)
+                .zip(ptr_w.par_chunks_mut(RUN)),
+        )
         .enumerate()
-        .for_each(|(t, (cols, vals))| {
+        .for_each(|(t, (((cols, vals), (c_w, v_w)), (ptr_obs, ptr_w)))| {
             let rows = cols.chunks_exact_mut(30).zip(vals.chunks_exact_mut(30));
             let mut scratch = [0.0; 15];
             for (i, (cols, vs)) in (t * RUN..).zip(rows) {
@@ -186,25 +197,18 @@ fn csr_from_rows(
                     row[14] = w0;
                 }
             }
-        });
-    c_w.par_iter_mut()
-        .zip(v_w.par_iter_mut())
-        .enumerate()
-        .with_min_len(1024)
-        .for_each(|(i, (c, v))| {
-            *c = ix(wcol + i);
-            *v = -2.0 * b.w[i];
-        });
-    out.row_ptr
-        .par_iter_mut()
-        .enumerate()
-        .with_min_len(1024)
-        .for_each(|(r, start)| {
-            *start = ix(if r <= 2 * p {
-                15 * r
-            } else {
-                30 * p + (r - 2 * p)
-            })
+            // The weight rows `1 − wᵢ²` (one nonzero, −2wᵢ) and the row offsets: 15 per
+            // reprojection row, then one per weight row after the `30 p` of those.
+            for (i, (c, v)) in (t * RUN..).zip(c_w.iter_mut().zip(v_w.iter_mut())) {
+                *c = ix(wcol + i);
+                *v = -2.0 * b.w[i];
+            }
+            for (r, start) in (2 * t * RUN..).zip(ptr_obs.iter_mut()) {
+                *start = ix(15 * r);
+            }
+            for (i, start) in (t * RUN..).zip(ptr_w.iter_mut()) {
+                *start = ix(30 * p + i);
+            }
         });
 }
 
