@@ -537,7 +537,7 @@ fn directional_check(
                 (s + grad[i] * v[i], a + (grad[i] * v[i]).abs())
             });
             let err = (got - want).abs() / size.max(want.abs()).max(1e-300);
-            if !(err < 1e-8) {
+            if err.is_nan() || err >= 1e-8 {
                 return Err(format!(
                     "{name}: gradient · direction {got:e}, forward mode {want:e}"
                 ));
