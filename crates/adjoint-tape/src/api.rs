@@ -44,6 +44,9 @@ pub struct Tape {
     jobs: Vec<Mutex<Box<crate::record::Job>>>,
     inputs: Vec<Var>,
     checked: bool,
+    /// Record checkpointed regions inline (checked mode's whole recording of a region, see
+    /// [`checkpoint`](crate::checkpoint)); carried by the recording's session, not the thread.
+    inline_checkpoints: bool,
 }
 
 impl Default for Tape {
@@ -205,6 +208,7 @@ impl Tape {
             jobs: Vec::new(),
             inputs: Vec::new(),
             checked: false,
+            inline_checkpoints: false,
         }
     }
 
@@ -230,6 +234,12 @@ impl Tape {
         self.checked = checked;
     }
 
+    /// Whether this tape's recordings run checkpointed regions inline instead of checkpointing
+    /// them (only checked mode's look inside a region sets it).
+    pub(crate) fn set_inline_checkpoints(&mut self, inline: bool) {
+        self.inline_checkpoints = inline;
+    }
+
     /// Record `f` at `x` (inputs marked inactive by `active` become constants).
     pub(crate) fn record<R>(
         &mut self,
@@ -243,14 +253,19 @@ impl Tape {
             // The last recording did not fork: its only job is still here, nothing else holds
             // the session, and its graph was never set up. Record into the same job again,
             // without touching the session.
-            Some(job) if job.checked == self.checked => job,
+            Some(job)
+                if job.checked == self.checked
+                    && ctx.session.inline_checkpoints == self.inline_checkpoints =>
+            {
+                job
+            }
             last => {
                 if Arc::get_mut(&mut ctx.session).is_none() {
                     ctx.session = Arc::new(Session::new());
                 }
                 let session = Arc::get_mut(&mut ctx.session).expect("unique after the check above");
                 session.graph_mut().pool.extend(last);
-                session.restart(self.checked)
+                session.restart(self.checked, self.inline_checkpoints)
             }
         };
         // The root job: job 0 of task 0.

@@ -1,8 +1,6 @@
 //! Checkpointing: trade recomputation for tape memory in a user-marked region.
 
-use crate::record::{
-    check_value, recording, with_state, with_state_mut, BadValue, Checkpoint, Label, State,
-};
+use crate::record::{check_value, with_state, with_state_mut, BadValue, Checkpoint, Label, State};
 use crate::var::Var;
 use crate::Tape;
 use std::sync::Arc;
@@ -76,8 +74,13 @@ pub fn checkpoint<F>(inputs: &[Var], f: F) -> Vec<Var>
 where
     F: Fn(&[Var]) -> Vec<Var> + Send + Sync + 'static,
 {
-    if !recording() || CHECKING.get() {
-        // (While a region is recorded whole to check it, regions inside it are recorded inline.)
+    let inline = with_state_mut(|s| match s {
+        State::Recording(ctx) => ctx.session.inline_checkpoints,
+        _ => true,
+    });
+    if inline {
+        // Not recording; or recording a region whole to check it, where the regions inside it
+        // are recorded inline.
         return f(inputs);
     }
     let consts: Vec<Var> = inputs.iter().map(|v| Var::constant(v.v)).collect();
@@ -225,22 +228,17 @@ fn first_bad_inside<F>(f: &F, inputs: &[Var]) -> Option<crate::NonFinite>
 where
     F: Fn(&[Var]) -> Vec<Var>,
 {
-    struct Reset;
-    impl Drop for Reset {
-        fn drop(&mut self) {
-            CHECKING.set(false);
-        }
-    }
     let mut tape = RECOMPUTE.with_borrow_mut(Option::take).unwrap_or_default();
     tape.set_checked(true);
+    // Nested regions inline: a property of this recording (its session), not of this thread,
+    // which may run other recordings' work while it waits in a `join` inside the region.
+    tape.set_inline_checkpoints(true);
     let x: Vec<f64> = inputs.iter().map(|v| v.v).collect();
     let active: Vec<bool> = inputs.iter().map(|v| !v.is_constant()).collect();
-    CHECKING.set(true);
-    let reset = Reset;
     tape.record(&x, Some(&active), |xs| {
         f(xs);
     });
-    drop(reset);
+    tape.set_inline_checkpoints(false);
     let bad = tape.forward_error().err();
     RECOMPUTE.with_borrow_mut(|t| *t = Some(tape));
     bad
@@ -249,6 +247,4 @@ where
 thread_local! {
     /// The tape checkpointed regions are recomputed on, kept between regions and calls.
     static RECOMPUTE: std::cell::RefCell<Option<Tape>> = const { std::cell::RefCell::new(None) };
-    /// Whether this thread is recording a region whole for checked mode ([`first_bad_inside`]).
-    static CHECKING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }

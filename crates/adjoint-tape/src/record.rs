@@ -676,6 +676,10 @@ pub(crate) struct BadValue {
 /// One recording.
 pub(crate) struct Session {
     pub checked: bool,
+    /// Checkpointed regions run inline: this recording is checked mode's whole recording of
+    /// one region ([`checkpoint`](crate::checkpoint)). A property of the recording, so that work
+    /// a thread steals while it waits in a `join` inside it keeps its own recording's setting.
+    pub inline_checkpoints: bool,
     pub graph: Mutex<Graph>,
 }
 
@@ -683,13 +687,15 @@ impl Session {
     pub fn new() -> Session {
         Session {
             checked: false,
+            inline_checkpoints: false,
             graph: Mutex::new(Graph::default()),
         }
     }
 
     /// Reclaim every job buffer for a new recording; returns the largest, for its first job.
-    pub fn restart(&mut self, checked: bool) -> Box<Job> {
+    pub fn restart(&mut self, checked: bool, inline_checkpoints: bool) -> Box<Job> {
         self.checked = checked;
+        self.inline_checkpoints = inline_checkpoints;
         let g = self.graph_mut();
         g.restart();
         g.pool.pop_back().unwrap_or_default()

@@ -1347,3 +1347,95 @@ fn hypot_hessian_with_one_argument_much_larger() {
         }
     }
 }
+
+/// Checked mode records each outermost checkpointed region once more, whole, with the regions
+/// nested in it inline. That "inline" was a flag of the thread, so a thread waiting in a `join`
+/// inside such a recording stole pending work of the outer (or another) recording, and that
+/// work's checkpoints ran inline too: the gradient's last bits and the tape's size depended on
+/// scheduling (7 of 100 runs differed at 4 threads, the tape grew from ~500 to ~200 000 entries;
+/// a hunter). Now the inline decision belongs to the check recording: same bits and the same
+/// tape at 1 and at 7 threads, run after run, checked and unchecked side by side.
+#[test]
+fn checked_checkpoints_are_deterministic_across_threads() {
+    fn heavy(a: Var, b: Var) -> Var {
+        let mut t = a;
+        for _ in 0..3000 {
+            t = (t * 0.999).sin() + b * 1e-3;
+        }
+        t
+    }
+    fn region(s: &[Var]) -> Vec<Var> {
+        let (a, b) = join(|| heavy(s[0], s[1]), || heavy(s[1], s[0]));
+        vec![a, b]
+    }
+    let f = |x: &[Var]| -> Var {
+        par_map(x, |&x| {
+            let o = checkpoint(&[x, x * 0.5], region);
+            o[0] * o[1]
+        })
+        .into_iter()
+        .sum()
+    };
+    let x: Vec<f64> = (0..64).map(|i| 0.1 + 0.013 * i as f64).collect();
+    let run = |threads: usize, checked: bool| {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        pool.install(|| {
+            let mut tape = if checked {
+                Tape::new().checked()
+            } else {
+                Tape::new()
+            };
+            let (v, g) = tape.try_value_and_grad(f, &x).expect("finite");
+            (
+                v.to_bits(),
+                g.iter().map(|g| g.to_bits()).collect::<Vec<_>>(),
+                tape.entries(),
+            )
+        })
+    };
+    let want = run(1, false);
+    assert!(
+        want.2 < 2000,
+        "checkpoints keep the tape small: {} entries",
+        want.2
+    );
+    assert_eq!(run(1, true), want, "checked, 1 thread");
+    for _ in 0..12 {
+        assert_eq!(run(7, true), want, "checked, 7 threads");
+        assert_eq!(run(4, false), want, "unchecked, 4 threads");
+    }
+    // A checked and an unchecked recording at once in one pool.
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(4)
+        .build()
+        .unwrap();
+    for _ in 0..6 {
+        let (a, b) = pool.install(|| {
+            rayon::join(
+                || {
+                    let mut t = Tape::new().checked();
+                    let (v, g) = t.try_value_and_grad(f, &x).expect("finite");
+                    (
+                        v.to_bits(),
+                        g.iter().map(|g| g.to_bits()).collect::<Vec<_>>(),
+                        t.entries(),
+                    )
+                },
+                || {
+                    let mut t = Tape::new();
+                    let (v, g) = t.value_and_grad(f, &x);
+                    (
+                        v.to_bits(),
+                        g.iter().map(|g| g.to_bits()).collect::<Vec<_>>(),
+                        t.entries(),
+                    )
+                },
+            )
+        });
+        assert_eq!(a, want, "checked beside unchecked");
+        assert_eq!(b, want, "unchecked beside checked");
+    }
+}
