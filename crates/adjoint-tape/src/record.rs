@@ -464,6 +464,21 @@ impl Job {
         let (job, seq) = {
             let g = session.graph();
             let Some((job, seq)) = g.find(v.id) else {
+                // A running job's ranges after its first one are entered only when it is
+                // sealed, so an id found nowhere may still be one of a job that has not joined.
+                let running = g
+                    .jobs
+                    .iter()
+                    .enumerate()
+                    .any(|(i, j)| j.is_none() && i != usize::from(self.idx));
+                if running {
+                    panic!(
+                        "adjoint::tape: {v:?} is not a value of this recording's finished jobs: \
+                         it was created in a parallel job that has not joined yet (pass values \
+                         between jobs only through the results of join/par_map), or it belongs \
+                         to a recording that has finished or to a different recording"
+                    )
+                }
                 stale(v)
             };
             let len = match g.jobs.get(usize::from(job)) {

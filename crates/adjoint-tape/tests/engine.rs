@@ -200,6 +200,44 @@ fn value_from_unjoined_sibling_job_is_rejected() {
     );
 }
 
+/// The same, with a value the left side made after its tape outgrew its first id range (a
+/// range entered in the job table only when the job ends): the message said the value
+/// "belongs to a recording that has finished or to a different recording" (a hunter).
+#[test]
+fn value_from_a_grown_unjoined_sibling_job_names_the_join() {
+    use std::sync::Mutex;
+    let slot: Mutex<Option<Var>> = Mutex::new(None);
+    let msg = panic_message(catch_unwind(AssertUnwindSafe(|| {
+        grad(
+            |x: &[Var]| {
+                let (a, b) = join(
+                    || {
+                        let mut v = x[0];
+                        for _ in 0..5000 {
+                            v = v * 1.0001;
+                        }
+                        *slot.lock().unwrap() = Some(v);
+                        std::thread::sleep(std::time::Duration::from_millis(50));
+                        v
+                    },
+                    || loop {
+                        if let Some(v) = *slot.lock().unwrap() {
+                            break v * 3.0;
+                        }
+                        std::thread::yield_now();
+                    },
+                );
+                a + b
+            },
+            &[1.0],
+        )
+    })));
+    assert!(
+        msg.contains("has not joined yet") || msg.contains("other side of a join"),
+        "{msg}"
+    );
+}
+
 #[test]
 fn value_smuggled_between_sides_is_rejected_even_when_run_sequentially() {
     use std::sync::Mutex;
