@@ -197,11 +197,14 @@ pub struct Row {
     pub params: usize,
     /// Engine.
     pub engine: String,
-    /// Objective seconds (minimum per evaluation).
+    /// Objective seconds (minimum per evaluation): the plain sequential program's, at every
+    /// thread count (adjoint's rows; a peer's row has its own objective).
     pub objective_s: f64,
     /// Derivative seconds (minimum per evaluation).
     pub derivative_s: f64,
-    /// Derivative ÷ objective.
+    /// Derivative ÷ objective. At more than one thread this is the parallel derivative in units
+    /// of one sequential objective evaluation (below 1 where the derivative scales well), not
+    /// the derivative's cost over a parallel objective's.
     pub ratio: f64,
     /// Peak heap bytes of one derivative evaluation above the level before it (adjoint's
     /// engines, measured on a separate untimed call; `None` for peers, see [`run_peers`]).
@@ -1245,7 +1248,29 @@ pub fn peer_rows(line: &str) -> Result<Vec<Row>, serde_json::Error> {
         .collect())
 }
 
-/// Markdown table of the rows.
+/// Markdown table of the rows, with a note on what the ratio means where a row ran on more
+/// than one thread.
+///
+/// ```
+/// use adjoint_bench::adbench::{markdown, Row};
+/// let row = |threads: usize| Row {
+///     task: "ba".into(),
+///     input: "ba1".into(),
+///     source: "generated".into(),
+///     params: 10,
+///     engine: "tape".into(),
+///     objective_s: 1e-3,
+///     derivative_s: 5e-4,
+///     ratio: 0.5,
+///     peak_bytes: None,
+///     check: "ok".into(),
+///     threads,
+/// };
+/// assert!(!markdown(&[row(1)]).contains("sequential"));
+/// let table = markdown(&[row(1), row(16)]);
+/// assert!(table.contains("| 16 | 1.00 ms | 500.00 µs | 0.5 |"), "{table}");
+/// assert!(table.contains("the objective is the sequential program's"), "{table}");
+/// ```
 pub fn markdown(rows: &[Row]) -> String {
     let mut s = String::from(
         "| task | input | source | params | engine | threads | objective | derivative | ratio | peak heap | check |\n|---|---|---|---:|---|---:|---:|---:|---:|---:|---|\n",
@@ -1270,6 +1295,11 @@ pub fn markdown(rows: &[Row]) -> String {
                 .map_or_else(|| "—".to_string(), crate::harness::fmt_bytes),
             r.check
         );
+    }
+    if rows.iter().any(|r| r.threads > 1) {
+        s += "\nadjoint's rows: the objective is the sequential program's at every thread count, so \
+              at more than one thread the ratio is the parallel derivative over one sequential \
+              evaluation.\n";
     }
     s
 }
