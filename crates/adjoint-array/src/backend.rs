@@ -69,7 +69,8 @@ impl Backend {
     /// first run pays for it) and computed in `f64` without contracted multiply-adds, in a
     /// fixed order: a program's results are bit-identical from run to run and agree with the
     /// CPU backend's to rounding. On the GPU run `generate`, `map`, `zip_with`, `sum`,
-    /// folds with `+ × max min`, `matmul`, `reshape`, `stop_gradient` and their adjoints;
+    /// folds with `+ × max min` (a `+` fold's adjoint too; the adjoints of `× max min` folds
+    /// run on the host), `matmul`, `reshape`, `stop_gradient` and their adjoints;
     /// `scan`, `scan_n`, `permute`, `awhile` and general folds run on the host inside the
     /// GPU program (their operands copied back, their results and adjoints up), `acond`
     /// decides its branch there; `f32` arrays are refused with an error naming them.

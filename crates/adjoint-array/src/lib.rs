@@ -42,7 +42,8 @@
 //!
 //! **On a GPU.** With the `cuda` cargo feature, [`Backend::cuda`] runs the same program on an
 //! NVIDIA GPU ([`Program::run_on`], [`Program::gradient_on`]): generates, sums, folds with
-//! `+ × max min`, matrix products and their adjoints, compiled at run time by NVRTC, in `f64`,
+//! `+ × max min` (the adjoints of `× max min` folds on the host), matrix products and their
+//! adjoints, compiled at run time by NVRTC, in `f64`,
 //! with every sum in a fixed order (bit-identical from run to run). Scans, permutes, `scan_n`,
 //! `awhile` and general folds run on the host inside the GPU program; see [`Backend`].
 //!
@@ -179,7 +180,7 @@ mod graph;
 mod jit;
 mod kernel;
 mod matmul;
-/// Benchmark programs (ADBench GMM) written with the combinators.
+/// Benchmark programs written with the combinators: ADBench's GMM, LSTM and BA Jacobian blocks.
 pub mod models;
 
 pub use backend::Backend;

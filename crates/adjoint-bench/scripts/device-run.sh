@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# One device call (see device-prepare.sh): the GPU tests, ADBench GMM and BA on the GPU against
-# JAX and PyTorch on the same GPU (#17), and the 16-core rows of #16. Each stage has its own
+# One device call (see device-prepare.sh): the GPU tests, ADBench GMM on the GPU against JAX and
+# BA against JAX and PyTorch on the same GPU (#17), and the 16-core rows of #16. Each stage has its own
 # time limit, cut to what is left of $LIMIT s (570 by default), and appends to $OUT/log.txt;
 # the bench tables go to $OUT/*.md. A stage that runs out of time is cut and the next one still
 # runs. Stages run in this file's order, whatever the order of the arguments (default: tests

@@ -12,6 +12,8 @@
 //! * [`vector`] — slice-level primitives (`dot`, `sum`, `matvec`, `logsumexp`, `axpy`): `f64`
 //!   runs vectorised kernels, the tape records `dot`, `sum`, `matvec` and `logsumexp` as one
 //!   entry per result (`axpy` as two entries per element), `Dual` runs the scalar definitions;
+//! * [`Cotangent`] / [`Cotangents`] — several adjoint lanes per value (a Jacobian's rows in one
+//!   reverse sweep);
 //! * [`interop`] — nalgebra (feature `nalgebra`) and ndarray (feature `ndarray`) support for every
 //!   number type.
 //!
