@@ -214,7 +214,7 @@ fn value_from_a_grown_unjoined_sibling_job_names_the_join() {
                     || {
                         let mut v = x[0];
                         for _ in 0..5000 {
-                            v = v * 1.0001;
+                            v *= 1.0001;
                         }
                         *slot.lock().unwrap() = Some(v);
                         std::thread::sleep(std::time::Duration::from_millis(50));
