@@ -835,6 +835,19 @@ fn node_of(ops: &[Exp], make: impl FnOnce(&[Id]) -> Node) -> Exp {
 }
 
 /// A constant expression (usable inside combinator closures).
+///
+/// ```
+/// use adjoint_array::{lit, Builder};
+/// let b = Builder::new();
+/// let x = b.input(&[2]);
+/// // a number where an expression is needed: here as the receiver of a method
+/// let y = x.map(|v| lit(2.0).powf(v)); // 2ˣ
+/// let g = b.build_scalar(&y.sum()).unwrap().gradient_a(&[&[1.0, 3.0]]).unwrap();
+/// assert!((g.value - (2.0 + 8.0)).abs() < 1e-14);
+/// // ∂/∂x 2ˣ = 2ˣ ln 2
+/// assert!((g.grads[0][0] - 2.0 * 2f64.ln()).abs() < 1e-15);
+/// assert!((g.grads[0][1] - 8.0 * 2f64.ln()).abs() < 1e-14);
+/// ```
 pub fn lit(v: f64) -> Exp {
     with_top(|f| Exp {
         id: f.ar.konst(v),
@@ -1392,6 +1405,23 @@ impl Exp {
 }
 
 /// `if c { a } else { b }`: see [`Exp::select`].
+///
+/// ```
+/// use adjoint_array::{cond, Builder};
+/// let b = Builder::new();
+/// let x = b.input(&[4]);
+/// let leaky = x.map(|v| cond(v.gt(0.0), v, v * 0.1));
+/// // x shifted left, 0 at the end: x[4] in the branch not taken is never read
+/// let next = b.generate(&[4], |i| cond(i[0].lt(3.0), x.at(&[i[0] + 1.0]), 0.0));
+/// let p = b.build(&[&leaky, &next]).unwrap();
+/// let xs = [-2.0, -0.5, 0.5, 3.0];
+/// let out = p.run(&[&xs]).unwrap();
+/// let want: Vec<f64> = xs.iter().map(|&v| if v > 0.0 { v } else { v * 0.1 }).collect();
+/// assert_eq!(out[0].data(), want);
+/// assert_eq!(out[1].data(), [xs[1], xs[2], xs[3], 0.0]);
+/// let g = b.build_scalar(&leaky.sum()).unwrap().gradient_a(&[&xs]).unwrap();
+/// assert_eq!(g.grads[0], [0.1, 0.1, 1.0, 1.0]);
+/// ```
 pub fn cond(c: Exp, a: impl Into<Exp>, b: impl Into<Exp>) -> Exp {
     c.select(a, b)
 }
@@ -1414,6 +1444,24 @@ pub fn gradient_e(xs: &[Exp], f: impl FnOnce(&[Exp]) -> Exp) -> Vec<Exp> {
 }
 
 /// Expression-level Jacobian: `result[r][i] = ∂f_r/∂xs[i]` (one reverse sweep per output).
+///
+/// ```
+/// use adjoint_array::{jacobian_e, lit, Builder};
+/// let b = Builder::new();
+/// let x = b.input(&[2, 2]); // two points (u, v)
+/// // per point, the Jacobian of (u·v, sin u) w.r.t. (u, v), row by row: [v, u, cos u, 0]
+/// let jac = b.generate_n(&[2], 4, |i| {
+///     let (u, v) = (x.at(&[i[0], lit(0.0)]), x.at(&[i[0], lit(1.0)]));
+///     jacobian_e(&[u, v], |p| vec![p[0] * p[1], p[0].sin()]).concat()
+/// });
+/// let xs = [0.5, 2.0, 1.0, -3.0];
+/// let out = b.build(&[&jac]).unwrap().run(&[&xs]).unwrap();
+/// for (uv, blk) in xs.chunks(2).zip(out[0].data().chunks(4)) {
+///     let (u, v) = (uv[0], uv[1]);
+///     assert_eq!(&blk[..2], [v, u]);
+///     assert!((blk[2] - u.cos()).abs() < 1e-15 && blk[3] == 0.0);
+/// }
+/// ```
 pub fn jacobian_e(xs: &[Exp], f: impl FnOnce(&[Exp]) -> Vec<Exp>) -> Vec<Vec<Exp>> {
     let gen = with_top(|fr| fr.gen);
     if xs.iter().any(|e| e.gen != gen) {

@@ -406,6 +406,15 @@ pub struct Acc {
 
 impl Builder {
     /// A new, empty program.
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// let b = Builder::new();
+    /// let x = b.input(&[3]);
+    /// let p = b.build(&[&x.map(|v| v * 2.0 + 1.0)]).unwrap();
+    /// let out = p.run(&[&[1.0, 2.0, 3.0]]).unwrap();
+    /// assert_eq!(out[0].data(), [3.0, 5.0, 7.0]);
+    /// ```
     pub fn new() -> Self {
         Builder {
             g: Rc::new(RefCell::new(GB {
@@ -575,12 +584,37 @@ impl Builder {
     }
 
     /// Declare an input array (differentiated by `gradient_a`).
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// let b = Builder::new();
+    /// let x = b.input(&[2, 2]); // data row-major: [x00, x01, x10, x11]
+    /// let p = b.build_scalar(&x.map(|v| v.sin()).sum().sum()).unwrap();
+    /// let xs = [0.1, 0.2, 0.3, 0.4];
+    /// let g = p.gradient_a(&[&xs]).unwrap();
+    /// assert!((g.value - xs.iter().map(|v| v.sin()).sum::<f64>()).abs() < 1e-15);
+    /// for (d, v) in g.grads[0].iter().zip(&xs) {
+    ///     assert!((d - v.cos()).abs() < 1e-15); // ∂/∂x sin x = cos x
+    /// }
+    /// ```
     pub fn input(&self, shape: &[usize]) -> Acc {
         self.input_impl(shape, DType::F64, true)
     }
 
     /// Declare an input that is data, not a parameter: `gradient_a` returns zeros for it and
     /// spends no work on its adjoint.
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// let b = Builder::new();
+    /// let w = b.input(&[2]);
+    /// let x = b.constant_input(&[2]); // data
+    /// let p = b.build_scalar(&w.zip_with(&x, |a, c| a * c).sum()).unwrap();
+    /// let g = p.gradient_a(&[&[3.0, 4.0], &[0.5, 2.0]]).unwrap();
+    /// assert_eq!(g.value, 3.0 * 0.5 + 4.0 * 2.0);
+    /// assert_eq!(g.grads[0], [0.5, 2.0]); // ∂/∂w = x
+    /// assert_eq!(g.grads[1], [0.0, 0.0]); // zeros for the data
+    /// ```
     pub fn constant_input(&self, shape: &[usize]) -> Acc {
         self.input_impl(shape, DType::F64, false)
     }
@@ -831,6 +865,21 @@ impl Builder {
 
     /// `generate` of `n` values per index: the result has shape `shape ++ [n]` (a tuple-valued
     /// generate; e.g. a Jacobian block per observation).
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// let b = Builder::new();
+    /// let x = b.input(&[3]);
+    /// // (sin xᵢ, cos xᵢ) for each i
+    /// let sc = b.generate_n(&[3], 2, |i| vec![x.at(&[i[0]]).sin(), x.at(&[i[0]]).cos()]);
+    /// assert_eq!(sc.shape(), [3, 2]);
+    /// let p = b.build_scalar(&sc.sum().sum()).unwrap();
+    /// let xs = [0.0, 0.5, 2.0];
+    /// let g = p.gradient_a(&[&xs]).unwrap();
+    /// for (d, v) in g.grads[0].iter().zip(&xs) {
+    ///     assert!((d - (v.cos() - v.sin())).abs() < 1e-15);
+    /// }
+    /// ```
     pub fn generate_n(&self, shape: &[usize], n: usize, f: impl FnOnce(&[Exp]) -> Vec<Exp>) -> Acc {
         let rank = shape.len() as u32;
         let mut full = shape.to_vec();
@@ -964,6 +1013,19 @@ impl Builder {
     }
 
     /// `zipWith` over any number of arrays of one shape.
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// let b = Builder::new();
+    /// let (x, y, z) = (b.input(&[2]), b.input(&[2]), b.input(&[2]));
+    /// let f = b.zip_with_n(&[&x, &y, &z], |p| p[0] * p[1] + p[2]);
+    /// let p = b.build_scalar(&f.sum()).unwrap();
+    /// let g = p.gradient_a(&[&[1.0, 2.0], &[3.0, 4.0], &[5.0, 6.0]]).unwrap();
+    /// assert_eq!(g.value, (1.0 * 3.0 + 5.0) + (2.0 * 4.0 + 6.0));
+    /// assert_eq!(g.grads[0], [3.0, 4.0]); // y
+    /// assert_eq!(g.grads[1], [1.0, 2.0]); // x
+    /// assert_eq!(g.grads[2], [1.0, 1.0]);
+    /// ```
     pub fn zip_with_n(&self, arrays: &[&Acc], f: impl FnOnce(&[Exp]) -> Exp) -> Acc {
         self.zip_named("zip_with", arrays, f)
     }
@@ -1000,6 +1062,20 @@ impl Builder {
 
     /// `acond c t e`: `t` if the scalar expression `c()` is true (non-zero), else `e`. Only the
     /// branch taken is computed; the gradient flows into it.
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// let b = Builder::new();
+    /// let x = b.input(&[2]);
+    /// let s = x.sum();
+    /// // Σ x² where Σ x > 0, else Σ 3x
+    /// let y = b.acond(|| s.the().gt(0.0), &x.map(|v| v * v), &x.map(|v| v * 3.0));
+    /// let p = b.build_scalar(&y.sum()).unwrap();
+    /// let g = p.gradient_a(&[&[1.0, 2.0]]).unwrap();
+    /// assert_eq!((g.value, &g.grads[0][..]), (1.0 + 4.0, &[2.0, 4.0][..]));
+    /// let g = p.gradient_a(&[&[1.0, -2.0]]).unwrap();
+    /// assert_eq!((g.value, &g.grads[0][..]), (3.0 - 6.0, &[3.0, 3.0][..]));
+    /// ```
     pub fn acond(&self, c: impl FnOnce() -> Exp, t: &Acc, e: &Acc) -> Acc {
         if !self.check(t) || !self.check(e) {
             return self.fail(Error::Invalid("foreign array".into()), t.shape.to_vec());
@@ -1180,6 +1256,21 @@ impl Builder {
 
     /// Finish the program with these outputs: checks, optimises (fusion) and returns the
     /// runnable [`Program`], or the first error recorded while building.
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// let b = Builder::new();
+    /// let x = b.input(&[2, 3]);
+    /// let sq = x.map(|v| v * v);
+    /// let rows = sq.sum(); // Σⱼ x[i, j]², shape [2]
+    /// let p = b.build(&[&sq, &rows]).unwrap();
+    /// let out = p.run(&[&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]]).unwrap();
+    /// assert_eq!(out[0].shape(), [2, 3]);
+    /// assert_eq!(out[1].data(), [1.0 + 4.0 + 9.0, 16.0 + 25.0 + 36.0]);
+    /// // a mistake made while building is returned here
+    /// let bad = x.zip_with(&rows, |a, r| a + r);
+    /// assert!(b.build(&[&bad]).is_err());
+    /// ```
     pub fn build(&self, outputs: &[&Acc]) -> Result<Program> {
         let g = self.finish(outputs, false)?;
         Ok(Program { g: Arc::new(g) })
@@ -1187,6 +1278,19 @@ impl Builder {
 
     /// [`Builder::build`] for a program to differentiate with [`Program::gradient_a`]: also
     /// checks that there is exactly one output and that it is a scalar.
+    ///
+    /// ```
+    /// use adjoint_array::{Builder, Error};
+    /// let b = Builder::new();
+    /// let x = b.input(&[3]);
+    /// assert!(matches!(b.build_scalar(&x), Err(Error::NonScalarOutput(_))));
+    /// let p = b.build_scalar(&x.map(|v| v.exp()).sum()).unwrap();
+    /// let xs = [0.0, 1.0, -1.0];
+    /// let g = p.gradient_a(&[&xs]).unwrap();
+    /// for (d, v) in g.grads[0].iter().zip(&xs) {
+    ///     assert!((d - v.exp()).abs() < 1e-15);
+    /// }
+    /// ```
     pub fn build_scalar(&self, output: &Acc) -> Result<Program> {
         if !output.shape.is_empty() {
             return Err(Error::NonScalarOutput(vec![output.shape.to_vec()]));
@@ -1509,8 +1613,25 @@ impl Acc {
     /// `a ! idx` inside a closure: read this array at an index (one `Exp` per axis; whole
     /// numbers: a fraction is truncated toward zero, after the range check, so −0.5 is out of
     /// range and 2.5 reads element 2). An index outside the array is an
-    /// [`Error::OutOfBounds`] when the program runs (reads in a `select` branch not taken are
-    /// not performed). Its gradient is a deterministic scatter-add into this array's adjoint.
+    /// [`Error::OutOfBounds`]: from `build` where the index is a constant, else when the program
+    /// runs (reads in a `select` branch not taken are not performed). Its gradient is a deterministic scatter-add into this array's adjoint.
+    ///
+    /// ```
+    /// use adjoint_array::{Builder, Error};
+    /// let b = Builder::new();
+    /// let x = b.input(&[3]);
+    /// // neighbour differences d[i] = x[i + 1] − x[i]
+    /// let d = b.generate(&[2], |i| x.at(&[i[0] + 1.0]) - x.at(&[i[0]]));
+    /// let p = b.build_scalar(&d.map(|v| v * v).sum()).unwrap();
+    /// let xs = [1.0, 4.0, 2.0];
+    /// let g = p.gradient_a(&[&xs]).unwrap();
+    /// let (d0, d1) = (xs[1] - xs[0], xs[2] - xs[1]);
+    /// assert_eq!(g.value, d0 * d0 + d1 * d1);
+    /// assert_eq!(g.grads[0], [-2.0 * d0, 2.0 * d0 - 2.0 * d1, 2.0 * d1]);
+    /// // reading past the end is an error when the program runs
+    /// let past = b.build(&[&b.generate(&[1], |i| x.at(&[i[0] + 3.0]))]).unwrap();
+    /// assert!(matches!(past.run(&[&xs]), Err(Error::OutOfBounds { .. })));
+    /// ```
     pub fn at(&self, idx: &[Exp]) -> Exp {
         read_exp(self.owner, self.id, &self.shape, idx)
     }
@@ -1537,6 +1658,20 @@ impl Acc {
     }
 
     /// Sum along the innermost axis (rank − 1 result).
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// let b = Builder::new();
+    /// let x = b.input(&[2, 3]);
+    /// let rows = x.sum(); // [2]: Σⱼ x[i, j]
+    /// let total = rows.sum(); // []: a scalar
+    /// let p = b.build(&[&rows, &total]).unwrap();
+    /// let out = p.run(&[&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]]).unwrap();
+    /// assert_eq!(out[0].data(), [1.0 + 2.0 + 3.0, 4.0 + 5.0 + 6.0]);
+    /// assert_eq!(out[1].data(), [21.0]);
+    /// let g = b.build_scalar(&total).unwrap().gradient_a(&[&[0.0; 6]]).unwrap();
+    /// assert_eq!(g.grads[0], [1.0; 6]);
+    /// ```
     pub fn sum(&self) -> Acc {
         let b = self.b();
         if self.shape.is_empty() {
@@ -1550,11 +1685,42 @@ impl Acc {
     /// It runs sequentially along each row (`+` with four interleaved accumulators), in the
     /// array's element type: over `f32`, `init` is rounded to `f32` and `f(acc, x)` gets and
     /// returns `f32` values.
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// let b = Builder::new();
+    /// let x = b.input(&[2, 2]);
+    /// // the norm of each row: hypot is associative, with 0 as identity
+    /// let norms = x.fold(0.0, |a, v| (a * a + v * v).sqrt());
+    /// let p = b.build_scalar(&norms.sum()).unwrap();
+    /// let g = p.gradient_a(&[&[3.0, 4.0, 5.0, 12.0]]).unwrap();
+    /// assert_eq!(g.value, 5.0 + 13.0);
+    /// // ∂‖r‖/∂rⱼ = rⱼ / ‖r‖
+    /// let want = [3.0 / 5.0, 4.0 / 5.0, 5.0 / 13.0, 12.0 / 13.0];
+    /// for (d, w) in g.grads[0].iter().zip(&want) {
+    ///     assert!((d - w).abs() < 1e-15);
+    /// }
+    /// ```
     pub fn fold(&self, init: f64, f: impl FnOnce(Exp, Exp) -> Exp) -> Acc {
         self.fold_impl(Some(init), f)
     }
 
     /// `fold1 f` along the innermost axis (no initial value; the axis must be non-empty).
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// let b = Builder::new();
+    /// let x = b.input(&[2, 3]);
+    /// let m = x.fold1(|a, v| a.max(v)); // row maxima: no initial value to choose
+    /// let xs = [1.0, -4.0, 2.5, -3.0, -1.5, -7.0];
+    /// let out = b.build(&[&m]).unwrap().run(&[&xs]).unwrap();
+    /// let max = |r: &[f64]| r.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    /// let want: Vec<f64> = xs.chunks(3).map(max).collect();
+    /// assert_eq!(out[0].data(), want);
+    /// // the gradient goes to each row's maximum
+    /// let g = b.build_scalar(&m.sum()).unwrap().gradient_a(&[&xs]).unwrap();
+    /// assert_eq!(g.grads[0], [0.0, 0.0, 1.0, 0.0, 1.0, 0.0]);
+    /// ```
     pub fn fold1(&self, f: impl FnOnce(Exp, Exp) -> Exp) -> Acc {
         self.fold1_named("fold1", f)
     }
@@ -1623,12 +1789,43 @@ impl Acc {
 
     /// `scanl f init` along the innermost axis: length n + 1, element 0 is `init`, element
     /// `j + 1` is `f(element j, a[j])`. In the array's element type (as [`Acc::fold`]).
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// let b = Builder::new();
+    /// let x = b.input(&[4]);
+    /// let c = x.scanl(0.0, |acc, v| acc + v); // prefix sums, length 5
+    /// let xs = [1.0, 2.0, 3.0, 4.0];
+    /// let out = b.build(&[&c]).unwrap().run(&[&xs]).unwrap();
+    /// let mut want = vec![0.0];
+    /// for v in xs {
+    ///     want.push(want.last().unwrap() + v);
+    /// }
+    /// assert_eq!(out[0].data(), want);
+    /// // Σ of the prefix sums: xⱼ is in 4 − j of them
+    /// let g = b.build_scalar(&c.sum()).unwrap().gradient_a(&[&xs]).unwrap();
+    /// assert_eq!(g.grads[0], [4.0, 3.0, 2.0, 1.0]);
+    /// ```
     pub fn scanl(&self, init: f64, f: impl FnOnce(Exp, Exp) -> Exp) -> Acc {
         self.scan_impl(init, f, false)
     }
 
     /// `scanr f init`: length n + 1, element n is `init`, element `j` is
     /// `f(a[j], element j + 1)`.
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// let b = Builder::new();
+    /// let x = b.input(&[3]);
+    /// let c = x.scanr(1.0, |v, acc| v * acc); // suffix products [x0x1x2, x1x2, x2, 1]
+    /// let xs = [2.0, 3.0, 5.0];
+    /// let out = b.build(&[&c]).unwrap().run(&[&xs]).unwrap();
+    /// assert_eq!(out[0].data(), [2.0 * 3.0 * 5.0, 3.0 * 5.0, 5.0, 1.0]);
+    /// // ∂/∂x of x0x1x2 + x1x2 + x2 + 1
+    /// let g = b.build_scalar(&c.sum()).unwrap().gradient_a(&[&xs]).unwrap();
+    /// let (x0, x1, x2) = (xs[0], xs[1], xs[2]);
+    /// assert_eq!(g.grads[0], [x1 * x2, x0 * x2 + x2, x0 * x1 + x1 + 1.0]);
+    /// ```
     pub fn scanr(&self, init: f64, f: impl FnOnce(Exp, Exp) -> Exp) -> Acc {
         self.scan_impl(init, f, true)
     }
@@ -1662,6 +1859,21 @@ impl Acc {
     /// `permute comb default f a`: start from `default`; each element `a[i]` for which
     /// `f(i) = (keep, target)` has `keep` true is combined into `target`, in index order of
     /// `i`, in the arrays' element type (`default` must have `a`'s).
+    ///
+    /// ```
+    /// use adjoint_array::{Builder, Combine};
+    /// let b = Builder::new();
+    /// let x = b.input(&[4]);
+    /// let zeros = b.use_array(&[2], vec![0.0; 2]);
+    /// // add xᵢ into bin i mod 2, dropping x₃
+    /// let bins = x.permute(Combine::Add, &zeros, |i| (i[0].lt(3.0), vec![i[0].imod(2.0)]));
+    /// let p = b.build_scalar(&bins.map(|v| v * v).sum()).unwrap();
+    /// let xs = [1.0, 2.0, 3.0, 4.0];
+    /// let g = p.gradient_a(&[&xs]).unwrap();
+    /// let (b0, b1) = (xs[0] + xs[2], xs[1]);
+    /// assert_eq!(g.value, b0 * b0 + b1 * b1);
+    /// assert_eq!(g.grads[0], [2.0 * b0, 2.0 * b1, 2.0 * b0, 0.0]);
+    /// ```
     pub fn permute(
         &self,
         comb: Combine,
@@ -1725,6 +1937,21 @@ impl Acc {
     }
 
     /// `backpermute shape f a`: element `i` of the result is `a[f(i)]` (a gather).
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// let b = Builder::new();
+    /// let x = b.input(&[2, 3]);
+    /// let t = x.backpermute(&[3, 2], |i| vec![i[1], i[0]]); // the transpose
+    /// let xs = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
+    /// let out = b.build(&[&t]).unwrap().run(&[&xs]).unwrap();
+    /// let want: Vec<f64> = (0..6).map(|k| xs[(k % 2) * 3 + k / 2]).collect();
+    /// assert_eq!(out[0].data(), want);
+    /// // a gather reading x[0, 0] twice: its gradient adds up
+    /// let y = x.backpermute(&[2], |i| vec![i[0] * 0.0, i[0] * 0.0]);
+    /// let g = b.build_scalar(&y.sum()).unwrap().gradient_a(&[&xs]).unwrap();
+    /// assert_eq!(g.grads[0], [2.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
+    /// ```
     pub fn backpermute(&self, shape: &[usize], f: impl FnOnce(&[Exp]) -> Vec<Exp>) -> Acc {
         let me = self.clone();
         self.b().generate(shape, move |i| {
@@ -1746,6 +1973,20 @@ impl Acc {
 
     /// `replicate`: `spec` lists the result's axes, `Rep::All` for each axis of this array (in
     /// order) and `Rep::New(n)` for a new axis of `n` copies.
+    ///
+    /// ```
+    /// use adjoint_array::{Builder, Rep};
+    /// let b = Builder::new();
+    /// let x = b.input(&[3]);
+    /// let rows = x.replicate(&[Rep::New(2), Rep::All]); // [2, 3]: x twice, as rows
+    /// let cols = x.replicate(&[Rep::All, Rep::New(2)]); // [3, 2]: each xᵢ twice
+    /// let out = b.build(&[&rows, &cols]).unwrap().run(&[&[1.0, 2.0, 3.0]]).unwrap();
+    /// assert_eq!(out[0].data(), [1.0, 2.0, 3.0, 1.0, 2.0, 3.0]);
+    /// assert_eq!(out[1].data(), [1.0, 1.0, 2.0, 2.0, 3.0, 3.0]);
+    /// // the gradient sums over the copies
+    /// let p = b.build_scalar(&rows.map(|v| v * v).sum().sum()).unwrap();
+    /// assert_eq!(p.gradient_a(&[&[1.0, 2.0, 3.0]]).unwrap().grads[0], [4.0, 8.0, 12.0]);
+    /// ```
     pub fn replicate(&self, spec: &[Rep]) -> Acc {
         let b = self.b();
         let shape: Vec<usize> = spec
@@ -1779,6 +2020,20 @@ impl Acc {
     }
 
     /// `slice`: `spec` has one entry per axis; `Sl::At(k)` removes the axis at index `k`.
+    ///
+    /// ```
+    /// use adjoint_array::{Builder, Sl};
+    /// let b = Builder::new();
+    /// let x = b.input(&[2, 3]);
+    /// let row1 = x.slice(&[Sl::At(1), Sl::All]); // [3]
+    /// let col2 = x.slice(&[Sl::All, Sl::At(2)]); // [2]
+    /// let xs = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
+    /// let out = b.build(&[&row1, &col2]).unwrap().run(&[&xs]).unwrap();
+    /// assert_eq!(out[0].data(), &xs[3..6]);
+    /// assert_eq!(out[1].data(), [xs[2], xs[5]]);
+    /// let g = b.build_scalar(&row1.sum()).unwrap().gradient_a(&[&xs]).unwrap();
+    /// assert_eq!(g.grads[0], [0.0, 0.0, 0.0, 1.0, 1.0, 1.0]);
+    /// ```
     pub fn slice(&self, spec: &[Sl]) -> Acc {
         let b = self.b();
         let shape: Vec<usize> = spec
@@ -1836,6 +2091,20 @@ impl Acc {
     }
 
     /// `reshape`: the same elements (row-major) in a new shape of the same size.
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// let b = Builder::new();
+    /// let x = b.input(&[6]);
+    /// let m = x.reshape(&[2, 3]); // row-major: rows [x0 x1 x2], [x3 x4 x5]
+    /// let xs = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
+    /// let out = b.build(&[&m, &m.sum()]).unwrap().run(&[&xs]).unwrap();
+    /// assert_eq!(out[0].shape(), [2, 3]);
+    /// assert_eq!(out[1].data(), [1.0 + 2.0 + 3.0, 4.0 + 5.0 + 6.0]);
+    /// // the sizes must agree
+    /// let bad = x.reshape(&[4]);
+    /// assert!(b.build(&[&bad]).is_err());
+    /// ```
     pub fn reshape(&self, shape: &[usize]) -> Acc {
         let b = self.b();
         if element_count(shape).ok() != element_count(&self.shape).ok() {
@@ -1926,12 +2195,39 @@ impl Acc {
     }
 
     /// The same values with no gradient flowing back through them.
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// let b = Builder::new();
+    /// let x = b.input(&[2]);
+    /// // Σ x · stop(x): the value of Σ x², but only one factor is differentiated
+    /// let y = x.zip_with(&x.stop_gradient(), |a, c| a * c).sum();
+    /// let g = b.build_scalar(&y).unwrap().gradient_a(&[&[3.0, -1.0]]).unwrap();
+    /// assert_eq!(g.value, 9.0 + 1.0);
+    /// assert_eq!(g.grads[0], [3.0, -1.0]); // x, not 2x
+    /// ```
     pub fn stop_gradient(&self) -> Acc {
         self.b()
             .push(ANode::StopGrad { src: self.id }, self.shape.to_vec())
     }
 
     /// Always store this array (never recompute or fuse it into its consumers).
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// let b = Builder::new();
+    /// let x = b.input(&[3]);
+    /// let e = x.map(|v| v.exp()).materialize(); // stored, not recomputed in each consumer
+    /// // tanh(x/2) = (eˣ − 1)/(eˣ + 1)
+    /// let y = e.map(|v| v - 1.0).zip_with(&e.map(|v| v + 1.0), |a, c| a / c).sum();
+    /// let p = b.build_scalar(&y).unwrap();
+    /// assert!(p.describe().contains("[3] gen")); // eˣ is a kernel of its own
+    /// let xs = [-1.0, 0.0, 2.0];
+    /// let g = p.gradient_a(&[&xs]).unwrap();
+    /// for (d, &v) in g.grads[0].iter().zip(&xs) {
+    ///     assert!((d - 0.5 * (1.0 - (v / 2.0).tanh().powi(2))).abs() < 1e-15);
+    /// }
+    /// ```
     pub fn materialize(&self) -> Acc {
         self.g.borrow_mut().nodes[self.id as usize].store = true;
         self.clone()
@@ -2304,6 +2600,18 @@ impl Program {
 
     /// A one-line-per-node description of the optimised program: the nodes that run (after
     /// fusion) and the size of each kernel's expression DAG.
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// let b = Builder::new();
+    /// let x = b.input(&[1000]);
+    /// // a chain of maps and the sum over it fuse into one kernel
+    /// let y = x.map(|v| v * 2.0).map(|v| v.sin()).sum();
+    /// let d = b.build_scalar(&y).unwrap().describe();
+    /// println!("{d}"); // e.g. "0: [1000] input 0" and "3: [] sum∘gen (…)"
+    /// assert_eq!(d.lines().count(), 2);
+    /// assert!(d.contains("input 0") && d.contains("sum∘gen"));
+    /// ```
     pub fn describe(&self) -> String {
         let g = &self.g;
         let mut live = vec![false; g.nodes.len()];
@@ -2349,6 +2657,21 @@ impl Program {
     }
 
     /// Run the program on `inputs` (one row-major slice per declared input).
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// let b = Builder::new();
+    /// let (x, y) = (b.input(&[2]), b.input(&[2]));
+    /// let h = x.zip_with(&y, |a, c| (a * a + c * c).sqrt());
+    /// let p = b.build(&[&h, &x.sum()]).unwrap();
+    /// let out = p.run(&[&[3.0, 5.0], &[4.0, 12.0]]).unwrap();
+    /// assert_eq!(out[0].shape(), [2]);
+    /// assert_eq!(out[0].data(), [5.0, 13.0]);
+    /// assert_eq!(out[1].data(), [3.0 + 5.0]);
+    /// // one slice per input, of the input's size
+    /// assert!(p.run(&[&[3.0, 5.0]]).is_err());
+    /// assert!(p.run(&[&[3.0], &[4.0, 12.0]]).is_err());
+    /// ```
     pub fn run(&self, inputs: &[&[f64]]) -> Result<Vec<Array>> {
         let ins = self.check_inputs(inputs)?;
         self.run_vals(ins, |n, data| Array {
@@ -2396,6 +2719,20 @@ impl Program {
     }
 
     /// Value and gradient (the seed's `gradientA`) of a program with one scalar output.
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// let b = Builder::new();
+    /// let x = b.input(&[3]);
+    /// let p = b.build_scalar(&x.map(|v| v.sin() * v).sum()).unwrap();
+    /// let xs = [0.5, 1.0, 2.0];
+    /// let g = p.gradient_a(&[&xs]).unwrap();
+    /// assert!((g.value - xs.iter().map(|v| v.sin() * v).sum::<f64>()).abs() < 1e-15);
+    /// // ∂/∂x (x sin x) = sin x + x cos x
+    /// for (d, v) in g.grads[0].iter().zip(&xs) {
+    ///     assert!((d - (v.sin() + v * v.cos())).abs() < 1e-15);
+    /// }
+    /// ```
     pub fn gradient_a(&self, inputs: &[&[f64]]) -> Result<Gradient> {
         let shapes = self.output_shapes();
         if shapes.len() != 1 || !shapes[0].is_empty() {
@@ -2409,6 +2746,23 @@ impl Program {
     }
 
     /// Vector–Jacobian product: outputs and `Σ_o seeds[o] · ∂output_o/∂input` per input.
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// let b = Builder::new();
+    /// let x = b.input(&[2]);
+    /// let y = x.map(|v| v * v); // [2]
+    /// let s = x.map(|v| v.exp()).sum(); // []
+    /// let p = b.build(&[&y, &s]).unwrap();
+    /// let xs = [1.0, 2.0];
+    /// let (out, g) = p.vjp(&[&xs], &[&[10.0, 1.0], &[0.5]]).unwrap();
+    /// assert_eq!(out[0].data(), [1.0, 4.0]);
+    /// // 10·∂y₀ + 1·∂y₁ + 0.5·∂s: (20x₀ + 0.5eˣ⁰, 2x₁ + 0.5eˣ¹)
+    /// let want = [20.0 * xs[0] + 0.5 * xs[0].exp(), 2.0 * xs[1] + 0.5 * xs[1].exp()];
+    /// for (d, w) in g[0].iter().zip(&want) {
+    ///     assert!((d - w).abs() < 1e-14);
+    /// }
+    /// ```
     pub fn vjp(&self, inputs: &[&[f64]], seeds: &[&[f64]]) -> Result<(Vec<Array>, Vec<Vec<f64>>)> {
         let ins = self.check_inputs(inputs)?;
         self.vjp_vals(ins, seeds.iter().map(|s| s.to_vec()).collect())

@@ -83,6 +83,26 @@ pub struct Gmm {
 impl Gmm {
     /// Build the program for `n` points in dimension `d` with `k` components and Wishart
     /// prior `(gamma, m)`.
+    ///
+    /// ```
+    /// use adjoint_array::models::Gmm;
+    /// let (n, d, k) = (4, 2, 3);
+    /// let gmm = Gmm::new(n, d, k, 1.0, 0.0).unwrap();
+    /// let alphas = [0.2, -0.1, 0.4];
+    /// let means = [0.0, 1.0, -1.0, 0.5, 0.3, -0.2];
+    /// let icf = [0.1, -0.2, 0.3, 0.0, 0.2, -0.1, -0.3, 0.1, 0.2]; // k × d(d+1)/2
+    /// let x = [0.1, 0.9, -0.8, 0.4, 0.5, 0.0, 1.2, -0.6];
+    /// let (v, g) = gmm.gradient(&alphas, &means, &icf, &x).unwrap();
+    /// assert_eq!(v, gmm.objective(&alphas, &means, &icf, &x).unwrap());
+    /// // ∂/∂μ[1, 0] (the gradient is laid out [α, μ, icf]) against a central difference
+    /// let f = |h: f64| {
+    ///     let mut m = means;
+    ///     m[2] += h;
+    ///     gmm.objective(&alphas, &m, &icf, &x).unwrap()
+    /// };
+    /// let fd = (f(1e-6) - f(-1e-6)) / 2e-6;
+    /// assert!((g[k + 2] - fd).abs() < 1e-7 * (1.0 + fd.abs()));
+    /// ```
     pub fn new(n: usize, d: usize, k: usize, gamma: f64, m: f64) -> Result<Self> {
         Self::with_norms_as_arrays(n, d, k, gamma, m, d >= NORMS_AS_ARRAYS_MIN_D)
     }
@@ -388,6 +408,27 @@ pub struct Lstm {
 
 impl Lstm {
     /// Build the program for `l` layers, `c` characters of `b` bits.
+    ///
+    /// ```
+    /// use adjoint_array::models::Lstm;
+    /// let (l, c, b) = (2, 4, 3);
+    /// let lstm = Lstm::new(l, c, b).unwrap();
+    /// let main: Vec<f64> = (0..2 * l * 4 * b).map(|i| (i as f64 * 0.7).sin()).collect();
+    /// let extra: Vec<f64> = (0..3 * b).map(|i| 0.3 - 0.1 * i as f64).collect();
+    /// let state: Vec<f64> = (0..2 * l * b).map(|i| 0.1 * i as f64).collect();
+    /// let seq = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0];
+    /// let (v, g) = lstm.gradient(&main, &extra, &state, &seq).unwrap();
+    /// assert_eq!(v, lstm.objective(&main, &extra, &state, &seq).unwrap());
+    /// // one weight of the second layer (gradient layout [main, extra]): a central difference
+    /// let j = 2 * 4 * b + 5;
+    /// let f = |h: f64| {
+    ///     let mut w = main.clone();
+    ///     w[j] += h;
+    ///     lstm.objective(&w, &extra, &state, &seq).unwrap()
+    /// };
+    /// let fd = (f(1e-6) - f(-1e-6)) / 2e-6;
+    /// assert!((g[j] - fd).abs() < 1e-8 * (1.0 + fd.abs()));
+    /// ```
     pub fn new(l: usize, c: usize, b: usize) -> Result<Self> {
         if l == 0 || b == 0 {
             // (l = 0 was an arithmetic overflow panic while building)
@@ -535,6 +576,23 @@ pub struct Ba {
 
 impl Ba {
     /// Build the program for `n` cameras, `m` points and `p` observations.
+    ///
+    /// ```
+    /// use adjoint_array::models::Ba;
+    /// let ba = Ba::new(1, 1, 1).unwrap();
+    /// // no rotation or distortion: residual₀ = w·(f·(X₀ − C₀)/(X₂ − C₂) + u₀ − feat₀)
+    /// let cam = [0.0, 0.0, 0.0, 0.5, -0.5, -4.0, 300.0, 2.0, -1.0, 0.0, 0.0];
+    /// let (x, w, feat) = ([1.0, 2.0, 3.0], 0.5, [70.0, 200.0]);
+    /// let jac = ba.blocks(&cam, &x, &[w], &feat, &[0.0, 0.0]).unwrap();
+    /// let (xo, z, f) = (x[0] - cam[3], x[2] - cam[5], cam[6]);
+    /// let r0 = &jac[..15]; // ∂residual₀/∂(r, C, f, u₀ v₀, k₁ k₂, X, w)
+    /// assert!((r0[6] - w * xo / z).abs() < 1e-15);
+    /// assert_eq!(r0[7], w);
+    /// assert!((r0[11] - w * f / z).abs() < 1e-12);
+    /// assert!((r0[14] - (f * xo / z + cam[7] - feat[0])).abs() < 1e-12);
+    /// // a small rotation r₁ moves the camera-frame point by r × (X − C)
+    /// assert!((r0[1] - w * f * (1.0 + xo * xo / (z * z))).abs() < 1e-12);
+    /// ```
     pub fn new(n: usize, m: usize, p: usize) -> Result<Self> {
         let b = Builder::new();
         let cams = b.constant_input(&[n, 11]);
