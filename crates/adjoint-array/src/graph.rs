@@ -48,10 +48,10 @@ pub enum Combine {
 /// assert_eq!(y.dtype(), DType::F32);
 /// assert_eq!(y.cast_f64().dtype(), DType::F64);
 /// // a fold over f32 steps in f32
-/// let s = x.fold(0.5, |acc, v| acc * 0.9 + v);
+/// let s = x.fold(f32::MIN.into(), |acc, v| acc.max(v));
 /// assert_eq!(s.dtype(), DType::F32);
 /// let out = b.build(&[&s]).unwrap().run_typed(&[(&[1.0f32, 2.0, 3.0]).into()]).unwrap();
-/// let want = [1.0f32, 2.0, 3.0].iter().fold(0.5f32, |a, &v| a * 0.9 + v);
+/// let want = [1.0f32, 2.0, 3.0].iter().fold(f32::MIN, |a, &v| a.max(v));
 /// assert_eq!(out[0], Buffer::F32(vec![want]));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
