@@ -2600,15 +2600,30 @@ impl Lower<'_> {
             }
         }
         if let Some(t) = IntTy::from_name(first) {
-            let v = match (t, last) {
-                (IntTy::Usize, "MAX") | (IntTy::U64, "MAX") => u64::MAX as i128,
-                (IntTy::I64, "MAX") | (IntTy::Isize, "MAX") => i64::MAX as i128,
-                (IntTy::I64, "MIN") | (IntTy::Isize, "MIN") => i64::MIN as i128,
-                (IntTy::I32, "MAX") => i32::MAX as i128,
-                (IntTy::I32, "MIN") => i32::MIN as i128,
-                (IntTy::U32, "MAX") => u32::MAX as i128,
-                (_, "MIN") => 0,
-                _ => return err(p, "unsupported constant"),
+            // (`usize` and `isize` as on the 64-bit targets this is built for)
+            let (min, max): (i128, i128) = match t {
+                IntTy::U8 => (0, u8::MAX.into()),
+                IntTy::U16 => (0, u16::MAX.into()),
+                IntTy::U32 => (0, u32::MAX.into()),
+                IntTy::U64 | IntTy::Usize => (0, u64::MAX.into()),
+                IntTy::I8 => (i8::MIN.into(), i8::MAX.into()),
+                IntTy::I16 => (i16::MIN.into(), i16::MAX.into()),
+                IntTy::I32 => (i32::MIN.into(), i32::MAX.into()),
+                IntTy::I64 | IntTy::Isize => (i64::MIN.into(), i64::MAX.into()),
+            };
+            let v = match last {
+                "MIN" => min,
+                "MAX" => max,
+                _ => {
+                    return err(
+                        p,
+                        &format!(
+                            "unsupported constant `{first}::{last}`: of the integer types' \
+                             constants `MIN` and `MAX` are supported; write the value as a \
+                             literal"
+                        ),
+                    )
+                }
             };
             return Ok(Ev::V(self.konst(
                 Ty::Int(Some(t)),

@@ -1411,3 +1411,38 @@ fn turbofish_calls_are_refused_without_a_use_suggestion() {
         }
     }
 }
+
+/// Every integer type's `MIN` and `MAX` (a hunter: `u8::MAX` was "unsupported constant", and
+/// `i8::MIN` entered the IR as 0, so the interpreter ran `i8::MIN..-125` zero times); the
+/// interpreted value against the same loops in Rust, the gradient against forward mode.
+#[test]
+fn integer_type_constants() {
+    let src = "fn f(x: &[f64]) -> f64 {
+        let mut s = 0.0;
+        for k in 250u8..=u8::MAX { s += x[(k - 250) as usize] * (k as f64); }
+        for k in i8::MIN..-125 { s += x[(k as i32 + 128) as usize] * (k as f64); }
+        for k in (i16::MAX - 1)..=i16::MAX { s += x[(k - 32766) as usize] * 0.5; }
+        if u16::MAX == 65535 && i16::MIN == -32768 && u32::MIN == 0 { s += x[0]; }
+        s
+    }";
+    let x = [0.5, -1.0, 2.0, 0.25, 3.0, 1.5];
+    let mut want = 0.0;
+    for k in 250u8..=u8::MAX {
+        want += x[(k - 250) as usize] * (k as f64);
+    }
+    for k in i8::MIN..-125 {
+        want += x[(k as i32 + 128) as usize] * (k as f64);
+    }
+    for k in (i16::MAX - 1)..=i16::MAX {
+        want += x[(k - 32766) as usize] * 0.5;
+    }
+    want += x[0];
+    let (f, _) = lower_str(src, "").unwrap_or_else(|e| panic!("{e}"));
+    let got = interp::primal::<f64>(&f, &mut [ArgVal::Floats(x.to_vec())]).unwrap();
+    assert_eq!(got, want);
+    grad_check(src, &x);
+    rejects(&[(
+        "fn f(x: &[f64]) -> f64 { x[0] * (u8::BITS as f64) }",
+        "unsupported constant `u8::BITS`: of the integer types' constants `MIN` and `MAX`",
+    )]);
+}

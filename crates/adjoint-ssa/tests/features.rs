@@ -1045,3 +1045,23 @@ fn raw_identifier_fields() {
     assert_eq!(v, 1.5 * 0.5 - 6.0);
     assert_eq!((dp.r#type, dp.r#loop, dx), (0.5, [-3.0, 2.0], 1.5));
 }
+
+/// `u8::MAX` as a loop bound (a hunter: "unsupported constant"); gradient in closed form.
+#[differentiable]
+fn weighted_top(x: &[f64]) -> f64 {
+    let mut s = 0.0;
+    for k in 250u8..=u8::MAX {
+        s += x[(k - 250) as usize] * f64::from(k);
+    }
+    s
+}
+
+#[test]
+fn small_integer_type_constants_as_bounds() {
+    let x = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
+    let mut g = [0.0; 6];
+    let v = weighted_top::grad(&x, &mut g);
+    let want: Vec<f64> = (250..=255).map(f64::from).collect();
+    assert_eq!(v, x.iter().zip(&want).map(|(a, b)| a * b).sum::<f64>());
+    assert_eq!(g.to_vec(), want);
+}
