@@ -424,7 +424,7 @@ impl Gen<'_> {
                                 #site,
                                 ::std::format!(
                                     "the loop's step is {:?}: a reversible loop's step must be positive \
-                                     (use `.rev()` to go down)",
+                                     (a loop that counts down is `(a..b).step_by(k).rev()`, k > 0)",
                                     #t0
                                 ),
                             ));

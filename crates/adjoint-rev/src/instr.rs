@@ -240,7 +240,8 @@ pub fn steps<T: num_traits::PrimInt>(
 ) -> Steps<T> {
     assert!(
         step > T::zero(),
-        "a reversible loop's step must be positive (use `.rev()` to go down)"
+        "a reversible loop's step must be positive (a loop that counts down is \
+         `(a..b).step_by(k).rev()`, k > 0)"
     );
     // Counted in u128, on values shifted so that order is kept (`Steps::key`): `end − start`
     // and `k · step` overflow the loop's own type (`-100i8..100` has a span of 200), where the

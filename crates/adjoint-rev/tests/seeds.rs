@@ -293,8 +293,9 @@ fn runtime_errors_name_statement_variable_and_values() {
             }
         }
     }
-    // A step of 0 is an error before the loop runs, with the arguments untouched (it was
-    // `steps`' panic; a hunter); the inverse refuses it too.
+    // A step of 0 is an error before the loop runs (it was `steps`' panic; a hunter): here the
+    // loop is the first statement, so the arguments are untouched (statements before it would
+    // have run, as before any checked error); the inverse refuses it too.
     let (mut s, mut k) = (5, 0);
     let err = restep(&mut s, &mut k).unwrap_err();
     assert!(matches!(err, InvertibilityError::Undefined { .. }), "{err}");
