@@ -219,7 +219,10 @@ fn tangent<T: Real>(d: T, e: T) -> T {
 /// derivative 0 for −1, softplus `(1 + eˣ).ln()` at x = 400 had 1 for 2e-174; a hunter); the
 /// quotient's partials are `1/(x·c)` and `−q/(x·c)`. At a non-finite argument or tangent, the
 /// table's partial through [`tangent`] (a zero partial sends nothing of an infinite tangent).
-/// `None` for the other operations.
+/// At a subnormal `x·c` (below ~5.6e-309) `1/(x·c)` overflows: a reverse engine's derivatives
+/// through it are infinite there (the tape's gradient of `(1e-320·x).ln()` too, through the
+/// table's partial), while forward mode's quotient, and nested forward mode's second
+/// derivative, stay finite (a reviewer). `None` for the other operations.
 #[inline(always)]
 fn log_quotient<T: Real>(op: Op1, x: Dual<T>) -> Option<Dual<T>> {
     use core::f64::consts::{LN_10, LN_2};
