@@ -2617,7 +2617,7 @@ impl Lower<'_> {
                 _ => {
                     return err(
                         p,
-                        &format!(
+                        format!(
                             "unsupported constant `{first}::{last}`: of the integer types' \
                              constants `MIN` and `MAX` are supported; write the value as a \
                              literal"
