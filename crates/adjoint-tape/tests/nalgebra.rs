@@ -406,3 +406,53 @@ fn decompositions_of_matrices_with_zero_entries() {
     );
     assert_eq!(g, vec![3.0, 1.0, 1.0]);
 }
+
+/// At an exactly singular matrix with active entries an active zero pivot is not `is_zero` (so
+/// that `β·y` with an active `β = 0` keeps `∂/∂β`), and nalgebra's LU divides by it: the
+/// determinant of `diag(0, 1, 1, 1)` is not `f64`'s 0, and `try_inverse` of `[[0, 0], [0, 1]]`
+/// is `Some` (a hunter). The documented contract (interop::nalgebra): never a finite wrong
+/// value there — a non-finite one (or, should that change, `f64`'s own) — on the tape and in
+/// forward mode alike; two equal rows (no zero pivot) stay exact.
+#[test]
+fn singular_matrices_give_f64_s_answer_or_a_non_finite_one() {
+    fn det<T: Real + RealField>(x: &[T]) -> T {
+        let n = (x.len() as f64).sqrt() as usize;
+        DMatrix::from_row_slice(n, n, x).determinant()
+    }
+    let diag = [
+        0., 0., 0., 0., 0., 1., 0., 0., 0., 0., 1., 0., 0., 0., 0., 1.,
+    ];
+    let rows = [
+        2., 1., 0., 0., 0., 0., 0., 1., 0., 0., 0., 0., 0., 1., 0., 0., 0., 0., 0., 1., 0., 0., 1.,
+        1., 1.,
+    ];
+    for x in [&diag[..], &rows[..]] {
+        let plain = det(x);
+        assert_eq!(plain, 0.0);
+        let (v, _) = adjoint_tape::value_and_grad(|v: &[Var]| det(v), x);
+        assert!(v == plain || !v.is_finite(), "tape: {v}");
+        let xd: Vec<Dual64> = x.iter().map(|&v| Dual::variable(v)).collect();
+        let d = det(&xd);
+        assert!(d.re == plain || !d.re.is_finite(), "forward: {d:?}");
+    }
+    // equal rows: a nonzero pivot each step, the value exact
+    let equal = [
+        1., 2., 3., 4., 1., 2., 3., 4., 0., 1., 5., 2., 3., 0., 1., 1.,
+    ];
+    let (v, _) = adjoint_tape::value_and_grad(|v: &[Var]| det(v), &equal);
+    assert_eq!(v, det(&equal[..]));
+    grad(
+        |v: &[Var]| {
+            let m = DMatrix::from_row_slice(2, 2, v);
+            match m.try_inverse() {
+                None => {}
+                Some(inv) => assert!(inv.iter().any(|e| !e.value().is_finite()), "{inv}"),
+            }
+            v[0]
+        },
+        &[0.0, 0.0, 0.0, 1.0],
+    );
+    assert!(DMatrix::from_row_slice(2, 2, &[0.0, 0.0, 0.0, 1.0])
+        .try_inverse()
+        .is_none());
+}

@@ -15,6 +15,14 @@
 //!   from the shared rule table ([`rules`](crate::rules));
 //! * comparisons (`PartialOrd`, `relative_eq`, pivoting by `abs`) look at primal values, so a
 //!   pivoting decomposition differentiates the branch it took;
+//! * `is_zero` does not (see [`interop`](crate::interop)): at an exactly singular matrix with
+//!   active entries an active zero pivot counts as nonzero, and the LU divides by it —
+//!   `determinant()` (n ≥ 4; 2 × 2 and 3 × 3 are closed forms) is NaN where `f64`'s is 0, and
+//!   `try_inverse()` / `lu().solve()` return `Some` with infinite or NaN entries where `f64`'s
+//!   return `None` (a value, never a finite wrong number). To branch as the `f64` program
+//!   does, test singularity on the primal values first (`m.map(|v| v.value())`); the
+//!   determinant's derivative there is its cofactor matrix, which a skipped pivot would not
+//!   give either;
 //! * `f64`/`f32` embed as constants (`SupersetOf::from_subset`); `to_subset` returns the primal
 //!   value and drops the derivative, like [`Real::value`](crate::Real::value);
 //! * it is a real field: `imaginary()` is 0, `conjugate()` is the identity, `argument()` is 0 or
