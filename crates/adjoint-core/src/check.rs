@@ -294,6 +294,15 @@ impl fmt::Display for GradientReport {
 
 /// Compare `gradient` with the finite-difference gradient of `f` at `x` (default options).
 ///
+/// ```
+/// use adjoint_core::check::check_gradient;
+/// let f = |x: &[f64]| x[0].sin() * x[1];
+/// let x = [0.7, 2.0];
+/// let right = [0.7f64.cos() * 2.0, 0.7f64.sin()];
+/// assert!(check_gradient(f, &x, &right).passed());
+/// assert!(!check_gradient(f, &x, &[right[0], 0.0]).passed());
+/// ```
+///
 /// # Panics
 /// If `gradient` and `x` differ in length.
 pub fn check_gradient(f: impl Fn(&[f64]) -> f64, x: &[f64], gradient: &[f64]) -> GradientReport {

@@ -359,6 +359,12 @@ fn one_minus_square<T: Real>(x: T) -> T {
 }
 
 /// The rule of a unary primitive at `x`.
+///
+/// ```
+/// use adjoint_core::rules::{unary, Op1};
+/// let r = unary(Op1::Sin, 0.5f64);
+/// assert_eq!((r.value, r.d, r.dd), (0.5f64.sin(), 0.5f64.cos(), -0.5f64.sin()));
+/// ```
 #[cfg_attr(not(debug_assertions), inline(always))]
 #[cfg_attr(debug_assertions, inline)]
 pub fn unary<T: Real>(op: Op1, x: T) -> Rule1<T> {
@@ -612,6 +618,13 @@ fn powf_rule<T: Real>(x: T, y: T) -> Rule2<T> {
 }
 
 /// The rule of a binary primitive at `(x, y)`.
+///
+/// ```
+/// use adjoint_core::rules::{binary, Op2};
+/// let r = binary(Op2::Mul, 3.0f64, 4.0);
+/// assert_eq!((r.value, r.dx, r.dy), (12.0, 4.0, 3.0));
+/// assert_eq!((r.dxx, r.dxy, r.dyy), (0.0, 1.0, 0.0));
+/// ```
 #[cfg_attr(not(debug_assertions), inline(always))]
 #[cfg_attr(debug_assertions, inline)]
 pub fn binary<T: Real>(op: Op2, x: T, y: T) -> Rule2<T> {

@@ -539,6 +539,20 @@ impl Tape {
     /// # Panics
     /// If `grad.len() != x.len()`, if `f` panics (the panic propagates; the tape stays usable),
     /// or if a checked tape finds a non-finite value (use [`Tape::try_value_and_grad`]).
+    ///
+    /// ```
+    /// use adjoint_tape::{Tape, Var};
+    /// let mut tape = Tape::new();
+    /// let mut g = [0.0; 2];
+    /// // Rosenbrock's two-variable term, called repeatedly (an optimiser's loop)
+    /// for x in [[0.5, 0.5], [1.0, 1.0]] {
+    ///     let f = |v: &[Var]| (1.0 - v[0]).powi(2) + (v[1] - v[0] * v[0]).powi(2) * 100.0;
+    ///     let y = tape.grad_into(f, &x, &mut g);
+    ///     let t = x[1] - x[0] * x[0];
+    ///     assert_eq!(y, (1.0 - x[0]).powi(2) + 100.0 * t * t);
+    ///     assert_eq!(g, [-2.0 * (1.0 - x[0]) - 400.0 * x[0] * t, 200.0 * t]);
+    /// }
+    /// ```
     pub fn grad_into<F>(&mut self, f: F, x: &[f64], grad: &mut [f64]) -> f64
     where
         F: FnOnce(&[Var]) -> Var,
