@@ -57,6 +57,16 @@ fn gpu() -> Result<Arc<crate::cuda::device::Gpu>> {
 
 impl Backend {
     /// The CPU: every program, on rayon's pool.
+    ///
+    /// ```
+    /// use adjoint_array::{Backend, Builder};
+    /// let b = Builder::new();
+    /// let x = b.input(&[2]);
+    /// let p = b.build(&[&x.map(|v| v.exp())]).unwrap();
+    /// let out = p.run_on(&Backend::cpu(), &[&[0.0, 1.0]]).unwrap();
+    /// assert_eq!(out[0].data(), [1.0, 1f64.exp()]);
+    /// assert!(!Backend::cpu().is_cuda());
+    /// ```
     pub fn cpu() -> Backend {
         Backend(Inner::Cpu)
     }
@@ -89,6 +99,15 @@ impl Backend {
     }
 
     /// Whether this is the GPU.
+    ///
+    /// ```
+    /// use adjoint_array::Backend;
+    /// // `Backend::cuda()` is an error without a GPU or the `cuda` feature
+    /// match Backend::cuda() {
+    ///     Ok(gpu) => assert!(gpu.is_cuda()),
+    ///     Err(e) => assert!(e.to_string().contains("CUDA backend unavailable"), "{e}"),
+    /// }
+    /// ```
     pub fn is_cuda(&self) -> bool {
         match self.0 {
             Inner::Cpu => false,
