@@ -67,7 +67,7 @@ pub enum NotGeneric {}
 ///         f(&mut m.y);
 ///     }
 /// }
-/// assert_eq!(Point { x: 1.0, y: 2.0 }.len(), 2);
+/// assert_eq!(Point { x: 1.0, y: 2.0 }.scalar_count(), 2);
 /// ```
 pub trait Differentiable: Sized {
     /// The same shape with every `f64` replaced by `S`.
@@ -79,15 +79,13 @@ pub trait Differentiable: Sized {
     fn unwrap<S: Copy>(&self, m: &Self::Map<S>, f: &mut impl FnMut(&S) -> f64) -> Self;
     /// Visit every scalar of a mapped value.
     fn visit_mut<S: Copy>(m: &mut Self::Map<S>, f: &mut impl FnMut(&mut S));
-    /// The number of scalars.
-    fn len(&self) -> usize {
+    /// The number of `f64` scalars (integers carry none: `[1usize, 2].scalar_count()` is 0).
+    /// Not called `len`: the prelude brings this trait into scope, and arrays, which have no
+    /// inherent `len`, would resolve `a.len()` to it.
+    fn scalar_count(&self) -> usize {
         let mut n = 0;
         let _ = self.wrap(&mut |_| n += 1);
         n
-    }
-    /// Whether there are no scalars.
-    fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 
@@ -295,7 +293,7 @@ where
         <F as Reversible<A>>::call_unchecked(&mut out)?;
     }
     let mut g = out.wrap(&mut |x| GVar::new(x, 0.0));
-    seed::<A, f64, f64>(&mut g, loss, 1.0, out.len());
+    seed::<A, f64, f64>(&mut g, loss, 1.0, out.scalar_count());
     if checks {
         <F as Reversible<A::Map<GVar<f64>>>>::uncall(&mut g)?;
         rebuilt::<F, A, _>(&inputs, &mut g, |v: &GVar<f64>| v.x)?;
@@ -308,7 +306,7 @@ where
 
 /// The scalars of `args`, in [`Differentiable`] order.
 fn scalars<A: Differentiable>(args: &A) -> Vec<f64> {
-    let mut v = Vec::with_capacity(args.len());
+    let mut v = Vec::with_capacity(args.scalar_count());
     let _ = args.wrap(&mut |x| {
         v.push(x);
         x
@@ -404,7 +402,7 @@ where
     let inputs = checked_inputs(&args);
     let mut out = args;
     <F as Reversible<A>>::call(&mut out)?;
-    let n = out.len();
+    let n = out.scalar_count();
     let mut rows = Vec::with_capacity(outputs.len());
     for &o in outputs {
         let mut g = out.wrap(&mut |x| GVar::new(x, 0.0));
@@ -465,7 +463,7 @@ where
     let inputs = checked_inputs(&args);
     let mut out = args;
     <F as Reversible<A>>::call(&mut out)?;
-    let n = out.len();
+    let n = out.scalar_count();
     let mut rows = Vec::with_capacity(outputs.len());
     for group in outputs.chunks(N) {
         let mut g = out.wrap(&mut |x| GVar::new(x, Cotangents::<f64, N>::zero()));
@@ -507,7 +505,7 @@ where
     F: Reversible<A::Map<GVar<Dual<f64>>>>,
 {
     let _ = f;
-    let n = args.len();
+    let n = args.scalar_count();
     let inputs = checked_inputs(&args);
     let mut h = vec![vec![0.0; n]; n];
     #[allow(clippy::needless_range_loop)] // `j` picks the tangent direction and the column
