@@ -226,11 +226,23 @@ impl Gen<'_> {
                 args,
             } => {
                 let refs: Vec<&Operand> = args.iter().collect();
-                let guard = self.alias_check(None, &refs, s);
+                let mut guard = self.alias_check(None, &refs, s);
                 let (pre, names, mut post) = self.load(None, &refs, s);
                 let builtin = name
                     .get_ident()
                     .is_some_and(|id| BUILTIN.contains(&id.to_string().as_str()));
+                // (a user's instruction may write any argument, a built-in the ones it names)
+                let writes = name
+                    .get_ident()
+                    .and_then(|id| crate::parse::builtin_writes(&id.to_string()));
+                guard.extend(self.copy_alias_check(
+                    args,
+                    |j| match writes {
+                        Some(w) if !w.contains(&j) => None,
+                        _ => Some(quote!(true)),
+                    },
+                    s,
+                ));
                 if checks && !builtin {
                     // (a built-in instruction's written arguments are places: `parse`)
                     // (their arguments are read as a call's: a literal is a `Const` too)
@@ -751,6 +763,43 @@ impl Gen<'_> {
         checks
     }
 
+    /// Run-time checks that no copied argument (`x.clone()`, `v[j].clone()`) is a place the
+    /// statement may change through another argument (`f(x, x.clone())`, `f(v[i], v[j].clone())`
+    /// at `i == j`): the copy would no longer equal the place, and what the callee computed from
+    /// it could not be undone. `written(j)` is the condition that argument `j` may be written (a
+    /// constant: the callee's write table, or `true`), or `None` where it never is. Emitted in
+    /// checked and unchecked code alike, as [`Self::alias_check`].
+    fn copy_alias_check(
+        &self,
+        args: &[Operand],
+        written: impl Fn(usize) -> Option<TokenStream>,
+        s: &Stmt,
+    ) -> TokenStream {
+        let k = self.krate;
+        let mut checks = quote!();
+        for (i, a) in args.iter().enumerate() {
+            let Operand::Copy(copy, copied) = a else {
+                continue;
+            };
+            for (j, b) in args.iter().enumerate() {
+                let Operand::Place(p) = b else { continue };
+                if i == j || !may_alias(p, copied) {
+                    continue;
+                }
+                let Some(cond) = written(j) else { continue };
+                let site = self.site(s);
+                let (rp, rc) = (self.rw(p), self.rw(copied));
+                let (tp, tc) = (crate::parse::pretty(p), crate::parse::pretty(copy));
+                checks.extend(quote_spanned!(s.span=>
+                    if #cond {
+                        #k::not_copied(&#rp, &#rc, #site, #tp, #tc)?;
+                    }
+                ));
+            }
+        }
+        checks
+    }
+
     /// Checked code: a constant argument computed by `e` (written `text`), passed to a call or a
     /// user's instruction as the copy `n`, must be unchanged after it (the callee's write would
     /// be lost).
@@ -791,6 +840,12 @@ impl Gen<'_> {
                 .any(|q| !std::ptr::eq(*q, p) && may_alias(p, q))
         };
         let mut pre = self.alias_check(None, &args.iter().collect::<Vec<_>>(), s);
+        let mut table = func.clone();
+        if let Some(last) = table.segments.last_mut() {
+            last.arguments = syn::PathArguments::None;
+        }
+        let writes = writes_const(WRITE_LEVELS - 1);
+        pre.extend(self.copy_alias_check(args, |j| Some(quote!(#table::#writes[#j])), s));
         let mut post = quote!();
         let mut passed = Vec::new();
         for a in args {

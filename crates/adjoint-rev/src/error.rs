@@ -185,6 +185,16 @@ pub enum InvertibilityError {
         /// The other argument.
         b: &'static str,
     },
+    /// A call or instruction argument copies (`x.clone()`) a place that it may change through
+    /// another argument (`f(x, x.clone())`).
+    AliasedCopy {
+        /// Where.
+        site: Site,
+        /// The place the callee may change.
+        place: &'static str,
+        /// The copy of it.
+        copy: &'static str,
+    },
 }
 
 impl InvertibilityError {
@@ -280,7 +290,8 @@ impl InvertibilityError {
             | Self::Undefined { site, .. }
             | Self::Constant { site, .. }
             | Self::Inputs { site, .. }
-            | Self::Alias { site, .. } => site,
+            | Self::Alias { site, .. }
+            | Self::AliasedCopy { site, .. } => site,
         }
     }
 }
@@ -426,6 +437,13 @@ impl fmt::Display for InvertibilityError {
             Self::Alias { site, a, b } => {
                 write!(f, "{site}: `{a}` and `{b}` are the same element; the arguments of a reversible statement must not alias")
             }
+            Self::AliasedCopy { site, place, copy } => write!(
+                f,
+                "{site}: `{copy}` copies what this statement may change through its argument \
+                 `{place}`: the copy would no longer equal it afterwards, so the statement could \
+                 not be undone (`x += x²` has no inverse) and its gradient would be wrong. Write \
+                 the result into a variable the copy does not come from"
+            ),
         }
     }
 }
@@ -746,6 +764,29 @@ pub fn distinct<A: ?Sized, B: ?Sized>(
 ) -> Result<(), InvertibilityError> {
     if same(a, b) {
         Err(InvertibilityError::Alias { site, a: na, b: nb })
+    } else {
+        Ok(())
+    }
+}
+
+/// The run-time check that a copied argument (`v[j].clone()`) is not a place the statement may
+/// change through another argument (`v[i]` where `i == j`). Like [`distinct`], it runs in checked
+/// and unchecked code alike.
+#[doc(hidden)]
+#[inline(always)]
+pub fn not_copied<A: ?Sized, B: ?Sized>(
+    place: &A,
+    copied: &B,
+    site: Site,
+    place_text: &'static str,
+    copy_text: &'static str,
+) -> Result<(), InvertibilityError> {
+    if same(place, copied) {
+        Err(InvertibilityError::AliasedCopy {
+            site,
+            place: place_text,
+            copy: copy_text,
+        })
     } else {
         Ok(())
     }

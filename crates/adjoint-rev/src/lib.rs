@@ -193,7 +193,10 @@
 //! could change the result, and each is a comparison of two addresses. Such call arguments are
 //! then copied into and out of the call, so they must be `Copy` (numbers, arrays of numbers):
 //! rows `m[i]`, `m[j]` of a `Vec<Vec<T>>` are a compile error saying so — pass `m` and the
-//! indices instead.
+//! indices instead. A copied argument (`x.clone()`, `v[j].clone()`) of a place the callee may
+//! change through another argument (`f(x, x.clone())` where `f` writes its first argument, or
+//! `f(v[i], v[j].clone())` at `i == j`) is an [`InvertibilityError::AliasedCopy`], in both modes
+//! and before the call runs; where the callee only reads that argument, the copy is fine.
 //!
 //! **Checked at run time** (an [`InvertibilityError`], which names the function, the statement as
 //! written and the values): `unlet` finds a different value; an `if`'s post-condition disagrees
@@ -368,7 +371,9 @@ pub use num_complex::Complex;
 #[doc(hidden)]
 pub use ad::NotGeneric;
 #[doc(hidden)]
-pub use error::{copy_of, distinct, no_gradient, passive, same, ShowDebug, ShowOther, Shown};
+pub use error::{
+    copy_of, distinct, no_gradient, not_copied, passive, same, ShowDebug, ShowOther, Shown,
+};
 #[doc(hidden)]
 pub use lit::{like, lit, literal_bits, shared_arg, CmpLit, CmpLitOther, CmpLitReal, SharedArg};
 

@@ -30,7 +30,7 @@ fn the_prelude_leaves_array_len_alone() {
     assert_eq!([1usize, 2, 3].len(), 3);
     assert_eq!([[0.0f64; 2]; 3].len(), 3);
     assert_eq!([Complex::new(1.0f64, 2.0); 2].len(), 2);
-    assert!(![0.5f64].is_empty());
+    assert!(!std::hint::black_box([0.5f64]).is_empty());
     assert_eq!(0.5f64.scalar_count(), 1);
     assert_eq!([[0.0f64; 2]; 3].scalar_count(), 6);
     assert_eq!([1usize, 2, 3].scalar_count(), 0);
