@@ -2,8 +2,8 @@
 //! sign, integer part, the first 128 bits of the fraction and a sticky bit for the rest — and
 //! handed to the runtime's `lit`, which converts them to the instruction's number type at compile
 //! time (exactly for integers, correctly rounded for fixed point, to the nearest `f64` for
-//! floating point) and refuses, at compile time, a literal that does not fit. A suffixed literal
-//! keeps its type: the instruction must be of that type.
+//! floating point, rounded once to `f32` for `f32`) and refuses, at compile time, a literal that
+//! does not fit. A suffixed literal keeps its type: the instruction must be of that type.
 
 use proc_macro2::{Span, TokenStream};
 use quote::{quote, quote_spanned};
@@ -104,8 +104,9 @@ impl Literal {
         }
     }
 
-    /// The generated expression: `lit::<T, NEG, INT, FRAC, STICKY, FLOAT>(value)`, where `T` is the
-    /// suffix's type or inferred from the instruction, and `value` the nearest `f64`.
+    /// The generated expression: `lit::<T, NEG, INT, FRAC, STICKY, FLOAT>(value, value32)`, where
+    /// `T` is the suffix's type or inferred from the instruction, `value` the nearest `f64` and
+    /// `value32` the magnitude's nearest `f32`.
     pub fn tokens(&self, krate: &TokenStream, span: Span) -> TokenStream {
         let ty = match &self.suffix {
             Some(s) => {
@@ -133,7 +134,16 @@ impl Literal {
         } else {
             quote!(#value)
         };
-        quote_spanned!(span=> #krate::lit::<#ty, #neg, #int, #frac, #sticky, #float>(#value))
+        // The magnitude's nearest `f32`, rounded once (for `f32`: its nearest `f64`, rounded
+        // again, can be off by an ulp).
+        let v32: f32 = self.decimal.parse().unwrap_or(f32::INFINITY);
+        let value32 = if v32.is_finite() {
+            let l = syn::LitFloat::new(&format!("{v32:?}f32"), Span::call_site());
+            quote!(#l)
+        } else {
+            quote!(::core::f32::INFINITY)
+        };
+        quote_spanned!(span=> #krate::lit::<#ty, #neg, #int, #frac, #sticky, #float>(#value, #value32))
     }
 }
 

@@ -318,7 +318,7 @@ fn literals_keep_their_type_and_every_digit() {
     assert!(!s.contains("from_f64"), "{s}");
     let s = ok(quote! { fn f(c: &mut f64) { c += -0.5; } });
     assert!(
-        s.contains("lit :: < _ , true , 0u128 , 170141183460469231731687303715884105728u128 , false , true > (- 0.5f64)"),
+        s.contains("lit :: < _ , true , 0u128 , 170141183460469231731687303715884105728u128 , false , true > (- 0.5f64 , 0.5f32)"),
         "{s}"
     );
     let e = err(quote! { fn f(c: &mut u64) { c += 3u7; } });

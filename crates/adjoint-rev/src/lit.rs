@@ -10,14 +10,15 @@ use core::marker::PhantomData;
 /// How a number type takes the literals of reversible code (`y += x * 3`). Integers take
 /// integer literals, exactly; fixed point takes any literal, rounded to the nearest value (ties
 /// to even) and exact whenever the literal is representable; floating-point types take the
-/// literal's nearest `f64` through [`Arith::from_f64`].
+/// literal's nearest `f64` through [`Arith::from_f64`] (`f32` its nearest `f32`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Literals {
     /// The literal's nearest `f64`, converted by `from_f64` (floats, `GVar`, `Dual`, and the
     /// default for user types).
     Float,
-    /// `f32`: the literal's nearest `f64`, then `f32`; one that rounds to ±∞ there (from
-    /// 3.4028235677973366e38 up, `1e39`) does not fit.
+    /// `f32`: the literal's nearest `f32` (rounded once, from the decimal as written, as
+    /// `rustc` rounds an `f32` literal), handed to [`Arith::from_literal`] as its bits in `mag`;
+    /// one that rounds to ±∞ (from `2¹²⁸ − 2¹⁰³` ≈ 3.40282357e38 up, `1e39`) does not fit.
     Float32,
     /// A primitive integer of `bits` bits: integer literals that fit, exactly.
     Int {
@@ -35,10 +36,10 @@ pub enum Literals {
     },
 }
 
-/// The smallest integer whose nearest `f64` rounds to infinity as `f32`: half an `f32` ulp
-/// above `f32::MAX` (`2¹²⁸ − 2¹⁰³`, a tie that rounds to even, up), less half an `f64` ulp
-/// there (`2⁷⁴`: the literal is rounded to `f64` first, and that tie rounds up too).
-const F32_OVERFLOW: u128 = u128::MAX - (1 << 103) - (1 << 74) + 1;
+/// The smallest integer that rounds to infinity as `f32`: half an `f32` ulp above `f32::MAX`
+/// (`2¹²⁸ − 2¹⁰³`, a tie that rounds to even, up). A literal at or above it has an integer part
+/// at or above it, and one below it has a smaller integer part.
+const F32_OVERFLOW: u128 = u128::MAX - (1 << 103) + 1;
 
 /// The bits of a literal in a number type of kind `kind`, as sign and magnitude (the type's
 /// [`Arith::from_literal`] builds the value from them). `int` is the literal's integer part,
@@ -137,7 +138,8 @@ impl<
 }
 
 /// A literal of reversible code as a `T` (generated code calls it; see [`literal_bits`]).
-/// `value` is the literal's nearest `f64`, for floating-point types.
+/// `value` is the literal's nearest `f64`, for floating-point types, and `value32` the nearest
+/// `f32` of its magnitude, for `f32` ([`Literals::Float32`]: its bits are `from_literal`'s `mag`).
 #[doc(hidden)]
 #[inline(always)]
 pub fn lit<
@@ -149,8 +151,13 @@ pub fn lit<
     const FLOAT: bool,
 >(
     value: f64,
+    value32: f32,
 ) -> T {
     let (neg, mag) = Bits::<T, NEG, INT, FRAC, STICKY, FLOAT>::BITS;
+    let mag = match T::LITERALS {
+        Literals::Float32 => u128::from(value32.to_bits()),
+        _ => mag,
+    };
     T::from_literal(neg, mag, value)
 }
 
@@ -263,9 +270,15 @@ mod tests {
 
     #[test]
     fn f32_literals_stop_where_they_round_to_infinity() {
-        // through the nearest f64, as `from_literal` converts them
-        assert!(((F32_OVERFLOW - 1) as f64 as f32).is_finite());
-        assert!((F32_OVERFLOW as f64 as f32).is_infinite());
+        // (the threshold rounds up to infinity; below it, rounded once, is f32::MAX: std's
+        // parser rounds once)
+        assert!(F32_OVERFLOW
+            .to_string()
+            .parse::<f32>()
+            .unwrap()
+            .is_infinite());
+        let below = (F32_OVERFLOW - 1).to_string().parse::<f32>().unwrap();
+        assert_eq!(below, f32::MAX);
         assert_eq!(
             literal_bits(Literals::Float32, false, F32_OVERFLOW - 1, 0, false, true),
             (false, 0)

@@ -61,8 +61,8 @@ pub trait Arith: Copy + Debug + PartialEq + Ancilla + 'static {
         f64::NAN
     }
     /// A literal of reversible code: `neg` and `mag` are the sign and magnitude of its bits in
-    /// this type as [`LITERALS`](Arith::LITERALS) describes them (the integer itself, or the
-    /// fixed-point bits), already checked to fit; `value` is the literal's nearest `f64`. The
+    /// this type as [`LITERALS`](Arith::LITERALS) describes them (the integer itself, the
+    /// fixed-point bits, or an `f32`'s bits), already checked to fit; `value` is the literal's nearest `f64`. The
     /// default is `from_f64(value)`.
     fn from_literal(neg: bool, mag: u128, value: f64) -> Self {
         let _ = (neg, mag);
@@ -363,6 +363,15 @@ real_impls!([T: Real + Ancilla] Dual<T>, |v| <Dual<T> as Real>::cst(v));
 impl Arith for f32 {
     fn from_f64(v: f64) -> Self {
         v as f32
+    }
+    fn from_literal(neg: bool, mag: u128, _: f64) -> Self {
+        // (`Literals::Float32`: the literal rounded once to `f32`, not through its `f64`)
+        let v = f32::from_bits(mag as u32);
+        if neg {
+            -v
+        } else {
+            v
+        }
     }
     #[cfg_attr(not(debug_assertions), inline(always))]
     #[cfg_attr(debug_assertions, inline)]

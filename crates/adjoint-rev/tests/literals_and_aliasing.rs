@@ -596,3 +596,40 @@ fn inc_on_a_fixed_point_type_without_one_says_so() {
     let mut x = fixed::types::I1F31::from_num(0.25);
     let _ = bump(&mut x);
 }
+
+reversible! {
+    /// `y += x · (1 + 2⁻²⁴ + 2⁻⁶⁰)`: a literal just above a tie of `f32` whose nearest `f64` is
+    /// the tie itself.
+    fn above_an_f32_tie<T: RevReal>(y: &mut T, x: &mut T) {
+        y += x * 1.000000059604644776257986737988403547205962240695953369140625;
+    }
+    /// The largest literal below the `f32` overflow threshold `2¹²⁸ − 2¹⁰³`, less than half an
+    /// `f64` ulp below it: its nearest `f64` is the threshold, which rounds to infinity as `f32`.
+    fn near_f32_max<T: RevReal>(y: &mut T) {
+        y += 340282356779733661637539395458142568447;
+    }
+}
+
+/// An `f32` literal is the decimal rounded once, to `f32` (a hunter's finding): it went through
+/// its nearest `f64` first, and a literal just above an `f32` tie became the tie, then rounded to
+/// even — one `f32` ulp off what `1.000000059604644776257986737988403547205962240695953369140625f32`
+/// is in plain Rust.
+#[test]
+fn f32_literals_are_rounded_once() -> R {
+    let (mut y, mut x) = (0.0f32, 1.0f32);
+    above_an_f32_tie(&mut y, &mut x)?;
+    let want: f32 = "1.000000059604644776257986737988403547205962240695953369140625"
+        .parse()
+        .unwrap();
+    assert_eq!(want, 1.0 + f32::EPSILON);
+    assert_eq!(y, want);
+    // in f64 the same literal is its nearest f64 (the tie)
+    let (mut y, mut x) = (0.0f64, 1.0f64);
+    above_an_f32_tie(&mut y, &mut x)?;
+    assert_eq!(y, 1.0 + 2f64.powi(-24));
+
+    let mut y = 0.0f32;
+    near_f32_max(&mut y)?;
+    assert_eq!(y, f32::MAX);
+    Ok(())
+}
