@@ -116,6 +116,32 @@ fn parse_func(input: ParseStream) -> Result<Func> {
     })
 }
 
+/// An expression, with each invisible group (a `$e:expr` fragment of a `macro_rules!` macro
+/// that expands to `reversible!`) made a parenthesis, which the parser sees through and which
+/// keeps the fragment's precedence.
+fn expr(input: ParseStream) -> Result<Expr> {
+    input.parse().map(ungroup)
+}
+
+fn ungroup(mut e: Expr) -> Expr {
+    struct Ungroup;
+    impl syn::visit_mut::VisitMut for Ungroup {
+        fn visit_expr_mut(&mut self, e: &mut Expr) {
+            syn::visit_mut::visit_expr_mut(self, e);
+            if let Expr::Group(g) = e {
+                let inner = std::mem::replace(&mut *g.expr, Expr::Verbatim(Default::default()));
+                *e = Expr::Paren(syn::ExprParen {
+                    attrs: std::mem::take(&mut g.attrs),
+                    paren_token: syn::token::Paren(g.group_token.span),
+                    expr: Box::new(inner),
+                });
+            }
+        }
+    }
+    syn::visit_mut::VisitMut::visit_expr_mut(&mut Ungroup, &mut e);
+    e
+}
+
 /// Add `e` to the errors reported together.
 pub fn push_error(errors: &mut Option<Error>, e: Error) {
     match errors {
@@ -288,7 +314,7 @@ impl Parser {
                     span,
                 });
             }
-            let e: Expr = input.parse()?;
+            let e = expr(input)?;
             let _: Token![;] = input.parse()?;
             let text = format!("~{}", pretty(&e));
             return match self.expr_stmt(e)? {
@@ -405,7 +431,7 @@ impl Parser {
                 span,
             });
         }
-        let e: Expr = input.parse()?;
+        let e = expr(input)?;
         let _: Token![;] = input
             .parse()
             .map_err(|_| Error::new(e.span(), "expected `;` after this statement"))?;
@@ -437,7 +463,7 @@ impl Parser {
                 })
             }
             "safe" => {
-                let e: Expr = input.parse()?;
+                let e = expr(input)?;
                 let _: Token![;] = input.parse()?;
                 let text = format!("@safe {}", pretty(&e));
                 Ok(Stmt {
@@ -483,7 +509,7 @@ impl Parser {
                 format!("`{kw} {name}` needs its value: `{kw} {name} = <value>;`"),
             )
         })?;
-        let init: Expr = input.parse()?;
+        let init = expr(input)?;
         let _: Token![;] = input.parse()?;
         let text = match &ty {
             Some(t) => format!("{kw} {name}: {} = {}", pretty_type(t), pretty(&init)),
@@ -500,7 +526,7 @@ impl Parser {
         if input.peek(syn::token::Paren) {
             let content;
             parenthesized!(content in input);
-            let pre: Expr = content.parse()?;
+            let pre = expr(&content)?;
             if content.is_empty() {
                 // A parenthesised plain condition: `if (x > 0) { … }`.
                 let text = format!("({})", pretty(&pre));
@@ -517,7 +543,7 @@ impl Parser {
                 let t: Token![~] = content.parse()?;
                 (pre.clone(), Some(t.span))
             } else {
-                (content.parse::<Expr>()?, None)
+                (expr(&content)?, None)
             };
             if !content.is_empty() {
                 return Err(content.error("a reversible condition is `(pre, post)` or `(pre, ~)`"));
@@ -534,7 +560,7 @@ impl Parser {
                 text,
             });
         }
-        let pre = Expr::parse_without_eager_brace(input)?;
+        let pre = ungroup(Expr::parse_without_eager_brace(input)?);
         let text = pretty(&pre);
         Ok(Cond {
             post: pre.clone(),
@@ -605,7 +631,7 @@ impl Parser {
             ));
         };
         let _: Token![in] = input.parse()?;
-        let range = Expr::parse_without_eager_brace(input)?;
+        let range = ungroup(Expr::parse_without_eager_brace(input)?);
         let text = format!("for {var} in {}", pretty(&range));
         let (mut rev, mut step) = (false, None);
         let mut e = &range;
