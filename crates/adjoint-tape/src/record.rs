@@ -472,11 +472,15 @@ impl Job {
                     .enumerate()
                     .any(|(i, j)| j.is_none() && i != usize::from(self.idx));
                 if running {
+                    // (which one cannot be told: the running job's later id ranges are not
+                    // in the graph yet)
                     panic!(
                         "adjoint::tape: {v:?} is not a value of this recording's finished jobs: \
-                         it was created in a parallel job that has not joined yet (pass values \
-                         between jobs only through the results of join/par_map), or it belongs \
-                         to a recording that has finished or to a different recording"
+                         either it belongs to another recording (one that has finished, or an \
+                         outer or concurrent grad/vjp/jacobian call: a Var is only valid inside \
+                         the call that created it), or it was created in a parallel job of this \
+                         recording that has not joined yet (pass values between jobs only \
+                         through the results of join/par_map)"
                     )
                 }
                 stale(v)

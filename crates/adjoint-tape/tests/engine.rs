@@ -215,6 +215,36 @@ fn value_from_unjoined_sibling_job_is_rejected() {
     }
 }
 
+/// An outer recording's value read inside an inner recording's `par_map`: refused, and the
+/// message names another recording first (it led with "a parallel job that has not joined yet",
+/// the likelier mistake being the outer `Var`; a reviewer).
+#[test]
+fn an_outer_recording_s_value_inside_par_map_names_another_recording() {
+    let msg = panic_message(catch_unwind(AssertUnwindSafe(|| {
+        grad(
+            |x: &[Var]| {
+                let outer = x[0] * 2.0;
+                let _ = grad(
+                    |y: &[Var]| {
+                        par_map(&[1.0, 2.0, 3.0, 4.0], |&c: &f64| y[0] * outer * c)
+                            .into_iter()
+                            .sum::<Var>()
+                    },
+                    &[1.0],
+                );
+                outer
+            },
+            &[1.0],
+        )
+    })));
+    // (a job whose siblings have all ended says "a different recording" alone)
+    let recording = msg
+        .find("another recording")
+        .or_else(|| msg.find("different recording"));
+    let join = msg.find("not joined yet").unwrap_or(usize::MAX);
+    assert!(recording.is_some_and(|r| r < join), "{msg}");
+}
+
 #[test]
 fn value_smuggled_between_sides_is_rejected_even_when_run_sequentially() {
     use std::sync::Mutex;
