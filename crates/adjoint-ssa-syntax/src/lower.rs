@@ -2577,7 +2577,8 @@ impl Lower<'_> {
             }
             return err(p, format!("unknown variable `{name}`"));
         }
-        // f64::consts::PI, std::f64::consts::E, f64::INFINITY, usize::MAX, …
+        // f64::consts::PI, std::f64::consts::E, f64::INFINITY, usize::MAX,
+        // core::primitive::u8::MAX, …
         let segs: Vec<String> = p
             .path
             .segments
@@ -2587,7 +2588,7 @@ impl Lower<'_> {
         let last = segs.last().unwrap().as_str();
         let first = segs
             .iter()
-            .find(|s| *s != "std" && *s != "core")
+            .find(|s| !matches!(s.as_str(), "std" | "core" | "primitive"))
             .map(|s| s.as_str())
             .unwrap_or("");
         if first == "f64" {

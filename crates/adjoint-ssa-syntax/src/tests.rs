@@ -1423,6 +1423,9 @@ fn integer_type_constants() {
         for k in i8::MIN..-125 { s += x[(k as i32 + 128) as usize] * (k as f64); }
         for k in (i16::MAX - 1)..=i16::MAX { s += x[(k - 32766) as usize] * 0.5; }
         if u16::MAX == 65535 && i16::MIN == -32768 && u32::MIN == 0 { s += x[0]; }
+        if core::primitive::u8::MAX == 255 && std::primitive::i8::MIN == -128 {
+            s += x[1] * std::primitive::f64::EPSILON;
+        }
         s
     }";
     let x = [0.5, -1.0, 2.0, 0.25, 3.0, 1.5];
@@ -1437,6 +1440,7 @@ fn integer_type_constants() {
         want += x[(k - 32766) as usize] * 0.5;
     }
     want += x[0];
+    want += x[1] * f64::EPSILON;
     let (f, _) = lower_str(src, "").unwrap_or_else(|e| panic!("{e}"));
     let got = interp::primal::<f64>(&f, &mut [ArgVal::Floats(x.to_vec())]).unwrap();
     assert_eq!(got, want);
