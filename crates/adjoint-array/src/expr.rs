@@ -1131,27 +1131,86 @@ impl std::ops::Neg for Exp {
     }
 }
 
+/// Unary methods, each documented with an example that checks its value and derivative at
+/// `$at` against the shared rule table.
 macro_rules! unary_methods {
-    ($($(#[$doc:meta])* $name:ident => $op:expr;)*) => {
-        $($(#[$doc])* pub fn $name(self) -> Exp { self.un($op) })*
+    ($($(#[$doc:meta])* $name:ident => $op:expr, $at:literal;)*) => {
+        $(
+            $(#[$doc])*
+            #[doc = concat!(
+                "\n\n```\n",
+                "use adjoint_array::Builder;\n",
+                "use adjoint_core::rules::{unary, Op1};\n",
+                "let b = Builder::new();\n",
+                "let x = b.input(&[1]);\n",
+                "let p = b.build_scalar(&x.map(|v| v.", stringify!($name), "()).sum()).unwrap();\n",
+                "let g = p.gradient_a(&[&[", stringify!($at), "]]).unwrap();\n",
+                "// the value and the derivative of the rule table every engine shares\n",
+                "let r = unary(", stringify!($op), ", ", stringify!($at), "f64);\n",
+                "assert!((g.value - r.value).abs() <= 1e-14 * r.value.abs());\n",
+                "assert!((g.grads[0][0] - r.d).abs() <= 1e-14 * r.d.abs());\n",
+                "```"
+            )]
+            pub fn $name(self) -> Exp { self.un($op) }
+        )*
     };
 }
 
+/// Comparisons and logic, each documented with an example against the same operation on
+/// `f64` (`$plain`, a closure of two `f64`).
 macro_rules! disc_methods {
-    ($($(#[$doc:meta])* $name:ident => $op:expr;)*) => {
-        $($(#[$doc])* pub fn $name(self, other: impl Into<Exp>) -> Exp {
-            let o = other.into();
-            node_of(&[self, o], |i| Node::Disc($op, i[0], i[1]))
-        })*
+    ($($(#[$doc:meta])* $name:ident => $op:expr, $plain:expr;)*) => {
+        $(
+            $(#[$doc])*
+            #[doc = concat!(
+                "\n\n```\n",
+                "use adjoint_array::Builder;\n",
+                "let b = Builder::new();\n",
+                "let (x, y) = (b.input(&[4]), b.input(&[4]));\n",
+                "let z = x.zip_with(&y, |a, c| a.", stringify!($name), "(c));\n",
+                "let (xs, ys) = ([0.0, 1.0, 2.0, 7.0], [1.0, 1.0, -3.0, 2.0]);\n",
+                "let out = b.build(&[&z]).unwrap().run(&[&xs, &ys]).unwrap();\n",
+                "let plain = ", stringify!($plain), ";\n",
+                "for i in 0..4 {\n",
+                "    assert_eq!(out[0].data()[i], plain(xs[i], ys[i]));\n",
+                "}\n",
+                "```"
+            )]
+            pub fn $name(self, other: impl Into<Exp>) -> Exp {
+                let o = other.into();
+                node_of(&[self, o], |i| Node::Disc($op, i[0], i[1]))
+            }
+        )*
     };
 }
 
 impl Exp {
-    /// Apply a unary primitive of the rule table.
+    /// Apply a unary primitive of the rule table (what `x.sin()` and the other methods call).
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// use adjoint_core::rules::Op1;
+    /// let b = Builder::new();
+    /// let x = b.input(&[2]);
+    /// let p = b.build_scalar(&x.map(|v| v.un(Op1::Powi(3))).sum()).unwrap();
+    /// let g = p.gradient_a(&[&[2.0, -1.0]]).unwrap();
+    /// assert_eq!((g.value, g.grads[0].as_slice()), (7.0, &[12.0, 3.0][..]));
+    /// ```
     pub fn un(self, op: Op1) -> Exp {
         node_of(&[self], |i| Node::Un(op, i[0]))
     }
-    /// Apply a binary primitive of the rule table.
+    /// Apply a binary primitive of the rule table (what `x.powf(y)` and the other methods
+    /// call).
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// use adjoint_core::rules::Op2;
+    /// let b = Builder::new();
+    /// let x = b.input(&[1]);
+    /// let p = b.build_scalar(&x.map(|v| v.bin(Op2::Mul, v + 1.0)).sum()).unwrap();
+    /// let g = p.gradient_a(&[&[3.0]]).unwrap();
+    /// assert_eq!((g.value, g.grads[0][0]), (12.0, 7.0)); // x(x + 1), 2x + 1
+    /// ```
     pub fn bin(self, op: Op2, other: impl Into<Exp>) -> Exp {
         let o = other.into();
         node_of(&[self, o], |i| Node::Bin(op, i[0], i[1]))
@@ -1161,39 +1220,84 @@ impl Exp {
     }
     unary_methods! {
         /// `sin`
-        sin => Op1::Sin; /// `cos`
-        cos => Op1::Cos; /// `tan`
-        tan => Op1::Tan; /// `exp`
-        exp => Op1::Exp; /// `exp2`
-        exp2 => Op1::Exp2; /// `exp_m1`
-        exp_m1 => Op1::ExpM1; /// natural logarithm
-        ln => Op1::Ln; /// `ln_1p`
-        ln_1p => Op1::Ln1p; /// `log2`
-        log2 => Op1::Log2; /// `log10`
-        log10 => Op1::Log10; /// `sqrt`
-        sqrt => Op1::Sqrt; /// `cbrt`
-        cbrt => Op1::Cbrt; /// `1/x`
-        recip => Op1::Recip; /// `asin`
-        asin => Op1::Asin; /// `acos`
-        acos => Op1::Acos; /// `atan`
-        atan => Op1::Atan; /// `sinh`
-        sinh => Op1::Sinh; /// `cosh`
-        cosh => Op1::Cosh; /// `tanh`
-        tanh => Op1::Tanh; /// `asinh`
-        asinh => Op1::Asinh; /// `acosh`
-        acosh => Op1::Acosh; /// `atanh`
-        atanh => Op1::Atanh; /// `abs`
-        abs => Op1::Abs; /// the error function
-        erf => Op1::Erf; /// `ln Γ`
-        lgamma => Op1::Lgamma; /// `ψ = (ln Γ)′`
-        digamma => Op1::Polygamma(0);
+        sin => Op1::Sin, 0.5;
+        /// `cos`
+        cos => Op1::Cos, 0.5;
+        /// `tan`
+        tan => Op1::Tan, 0.5;
+        /// `exp`
+        exp => Op1::Exp, 0.5;
+        /// `exp2`
+        exp2 => Op1::Exp2, 0.5;
+        /// `exp_m1`
+        exp_m1 => Op1::ExpM1, 0.5;
+        /// natural logarithm
+        ln => Op1::Ln, 0.5;
+        /// `ln_1p`
+        ln_1p => Op1::Ln1p, 0.5;
+        /// `log2`
+        log2 => Op1::Log2, 0.5;
+        /// `log10`
+        log10 => Op1::Log10, 0.5;
+        /// `sqrt`
+        sqrt => Op1::Sqrt, 0.5;
+        /// `cbrt`
+        cbrt => Op1::Cbrt, 0.5;
+        /// `1/x`
+        recip => Op1::Recip, 0.5;
+        /// `asin`
+        asin => Op1::Asin, 0.5;
+        /// `acos`
+        acos => Op1::Acos, 0.5;
+        /// `atan`
+        atan => Op1::Atan, 0.5;
+        /// `sinh`
+        sinh => Op1::Sinh, 0.5;
+        /// `cosh`
+        cosh => Op1::Cosh, 0.5;
+        /// `tanh`
+        tanh => Op1::Tanh, 0.5;
+        /// `asinh`
+        asinh => Op1::Asinh, 0.5;
+        /// `acosh`
+        acosh => Op1::Acosh, 1.5;
+        /// `atanh`
+        atanh => Op1::Atanh, 0.5;
+        /// `abs`
+        abs => Op1::Abs, -0.5;
+        /// the error function
+        erf => Op1::Erf, 0.5;
+        /// `ln Γ`
+        lgamma => Op1::Lgamma, 0.5;
+        /// `ψ = (ln Γ)′`
+        digamma => Op1::Polygamma(0), 0.5;
     }
     /// `ψ⁽ⁿ⁾`, the n-th derivative of the digamma function (`polygamma(0)` is `digamma`).
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// let b = Builder::new();
+    /// let x = b.input(&[1]);
+    /// let p = b.build_scalar(&x.map(|v| v.polygamma(1)).sum()).unwrap();
+    /// let g = p.gradient_a(&[&[1.0]]).unwrap();
+    /// // ψ′(1) = π²/6, ψ″(1) = −2ζ(3)
+    /// assert!((g.value - std::f64::consts::PI.powi(2) / 6.0).abs() < 1e-14);
+    /// assert!((g.grads[0][0] + 2.0 * 1.2020569031595942).abs() < 1e-13);
+    /// ```
     pub fn polygamma(self, n: u32) -> Exp {
         self.un(Op1::Polygamma(n))
     }
     /// `self · a + b`, as `f64::mul_add` but rounded twice (a multiplication, then an
     /// addition; derivatives are the same).
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// let b = Builder::new();
+    /// let x = b.input(&[2]);
+    /// let p = b.build_scalar(&x.map(|v| v.mul_add(v, 1.0)).sum()).unwrap();
+    /// let g = p.gradient_a(&[&[2.0, -3.0]]).unwrap();
+    /// assert_eq!((g.value, g.grads[0].as_slice()), (15.0, &[4.0, -6.0][..]));
+    /// ```
     pub fn mul_add(self, a: impl Into<Exp>, b: impl Into<Exp>) -> Exp {
         self * a.into() + b.into()
     }
@@ -1230,58 +1334,199 @@ impl Exp {
         s.select(x.select(self, -self), x.select(-self, self))
     }
     /// Whether the sign bit is set (`-0.0`, negative numbers), as `f64::is_sign_negative`.
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// let b = Builder::new();
+    /// let x = b.input(&[5]);
+    /// let xs = [-0.0, 2.5, f64::NAN, f64::INFINITY, f64::NEG_INFINITY];
+    /// let p = b.build(&[&x.map(|v| v.is_sign_negative())]).unwrap();
+    /// let out = p.run(&[&xs]).unwrap();
+    /// let want: Vec<f64> = xs.iter().map(|v| f64::from(u8::from(v.is_sign_negative()))).collect();
+    /// assert_eq!(out[0].data(), want);
+    /// ```
     pub fn is_sign_negative(self) -> Exp {
         self.disc1(DOp::SignBit)
     }
     /// Whether the sign bit is clear, as `f64::is_sign_positive`.
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// let b = Builder::new();
+    /// let x = b.input(&[5]);
+    /// let xs = [-0.0, 2.5, f64::NAN, f64::INFINITY, f64::NEG_INFINITY];
+    /// let p = b.build(&[&x.map(|v| v.is_sign_positive())]).unwrap();
+    /// let out = p.run(&[&xs]).unwrap();
+    /// let want: Vec<f64> = xs.iter().map(|v| f64::from(u8::from(v.is_sign_positive()))).collect();
+    /// assert_eq!(out[0].data(), want);
+    /// ```
     pub fn is_sign_positive(self) -> Exp {
         !self.is_sign_negative()
     }
     /// Whether `self` is NaN, as `f64::is_nan`.
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// let b = Builder::new();
+    /// let x = b.input(&[5]);
+    /// let xs = [-0.0, 2.5, f64::NAN, f64::INFINITY, f64::NEG_INFINITY];
+    /// let p = b.build(&[&x.map(|v| v.is_nan())]).unwrap();
+    /// let out = p.run(&[&xs]).unwrap();
+    /// let want: Vec<f64> = xs.iter().map(|v| f64::from(u8::from(v.is_nan()))).collect();
+    /// assert_eq!(out[0].data(), want);
+    /// ```
     pub fn is_nan(self) -> Exp {
         self.ne(self)
     }
     /// Whether `self` is neither infinite nor NaN, as `f64::is_finite`.
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// let b = Builder::new();
+    /// let x = b.input(&[5]);
+    /// let xs = [-0.0, 2.5, f64::NAN, f64::INFINITY, f64::NEG_INFINITY];
+    /// let p = b.build(&[&x.map(|v| v.is_finite())]).unwrap();
+    /// let out = p.run(&[&xs]).unwrap();
+    /// let want: Vec<f64> = xs.iter().map(|v| f64::from(u8::from(v.is_finite()))).collect();
+    /// assert_eq!(out[0].data(), want);
+    /// ```
     pub fn is_finite(self) -> Exp {
         self.abs().lt(f64::INFINITY)
     }
     /// Whether `self` is `±∞`, as `f64::is_infinite`.
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// let b = Builder::new();
+    /// let x = b.input(&[5]);
+    /// let xs = [-0.0, 2.5, f64::NAN, f64::INFINITY, f64::NEG_INFINITY];
+    /// let p = b.build(&[&x.map(|v| v.is_infinite())]).unwrap();
+    /// let out = p.run(&[&xs]).unwrap();
+    /// let want: Vec<f64> = xs.iter().map(|v| f64::from(u8::from(v.is_infinite()))).collect();
+    /// assert_eq!(out[0].data(), want);
+    /// ```
     pub fn is_infinite(self) -> Exp {
         self.abs().eq(f64::INFINITY)
     }
     /// `self − trunc(self)`, as `f64::fract` (derivative 1).
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// let b = Builder::new();
+    /// let x = b.input(&[2]);
+    /// let p = b.build_scalar(&x.map(|v| v.fract()).sum()).unwrap();
+    /// let g = p.gradient_a(&[&[2.25, -1.5]]).unwrap();
+    /// assert_eq!((g.value, g.grads[0].as_slice()), (0.25 - 0.5, &[1.0, 1.0][..]));
+    /// ```
     pub fn fract(self) -> Exp {
         self - self.trunc()
     }
     /// Radians to degrees, as `f64::to_degrees`.
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// let b = Builder::new();
+    /// let x = b.input(&[1]);
+    /// let p = b.build_scalar(&x.map(|v| v.to_degrees()).sum()).unwrap();
+    /// let g = p.gradient_a(&[&[std::f64::consts::FRAC_PI_2]]).unwrap();
+    /// assert!((g.value - 90.0).abs() < 1e-12);
+    /// assert!((g.grads[0][0] - 180.0 / std::f64::consts::PI).abs() < 1e-12);
+    /// ```
     pub fn to_degrees(self) -> Exp {
         self * (180.0f64 / std::f64::consts::PI)
     }
     /// Degrees to radians, as `f64::to_radians`.
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// let b = Builder::new();
+    /// let x = b.input(&[1]);
+    /// let p = b.build_scalar(&x.map(|v| v.to_radians()).sum()).unwrap();
+    /// let g = p.gradient_a(&[&[180.0]]).unwrap();
+    /// assert!((g.value - std::f64::consts::PI).abs() < 1e-15);
+    /// assert!((g.grads[0][0] - std::f64::consts::PI / 180.0).abs() < 1e-17);
+    /// ```
     pub fn to_radians(self) -> Exp {
         self * (std::f64::consts::PI / 180.0)
     }
     /// `xⁿ`
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// let b = Builder::new();
+    /// let x = b.input(&[2]);
+    /// let p = b.build_scalar(&x.map(|v| v.powi(-2)).sum()).unwrap();
+    /// let g = p.gradient_a(&[&[2.0, -0.5]]).unwrap();
+    /// assert_eq!((g.value, g.grads[0].as_slice()), (4.25, &[-0.25, 16.0][..]));
+    /// ```
     pub fn powi(self, n: i32) -> Exp {
         self.un(Op1::Powi(n))
     }
     /// `xʸ`
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// let b = Builder::new();
+    /// let (x, y) = (b.input(&[1]), b.input(&[1]));
+    /// let p = b.build_scalar(&x.zip_with(&y, |a, c| a.powf(c)).sum()).unwrap();
+    /// let g = p.gradient_a(&[&[2.0], &[3.0]]).unwrap();
+    /// assert_eq!((g.value, g.grads[0][0]), (8.0, 12.0)); // y·x^(y−1)
+    /// assert!((g.grads[1][0] - 8.0 * 2f64.ln()).abs() < 1e-14); // xʸ ln x
+    /// ```
     pub fn powf(self, y: impl Into<Exp>) -> Exp {
         self.bin(Op2::Powf, y)
     }
     /// `max`
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// let b = Builder::new();
+    /// let (x, y) = (b.input(&[1]), b.input(&[1]));
+    /// let p = b.build_scalar(&x.zip_with(&y, |a, c| a.max(c)).sum()).unwrap();
+    /// let g = p.gradient_a(&[&[2.0], &[-1.0]]).unwrap();
+    /// assert_eq!((g.value, g.grads[0][0], g.grads[1][0]), (2.0, 1.0, 0.0));
+    /// ```
     pub fn max(self, y: impl Into<Exp>) -> Exp {
         self.bin(Op2::Max, y)
     }
     /// `min`
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// let b = Builder::new();
+    /// let (x, y) = (b.input(&[1]), b.input(&[1]));
+    /// let p = b.build_scalar(&x.zip_with(&y, |a, c| a.min(c)).sum()).unwrap();
+    /// let g = p.gradient_a(&[&[2.0], &[-1.0]]).unwrap();
+    /// assert_eq!((g.value, g.grads[0][0], g.grads[1][0]), (-1.0, 0.0, 1.0));
+    /// ```
     pub fn min(self, y: impl Into<Exp>) -> Exp {
         self.bin(Op2::Min, y)
     }
     /// `atan2(self, y)`
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// let b = Builder::new();
+    /// let (x, y) = (b.input(&[1]), b.input(&[1]));
+    /// let p = b.build_scalar(&x.zip_with(&y, |a, c| a.atan2(c)).sum()).unwrap();
+    /// let g = p.gradient_a(&[&[1.0], &[1.0]]).unwrap();
+    /// assert!((g.value - std::f64::consts::FRAC_PI_4).abs() < 1e-15);
+    /// // ∂/∂a = c/(a² + c²), ∂/∂c = −a/(a² + c²)
+    /// assert!((g.grads[0][0] - 0.5).abs() < 1e-15 && (g.grads[1][0] + 0.5).abs() < 1e-15);
+    /// ```
     pub fn atan2(self, y: impl Into<Exp>) -> Exp {
         self.bin(Op2::Atan2, y)
     }
     /// `hypot`
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// let b = Builder::new();
+    /// let (x, y) = (b.input(&[1]), b.input(&[1]));
+    /// let p = b.build_scalar(&x.zip_with(&y, |a, c| a.hypot(c)).sum()).unwrap();
+    /// let g = p.gradient_a(&[&[3.0], &[4.0]]).unwrap();
+    /// assert_eq!((g.value, g.grads[0][0], g.grads[1][0]), (5.0, 0.6, 0.8));
+    /// ```
     pub fn hypot(self, y: impl Into<Exp>) -> Exp {
         self.bin(Op2::Hypot, y)
     }
@@ -1315,10 +1560,29 @@ impl Exp {
         self.lt(lo).select(lo, self.gt(hi).select(hi, self))
     }
     /// `(sin x, cos x)`.
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// let b = Builder::new();
+    /// let x = b.input(&[1]);
+    /// let p = b.build_scalar(&x.map(|v| { let (s, c) = v.sin_cos(); s * c }).sum()).unwrap();
+    /// let g = p.gradient_a(&[&[0.3]]).unwrap();
+    /// assert!((g.grads[0][0] - (2.0 * 0.3f64).cos()).abs() < 1e-15); // (sin x cos x)′ = cos 2x
+    /// ```
     pub fn sin_cos(self) -> (Exp, Exp) {
         (self.sin(), self.cos())
     }
     /// `log_base x`, as `f64::log`.
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// let b = Builder::new();
+    /// let x = b.input(&[1]);
+    /// let p = b.build_scalar(&x.map(|v| v.log(3.0)).sum()).unwrap();
+    /// let g = p.gradient_a(&[&[9.0]]).unwrap();
+    /// assert!((g.value - 2.0).abs() < 1e-15);
+    /// assert!((g.grads[0][0] - 1.0 / (9.0 * 3f64.ln())).abs() < 1e-16);
+    /// ```
     pub fn log(self, base: impl Into<Exp>) -> Exp {
         self.ln() / base.into().ln()
     }
@@ -1350,32 +1614,88 @@ impl Exp {
         node_of(&[self], |i| Node::Cast(false, i[0]))
     }
     /// `floor` (derivative 0)
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// let b = Builder::new();
+    /// let x = b.input(&[4]);
+    /// let xs = [-1.5, -0.5, 0.5, 2.7];
+    /// let p = b.build_scalar(&x.map(|v| v.floor() * v).sum()).unwrap();
+    /// let g = p.gradient_a(&[&xs]).unwrap();
+    /// // a step function: derivative 0, so only the factor `v` is differentiated
+    /// let want: Vec<f64> = xs.iter().map(|v| v.floor()).collect();
+    /// assert_eq!(g.grads[0], want);
+    /// ```
     pub fn floor(self) -> Exp {
         self.disc1(DOp::Floor)
     }
     /// `ceil` (derivative 0)
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// let b = Builder::new();
+    /// let x = b.input(&[4]);
+    /// let xs = [-1.5, -0.5, 0.5, 2.7];
+    /// let p = b.build_scalar(&x.map(|v| v.ceil() * v).sum()).unwrap();
+    /// let g = p.gradient_a(&[&xs]).unwrap();
+    /// // a step function: derivative 0, so only the factor `v` is differentiated
+    /// let want: Vec<f64> = xs.iter().map(|v| v.ceil()).collect();
+    /// assert_eq!(g.grads[0], want);
+    /// ```
     pub fn ceil(self) -> Exp {
         self.disc1(DOp::Ceil)
     }
     /// `round` (half away from zero, as `f64::round`; derivative 0)
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// let b = Builder::new();
+    /// let x = b.input(&[4]);
+    /// let xs = [-1.5, -0.5, 0.5, 2.7];
+    /// let p = b.build_scalar(&x.map(|v| v.round() * v).sum()).unwrap();
+    /// let g = p.gradient_a(&[&xs]).unwrap();
+    /// // a step function: derivative 0, so only the factor `v` is differentiated
+    /// let want: Vec<f64> = xs.iter().map(|v| v.round()).collect();
+    /// assert_eq!(g.grads[0], want);
+    /// ```
     pub fn round(self) -> Exp {
         self.disc1(DOp::Round)
     }
     /// `trunc` (derivative 0)
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// let b = Builder::new();
+    /// let x = b.input(&[4]);
+    /// let xs = [-1.5, -0.5, 0.5, 2.7];
+    /// let p = b.build_scalar(&x.map(|v| v.trunc() * v).sum()).unwrap();
+    /// let g = p.gradient_a(&[&xs]).unwrap();
+    /// // a step function: derivative 0, so only the factor `v` is differentiated
+    /// let want: Vec<f64> = xs.iter().map(|v| v.trunc()).collect();
+    /// assert_eq!(g.grads[0], want);
+    /// ```
     pub fn trunc(self) -> Exp {
         self.disc1(DOp::Trunc)
     }
     disc_methods! {
         /// `self < other` as `1.0`/`0.0`
-        lt => DOp::Lt; /// `self <= other`
-        le => DOp::Le; /// `self > other`
-        gt => DOp::Gt; /// `self >= other`
-        ge => DOp::Ge; /// `self == other`
-        eq => DOp::Eq; /// `self != other`
-        ne => DOp::Ne; /// logical and
-        and => DOp::And; /// logical or
-        or => DOp::Or; /// floor division of whole numbers (`⌊self / other⌋`)
-        idiv => DOp::IDiv;
+        lt => DOp::Lt, |a: f64, c: f64| f64::from(u8::from(a < c));
+        /// `self <= other`
+        le => DOp::Le, |a: f64, c: f64| f64::from(u8::from(a <= c));
+        /// `self > other`
+        gt => DOp::Gt, |a: f64, c: f64| f64::from(u8::from(a > c));
+        /// `self >= other`
+        ge => DOp::Ge, |a: f64, c: f64| f64::from(u8::from(a >= c));
+        /// `self == other`
+        eq => DOp::Eq, |a: f64, c: f64| f64::from(u8::from(a == c));
+        /// `self != other`
+        ne => DOp::Ne, |a: f64, c: f64| f64::from(u8::from(a != c));
+        /// logical and (`0.0` is false)
+        and => DOp::And, |a: f64, c: f64| f64::from(u8::from(a != 0.0 && c != 0.0));
+        /// logical or (`0.0` is false)
+        or => DOp::Or, |a: f64, c: f64| f64::from(u8::from(a != 0.0 || c != 0.0));
+        /// floor division of whole numbers (`⌊self / other⌋`)
+        idiv => DOp::IDiv, |a: f64, c: f64| (a / c).floor();
     }
     /// Floor modulus (Haskell's `mod`, `f64::rem_euclid` for a positive `other`: the sign of
     /// `other`), `self − other·⌊self / other⌋`, with that formula's derivatives: 1 in `self`
@@ -1398,6 +1718,16 @@ impl Exp {
     /// `if self { a } else { b }` (Accelerate's `cond`). Only the branch taken contributes to
     /// derivatives, and array reads in the other branch are not performed (no out-of-bounds
     /// errors from them).
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// let b = Builder::new();
+    /// let x = b.input(&[3]);
+    /// // |x|·x written with a branch: the gradient is 2|x|
+    /// let p = b.build_scalar(&x.map(|v| v.lt(0.0).select(-v * v, v * v)).sum()).unwrap();
+    /// let g = p.gradient_a(&[&[-2.0, 0.5, 3.0]]).unwrap();
+    /// assert_eq!((g.value, g.grads[0].as_slice()), (-4.0 + 0.25 + 9.0, &[4.0, 1.0, 6.0][..]));
+    /// ```
     pub fn select(self, a: impl Into<Exp>, b: impl Into<Exp>) -> Exp {
         let (a, b) = (a.into(), b.into());
         node_of(&[self, a, b], |i| Node::Select(i[0], i[1], i[2]))

@@ -2262,14 +2262,31 @@ impl Array {
         Array { shape, data }
     }
     /// The shape.
+    ///
+    /// ```
+    /// use adjoint_array::Array;
+    /// assert_eq!(Array::new(vec![3, 1], vec![0.0; 3]).shape(), [3, 1]);
+    /// ```
     pub fn shape(&self) -> &[usize] {
         &self.shape
     }
     /// The elements, row-major.
+    ///
+    /// ```
+    /// use adjoint_array::Array;
+    /// let a = Array::new(vec![2, 2], vec![1.0, 2.0, 3.0, 4.0]);
+    /// assert_eq!(a.data()[1 * 2 + 0], 3.0); // row 1, column 0
+    /// ```
     pub fn data(&self) -> &[f64] {
         &self.data
     }
     /// Take the elements.
+    ///
+    /// ```
+    /// use adjoint_array::Array;
+    /// let v: Vec<f64> = Array::new(vec![2], vec![1.0, 2.0]).into_data();
+    /// assert_eq!(v, [1.0, 2.0]);
+    /// ```
     pub fn into_data(self) -> Vec<f64> {
         self.data
     }
@@ -2413,6 +2430,17 @@ pub struct Gradient {
 
 impl Program {
     /// The declared input shapes.
+    ///
+    /// ```
+    /// use adjoint_array::{Builder, DType};
+    /// let b = Builder::new();
+    /// let (m, v) = (b.input(&[2, 3]), b.input_f32(&[3]));
+    /// let p = b.build(&[&m.map(|x| x * 2.0), &v]).unwrap();
+    /// assert_eq!(p.input_shapes(), [vec![2, 3], vec![3]]);
+    /// assert_eq!(p.output_shapes(), [vec![2, 3], vec![3]]);
+    /// assert_eq!(p.input_dtypes(), [DType::F64, DType::F32]);
+    /// assert_eq!(p.output_dtypes(), [DType::F64, DType::F32]);
+    /// ```
     pub fn input_shapes(&self) -> Vec<Vec<usize>> {
         self.g
             .inputs
@@ -2422,6 +2450,17 @@ impl Program {
     }
 
     /// The output shapes.
+    ///
+    /// ```
+    /// use adjoint_array::{Builder, DType};
+    /// let b = Builder::new();
+    /// let (m, v) = (b.input(&[2, 3]), b.input_f32(&[3]));
+    /// let p = b.build(&[&m.map(|x| x * 2.0), &v]).unwrap();
+    /// assert_eq!(p.input_shapes(), [vec![2, 3], vec![3]]);
+    /// assert_eq!(p.output_shapes(), [vec![2, 3], vec![3]]);
+    /// assert_eq!(p.input_dtypes(), [DType::F64, DType::F32]);
+    /// assert_eq!(p.output_dtypes(), [DType::F64, DType::F32]);
+    /// ```
     pub fn output_shapes(&self) -> Vec<Vec<usize>> {
         self.g
             .outputs
@@ -2431,6 +2470,17 @@ impl Program {
     }
 
     /// The declared inputs' element types.
+    ///
+    /// ```
+    /// use adjoint_array::{Builder, DType};
+    /// let b = Builder::new();
+    /// let (m, v) = (b.input(&[2, 3]), b.input_f32(&[3]));
+    /// let p = b.build(&[&m.map(|x| x * 2.0), &v]).unwrap();
+    /// assert_eq!(p.input_shapes(), [vec![2, 3], vec![3]]);
+    /// assert_eq!(p.output_shapes(), [vec![2, 3], vec![3]]);
+    /// assert_eq!(p.input_dtypes(), [DType::F64, DType::F32]);
+    /// assert_eq!(p.output_dtypes(), [DType::F64, DType::F32]);
+    /// ```
     pub fn input_dtypes(&self) -> Vec<DType> {
         self.g
             .inputs
@@ -2440,6 +2490,17 @@ impl Program {
     }
 
     /// The outputs' element types.
+    ///
+    /// ```
+    /// use adjoint_array::{Builder, DType};
+    /// let b = Builder::new();
+    /// let (m, v) = (b.input(&[2, 3]), b.input_f32(&[3]));
+    /// let p = b.build(&[&m.map(|x| x * 2.0), &v]).unwrap();
+    /// assert_eq!(p.input_shapes(), [vec![2, 3], vec![3]]);
+    /// assert_eq!(p.output_shapes(), [vec![2, 3], vec![3]]);
+    /// assert_eq!(p.input_dtypes(), [DType::F64, DType::F32]);
+    /// assert_eq!(p.output_dtypes(), [DType::F64, DType::F32]);
+    /// ```
     pub fn output_dtypes(&self) -> Vec<DType> {
         self.g
             .outputs
