@@ -3228,6 +3228,36 @@ impl Lower<'_> {
                         incoming.push((rest, self.args(n), Ev::V(recv)));
                         self.merge(n, incoming, &saved, at)
                     }
+                    "rem_euclid" => {
+                        nargs(1)?;
+                        let y = self.scalar(args[0], Some(Ty::F64))?;
+                        // As `f64::rem_euclid` computes it, `r = x % y; if r < 0 { r + |y| }
+                        // else { r }`: the same value bit for bit, and the derivatives 1 in x
+                        // and minus the Euclidean quotient in y.
+                        let r = self.bin(Op2::Rem, recv, y);
+                        let zero = self.konst(Ty::F64, quote!(0.0), ConstVal::F(0.0));
+                        let below = self.cmp(CmpOp::Lt, r, zero);
+                        let n = self.env.len();
+                        let saved = self.snapshot(n);
+                        let (tb, eb) = (self.new_block(), self.new_block());
+                        self.finish(Term::Branch(
+                            below,
+                            Target {
+                                block: tb,
+                                args: vec![],
+                            },
+                            Target {
+                                block: eb,
+                                args: vec![],
+                            },
+                        ));
+                        self.cur = tb;
+                        let size = self.un(Op1::Abs, y, None);
+                        let up = self.bin(Op2::Add, r, size);
+                        let incoming =
+                            vec![(tb, self.args(n), Ev::V(up)), (eb, self.args(n), Ev::V(r))];
+                        self.merge(n, incoming, &saved, at)
+                    }
                     "fract" => {
                         nargs(0)?;
                         let t = self.val(Ty::F64);

@@ -310,7 +310,8 @@
 //! a message given as a literal is kept, a format string's arguments are not evaluated); tuples,
 //! arrays and structs (above); every primitive of the shared rule table as a method (`x.sin()`,
 //! `x.powi(2)`, `a.max(b)`, `x.powf(y)`, `x.erf()` with [`Real`] in scope, …) or as `f64::sin(x)`,
-//! and `a % b` on `f64` (IEEE `fmod`; `x.mul_add(a, b)` rounds once, as in Rust);
+//! `a % b` on `f64` (IEEE `fmod`), `x.rem_euclid(y)` (as `std` computes it, bit for bit) and
+//! `x.mul_add(a, b)` (rounded once, as in Rust);
 //! piecewise-constant `floor`, `ceil`, `round`, `trunc`, `signum` (derivative 0); `k as f64` and
 //! `f64::from(k)` (integers of at most 32 bits, as in Rust); calls to other
 //! `#[differentiable]` functions, returning `f64`, tuples or arrays (above; their pullback runs in

@@ -1002,6 +1002,46 @@ fn float_remainder_is_fmod() {
     }
 }
 
+#[differentiable]
+fn euclid_wrapped(x: f64, y: f64) -> f64 {
+    x.rem_euclid(y).sin() + f64::rem_euclid(x * 2.0, y)
+}
+
+/// `f64::rem_euclid` (refused before, as "not a differentiable primitive"; a hunter): the value
+/// bit for bit, ∂/∂x = 1 and ∂/∂y = −q with q the integer quotient the remainder was taken with
+/// (`(x − r)/y`: 9 for `1.0.rem_euclid(0.1)`, where `div_euclid` says 10), at negative `x` and
+/// `y` too, and against forward mode over `primal` and central differences.
+#[test]
+fn float_euclidean_remainder() {
+    for (x, y) in [
+        (7.3, 2.0),
+        (-7.3, 2.0),
+        (7.3, -2.0),
+        (-7.3, -2.0),
+        (1.0, 0.1),
+        (0.5, 3.0),
+    ] {
+        let (mut dx, mut dy) = (0.0, 0.0);
+        let v = euclid_wrapped::grad(x, y, &mut dx, &mut dy);
+        let want = x.rem_euclid(y).sin() + (x * 2.0).rem_euclid(y);
+        assert_eq!(v.to_bits(), want.to_bits(), "({x}, {y})");
+        let q = |x: f64| ((x - x.rem_euclid(y)) / y).round();
+        let c = x.rem_euclid(y).cos();
+        let (wx, wy) = (c + 2.0, -c * q(x) - q(x * 2.0));
+        assert!(
+            close(dx, wx) && close(dy, wy),
+            "({x}, {y}): {dx} {dy} vs {wx} {wy}"
+        );
+        let f = forward::gradient(|v| euclid_wrapped::primal(v[0], v[1]), &[x, y]);
+        assert!(close(dx, f[0]) && close(dy, f[1]), "({x}, {y}): {f:?}");
+        if y != 0.1 {
+            // (x = 1 is a jump of `x % 0.1`: no central difference there)
+            check::check_gradient(|v| euclid_wrapped::primal(v[0], v[1]), &[x, y], &[dx, dy])
+                .assert_passed();
+        }
+    }
+}
+
 /// Parameters named like the generated functions (`pullback`, `pullback_vec`, `grad_with`) and
 /// raw identifiers: the first shadowed the generated functions' calls to each other (rustc
 /// errors at the attribute), the second made the macro panic (a hunter). Closed forms.
