@@ -1715,6 +1715,28 @@ impl Exp {
         let o = other.into();
         self - o * self.idiv(o)
     }
+    /// The Euclidean remainder, as `f64::rem_euclid` computes it (`self % other`, plus
+    /// `|other|` where that is negative: in `[0, |other|)`), with derivatives 1 in `self` and
+    /// minus the integer quotient in `other`. (For a positive `other` it is [`Exp::imod`].)
+    ///
+    /// ```
+    /// use adjoint_array::Builder;
+    /// let b = Builder::new();
+    /// let (x, y) = (b.input(&[4]), b.input(&[4]));
+    /// let p = b.build_scalar(&x.zip_with(&y, |a, c| a.rem_euclid(c)).sum()).unwrap();
+    /// let (xs, ys) = ([7.5, -7.5, 7.5, -7.5], [2.0, 2.0, -2.0, -2.0]);
+    /// let g = p.gradient_a(&[&xs, &ys]).unwrap();
+    /// let want: f64 = xs.iter().zip(&ys).map(|(a, c)| a.rem_euclid(*c)).sum();
+    /// assert_eq!(g.value, want);
+    /// assert_eq!(g.grads[0], [1.0; 4]);
+    /// // minus the quotients: 7.5 = 3·2 + 1.5, −7.5 = −4·2 + 0.5, 7.5 = −3·(−2) + 1.5, …
+    /// assert_eq!(g.grads[1], [-3.0, 4.0, 3.0, -4.0]);
+    /// ```
+    pub fn rem_euclid(self, other: impl Into<Exp>) -> Exp {
+        let o = other.into();
+        let r = self % o;
+        r.lt(0.0).select(r + o.abs(), r)
+    }
     /// `if self { a } else { b }` (Accelerate's `cond`). Only the branch taken contributes to
     /// derivatives, and array reads in the other branch are not performed (no out-of-bounds
     /// errors from them).

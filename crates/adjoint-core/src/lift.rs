@@ -627,6 +627,11 @@ macro_rules! __impl_real_methods {
         pub fn copysign<S: Into<Self>>(self, sign: S) -> Self {
             <Self as $crate::Real>::copysign(self, sign)
         }
+        /// The Euclidean remainder, as `f64::rem_euclid` (see `Real::rem_euclid`).
+        #[inline]
+        pub fn rem_euclid<Y: Into<Self>>(self, y: Y) -> Self {
+            <Self as $crate::Real>::rem_euclid(self, y)
+        }
     };
     (@consts $($m:ident $v:tt),*) => {
         $(

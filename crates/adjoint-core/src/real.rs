@@ -317,6 +317,30 @@ pub trait Real:
     fn total_cmp(&self, other: &Self) -> core::cmp::Ordering {
         self.value().total_cmp(&other.value())
     }
+    /// The Euclidean remainder, as `f64::rem_euclid` computes it (`self % y`, plus `|y|` where
+    /// that is negative: in `[0, |y|)`), for active numbers too; `angle.rem_euclid(TAU)`. Its
+    /// derivatives are 1 in `self` and minus the integer quotient in `y` (a wrapped angle keeps
+    /// its gradient).
+    ///
+    /// ```
+    /// use adjoint_core::{forward, Real};
+    /// fn wrapped<T: Real>(p: &[T]) -> T {
+    ///     p[0].rem_euclid(p[1]).sin()
+    /// }
+    /// let g = forward::gradient(|p| wrapped(p), &[-7.5, 2.0]);
+    /// let r = (-7.5f64).rem_euclid(2.0); // 0.5, quotient −4
+    /// assert_eq!(g, [r.cos(), 4.0 * r.cos()]);
+    /// ```
+    #[inline]
+    fn rem_euclid<Y: Into<Self>>(self, y: Y) -> Self {
+        let y = y.into();
+        let r = self % y;
+        if r.value() < 0.0 {
+            r + y.abs()
+        } else {
+            r
+        }
+    }
     /// `|self|` with the sign of `sign` (derivative ±1 in `self`, 0 in `sign`).
     #[inline]
     fn copysign<S: Into<Self>>(self, sign: S) -> Self {

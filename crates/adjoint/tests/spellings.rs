@@ -32,11 +32,12 @@ mod generic {
         s + p + acc + q + r
     }
 
-    /// `f64` operands: `max`, `min`, `powf`, `clamp`, `%`, `atan2`, `hypot`, `mul_add`, `log`.
+    /// `f64` operands: `max`, `min`, `powf`, `clamp`, `%`, `atan2`, `hypot`, `mul_add`, `log`,
+    /// `rem_euclid` (of a negative number: −1.3 wraps to 0.7, derivative 1).
     pub fn mixed<T: Real>(x: &[T]) -> T {
         let a = x[0].max(0.0) + x[1].min(1.0) + x[2].powf(1.5);
         let b = x[0].clamp(0.0, 1.0) + x[1] % 2.0 + x[2].atan2(1.0) + x[0].hypot(3.0);
-        let c = x[1].mul_add(2.0, 1.0) + x[2].log(10.0) + x[0].max(x[1]);
+        let c = x[1].mul_add(2.0, 1.0) + x[2].log(10.0) + x[0].max(x[1]) + (-x[1]).rem_euclid(2.0);
         let d = if x[0] > 0.0 && x[1] < x[2] {
             x[0]
         } else {
@@ -96,7 +97,7 @@ mod on_var {
         }
         let d = if 0.0 < x[0] { x[0].powf(1.5) } else { -x[0] };
         let e = x[1].clamp(0.0, 1.0) + x[2] % 2.0 + 1.0 / x[2] + x[0].min(x[2]);
-        a + b + c + s + d + e
+        a + b + c + s + d + e + (-x[2]).rem_euclid(0.5)
     }
 
     fn reference<T: adjoint::Real>(x: &[T]) -> T {
@@ -106,7 +107,8 @@ mod on_var {
         let s = T::from(1.0) + x[0] + x[1] + x[2];
         let d = if x[0] > 0.0 { x[0].powf(1.5) } else { -x[0] };
         let e = x[1].clamp(0.0, 1.0) + x[2] % 2.0 + x[2].recip() + x[0].min(x[2]);
-        a + b + c + s + d + e
+        // (−2.1 % 0.5 is −0.1, wrapped to 0.4)
+        a + b + c + s + d + e + (-x[2]) % 0.5 + 0.5
     }
 
     /// Constants and the value on the concrete type, as generic code writes them on `T`.
@@ -142,8 +144,12 @@ mod on_dual {
     #[test]
     fn concrete_dual_spellings_match_closed_forms() {
         let x = Dual64::variable(0.7);
-        let y = 2.0 * x.sin() + &x * &x - x.max(0.0) + x.powf(2.5) + x.clamp(0.0, 1.0);
-        let dy = 2.0 * 0.7f64.cos() + 2.0 * 0.7 - 1.0 + 2.5 * 0.7f64.powf(1.5) + 1.0;
+        let y = 2.0 * x.sin() + &x * &x - x.max(0.0)
+            + x.powf(2.5)
+            + x.clamp(0.0, 1.0)
+            + (x * 3.0).rem_euclid(-2.0);
+        // (3·0.7 = 2.1 wraps to 0.1 with quotient −1: derivative 3)
+        let dy = 2.0 * 0.7f64.cos() + 2.0 * 0.7 - 1.0 + 2.5 * 0.7f64.powf(1.5) + 1.0 + 3.0;
         assert!((y.eps - dy).abs() < 1e-14, "{} vs {dy}", y.eps);
         assert!(0.0 < x && 1.0 > x && 0.7 == x);
         let s: Dual64 = [x, x, x].iter().sum();
