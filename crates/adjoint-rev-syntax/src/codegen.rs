@@ -763,12 +763,15 @@ impl Gen<'_> {
         checks
     }
 
-    /// Run-time checks that no copied argument (`x.clone()`, `v[j].clone()`) is a place the
-    /// statement may change through another argument (`f(x, x.clone())`, `f(v[i], v[j].clone())`
-    /// at `i == j`): the copy would no longer equal the place, and what the callee computed from
-    /// it could not be undone. `written(j)` is the condition that argument `j` may be written (a
-    /// constant: the callee's write table, or `true`), or `None` where it never is. Emitted in
-    /// checked and unchecked code alike, as [`Self::alias_check`].
+    /// Run-time checks that no copied argument (`x.clone()`, `v[j].clone()`) is, contains or
+    /// lies inside a place the statement may change through another argument (`f(x,
+    /// x.clone())`, `f(v[i], v[j].clone())` at `i == j`, `f(v, v[0].clone())`): the copy would
+    /// no longer equal the place, and what the callee computed from it could not be undone.
+    /// `written(j)` is the condition that argument `j` may be written (a constant: the callee's
+    /// write table, or `true`), or `None` where it never is. The places are compared by their
+    /// steps ([`Self::overlap_condition`]), not by address: a `Vec` place covers only its
+    /// header, not the elements a copy of one of them reads. Emitted in checked and unchecked
+    /// code alike, as [`Self::alias_check`].
     fn copy_alias_check(
         &self,
         args: &[Operand],
@@ -783,21 +786,51 @@ impl Gen<'_> {
             };
             for (j, b) in args.iter().enumerate() {
                 let Operand::Place(p) = b else { continue };
-                if i == j || !may_alias(p, copied) {
+                if i == j {
                     continue;
                 }
-                let Some(cond) = written(j) else { continue };
+                let (Some(cond), Some(same)) = (written(j), self.overlap_condition(p, copied))
+                else {
+                    continue;
+                };
                 let site = self.site(s);
-                let (rp, rc) = (self.rw(p), self.rw(copied));
                 let (tp, tc) = (crate::parse::pretty(p), crate::parse::pretty(copy));
                 checks.extend(quote_spanned!(s.span=>
-                    if #cond {
-                        #k::not_copied(&#rp, &#rc, #site, #tp, #tc)?;
-                    }
+                    #k::not_copied(#cond && #same, #site, #tp, #tc)?;
                 ));
             }
         }
         checks
+    }
+
+    /// The condition under which places `a` and `b` are the same storage or one lies inside
+    /// the other: the same root, and steps that agree as far as the shorter path goes — fields
+    /// by name, at compile time, and indices written differently by value, at run time (`v[i]`
+    /// and `v[j][0]`: `i == j`; `v` and `v[0]`: always). `None` where they never are.
+    fn overlap_condition(&self, a: &Expr, b: &Expr) -> Option<TokenStream> {
+        use crate::parse::{place_steps, Step};
+        let ((ra, sa), (rb, sb)) = (place_steps(a), place_steps(b));
+        if ra != rb {
+            return None;
+        }
+        let mut conds = Vec::new();
+        for (x, y) in sa.iter().zip(&sb) {
+            match (x, y) {
+                (Step::Field(p), Step::Field(q)) if p == q => {}
+                (Step::Index(p), Step::Index(q)) => {
+                    if p.to_token_stream().to_string() != q.to_token_stream().to_string() {
+                        let (p, q) = (self.rw(p), self.rw(q));
+                        conds.push(quote!((#p) == (#q)));
+                    }
+                }
+                _ => return None,
+            }
+        }
+        Some(if conds.is_empty() {
+            quote!(true)
+        } else {
+            quote!(#(#conds)&&*)
+        })
     }
 
     /// Checked code: a constant argument computed by `e` (written `text`), passed to a call or a
@@ -1335,10 +1368,12 @@ impl VisitMut for LiteralComparisons<'_> {
                 Err(e) => e.to_compile_error(),
             };
             let op = b.op;
+            // (the names spanned as where they are bound: a condition from a `macro_rules!`
+            // fragment has that fragment's hygiene, and `call_site` names would not see them)
             let cmp = if lit_left {
-                quote!(__rev_r #op __rev_v)
+                quote_spanned!(span=> __rev_r #op __rev_v)
             } else {
-                quote!(__rev_v #op __rev_r)
+                quote_spanned!(span=> __rev_v #op __rev_r)
             };
             *e = syn::parse_quote_spanned!(span=> {
                 #[allow(unused_imports)]

@@ -79,8 +79,10 @@ impl Literal {
                 let (int, frac, sticky, decimal) = decimal(f.base10_digits())
                     .ok_or_else(|| Error::new(f.span(), "unreadable float literal"))?;
                 let v: f64 = decimal.parse().unwrap_or(f64::INFINITY);
-                if v.is_infinite() || (suffix.as_deref() == Some("f32") && (v as f32).is_infinite())
-                {
+                // (an `f32` literal rounded once, as rustc reads it: through its nearest `f64`,
+                // one just below the overflow threshold became infinite)
+                let v32: f32 = decimal.parse().unwrap_or(f32::INFINITY);
+                if v.is_infinite() || (suffix.as_deref() == Some("f32") && v32.is_infinite()) {
                     let (ty, max) = match suffix.as_deref() {
                         Some("f32") => ("f32", "3.4028235e38"),
                         _ => ("f64", "1.7976931348623157e308"),

@@ -696,7 +696,8 @@ impl Parser {
 
     /// An expression statement: an instruction or a call.
     fn expr_stmt(&mut self, e: Expr) -> Result<Kind> {
-        match e {
+        // (a statement passed whole as a `macro_rules!` fragment arrives parenthesised)
+        match strip_parens(&e).clone() {
             Expr::Binary(b) => {
                 let target = *b.left;
                 self.target(&target)?;
@@ -766,7 +767,7 @@ impl Parser {
                 Ok(kind)
             }
             Expr::Call(c) => {
-                let func = match &*c.func {
+                let func = match strip_parens(&c.func) {
                     Expr::Path(p) if p.qself.is_none() => p.path.clone(),
                     other => return Err(Error::new_spanned(other, "expected the name of a reversible function or instruction")),
                 };
@@ -1184,6 +1185,29 @@ pub fn place_path(e: &Expr) -> (String, Vec<Seg>) {
         Expr::Index(i) => {
             let (r, mut s) = place_path(&i.expr);
             s.push(Seg::Index(i.index.to_token_stream().to_string()));
+            (r, s)
+        }
+        other => (other.to_token_stream().to_string(), vec![]),
+    }
+}
+
+/// One step of a place with its index expression (see [`place_steps`]).
+pub enum Step<'a> {
+    Field(String),
+    Index(&'a Expr),
+}
+
+/// A place as its root variable and its steps, the indices as expressions.
+pub fn place_steps(e: &Expr) -> (String, Vec<Step<'_>>) {
+    match strip_parens(e) {
+        Expr::Field(f) => {
+            let (r, mut s) = place_steps(&f.base);
+            s.push(Step::Field(f.member.to_token_stream().to_string()));
+            (r, s)
+        }
+        Expr::Index(i) => {
+            let (r, mut s) = place_steps(&i.expr);
+            s.push(Step::Index(&i.index));
             (r, s)
         }
         other => (other.to_token_stream().to_string(), vec![]),

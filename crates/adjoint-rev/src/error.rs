@@ -441,8 +441,10 @@ impl fmt::Display for InvertibilityError {
                 f,
                 "{site}: `{copy}` copies what this statement may change through its argument \
                  `{place}`: the copy would no longer equal it afterwards, so the statement could \
-                 not be undone (`x += x²` has no inverse) and its gradient would be wrong. Write \
-                 the result into a variable the copy does not come from"
+                 not be undone and its gradient would be wrong. Write the result into a variable \
+                 the copy does not come from. (A user's instruction counts as changing every \
+                 argument, and a call as changing what it passes on more than three calls deep; \
+                 where it only reads `{place}`, pass `{place}` as a copy too)"
             ),
         }
     }
@@ -770,18 +772,18 @@ pub fn distinct<A: ?Sized, B: ?Sized>(
 }
 
 /// The run-time check that a copied argument (`v[j].clone()`) is not a place the statement may
-/// change through another argument (`v[i]` where `i == j`). Like [`distinct`], it runs in checked
-/// and unchecked code alike.
+/// change through another argument (`v[i]` where `i == j`): `aliased` is the generated code's
+/// verdict (the callee may write that argument, and the two places' steps agree). Like
+/// [`distinct`], it runs in checked and unchecked code alike.
 #[doc(hidden)]
 #[inline(always)]
-pub fn not_copied<A: ?Sized, B: ?Sized>(
-    place: &A,
-    copied: &B,
+pub fn not_copied(
+    aliased: bool,
     site: Site,
     place_text: &'static str,
     copy_text: &'static str,
 ) -> Result<(), InvertibilityError> {
-    if same(place, copied) {
+    if aliased {
         Err(InvertibilityError::AliasedCopy {
             site,
             place: place_text,

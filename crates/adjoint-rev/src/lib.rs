@@ -80,7 +80,11 @@
 //! `if (x > 0.0, ~)`, `while (x < 10.0, n != 0.0)` work for every `T: RevReal` (on [`GVar`]s
 //! too) without `.value()`; so does an unsuffixed integer literal (`if (x > 0, ~)`), which an
 //! integer (`n == 1` for `n: &mut usize`) compares in its own type; comparisons between two
-//! values use `PartialOrd` (`if (a < b, ~)`).
+//! values use `PartialOrd` (`if (a < b, ~)`). The primal is compared as `f64` with the literal's
+//! nearest `f64`, as NiLang compares in Julia: for `f32` values that differs from Rust, where
+//! `x > 0.1` compares with `0.1f32` (`x = 0.1f32` is above `0.1` as `f64`: write `0.1f32`, or
+//! compare with a variable, where the `f32` comparison is wanted). Literals in instructions are
+//! rounded to the instruction's type once (`y += x * 0.1` adds `x · 0.1f32` for `f32`).
 //!
 //! **Instructions** (`y += …`): a variable, `a + b`, `a - b`, `a * b`, `a / b`, `-a`,
 //! `identity(a)`, and every function of the shared rule table ([`adjoint_core::rules`]) in method

@@ -449,3 +449,54 @@ fn a_built_in_instruction_s_copied_argument_is_checked_against_what_it_writes() 
     check_gradient(f, &[a, b, 0.3], &[g.0, g.1, g.2]).assert_passed();
     Ok(())
 }
+
+reversible! {
+    /// `w[0] += c²`.
+    fn add_square_first<T: RevReal>(w: &mut Vec<T>, c: &mut T) {
+        w[0] += c * c;
+    }
+    /// `v[0] += v[0]²` through a copy of an element of the `Vec` the callee writes.
+    fn vec_and_its_element<T: RevReal>(v: &mut Vec<T>) {
+        add_square_first(v, v[0].clone());
+    }
+    /// `m[i][0] += m[j][0]²`: a row passed, an element of a row copied.
+    fn row_and_element<T: RevReal>(m: &mut Vec<Vec<T>>, i: &mut usize, j: &mut usize) {
+        add_square_first(m[i], m[j][0].clone());
+    }
+}
+
+/// The copy check for places in heap collections (a reviewer): `Vec` places cover only their
+/// header, so comparing addresses never saw `v[0].clone()` inside `v`, and the unchecked round
+/// trip of `v[0] += v[0]²` turned 3 into −132 (gradient 25, not 7). The places are compared by
+/// their steps now; the rows of a matrix alias only at `i == j`.
+#[test]
+fn a_copy_of_an_element_of_a_collection_the_callee_writes_is_an_alias_error() {
+    let mut v = vec![3.0, 1.0];
+    for err in [
+        vec_and_its_element(&mut v).unwrap_err(),
+        vec_and_its_element::call_unchecked(&mut v).unwrap_err(),
+        value_and_grad_unchecked(vec_and_its_element {}, (vec![3.0, 1.0],), 0).unwrap_err(),
+    ] {
+        assert!(
+            matches!(err, InvertibilityError::AliasedCopy { .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("`v[0].clone()`"), "{err}");
+    }
+    assert_eq!(v, [3.0, 1.0], "nothing ran");
+
+    let m = vec![vec![3.0, 1.0], vec![-2.0, 5.0]];
+    let mut mm = m.clone();
+    let err = row_and_element::call_unchecked(&mut mm, &mut 1, &mut 1).unwrap_err();
+    assert!(
+        matches!(err, InvertibilityError::AliasedCopy { .. }),
+        "{err}"
+    );
+    assert_eq!(mm, m, "nothing ran");
+    // Different rows: `m[0][0] += m[1][0]²`, against central differences.
+    let g = grad(row_and_element {}, (m.clone(), 0, 1), 0).unwrap();
+    let flat: Vec<f64> = g.0.concat();
+    check_gradient(|p: &[f64]| p[0] + p[2] * p[2], &m.concat(), &flat).assert_passed();
+    let (_, gu) = value_and_grad_unchecked(row_and_element {}, (m.clone(), 0, 1), 0).unwrap();
+    assert_eq!(gu, g);
+}

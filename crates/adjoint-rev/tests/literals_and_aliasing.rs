@@ -608,6 +608,11 @@ reversible! {
     fn near_f32_max<T: RevReal>(y: &mut T) {
         y += 340282356779733661637539395458142568447;
     }
+    /// The same region with an `f32` suffix, as a float literal: its nearest `f64` is the
+    /// threshold too, and it was refused as out of range (a reviewer).
+    fn near_f32_max_suffixed(y: &mut f32) {
+        y += 340282356779733642748073463979561713664.0f32;
+    }
 }
 
 /// An `f32` literal is the decimal rounded once, to `f32` (a hunter's finding): it went through
@@ -630,6 +635,10 @@ fn f32_literals_are_rounded_once() -> R {
 
     let mut y = 0.0f32;
     near_f32_max(&mut y)?;
+    assert_eq!(y, f32::MAX);
+    let mut y = 0.0f32;
+    near_f32_max_suffixed(&mut y)?;
+    assert_eq!(y, 340282356779733642748073463979561713664.0f32);
     assert_eq!(y, f32::MAX);
     Ok(())
 }
