@@ -795,6 +795,20 @@ impl Gen<'_> {
                 };
                 let site = self.site(s);
                 let (tp, tc) = (crate::parse::pretty(p), crate::parse::pretty(copy));
+                if same.to_string() == "true" {
+                    // The same storage whatever the indices (`f(x, x.clone())`, `f(v,
+                    // v[0].clone())`): a compile error at the copy where the callee's write
+                    // table says it writes that argument (the run-time check stays).
+                    let at = syn::spanned::Spanned::span(copy);
+                    let msg = format!(
+                        "reversible!: `{tc}` copies what this statement may change through its \
+                         argument `{tp}`: the copy would no longer equal it afterwards, so the \
+                         statement could not be undone. Write the result into a variable the copy \
+                         does not come from (where the callee only reads `{tp}`, pass it as a \
+                         copy too)"
+                    );
+                    checks.extend(quote_spanned!(at=> const { ::core::assert!(!(#cond), #msg) };));
+                }
                 checks.extend(quote_spanned!(s.span=>
                     #k::not_copied(#cond && #same, #site, #tp, #tc)?;
                 ));

@@ -185,8 +185,43 @@ pub enum InvertibilityError {
         /// The other argument.
         b: &'static str,
     },
-    /// A call or instruction argument copies (`x.clone()`) a place that it may change through
-    /// another argument (`f(x, x.clone())`).
+    /// A call or instruction argument copies (`v[j].clone()`) a place that it may change
+    /// through another argument (`f(v[i], v[j].clone())` at `i == j`). Where the two are the
+    /// same storage whatever the indices (`f(x, x.clone())`, `f(v, v[0].clone())`,
+    /// `ROT(a, b, a.clone())`) and the callee writes that argument, it is a compile error (at
+    /// `cargo build`, not `cargo check`: the callee's write table is a constant evaluated then):
+    ///
+    /// ```compile_fail,E0080
+    /// use adjoint_rev::prelude::*;
+    /// reversible! {
+    ///     fn add_square<T: RevReal>(a: &mut T, b: &mut T) {
+    ///         a += b * b;
+    ///     }
+    ///     // `x += x²` cannot be undone
+    ///     fn self_square<T: RevReal>(x: &mut T) {
+    ///         add_square(x, x.clone());
+    ///     }
+    /// }
+    /// let _ = self_square(&mut 3.0f64);
+    /// ```
+    ///
+    /// while a copy of what the callee only reads is fine:
+    ///
+    /// ```
+    /// use adjoint_rev::prelude::*;
+    /// reversible! {
+    ///     fn add_product<T: RevReal>(y: &mut T, a: &mut T, b: &mut T) {
+    ///         y += a * b;
+    ///     }
+    ///     fn add_square<T: RevReal>(y: &mut T, x: &mut T) {
+    ///         add_product(y, x, x.clone());
+    ///     }
+    /// }
+    /// let (mut y, mut x) = (1.0f64, 3.0f64);
+    /// add_square(&mut y, &mut x)?;
+    /// assert_eq!(y, 10.0);
+    /// # Ok::<(), InvertibilityError>(())
+    /// ```
     AliasedCopy {
         /// Where.
         site: Site,

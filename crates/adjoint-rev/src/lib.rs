@@ -198,9 +198,11 @@
 //! then copied into and out of the call, so they must be `Copy` (numbers, arrays of numbers):
 //! rows `m[i]`, `m[j]` of a `Vec<Vec<T>>` are a compile error saying so — pass `m` and the
 //! indices instead. A copied argument (`x.clone()`, `v[j].clone()`) of a place the callee may
-//! change through another argument (`f(x, x.clone())` where `f` writes its first argument, or
-//! `f(v[i], v[j].clone())` at `i == j`) is an [`InvertibilityError::AliasedCopy`], in both modes
-//! and before the call runs; where the callee only reads that argument, the copy is fine.
+//! change through another argument is an error before the call runs: a compile error (at
+//! `cargo build`) where they are the same storage whatever the indices (`f(x, x.clone())`,
+//! `f(v, v[0].clone())` where `f` writes its first argument), else an
+//! [`InvertibilityError::AliasedCopy`] in both modes (`f(v[i], v[j].clone())` at `i == j`);
+//! where the callee only reads that argument, the copy is fine.
 //!
 //! **Checked at run time** (an [`InvertibilityError`], which names the function, the statement as
 //! written and the values): `unlet` finds a different value; an `if`'s post-condition disagrees
