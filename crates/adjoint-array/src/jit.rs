@@ -8,8 +8,9 @@
 //! loads and scatters load-add-stores into a dense per-chunk window.
 //!
 //! Semantics are the interpreter's, operation for operation: `+ − × ÷`, `max`, `min`,
-//! negation, `sqrt`, `abs`, the partials of `+ − × max min` and `exp`, `AdjMul` and `Select`
-//! are emitted inline (the same IEEE operations; `max`/`min` of two equal zeros returns the
+//! negation, `sqrt`, `abs`, `powi` with a small exponent (binary powering, as `f64::powi`
+//! computes it: [`powi`]), the partials of `+ − × max min`, `exp` and `powi`, `AdjMul` and
+//! `Select` are emitted inline (the same IEEE operations; `max`/`min` of two equal zeros returns the
 //! first, where Rust leaves the sign unspecified); every other rule-table value or partial,
 //! and every discrete operation, calls the same Rust function the interpreter calls. So roots
 //! are bit-identical to the interpreter's; scatter windows receive the same terms, summed element by element
@@ -846,6 +847,7 @@ fn emit_scalar(b: &mut FunctionBuilder, env: &Env, l: &mut Lane, j: usize, op: &
                 Op1::Sqrt => b.ins().sqrt(x),
                 Op1::Abs => b.ins().fabs(x),
                 Op1::Recip => b.ins().fdiv(fone, x),
+                Op1::Powi(n) if powi_inline(*n) => powi(b, x, *n, fone),
                 _ => {
                     let f = fn_ptr(b, un_val as *const () as usize);
                     let c = b.ins().call_indirect(env.sig_i_f, f, &[p, x]);
@@ -867,6 +869,16 @@ fn emit_scalar(b: &mut FunctionBuilder, env: &Env, l: &mut Lane, j: usize, op: &
                 };
                 l.slot.insert(*ds, dv);
             }
+        }
+        KOp::D1 {
+            op: Op1::Powi(n),
+            a,
+            dst,
+            second,
+        } if powi_inline(*n) => {
+            let x = l.val(b, env, *a);
+            let v = powi_partial(b, x, *n, *second, fone);
+            l.slot.insert(*dst, v);
         }
         KOp::D1 { op, a, dst, second } => {
             let x = l.val(b, env, *a);
@@ -1114,18 +1126,81 @@ fn un_partial_inline(
             let v2 = b.ins().fadd(v0, v0);
             b.ins().fdiv(one, v2)
         }
+        Op1::Powi(n) if powi_inline(n) => powi_partial(b, x, n, false, one),
         _ => return None,
     })
+}
+
+/// The rule table's partials of `xⁿ`, bit for bit: `n · xⁿ⁻¹` (1 for n = 1, 0 for n = 0), or
+/// with `second` `n(n − 1) · xⁿ⁻²` (0 for n = 0, 1); `f64` or `f64x2` (`one` of the same type).
+fn powi_partial(b: &mut FunctionBuilder, x: Value, n: i32, second: bool, one: Value) -> Value {
+    let (k, factor) = if second {
+        (2, f64::from(n) * (f64::from(n) - 1.0))
+    } else {
+        (1, f64::from(n))
+    };
+    match n {
+        0 => b.ins().fsub(one, one),
+        1 if second => b.ins().fsub(one, one),
+        1 => one,
+        _ => {
+            let p = powi(b, x, n - k, one);
+            let c = b.ins().f64const(factor);
+            let c = if b.func.dfg.value_type(one) == types::F64X2 {
+                b.ins().splat(types::F64X2, c)
+            } else {
+                c
+            };
+            b.ins().fmul(p, c)
+        }
+    }
+}
+
+/// Whether `x.powi(n)` is compiled inline ([`powi`]) rather than called from the rule table:
+/// small exponents, where the multiplications cost less than the call (`a.powi(2)` ran 7×
+/// slower than `a * a` in a kernel; a new user).
+fn powi_inline(n: i32) -> bool {
+    (-64..=64).contains(&n)
+}
+
+/// `xⁿ` as `f64::powi` computes it, bit for bit: binary powering from the lowest bit
+/// (compiler-rt's `__powidf2`, and LLVM's expansion for a constant `n`), then `1 / r` for a
+/// negative `n`; `1` for `n = 0` (also at NaN). Works on `f64` and `f64x2` values (`one` of
+/// the same type).
+fn powi(b: &mut FunctionBuilder, x: Value, n: i32, one: Value) -> Value {
+    let mut m = n.unsigned_abs();
+    let (mut r, mut square) = (None, x);
+    while m != 0 {
+        if m & 1 == 1 {
+            r = Some(match r {
+                Some(r) => b.ins().fmul(r, square),
+                None => square,
+            });
+        }
+        m >>= 1;
+        if m != 0 {
+            square = b.ins().fmul(square, square);
+        }
+    }
+    let r = r.unwrap_or(one);
+    if n < 0 {
+        b.ins().fdiv(one, r)
+    } else {
+        r
+    }
 }
 
 /// Whether operation `op` runs on both elements of a pair at once in `f64x2` registers
 /// (element-wise IEEE arithmetic); the others run once per element with the scalar code.
 fn vectorizable(op: &KOp) -> bool {
     match op {
-        KOp::Un { op, d, .. } => {
-            matches!(op, Op1::Neg | Op1::Sqrt | Op1::Abs | Op1::Recip)
-                && (d.is_none() || matches!(op, Op1::Sqrt | Op1::Recip))
-        }
+        KOp::Un { op, d, .. } => match op {
+            Op1::Powi(n) => powi_inline(*n),
+            _ => {
+                matches!(op, Op1::Neg | Op1::Sqrt | Op1::Abs | Op1::Recip)
+                    && (d.is_none() || matches!(op, Op1::Sqrt | Op1::Recip))
+            }
+        },
         KOp::Bin { op, d, .. } => {
             matches!(
                 op,
@@ -1246,6 +1321,7 @@ fn pair_body(
                     Op1::Neg => b.ins().fneg(x),
                     Op1::Sqrt => b.ins().sqrt(x),
                     Op1::Abs => b.ins().fabs(x),
+                    Op1::Powi(n) => powi(b, x, *n, vone),
                     _ => b.ins().fdiv(vone, x),
                 };
                 let mut out = vec![(*dst, v)];

@@ -176,41 +176,97 @@ pub(crate) struct Affine {
 }
 
 /// The affine forms of each target's scatter indices (see [`Kernel::target_forms`]): an
-/// offset is affine when every varying component is an `Idx` value.
-fn scatter_forms(ops: &[KOp], ntargets: usize) -> Vec<Option<Vec<Affine>>> {
+/// offset is affine when every varying component is an `Idx` value, or one plus or minus an
+/// integer constant (`x.at(&[i[0] + 1.0])`, a stencil's neighbour: a gradient's scatter into a
+/// large input was interpreted for want of it; a new user's Rosenbrock).
+fn scatter_forms(ops: &[KOp], consts: &[(u32, f64)], ntargets: usize) -> Vec<Option<Vec<Affine>>> {
     let mut forms: Vec<Option<Vec<Affine>>> = vec![Some(Vec::new()); ntargets];
-    let mut axis_of: HashMap<u32, usize> = HashMap::new();
-    let mut off_terms: HashMap<u32, Option<Vec<(usize, usize)>>> = HashMap::new();
+    let konst: HashMap<u32, f64> = consts.iter().copied().collect();
+    // an integer constant of a slot (small enough to be exact and to add to offsets)
+    let int = |s: &Src| match s {
+        Src::S(s) => konst
+            .get(s)
+            .filter(|v| v.fract() == 0.0 && v.abs() < 1e9)
+            .map(|&v| v as i64),
+        Src::P(_) => None,
+    };
+    // slot → (axis, k): the slot holds `Idx(axis) + k`
+    let mut axis_of: HashMap<u32, (usize, i64)> = HashMap::new();
+    // offset → (terms, Σ k·stride)
+    let mut off_terms: HashMap<u32, Option<(Vec<(usize, usize)>, i64)>> = HashMap::new();
     for op in ops {
         match op {
             KOp::Offset { comps, dst, .. } => {
+                let mut shift = 0i64;
                 let terms = comps
                     .iter()
                     .filter_map(|c| match c {
-                        Comp::Var(Src::S(s), st, _) => Some(axis_of.get(s).map(|&a| (a, *st))),
+                        Comp::Var(Src::S(s), st, _) => Some(axis_of.get(s).map(|&(a, k)| {
+                            shift += k * *st as i64;
+                            (a, *st)
+                        })),
                         Comp::Var(Src::P(_), ..) => Some(None),
                         Comp::Const(_) => None,
                     })
                     .collect::<Option<Vec<_>>>();
-                off_terms.insert(*dst, terms);
+                off_terms.insert(*dst, terms.map(|t| (t, shift)));
             }
             KOp::Scatter { target, off, c, .. } => {
-                let terms = match off {
-                    None => Some(Vec::new()),
-                    Some(o) => off_terms.get(o).cloned().flatten(),
+                let form = match off {
+                    None => Some(Affine {
+                        c: *c,
+                        terms: Vec::new(),
+                    }),
+                    Some(o) => off_terms
+                        .get(o)
+                        .cloned()
+                        .flatten()
+                        .and_then(|(terms, shift)| {
+                            let c = usize::try_from(*c as i64 + shift).ok()?;
+                            Some(Affine { c, terms })
+                        }),
                 };
                 let f = &mut forms[*target];
-                match (terms, f.as_mut()) {
-                    (Some(terms), Some(v)) => v.push(Affine { c: *c, terms }),
+                match (form, f.as_mut()) {
+                    (Some(form), Some(v)) => v.push(form),
                     _ => *f = None,
                 }
             }
             op => {
+                let shifted = match op {
+                    KOp::Bin {
+                        op: o @ (Op2::Add | Op2::Sub),
+                        a,
+                        b,
+                        ..
+                    } => {
+                        let at = |s: &Src| match s {
+                            Src::S(s) => axis_of.get(s).copied(),
+                            Src::P(_) => None,
+                        };
+                        match (at(a), int(b), at(b), int(a)) {
+                            (Some((ax, k)), Some(c), ..) => {
+                                Some((ax, if *o == Op2::Add { k + c } else { k - c }))
+                            }
+                            (_, _, Some((ax, k)), Some(c)) if *o == Op2::Add => Some((ax, k + c)),
+                            _ => None,
+                        }
+                    }
+                    _ => None,
+                };
                 for d in op.results() {
                     axis_of.remove(&d);
                 }
-                if let KOp::Idx { axis, dst } = op {
-                    axis_of.insert(*dst, *axis);
+                match op {
+                    KOp::Idx { axis, dst } => {
+                        axis_of.insert(*dst, (*axis, 0));
+                    }
+                    KOp::Bin { dst, .. } => {
+                        if let Some(f) = shifted {
+                            axis_of.insert(*dst, f);
+                        }
+                    }
+                    _ => {}
                 }
             }
         }
@@ -1005,7 +1061,7 @@ impl Kernel {
             .next_power_of_two()
             .min(1024)
             .min(total.max(1).next_power_of_two());
-        let target_forms = scatter_forms(&ops, targets.len());
+        let target_forms = scatter_forms(&ops, &consts, targets.len());
         Kernel {
             ops,
             nslots,
