@@ -2,7 +2,7 @@
 //! hand-written fused Rust loop in the same run: the array program's objective (fusion turns the
 //! chain into one kernel) and its whole-program gradient of the sum.
 
-use crate::harness::{fmt_time, measure};
+use crate::harness::{fmt_time, measure, Column, Problem};
 use adjoint::array::{Builder, Program};
 use rayon::prelude::*;
 use serde::Serialize;
@@ -226,4 +226,38 @@ pub fn markdown(rows: &[ChainRow]) -> String {
         );
     }
     s
+}
+
+/// The array engine's column for the registered problems written for it here — Rosenbrock (a
+/// `generate` over neighbouring pairs: the gather at `i + 1` is a stencil) and the vector dot
+/// product — each built once as a whole program and differentiated with `gradient_a`; `None`
+/// for the others.
+pub fn column(p: &Problem) -> Option<Column> {
+    let n = p.input.len();
+    let b = Builder::new();
+    let x = b.input(&[n]);
+    let out = match p.name {
+        "rosenbrock" if n >= 2 => b
+            .generate(&[n - 1], |i| {
+                let (a, c) = (x.at(&[i[0]]), x.at(&[i[0] + 1.0]));
+                let (t, u) = (c - a * a, 1.0 - a);
+                t * t * 100.0 + u * u
+            })
+            .sum(),
+        "dot (vector)" => {
+            let h = n / 2;
+            b.generate(&[h], |i| x.at(&[i[0]]) * x.at(&[i[0] + h as f64]))
+                .sum()
+        }
+        _ => return None,
+    };
+    let program = b.build_scalar(&out).ok()?;
+    Some(Column {
+        engine: "array",
+        run: Box::new(move |x, g| {
+            let r = program.gradient_a(&[x]).expect("array gradient");
+            g.copy_from_slice(&r.grads[0]);
+        }),
+        skip: None,
+    })
 }

@@ -67,6 +67,9 @@ pub fn registry(quick: bool) -> Vec<Problem> {
         if let Some(c) = ssabench::column(&p) {
             p.columns.push(c);
         }
+        if let Some(c) = arraybench::column(&p) {
+            p.columns.push(c);
+        }
         p
     })
     .collect()

@@ -1,7 +1,8 @@
 //! The map-chain benchmark's array programs compute what the hand-fused loop computes, and the
 //! gradient of the sum matches the hand derivative of the chain.
 
-use adjoint_bench::arraybench::{chain_programs, hand_fused};
+use adjoint_bench::arraybench::{self, chain_programs, hand_fused};
+use adjoint_bench::registry;
 
 #[test]
 fn chain_program_equals_the_hand_fused_loop_and_its_gradient_the_hand_derivative() {
@@ -25,4 +26,33 @@ fn chain_program_equals_the_hand_fused_loop_and_its_gradient_the_hand_derivative
             "{i}: {gi} vs {want}"
         );
     }
+}
+
+/// The array column of the registered problems (Rosenbrock, the vector dot product) against
+/// each problem's reference column (the hand gradient).
+#[test]
+fn array_column_agrees_with_the_reference_column_of_every_problem_it_has() {
+    let mut n = 0;
+    for p in registry(true) {
+        let Some(mut col) = arraybench::column(&p) else {
+            continue;
+        };
+        let x = p.input.clone();
+        let mut g = vec![0.0; x.len()];
+        (col.run)(&x, &mut g);
+        let mut r = vec![0.0; x.len()];
+        let mut reference = p.columns.into_iter().next().expect("a reference column");
+        assert_eq!(reference.engine, "hand", "{} {}", p.name, p.size);
+        (reference.run)(&x, &mut r);
+        for (i, (a, b)) in g.iter().zip(&r).enumerate() {
+            assert!(
+                (a - b).abs() <= 1e-10 * b.abs().max(1.0),
+                "{} {} [{i}]: array {a} vs hand {b}",
+                p.name,
+                p.size
+            );
+        }
+        n += 1;
+    }
+    assert_eq!(n, 4, "Rosenbrock at three sizes and the vector dot product");
 }
