@@ -2779,7 +2779,9 @@ impl Program {
         })
     }
 
-    /// Value and gradient (the seed's `gradientA`) of a program with one scalar output.
+    /// Value and gradient of a program with one scalar output (`_a`: of an array program, the
+    /// seed's `gradientA`; [`gradient_e`](crate::gradient_e) differentiates a scalar
+    /// expression).
     ///
     /// ```
     /// use adjoint_array::Builder;

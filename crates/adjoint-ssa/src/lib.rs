@@ -46,8 +46,10 @@
 //!   workspace: its `grad` uses none, and `&mut Workspace::new()` costs nothing in `pullback`.
 //!
 //! Parameters: `f64`, `&[f64]`, `[f64; N]`, tuples and `#[derive(Differentiable)]` structs are
-//! differentiated (restrict with `#[differentiable(wrt(x))]`); integers, `bool` and `&[usize]`
-//! are passive; `&mut [f64]` are
+//! differentiated (restrict with `#[differentiable(wrt(x))]`: data such as a batch of inputs
+//! `xs: &[f64]` is otherwise differentiated too, and `grad` wants a buffer for it — rustc's
+//! "argument #… of type `&mut [f64]` is missing" at the call means that); integers, `bool` and
+//! `&[usize]` are passive; `&mut [f64]` are
 //! in-place outputs: `pullback` takes their cotangent in `d_out` and leaves there the cotangent of
 //! their initial contents. Functions with `&mut` outputs get `primal`, `pullback` and
 //! `pullback_vec`, but no `grad`.
@@ -67,6 +69,31 @@
 //! scale::pullback(&mut Workspace::new(), &x, 0.5, &mut out, &mut dx, &mut da, &mut dout);
 //! assert_eq!(out[0], 0.5 * 0.1f64.sin());
 //! assert_eq!((dx[0], dx[1], da), (0.5 * 0.1f64.cos(), 0.0, 0.1f64.sin()));
+//! ```
+//!
+//! # Hessian-vector products
+//!
+//! `pullback` at `T = Dual<f64>` is forward over reverse: inputs `x + εv`, gradient buffers of
+//! dual numbers and a constant seed give the gradient in `.re` and `H·v` in `.eps` (one forward
+//! and one reverse sweep; `n` of them with the unit vectors give the Hessian).
+//!
+//! ```
+//! use adjoint_core::forward::Dual64;
+//! use adjoint_ssa::{differentiable, Workspace};
+//!
+//! #[differentiable]
+//! fn f(x: &[f64]) -> f64 {
+//!     x[0] * x[0] * x[1] + x[1].sin()
+//! }
+//!
+//! let (x, v) = ([1.5, 0.5], [1.0, -2.0]);
+//! let xd: Vec<Dual64> = x.iter().zip(&v).map(|(&a, &b)| Dual64::new(a, b)).collect();
+//! let mut g = [Dual64::constant(0.0); 2];
+//! f::pullback(&mut Workspace::new(), &xd, &mut g, Dual64::constant(1.0));
+//! // H = [[2x₁, 2x₀], [2x₀, −sin x₁]]
+//! let hv = [2.0 * x[1] * v[0] + 2.0 * x[0] * v[1], 2.0 * x[0] * v[0] - x[1].sin() * v[1]];
+//! assert!((g[0].eps - hv[0]).abs() < 1e-12 && (g[1].eps - hv[1]).abs() < 1e-12);
+//! assert_eq!(g[0].re, 2.0 * x[0] * x[1]); // the gradient
 //! ```
 //!
 //! # Jacobians

@@ -985,7 +985,9 @@ pub fn hvp<F: FnOnce(&[Dual<Var>]) -> Dual<Var>>(f: F, x: &[f64], v: &[f64]) -> 
     with_tape(|t| t.hvp(f, x, v))
 }
 
-/// The Hessian by `n` Hessian-vector products.
+/// The Hessian by `n` Hessian-vector products. `f` runs on `Dual<Var>` (forward over
+/// reverse), so write it generic over [`Real`](adjoint_core::Real) (`fn f<T: Real>(x: &[T]) ->
+/// T`, passed as `|x| f(x)`): a function written for `Var` alone does not take `Dual<Var>`.
 ///
 /// ```
 /// use adjoint_tape::hessian;
