@@ -485,7 +485,10 @@ where
 
 /// The Hessian of one output scalar (`loss`) with respect to every input scalar, by forward over
 /// reverse (seed 001 Section 3.2): column `j` runs the gradient program on `GVar<Dual<f64>>` with
-/// the inputs' tangents set to the `j`-th unit vector.
+/// the inputs' tangents set to the `j`-th unit vector. "Every input scalar" includes the output
+/// slot itself (a reversible function's arguments are its inputs and outputs): for
+/// `f(y, x₁, …, xₙ)` the matrix is `(n + 1) × (n + 1)`, row and column 0 those of `y` (zero
+/// for `y += g(x)`).
 ///
 /// The forward call runs on `GVar`s whose gradients are all zero, which leaves them zero and the
 /// values identical to a plain call.
