@@ -1616,6 +1616,27 @@ mod tests {
         }
     }
 
+    /// `powi` with |n| ≤ 64 is inline and paired (two elements in `f64x2`), larger exponents
+    /// call the rule table (its value and partials are checked bit for bit against the
+    /// interpreter in `tests/jit.rs`).
+    #[test]
+    fn small_powers_are_inline_and_paired() {
+        for n in [-64, -1, 0, 1, 2, 3, 64] {
+            assert!(powi_inline(n), "{n}");
+            let op = KOp::Un {
+                op: Op1::Powi(n),
+                a: Src::S(0),
+                dst: 1,
+                d: Some(2),
+            };
+            assert!(vectorizable(&op), "{n}");
+        }
+        for n in [-65, 65, i32::MAX, i32::MIN] {
+            assert!(!powi_inline(n), "{n}");
+            assert!(!vectorizable(&un(Op1::Powi(n), Src::S(0), 1)), "{n}");
+        }
+    }
+
     #[test]
     fn sin_and_cos_twins_only_of_the_same_value() {
         let (x, y) = (Src::S(0), Src::P(0));

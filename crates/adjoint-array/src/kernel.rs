@@ -2349,6 +2349,58 @@ where
 mod tests {
     use super::*;
 
+    /// The forms of a scatter at `Idx(0) op k` (`k` a constant slot, `k_left`: `k op Idx`),
+    /// through one `Offset` of stride `st`, plus the constant `c`.
+    fn form_of(op: Op2, k: f64, k_left: bool, st: usize, c: usize) -> Option<Vec<Affine>> {
+        let (idx, konst) = (Src::S(0), Src::S(1));
+        let (a, b) = if k_left { (konst, idx) } else { (idx, konst) };
+        let ops = [
+            KOp::Idx { axis: 0, dst: 0 },
+            KOp::Bin {
+                op,
+                a,
+                b,
+                dst: 2,
+                d: None,
+            },
+            KOp::Offset {
+                arr: 0,
+                comps: vec![Comp::Var(Src::S(2), st, 100)],
+                guard: None,
+                quiet: false,
+                dst: 3,
+            },
+            KOp::Scatter {
+                target: 0,
+                off: Some(3),
+                c,
+                guard: None,
+                val: Src::P(0),
+            },
+        ];
+        scatter_forms(&ops, &[(1, k)], 1).remove(0)
+    }
+
+    /// A stencil's neighbour (`Idx ± integer`) is affine, its constant folded into `c` (the
+    /// gradient's scatter into a large input is then windowed and compiled); `k − Idx`, a
+    /// fractional `k` and a negative total are not.
+    #[test]
+    fn an_index_plus_an_integer_constant_is_an_affine_scatter_index() {
+        let affine = |c, st| {
+            Some(vec![Affine {
+                c,
+                terms: vec![(0, st)],
+            }])
+        };
+        assert_eq!(form_of(Op2::Add, 1.0, false, 1, 0), affine(1, 1));
+        assert_eq!(form_of(Op2::Add, 2.0, true, 3, 5), affine(11, 3));
+        assert_eq!(form_of(Op2::Sub, 1.0, false, 2, 4), affine(2, 2));
+        assert_eq!(form_of(Op2::Sub, 1.0, false, 1, 0), None); // −1 at i = 0
+        assert_eq!(form_of(Op2::Sub, 3.0, true, 1, 0), None); // 3 − i
+        assert_eq!(form_of(Op2::Add, 0.5, false, 1, 0), None);
+        assert_eq!(form_of(Op2::Mul, 2.0, false, 1, 0), None);
+    }
+
     #[test]
     fn library_calls_weigh_more_than_inline_operations() {
         let (x, y) = (Src::S(0), Src::P(0));

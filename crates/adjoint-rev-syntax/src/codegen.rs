@@ -241,6 +241,7 @@ impl Gen<'_> {
                         Some(w) if !w.contains(&j) => None,
                         _ => Some(quote!(true)),
                     },
+                    !*inverse && checks,
                     s,
                 ));
                 if checks && !builtin {
@@ -771,11 +772,14 @@ impl Gen<'_> {
     /// write table, or `true`), or `None` where it never is. The places are compared by their
     /// steps ([`Self::overlap_condition`]), not by address: a `Vec` place covers only its
     /// header, not the elements a copy of one of them reads. Emitted in checked and unchecked
-    /// code alike, as [`Self::alias_check`].
+    /// code alike, as [`Self::alias_check`]; with `compile_time` (the checked forward body
+    /// only, so that the error is reported once, not once per generated body), pairs that are
+    /// the same storage whatever the indices are also a compile error.
     fn copy_alias_check(
         &self,
         args: &[Operand],
         written: impl Fn(usize) -> Option<TokenStream>,
+        compile_time: bool,
         s: &Stmt,
     ) -> TokenStream {
         let k = self.krate;
@@ -795,7 +799,7 @@ impl Gen<'_> {
                 };
                 let site = self.site(s);
                 let (tp, tc) = (crate::parse::pretty(p), crate::parse::pretty(copy));
-                if same.to_string() == "true" {
+                if compile_time && same.to_string() == "true" {
                     // The same storage whatever the indices (`f(x, x.clone())`, `f(v,
                     // v[0].clone())`): a compile error at the copy where the callee's write
                     // table says it writes that argument (the run-time check stays).
@@ -806,7 +810,10 @@ impl Gen<'_> {
                          statement could not be undone. Write the result into a variable the copy \
                          does not come from (where the callee only reads `{tp}`, pass it as a \
                          copy too)"
-                    );
+                    )
+                    // (a format string: the places' text must not be read as arguments)
+                    .replace('{', "{{")
+                    .replace('}', "}}");
                     checks.extend(quote_spanned!(at=> const { ::core::assert!(!(#cond), #msg) };));
                 }
                 checks.extend(quote_spanned!(s.span=>
@@ -892,7 +899,12 @@ impl Gen<'_> {
             last.arguments = syn::PathArguments::None;
         }
         let writes = writes_const(WRITE_LEVELS - 1);
-        pre.extend(self.copy_alias_check(args, |j| Some(quote!(#table::#writes[#j])), s));
+        pre.extend(self.copy_alias_check(
+            args,
+            |j| Some(quote!(#table::#writes[#j])),
+            !inverse && checks,
+            s,
+        ));
         let mut post = quote!();
         let mut passed = Vec::new();
         for a in args {

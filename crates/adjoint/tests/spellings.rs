@@ -151,6 +151,12 @@ mod on_dual {
         // (3·0.7 = 2.1 wraps to 0.1 with quotient −1: derivative 3)
         let dy = 2.0 * 0.7f64.cos() + 2.0 * 0.7 - 1.0 + 2.5 * 0.7f64.powf(1.5) + 1.0 + 3.0;
         assert!((y.eps - dy).abs() < 1e-14, "{} vs {dy}", y.eps);
+        // the branch that adds |y|: −2.1 % 2 is −0.1, wrapped to 1.9 (derivative −3 in x,
+        // minus the quotient −2 in the divisor)
+        let (w, d) = (-x * 3.0, Dual64::variable(2.0));
+        let (rx, rd) = (w.rem_euclid(2.0), Dual64::constant(-2.1).rem_euclid(d));
+        assert_eq!((rx.re, rx.eps), ((-0.7f64 * 3.0).rem_euclid(2.0), -3.0));
+        assert_eq!((rd.re, rd.eps), ((-2.1f64).rem_euclid(2.0), 2.0));
         assert!(0.0 < x && 1.0 > x && 0.7 == x);
         let s: Dual64 = [x, x, x].iter().sum();
         assert_eq!((s.re, s.eps), (0.7 + 0.7 + 0.7, 3.0));
