@@ -1173,22 +1173,17 @@ pub enum Seg {
     Index(String),
 }
 
-/// A place as its root variable and its steps.
+/// A place as its root variable and its steps, the indices as text ([`place_steps`]).
 pub fn place_path(e: &Expr) -> (String, Vec<Seg>) {
-    match strip_parens(e) {
-        Expr::Path(p) => (p.to_token_stream().to_string(), vec![]),
-        Expr::Field(f) => {
-            let (r, mut s) = place_path(&f.base);
-            s.push(Seg::Field(f.member.to_token_stream().to_string()));
-            (r, s)
-        }
-        Expr::Index(i) => {
-            let (r, mut s) = place_path(&i.expr);
-            s.push(Seg::Index(i.index.to_token_stream().to_string()));
-            (r, s)
-        }
-        other => (other.to_token_stream().to_string(), vec![]),
-    }
+    let (root, steps) = place_steps(e);
+    let segs = steps
+        .into_iter()
+        .map(|s| match s {
+            Step::Field(f) => Seg::Field(f),
+            Step::Index(i) => Seg::Index(i.to_token_stream().to_string()),
+        })
+        .collect();
+    (root, segs)
 }
 
 /// One step of a place with its index expression (see [`place_steps`]).

@@ -1017,6 +1017,18 @@ pub fn lower(item: &syn::ItemFn, opts: &Options) -> Result<Func> {
 }
 
 impl Lower<'_> {
+    /// End the current block with a branch on `c` to two new blocks (no arguments): the
+    /// `then` and `else` sides of an `if`, `clamp` or `rem_euclid`.
+    fn fork(&mut self, c: Val) -> (BlockId, BlockId) {
+        let (tb, eb) = (self.new_block(), self.new_block());
+        let to = |block| Target {
+            block,
+            args: vec![],
+        };
+        self.finish(Term::Branch(c, to(tb), to(eb)));
+        (tb, eb)
+    }
+
     fn new_block(&mut self) -> BlockId {
         self.f.blocks.push(Block {
             params: vec![],
@@ -3208,18 +3220,7 @@ impl Lower<'_> {
                         let mut rest = None;
                         for (op, bound) in [(CmpOp::Lt, lo), (CmpOp::Gt, hi)] {
                             let c = self.cmp(op, recv, bound);
-                            let (tb, eb) = (self.new_block(), self.new_block());
-                            self.finish(Term::Branch(
-                                c,
-                                Target {
-                                    block: tb,
-                                    args: vec![],
-                                },
-                                Target {
-                                    block: eb,
-                                    args: vec![],
-                                },
-                            ));
+                            let (tb, eb) = self.fork(c);
                             incoming.push((tb, self.args(n), Ev::V(bound)));
                             self.cur = eb;
                             rest = Some(eb);
@@ -3239,18 +3240,7 @@ impl Lower<'_> {
                         let below = self.cmp(CmpOp::Lt, r, zero);
                         let n = self.env.len();
                         let saved = self.snapshot(n);
-                        let (tb, eb) = (self.new_block(), self.new_block());
-                        self.finish(Term::Branch(
-                            below,
-                            Target {
-                                block: tb,
-                                args: vec![],
-                            },
-                            Target {
-                                block: eb,
-                                args: vec![],
-                            },
-                        ));
+                        let (tb, eb) = self.fork(below);
                         self.cur = tb;
                         let size = self.un(Op1::Abs, y, None);
                         let up = self.bin(Op2::Add, r, size);
@@ -3920,18 +3910,7 @@ impl Lower<'_> {
         let c = self.cond(&e.cond)?;
         let n = self.env.len();
         let saved = self.snapshot(n);
-        let (tb, eb) = (self.new_block(), self.new_block());
-        self.finish(Term::Branch(
-            c,
-            Target {
-                block: tb,
-                args: vec![],
-            },
-            Target {
-                block: eb,
-                args: vec![],
-            },
-        ));
+        let (tb, eb) = self.fork(c);
         let mut incoming: Vec<(BlockId, Vec<Val>, Ev)> = vec![];
         self.cur = tb;
         let tv = self.block(&e.then_branch)?;
