@@ -1967,7 +1967,7 @@ fn add_windows(ex: &Exec, adj: &mut Adj, k: &Kernel, wins: Vec<Vec<Window>>) {
         .collect();
     {
         let mut refs: Vec<&mut [f64]> = bufs.iter_mut().map(|b| &mut b[..]).collect();
-        combine_windows(&wins, &mut refs, &k.target_f32);
+        combine_windows(&wins, &mut refs, &k.target_f32, &k.windows);
     }
     wins.into_iter().flatten().for_each(|w| recycle(w.data));
     for (&t, b) in k.targets.iter().zip(bufs) {

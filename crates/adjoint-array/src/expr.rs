@@ -1700,10 +1700,14 @@ impl Exp {
         /// floor division of whole numbers (`⌊self / other⌋`)
         idiv => DOp::IDiv, |a: f64, c: f64| (a / c).floor();
     }
-    /// Floor modulus (Haskell's `mod`, `f64::rem_euclid` for a positive `other`: the sign of
-    /// `other`), `self − other·⌊self / other⌋`, with that formula's derivatives: 1 in `self`
-    /// (a wrapped angle keeps its gradient), `−⌊self / other⌋` in `other`. (It had derivative
-    /// 0, as a discrete operation; a hunter.) `%` is Rust's remainder, with the sign of `self`.
+    /// Floor modulus (Haskell's `mod`: the sign of `other`), computed by that formula,
+    /// `self − other·⌊self / other⌋`, with its derivatives: 1 in `self` (a wrapped angle keeps
+    /// its gradient), `−⌊self / other⌋` in `other`. (It had derivative 0, as a discrete
+    /// operation; a hunter.) The quotient `self / other` is rounded before the floor, so where
+    /// it rounds up to a whole number the result differs from the exact remainder
+    /// ([`Exp::rem_euclid`]): `1.0.imod(0.1)` is 0 with derivative −10 in `other`, where
+    /// `1f64.rem_euclid(0.1)` is 0.0999… and its quotient 9. `%` is Rust's remainder, with the
+    /// sign of `self`.
     ///
     /// ```
     /// use adjoint_array::Builder;
@@ -1720,7 +1724,9 @@ impl Exp {
     }
     /// The Euclidean remainder, as `f64::rem_euclid` computes it (`self % other`, plus
     /// `|other|` where that is negative: in `[0, |other|)`), with derivatives 1 in `self` and
-    /// minus the integer quotient in `other`. (For a positive `other` it is [`Exp::imod`].)
+    /// minus the integer quotient in `other`. (For a positive `other` it agrees with
+    /// [`Exp::imod`] except where `imod`'s rounded quotient `self / other` lands on a whole
+    /// number the exact one does not reach.)
     ///
     /// ```
     /// use adjoint_array::Builder;

@@ -173,8 +173,9 @@ impl Jit {
             );
         }
         assert_eq!(args.roots.len(), k.roots.len(), "roots");
-        assert_eq!(windows.len(), k.targets.len(), "windows");
-        for (t, (w, &n)) in windows.iter().zip(&k.target_lens).enumerate() {
+        assert_eq!(windows.len(), k.windows.len(), "windows");
+        for (w, part) in windows.iter().zip(&k.windows) {
+            let (t, n) = (part.target, k.target_lens[part.target]);
             assert!(
                 if k.windowed(t) {
                     !w.data.is_empty() && w.lo + w.data.len() <= n
@@ -193,7 +194,7 @@ impl Jit {
         a.rp.extend(a.roots.iter().map(|r| r.0));
         a.rs.clear();
         a.rs.extend(a.roots.iter().map(|r| (r.1 * 8) as u64));
-        // per target: the window's data, then every window's first index and length
+        // per window: its data, then every window's first index and length
         a.wp.clear();
         a.wp.extend(windows.iter_mut().map(|w| w.data.as_mut_ptr() as usize));
         a.wp.extend(windows.iter().map(|w| w.lo));
@@ -422,14 +423,14 @@ pub(crate) fn compile(k: &Kernel) -> Option<Jit> {
         let root_stride: Vec<Value> = (0..k.roots.len())
             .map(|i| b.ins().load(types::I64, mem, pstrides, (i * 8) as i32))
             .collect();
-        let nt = k.targets.len();
+        let nt = k.windows.len();
         let win_base: Vec<Value> = (0..nt)
             .map(|i| b.ins().load(types::I64, mem, pwins, (i * 8) as i32))
             .collect();
-        // a windowed target's first index and last position in its window
+        // a window over part of a target: its first index and last position
         let win_range: Vec<Option<(Value, Value)>> = (0..nt)
             .map(|i| {
-                k.windowed(i).then(|| {
+                k.windowed(k.windows[i].target).then(|| {
                     let lo = b.ins().load(types::I64, mem, pwins, ((nt + i) * 8) as i32);
                     let len = b
                         .ins()
@@ -476,6 +477,12 @@ pub(crate) fn compile(k: &Kernel) -> Option<Jit> {
             sin_cos_slot,
             twin: sin_cos_twins(&k.ops),
             counters: Counters::of(k),
+            int_consts: k
+                .consts
+                .iter()
+                .filter(|(_, v)| v.fract() == 0.0 && v.abs() < 1e9)
+                .map(|&(s, v)| (s, v as i64))
+                .collect(),
         };
         let zero_i = b.ins().iconst(types::I64, 0);
         let idx0 = env.counters.at(&mut b, k, start);
@@ -598,8 +605,8 @@ struct Env<'a> {
     param_base: Vec<Value>,
     array_base: Vec<Value>,
     win_base: Vec<Value>,
-    /// per scatter target, when [`Kernel::windowed`]: the window's first index and last
-    /// position
+    /// per window ([`Kernel::windows`]), when its target is [`Kernel::windowed`]: the window's
+    /// first index and last position
     win_range: Vec<Option<(Value, Value)>>,
     root_base: Vec<Value>,
     root_stride: Vec<Value>,
@@ -616,6 +623,8 @@ struct Env<'a> {
     /// that operation's position ([`sin_cos_twins`])
     twin: Vec<Option<usize>>,
     counters: Counters,
+    /// the kernel's integer constants by slot (for [`shifted_index`])
+    int_consts: HashMap<u32, i64>,
 }
 
 /// Pairs of `sin` and `cos` of the same value (a rotation's angle): `twin[i] = Some(j)` where
@@ -741,9 +750,11 @@ struct Lane {
     /// its byte offset into the block's parameter slices
     e8: Value,
     slot: HashMap<u32, Value>,
-    /// slots holding an index component (an `Idx` result): its integer value and bound (the
-    /// space's extent on that axis), for offsets that need no conversion or lower-bound check
-    ints: HashMap<u32, (Value, usize)>,
+    /// slots holding an index component (an `Idx` result) or one plus or minus an integer
+    /// constant ([`shifted_index`]): its integer value and the range `lo..hi` it lies in, for
+    /// offsets that need no conversion (nor a bounds check where the range is inside the
+    /// array's)
+    ints: HashMap<u32, (Value, i64, i64)>,
     off: HashMap<u32, Value>,
     /// values computed ahead by a [`sin_cos`] call, by the operation they belong to
     sin_cos: HashMap<usize, Value>,
@@ -808,14 +819,56 @@ fn addr_of(b: &mut FunctionBuilder, base: Value, off: Option<Value>, c: usize) -
     }
 }
 
+/// The integer form of `op`'s result where `op` adds an integer constant to, or subtracts one
+/// from, an index component held in `ints` (`i[0] + 1.0`, a stencil's neighbour; `n + i[0]`):
+/// its result's slot, value and range. An offset built from it then indexes with integers as
+/// one built from `i[0]` does, instead of converting the float back with two bounds checks
+/// (the float result is still computed, exact below 2⁵³, for any other use).
+fn shifted_index(
+    b: &mut FunctionBuilder,
+    env: &Env,
+    ints: &HashMap<u32, (Value, i64, i64)>,
+    op: &KOp,
+) -> Option<(u32, (Value, i64, i64))> {
+    let KOp::Bin {
+        op: o @ (Op2::Add | Op2::Sub),
+        a,
+        b: bb,
+        dst,
+        ..
+    } = op
+    else {
+        return None;
+    };
+    let int = |s: &Src| match s {
+        Src::S(s) => ints.get(s).copied(),
+        Src::P(_) => None,
+    };
+    let konst = |s: &Src| match s {
+        Src::S(s) => env.int_consts.get(s).copied(),
+        Src::P(_) => None,
+    };
+    let ((i, lo, hi), k) = match (int(a), konst(bb), int(bb), konst(a)) {
+        (Some(x), Some(k), ..) => (x, if *o == Op2::Add { k } else { -k }),
+        (_, _, Some(x), Some(k)) if *o == Op2::Add => (x, k),
+        _ => return None,
+    };
+    let v = b.ins().iadd_imm_u(i, k);
+    Some((*dst, (v, lo + k, hi + k)))
+}
+
 /// Emit operation `j` (`op`) for one element: the scalar code, operation for operation the
 /// interpreter's.
 fn emit_scalar(b: &mut FunctionBuilder, env: &Env, l: &mut Lane, j: usize, op: &KOp) {
     let (mem, fzero, fone) = (env.mem, l.fzero, l.fone);
     let fn_ptr = |b: &mut FunctionBuilder, f: usize| b.ins().iconst(types::I64, f as i64);
     let p = b.ins().iconst(types::I64, env.op_ptr[j]);
+    let shifted = shifted_index(b, env, &l.ints, op);
     for dst in op.results() {
         l.ints.remove(&dst);
+    }
+    if let Some((dst, int)) = shifted {
+        l.ints.insert(dst, int);
     }
     match op {
         KOp::Idx { axis, dst } => {
@@ -826,7 +879,7 @@ fn emit_scalar(b: &mut FunctionBuilder, env: &Env, l: &mut Lane, j: usize, op: &
             // (signed conversions are one instruction; indices are far below 2⁶³)
             let v = b.ins().fcvt_from_sint(types::F64, i);
             l.slot.insert(*dst, v);
-            l.ints.insert(*dst, (i, env.k.space[*axis]));
+            l.ints.insert(*dst, (i, 0, env.k.space[*axis] as i64));
         }
         KOp::Un { op, a, dst, d } => {
             let x = l.val(b, env, *a);
@@ -998,9 +1051,10 @@ fn emit_scalar(b: &mut FunctionBuilder, env: &Env, l: &mut Lane, j: usize, op: &
                     Src::P(_) => None,
                 };
                 let xi = match int {
-                    // an index component: an integer in 0..bound already
-                    Some((i, bound)) => {
-                        if bound > *dim {
+                    // an index component (plus a constant): an integer in lo..hi already
+                    Some((i, lo, hi)) => {
+                        if lo < 0 || hi > *dim as i64 {
+                            // (a negative value is a large unsigned one)
                             let in_ = b.ins().icmp_imm_u(IntCC::UnsignedLessThan, i, *dim as i64);
                             ok = b.ins().band(ok, in_);
                         }
@@ -1075,7 +1129,9 @@ fn emit_scalar(b: &mut FunctionBuilder, env: &Env, l: &mut Lane, j: usize, op: &
                 let nz = b.ins().fcmp(FloatCC::NotEqual, gv, fzero);
                 v = b.ins().select(nz, v, fzero);
             }
-            let addr = match env.win_range[*target] {
+            let w = env.k.scatter_window[j];
+            debug_assert_eq!(env.k.windows[w].target, *target);
+            let addr = match env.win_range[w] {
                 // the position in a window over part of the target, clamped into it (live
                 // scatters land inside by `Kernel::window_range`; dead ones add 0 anywhere)
                 Some((lo, last)) => {
@@ -1085,9 +1141,9 @@ fn emit_scalar(b: &mut FunctionBuilder, env: &Env, l: &mut Lane, j: usize, op: &
                     };
                     let rel = b.ins().isub(i, lo);
                     let rel = b.ins().umin(rel, last);
-                    addr_of(b, env.win_base[*target], Some(rel), 0)
+                    addr_of(b, env.win_base[w], Some(rel), 0)
                 }
-                None => addr_of(b, env.win_base[*target], ov, *c),
+                None => addr_of(b, env.win_base[w], ov, *c),
             };
             let old = b.ins().load(types::F64, mem, addr, 0);
             let new = b.ins().fadd(old, v);
@@ -1313,6 +1369,10 @@ fn pair_body(
             }
             continue;
         }
+        let shifted: Vec<_> = lanes
+            .iter()
+            .map(|l| shifted_index(b, env, &l.ints, op))
+            .collect();
         let mut get = |b: &mut FunctionBuilder, s: Src| vec_of(b, &mut vslot, &lanes, s);
         let out: Vec<(u32, Value)> = match op {
             KOp::Un { op, a, dst, d } => {
@@ -1414,6 +1474,11 @@ fn pair_body(
             for l in &mut lanes {
                 l.slot.remove(&dst);
                 l.ints.remove(&dst);
+            }
+        }
+        for (l, shifted) in lanes.iter_mut().zip(shifted) {
+            if let Some((dst, int)) = shifted {
+                l.ints.insert(dst, int);
             }
         }
     }

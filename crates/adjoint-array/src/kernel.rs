@@ -167,10 +167,20 @@ impl KOp {
     }
 }
 
+/// A part of a scatter target that gets its own window per chunk: the target (an index into
+/// [`Kernel::targets`]) and the scatters' forms (indices into its [`Kernel::target_forms`]) that
+/// land in it.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct WindowPart {
+    pub target: usize,
+    pub forms: Vec<usize>,
+}
+
 /// A scatter's flat index `c + Σ strideₐ · iₐ` over index components `iₐ` of the space.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Affine {
-    pub c: usize,
+    /// (negative for a neighbour before the first element: `x.at(&[i[0] - 1.0])`)
+    pub c: i64,
     /// `(axis, stride)`
     pub terms: Vec<(usize, usize)>,
 }
@@ -214,16 +224,16 @@ fn scatter_forms(ops: &[KOp], consts: &[(u32, f64)], ntargets: usize) -> Vec<Opt
             KOp::Scatter { target, off, c, .. } => {
                 let form = match off {
                     None => Some(Affine {
-                        c: *c,
+                        c: *c as i64,
                         terms: Vec::new(),
                     }),
                     Some(o) => off_terms
                         .get(o)
                         .cloned()
                         .flatten()
-                        .and_then(|(terms, shift)| {
-                            let c = usize::try_from(*c as i64 + shift).ok()?;
-                            Some(Affine { c, terms })
+                        .map(|(terms, shift)| Affine {
+                            c: *c as i64 + shift,
+                            terms,
                         }),
                 };
                 let f = &mut forms[*target];
@@ -274,6 +284,26 @@ fn scatter_forms(ops: &[KOp], consts: &[(u32, f64)], ntargets: usize) -> Vec<Opt
     forms
 }
 
+/// Group ranges `lo..hi` that lie close together: sorted by start, a range joins the group
+/// before it when it starts no further past the group's end than the group is wide (at least
+/// 256). Returns the groups as indices into `ranges`, the group of the lowest start first.
+fn group_ranges(ranges: &[(i64, i64)]) -> Vec<Vec<usize>> {
+    let mut order: Vec<usize> = (0..ranges.len()).collect();
+    order.sort_by_key(|&i| ranges[i]);
+    let mut groups: Vec<(i64, i64, Vec<usize>)> = Vec::new();
+    for i in order {
+        let (lo, hi) = ranges[i];
+        match groups.last_mut() {
+            Some((glo, ghi, g)) if lo <= *ghi + (*ghi - *glo).max(256) => {
+                *ghi = (*ghi).max(hi);
+                g.push(i);
+            }
+            _ => groups.push((lo, hi, vec![i])),
+        }
+    }
+    groups.into_iter().map(|(.., g)| g).collect()
+}
+
 /// Where a kernel parameter's data comes from.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum ParamSrc {
@@ -307,6 +337,12 @@ pub(crate) struct Kernel {
     /// index components (`None`: some index is not), which bounds the part of the target a
     /// chunk touches ([`Kernel::window_range`])
     pub(crate) target_forms: Vec<Option<Vec<Affine>>>,
+    /// the scatter windows of a chunk: window `t < targets.len()` is target `t`'s (its first
+    /// part's, when split), further ones further parts of windowed targets
+    /// ([`Kernel::split_windows`])
+    pub(crate) windows: Vec<WindowPart>,
+    /// per operation: the window its scatter adds into (0 for other operations)
+    pub(crate) scatter_window: Vec<usize>,
     pub block: usize,
     /// for adjoint kernels: which parameter each leading root is the adjoint of
     pub param_roots: Vec<u32>,
@@ -1062,7 +1098,7 @@ impl Kernel {
             .min(1024)
             .min(total.max(1).next_power_of_two());
         let target_forms = scatter_forms(&ops, &consts, targets.len());
-        Kernel {
+        let mut k = Kernel {
             ops,
             nslots,
             consts,
@@ -1096,11 +1132,78 @@ impl Kernel {
             targets,
             dense_targets,
             target_forms,
+            windows: Vec::new(),
+            scatter_window: Vec::new(),
             block,
             param_roots: Vec::new(),
             jit_on: jit_default(),
             jit: OnceLock::new(),
+        };
+        k.split_windows();
+        k
+    }
+
+    /// Give each far-apart group of a windowed target's scatters its own window.
+    ///
+    /// One window per target spans every place a chunk scatters to: the dot product written
+    /// over one vector (`x.at(&[i[0]]) * x.at(&[i[0] + n])`) made each chunk's window cover
+    /// both halves, nearly the whole adjoint, to clear and add back per chunk. The scatters'
+    /// ranges over the first chunk, sorted, are grouped while the next one starts no further
+    /// past the group's end than the group is wide (at least 256 elements): neighbours
+    /// (stencils, rows of a matrix) share a window, far blocks of a packed vector get one
+    /// each. Which window a scatter uses is fixed here; each chunk's window ranges are
+    /// computed from the forms in it ([`Kernel::window_range`]).
+    fn split_windows(&mut self) {
+        let nt = self.targets.len();
+        let nforms = |t: usize| self.target_forms[t].as_ref().map_or(0, Vec::len);
+        self.windows = (0..nt)
+            .map(|t| WindowPart {
+                target: t,
+                forms: (0..nforms(t)).collect(),
+            })
+            .collect();
+        // per target, per form: its window
+        let mut window_of: Vec<Vec<usize>> = (0..nt).map(|t| vec![t; nforms(t)]).collect();
+        if let Some(&(start, end)) = self.chunks().first() {
+            for (t, window_of) in window_of.iter_mut().enumerate() {
+                let Some(forms) = self.target_forms[t].as_ref().filter(|_| self.windowed(t)) else {
+                    continue;
+                };
+                let ranges: Vec<(i64, i64)> = forms
+                    .iter()
+                    .map(|f| self.forms_range(std::iter::once(f), start, end))
+                    .collect();
+                for (gi, g) in group_ranges(&ranges).into_iter().enumerate() {
+                    let w = if gi == 0 {
+                        t
+                    } else {
+                        self.windows.push(WindowPart {
+                            target: t,
+                            forms: Vec::new(),
+                        });
+                        self.windows.len() - 1
+                    };
+                    for &i in &g {
+                        window_of[i] = w;
+                    }
+                    self.windows[w].forms = g;
+                }
+            }
         }
+        // Scatters in operation order are the forms in order (`scatter_forms`).
+        let mut next = vec![0usize; nt];
+        self.scatter_window = self
+            .ops
+            .iter()
+            .map(|op| match op {
+                KOp::Scatter { target, .. } => {
+                    let i = next[*target];
+                    next[*target] += 1;
+                    window_of[*target].get(i).copied().unwrap_or(*target)
+                }
+                _ => 0,
+            })
+            .collect();
     }
 
     /// Whether compiled code gives target `t` a window over only the part a chunk touches
@@ -1109,9 +1212,11 @@ impl Kernel {
         self.target_lens[t] > crate::jit::MAX_WINDOW && self.target_forms[t].is_some()
     }
 
-    /// The part `lo..hi` of target `t` that elements `start..end` of the space scatter into
-    /// (all of it unless [`Kernel::windowed`]).
-    pub(crate) fn window_range(&self, t: usize, start: usize, end: usize) -> (usize, usize) {
+    /// The part `lo..hi` of its target that window `w`'s scatters from elements `start..end` of
+    /// the space land in (all of the target unless [`Kernel::windowed`]).
+    pub(crate) fn window_range(&self, w: usize, start: usize, end: usize) -> (usize, usize) {
+        let part = &self.windows[w];
+        let t = part.target;
         let n = self.target_lens[t];
         let Some(forms) = self.target_forms[t].as_ref().filter(|_| self.windowed(t)) else {
             return (0, n);
@@ -1119,6 +1224,30 @@ impl Kernel {
         if start >= end {
             return (0, 0);
         }
+        let (lo, hi) = self.forms_range(part.forms.iter().map(|&i| &forms[i]), start, end);
+        // (a neighbour's range can start before the target or end past it: those scatters
+        // are dead, guarded off)
+        let lo = lo.clamp(0, n as i64) as usize;
+        let hi = (hi.max(0) as usize).clamp(lo, n);
+        if lo == hi && n > 0 {
+            // Every scatter of the chunk lies outside the target (dead, guarded off: a padded
+            // copy's tail). The compiled code clamps dead scatters into the window and adds 0
+            // there, so the window needs an element (an empty one failed the JIT's check: a
+            // hunter's padded gradient panicked from 8193 elements).
+            let lo = lo.min(n - 1);
+            return (lo, lo + 1);
+        }
+        (lo, hi)
+    }
+
+    /// The flat indices `lo..hi` (not clamped to a target) that `forms` take over elements
+    /// `start..end` (non-empty) of the space.
+    fn forms_range<'f>(
+        &self,
+        forms: impl Iterator<Item = &'f Affine>,
+        start: usize,
+        end: usize,
+    ) -> (i64, i64) {
         // Each axis's range over the elements: fixed outside the first axis on which the
         // first and last element differ, that axis between their values, every inner axis
         // anything.
@@ -1129,25 +1258,16 @@ impl Kernel {
             Some(s) if a == s => (first[a], last[a]),
             _ => (first[a], first[a]),
         };
-        let (mut lo, mut hi) = (usize::MAX, 0);
+        let (mut lo, mut hi) = (i64::MAX, i64::MIN);
         for f in forms {
             let (mut a, mut b) = (f.c, f.c);
             for &(axis, st) in &f.terms {
                 let (x, y) = range(axis);
-                a += x * st;
-                b += y * st;
+                a += (x * st) as i64;
+                b += (y * st) as i64;
             }
             lo = lo.min(a);
             hi = hi.max(b + 1);
-        }
-        let (lo, hi) = (lo.min(n), hi.min(n).max(lo.min(n)));
-        if lo == hi && n > 0 {
-            // Every scatter of the chunk lies past the target (dead, guarded off: a padded
-            // copy's tail). The compiled code clamps dead scatters into the window and adds 0
-            // there, so the window needs an element (an empty one failed the JIT's check: a
-            // hunter's padded gradient panicked from 8193 elements).
-            let lo = lo.min(n - 1);
-            return (lo, lo + 1);
         }
         (lo, hi)
     }
@@ -1450,9 +1570,9 @@ impl<'k> Eval<'k> {
                     }
                 }
                 ev.scratch = vec![0.0; k.block];
-                ev.windows = (0..k.targets.len())
-                    .map(|t| {
-                        let (lo, hi) = k.window_range(t, start, end);
+                ev.windows = (0..k.windows.len())
+                    .map(|w| {
+                        let (lo, hi) = k.window_range(w, start, end);
                         Window {
                             lo,
                             data: crate::buffers::zeroed(hi - lo),
@@ -1462,7 +1582,7 @@ impl<'k> Eval<'k> {
             }
             None => {
                 ev.interpreter_buffers();
-                ev.windows = vec![Window::default(); k.targets.len()];
+                ev.windows = vec![Window::default(); k.windows.len()];
             }
         }
         ev
@@ -2062,15 +2182,30 @@ pub(crate) struct Inputs<'a> {
 
 /// Combine per-chunk windows into the targets, in chunk order.
 ///
-/// Each target element receives its windows' terms in chunk order; large targets are split
-/// into blocks added in parallel (the order per element is the same).
-pub(crate) fn combine_windows(per_chunk: &[Vec<Window>], targets: &mut [&mut [f64]], f32: &[bool]) {
+/// `parts[w]` says which target window `w` of a chunk belongs to ([`Kernel::windows`]). Each
+/// target element receives its windows' terms in chunk order (within a chunk, in window
+/// order); large targets are split into blocks added in parallel (the order per element is
+/// the same).
+pub(crate) fn combine_windows(
+    per_chunk: &[Vec<Window>],
+    targets: &mut [&mut [f64]],
+    f32: &[bool],
+    parts: &[WindowPart],
+) {
     const BLOCK: usize = 1 << 14;
     for (ti, (t, &f)) in targets.iter_mut().zip(f32).enumerate() {
-        let work: usize = per_chunk.iter().map(|ws| ws[ti].data.len()).sum();
+        let mine: Vec<usize> = (0..parts.len())
+            .filter(|&w| parts[w].target == ti)
+            .collect();
+        let work: usize = per_chunk
+            .iter()
+            .flat_map(|ws| mine.iter().map(move |&w| ws[w].data.len()))
+            .sum();
         for_chunks(t, BLOCK, 2 * work, |b, tb| {
             for ws in per_chunk {
-                ws[ti].add_into(tb, b * BLOCK, f);
+                for &w in &mine {
+                    ws[w].add_into(tb, b * BLOCK, f);
+                }
             }
         });
     }
@@ -2382,8 +2517,10 @@ mod tests {
     }
 
     /// A stencil's neighbour (`Idx ± integer`) is affine, its constant folded into `c` (the
-    /// gradient's scatter into a large input is then windowed and compiled); `k − Idx`, a
-    /// fractional `k` and a negative total are not.
+    /// gradient's scatter into a large input is then windowed and compiled), also where the
+    /// constant is negative (the neighbour before the first element, guarded off: it made the
+    /// whole target not affine, and a full-grid stencil's gradient was interpreted); `k − Idx`
+    /// and a fractional `k` are not.
     #[test]
     fn an_index_plus_an_integer_constant_is_an_affine_scatter_index() {
         let affine = |c, st| {
@@ -2395,10 +2532,35 @@ mod tests {
         assert_eq!(form_of(Op2::Add, 1.0, false, 1, 0), affine(1, 1));
         assert_eq!(form_of(Op2::Add, 2.0, true, 3, 5), affine(11, 3));
         assert_eq!(form_of(Op2::Sub, 1.0, false, 2, 4), affine(2, 2));
-        assert_eq!(form_of(Op2::Sub, 1.0, false, 1, 0), None); // −1 at i = 0
+        assert_eq!(form_of(Op2::Sub, 1.0, false, 1, 0), affine(-1, 1)); // −1 at i = 0
         assert_eq!(form_of(Op2::Sub, 3.0, true, 1, 0), None); // 3 − i
         assert_eq!(form_of(Op2::Add, 0.5, false, 1, 0), None);
         assert_eq!(form_of(Op2::Mul, 2.0, false, 1, 0), None);
+    }
+
+    /// A chunk's scatters into far-apart blocks of one target (the two halves of a packed
+    /// dot product) get a window each; neighbours (a stencil's, overlapping or a little apart)
+    /// share one.
+    #[test]
+    fn far_apart_scatter_ranges_get_windows_of_their_own() {
+        // the dot product over one vector of 2·10⁵, first of 16 chunks: i and i + n
+        let n: i64 = 100_000;
+        assert_eq!(
+            group_ranges(&[(n, n + 6250), (0, 6250)]),
+            [vec![1], vec![0]]
+        );
+        // a stencil's i − 1, i, i + 1, and a block 300 past a 6250-wide group
+        assert_eq!(
+            group_ranges(&[(1, 6251), (0, 6250), (2, 6252), (6552, 6600)]),
+            [vec![1, 0, 2, 3]]
+        );
+        // a group at least 256 wide: single elements 200 apart share one
+        assert_eq!(
+            group_ranges(&[(400, 401), (0, 1), (200, 201)]),
+            [vec![1, 2, 0]]
+        );
+        assert_eq!(group_ranges(&[(0, 1), (300, 301)]), [vec![0], vec![1]]);
+        assert!(group_ranges(&[]).is_empty());
     }
 
     #[test]

@@ -539,7 +539,8 @@ fn affine_plans(k: &Kernel, forms: &[crate::kernel::Affine]) -> Option<Vec<Plan>
             }
         }
         let dropped: Vec<usize> = (0..rank).filter(|&a| st[a] == 0).collect();
-        plans.push((f.c, st, kept, dropped));
+        // (a negative constant, a neighbour before the first element, is combined on the host)
+        plans.push((usize::try_from(f.c).ok()?, st, kept, dropped));
     }
     Some(plans)
 }
@@ -725,9 +726,10 @@ pub(crate) fn direct_offsets(
         for e in 0..n {
             let mut off = f.c;
             for &(a, st) in &f.terms {
-                off += ((e / k.strides[a].max(1)) % k.space[a].max(1)) * st;
+                off += (((e / k.strides[a].max(1)) % k.space[a].max(1)) * st) as i64;
             }
-            if off >= len || std::mem::replace(&mut seen[off], true) {
+            let off = usize::try_from(off).ok().filter(|&o| o < len)?;
+            if std::mem::replace(&mut seen[off], true) {
                 return None;
             }
             out[j * n + e] = off as i64;

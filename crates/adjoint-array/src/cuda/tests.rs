@@ -478,7 +478,7 @@ fn compare_with(k: &Kernel, seed: u64, (lo, hi, q): (f64, f64, f64), run: Runner
     let mut want: Vec<Vec<f64>> = k.target_lens.iter().map(|&l| vec![0.0; l]).collect();
     {
         let mut t: Vec<&mut [f64]> = want.iter_mut().map(|v| v.as_mut_slice()).collect();
-        combine_windows(&wins, &mut t, &k.target_f32);
+        combine_windows(&wins, &mut t, &k.target_f32, &k.windows);
     }
     let ks = kernel_source(&k, "k").unwrap();
     let mut got: Vec<Vec<f64>> = k.target_lens.iter().map(|&l| vec![0.0; l]).collect();
