@@ -631,3 +631,43 @@ fn a_reduction_on_the_right_points_at_the_library() {
     let e = err(quote! { fn f(y: &mut f64, x: &mut Vec<f64>) { y += x.iter().sum(); } });
     assert!(e.contains("i_sum(y, x)"), "{e}");
 }
+
+/// A call argument computed from the function's variables would be a copy the callee cannot
+/// give a gradient back through: `sumsq(y, [a, b])`, `g(y, h(x))`, `g(y, x.clone().clone())`
+/// and `g(y, m!(x))` returned gradient 0 with no error (a hunter). They are compile errors at
+/// the argument; copies computed from integers, loop variables and read-only data are fine.
+#[test]
+fn an_argument_computed_from_variables_is_an_error() {
+    for (body, arg) in [
+        (quote! { sumsq(y, [a, b]); }, "[a, b]"),
+        (quote! { g(y, h(a)); }, "h(a)"),
+        (quote! { g(y, a.clone().clone()); }, "a.clone().clone()"),
+        (quote! { g(y, m!(a)); }, "m!(a)"),
+        (quote! { g(y, (a, 1.0)); }, "(a, 1.0)"),
+        (quote! { let t = 0; g(y, t + 1); unlet t = 0; }, "t + 1"),
+    ] {
+        let e = err(quote! { fn f<T: RevReal>(y: &mut T, a: &mut T, b: &mut T) { #body } });
+        assert!(
+            e.contains(&format!("argument `{arg}` is computed from")),
+            "{arg}: {e}"
+        );
+    }
+    // an operand that is a macro naming a variable is a nested expression (it was a constant)
+    let e = err(quote! { fn f<T: RevReal>(y: &mut T, a: &mut T) { y += m!(a); } });
+    assert!(e.contains("nested expression"), "{e}");
+    // integers, loop variables, read-only data and constants are copied as before
+    ok(quote! {
+        fn f<T: RevReal>(y: &mut T, n: &mut i64, v: &mut [usize; 2], d: &mut &[f64]) {
+            let k = 0i64;
+            k += n;
+            let p = k % 2;
+            g(y, k - 1, n + 1, v[0] * 2, p);
+            for i in 0..2 {
+                g(y, i + 1, d.len(), T::from_f64(d[i]), m!(i));
+            }
+            unlet p = k % 2;
+            k -= n;
+            unlet k = 0i64;
+        }
+    });
+}

@@ -98,8 +98,12 @@
 //! parts (`z.re`, `z.im`), elements (`v[i]`, `m[i][j]`) — or constants (literals, or any
 //! expression that mentions no variable of the function but loop variables, like
 //! `T::from_f64(0.5)` or `T::from_f64(i as f64)`). A call gets its place arguments by reference
-//! and every other argument (a constant, a loop variable) as a copy, which the callee must leave
-//! as it was: a value written into a copy would be lost, and the call could not be undone. A
+//! and every other argument (a constant, a loop variable, a `.clone()` of a place, or an
+//! expression of integers, loop variables and read-only data such as `rrfib(out, k - 1)` with
+//! `let k = 0i64`) as a copy, which the callee must leave as it was: a value written into a
+//! copy would be lost, and the call could not be undone. An argument computed from other
+//! variables (`g(y, h(x))`, `g(y, [a, b])`, `g(y, m!(x))`) is a compile error: no gradient
+//! could flow back through it; compute it into an ancilla with instructions first. A
 //! built-in instruction given a constant where it writes (`SWAP(y, 1.0)`) is a compile error; a
 //! call (or an instruction of yours) that changes a copy is an
 //! [`InvertibilityError::Constant`] in checked code.
