@@ -157,7 +157,10 @@ impl Gen<'_> {
         let k = self.krate;
         let f = &self.fname;
         let t = &s.text;
-        let b = self.backwards;
+        // (the statement's own direction: `uncall` runs every statement inverted, `~{ … }`
+        // and a routine's uncomputation theirs in either function; taking the function's
+        // direction swapped the conditions in their messages; a hunter)
+        let b = s.inverted;
         quote!(#k::Site { function: #f, statement: #t, backwards: #b })
     }
 
@@ -1162,6 +1165,7 @@ pub(crate) fn mark(stmts: &[Stmt]) -> Vec<Stmt> {
                 kind,
                 text: s.text.clone(),
                 span: s.span,
+                inverted: s.inverted,
             }
         })
         .collect()

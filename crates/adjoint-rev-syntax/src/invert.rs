@@ -104,5 +104,6 @@ fn invert_stmt(s: &Stmt) -> Stmt {
         kind,
         text: s.text.clone(),
         span: s.span,
+        inverted: !s.inverted,
     }
 }

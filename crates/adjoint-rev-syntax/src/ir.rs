@@ -20,6 +20,10 @@ pub struct Stmt {
     pub kind: Kind,
     pub text: String,
     pub span: Span,
+    /// Whether the statement runs as the inverse of what was written (in `uncall`, inside
+    /// `~{ … }`, in a routine's uncomputation; an even number of these cancel): its error
+    /// messages say "running backwards" and swap pre- and post-conditions accordingly.
+    pub inverted: bool,
 }
 
 /// An argument of an instruction or a call.

@@ -15,10 +15,43 @@ pub fn expand(stmts: Vec<Stmt>) -> Result<Vec<Stmt>> {
     let mut out = Vec::with_capacity(stmts.len());
     let mut routines: Vec<(Option<String>, Vec<Stmt>)> = Vec::new();
     for s in stmts {
-        let Stmt { kind, text, span } = s;
+        let Stmt {
+            kind,
+            text,
+            span,
+            inverted,
+        } = s;
         let kind = match kind {
             Kind::Routine(name, body) => {
                 let body = expand(body)?;
+                routines.push((name, body.clone()));
+                Kind::Block(body)
+            }
+            // `@invcheckoff @routine { … }`: a routine whose body (and so its uncomputation)
+            // runs without checks (it was expanded apart, and its `~@routine` not found; a
+            // hunter).
+            Kind::NoCheck(inner)
+                if matches!(
+                    inner.as_slice(),
+                    [Stmt {
+                        kind: Kind::Routine(..),
+                        ..
+                    }]
+                ) =>
+            {
+                let Some(Stmt {
+                    kind: Kind::Routine(name, body),
+                    ..
+                }) = inner.into_iter().next()
+                else {
+                    unreachable!("matched above")
+                };
+                let body = vec![Stmt {
+                    kind: Kind::NoCheck(expand(body)?),
+                    text: text.clone(),
+                    span,
+                    inverted,
+                }];
                 routines.push((name, body.clone()));
                 Kind::Block(body)
             }
@@ -58,7 +91,12 @@ pub fn expand(stmts: Vec<Stmt>) -> Result<Vec<Stmt>> {
                 k
             }
         };
-        out.push(Stmt { kind, text, span });
+        out.push(Stmt {
+            kind,
+            text,
+            span,
+            inverted,
+        });
     }
     Ok(out)
 }
@@ -80,8 +118,11 @@ pub fn check(body: &[Stmt], params: &[String]) -> Result<()> {
     for p in params {
         scope.live.insert(p.clone(), Span::call_site());
     }
-    block(body, &mut scope, params)?;
-    leaks(&scope, params, &[])
+    let mut errors = block(body, &mut scope, params).err();
+    if let Err(e) = leaks(&scope, params, &[]) {
+        crate::parse::push_error(&mut errors, e);
+    }
+    errors.map_or(Ok(()), Err)
 }
 
 fn leaks(scope: &Scope, params: &[String], outer: &[String]) -> Result<()> {
@@ -91,16 +132,21 @@ fn leaks(scope: &Scope, params: &[String], outer: &[String]) -> Result<()> {
         .filter(|(n, _)| !params.contains(n) && !outer.contains(n))
         .collect();
     leaked.sort_by_key(|(n, _)| n.to_string());
-    if let Some((name, span)) = leaked.first() {
-        return Err(Error::new(
-            **span,
-            format!(
-                "ancilla `{name}` is never deallocated in this block: add `unlet {name} = <its value>;` \
-                 (or allocate it inside `@routine {{ … }}` and uncompute with `~@routine;`)"
+    // every leaked ancilla, not only the first (the docs promise all errors at once; a hunter)
+    let mut errors = None;
+    for (name, span) in leaked {
+        crate::parse::push_error(
+            &mut errors,
+            Error::new(
+                *span,
+                format!(
+                    "ancilla `{name}` is never deallocated in this block: add `unlet {name} = <its value>;` \
+                     (or allocate it inside `@routine {{ … }}` and uncompute with `~@routine;`)"
+                ),
             ),
-        ));
+        );
     }
-    Ok(())
+    errors.map_or(Ok(()), Err)
 }
 
 /// Every statement's errors, combined.

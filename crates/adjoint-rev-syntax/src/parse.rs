@@ -321,7 +321,28 @@ impl Parser {
                 kind: Kind::Block(vec![]),
                 text: String::new(),
                 span,
+                inverted: false,
             });
+        }
+        if input.peek(Token![#]) {
+            // (a `#[cfg(..)]` on a call was dropped and the call ran; other attributes gave
+            // errors about the statement after them; a hunter)
+            let attrs = input.call(syn::Attribute::parse_outer)?;
+            let msg = if attrs[0].path().is_ident("doc") {
+                "a doc comment on a statement: write `//` comments inside reversible code"
+            } else {
+                "attributes on statements are not supported in reversible code (a `#[cfg(..)]` \
+                 cannot remove a statement: its inverse would still run); move the statement \
+                 into a reversible function of its own and put the attribute on that function"
+            };
+            return Err(Error::new_spanned(&attrs[0], msg));
+        }
+        if input.peek(syn::Lifetime) {
+            let label: syn::Lifetime = input.parse()?;
+            return Err(Error::new_spanned(
+                label,
+                "loop labels are not supported: reversible loops have no `break` or `continue`",
+            ));
         }
         if input.peek(Token![@]) {
             return self.at_stmt(input);
@@ -348,6 +369,7 @@ impl Parser {
                     kind: Kind::Unroutine(name),
                     text,
                     span,
+                    inverted: false,
                 });
             }
             if input.peek(syn::token::Brace) {
@@ -356,6 +378,7 @@ impl Parser {
                     kind: Kind::Inverse(body),
                     text: "~{ … }".into(),
                     span,
+                    inverted: false,
                 });
             }
             let e = expr(input)?;
@@ -371,6 +394,7 @@ impl Parser {
                     },
                     text,
                     span,
+                    inverted: false,
                 }),
                 Kind::Instr { name, args, .. } => Ok(Stmt {
                     kind: Kind::Instr {
@@ -380,6 +404,7 @@ impl Parser {
                     },
                     text,
                     span,
+                    inverted: false,
                 }),
                 _ => Err(Error::new(
                     span,
@@ -400,6 +425,7 @@ impl Parser {
                 },
                 text,
                 span,
+                inverted: false,
             });
         }
         if input.peek(Ident)
@@ -421,6 +447,7 @@ impl Parser {
                 },
                 text,
                 span,
+                inverted: false,
             });
         }
         if input.peek(Token![if]) {
@@ -462,6 +489,7 @@ impl Parser {
                 },
                 text,
                 span,
+                inverted: false,
             });
         }
         if input.peek(Token![for]) {
@@ -473,6 +501,7 @@ impl Parser {
                 kind: Kind::Block(body),
                 text: "{ … }".into(),
                 span,
+                inverted: false,
             });
         }
         let e = expr(input)?;
@@ -481,7 +510,12 @@ impl Parser {
             .map_err(|_| Error::new(e.span(), "expected `;` after this statement"))?;
         let text = pretty(&e);
         let kind = self.expr_stmt(e)?;
-        Ok(Stmt { kind, text, span })
+        Ok(Stmt {
+            kind,
+            text,
+            span,
+            inverted: false,
+        })
     }
 
     fn at_stmt(&mut self, input: ParseStream) -> Result<Stmt> {
@@ -504,6 +538,7 @@ impl Parser {
                     kind: Kind::Routine(name, body),
                     text,
                     span,
+                    inverted: false,
                 })
             }
             "safe" => {
@@ -514,6 +549,7 @@ impl Parser {
                     kind: Kind::Safe(e.to_token_stream()),
                     text,
                     span,
+                    inverted: false,
                 })
             }
             "invcheckoff" => {
@@ -523,6 +559,7 @@ impl Parser {
                     kind: Kind::NoCheck(vec![inner]),
                     text,
                     span,
+                    inverted: false,
                 })
             }
             _ => Err(Error::new_spanned(
@@ -663,6 +700,7 @@ impl Parser {
             },
             text,
             span,
+            inverted: false,
         })
     }
 
@@ -747,6 +785,7 @@ impl Parser {
             },
             text,
             span,
+            inverted: false,
         })
     }
 

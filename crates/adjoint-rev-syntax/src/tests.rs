@@ -671,3 +671,61 @@ fn an_argument_computed_from_variables_is_an_error() {
         }
     });
 }
+
+/// Attributes and labels on statements are errors at the attribute or label: a `#[cfg(any())]`
+/// on a call was dropped (the call ran), `#[allow(..)]` and doc comments gave "the target of an
+/// instruction must be…", labels "expected `;`" (a hunter).
+#[test]
+fn attributes_and_labels_on_statements_are_errors_at_them() {
+    for (body, want) in [
+        (
+            quote! { #[cfg(any())] g(y, x); },
+            "attributes on statements",
+        ),
+        (
+            quote! { #[allow(unused)] y += x; },
+            "attributes on statements",
+        ),
+        (
+            quote! { #[doc = " a sum"] y += x; },
+            "doc comment on a statement",
+        ),
+        (
+            quote! { #[cfg(any())] if (x > 0.0, ~) { y += x; } },
+            "attributes on statements",
+        ),
+        (quote! { 'a: for i in 0..2 { y += x; } }, "loop labels"),
+        (
+            quote! { y += x; 'outer: while (x > 0.0, x > 0.0) { y += x; } },
+            "loop labels",
+        ),
+    ] {
+        let e = err(quote! { fn f(y: &mut f64, x: &mut f64) { #body } });
+        assert!(e.contains(want), "{body}: {e}");
+    }
+}
+
+/// Every leaked ancilla is reported, with the function's other lifetime errors (only the
+/// first, alphabetically, was, and none when another statement had one; a hunter).
+#[test]
+fn every_leaked_ancilla_is_reported() {
+    let e = err(quote! { fn f(y: &mut f64) { let a = 0.0; let b = 0.0; } });
+    assert!(e.contains("ancilla `a` is never deallocated"), "{e}");
+    let errors = match try_expand(
+        quote! { fn f(y: &mut f64) { let a = 0.0; let b = 0.0; let c = 0.0; unlet c = 0.0; y += c; } },
+        &quote!(::adjoint_rev),
+    ) {
+        Err(e) => e.into_iter().map(|e| e.to_string()).collect::<Vec<_>>(),
+        Ok(_) => panic!("expected errors"),
+    };
+    for want in [
+        "ancilla `a`",
+        "ancilla `b`",
+        "use of deallocated ancilla `c`",
+    ] {
+        assert!(
+            errors.iter().any(|e| e.contains(want)),
+            "{want}: {errors:?}"
+        );
+    }
+}

@@ -187,8 +187,9 @@
 //! # Ok::<(), adjoint_rev::InvertibilityError>(())
 //! ```
 //!
-//! **Rejected at compile time**, with the error at the offending tokens (every such error of an
-//! invocation is reported at once, not only the first): a target that appears
+//! **Rejected at compile time**, with the error at the offending tokens (the errors of an
+//! invocation are reported together, not only the first: every statement's syntax errors, then,
+//! when there are none, every ancilla-lifetime error): a target that appears
 //! among its own arguments (`y += y * x`), a call whose arguments alias (`g(x, x)`), an index
 //! that reads what its statement may write (`i += v[i]`, `w[0] += w[w[0]]`, `g(v[i], i)`; lengths
 //! such as `x[x.len() - 1 - i]` are fine: copy such an index into an ancilla first), nested

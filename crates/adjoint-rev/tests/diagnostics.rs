@@ -505,3 +505,100 @@ fn a_value_without_debug_is_shown_as_an_ellipsis() {
     assert_eq!((&Shown(&2.5f64)).show(), "2.5");
     assert_eq!((&Shown(&vec![1usize])).show(), "[1]");
 }
+
+reversible! {
+    fn inverted_if(y: &mut i64, x: &mut i64) {
+        ~{
+            if (x > 0, y > 5) {
+                y += 10;
+            }
+        }
+    }
+
+    fn inverted_while(x: &mut i64, y: &mut i64) {
+        ~{
+            while (x < 10, y > 0) {
+                x += 1;
+            }
+        }
+    }
+
+    fn uncomputed(y: &mut f64, x: &mut f64) {
+        @routine {
+            let t = 0.0;
+            t += x;
+        }
+        y += t;
+        x += 1.0;
+        ~@routine;
+    }
+}
+
+/// A statement inside `~{ … }` or a routine's uncomputation runs inverted in the forward
+/// function (and as written in `uncall`): its message says so, and names the pre- and
+/// post-conditions as written. They took the function's direction, which swapped them
+/// ("the pre-condition was false but the post-condition is true" where `x > 0`, the
+/// pre-condition, was true; a hunter).
+#[test]
+fn statements_run_inverted_say_so_with_the_conditions_as_written() {
+    // forwards, `~{ if (x > 0, y > 5) … }` runs `if (y > 5, x > 0)`: y > 5 is false (no branch),
+    // then x > 0 must be false and is true
+    let err = inverted_if(&mut 0, &mut 1).unwrap_err().to_string();
+    assert!(
+        err.contains("(running backwards)")
+            && err.contains("the post-condition was false but the pre-condition is true"),
+        "{err}"
+    );
+    // `uncall` runs the `if` as written: x > 0 is true (branch: y −= 10 from −20), then y > 5 must be
+    // true and is false
+    let err = inverted_if::uncall(&mut -20, &mut 1)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        !err.contains("running backwards")
+            && err.contains("the pre-condition was true but the post-condition is false"),
+        "{err}"
+    );
+    // `~{ while (x < 10, y > 0) … }` forwards runs `while (y > 0, x < 10)` backwards: on entry
+    // `x < 10` (the pre-condition as written) must be false
+    let err = inverted_while(&mut 0, &mut 1).unwrap_err().to_string();
+    assert!(
+        err.contains("(running backwards)") && err.contains("the pre-condition `x < 10` is true"),
+        "{err}"
+    );
+    // the uncomputation runs `t -= x` with x changed to 3: t = 2 − 3 = −1, not 0, when `t` is
+    // deallocated (the inverse of `let t = 0.0`), reported running backwards
+    let err = uncomputed(&mut 0.0, &mut 2.0).unwrap_err().to_string();
+    assert!(
+        err.contains("(running backwards)") && err.contains("`let t = 0.0`"),
+        "{err}"
+    );
+}
+
+reversible! {
+    fn unchecked_routine<T: RevReal>(y: &mut T, x: &mut T) {
+        @invcheckoff @routine {
+            let t = T::zero();
+            t += x.exp();
+        }
+        y += t * x;
+        ~@routine;
+    }
+}
+
+/// `@invcheckoff @routine { … }` is a routine run (and uncomputed) without checks: its
+/// `~@routine` was reported as having no `@routine` before it (a hunter).
+#[test]
+fn a_routine_without_checks_is_uncomputed_by_its_tilde_routine() {
+    let (mut y, mut x) = (0.5f64, 0.7f64);
+    unchecked_routine(&mut y, &mut x).unwrap();
+    assert_eq!(y, 0.5 + 0.7f64.exp() * 0.7);
+    unchecked_routine::uncall(&mut y, &mut x).unwrap();
+    assert!((y - 0.5).abs() < 1e-15 && x == 0.7);
+    // d/dx (y + x·eˣ) = eˣ(1 + x), against central differences
+    let (_, gx) = adjoint_rev::grad(unchecked_routine {}, (0.5f64, 0.7f64), 0).unwrap();
+    let h = 1e-6;
+    let f = |x: f64| x * x.exp();
+    let fd = (f(0.7 + h) - f(0.7 - h)) / (2.0 * h);
+    assert!((gx - fd).abs() < 1e-8, "{gx} vs {fd}");
+}
