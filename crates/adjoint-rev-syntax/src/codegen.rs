@@ -42,6 +42,17 @@ impl Gen<'_> {
         )
     }
 
+    /// A local of the generated code, `__rev_{name}`: hygienic, as [`tmp`](Self::tmp)'s, so
+    /// that user code expanded in its scope (an exponent evaluated again where `before` is
+    /// bound) never sees it, nor it a user's variable.
+    fn local(&self, name: &str) -> Ident {
+        format_ident!(
+            "__rev_{}",
+            name,
+            span = Span::mixed_site().located_at(self.at.get())
+        )
+    }
+
     /// The expression with every parameter `p` (a `&mut T`) read through as `(*p)`.
     fn rw(&self, e: &Expr) -> Expr {
         let mut e = e.clone();
@@ -69,7 +80,7 @@ impl Gen<'_> {
     /// where `a` holds (`i < v.len() && v[i] > 0.0` reads no `v[i]` out of range), of `a || b`
     /// only where `a` does not; function calls are not called again.
     fn values(&self, cond: &Expr, k: &TokenStream) -> TokenStream {
-        let shown = format_ident!("__rev_shown");
+        let shown = self.local("shown");
         let reads = self.shown_reads(cond, &shown, k);
         quote!({
             #[allow(unused_imports)]
@@ -205,10 +216,11 @@ impl Gen<'_> {
                 // A factor without an exact inverse is an error in unchecked code too: skipping
                 // the check would change the result.
                 let site = self.site(s);
+                let why = self.local("why");
                 quote_spanned!(span=> {
                     #guard #pre
-                    if let ::core::result::Result::Err(why) = #k::Scale::try_scale(&mut #y, &mut #a, #mul) {
-                        return ::core::result::Result::Err(#k::InvertibilityError::scale(#site, why));
+                    if let ::core::result::Result::Err(#why) = #k::Scale::try_scale(&mut #y, &mut #a, #mul) {
+                        return ::core::result::Result::Err(#k::InvertibilityError::scale(#site, #why));
                     }
                     #post
                 })
@@ -218,10 +230,13 @@ impl Gen<'_> {
                 rhs,
                 operands,
             } => {
-                let t = self.rw(target);
-                let r = self.rw(rhs);
                 let guard = self.alias_check(Some(target), &operands.iter().collect::<Vec<_>>(), s);
-                quote_spanned!(span=> { #guard #t ^= #r; })
+                // The target's computed indices evaluated first, as `load` does, so that
+                // `v[v.len() - 1] ^= k` does not read `v` inside its own mutable borrow (E0502).
+                let mut pre = quote!();
+                let t = self.hoist_indices(self.rw(target), &mut pre, span);
+                let r = self.rw(rhs);
+                quote_spanned!(span=> { #guard #pre #t ^= #r; })
             }
             Kind::Instr {
                 name,
@@ -479,9 +494,11 @@ impl Gen<'_> {
                 // A gradient pass's forward half keeps the ancillas for the recomputation.
                 match keep_plan(routine, &self.params).filter(|_| self.keep) {
                     Some((cond, live)) => {
-                        let pushes = live.iter().rev().map(
-                            |n| quote_spanned!(span=> #k::Kept::push_cleared(__rev_kept, #n);),
-                        );
+                        let kept = kept();
+                        let pushes = live
+                            .iter()
+                            .rev()
+                            .map(|n| quote_spanned!(span=> #k::Kept::push_cleared(#kept, #n);));
                         quote_spanned!(span=> if #cond { #(#pushes)* } else { #body })
                     }
                     None => body,
@@ -497,9 +514,10 @@ impl Gen<'_> {
                 match keep_plan(routine, &self.params) {
                     Some((cond, live)) if !live.is_empty() => {
                         let names = &live;
+                        let kept = kept();
                         let pops = live
                             .iter()
-                            .map(|_| quote_spanned!(span=> #k::Kept::pop(__rev_kept)));
+                            .map(|_| quote_spanned!(span=> #k::Kept::pop(#kept)));
                         // `cond` is a constant; the recomputed values type the popped ones.
                         quote_spanned!(span=>
                             #[allow(unused_mut, unused_variables)]
@@ -587,15 +605,22 @@ impl Gen<'_> {
         // as it was: the write-back does not run); so is a division by zero on integers or
         // fixed point, before it runs (Rust's `/` would panic there).
         let site = self.site(s);
+        // (hygienic: the undo below evaluates the user's exponent again in their scope)
+        let (before, v, undone, why) = (
+            self.local("before"),
+            self.local("v"),
+            self.local("undone"),
+            self.local("why"),
+        );
         let undefined = match rhs {
             Rhs::Arith(op, _, _) if *op == "Div" => {
                 let a = &names[1];
                 let b = if same { a } else { &names[2] };
                 quote_spanned!(span=>
-                    if let ::core::option::Option::Some(why) =
+                    if let ::core::option::Option::Some(#why) =
                         #k::Arith::undefined(#k::Op2::Div, &#a, &#b)
                     {
-                        return ::core::result::Result::Err(#k::InvertibilityError::undefined(#site, why));
+                        return ::core::result::Result::Err(#k::InvertibilityError::undefined(#site, #why));
                     }
                 )
             }
@@ -612,22 +637,22 @@ impl Gen<'_> {
         quote_spanned!(span=> {
             #pre
             #undefined
-            let __rev_before = #k::Arith::non_finite(&#y);
+            let #before = #k::Arith::non_finite(&#y);
             #call;
-            match __rev_before {
+            match #before {
                 ::core::option::Option::None => {
-                    if let ::core::option::Option::Some(v) = #k::Arith::non_finite(&#y) {
-                        return ::core::result::Result::Err(#k::InvertibilityError::non_finite(#site, v));
+                    if let ::core::option::Option::Some(#v) = #k::Arith::non_finite(&#y) {
+                        return ::core::result::Result::Err(#k::InvertibilityError::non_finite(#site, #v));
                     }
                 }
-                ::core::option::Option::Some(before) if !before.contains("NaN") => {
+                ::core::option::Option::Some(#before) if !#before.contains("NaN") => {
                     #[allow(unused_mut)]
                     let (#(mut #copies,)*) = (#(#names,)*);
                     #undo;
-                    if let ::core::option::Option::Some(undone) = #k::Arith::non_finite(&#y2) {
-                        if undone.contains("NaN") {
+                    if let ::core::option::Option::Some(#undone) = #k::Arith::non_finite(&#y2) {
+                        if #undone.contains("NaN") {
                             return ::core::result::Result::Err(
-                                #k::InvertibilityError::infinite_target(#site, before, undone),
+                                #k::InvertibilityError::infinite_target(#site, #before, #undone),
                             );
                         }
                     }
@@ -981,7 +1006,8 @@ impl Gen<'_> {
             && !checks
             && matches!((inverse, keep), (false, Keep::Push) | (true, Keep::Pop));
         if keeps {
-            passed.push(quote!(&mut *__rev_kept));
+            let kept = kept();
+            passed.push(quote!(&mut *#kept));
         }
         // Without checks, the callee runs without checks too (its `_unchecked` twin).
         let callee = match (inverse, checks) {
@@ -1006,6 +1032,12 @@ impl Gen<'_> {
     }
 }
 
+/// The name of the stack parameter of the keeping twins and of a gradient pass's local:
+/// hygienic, so that no user's parameter or variable can collide with it.
+pub(crate) fn kept() -> Ident {
+    Ident::new("__rev_kept", Span::mixed_site())
+}
+
 /// When unchecked forward code may skip uncomputing `routine`: the routine runs no `@safe` code
 /// and writes only its own ancillas (a call counts as writing the arguments its callee's
 /// `__WRITES3` marks, [`written_params`]), and the ancillas it leaves allocated carry no
@@ -1017,10 +1049,8 @@ impl Gen<'_> {
 /// gradient; so no gradient moves.) Returns `None` when it may never be skipped.
 fn skip_condition(routine: &[Stmt], params: &[String], krate: &TokenStream) -> Option<TokenStream> {
     let (mut conds, top) = writes_only_ancillas(routine, params)?;
-    conds.extend(top.iter().map(|n| {
-        let id = Ident::new(n, Span::call_site());
-        quote!(#krate::no_gradient(&#id))
-    }));
+    // (the ancillas as written: a raw identifier (`r#ref`) is no name for `Ident::new`)
+    conds.extend(top.iter().map(|id| quote!(#krate::no_gradient(&#id))));
     if conds.is_empty() {
         return Some(quote!(true));
     }
@@ -1029,20 +1059,20 @@ fn skip_condition(routine: &[Stmt], params: &[String], krate: &TokenStream) -> O
 
 /// Whether `routine` writes only its own ancillas: `None` when it runs `@safe` code, writes a
 /// parameter or shadows a name; otherwise the conditions (constants: `!g::__WRITES3[j]`) under
-/// which its calls write no non-ancilla either, and the names of its top-level ancillas.
+/// which its calls write no non-ancilla either, and its top-level ancillas.
 fn writes_only_ancillas(
     routine: &[Stmt],
     params: &[String],
-) -> Option<(Vec<TokenStream>, Vec<String>)> {
+) -> Option<(Vec<TokenStream>, Vec<Ident>)> {
     use crate::parse::place_path;
-    fn names(stmts: &[Stmt], nested: bool, top: &mut Vec<String>, inner: &mut Vec<String>) {
+    fn names(stmts: &[Stmt], nested: bool, top: &mut Vec<Ident>, inner: &mut Vec<String>) {
         for s in stmts {
             match &s.kind {
                 Kind::Let { name, .. } => {
                     if nested {
                         inner.push(name.to_string())
                     } else {
-                        top.push(name.to_string())
+                        top.push(name.clone())
                     }
                 }
                 Kind::Block(b) | Kind::NoCheck(b) | Kind::Uncompute(b, _) | Kind::Recompute(b) => {
@@ -1105,14 +1135,17 @@ fn writes_only_ancillas(
     }
     let (mut top, mut inner) = (Vec::new(), Vec::new());
     names(routine, false, &mut top, &mut inner);
-    if inner.iter().any(|n| top.contains(n) || params.contains(n))
-        || top.iter().any(|n| params.contains(n))
+    let top_names: Vec<String> = top.iter().map(Ident::to_string).collect();
+    if inner
+        .iter()
+        .any(|n| top_names.contains(n) || params.contains(n))
+        || top_names.iter().any(|n| params.contains(n))
     {
         return None; // shadowing: do not try to be clever
     }
     let local = |e: &Expr| {
         let r = place_path(e).0;
-        top.contains(&r) || inner.contains(&r)
+        top_names.contains(&r) || inner.contains(&r)
     };
     let mut conds = Vec::new();
     if !only_local(routine, &local, &mut conds) {

@@ -140,6 +140,8 @@ fn function(f: ir::Func, krate: &TokenStream) -> syn::Result<TokenStream> {
         .iter()
         .filter(|a| !a.path().is_ident("doc"))
         .collect();
+    // (`#[cfg]` and the like also on the struct and the impls: they come and go with the fn)
+    let item_attrs = item_attrs(&f.attrs);
     let vis = &f.vis;
     // Generic reversible functions are small and called from each other's bodies: inlining lets
     // LLVM delete uncomputation whose result is never read (unchecked code).
@@ -206,6 +208,7 @@ fn function(f: ir::Func, krate: &TokenStream) -> syn::Result<TokenStream> {
             // Of the same arity, so that neither impl can be inferred from the other.
             let ng: Vec<TokenStream> = tys.iter().map(|_| quote!(#krate::NotGeneric)).collect();
             quote! {
+                #(#item_attrs)*
                 impl #krate::Reversible<(#(#ng,)*)> for #name {
                     fn call(args: &mut (#(#ng,)*)) -> ::core::result::Result<(), #krate::InvertibilityError> {
                         match args.0 {}
@@ -220,6 +223,7 @@ fn function(f: ir::Func, krate: &TokenStream) -> syn::Result<TokenStream> {
         };
         quote! {
             #not_generic
+            #(#item_attrs)*
             impl #impl_g #krate::Reversible<(#(#tys,)*)> for #name #where_c {
                 fn call(args: &mut (#(#tys,)*)) -> ::core::result::Result<(), #krate::InvertibilityError> {
                     #name(#(&mut args.#idx),*)
@@ -252,7 +256,10 @@ fn function(f: ir::Func, krate: &TokenStream) -> syn::Result<TokenStream> {
             }
         }
     };
-    let kept_param: syn::FnArg = syn::parse_quote!(__rev_kept: &mut #kept_ty);
+    // (the generated parameters and locals are hygienic: a user's parameter of the same name,
+    // `seed` say, neither collides with them nor sees them)
+    let kept = codegen::kept();
+    let kept_param: syn::FnArg = syn::parse_quote!(#kept: &mut #kept_ty);
     let mut ksig = renamed("__call_keep");
     ksig.inputs.push(kept_param.clone());
     statics(&mut ksig);
@@ -282,8 +289,9 @@ fn function(f: ir::Func, krate: &TokenStream) -> syn::Result<TokenStream> {
         Some((fwd, inv, fusable)) => {
             let mut psig = renamed("gradient_pass_unchecked");
             let tys: Vec<&syn::Type> = f.params.iter().map(|(_, t)| t).collect();
+            let seed = syn::Ident::new("seed", proc_macro2::Span::mixed_site());
             psig.inputs
-                .push(syn::parse_quote!(seed: impl ::core::ops::FnOnce(#(&mut #tys),*)));
+                .push(syn::parse_quote!(#seed: impl ::core::ops::FnOnce(#(&mut #tys),*)));
             statics(&mut psig);
             let doc = format!(
                 "[`{name}`](fn@{name}) and its inverse in one pass, without checks, for \
@@ -304,12 +312,13 @@ fn function(f: ir::Func, krate: &TokenStream) -> syn::Result<TokenStream> {
             );
             let fused = fusable.unwrap_or_else(|| quote!(false));
             let (open, close) = if keeps {
+                let stack = syn::Ident::new("__rev_kept_stack", proc_macro2::Span::mixed_site());
                 (
                     quote! {
-                        let mut __rev_kept_stack = #kept_ty::take();
-                        let __rev_kept = &mut __rev_kept_stack;
+                        let mut #stack = #kept_ty::take();
+                        let #kept = &mut #stack;
                     },
-                    quote!(#kept_ty::give_back(__rev_kept_stack);),
+                    quote!(#kept_ty::give_back(#stack);),
                 )
             } else {
                 (quote!(), quote!())
@@ -324,12 +333,12 @@ fn function(f: ir::Func, krate: &TokenStream) -> syn::Result<TokenStream> {
                     if #fused {
                         #open
                         #fwd
-                        seed(#(&mut *#names),*);
+                        #seed(#(&mut *#names),*);
                         #inv
                         #close
                     } else {
                         #name::call_unchecked(#(&mut *#names),*)?;
-                        seed(#(&mut *#names),*);
+                        #seed(#(&mut *#names),*);
                         #name::uncall_unchecked(#(&mut *#names),*)?;
                     }
                     ::core::result::Result::Ok(())
@@ -345,10 +354,12 @@ fn function(f: ir::Func, krate: &TokenStream) -> syn::Result<TokenStream> {
         #vis #sig { #forward ::core::result::Result::Ok(()) }
 
         #[doc = #doc_struct]
+        #(#item_attrs)*
         #[allow(non_camel_case_types, dead_code)]
         #[derive(Clone, Copy, Debug, Default)]
         #vis struct #name {}
 
+        #(#item_attrs)*
         impl #name {
             // Which arguments the function may write, seen through 0 to 3 levels of calls
             // (the unchecked code of a caller's routine that passes it non-ancillas only where
@@ -382,6 +393,36 @@ fn function(f: ir::Func, krate: &TokenStream) -> syn::Result<TokenStream> {
 
         #reversible
     })
+}
+
+/// The attributes of a reversible function that also go on the other items generated for it
+/// (its struct, the struct's `impl` block, its `Reversible` impls), so that they come and go
+/// with it: `#[cfg]`, and `#[cfg_attr]` where all it may add is a `cfg`, an `allow` or docs
+/// (what else it adds, `inline` say, may not be allowed on a struct or an impl; it stays on the
+/// functions and methods).
+fn item_attrs(attrs: &[syn::Attribute]) -> Vec<&syn::Attribute> {
+    fn cfg_attr_carried(meta: &syn::Meta) -> bool {
+        let syn::Meta::List(list) = meta else {
+            return false;
+        };
+        list.path.is_ident("cfg_attr")
+            && list
+                .parse_args_with(
+                    syn::punctuated::Punctuated::<syn::Meta, syn::Token![,]>::parse_terminated,
+                )
+                .is_ok_and(|args| {
+                    // (the first is the predicate)
+                    args.len() > 1
+                        && args.iter().skip(1).all(|m| {
+                            ["cfg", "allow", "doc"].iter().any(|n| m.path().is_ident(n))
+                                || cfg_attr_carried(m)
+                        })
+                })
+    }
+    attrs
+        .iter()
+        .filter(|a| a.path().is_ident("cfg") || cfg_attr_carried(&a.meta))
+        .collect()
 }
 
 #[cfg(test)]
