@@ -72,19 +72,36 @@ pub(crate) struct Exec<'g> {
     out_bufs: HashMap<NodeId, Vec<f64>>,
 }
 
-/// Run `f` on a thread of rayon's pool and wait for it: the many parallel loops of one run
-/// then start on a worker (and split across the pool from there) instead of each being handed
-/// to the pool from outside while the caller's thread sleeps. Measured on the GMM gradient at 1
-/// thread (n = 1000): d2 K5 0.24 → 0.18 ms, d10 K5 0.54 → 0.38 ms, together with
-/// [`crate::buffers`] (without it, pool threads paid page faults for every large array).
-pub(crate) fn on_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+/// Run `f`, a run of graph `g`, on a thread of rayon's pool and wait for it: the many parallel
+/// loops of one run then start on a worker (and split across the pool from there) instead of
+/// each being handed to the pool from outside while the caller's thread sleeps. Measured on the
+/// GMM gradient at 1 thread (n = 1000): d2 K5 0.24 → 0.18 ms, d10 K5 0.54 → 0.38 ms, together
+/// with [`crate::buffers`] (without it, pool threads paid page faults for every large array).
+///
+/// A small graph ([`small`]) runs on the calling thread: none of its loops is large enough to
+/// split, and the round trip to the pool (the caller asleep on a latch, two context switches)
+/// was most of a small run's time: Rosenbrock over 100 elements took 16 µs a gradient and 18 µs
+/// a run.
+pub(crate) fn on_pool<R: Send>(g: &Graph, f: impl FnOnce() -> R + Send) -> R {
     crate::buffers::start_run();
-    if rayon::current_thread_index().is_some() {
+    if rayon::current_thread_index().is_some() || small(g) {
         return f();
     }
     let mut out = None;
     rayon::scope(|s| s.spawn(|_| out = Some(f())));
     out.expect("the pool ran the job")
+}
+
+/// Whether all of `g`'s arrays together hold fewer than [`crate::kernel::PAR_MIN`] elements
+/// (the size below which a loop runs on one thread).
+fn small(g: &Graph) -> bool {
+    g.nodes
+        .iter()
+        .try_fold(0usize, |total, n| {
+            let total = total.saturating_add(n.shape.iter().product());
+            (total < crate::kernel::PAR_MIN).then_some(total)
+        })
+        .is_some()
 }
 
 impl Drop for Exec<'_> {

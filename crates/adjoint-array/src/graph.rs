@@ -2524,7 +2524,7 @@ impl Program {
         ins: Vec<crate::exec::Val>,
         out: impl Fn(&NodeInfo, Vec<f64>) -> T + Sync,
     ) -> Result<Vec<T>> {
-        crate::exec::on_pool(|| {
+        crate::exec::on_pool(&self.g, || {
             let mut ex = crate::exec::Exec::new(&self.g, ins, false);
             ex.run_outputs()?;
             Ok(self
@@ -2754,7 +2754,7 @@ impl Program {
                 outputs.len()
             )));
         }
-        crate::exec::on_pool(|| {
+        crate::exec::on_pool(&self.g, || {
             let mut ex = crate::exec::Exec::new(&self.g, ins, false);
             for (&o, buf) in self.g.outputs.iter().zip(outputs.iter_mut()) {
                 ex.give_buffer(o, std::mem::take(buf));
@@ -2826,7 +2826,7 @@ impl Program {
     ) -> Result<(Vec<Array>, Vec<Vec<f64>>)> {
         let refs: Vec<&[f64]> = seeds.iter().map(|s| &s[..]).collect();
         self.check_seeds(&refs)?;
-        crate::exec::on_pool(|| self.vjp_on_pool(ins, seeds))
+        crate::exec::on_pool(&self.g, || self.vjp_on_pool(ins, seeds))
     }
 
     fn vjp_on_pool(
