@@ -48,6 +48,11 @@ pub trait Cotangent<T>:
     /// assert_eq!(Cotangent::scale_by(2.0, 3.0), 6.0);
     /// let c = Cotangents([0.0, 2.0]).scale_by(f64::INFINITY);
     /// assert_eq!(c.0, [0.0, f64::INFINITY]);
+    /// // at forward mode's duals, level by level: a zero value sends nothing through ∞, its
+    /// // tangent does
+    /// use adjoint_core::forward::Dual64;
+    /// let c = Dual64::new(0.0, 1.0).scale_by(Dual64::new(f64::INFINITY, 2.0));
+    /// assert_eq!((c.re, c.eps), (0.0, f64::INFINITY));
     /// ```
     ///
     /// The default is `self · d` (unguarded), for cotangent types outside this crate.
@@ -68,12 +73,7 @@ impl<T: Real> Cotangent<T> for T {
     }
     #[inline(always)]
     fn scale_by(self, d: T) -> Self {
-        let c = self * d;
-        if Real::exact_zero(&self) {
-            self
-        } else {
-            c
-        }
+        Real::scale_cotangent(self, d)
     }
 }
 

@@ -190,6 +190,15 @@ impl<T: Real> Lift for Dual<T> {
         self.re.exact_zero() && self.eps.exact_zero()
     }
     #[inline(always)]
+    fn lift_scale_cotangent(self, d: Self) -> Option<Self> {
+        // (a + a′ε)(d + d′ε), each product guarded: a zero factor on the cotangent's side
+        // sends nothing through an infinite partial, at every level
+        Some(Dual {
+            re: self.re.scale_cotangent(d.re),
+            eps: self.re.scale_cotangent(d.eps) + self.eps.scale_cotangent(d.re),
+        })
+    }
+    #[inline(always)]
     fn lift_finite_everywhere(&self) -> bool {
         self.re.finite_everywhere() && self.eps.finite_everywhere()
     }
@@ -511,6 +520,19 @@ impl<const N: usize> Lift for DualVec<N> {
     #[inline(always)]
     fn lift_exact_zero(&self) -> bool {
         self.re == 0.0 && self.eps.iter().all(|&e| e == 0.0)
+    }
+    #[inline(always)]
+    fn lift_scale_cotangent(self, d: Self) -> Option<Self> {
+        // as `Dual`'s, lane by lane
+        let guard = |a: f64, b: f64| if a == 0.0 { a } else { a * b };
+        let mut eps = [0.0; N];
+        for (k, e) in eps.iter_mut().enumerate() {
+            *e = guard(self.re, d.eps[k]) + guard(self.eps[k], d.re);
+        }
+        Some(DualVec {
+            re: guard(self.re, d.re),
+            eps,
+        })
     }
     #[inline(always)]
     fn lift_finite_everywhere(&self) -> bool {

@@ -69,6 +69,13 @@ pub trait Lift: Copy {
     }
     /// [`Real::TANGENTS`] (forward mode's `Dual` sets it).
     const TANGENTS: bool = false;
+    /// [`Real::scale_cotangent`] where it differs from "`self` if exactly zero, else
+    /// `self · d`" (forward mode's duals guard each level); `None`: that default.
+    #[inline]
+    fn lift_scale_cotangent(self, d: Self) -> Option<Self> {
+        let _ = d;
+        None
+    }
     /// [`Real::finite_everywhere`]: the primal value's (forward mode's duals override it to
     /// look at their tangents too).
     #[inline]
@@ -359,6 +366,14 @@ macro_rules! impl_real {
             #[inline]
             fn finite_everywhere(&self) -> bool {
                 <Self as $crate::lift::Lift>::lift_finite_everywhere(self)
+            }
+            #[inline]
+            fn scale_cotangent(self, d: Self) -> Self {
+                match <Self as $crate::lift::Lift>::lift_scale_cotangent(self, d) {
+                    Some(v) => v,
+                    None if $crate::Real::exact_zero(&self) => self,
+                    None => self * d,
+                }
             }
             #[inline]
             fn slice_dot(a: &[Self], b: &[Self]) -> Self {

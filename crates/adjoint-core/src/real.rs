@@ -375,6 +375,20 @@ pub trait Real:
     fn finite_everywhere(&self) -> bool {
         self.is_finite()
     }
+    /// A cotangent `self` times a partial `d`, where a cotangent that is exactly zero sends
+    /// nothing, also through an infinite or NaN `d` ([`Cotangent::scale_by`](crate::Cotangent::scale_by)).
+    /// Forward mode's duals apply the rule at every level: the value part of `Dual(0, 1) ·
+    /// Dual(∞, t)` is 0, not `0 · ∞` (an SSA Hessian-vector product's gradient part was NaN
+    /// where the gradient is 0; a hunter), its tangent `0 · t + 1 · ∞`.
+    #[doc(hidden)]
+    #[inline]
+    fn scale_cotangent(self, d: Self) -> Self {
+        if self.exact_zero() {
+            self
+        } else {
+            self * d
+        }
+    }
     /// [`vector::dot`](crate::vector::dot) for this number type (call that function instead;
     /// engines override this to record one entry per call).
     #[doc(hidden)]

@@ -225,3 +225,33 @@ fn a_rule_with_a_constant_branch_is_refused_with_a_message_that_names_it() {
     let want = adjoint_core::forward::hessian(|v| v[0] / (1.0 + (-v[0]).exp()), &[x]);
     assert!((h - want[0][0]).abs() < 1e-12, "{h} vs {want:?}");
 }
+
+#[differentiable]
+fn root_times(x: &[f64]) -> f64 {
+    x[0].sqrt() * x[1] + x[1] * x[1]
+}
+
+/// A Hessian-vector product's gradient part (`.re`) is the gradient where an infinite partial
+/// meets a zero adjoint value with a nonzero tangent: `√x₀ · x₁` at (0, 0) along e₁. It was
+/// `0 · ∞ = NaN` (the zero guard looked at the whole dual; a hunter); the tangent part, the
+/// Hessian's `∂²f/∂x₁∂x₀ = 1/(2√x₀)`, is +∞.
+#[test]
+fn a_hessian_vector_product_s_gradient_part_is_the_gradient() {
+    let mut g = [0.0; 2];
+    root_times::grad(&[0.0, 0.0], &mut g);
+    let xd = [Dual::new(0.0, 0.0), Dual::new(0.0, 1.0)];
+    let mut gd = [Dual::new(0.0, 0.0); 2];
+    root_times::pullback(&mut Workspace::new(), &xd, &mut gd, Dual::new(1.0, 0.0));
+    assert_eq!([gd[0].re, gd[1].re], g);
+    assert_eq!(gd[0].eps, f64::INFINITY);
+    // ∂²f/∂x₁² = 2 (forward over forward agrees)
+    assert_eq!(gd[1].eps, 2.0);
+    // away from the singular point the product is the plain one: against forward mode
+    let x = [0.49, 0.3];
+    let xd = [Dual::new(x[0], 0.0), Dual::new(x[1], 1.0)];
+    let mut gd = [Dual::new(0.0, 0.0); 2];
+    root_times::pullback(&mut Workspace::new(), &xd, &mut gd, Dual::new(1.0, 0.0));
+    let h01 = 1.0 / (2.0 * x[0].sqrt());
+    assert!((gd[0].eps - h01).abs() < 1e-14 && gd[1].eps == 2.0);
+    assert!((gd[0].re - x[1] / (2.0 * x[0].sqrt())).abs() < 1e-15);
+}
