@@ -164,6 +164,15 @@ impl Gen<'_> {
         )
     }
 
+    /// A computed argument, checked to carry no gradient: `computed_arg(e)`, located at `e` so that
+    /// a type that may (`T`, an array of it) is reported there.
+    fn computed_arg(&self, e: &Expr) -> TokenStream {
+        let at = syn::spanned::Spanned::span(e);
+        let k = respan(self.krate, at);
+        let e = self.rw(e);
+        quote_spanned!(at=> #k::computed_arg(#e))
+    }
+
     fn site(&self, s: &Stmt) -> TokenStream {
         let k = self.krate;
         let f = &self.fname;
@@ -266,7 +275,7 @@ impl Gen<'_> {
                     // (a built-in instruction's written arguments are places: `parse`)
                     // (their arguments are read as a call's: a literal is a `Const` too)
                     for (a, n) in args.iter().zip(&names) {
-                        if let Operand::Const(c) | Operand::Copy(c, _) = a {
+                        if let Operand::Const(c) | Operand::Computed(c) | Operand::Copy(c, _) = a {
                             let text = crate::parse::pretty(c);
                             post.extend(self.constant_check_as(n, &self.rw(c), &text, s));
                         }
@@ -713,6 +722,10 @@ impl Gen<'_> {
                     let c = self.rw(c);
                     pre.extend(quote_spanned!(span=> let mut #n = #c;))
                 }
+                Operand::Computed(c) => {
+                    let c = self.computed_arg(c);
+                    pre.extend(quote_spanned!(span=> let mut #n = #c;))
+                }
                 Operand::Copy(c, p) => {
                     // (as a call's: what flows into the copy reaches the place)
                     let c = self.rw(c);
@@ -973,10 +986,13 @@ impl Gen<'_> {
                     }
                     passed.push(quote!(&mut #n));
                 }
-                Operand::Const(e) => {
+                Operand::Const(e) | Operand::Computed(e) => {
                     let n = self.tmp();
                     let text = crate::parse::pretty(e);
-                    let e = self.rw(e);
+                    let e = match a {
+                        Operand::Computed(_) => self.computed_arg(e),
+                        _ => self.rw(e).to_token_stream(),
+                    };
                     pre.extend(quote_spanned!(span=> let mut #n = #e;));
                     if checks {
                         post.extend(self.constant_check_as(&n, &e, &text, s));

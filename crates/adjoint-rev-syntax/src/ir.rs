@@ -35,6 +35,10 @@ pub enum Operand {
     Lit(Expr),
     /// An expression that mentions no variable of the function: evaluated into a temporary.
     Const(Expr),
+    /// A call argument computed from the function's variables (`n - 1`, `v.len()`,
+    /// `x.value()`): evaluated into a temporary whose type must carry no gradient (a plain
+    /// number: `computed_arg`, a compile error at the argument otherwise).
+    Computed(Expr),
     /// A call argument that copies a variable, field or element (`x.clone()`): passed as a
     /// temporary that starts without the variable's gradient and gives it its gradient after
     /// the call. The expression as written, and the place.
@@ -44,7 +48,11 @@ pub enum Operand {
 impl Operand {
     pub fn expr(&self) -> &Expr {
         match self {
-            Operand::Place(e) | Operand::Lit(e) | Operand::Const(e) | Operand::Copy(e, _) => e,
+            Operand::Place(e)
+            | Operand::Lit(e)
+            | Operand::Const(e)
+            | Operand::Computed(e)
+            | Operand::Copy(e, _) => e,
         }
     }
 }

@@ -105,12 +105,6 @@ fn parse_func(input: ParseStream) -> Result<Func> {
             .filter(|(_, t)| matches!(t, Type::Reference(r) if r.mutability.is_none()))
             .map(|(n, _)| n.to_string())
             .collect(),
-        ints: params
-            .iter()
-            .filter(|(_, t)| integer_type(t))
-            .map(|(n, _)| n.to_string())
-            .collect(),
-        not_ints: Vec::new(),
     };
     let body = p.stmts(&content)?;
     Ok(Func {
@@ -195,44 +189,6 @@ struct Parser {
     /// Parameters that hold a shared reference (`x: &mut &[f64]`): data that is read, never
     /// written (nor given gradients).
     read_only: Vec<String>,
-    /// Names that hold integers (or arrays of them) wherever they are declared: parameters of
-    /// a primitive integer type, ancillas of an integer literal (`let k = 0i64;`), or of an
-    /// expression of integers. Copies computed from them carry no gradient (`f(out, n - 1)`).
-    ints: Vec<String>,
-    /// Names declared at least once with a value that may not be an integer.
-    not_ints: Vec<String>,
-}
-
-/// Whether `t` is a primitive integer or `bool`, or an array, slice, `Vec` or reference of
-/// them.
-fn integer_type(t: &Type) -> bool {
-    const INTS: &[&str] = &[
-        "i8", "i16", "i32", "i64", "i128", "isize", "u8", "u16", "u32", "u64", "u128", "usize",
-        "bool",
-    ];
-    match t {
-        Type::Path(p) if p.qself.is_none() => {
-            let Some(last) = p.path.segments.last() else {
-                return false;
-            };
-            let name = last.ident.to_string();
-            if p.path.segments.len() == 1 && INTS.contains(&name.as_str()) {
-                return true;
-            }
-            match &last.arguments {
-                syn::PathArguments::AngleBracketed(a) if name == "Vec" && a.args.len() == 1 => {
-                    matches!(&a.args[0], syn::GenericArgument::Type(t) if integer_type(t))
-                }
-                _ => false,
-            }
-        }
-        Type::Array(a) => integer_type(&a.elem),
-        Type::Slice(a) => integer_type(&a.elem),
-        Type::Reference(r) => integer_type(&r.elem),
-        Type::Paren(p) => integer_type(&p.elem),
-        Type::Group(g) => integer_type(&g.elem),
-        _ => false,
-    }
 }
 
 const UNARY: &[(&str, &str)] = &[
@@ -596,20 +552,8 @@ impl Parser {
             Some(t) => format!("{kw} {name}: {} = {}", pretty_type(t), pretty(&init)),
             None => format!("{kw} {name} = {}", pretty(&init)),
         };
-        let n = name.to_string();
-        let int = match &ty {
-            Some(t) => integer_type(t),
-            None => self.integer_expr(&init),
-        };
-        if !int && !self.not_ints.contains(&n) {
-            self.not_ints.push(n.clone());
-            self.ints.retain(|i| *i != n);
-        }
-        if int && !self.ints.contains(&n) && !self.not_ints.contains(&n) {
-            self.ints.push(n.clone());
-        }
-        if !self.vars.contains(&n) {
-            self.vars.push(n);
+        if !self.vars.contains(&name.to_string()) {
+            self.vars.push(name.to_string());
         }
         Ok((name, ty, init, text))
     }
@@ -1173,74 +1117,24 @@ impl Parser {
                 ));
             }
         }
-        // Anything else computed from the function's variables would be a copy the callee
-        // cannot give a gradient back through (`g(y, h(x))`, `g(y, [a, b])`: their gradients
-        // were silently 0; a hunter).
-        if let Some(var) = self.state_read(e) {
-            return Err(Error::new_spanned(
-                e,
-                format!(
-                    "argument `{}` is computed from `{var}`: a call's arguments are variables, fields \
-                     or elements (passed by reference), copies of them (`{var}.clone()`), loop \
-                     variables or constants. Compute it into an ancilla with instructions first \
-                     (`let t = T::zero(); t += …;`, pass `t`, then uncompute it), or pass the \
-                     places separately",
-                    pretty(e)
-                ),
-            ));
+        // Anything else computed from the function's variables is passed as a copy that must
+        // carry no gradient (`g(out, n - 1)` with an integer `n`, `g(y, v.len())`): its type is
+        // checked to be a plain number (`Operand::Computed`). `g(y, h(x))`, `g(y, [a, b])`,
+        // `g(y, m!(x))` were passed as constants, their gradients silently 0 (a hunter).
+        if self.state_read(e).is_some() {
+            return Ok(Operand::Computed(e.clone()));
         }
         Ok(Operand::Const(e.clone()))
     }
 
     /// The first variable `e` reads that may carry a gradient: not a loop variable, not a
-    /// read-only parameter (`data: &mut &[f64]`), not an integer.
+    /// read-only parameter (`data: &mut &[f64]`).
     fn state_read(&self, e: &Expr) -> Option<String> {
         let mut v = Idents::default();
         v.visit_expr(e);
         v.0.iter().map(|i| i.to_string()).find(|i| {
-            self.vars.contains(i)
-                && !self.loop_vars.contains(i)
-                && !self.read_only.contains(i)
-                && !self.ints.contains(i)
+            self.vars.contains(i) && !self.loop_vars.contains(i) && !self.read_only.contains(i)
         })
-    }
-
-    /// Whether an ancilla's value `e` is surely an integer: a suffixed integer literal
-    /// (`0i64`; an unsuffixed one takes the type of its use, `let a = 0; a += x;` makes a
-    /// float), an integer variable, or arithmetic of them where at least one side is surely
-    /// an integer (`n % 2`, `k - 1`).
-    fn integer_expr(&self, e: &Expr) -> bool {
-        let literal = |e: &Expr| match strip_parens(e) {
-            Expr::Lit(l) => matches!(&l.lit, syn::Lit::Int(_)),
-            _ => false,
-        };
-        match strip_parens(e) {
-            Expr::Lit(l) => matches!(&l.lit, syn::Lit::Int(i) if !i.suffix().is_empty()),
-            Expr::Path(p) => p.path.get_ident().is_some_and(|i| {
-                let i = i.to_string();
-                self.ints.contains(&i) || self.loop_vars.contains(&i)
-            }),
-            Expr::Unary(u) => self.integer_expr(&u.expr),
-            Expr::Binary(b) => {
-                use syn::BinOp::*;
-                let (l, r) = (&*b.left, &*b.right);
-                matches!(
-                    b.op,
-                    Add(_)
-                        | Sub(_)
-                        | Mul(_)
-                        | Div(_)
-                        | Rem(_)
-                        | BitXor(_)
-                        | BitAnd(_)
-                        | BitOr(_)
-                        | Shl(_)
-                        | Shr(_)
-                ) && ((self.integer_expr(l) && (literal(r) || self.integer_expr(r)))
-                    || (literal(l) && self.integer_expr(r)))
-            }
-            _ => false,
-        }
     }
 
     /// Whether `e` mentions a variable other than the loop variables in scope: an expression
@@ -1270,13 +1164,16 @@ impl<'a> Visit<'a> for Idents {
     /// Every identifier of a macro's tokens: a macro call (`h!(x)`) that names a variable
     /// reads it (it was taken for a constant, and its gradient lost; a hunter).
     fn visit_macro(&mut self, m: &'a syn::Macro) {
+        // (not a field's, method's or path segment's name: after `.` or `::`)
         fn tokens(ts: proc_macro2::TokenStream, out: &mut Vec<Ident>) {
+            let mut after_dot = false;
             for t in ts {
-                match t {
-                    proc_macro2::TokenTree::Ident(i) => out.push(i),
+                match &t {
+                    proc_macro2::TokenTree::Ident(i) if !after_dot => out.push(i.clone()),
                     proc_macro2::TokenTree::Group(g) => tokens(g.stream(), out),
                     _ => {}
                 }
+                after_dot = matches!(&t, proc_macro2::TokenTree::Punct(p) if p.as_char() == '.' || p.as_char() == ':');
             }
         }
         tokens(m.tokens.clone(), &mut self.0);

@@ -576,6 +576,63 @@ pub fn copy_of<T: Ancilla>(mut a: T) -> T {
     a
 }
 
+/// A plain number: what a call argument computed from the function's variables must be
+/// (`g(out, n - 1)` with an integer `n`, `g(y, v.len())`, `g(y, x.value())`), since no gradient
+/// could flow back through it. A computed argument of a number type that may carry one (`T`,
+/// an array or tuple of it) is a compile error at the argument.
+///
+/// ```
+/// use adjoint_rev::prelude::*;
+/// reversible! {
+///     fn add_pow<T: RevReal>(y: &mut T, x: &mut T, k: &mut i32) {
+///         y += x.powi(k);
+///     }
+///     /// `y += x^(n + 1)`: `n + 1` is an `i32` computed from `n`, passed as a copy.
+///     fn add_next_pow<T: RevReal>(y: &mut T, x: &mut T, n: &mut i32) {
+///         add_pow(y, x, n + 1);
+///     }
+/// }
+/// let (mut y, mut x, mut n) = (0.0, 2.0, 2);
+/// add_next_pow(&mut y, &mut x, &mut n)?;
+/// assert_eq!(y, 8.0);
+/// // ∂/∂x x³ = 3x² = 12
+/// let (_, gx, _) = adjoint_rev::grad(add_next_pow {}, (0.0, 2.0, 2), 0)?;
+/// assert_eq!(gx, 12.0);
+/// # Ok::<(), adjoint_rev::InvertibilityError>(())
+/// ```
+///
+/// A computed value of the number type is refused: no gradient could flow back through it.
+///
+/// ```compile_fail,E0277
+/// use adjoint_rev::prelude::*;
+/// reversible! {
+///     fn add<T: RevReal>(y: &mut T, x: &mut T) {
+///         y += x;
+///     }
+///     fn add_twice<T: RevReal>(y: &mut T, x: &mut T) {
+///         add(y, x.clone() + x.clone());
+///     }
+/// }
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "a call argument computed from variables must be a plain number (an integer, `bool`, `f32` or `f64`), not `{Self}`, which may carry a gradient",
+    label = "computed from the function's variables: no gradient could flow back through it",
+    note = "compute it into an ancilla with instructions first (`let t = T::zero(); t += …;`), pass `t`, then uncompute it; or pass variables, fields, elements, or copies of them (`x.clone()`)"
+)]
+pub trait PlainNumber: Copy {}
+
+macro_rules! plain_numbers {
+    ($($t:ty),*) => {$( impl PlainNumber for $t {} )*};
+}
+plain_numbers!(i8, i16, i32, i64, i128, isize, u8, u16, u32, u64, u128, usize, bool, f32, f64);
+
+/// A computed call argument, checked to be a [`PlainNumber`] (used by generated code).
+#[doc(hidden)]
+#[inline(always)]
+pub fn computed_arg<P: PlainNumber>(v: P) -> P {
+    v
+}
+
 /// `T::PASSIVE` for a value (used by generated code).
 #[doc(hidden)]
 #[inline(always)]

@@ -98,12 +98,14 @@
 //! parts (`z.re`, `z.im`), elements (`v[i]`, `m[i][j]`) — or constants (literals, or any
 //! expression that mentions no variable of the function but loop variables, like
 //! `T::from_f64(0.5)` or `T::from_f64(i as f64)`). A call gets its place arguments by reference
-//! and every other argument (a constant, a loop variable, a `.clone()` of a place, or an
-//! expression of integers, loop variables and read-only data such as `rrfib(out, k - 1)` with
-//! `let k = 0i64`) as a copy, which the callee must leave as it was: a value written into a
-//! copy would be lost, and the call could not be undone. An argument computed from other
-//! variables (`g(y, h(x))`, `g(y, [a, b])`, `g(y, m!(x))`) is a compile error: no gradient
-//! could flow back through it; compute it into an ancilla with instructions first. A
+//! and every other argument (a constant, a loop variable, a `.clone()` of a place, or a value
+//! computed from variables) as a copy, which the callee must leave as it was: a value written
+//! into a copy would be lost, and the call could not be undone. A value computed from the
+//! function's variables must be a plain number ([`PlainNumber`]: an integer, `bool`, `f32` or
+//! `f64`, such as `rrfib(out, k - 1)`, `g(y, v.len())` or `g(y, x.value())`), since no
+//! gradient could flow back through it; one of a type that may carry a gradient (`g(y, h(x))`
+//! with `h(x): T`, `g(y, [a, b])`, `g(y, m!(x))`) is a compile error at the argument: compute
+//! it into an ancilla with instructions first. A
 //! built-in instruction given a constant where it writes (`SWAP(y, 1.0)`) is a compile error; a
 //! call (or an instruction of yours) that changes a copy is an
 //! [`InvertibilityError::Constant`] in checked code.
@@ -344,7 +346,7 @@ pub use ad::{
 pub use adjoint_core::rules::{Op1, Op2};
 pub use adjoint_core::Cotangents;
 pub use adjoint_rev_macros::reversible;
-pub use error::{Ancilla, InvertibilityError, Site};
+pub use error::{Ancilla, InvertibilityError, PlainNumber, Site};
 pub use gvar::{ExactZero, GVar, Gradient};
 pub use instr::{positive_step, steps, Instruction, RotateBits, Steps};
 pub use kept::Kept;
@@ -383,7 +385,8 @@ pub use num_complex::Complex;
 pub use ad::NotGeneric;
 #[doc(hidden)]
 pub use error::{
-    copy_of, distinct, no_gradient, not_copied, passive, same, ShowDebug, ShowOther, Shown,
+    computed_arg, copy_of, distinct, no_gradient, not_copied, passive, same, ShowDebug, ShowOther,
+    Shown,
 };
 #[doc(hidden)]
 pub use lit::{like, lit, literal_bits, shared_arg, CmpLit, CmpLitOther, CmpLitReal, SharedArg};

@@ -1,0 +1,66 @@
+//! A call argument computed from the function's variables is passed as a copy when it is a
+//! plain number (an integer length, index or counter, or a float value taken with `.value()`):
+//! no gradient could flow back through it. Arguments that could carry one (`[a, b]`, `h(x)`,
+//! `x.clone().clone()`: passed as constants, their gradients silently 0 before; a hunter) are
+//! compile errors (`tests/ui/computed_argument.rs`). These programs compiled before the check
+//! and must still: the review of the first, parse-time version of it found them refused.
+
+use adjoint_core::check::check_gradient;
+use adjoint_rev::grad;
+use adjoint_rev::prelude::*;
+
+type R = Result<(), InvertibilityError>;
+
+reversible! {
+    /// `y += x^k` for a power passed as a copy.
+    fn add_pow<T: RevReal>(y: &mut T, x: &mut T, k: &mut i32) {
+        y += x.powi(k);
+    }
+    /// `y += x^(len)`, `y += x^(n + 1)`, `y += x^(s.0 − 1)`, `y += x^(t·2)` for an ancilla
+    /// `let t = 0; t += n;` — integers computed from variables, as copies.
+    fn powers<T: RevReal>(y: &mut T, x: &mut T, v: &mut Vec<T>, n: &mut i32, s: &mut (i64, i64)) {
+        add_pow(y, x, v.len() as i32);
+        add_pow(y, x, n + 1);
+        add_pow(y, x, (s.0 - 1) as i32);
+        let t = 0;
+        t += n;
+        add_pow(y, x, t * 2);
+        t -= n;
+        unlet t = 0;
+    }
+    /// `y += x` where a plain float computed from `x`'s value (`2x`) is positive: a constant.
+    fn add_if_positive<T: RevReal>(y: &mut T, x: &mut T) {
+        add_if(y, x, x.value() * 2.0);
+    }
+    fn add_if<T: RevReal>(y: &mut T, x: &mut T, c: &mut f64) {
+        if (c > 0.0, c > 0.0) {
+            y += x;
+        }
+    }
+}
+
+#[test]
+fn integer_arguments_computed_from_variables_are_copies() -> R {
+    let (y0, x0) = (0.25f64, 1.1f64);
+    let (mut y, mut x, mut v, mut n, mut s) = (y0, x0, vec![0.0; 3], 2i32, (4i64, 0i64));
+    powers(&mut y, &mut x, &mut v, &mut n, &mut s)?;
+    // x³ + x³ + x³ + x⁴
+    let f = |x: f64| 3.0 * x.powi(3) + x.powi(4);
+    assert!((y - (y0 + f(x0))).abs() < 1e-14, "{y}");
+    powers::uncall(&mut y, &mut x, &mut v, &mut n, &mut s)?;
+    assert!((y - y0).abs() < 1e-15 && x == x0);
+    let g = grad(powers {}, (y0, x0, vec![0.0; 3], 2i32, (4i64, 0i64)), 0)?;
+    check_gradient(|p| p[0] + f(p[1]), &[y0, x0], &[g.0, g.1]).assert_passed();
+    Ok(())
+}
+
+#[test]
+fn a_plain_float_computed_from_a_value_is_a_constant() -> R {
+    // y + x where 2x > 0, else y
+    for x0 in [0.75f64, -0.75] {
+        let g = grad(add_if_positive {}, (0.5f64, x0), 0)?;
+        let f = |p: &[f64]| if p[1] > 0.0 { p[0] + p[1] } else { p[0] };
+        check_gradient(f, &[0.5, x0], &[g.0, g.1]).assert_passed();
+    }
+    Ok(())
+}
