@@ -78,10 +78,13 @@ pub(crate) struct Exec<'g> {
 /// GMM gradient at 1 thread (n = 1000): d2 K5 0.24 → 0.18 ms, d10 K5 0.54 → 0.38 ms, together
 /// with [`crate::buffers`] (without it, pool threads paid page faults for every large array).
 ///
-/// A small graph ([`small`]) runs on the calling thread: none of its loops is large enough to
-/// split, and the round trip to the pool (the caller asleep on a latch, two context switches)
-/// was most of a small run's time: Rosenbrock over 100 elements took 16 µs a gradient and 18 µs
-/// a run.
+/// A small graph ([`small`]) runs on the calling thread: the round trip to the pool (the caller
+/// asleep on a latch, two context switches) was most of a small run's time (Rosenbrock over 100
+/// elements: 16 µs a gradient, 18 µs a run; 3 and 1.2 µs on the caller). Its loops mostly run
+/// on one thread anyway; one heavy enough to split (`exp` over a few thousand elements, a small
+/// matrix product) is handed to the pool from here, a round trip per such loop: at 15 000
+/// elements an `exp`-and-`sin` map's gradient took 5–8 % longer that way than on the pool, at
+/// 2000 elements 40 % less (scratch timings, 2 cores), hence the bound [`SMALL`].
 pub(crate) fn on_pool<R: Send>(g: &Graph, f: impl FnOnce() -> R + Send) -> R {
     crate::buffers::start_run();
     if rayon::current_thread_index().is_some() || small(g) {
@@ -92,14 +95,16 @@ pub(crate) fn on_pool<R: Send>(g: &Graph, f: impl FnOnce() -> R + Send) -> R {
     out.expect("the pool ran the job")
 }
 
-/// Whether all of `g`'s arrays together hold fewer than [`crate::kernel::PAR_MIN`] elements
-/// (the size below which a loop runs on one thread).
+/// Graphs whose arrays together hold fewer elements run on the calling thread ([`on_pool`]).
+const SMALL: usize = 1 << 13;
+
+/// Whether all of `g`'s arrays together hold fewer than [`SMALL`] elements.
 fn small(g: &Graph) -> bool {
     g.nodes
         .iter()
         .try_fold(0usize, |total, n| {
             let total = total.saturating_add(n.shape.iter().product());
-            (total < crate::kernel::PAR_MIN).then_some(total)
+            (total < SMALL).then_some(total)
         })
         .is_some()
 }

@@ -36,11 +36,13 @@
 //! Index components (`Idx`) are carried by the loop from element to element (an increment
 //! with carries on the axes any `Idx` reads, [`Counters`]) instead of a division and a
 //! remainder per element, and an offset built from them uses the integers directly (no float
-//! round trip, no lower-bound check). Scatter windows are dense over their targets, except
-//! that a large target whose scatter indices are all affine in the index components
+//! round trip, no lower-bound check), also where it is one plus or minus an integer constant
+//! ([`shifted_index`]). Scatter windows are dense over their targets, except that a large
+//! target whose scatter indices are all affine in the index components
 //! ([`Kernel::windowed`]) gets, per chunk, a window over only the range the chunk's elements
-//! can touch ([`Kernel::window_range`]); positions are clamped into it, so even a wrong range
-//! could not write outside it.
+//! can touch ([`Kernel::window_range`]), one per group of its scatters that land close
+//! together (`Kernel::split_windows`: a packed vector read at `i` and `i + n` gets two);
+//! positions are clamped into their window, so even a wrong range could not write outside it.
 //!
 //! Not compiled (the interpreter runs them): kernels with `f32` values or casts, kernels whose
 //! scatter targets are large beside the space and not affine (more than [`MAX_WINDOW`]
@@ -81,9 +83,11 @@ pub(crate) const MAX_OPS: usize = 1024;
 
 /// `fn(start, len, params, arrays, roots, root_strides, windows) -> bad`: evaluate elements
 /// `start..start + len` of the space; `params[p]` points at this block's slice, root `r` of
-/// element `e` is stored at byte `roots[r] + e·root_strides[r]`, `arrays[a]` at a read array's data, `windows[t]` at a dense window over a scatter
-/// target. Returns 1 if an index was out of bounds (nothing was read or written outside the
-/// arrays), else 0.
+/// element `e` is stored at byte `roots[r] + e·root_strides[r]`, `arrays[a]` at a read array's
+/// data; `windows` holds, per window of the kernel ([`Kernel::windows`]: one per scatter
+/// target, more for a target split into far-apart parts), its data, then every window's first
+/// index, then every window's length. Returns 1 if an index was out of bounds (nothing was read
+/// or written outside the arrays), else 0.
 type KernelFn = unsafe extern "C" fn(
     u64,
     u64,

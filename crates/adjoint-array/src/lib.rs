@@ -36,7 +36,8 @@
 //! arithmetic in `f64x2` registers, intermediates in registers); smaller ones are interpreted, one tight loop per node per block
 //! ([`Builder::set_jit`] chooses; the values are the same). Work is split into chunks that
 //! depend only on the sizes and combined in chunk order: results are bit-identical for any
-//! number of threads. A run is one job on rayon's pool, and large arrays it is done with are
+//! number of threads. A run is one job on rayon's pool (a program of fewer than 8192 elements in
+//! all runs on the calling thread instead), and large arrays it is done with are
 //! kept for the next run (at most 1 GiB, process-wide; [`cache`] sets the limit) instead of
 //! going back to the allocator.
 //!
