@@ -839,6 +839,27 @@ impl Parser {
                         }
                     }
                 }
+                // nor by an argument computed from variables (`addto(k, k + 1)`: the inverse
+                // would recompute `k + 1` from the changed `k`; unchecked code gave wrong
+                // numbers, checked code blamed the callee; a new user)
+                for a in &places {
+                    let root = place_path(a).0;
+                    for b in &args {
+                        let Operand::Computed(e) = b else { continue };
+                        if value_reads(e).iter().any(|id| *id == root) {
+                            return Err(Error::new_spanned(
+                                e,
+                                format!(
+                                    "`{}` is computed from `{root}`, which this call may change through its \
+                                     argument `{}`: the call could not be undone. Compute the value into an \
+                                     ancilla that the call does not change, and pass that",
+                                    pretty(e),
+                                    pretty(a)
+                                ),
+                            ));
+                        }
+                    }
+                }
                 let last = func.segments.last().map(|s| s.ident.to_string()).unwrap_or_default();
                 if let Some(written) = func.get_ident().and_then(|id| builtin_writes(&id.to_string())) {
                     for &k in written {
@@ -1209,6 +1230,29 @@ fn index_reads(e: &Expr) -> Vec<Ident> {
     let mut v = Indices(vec![]);
     v.visit_expr(e);
     v.0
+}
+
+/// The variables `e` reads, a macro's tokens included, apart from lengths (`v.len()`: no call
+/// changes a length).
+fn value_reads(e: &Expr) -> Vec<Ident> {
+    struct Reads(Idents);
+    impl<'a> Visit<'a> for Reads {
+        fn visit_expr_path(&mut self, p: &'a syn::ExprPath) {
+            self.0.visit_expr_path(p);
+        }
+        fn visit_macro(&mut self, m: &'a syn::Macro) {
+            self.0.visit_macro(m);
+        }
+        fn visit_expr_method_call(&mut self, m: &'a syn::ExprMethodCall) {
+            if (m.method == "len" || m.method == "is_empty") && m.args.is_empty() {
+                return;
+            }
+            syn::visit::visit_expr_method_call(self, m);
+        }
+    }
+    let mut r = Reads(Idents::default());
+    r.visit_expr(e);
+    r.0 .0
 }
 
 /// `e` without the parentheses around it.

@@ -731,3 +731,22 @@ fn every_leaked_ancilla_is_reported() {
         );
     }
 }
+
+/// A computed argument may not read a place the same call may write: `addto(k, k + 1)`'s
+/// inverse recomputed `k + 1` from the changed `k` (unchecked code: k went 3 → 7 → −1, and a
+/// gradient through `addf(y, x, y.value())` was 0; a new user).
+#[test]
+fn a_computed_argument_may_not_read_a_place_the_call_writes() {
+    let e = err(quote! { fn caller(k: &mut i64) { addto(k, k + 1); } });
+    assert!(
+        e.contains("`k + 1` is computed from `k`, which this call may change"),
+        "{e}"
+    );
+    let e = err(quote! { fn f<T: RevReal>(y: &mut T, x: &mut T) { addf(y, x, y.value()); } });
+    assert!(e.contains("computed from `y`"), "{e}");
+    let e = err(quote! { fn f<T: RevReal>(v: &mut Vec<T>, x: &mut T) { g(v[0], x, m!(v[1])); } });
+    assert!(e.contains("computed from `v`"), "{e}");
+    // reading another variable, or a length (no call changes one), is fine
+    ok(quote! { fn f<T: RevReal>(y: &mut T, x: &mut T, n: &mut i64) { g(y, x, n + 1); } });
+    ok(quote! { fn f<T: RevReal>(v: &mut Vec<T>, x: &mut T) { g(v[0], x, v.len() - 1); } });
+}

@@ -105,7 +105,8 @@
 //! `f64`, such as `rrfib(out, k - 1)`, `g(y, v.len())` or `g(y, x.value())`), since no
 //! gradient could flow back through it; one of a type that may carry a gradient (`g(y, h(x))`
 //! with `h(x): T`, `g(y, [a, b])`, `g(y, m!(x))`) is a compile error at the argument: compute
-//! it into an ancilla with instructions first. A
+//! it into an ancilla with instructions first. So is one that reads a place the same call may
+//! change (`addto(k, k + 1)`: undoing the call would recompute it from the changed `k`). A
 //! built-in instruction given a constant where it writes (`SWAP(y, 1.0)`) is a compile error; a
 //! call (or an instruction of yours) that changes a copy is an
 //! [`InvertibilityError::Constant`] in checked code.

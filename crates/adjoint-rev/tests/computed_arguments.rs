@@ -28,9 +28,10 @@ reversible! {
         t -= n;
         unlet t = 0;
     }
-    /// `y += x` where a plain float computed from `x`'s value (`2x`) is positive: a constant.
-    fn add_if_positive<T: RevReal>(y: &mut T, x: &mut T) {
-        add_if(y, x, x.value() * 2.0);
+    /// `y += x` where a plain float computed from `w`'s value (`2w`) is positive: a constant.
+    /// (`x.value()` would be refused: `x` is an argument of the call, which may change it.)
+    fn add_if_positive<T: RevReal>(y: &mut T, x: &mut T, w: &mut T) {
+        add_if(y, x, w.value() * 2.0);
     }
     fn add_if<T: RevReal>(y: &mut T, x: &mut T, c: &mut f64) {
         if (c > 0.0, c > 0.0) {
@@ -56,11 +57,11 @@ fn integer_arguments_computed_from_variables_are_copies() -> R {
 
 #[test]
 fn a_plain_float_computed_from_a_value_is_a_constant() -> R {
-    // y + x where 2x > 0, else y
-    for x0 in [0.75f64, -0.75] {
-        let g = grad(add_if_positive {}, (0.5f64, x0), 0)?;
-        let f = |p: &[f64]| if p[1] > 0.0 { p[0] + p[1] } else { p[0] };
-        check_gradient(f, &[0.5, x0], &[g.0, g.1]).assert_passed();
+    // y + x where 2w > 0, else y; nothing flows to w
+    for w0 in [0.75f64, -0.75] {
+        let g = grad(add_if_positive {}, (0.5f64, 0.3f64, w0), 0)?;
+        let f = |p: &[f64]| if p[2] > 0.0 { p[0] + p[1] } else { p[0] };
+        check_gradient(f, &[0.5, 0.3, w0], &[g.0, g.1, g.2]).assert_passed();
     }
     Ok(())
 }
