@@ -31,7 +31,7 @@
 //! producers are stored unless they cost at most [`Builder::set_recompute_threshold`]
 //! operations) and returns a [`Program`], run many times on new inputs
 //! ([`Program::run`]). Each kernel evaluates its expression DAG over blocks of 64–1024
-//! elements: a kernel over at least 2048 `f64` elements (of at most 1024 operations) is compiled to native code with
+//! elements: a kernel over at least 2048 elements (of at most 1024 operations; `f32` ones too) is compiled to native code with
 //! Cranelift on its first run (one loop over the block's elements, two at a time with their
 //! arithmetic in `f64x2` registers, intermediates in registers); smaller ones are interpreted, one tight loop per node per block
 //! ([`Builder::set_jit`] chooses; the values are the same). Work is split into chunks that

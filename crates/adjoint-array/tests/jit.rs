@@ -698,6 +698,91 @@ fn a_packed_vector_s_far_apart_blocks_scatter_through_windows() {
     }
 }
 
+/// `f32` kernels are compiled too (they were interpreted): every kind of `f32` operation —
+/// `+ − × ÷`, negation, `abs`, `sqrt` and reciprocals inline in `f32` registers, the other
+/// values and every partial by calls, comparisons, a `cond`, a cast from `f64`, gathers from a
+/// small `f32` table whose adjoint windows add in `f32` — gives the interpreter's bits, values
+/// and gradients, at edge values too, and the same bits for any thread count.
+#[test]
+fn f32_kernels_are_compiled_bit_for_bit() {
+    use adjoint_array::{Buffer, Input};
+    let n = 4099;
+    let mut x: Vec<f32> = data(n, 51).iter().map(|&v| v as f32).collect();
+    let edges = [
+        f32::NAN,
+        -0.0,
+        0.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::MIN_POSITIVE / 4.0,
+        3.0e38,
+        -1.0e-30,
+    ];
+    for (k, v) in edges.iter().enumerate() {
+        x[3 * k + 1] = *v;
+    }
+    let w: Vec<f32> = data(37, 52).iter().map(|&v| v as f32 + 2.0).collect();
+    let y = data(n, 53);
+    let mk = |jit: bool| {
+        let b = Builder::new();
+        b.set_jit(jit);
+        let (xa, wa, ya) = (b.input_f32(&[n]), b.input_f32(&[37]), b.input(&[n]));
+        let z = b.generate(&[n], |i| {
+            let (v, t) = (xa.at(&[i[0]]), wa.at(&[i[0].imod(37.0)]));
+            let c = ya.at(&[i[0]]).cast_f32();
+            let s = (v * t).sin() + (v * 0.5).exp() * t;
+            let m = (v * v).max(t * 0.25) / (t * t + 1.0) - v.min(t);
+            let r = (v.abs() + 0.5).sqrt().recip() - (s * 0.1).tanh() + (-v).abs();
+            let q = cond(v.gt(0.0), m * 2.0, r * t);
+            s * m + q + (v.abs() + 1.5).powf(t) * c + v.powi(3) - v.hypot(t) + v.atan2(c)
+        });
+        b.build_scalar(&z.sum()).expect("build")
+    };
+    let (j, i) = (mk(true), mk(false));
+    let ins = [Input::F32(&x), Input::F32(&w), Input::F64(&y)];
+    let bits_of = |b: &Buffer| -> Vec<u64> { b.to_f64_vec().iter().map(|v| v.to_bits()).collect() };
+    let (rj, ri) = (j.run_typed(&ins).unwrap(), i.run_typed(&ins).unwrap());
+    assert!(matches!(rj[0], Buffer::F32(_)));
+    assert_eq!(bits_of(&rj[0]), bits_of(&ri[0]), "value");
+    let (gj, gi) = (
+        j.gradient_typed(&ins).unwrap(),
+        i.gradient_typed(&ins).unwrap(),
+    );
+    for (k, (a, b)) in gj.grads.iter().zip(&gi.grads).enumerate() {
+        assert_eq!(bits_of(a), bits_of(b), "gradient {k}");
+    }
+    let g1 = in_pool(1, || j.gradient_typed(&ins).unwrap());
+    for t in [2, 3] {
+        let g = in_pool(t, || j.gradient_typed(&ins).unwrap());
+        for (a, b) in g.grads.iter().zip(&g1.grads) {
+            assert_eq!(bits_of(a), bits_of(b), "{t} threads");
+        }
+    }
+    // and against f64 forward mode, to f32 accuracy, on the finite part: ∂/∂x of one element
+    let x2: Vec<f32> = data(n, 54).iter().map(|&v| v as f32).collect();
+    let ins2 = [Input::F32(&x2), Input::F32(&w), Input::F64(&y)];
+    let g = j.gradient_typed(&ins2).unwrap().grads[0].to_f64_vec();
+    for e in [0usize, 1, 777, n - 1] {
+        let (t, c) = (f64::from(w[e % 37]), f64::from(y[e] as f32));
+        let f = |v: Dual64| {
+            let s = (v * t).sin() + (v * 0.5).exp() * t;
+            let m = (v * v).max(Dual64::constant(t * 0.25)) / (t * t + 1.0)
+                - v.min(Dual64::constant(t));
+            let r = (v.abs() + 0.5).sqrt().recip() - (s * 0.1).tanh() + (-v).abs();
+            let q = if v.re > 0.0 { m * 2.0 } else { r * t };
+            s * m + q + (v.abs() + 1.5).powf(Dual64::constant(t)) * c + v.powi(3)
+                - v.hypot(Dual64::constant(t))
+                + v.atan2(Dual64::constant(c))
+        };
+        let d = f(Dual64::new(f64::from(x2[e]), 1.0)).eps;
+        assert!(
+            (g[e] - d).abs() <= 1e-4 * (1.0 + d.abs()),
+            "∂/∂x{e}: {} vs forward {d}",
+            g[e]
+        );
+    }
+}
+
 /// One element of [`paired_kernels_mix_vector_and_scalar_operations_bit_for_bit`], written once
 /// for `Exp` and for forward mode (`c` makes a constant, `w` reads the table).
 macro_rules! mixed {
