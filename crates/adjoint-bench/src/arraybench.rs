@@ -3,7 +3,7 @@
 //! chain into one kernel) and its whole-program gradient of the sum.
 
 use crate::harness::{fmt_time, measure, Column, Problem};
-use adjoint::array::{Builder, Program};
+use adjoint::array::{Builder, DType, Input, Program};
 use rayon::prelude::*;
 use serde::Serialize;
 use std::hint::black_box;
@@ -49,9 +49,15 @@ pub fn hand_fused(x: &[f64], out: &mut [f64]) {
 /// The same chain as an array program: five `map`s over an input of `n` elements, and the sum
 /// of the result (for the gradient).
 pub fn chain_programs(n: usize) -> (Program, Program) {
+    chain_programs_of(n, DType::F64)
+}
+
+/// [`chain_programs`] over an input of element type `dtype` (`f32`: the chain in `f32`, its
+/// constants rounded to `f32` where they meet it).
+pub fn chain_programs_of(n: usize, dtype: DType) -> (Program, Program) {
     let build = |sum: bool| {
         let b = Builder::new();
-        let a = b.input(&[n]);
+        let a = b.input_with(&[n], dtype);
         let y = a
             .map(|v| v * 1.5 + 0.25)
             .map(|v| v * v)
@@ -77,7 +83,9 @@ pub fn run(quick: bool, filter: Option<&str>) -> Vec<ChainRow> {
     let n = if quick { 1_000_000 } else { 10_000_000 };
     let budget = Duration::from_millis(if quick { 300 } else { 2000 });
     let x: Vec<f64> = (0..n).map(|i| (i as f64 * 1e-7).sin()).collect();
+    let x32: Vec<f32> = x.iter().map(|&v| v as f32).collect();
     let (objective, gradient) = chain_programs(n);
+    let (objective32, gradient32) = chain_programs_of(n, DType::F32);
     let mut rows = Vec::new();
     let all = rayon::current_num_threads();
     let mut counts = vec![1, all];
@@ -89,7 +97,11 @@ pub fn run(quick: bool, filter: Option<&str>) -> Vec<ChainRow> {
             .num_threads(threads)
             .build()
             .expect("a rayon pool");
-        let timed = pool.install(|| chain_rows(&x, &objective, &gradient, budget));
+        let timed = pool.install(|| {
+            let mut t = chain_rows(&x, &objective, &gradient, budget);
+            t.extend(chain_rows_f32(&x32, &objective32, &gradient32, budget));
+            t
+        });
         hand_at_most = timed[0].1;
         for (what, seconds) in &timed {
             rows.push(ChainRow {
@@ -165,6 +177,33 @@ fn chain_rows(
         ("array program (objective)", arr),
         ("array program, output buffer reused (run_into)", arr_into),
         ("array gradient of the sum", grad),
+    ]
+}
+
+/// The `f32` chain's objective and gradient in the current rayon pool.
+fn chain_rows_f32(
+    x: &[f32],
+    objective: &Program,
+    gradient: &Program,
+    budget: Duration,
+) -> Vec<(&'static str, f64)> {
+    let arr = measure(
+        || {
+            black_box(objective.run_typed(&[Input::F32(x)]).expect("runs"));
+        },
+        budget,
+    )
+    .median_s;
+    let grad = measure(
+        || {
+            black_box(gradient.gradient_typed(&[Input::F32(x)]).expect("runs"));
+        },
+        budget,
+    )
+    .median_s;
+    vec![
+        ("array program in f32 (objective)", arr),
+        ("array gradient of the sum in f32", grad),
     ]
 }
 

@@ -1,7 +1,8 @@
 //! The map-chain benchmark's array programs compute what the hand-fused loop computes, and the
 //! gradient of the sum matches the hand derivative of the chain.
 
-use adjoint_bench::arraybench::{self, chain_programs, hand_fused};
+use adjoint::array::{DType, Input};
+use adjoint_bench::arraybench::{self, chain_programs, chain_programs_of, hand_fused};
 use adjoint_bench::registry;
 
 #[test]
@@ -24,6 +25,36 @@ fn chain_program_equals_the_hand_fused_loop_and_its_gradient_the_hand_derivative
         assert!(
             (gi - want).abs() <= 1e-12 * want.abs().max(1.0),
             "{i}: {gi} vs {want}"
+        );
+    }
+}
+
+/// The `f32` chain computes the chain in plain `f32` (its constants rounded once), and its
+/// gradient is the `f64` one to `f32` accuracy.
+#[test]
+fn the_f32_chain_is_plain_f32_arithmetic() {
+    let n = 5000;
+    let x: Vec<f32> = (0..n).map(|i| (i as f32 * 1e-3).sin()).collect();
+    let (objective, gradient) = chain_programs_of(n, DType::F32);
+    let out = objective.run_typed(&[Input::F32(&x)]).unwrap();
+    let want: Vec<f32> = x
+        .iter()
+        .map(|&v| {
+            let v = v * 1.5 + 0.25;
+            let v = v * v;
+            let v = v - 0.5;
+            let v = v.max(0.1);
+            v * 3.0 - 1.0
+        })
+        .collect();
+    assert_eq!(out[0].as_f32().unwrap(), &want[..]);
+    let g = gradient.gradient_typed(&[Input::F32(&x)]).unwrap().grads[0].to_f64_vec();
+    let x64: Vec<f64> = x.iter().map(|&v| f64::from(v)).collect();
+    let g64 = chain_programs(n).1.gradient_a(&[&x64]).unwrap().grads[0].clone();
+    for (i, (a, b)) in g.iter().zip(&g64).enumerate() {
+        assert!(
+            (a - b).abs() <= 1e-5 * b.abs().max(1.0),
+            "{i}: f32 {a} vs f64 {b}"
         );
     }
 }
