@@ -734,11 +734,42 @@ fn f32_kernels_are_compiled_bit_for_bit() {
             let m = (v * v).max(t * 0.25) / (t * t + 1.0) - v.min(t);
             let r = (v.abs() + 0.5).sqrt().recip() - (s * 0.1).tanh() + (-v).abs();
             let q = cond(v.gt(0.0), m * 2.0, r * t);
-            s * m + q + (v.abs() + 1.5).powf(t) * c + v.powi(3) - v.hypot(t) + v.atan2(c)
+            s * m + q + (v.abs() + 1.5).powf(t) * c + v.powi(3) - v.hypot(t)
+                + v.atan2(c)
+                + v.max(-v)
+                - (-v).min(v).max(0.5)
         });
         b.build_scalar(&z.sum()).expect("build")
     };
     let (j, i) = (mk(true), mk(false));
+    // element-wise results (a sum would hide a zero's sign): max and min at ties of ±0 and
+    // against NaN, the arithmetic and the inline functions at the edges
+    let maps = |jit: bool| {
+        let b = Builder::new();
+        b.set_jit(jit);
+        let xa = b.input_f32(&[n]);
+        let outs = [
+            xa.map(|v| v.max(-v)),
+            xa.map(|v| (-v).min(v)),
+            xa.map(|v| v.max(0.0) + v.min(-0.0)),
+            xa.map(|v| (v * v - v / 3.0).sqrt().recip() + v.abs()),
+        ];
+        b.build(&outs.iter().collect::<Vec<_>>()).expect("build")
+    };
+    let (mj, mi) = (maps(true), maps(false));
+    let (oj, oi) = (
+        mj.run_typed(&[Input::F32(&x)]).unwrap(),
+        mi.run_typed(&[Input::F32(&x)]).unwrap(),
+    );
+    for (k, (a, b)) in oj.iter().zip(&oi).enumerate() {
+        let (a, b) = (a.as_f32().unwrap(), b.as_f32().unwrap());
+        if let Some(e) = (0..n).find(|&e| a[e].to_bits() != b[e].to_bits()) {
+            panic!(
+                "map {k}, x = {}: compiled {} vs interpreted {}",
+                x[e], a[e], b[e]
+            );
+        }
+    }
     let ins = [Input::F32(&x), Input::F32(&w), Input::F64(&y)];
     let bits_of = |b: &Buffer| -> Vec<u64> { b.to_f64_vec().iter().map(|v| v.to_bits()).collect() };
     let (rj, ri) = (j.run_typed(&ins).unwrap(), i.run_typed(&ins).unwrap());
@@ -773,6 +804,8 @@ fn f32_kernels_are_compiled_bit_for_bit() {
             s * m + q + (v.abs() + 1.5).powf(Dual64::constant(t)) * c + v.powi(3)
                 - v.hypot(Dual64::constant(t))
                 + v.atan2(Dual64::constant(c))
+                + v.max(-v)
+                - (-v).min(v).max(Dual64::constant(0.5))
         };
         let d = f(Dual64::new(f64::from(x2[e]), 1.0)).eps;
         assert!(
