@@ -805,6 +805,9 @@ struct Lane {
     /// offsets that need no conversion (nor a bounds check where the range is inside the
     /// array's)
     ints: HashMap<u32, (Value, i64, i64)>,
+    /// slots holding the result of an `f32` operation: the same value in an `f32` register,
+    /// so that the next `f32` operation reading it needs no conversion
+    f32s: HashMap<u32, Value>,
     off: HashMap<u32, Value>,
     /// values computed ahead by a [`sin_cos`] call, by the operation they belong to
     sin_cos: HashMap<usize, Value>,
@@ -837,6 +840,7 @@ impl Lane {
             e8: b.ins().ishl_imm_u(e, 3),
             slot,
             ints: HashMap::new(),
+            f32s: HashMap::new(),
             off: HashMap::new(),
             sin_cos: HashMap::new(),
             bad,
@@ -926,14 +930,19 @@ fn emit_f32(b: &mut FunctionBuilder, env: &Env, l: &mut Lane, p: Value, op: &KOp
         let c = b.ins().call_indirect(sig, f, args);
         b.inst_results(c)[0]
     };
-    let to32 = |b: &mut FunctionBuilder, x: Value| b.ins().fdemote(types::F32, x);
+    // an operand in an `f32` register: the earlier `f32` result where the slot holds one
+    // (exact: that value widened and rounded back is itself), else the `f64` value rounded
+    let to32 = |b: &mut FunctionBuilder, l: &Lane, s: Src, x: Value| match s {
+        Src::S(s) if l.f32s.contains_key(&s) => l.f32s[&s],
+        _ => b.ins().fdemote(types::F32, x),
+    };
     let to64 = |b: &mut FunctionBuilder, x: Value| b.ins().fpromote(types::F64, x);
     match op {
         KOp::Un { op, a, dst, d } => {
             let x = l.val(b, env, *a);
             let v = match op {
                 Op1::Neg | Op1::Abs | Op1::Sqrt | Op1::Recip => {
-                    let x32 = to32(b, x);
+                    let x32 = to32(b, l, *a, x);
                     let v = match op {
                         Op1::Neg => b.ins().fneg(x32),
                         Op1::Abs => b.ins().fabs(x32),
@@ -943,6 +952,7 @@ fn emit_f32(b: &mut FunctionBuilder, env: &Env, l: &mut Lane, p: Value, op: &KOp
                             b.ins().fdiv(one, x32)
                         }
                     };
+                    l.f32s.insert(*dst, v);
                     to64(b, v)
                 }
                 _ => call(b, un32_val as *const () as usize, env.sig_i_f, &[p, x]),
@@ -988,13 +998,14 @@ fn emit_f32(b: &mut FunctionBuilder, env: &Env, l: &mut Lane, p: Value, op: &KOp
             let y = l.val(b, env, *bb);
             let v = match op {
                 Op2::Add | Op2::Sub | Op2::Mul | Op2::Div => {
-                    let (x32, y32) = (to32(b, x), to32(b, y));
+                    let (x32, y32) = (to32(b, l, *a, x), to32(b, l, *bb, y));
                     let v = match op {
                         Op2::Add => b.ins().fadd(x32, y32),
                         Op2::Sub => b.ins().fsub(x32, y32),
                         Op2::Mul => b.ins().fmul(x32, y32),
                         _ => b.ins().fdiv(x32, y32),
                     };
+                    l.f32s.insert(*dst, v);
                     to64(b, v)
                 }
                 Op2::Max | Op2::Min => {
@@ -1079,6 +1090,7 @@ fn emit_scalar(b: &mut FunctionBuilder, env: &Env, l: &mut Lane, j: usize, op: &
     let shifted = shifted_index(b, env, &l.ints, op);
     for dst in op.results() {
         l.ints.remove(&dst);
+        l.f32s.remove(&dst);
     }
     if let Some((dst, int)) = shifted {
         l.ints.insert(dst, int);
@@ -1702,6 +1714,7 @@ fn pair_body(
             for l in &mut lanes {
                 l.slot.remove(&dst);
                 l.ints.remove(&dst);
+                l.f32s.remove(&dst);
             }
         }
         for (l, shifted) in lanes.iter_mut().zip(shifted) {
