@@ -47,9 +47,9 @@
 //! `f32` operations (`KOp::F32`) run as the interpreter's `run32` does, element by element
 //! ([`emit_f32`]): `+ − × ÷`, negation, `abs`, `sqrt` and reciprocals in `f32` registers,
 //! `max`/`min` inline, other values by calls, partials in `f64` at the `f32` point, rounded; an `f32` target's window
-//! adds in `f32`. (They were interpreted: a 10⁶-element `f32` map of arithmetic and `sqrt` ran
-//! 11.8 ms against 3.6 ms compiled, its gradient 35 against 19 ms, 1 thread; with a `tanh`,
-//! bound by the function's calls, the same either way.)
+//! adds in `f32`; a result stays in its `f32` register for the next `f32` operation. (They were
+//! interpreted: BENCHMARKS.md, forty-second session, has the map chain before and after; they
+//! run one element at a time, not two, and a `tanh`'s calls cost the same either way.)
 //!
 //! Not compiled (the interpreter runs them): kernels whose
 //! scatter targets are large beside the space and not affine (more than [`MAX_WINDOW`]
