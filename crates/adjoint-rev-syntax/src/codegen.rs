@@ -929,10 +929,22 @@ impl Gen<'_> {
                 }
             })
             .collect();
-        let shared = |p: &Expr| {
-            places
+        // Passed by copy in and out: a place that may be another argument at run time, and
+        // one whose path indexes into the same variable as another argument's (`bs[i].vel` and
+        // `bs[i].pos` of a `Vec`: two `&mut` through `IndexMut` borrow all of `bs` twice, a
+        // bare E0499; a new user)
+        let indexes = |p: &Expr| {
+            let (root, steps) = crate::parse::place_steps(p);
+            let index = steps
                 .iter()
-                .any(|q| !std::ptr::eq(*q, p) && may_alias(p, q))
+                .any(|st| matches!(st, crate::parse::Step::Index(_)));
+            index.then_some(root)
+        };
+        let shared = |p: &Expr| {
+            places.iter().any(|q| {
+                !std::ptr::eq(*q, p)
+                    && (may_alias(p, q) || (indexes(p).is_some() && indexes(p) == indexes(q)))
+            })
         };
         let mut pre = self.alias_check(None, &args.iter().collect::<Vec<_>>(), s);
         let mut table = func.clone();

@@ -65,3 +65,43 @@ fn a_plain_float_computed_from_a_value_is_a_constant() -> R {
     }
     Ok(())
 }
+
+reversible! {
+    fn add_square<T: RevReal>(a: &mut T, b: &mut T) {
+        a += b * b;
+    }
+    /// Two fields of one element of a `Vec` as the arguments of a call (a bare E0499 before:
+    /// two `&mut` through `IndexMut`; a new user).
+    fn fields_of_an_element<T: RevReal>(z: &mut Vec<Complex<T>>, m: &mut [[T; 2]; 2]) {
+        for i in 0..z.len() {
+            add_square(z[i].re, z[i].im);
+        }
+        add_square(m[1][0], m[1][1]);
+    }
+}
+
+#[test]
+fn fields_of_one_element_of_a_vec_are_arguments_of_one_call() -> R {
+    use adjoint_rev::Complex;
+    let z0 = vec![Complex::new(0.5, 1.5), Complex::new(-1.0, 0.25)];
+    let m0 = [[1.0, 2.0], [3.0, -0.5]];
+    let (mut z, mut m) = (z0.clone(), m0);
+    fields_of_an_element(&mut z, &mut m)?;
+    assert_eq!(z[0].re, 0.5 + 1.5 * 1.5);
+    assert_eq!(z[1].re, -1.0 + 0.25 * 0.25);
+    assert_eq!(m[1][0], 3.0 + 0.25);
+    fields_of_an_element::uncall(&mut z, &mut m)?;
+    assert_eq!((z, m), (z0.clone(), m0));
+    // the loss z[k].re (scalar 2k in `Differentiable` order) = re + im² of element k
+    for k in 0..2 {
+        let g = grad(fields_of_an_element {}, (z0.clone(), m0), 2 * k)?;
+        let zs = [z0[0].re, z0[0].im, z0[1].re, z0[1].im];
+        let got = [g.0[0].re, g.0[0].im, g.0[1].re, g.0[1].im];
+        check_gradient(|p| p[2 * k] + p[2 * k + 1] * p[2 * k + 1], &zs, &got).assert_passed();
+        assert_eq!(g.1, [[0.0; 2]; 2]);
+    }
+    // the loss m[1][0] (scalar 4 + 2) = m₁₀ + m₁₁²
+    let g = grad(fields_of_an_element {}, (z0.clone(), m0), 6)?;
+    assert_eq!(g.1, [[0.0, 0.0], [1.0, 2.0 * m0[1][1]]]);
+    Ok(())
+}
