@@ -56,7 +56,7 @@
 //! |---|---|---|
 //! | `y += f(args)` | accumulate an instruction's result (`args` may repeat a place, `y += x * x`; `y` may not be among them) | `y -= f(args)` |
 //! | `y -= f(args)` | | `y += f(args)` |
-//! | `y ^= a & b` (also or, xor, not, or a plain `a`) | XOR-accumulate (integers, `bool`) | itself |
+//! | `y ^= a & b` (also or, xor, not, or a plain `a`) | XOR-accumulate (integers, `bool`); there are no shift instructions (a xorshift's `s ^= s >> 33` is refused): mix with `ROTL`/`ROTR` and `*=` by an odd constant | itself |
 //! | `y *= x`, `y /= x` | scale ([`Scale`], which every [`RevReal`] has: exact for [`ULog`] over fixed point, and for odd `x` on wrapping integers, where `/=` undoes `*=`; an even factor is an error, and so is a floating-point factor of 0 or ±∞ or a product that overflows or underflows to 0, or a `ULog` factor whose log is not finite or a product whose log overflows, in checked and unchecked code) | `y /= x`, `y *= x` |
 //! | `SWAP(a, b)`, `NEG(x)`, `CONJ(x)` | exchange, negate, conjugate | themselves |
 //! | `ROT(a, b, θ)` / `IROT(a, b, θ)` | rotate `(a, b)` by `±θ` | `IROT` / `ROT` |
@@ -269,7 +269,10 @@
 //!
 //! **Number systems** (seed 001 Section 2): integers (wrapping, so `+=`/`-=` are exact), `f64`,
 //! `f32`, fixed point (`fixed::FixedI32`/`FixedI64`, exact `+=`/`-=`), complex numbers
-//! (`num_complex::Complex<T>`, built on `T`'s instructions), and [`ULog`] (exact `*=`/`/=`).
+//! (`num_complex::Complex<T>`, built on `T`'s instructions: [`Arith`]'s `+ − × ÷`, `SWAP`,
+//! `NEG`, `CONJ`, and `ROT` on the parts; no transcendental instructions — `z.exp()` is refused
+//! — but the parts are real places, and [`library`] has a complex log), and [`ULog`] (exact
+//! `*=`/`/=`).
 //! Generic code names what it needs: [`Arith`] (`+ − × ÷`), [`RevReal`] (the rule table,
 //! `ROT`), [`Scale`] (`*=`, `/=`).
 //!
