@@ -47,7 +47,11 @@
 //! `f32` operations (`KOp::F32`) run as the interpreter's `run32` does, element by element
 //! ([`emit_f32`]): `+ − × ÷`, negation, `abs`, `sqrt` and reciprocals in `f32` registers,
 //! `max`/`min` inline, other values by calls, partials in `f64` at the `f32` point, rounded; an `f32` target's window
-//! adds in `f32`; a result stays in its `f32` register for the next `f32` operation. (They were
+//! adds in `f32`; a result stays in its `f32` register for the next `f32` operation. As for
+//! `f64`, scattered terms are summed element by element, not node by node: where one element of
+//! an `f32` array receives several scatters (a stencil's gradient), the compiled sum can differ
+//! from the interpreter's in the last bit (a reviewer: 1 ulp on half the elements of a
+//! three-point stencil), the same for any thread count. (They were
 //! interpreted: BENCHMARKS.md, forty-second session, has the map chain before and after; they
 //! run one element at a time, not two, and a `tanh`'s calls cost the same either way.)
 //!
