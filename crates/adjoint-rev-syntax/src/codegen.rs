@@ -930,15 +930,23 @@ impl Gen<'_> {
             })
             .collect();
         // Passed by copy in and out: a place that may be another argument at run time, and
-        // one whose path indexes into the same variable as another argument's (`bs[i].vel` and
-        // `bs[i].pos` of a `Vec`: two `&mut` through `IndexMut` borrow all of `bs` twice, a
-        // bare E0499; a new user)
+        // one whose path indexes into the same collection as another argument's (`bs[i].vel`
+        // and `bs[i].pos` of a `Vec`: two `&mut` through `IndexMut` borrow all of `bs` twice, a
+        // bare E0499; a new user) — the same root and fields up to the first index (`s.0[0]`
+        // and `s.1[0]` are two collections: borrowed directly, as before; a hunter)
         let indexes = |p: &Expr| {
             let (root, steps) = crate::parse::place_steps(p);
-            let index = steps
+            let first = steps
                 .iter()
-                .any(|st| matches!(st, crate::parse::Step::Index(_)));
-            index.then_some(root)
+                .position(|st| matches!(st, crate::parse::Step::Index(_)))?;
+            let fields: Vec<String> = steps[..first]
+                .iter()
+                .map(|st| match st {
+                    crate::parse::Step::Field(f) => f.clone(),
+                    crate::parse::Step::Index(_) => unreachable!("before the first index"),
+                })
+                .collect();
+            Some((root, fields))
         };
         let shared = |p: &Expr| {
             places.iter().any(|q| {

@@ -842,18 +842,23 @@ impl Parser {
                 // nor by an argument computed from variables (`addto(k, k + 1)`: the inverse
                 // would recompute `k + 1` from the changed `k`; unchecked code gave wrong
                 // numbers, checked code blamed the callee; a new user)
+                // (place by place: `addk(s.0, s.1 + 1)` reads what the call cannot change;
+                // `v[j]` beside `v[i]` may be the same element: refused)
                 for a in &places {
-                    let root = place_path(a).0;
                     for b in &args {
                         let Operand::Computed(e) = b else { continue };
-                        if value_reads(e).iter().any(|id| *id == root) {
+                        if let Some(r) = read_places(e)
+                            .into_iter()
+                            .find(|r| overlaps(a, r) || may_alias(a, r))
+                        {
                             return Err(Error::new_spanned(
                                 e,
                                 format!(
-                                    "`{}` is computed from `{root}`, which this call may change through its \
+                                    "`{}` is computed from `{}`, which this call may change through its \
                                      argument `{}`: the call could not be undone. Compute the value into an \
                                      ancilla that the call does not change, and pass that",
                                     pretty(e),
+                                    pretty(&r),
                                     pretty(a)
                                 ),
                             ));
@@ -1232,27 +1237,65 @@ fn index_reads(e: &Expr) -> Vec<Ident> {
     v.0
 }
 
-/// The variables `e` reads, a macro's tokens included, apart from lengths (`v.len()`: no call
-/// changes a length).
-fn value_reads(e: &Expr) -> Vec<Ident> {
-    struct Reads(Idents);
+/// The places `e` reads: each variable, field or element read (a macro's identifiers as
+/// variables), and the places its indices read, apart from the length of a place (`v.len()`:
+/// no call changes one; the length of anything else is a value like any other).
+fn read_places(e: &Expr) -> Vec<Expr> {
+    struct Reads(Vec<Expr>);
     impl<'a> Visit<'a> for Reads {
-        fn visit_expr_path(&mut self, p: &'a syn::ExprPath) {
-            self.0.visit_expr_path(p);
+        fn visit_expr(&mut self, e: &'a Expr) {
+            let e0 = strip_parens(e);
+            if is_place(e0) {
+                self.0.push(e0.clone());
+                // and what its indices read
+                let mut at = e0;
+                loop {
+                    match at {
+                        Expr::Field(f) => at = strip_parens(&f.base),
+                        Expr::Index(i) => {
+                            self.visit_expr(&i.index);
+                            at = strip_parens(&i.expr);
+                        }
+                        _ => break,
+                    }
+                }
+                return;
+            }
+            syn::visit::visit_expr(self, e);
         }
         fn visit_macro(&mut self, m: &'a syn::Macro) {
-            self.0.visit_macro(m);
+            let mut ids = Idents::default();
+            ids.visit_macro(m);
+            self.0
+                .extend(ids.0.into_iter().map(|id| syn::parse_quote!(#id)));
         }
         fn visit_expr_method_call(&mut self, m: &'a syn::ExprMethodCall) {
-            if (m.method == "len" || m.method == "is_empty") && m.args.is_empty() {
+            if (m.method == "len" || m.method == "is_empty")
+                && m.args.is_empty()
+                && is_place(&m.receiver)
+            {
+                // (an index inside the receiver is still read)
+                let mut ids = Reads(Vec::new());
+                let mut at = strip_parens(&m.receiver);
+                while let Expr::Field(_) | Expr::Index(_) = at {
+                    match at {
+                        Expr::Field(f) => at = strip_parens(&f.base),
+                        Expr::Index(i) => {
+                            ids.visit_expr(&i.index);
+                            at = strip_parens(&i.expr);
+                        }
+                        _ => unreachable!(),
+                    }
+                }
+                self.0.extend(ids.0);
                 return;
             }
             syn::visit::visit_expr_method_call(self, m);
         }
     }
-    let mut r = Reads(Idents::default());
+    let mut r = Reads(Vec::new());
     r.visit_expr(e);
-    r.0 .0
+    r.0
 }
 
 /// `e` without the parentheses around it.

@@ -749,4 +749,21 @@ fn a_computed_argument_may_not_read_a_place_the_call_writes() {
     // reading another variable, or a length (no call changes one), is fine
     ok(quote! { fn f<T: RevReal>(y: &mut T, x: &mut T, n: &mut i64) { g(y, x, n + 1); } });
     ok(quote! { fn f<T: RevReal>(v: &mut Vec<T>, x: &mut T) { g(v[0], x, v.len() - 1); } });
+    // but the length of a value computed from a changed place is a value (a hunter: wrong
+    // numbers in unchecked code), and an index inside a length's receiver is read
+    let e = err(quote! { fn f<T: RevReal>(v: &mut Vec<T>) {
+        rep(v, v.iter().filter(|e| e.value() > 0.0).count());
+        rep(v, v.iter().collect::<Vec<_>>().len());
+    } });
+    assert!(e.contains("computed from `v`"), "{e}");
+    let e = err(quote! { fn f(n: &mut usize, m: &mut Vec<Vec<f64>>) { g(n, (0..n).len()); } });
+    assert!(e.contains("computed from `n`"), "{e}");
+    let e = err(quote! { fn f(i: &mut usize, m: &mut Vec<Vec<f64>>) { g(i, m[i].len()); } });
+    assert!(e.contains("`i` is an argument of this call"), "{e}");
+    // place by place: another field of the same variable is not changed by the call
+    ok(quote! { fn f<T: RevReal>(s: &mut (T, i32)) { addk(s.0, s.1 + 1); } });
+    let e = err(
+        quote! { fn f<T: RevReal>(v: &mut Vec<T>, j: &mut usize) { addc(v[0], v[j].value()); } },
+    );
+    assert!(e.contains("computed from `v[j]`"), "{e}");
 }

@@ -105,3 +105,33 @@ fn fields_of_one_element_of_a_vec_are_arguments_of_one_call() -> R {
     assert_eq!(g.1, [[0.0, 0.0], [1.0, 2.0 * m0[1][1]]]);
     Ok(())
 }
+
+reversible! {
+    fn add_first<T: RevReal>(a: &mut Vec<T>, b: &mut T) {
+        a[0] += b;
+    }
+    /// Elements of two fields of one tuple: two collections, borrowed directly (not copied:
+    /// a `Vec` row is not `Copy`; the first version of the copy rule refused this; a hunter).
+    fn tuple_rows<T: RevReal>(s: &mut (Vec<Vec<T>>, Vec<T>)) {
+        add_first(s.0[0], s.1[0]);
+    }
+}
+
+#[test]
+fn elements_of_two_fields_are_borrowed_directly() -> R {
+    let s0 = (vec![vec![1.0, 2.0]], vec![0.5]);
+    let mut s = s0.clone();
+    tuple_rows(&mut s)?;
+    assert_eq!(s.0[0], [1.5, 2.0]);
+    tuple_rows::uncall(&mut s)?;
+    assert_eq!(s, s0);
+    // the loss s.0[0][0] = s.0[0][0] + s.1[0]
+    let (g,) = grad(tuple_rows {}, (s0.clone(),), 0)?;
+    check_gradient(
+        |p| p[0] + p[2],
+        &[1.0, 2.0, 0.5],
+        &[g.0[0][0], g.0[0][1], g.1[0]],
+    )
+    .assert_passed();
+    Ok(())
+}
