@@ -176,8 +176,14 @@ fn stale_var_from_the_same_tape_is_refused_with_and_without_forks() {
                     &mut g,
                 )
             })));
+            // (inside a join's side the refusal comes from the job's import check when the
+            // side runs on another thread — "belongs to another recording (one that has
+            // finished…" — and from the recording's own check when it runs on this one: both
+            // refuse; which one depends on scheduling, seen once in CI)
             assert!(
-                msg.contains("finished or to a different recording"),
+                msg.contains("finished or to a different recording")
+                    || (place == "join side"
+                        && msg.contains("belongs to another recording (one that has finished")),
                 "leaked from a forked recording: {forked}, used {place}: {msg}"
             );
             assert_eq!(tape.grad_into(|x: &[Var]| x[0] * x[0], &[3.0], &mut g), 9.0);
