@@ -465,15 +465,14 @@ impl Job {
             let g = session.graph();
             let Some((job, seq)) = g.find(v.id) else {
                 // A running job's ranges after its first one are entered only when it is
-                // sealed, so an id found nowhere may still be one of a job that has not joined.
-                let running = g
-                    .jobs
-                    .iter()
-                    .enumerate()
-                    .any(|(i, j)| j.is_none() && i != usize::from(self.idx));
-                if running {
-                    // (which one cannot be told: the running job's later id ranges are not
-                    // in the graph yet)
+                // sealed, so an id found nowhere may still be one of a job that has not joined
+                // — but only where a job may be running beside this one: inside a side of a
+                // join (a task other than the root), whether or not the other side has started.
+                // Decided by the program's structure, not by which jobs happen to be running, so
+                // that the message does not depend on scheduling (#9).
+                if self.task != 0 {
+                    // (which one cannot be told: a running job's later id ranges are not in
+                    // the graph yet)
                     panic!(
                         "adjoint::tape: {v:?} is not a value of this recording's finished jobs: \
                          either it belongs to another recording (one that has finished, or an \

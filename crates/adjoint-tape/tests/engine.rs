@@ -237,7 +237,8 @@ fn an_outer_recording_s_value_inside_par_map_names_another_recording() {
             &[1.0],
         )
     })));
-    // (a job whose siblings have all ended says "a different recording" alone)
+    // (inside a `par_map` element a sibling job may be running, so the message names both
+    // possibilities, another recording first; outside any join it names the recording alone)
     let recording = msg
         .find("another recording")
         .or_else(|| msg.find("different recording"));
