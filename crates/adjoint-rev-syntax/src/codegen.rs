@@ -929,11 +929,15 @@ impl Gen<'_> {
                 }
             })
             .collect();
-        // Passed by copy in and out: a place that may be another argument at run time, and
-        // one whose path indexes into the same collection as another argument's (`bs[i].vel`
-        // and `bs[i].pos` of a `Vec`: two `&mut` through `IndexMut` borrow all of `bs` twice, a
-        // bare E0499; a new user) — the same root and fields up to the first index (`s.0[0]`
-        // and `s.1[0]` are two collections: borrowed directly, as before; a hunter)
+        // Passed by copy in and out (after the run-time check that it is not the same element
+        // as another argument): a place that may be another argument at run time (`v[0]` beside
+        // `v[j]`). Places that never are but index into the same collection (the same root and
+        // fields up to the first index: `bs[i].vel` and `bs[i].pos`; two `&mut` through
+        // `IndexMut` borrow all of `bs` twice, a bare E0499; a new user) agree up to a field
+        // after that index, and are borrowed directly through one borrow of what they share
+        // (`let e = &mut bs[i]; f(&mut e.vel, &mut e.pos)`), so their type need not be `Copy`
+        // (two `Vec` fields of one element were refused once they were copied). `s.0[0]` and
+        // `s.1[0]` are two collections: borrowed directly, as before (a hunter).
         let indexes = |p: &Expr| {
             let (root, steps) = crate::parse::place_steps(p);
             let first = steps
@@ -949,11 +953,22 @@ impl Gen<'_> {
             Some((root, fields))
         };
         let shared = |p: &Expr| {
-            places.iter().any(|q| {
-                !std::ptr::eq(*q, p)
-                    && (may_alias(p, q) || (indexes(p).is_some() && indexes(p) == indexes(q)))
-            })
+            places
+                .iter()
+                .any(|q| !std::ptr::eq(*q, p) && may_alias(p, q))
         };
+        // The places borrowed through a shared borrow, by collection, in argument order.
+        let mut groups: Vec<(_, Vec<usize>)> = Vec::new();
+        for (j, a) in args.iter().enumerate() {
+            let Operand::Place(p) = a else { continue };
+            let Some(key) = indexes(p).filter(|_| !shared(p)) else {
+                continue;
+            };
+            match groups.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, members)) => members.push(j),
+                None => groups.push((key, vec![j])),
+            }
+        }
         let mut pre = self.alias_check(None, &args.iter().collect::<Vec<_>>(), s);
         let mut table = func.clone();
         if let Some(last) = table.segments.last_mut() {
@@ -967,9 +982,29 @@ impl Gen<'_> {
             s,
         ));
         let mut post = quote!();
+        // (after every copy-in and hoisted index: nothing reads the collection inside the
+        // borrow)
+        let mut borrows = quote!();
+        let mut split: Vec<Option<TokenStream>> = vec![None; args.len()];
+        for (_, members) in groups.iter().filter(|(_, m)| m.len() > 1) {
+            let members: Vec<(usize, Expr, Vec<crate::parse::Seg>)> = members
+                .iter()
+                .map(|&j| {
+                    let Operand::Place(p) = &args[j] else {
+                        unreachable!("grouped arguments are places")
+                    };
+                    (j, self.rw(p), crate::parse::place_path(p).1)
+                })
+                .collect();
+            let members: Vec<_> = members.iter().collect();
+            self.split_borrow(&members, 0, None, &mut pre, &mut borrows, &mut split, span);
+        }
         let mut passed = Vec::new();
-        for a in args {
+        for (j, a) in args.iter().enumerate() {
             match a {
+                Operand::Place(_) if split[j].is_some() => {
+                    passed.extend(split[j].take());
+                }
                 Operand::Place(p) if !shared(p) => {
                     let p = self.hoist_indices(self.rw(p), &mut pre, span);
                     passed.push(quote_spanned!(span=> &mut #p));
@@ -1064,7 +1099,79 @@ impl Gen<'_> {
                 quote_spanned!(span=> #path::#name #generics)
             }
         };
-        quote_spanned!(span=> { #pre #callee(#(#passed),*)?; #post })
+        quote_spanned!(span=> { #pre #borrows #callee(#(#passed),*)?; #post })
+    }
+
+    /// Call arguments `ps` (position, place as [`rw`](Self::rw) gives it, its steps), pairwise
+    /// never the same storage (they agree up to a field), that share their first `depth` steps,
+    /// reached from `base` (a borrow of those steps; `None`: from the places' roots), passed
+    /// through one `&mut` borrow of what they share: `v[i].a`, `v[i].b` as `let e = &mut v[i];`
+    /// then `&mut e.a`, `&mut e.b` — each index evaluated once, into `pre` where computed
+    /// ([`hoist_indices`](Self::hoist_indices)), the borrows into `borrows`, the arguments into
+    /// `passed`.
+    #[allow(clippy::too_many_arguments)]
+    fn split_borrow(
+        &self,
+        ps: &[&(usize, Expr, Vec<crate::parse::Seg>)],
+        depth: usize,
+        base: Option<&Ident>,
+        pre: &mut TokenStream,
+        borrows: &mut TokenStream,
+        passed: &mut [Option<TokenStream>],
+        span: Span,
+    ) {
+        use crate::parse::{place_prefix, rebase};
+        // The place `e` (of `len` steps) up to its step `n`, from `base`.
+        let upto = |e: &Expr, len: usize, n: usize| {
+            let prefix = place_prefix(e, len - n);
+            match base {
+                Some(b) => rebase(&prefix, n - depth, &syn::parse_quote!(#b)),
+                None => prefix,
+            }
+        };
+        let direct = |(j, e, segs): &(usize, Expr, Vec<crate::parse::Seg>),
+                      pre: &mut TokenStream,
+                      passed: &mut [Option<TokenStream>]| {
+            let p = self.hoist_indices(upto(e, segs.len(), segs.len()), pre, span);
+            passed[*j] = Some(quote_spanned!(span=> &mut #p));
+        };
+        if let [one] = ps {
+            return direct(one, pre, passed);
+        }
+        let first = &ps[0].2;
+        let common = (depth..first.len())
+            .take_while(|&d| ps.iter().all(|(_, _, s)| s.get(d) == Some(&first[d])))
+            .count();
+        let mut t = base.cloned();
+        if common > 0 {
+            let n = self.tmp();
+            let (_, e, segs) = ps[0];
+            let p = self.hoist_indices(upto(e, segs.len(), depth + common), pre, span);
+            borrows.extend(quote_spanned!(span=> let #n = &mut #p;));
+            t = Some(n);
+        }
+        let depth = depth + common;
+        // by the step after the shared ones (a field: the places never are the same storage)
+        let mut next: Vec<Vec<&(usize, Expr, Vec<crate::parse::Seg>)>> = Vec::new();
+        for p in ps {
+            match next
+                .iter_mut()
+                .find(|g| g[0].2.get(depth) == p.2.get(depth))
+            {
+                Some(g) => g.push(p),
+                None => next.push(vec![p]),
+            }
+        }
+        if next.len() == 1 {
+            // (places that share every step: none here, as they would be the same storage)
+            for p in ps {
+                direct(p, pre, passed);
+            }
+            return;
+        }
+        for g in next {
+            self.split_borrow(&g, depth, t.as_ref(), pre, borrows, passed, span);
+        }
     }
 }
 

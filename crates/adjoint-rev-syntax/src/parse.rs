@@ -1369,6 +1369,40 @@ pub fn place_steps(e: &Expr) -> (String, Vec<Step<'_>>) {
     }
 }
 
+/// The place `e` without its last `n` steps (`v[i].a[k]` without 2: `v[i]`); the steps as
+/// [`place_steps`] counts them (parentheses are no step).
+pub(crate) fn place_prefix(e: &Expr, n: usize) -> Expr {
+    if n == 0 {
+        return e.clone();
+    }
+    match strip_parens(e) {
+        Expr::Field(f) => place_prefix(&f.base, n - 1),
+        Expr::Index(i) => place_prefix(&i.expr, n - 1),
+        _ => unreachable!("a place has as many steps as place_steps counts"),
+    }
+}
+
+/// The last `n` steps of the place `e` taken from `base` instead of from the rest of `e`
+/// (`v[i].a[k]`, 2 and `e`: `e.a[k]`).
+pub(crate) fn rebase(e: &Expr, n: usize, base: &Expr) -> Expr {
+    if n == 0 {
+        return base.clone();
+    }
+    match strip_parens(e) {
+        Expr::Field(f) => {
+            let mut f = f.clone();
+            *f.base = rebase(&f.base, n - 1, base);
+            Expr::Field(f)
+        }
+        Expr::Index(i) => {
+            let mut i = i.clone();
+            *i.expr = rebase(&i.expr, n - 1, base);
+            Expr::Index(i)
+        }
+        _ => unreachable!("a place has as many steps as place_steps counts"),
+    }
+}
+
 /// Statically the same storage, or one inside the other.
 pub fn overlaps(a: &Expr, b: &Expr) -> bool {
     let (ra, sa) = place_path(a);

@@ -767,3 +767,46 @@ fn a_computed_argument_may_not_read_a_place_the_call_writes() {
     );
     assert!(e.contains("computed from `v[j]`"), "{e}");
 }
+
+#[test]
+fn fields_of_one_element_are_borrowed_through_one_borrow_of_it() {
+    // `v[i + 1].0`, `v[i + 1].1`: never the same storage, so not copied (their type need not be
+    // `Copy`); the element is borrowed once, its index computed once, before the borrow.
+    let s = ok(quote! {
+        fn f<T: RevReal>(v: &mut Vec<(Vec<T>, Vec<T>)>, i: &mut usize) {
+            g(v[i + 1].0, v[i + 1].1);
+        }
+    });
+    let fwd = &s[s.find("fn f").unwrap()..s.find("fn uncall").unwrap()];
+    assert!(
+        !fwd.contains("shared_arg") && !fwd.contains("distinct"),
+        "{fwd}"
+    );
+    assert_eq!(fwd.matches("(* i) + 1").count(), 1, "{fwd}");
+    assert!(fwd.contains("= & mut (* v) [__rev_"), "{fwd}");
+    assert!(
+        fwd.contains(". 0 , & mut __rev_") && fwd.contains(". 1) ?"),
+        "{fwd}"
+    );
+    // beside them, two numbers of a third field that may be the same element are copied in and
+    // out after the run-time check; fields of fields share a second borrow
+    let s = ok(quote! {
+        fn f<T: RevReal>(v: &mut Vec<((Vec<T>, Vec<T>), Vec<T>, Vec<T>)>, i: &mut usize, k: &mut usize) {
+            g(v[i].0.0, v[i].0.1, v[i].1, v[i].2[0], v[i].2[k]);
+        }
+    });
+    let fwd = &s[s.find("fn f").unwrap()..s.find("fn uncall").unwrap()];
+    assert_eq!(fwd.matches("shared_arg").count(), 2, "{fwd}");
+    assert_eq!(fwd.matches("distinct").count(), 1, "{fwd}");
+    assert_eq!(fwd.matches("= & mut (* v) [__rev_").count(), 1, "{fwd}");
+    assert_eq!(fwd.matches("= & mut __rev_").count(), 1, "{fwd}");
+    // fields of elements that may be one: copied, as before
+    let s = ok(quote! {
+        fn f<T: RevReal>(v: &mut Vec<(T, T)>, i: &mut usize, j: &mut usize) {
+            g(v[i].0, v[j].1);
+            g(v[0].0, v[j].0);
+        }
+    });
+    let fwd = &s[s.find("fn f").unwrap()..s.find("fn uncall").unwrap()];
+    assert_eq!(fwd.matches("shared_arg").count(), 4, "{fwd}");
+}

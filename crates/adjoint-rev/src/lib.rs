@@ -205,7 +205,9 @@
 //! could change the result, and each is a comparison of two addresses. Such call arguments are
 //! then copied into and out of the call, so they must be `Copy` (numbers, arrays of numbers):
 //! rows `m[i]`, `m[j]` of a `Vec<Vec<T>>` are a compile error saying so — pass `m` and the
-//! indices instead. A copied argument (`x.clone()`, `v[j].clone()`) of a place the callee may
+//! indices instead. Different fields of one element (`g(v[i].pos, v[i].vel)`: the same index,
+//! then different fields) are never the same storage: they are passed directly, through one
+//! borrow of the element, whatever their type. A copied argument (`x.clone()`, `v[j].clone()`) of a place the callee may
 //! change through another argument is an error before the call runs: a compile error (at
 //! `cargo build`) where they are the same storage whatever the indices (`f(x, x.clone())`,
 //! `f(v, v[0].clone())` where `f` writes its first argument), else an
