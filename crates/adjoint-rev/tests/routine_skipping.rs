@@ -48,26 +48,33 @@ reversible! {
     }
 }
 
+type Run = fn(&mut f64, &mut f64) -> Result<(), InvertibilityError>;
+
+/// Each pair (checked, unchecked) from `(y, x) = (0.25, x0)` leaves the same bits.
+fn same_bits(x0: f64, pairs: [(Run, Run); 2]) {
+    for (checked, unchecked) in pairs {
+        let (mut y1, mut x1) = (0.25, x0);
+        let (mut y2, mut x2) = (0.25, x0);
+        checked(&mut y1, &mut x1).unwrap();
+        unchecked(&mut y2, &mut x2).unwrap();
+        assert_eq!(
+            (y1.to_bits(), x1.to_bits()),
+            (y2.to_bits(), x2.to_bits()),
+            "x0 = {x0}"
+        );
+    }
+}
+
 #[test]
 fn unchecked_calls_match_checked_ones() {
     for x0 in [0.3, -1.7, 2.5] {
-        for f in [
-            (
-                via_square::<f64> as fn(&mut f64, &mut f64) -> _,
-                via_square::call_unchecked::<f64> as fn(&mut f64, &mut f64) -> _,
-            ),
-            (via_shift::<f64>, via_shift::call_unchecked::<f64>),
-        ] {
-            let (mut y1, mut x1) = (0.25, x0);
-            let (mut y2, mut x2) = (0.25, x0);
-            f.0(&mut y1, &mut x1).unwrap();
-            f.1(&mut y2, &mut x2).unwrap();
-            assert_eq!(
-                (y1.to_bits(), x1.to_bits()),
-                (y2.to_bits(), x2.to_bits()),
-                "x0 = {x0}"
-            );
-        }
+        same_bits(
+            x0,
+            [
+                (via_square::<f64>, via_square::call_unchecked::<f64>),
+                (via_shift::<f64>, via_shift::call_unchecked::<f64>),
+            ],
+        );
         // `via_shift` restores `x` (to rounding: `x + 1 − 1`)
         let (mut y, mut x) = (0.0, x0);
         via_shift::call_unchecked(&mut y, &mut x).unwrap();
@@ -84,23 +91,16 @@ fn unchecked_uncalls_match_checked_ones() {
     use adjoint_rev::examples::i_petersen;
     use adjoint_rev::GVar;
     for x0 in [0.3, -1.7, 2.5] {
-        for f in [
-            (
-                via_square::uncall::<f64> as fn(&mut f64, &mut f64) -> _,
-                via_square::uncall_unchecked::<f64> as fn(&mut f64, &mut f64) -> _,
-            ),
-            (via_shift::uncall::<f64>, via_shift::uncall_unchecked::<f64>),
-        ] {
-            let (mut y1, mut x1) = (0.25, x0);
-            let (mut y2, mut x2) = (0.25, x0);
-            f.0(&mut y1, &mut x1).unwrap();
-            f.1(&mut y2, &mut x2).unwrap();
-            assert_eq!(
-                (y1.to_bits(), x1.to_bits()),
-                (y2.to_bits(), x2.to_bits()),
-                "x0 = {x0}"
-            );
-        }
+        same_bits(
+            x0,
+            [
+                (
+                    via_square::uncall::<f64>,
+                    via_square::uncall_unchecked::<f64>,
+                ),
+                (via_shift::uncall::<f64>, via_shift::uncall_unchecked::<f64>),
+            ],
+        );
         let (mut y, mut x) = (0.25, x0);
         via_square::uncall_unchecked(&mut y, &mut x).unwrap();
         assert_eq!(x, x0);
