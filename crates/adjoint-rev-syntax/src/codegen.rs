@@ -673,7 +673,9 @@ impl Gen<'_> {
     }
 
     /// Read the target (if any) and the operands into locals. Returns the loads, the locals' names
-    /// (target first) and the write-backs. The caller checks aliasing first.
+    /// (target first) and the write-backs, then the copies' gradients given back (after every
+    /// write-back, so that none overwrites a gradient given to a place it shares storage with).
+    /// The caller checks aliasing first.
     fn load(
         &self,
         target: Option<&Expr>,
@@ -684,6 +686,7 @@ impl Gen<'_> {
         let span = s.span;
         let mut pre = quote!();
         let mut post = quote!();
+        let mut given = quote!();
         let mut names = Vec::new();
         if let Some(t) = target {
             let n = self.tmp();
@@ -730,12 +733,14 @@ impl Gen<'_> {
                     // (as a call's: what flows into the copy reaches the place)
                     let c = self.rw(c);
                     pre.extend(quote_spanned!(span=> let mut #n = #k::copy_of(#c);));
-                    let p = self.hoist_indices(self.rw(p), &mut post, span);
-                    post.extend(quote_spanned!(span=> #k::Ancilla::give_gradient(&#n, &mut #p);));
+                    // (the place the copy was taken from, its indices evaluated with the copy)
+                    let p = self.hoist_indices(self.rw(p), &mut pre, span);
+                    given.extend(quote_spanned!(span=> #k::Ancilla::give_gradient(&#n, &mut #p);));
                 }
             }
             names.push(n);
         }
+        post.extend(given);
         (pre, names, post)
     }
 
@@ -981,7 +986,14 @@ impl Gen<'_> {
             !inverse && checks,
             s,
         ));
+        // What runs after the call: first every write-back of a place copied in and out
+        // (`post`), then the checks of constant arguments and the copies' gradients given back
+        // (`after`). In argument order, `f(v[1].clone(), v[0], v[1])` gave the copy's gradient to
+        // `v[1]`, and the write-back `v[1] = …` replaced it (a hunter: the gradient of
+        // `v[0] + v[1]²` was [1, 1.5], not [1, 3]); the checks see the places as the call left
+        // them, as those of places passed directly do.
         let mut post = quote!();
+        let mut after = quote!();
         // (after every copy-in and hoisted index: nothing reads the collection inside the
         // borrow)
         let mut borrows = quote!();
@@ -1032,7 +1044,7 @@ impl Gen<'_> {
                     pre.extend(quote_spanned!(span=> let mut #n = #l;));
                     if checks {
                         let typed = quote_spanned!(span=> #ka::like(&#n, #l));
-                        post.extend(self.constant_check_as(
+                        after.extend(self.constant_check_as(
                             &n,
                             &typed,
                             &crate::parse::pretty(e),
@@ -1050,7 +1062,7 @@ impl Gen<'_> {
                     };
                     pre.extend(quote_spanned!(span=> let mut #n = #e;));
                     if checks {
-                        post.extend(self.constant_check_as(&n, &e, &text, s));
+                        after.extend(self.constant_check_as(&n, &e, &text, s));
                     }
                     passed.push(quote!(&mut #n));
                 }
@@ -1063,10 +1075,11 @@ impl Gen<'_> {
                     let e = self.rw(e);
                     pre.extend(quote_spanned!(span=> let mut #n = #k::copy_of(#e);));
                     if checks {
-                        post.extend(self.constant_check_as(&n, &e, &text, s));
+                        after.extend(self.constant_check_as(&n, &e, &text, s));
                     }
-                    let p = self.hoist_indices(self.rw(p), &mut post, span);
-                    post.extend(quote_spanned!(span=> #k::Ancilla::give_gradient(&#n, &mut #p);));
+                    // (the place the copy was taken from, its indices evaluated with the copy)
+                    let p = self.hoist_indices(self.rw(p), &mut pre, span);
+                    after.extend(quote_spanned!(span=> #k::Ancilla::give_gradient(&#n, &mut #p);));
                     passed.push(quote!(&mut #n));
                 }
             }
@@ -1099,7 +1112,7 @@ impl Gen<'_> {
                 quote_spanned!(span=> #path::#name #generics)
             }
         };
-        quote_spanned!(span=> { #pre #borrows #callee(#(#passed),*)?; #post })
+        quote_spanned!(span=> { #pre #borrows #callee(#(#passed),*)?; #post #after })
     }
 
     /// Call arguments `ps` (position, place as [`rw`](Self::rw) gives it, its steps), pairwise
@@ -1208,7 +1221,16 @@ fn writes_only_ancillas(
     params: &[String],
 ) -> Option<(Vec<TokenStream>, Vec<Ident>)> {
     use crate::parse::place_path;
-    fn names(stmts: &[Stmt], nested: bool, top: &mut Vec<Ident>, inner: &mut Vec<String>) {
+    // The routine's ancillas: `top` (allocated at its top level), `inner` (in nested blocks),
+    // and its loops' variables (`vars`): not locals a write may go to (a loop variable is never
+    // written; a name it shadows is written outside the loop), only names to see shadowing by.
+    fn names(
+        stmts: &[Stmt],
+        nested: bool,
+        top: &mut Vec<Ident>,
+        inner: &mut Vec<String>,
+        vars: &mut Vec<String>,
+    ) {
         for s in stmts {
             match &s.kind {
                 Kind::Let { name, .. } => {
@@ -1219,16 +1241,16 @@ fn writes_only_ancillas(
                     }
                 }
                 Kind::Block(b) | Kind::NoCheck(b) | Kind::Uncompute(b, _) | Kind::Recompute(b) => {
-                    names(b, nested, top, inner)
+                    names(b, nested, top, inner, vars)
                 }
                 Kind::If { then, els, .. } => {
-                    names(then, true, top, inner);
-                    names(els, true, top, inner);
+                    names(then, true, top, inner, vars);
+                    names(els, true, top, inner, vars);
                 }
-                Kind::While { body, .. } => names(body, true, top, inner),
+                Kind::While { body, .. } => names(body, true, top, inner, vars),
                 Kind::For { var, body, .. } => {
-                    inner.push(var.to_string());
-                    names(body, true, top, inner);
+                    vars.push(var.to_string());
+                    names(body, true, top, inner, vars);
                 }
                 _ => {}
             }
@@ -1276,12 +1298,14 @@ fn writes_only_ancillas(
             Kind::Routine(..) | Kind::Unroutine(_) | Kind::Inverse(_) => false,
         })
     }
-    let (mut top, mut inner) = (Vec::new(), Vec::new());
-    names(routine, false, &mut top, &mut inner);
+    let (mut top, mut inner, mut vars) = (Vec::new(), Vec::new(), Vec::new());
+    names(routine, false, &mut top, &mut inner, &mut vars);
     let top_names: Vec<String> = top.iter().map(Ident::to_string).collect();
     if inner
         .iter()
+        .chain(&vars)
         .any(|n| top_names.contains(n) || params.contains(n))
+        || vars.iter().any(|n| inner.contains(n))
         || top_names.iter().any(|n| params.contains(n))
     {
         return None; // shadowing: do not try to be clever

@@ -510,6 +510,23 @@ impl Parser {
             }
             "invcheckoff" => {
                 let inner = self.stmt(input)?;
+                // (`~@routine` is replaced by the inverse of its routine's body, with the
+                // routine's checks: alone under `@invcheckoff` it was not found, and the error
+                // said that no routine came before it; a hunter)
+                if let Kind::Unroutine(name) = &inner.kind {
+                    let (undo, routine) = match name {
+                        Some(n) => (format!("~@routine {n}"), format!("@routine {n}")),
+                        None => ("~@routine".to_string(), "@routine".to_string()),
+                    };
+                    return Err(Error::new(
+                        kw.span(),
+                        format!(
+                            "`@invcheckoff {undo}`: an uncomputation takes its checks from its \
+                             routine. Write `@invcheckoff {routine} {{ … }}`, which runs the \
+                             routine and its uncomputation (`{undo};`) without checks"
+                        ),
+                    ));
+                }
                 let text = format!("@invcheckoff {}", inner.text);
                 Ok(Stmt {
                     kind: Kind::NoCheck(vec![inner]),
@@ -782,6 +799,27 @@ impl Parser {
                                 "`{written}` is written by this instruction and read by an index in it, \
                                  so the index would differ when the inverse runs: copy the index into an \
                                  ancilla first (`let k = 0; k += {written};` … `k -= {written}; unlet k = 0;`)"
+                            ),
+                        ));
+                    }
+                }
+                // Nor may the exponent of `powi` read it (`y += x.powi(y.value() as i32)`: the
+                // inverse took another power, and `uncall` did not restore `y`; a hunter).
+                // (`v[j]` beside a target `v[i]` may be the same element: refused too)
+                if let Kind::Acc { rhs: Rhs::Powi(n, _), .. } = &kind {
+                    if let Some(r) = read_places(n)
+                        .into_iter()
+                        .find(|r| overlaps(&target, r) || may_alias(&target, r))
+                    {
+                        return Err(Error::new_spanned(
+                            n,
+                            format!(
+                                "`{}` is written by this instruction and read by its exponent `{}`, so the \
+                                 exponent would differ when the inverse runs: pass an exponent computed \
+                                 from what the instruction does not write (an integer ancilla: `let k = 0; \
+                                 k += …;` … `k -= …; unlet k = 0;`)",
+                                pretty(&r),
+                                pretty(n)
                             ),
                         ));
                     }

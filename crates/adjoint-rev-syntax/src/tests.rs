@@ -109,13 +109,47 @@ fn a_loop_variable_named_as_a_parameter_is_an_error() {
         e.contains("`k` is a parameter; a `for` loop's variable needs a new name"),
         "{e}"
     );
-    // a live ancilla may be shadowed, as any local (a reviewer: it ran before, and undid)
+    ok(quote! { fn f(y: &mut f64, v: &mut Vec<f64>) { for k in 0..v.len() { y += v[k]; } } });
+}
+
+#[test]
+fn a_loop_variable_may_shadow_a_live_ancilla_but_is_no_local_of_a_routine() {
+    // A live ancilla may be shadowed by a loop's variable, as any local (a reviewer: it ran
+    // before, and undid) …
     ok(quote! {
         fn f(y: &mut f64, v: &mut Vec<f64>) {
             let a = 0usize; for a in 0..v.len() { y += v[a]; } unlet a = 0usize;
         }
     });
-    ok(quote! { fn f(y: &mut f64, v: &mut Vec<f64>) { for k in 0..v.len() { y += v[k]; } } });
+    // … but the routine analyses took the ancilla `u`, written after the loop, for the loop's
+    // local, and unchecked code skipped uncomputing the routine: `y` came out 1.0, not 0.5 (a
+    // hunter; `tests/routine_skipping.rs` runs it).
+    let s = ok(quote! {
+        fn f<T: RevReal>(y: &mut T, x: &mut T) {
+            let u = T::zero();
+            @routine { for u in 0..1 { } u += x; }
+            y += u;
+            ~@routine;
+            unlet u = T::zero();
+        }
+    });
+    assert!(!s.contains("no_gradient"), "{s}");
+    // The analyses themselves: the write to `u` after the loop is a write to a non-ancilla, so
+    // the routine may not be skipped, fused or kept.
+    let funcs: parse::Funcs = syn::parse2(quote! {
+        fn f<T: RevReal>(y: &mut T, x: &mut T) {
+            let u = T::zero();
+            for u in 0..1 { }
+            u += x;
+        }
+    })
+    .unwrap();
+    let body = lower::expand(funcs.0.into_iter().next().unwrap().body).unwrap();
+    let params = ["y".to_string(), "x".to_string()];
+    assert!(codegen::fusable(&body[1..], &params).is_none());
+    assert!(codegen::keep_plan(&body[1..], &params).is_none());
+    // (without the shadowing loop, the write to `u` counts as a write to a non-ancilla too)
+    assert!(codegen::fusable(&body[2..], &params).is_none());
 }
 
 #[test]
@@ -129,6 +163,28 @@ fn routines_expand_to_compute_and_uncompute() {
     });
     let e = err(quote! { fn f(y: &mut f64) { ~@routine; } });
     assert!(e.contains("without a `@routine"), "{e}");
+    // An uncomputation alone without checks: refused, naming the form that works (it said no
+    // routine came before it; a hunter).
+    let e = err(quote! {
+        fn f(y: &mut f64, x: &mut f64) {
+            @routine a { let n = 0.0; n += x.abs(); }
+            y += n;
+            @invcheckoff ~@routine a;
+        }
+    });
+    assert!(
+        e.contains(
+            "`@invcheckoff ~@routine a`: an uncomputation takes its checks from its routine"
+        ) && e.contains("`@invcheckoff @routine a { … }`"),
+        "{e}"
+    );
+    ok(quote! {
+        fn f(y: &mut f64, x: &mut f64) {
+            @invcheckoff @routine { let n = 0.0; n += x.abs(); }
+            y += n;
+            ~@routine;
+        }
+    });
     // Named routines (seed 000): undone by name, in any order.
     ok(quote! {
         fn f(y: &mut f64, x: &mut f64) {
@@ -809,4 +865,37 @@ fn fields_of_one_element_are_borrowed_through_one_borrow_of_it() {
     });
     let fwd = &s[s.find("fn f").unwrap()..s.find("fn uncall").unwrap()];
     assert_eq!(fwd.matches("shared_arg").count(), 4, "{fwd}");
+}
+
+#[test]
+fn a_powi_exponent_that_reads_the_target_is_an_error() {
+    // (the inverse took another power: `uncall` from `y = 11` gave −177136; a hunter)
+    let e = err(quote! {
+        fn f<T: RevReal>(y: &mut T, x: &mut T) { y += x.powi(y.value() as i32); }
+    });
+    assert!(
+        e.contains(
+            "`y` is written by this instruction and read by its exponent `y.value() as i32`"
+        ),
+        "{e}"
+    );
+    // An element that may be the target (`i == j`), and a field of it.
+    let e = err(quote! {
+        fn f<T: RevReal>(v: &mut Vec<T>, i: &mut usize, j: &mut usize, x: &mut T) {
+            v[i] += x.powi(v[j].value() as i32);
+        }
+    });
+    assert!(e.contains("`v[j]` is written by this instruction"), "{e}");
+    let e = err(quote! {
+        fn f(s: &mut (f64, i32), x: &mut f64) { s.0 += x.powi(s.0 as i32); }
+    });
+    assert!(e.contains("read by its exponent"), "{e}");
+    // What the instruction does not write may be read.
+    ok(quote! {
+        fn f(s: &mut (f64, i32), x: &mut f64, n: &mut i32) {
+            s.0 += x.powi(s.1);
+            s.0 += x.powi(n);
+            s.0 += x.powi(x.value() as i32);
+        }
+    });
 }

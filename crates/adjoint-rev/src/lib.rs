@@ -71,9 +71,9 @@
 //! | `if (pre, post) { A } else { B }` | branch on `pre`; check `post == pre` after | `if (post, pre) { ~A } else { ~B }` |
 //! | `if (pre, ~) { … }`, `if pre { … }` | `post` is `pre` | |
 //! | `while (pre, post) { S }` | `post` false on entry, true after every iteration | `while (post, pre) { ~S }` |
-//! | `for i in a..b { S }` (`..=`, `(a..b).step_by(s)`, `.rev()`) | bounds and step must not change, and a step must be positive (checked code: an error before the loop); `i` is read-only (an operand or call argument gets a copy, an expression over it such as `T::from_f64(i as f64)` is a constant of the iteration; a target is a compile error) | `for i in (a..b).rev() { ~S }` |
+//! | `for i in a..b { S }` (`..=`, `(a..b).step_by(s)`, `.rev()`) | bounds and step must not change, and a step must be positive (checked code: an error before the loop); `i` is read-only (an operand or call argument gets a copy, an expression over it such as `T::from_f64(i as f64)` is a constant of the iteration; a target is a compile error; so is an `i` named as a parameter) | `for i in (a..b).rev() { ~S }` |
 //! | `@safe stmt;` | external statement (printing, asserts) | itself |
-//! | `@invcheckoff stmt` | `stmt` without run-time checks (alias checks stay) | likewise |
+//! | `@invcheckoff stmt` | `stmt` without run-time checks (alias checks stay); `@invcheckoff @routine { … }` runs the routine and its uncomputation without checks (`@invcheckoff ~@routine;` is a compile error: the uncomputation takes its checks from its routine) | likewise |
 //!
 //! **Conditions** are Rust `bool` expressions over the arguments. A comparison with an
 //! unsuffixed float literal compares the value's primal, so generic code reads as NiLang's:
@@ -92,7 +92,9 @@
 //! `powf`, `sin`, `cos`, `tan`, `asin`, `acos`, `atan`, `atan2`, `sinh`, `cosh`, `tanh`,
 //! `asinh`, `acosh`, `atanh`, `abs`, `erf`, `lgamma`, `digamma`, `exp2`, `exp_m1`, `ln_1p`,
 //! `log2`, `log10`, `hypot`, `min`, `max`. Their derivatives come from the same table as every
-//! other engine of adjoint.
+//! other engine of adjoint. The exponent `n` of `powi(n)` is read, not differentiated, and may not
+//! read the target (`y += x.powi(y.value() as i32)` is a compile error: the inverse would take
+//! another power).
 //!
 //! **Operands** are *data views*: variables, struct fields (`s.a`), tuple fields (`t.0`), complex
 //! parts (`z.re`, `z.im`), elements (`v[i]`, `m[i][j]`) — or constants (literals, or any

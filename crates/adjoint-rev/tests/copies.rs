@@ -483,3 +483,110 @@ fn a_copy_of_an_element_of_a_collection_the_callee_writes_is_an_alias_error() {
     let (_, gu) = value_and_grad_unchecked(row_and_element {}, (m.clone(), 0, 1), 0).unwrap();
     assert_eq!(gu, g);
 }
+
+reversible! {
+    /// `a += b·c`, the read factor first.
+    fn mac<T: RevReal>(c: &mut T, a: &mut T, b: &mut T) {
+        a += b * c;
+    }
+    /// `a += b·c`, the read factor last.
+    fn mac_last<T: RevReal>(a: &mut T, b: &mut T, c: &mut T) {
+        a += b * c;
+    }
+    /// `v[0] += v[1]²`: the copy of `v[1]` before `v[1]` itself, both elements of one `Vec`
+    /// (copied in and out).
+    fn copy_before_element<T: RevReal>(v: &mut Vec<T>) {
+        mac(v[1].clone(), v[0], v[1]);
+    }
+    /// `v[0] += v[1]·v[j]`: the copy's element known only at run time.
+    fn copy_at_runtime_index<T: RevReal>(v: &mut Vec<T>, j: &mut usize) {
+        mac(v[j].clone(), v[0], v[1]);
+    }
+    /// `v[i].0 += v[i].1²` for each `i`: the copy first, then last.
+    fn copy_first_in_loop<T: RevReal>(v: &mut Vec<(T, T)>) {
+        for i in 0..v.len() {
+            mac(v[i].1.clone(), v[i].0, v[i].1);
+        }
+    }
+    fn copy_last_in_loop<T: RevReal>(v: &mut Vec<(T, T)>) {
+        for i in 0..v.len() {
+            mac_last(v[i].0, v[i].1, v[i].1.clone());
+        }
+    }
+    /// `v[i + 1] += v[i]²` for `i` upwards, then `l += v[n - 1]` (`l + v2 + (v1 + v0²)²` for
+    /// three elements), the copies in a routine: its uncomputation and a gradient pass's kept
+    /// values too.
+    fn copies_in_a_routine<T: RevReal>(l: &mut T, v: &mut Vec<T>) {
+        @routine {
+            for i in 0..v.len() - 1 {
+                mac(v[i].clone(), v[i + 1], v[i]);
+            }
+        }
+        l += v[v.len() - 1];
+        ~@routine;
+    }
+}
+
+/// A copy (`v[1].clone()`) given before a place of the same storage that is copied in and out
+/// (`v[1]` beside `v[0]`): the copy's gradient was given to `v[1]` and then overwritten by
+/// `v[1]`'s write-back (a hunter: the gradient of `v[0] + v[1]²` came out [1, 1.5], not [1, 3]).
+/// Every write-back now runs before any copy gives its gradient back.
+#[test]
+fn a_copy_gives_its_gradient_after_the_write_backs() -> R {
+    let v = vec![0.5, 1.5];
+    let f = |p: &[f64]| p[0] + p[1] * p[1];
+    let (_, (unchecked,)) = value_and_grad_unchecked(copy_before_element {}, (v.clone(),), 0)?;
+    let (_, (at_j, _)) = value_and_grad_unchecked(copy_at_runtime_index {}, (v.clone(), 1), 0)?;
+    for g in [
+        grad(copy_before_element {}, (v.clone(),), 0)?.0,
+        unchecked,
+        grad(copy_at_runtime_index {}, (v.clone(), 1), 0)?.0,
+        at_j,
+    ] {
+        check_gradient(f, &v, &g).assert_passed();
+    }
+    let h = hessian(copy_before_element {}, (v.clone(),), 0)?;
+    assert_eq!(h, vec![vec![0.0, 0.0], vec![0.0, 2.0]]);
+    // The values and the inverse are as before.
+    let mut w = v.clone();
+    copy_before_element(&mut w)?;
+    assert_eq!(w, [0.5 + 1.5 * 1.5, 1.5]);
+    copy_before_element::uncall(&mut w)?;
+    assert_eq!(w, v);
+
+    // Pairs in a loop, the copy first and last: loss `v[0].0 = v0.0 + v0.1²`.
+    let pairs = vec![(0.5, 1.5), (-0.3, 0.7)];
+    let flat = |p: &Vec<(f64, f64)>| p.iter().flat_map(|&(a, b)| [a, b]).collect::<Vec<_>>();
+    let f = |p: &[f64]| p[0] + p[1] * p[1];
+    let (_, (first,)) = value_and_grad_unchecked(copy_first_in_loop {}, (pairs.clone(),), 0)?;
+    let (_, (last,)) = value_and_grad_unchecked(copy_last_in_loop {}, (pairs.clone(),), 0)?;
+    for g in [
+        grad(copy_first_in_loop {}, (pairs.clone(),), 0)?.0,
+        first,
+        grad(copy_last_in_loop {}, (pairs.clone(),), 0)?.0,
+        last,
+    ] {
+        check_gradient(f, &flat(&pairs), &flat(&g)).assert_passed();
+    }
+    let h = hessian(copy_first_in_loop {}, (pairs.clone(),), 0)?;
+    assert_eq!(h[1][1], 2.0, "{h:?}");
+
+    // In a routine, uncomputed after use, and in a gradient pass that keeps routine values.
+    let v = vec![0.5, 0.7, 1.3];
+    let f = |p: &[f64]| p[0] + p[3] + (p[2] + p[1] * p[1]).powi(2);
+    let p = [0.25, v[0], v[1], v[2]];
+    let (out, g) = value_and_grad(copies_in_a_routine {}, (0.25, v.clone()), 0)?;
+    assert!(close(out.0, f(&p)), "{out:?}");
+    assert!(out.1.iter().zip(&v).all(|(a, b)| close(*a, *b)), "{out:?}");
+    let mut got = vec![g.0];
+    got.extend(&g.1);
+    check_gradient(f, &p, &got).assert_passed();
+    let (_, gu) = value_and_grad_unchecked(copies_in_a_routine {}, (0.25, v.clone()), 0)?;
+    assert_eq!(gu, g);
+    let mut l = GVar::new(0.25, 0.0);
+    let mut vg: Vec<GVar<f64>> = v.iter().map(|&x| GVar::new(x, 0.0)).collect();
+    copies_in_a_routine::gradient_pass_unchecked(&mut l, &mut vg, |l, _| l.g = 1.0)?;
+    let gp: Vec<f64> = vg.iter().map(|x| x.g).collect();
+    assert_eq!(gp, g.1);
+    Ok(())
+}

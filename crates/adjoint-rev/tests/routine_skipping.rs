@@ -200,3 +200,39 @@ fn the_fused_gradient_pass_is_call_seed_uncall() {
         assert!((g.g - w).abs() <= 1e-10 * (1.0 + w.abs()), "{} vs {w}", g.g);
     }
 }
+
+reversible! {
+    /// `y += x` through an ancilla `u` that a loop variable of the routine shadows: the write to
+    /// `u` after the loop is a write to the outer ancilla, so the routine must be uncomputed
+    /// (unchecked code took `u` for the loop's local and skipped it: `y` came out 2x; a hunter).
+    #[allow(unused_variables)]
+    fn shadowed_by_loop_var<T: RevReal>(y: &mut T, x: &mut T) {
+        let u = T::zero();
+        @routine {
+            for u in 0..1 {
+                let z = T::zero();
+                unlet z = T::zero();
+            }
+            u += x;
+        }
+        y += u;
+        ~@routine;
+        y += u;
+        unlet u = T::zero();
+    }
+}
+
+#[test]
+fn a_loop_variable_shadowing_an_ancilla_does_not_make_the_routine_skippable() {
+    for x0 in [0.5, -1.25] {
+        let (mut y1, mut x1) = (0.0, x0);
+        let (mut y2, mut x2) = (0.0, x0);
+        shadowed_by_loop_var(&mut y1, &mut x1).unwrap();
+        shadowed_by_loop_var::call_unchecked(&mut y2, &mut x2).unwrap();
+        assert_eq!((y1, x1), (x0, x0));
+        assert_eq!((y2, x2), (x0, x0));
+        let (v, g) = value_and_grad_unchecked(shadowed_by_loop_var {}, (0.0f64, x0), 0).unwrap();
+        assert_eq!(v, (x0, x0));
+        assert_close(g.1, forward::derivative(|x: Dual<f64>| x, x0));
+    }
+}
