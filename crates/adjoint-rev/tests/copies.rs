@@ -362,7 +362,8 @@ reversible! {
 /// A copy (`v[j].clone()`) of a place the callee may write (`v[i]` with `i == j`; a hunter's
 /// finding): for `add_square(x, x.clone())` the unchecked round trip turned 3 into −132 and the
 /// gradient of `x + x²` at 3 was 25 (7 is right); checked code failed but blamed the copy. That
-/// one is a compile error now (`tests/ui/copy_of_written.rs`); places that are the same only
+/// one is a compile error now (at `cargo build`: the `compile_fail` example of
+/// `InvertibilityError::AliasedCopy`); places that are the same only
 /// for some indices are an alias error naming the place and its copy, in both modes, before the
 /// call runs.
 #[test]
@@ -458,7 +459,7 @@ reversible! {
 
 /// The copy check for places in heap collections (a reviewer): `Vec` places cover only their
 /// header, so comparing addresses never saw `m[j][0].clone()` inside the row `m[i]` (nor
-/// `v[0].clone()` inside `v`, a compile error now: `tests/ui/copy_of_written.rs`; its unchecked
+/// `v[0].clone()` inside `v`, a compile error now, as in `AliasedCopy`'s example; its unchecked
 /// round trip of `v[0] += v[0]²` turned 3 into −132, gradient 25, not 7). The places are
 /// compared by their steps now; the rows of a matrix alias only at `i == j`.
 #[test]
