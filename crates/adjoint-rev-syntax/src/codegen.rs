@@ -493,13 +493,19 @@ impl Gen<'_> {
             Kind::Block(b) => self.stmts(b, checks),
             Kind::Uncompute(inv, routine) => {
                 let body = self.stmts(inv, checks);
-                if checks || self.backwards {
+                // (an inverse's last uncomputation, of the routine it computed first, is skipped
+                // alike — except in a gradient pass's inverse half, whose uncomputation takes
+                // back what the forward half's routine calls kept)
+                if checks || (self.backwards && self.keep) {
                     return body;
                 }
-                let body = match skip_condition(routine, &self.params, k) {
+                let body = match skip_condition(routine, &self.params, k, self.backwards) {
                     Some(cond) => quote_spanned!(span=> if !(#cond) { #body }),
                     None => body,
                 };
+                if self.backwards {
+                    return body;
+                }
                 // A gradient pass's forward half keeps the ancillas for the recomputation.
                 match keep_plan(routine, &self.params).filter(|_| self.keep) {
                     Some((cond, live)) => {
@@ -1203,10 +1209,24 @@ pub(crate) fn kept() -> Ident {
 /// unchecked. (Forward instructions pass a target's gradient on towards their operands and skip
 /// their partials when it is zero; ancillas of nested scopes and of callees start with zero
 /// gradient; so no gradient moves.) Returns `None` when it may never be skipped.
-fn skip_condition(routine: &[Stmt], params: &[String], krate: &TokenStream) -> Option<TokenStream> {
+///
+/// In an inverse (`backwards`) only passive ancillas count (plain numbers: a constant test):
+/// there the ancillas of a `GVar` program have nearly always received a gradient by the end, and
+/// testing them cost the reversible BA gradient 7 %.
+fn skip_condition(
+    routine: &[Stmt],
+    params: &[String],
+    krate: &TokenStream,
+    backwards: bool,
+) -> Option<TokenStream> {
     let (mut conds, top) = writes_only_ancillas(routine, params)?;
     // (the ancillas as written: a raw identifier (`r#ref`) is no name for `Ident::new`)
-    conds.extend(top.iter().map(|id| quote!(#krate::no_gradient(&#id))));
+    let test = if backwards {
+        quote!(passive)
+    } else {
+        quote!(no_gradient)
+    };
+    conds.extend(top.iter().map(|id| quote!(#krate::#test(&#id))));
     if conds.is_empty() {
         return Some(quote!(true));
     }
@@ -1340,7 +1360,8 @@ pub(crate) fn fusable(routine: &[Stmt], params: &[String]) -> Option<TokenStream
 /// pop) their mirror images take them back ([`Keep::Pop`]), in last-in, first-out order.
 /// Uncalls written as such (`~g(…)`) keep nothing, nor do an uncomputation's uncalls and its
 /// inverse, the recomputation (`Kind::Uncompute` keeps its routine unmarked): what the routine's
-/// calls kept stays on the stack until their mirror images in the inverse half take it back.
+/// calls kept (the routine as first computed, a `Kind::Recompute`, is marked) stays on the stack
+/// until their mirror images in the inverse half take it back.
 /// So values are kept in forward halves only, where every gradient is zero.
 pub(crate) fn mark(stmts: &[Stmt]) -> Vec<Stmt> {
     stmts
@@ -1358,7 +1379,10 @@ pub(crate) fn mark(stmts: &[Stmt]) -> Vec<Stmt> {
                     args: args.clone(),
                     keep: Keep::Push,
                 },
-                // Uncomputations and recomputations (their routines unmarked): as they are.
+                // A routine as first computed (`@routine`, lowered to a recomputation): its
+                // calls keep, and the inverse's uncomputation of it takes back.
+                Kind::Recompute(routine) => Kind::Recompute(mark(routine)),
+                // Uncomputations (their routines unmarked): as they are.
                 k => k.map_bodies(&mut |b| mark(b)),
             };
             Stmt {

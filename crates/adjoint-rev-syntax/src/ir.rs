@@ -166,10 +166,12 @@ pub enum Kind {
     /// Statements spliced into the enclosing block (no new scope).
     Block(Vec<Stmt>),
     /// `~@routine` after expansion: the routine's inverse, and the routine itself (consulted by
-    /// unchecked forward code, which may skip the uncomputation).
+    /// unchecked code, which may skip the uncomputation).
     Uncompute(Vec<Stmt>, Vec<Stmt>),
-    /// The inverse of an uncomputation: the routine computed again (a gradient pass's inverse
-    /// half may take back the values its forward half kept instead). Inverts to `Uncompute`.
+    /// A routine computed: `@routine { … }` after expansion, when a `~@routine` uncomputes it,
+    /// and the inverse of an uncomputation (the routine computed again; a gradient pass's
+    /// inverse half may take back the values its forward half kept instead). Inverts to
+    /// `Uncompute`.
     Recompute(Vec<Stmt>),
 }
 

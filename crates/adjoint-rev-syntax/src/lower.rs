@@ -12,8 +12,9 @@ use syn::{Error, Expr, Result};
 
 /// Expand routines and inverse blocks, recursively.
 pub fn expand(stmts: Vec<Stmt>) -> Result<Vec<Stmt>> {
-    let mut out = Vec::with_capacity(stmts.len());
-    let mut routines: Vec<(Option<String>, Vec<Stmt>)> = Vec::new();
+    let mut out: Vec<Stmt> = Vec::with_capacity(stmts.len());
+    // (name, body, where in `out` the routine runs)
+    let mut routines: Vec<(Option<String>, Vec<Stmt>, usize)> = Vec::new();
     for s in stmts {
         let Stmt {
             kind,
@@ -24,7 +25,7 @@ pub fn expand(stmts: Vec<Stmt>) -> Result<Vec<Stmt>> {
         let kind = match kind {
             Kind::Routine(name, body) => {
                 let body = expand(body)?;
-                routines.push((name, body.clone()));
+                routines.push((name, body.clone(), out.len()));
                 Kind::Block(body)
             }
             // `@invcheckoff @routine { … }`: a routine whose body (and so its uncomputation)
@@ -52,18 +53,23 @@ pub fn expand(stmts: Vec<Stmt>) -> Result<Vec<Stmt>> {
                     span,
                     inverted,
                 }];
-                routines.push((name, body.clone()));
+                routines.push((name, body.clone(), out.len()));
                 Kind::Block(body)
             }
             // `~@routine` undoes the latest routine; `~@routine name` the latest one of that name.
             Kind::Unroutine(name) => {
                 let found = match &name {
                     None => routines.len().checked_sub(1),
-                    Some(n) => routines.iter().rposition(|(m, _)| m.as_ref() == Some(n)),
+                    Some(n) => routines.iter().rposition(|(m, ..)| m.as_ref() == Some(n)),
                 };
                 match found {
                     Some(i) => {
-                        let body = routines.remove(i).1;
+                        let (_, body, at) = routines.remove(i);
+                        // The routine and its uncomputation are a pair: the routine is a
+                        // computation the inverse undoes last (`Recompute` inverts to
+                        // `Uncompute`), which unchecked inverses may then skip as unchecked
+                        // forward code skips its own (`codegen::skip_condition`).
+                        out[at].kind = Kind::Recompute(body.clone());
                         Kind::Uncompute(invert(&body), body)
                     }
                     None => {

@@ -257,7 +257,8 @@ fn inversion_follows_table_one() {
 #[test]
 fn unchecked_forward_may_skip_passive_uncomputation_only() {
     // Call-free routine writing its own ancillas: the unchecked forward guards the
-    // uncomputation with the ancillas' passivity; the checked code and inverses never do.
+    // uncomputation with the ancillas' passivity, and so does the unchecked inverse (its last
+    // uncomputation, of the routine it computed first); the checked code never does.
     let s = ok(quote! {
         fn f(y: &mut f64, x: &mut f64) {
             @routine { let n = 0.0; n += x.exp(); }
@@ -267,12 +268,22 @@ fn unchecked_forward_may_skip_passive_uncomputation_only() {
     });
     // The guard is a call to the runtime's `no_gradient`.
     let guard = ":: no_gradient (";
-    // (outside the twins a gradient pass runs: `__call_keep` has the guard too)
+    // (outside the twins a gradient pass runs: `__call_keep` has the guard too; the gradient
+    // pass's inverse half, which takes back what the routine's calls kept, has none)
     let main = |s: &str| s[..s.find("fn __call_keep").unwrap()].to_string();
     assert_eq!(main(&s).matches(guard).count(), 1, "{s}");
     let unchecked =
         &s[s.find("fn call_unchecked").unwrap()..s.find("fn uncall_unchecked").unwrap()];
     assert!(unchecked.contains(guard));
+    // (the inverse's guard: that the ancillas are plain numbers, a constant)
+    let inverse_guard = ":: passive (";
+    assert_eq!(s.matches(inverse_guard).count(), 1, "{s}");
+    let uncall_unchecked = &s[s.find("fn uncall_unchecked").unwrap()..];
+    let uncall_unchecked = &uncall_unchecked[..uncall_unchecked[3..].find(" fn ").unwrap()];
+    assert!(
+        uncall_unchecked.contains(inverse_guard),
+        "{uncall_unchecked}"
+    );
     // A routine that calls another function: guarded also by the callee's `__WRITES` for the
     // non-ancillas it passes (`x`), not for its ancillas (`n`).
     let s = ok(quote! {

@@ -230,7 +230,9 @@
 //! ancillas carry no gradient when it would start ([`Ancilla::no_gradient`]: plain numbers
 //! always, a [`GVar`] whose gradient is still zero, as in the routines a gradient's inverse
 //! pass runs forward) — they are dropped right after anyway, and the uncomputation would move
-//! no gradient. A call in the routine counts as writing the arguments its callee may
+//! no gradient. An unchecked inverse (`f::uncall_unchecked`, `~f(…)` in unchecked code), which
+//! computes the routine first and uncomputes it last, skips that last uncomputation alike when
+//! the ancillas are plain numbers, so an uncall costs what a call costs. A call in the routine counts as writing the arguments its callee may
 //! write (the callee's hidden `__WRITES` constants: targets and arguments of its instructions,
 //! everything when it runs `@safe` code, and what its own calls may write, seen through up to
 //! three levels of calls), so `i_dist(d[e], x, a, b, k)` into an ancilla `d` is skippable, and
