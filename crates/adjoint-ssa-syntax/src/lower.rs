@@ -3074,6 +3074,8 @@ impl Lower<'_> {
                 let hint = if name == "iter" {
                     "loop over it with `for v in x.iter()`, or reduce it with `.sum()`, \
                      `.product()`, `.fold(init, |acc, v| …)` (after an optional `.map(|v| …)`)"
+                } else if name == "swap" {
+                    "swap two elements with `(v[i], v[j]) = (v[j], v[i]);`"
                 } else {
                     "use `.len()`, `.is_empty()`, indexing, or a `for` loop over `.iter()`"
                 };
@@ -3284,6 +3286,15 @@ impl Lower<'_> {
                         }))
                     }
                     "clone" => Ok(Ev::V(recv)),
+                    // (a test, not a function to give a rule for)
+                    "is_sign_negative" | "is_sign_positive" => err(
+                        at,
+                        format!(
+                            "`{name}` is not supported: compare instead (`x < 0.0`, `x >= 0.0`; \
+                             they differ from the sign bit only at −0.0 and NaN), or test \
+                             `x.is_nan()`, `x.is_finite()`, `x.is_infinite()`"
+                        ),
+                    ),
                     _ => err(
                         at,
                         format!(
@@ -4673,6 +4684,15 @@ impl Lower<'_> {
                 }
                 Ok(())
             }
+            // (a name for a whole pair is valid Rust; the transform binds the parts by name)
+            (Pat::Ident(pi), Item::Tuple(items)) => err(
+                pi,
+                format!(
+                    "this loop's items are tuples of {}: split them with a pattern \
+                     (`for (i, v) in …`, `for (a, b) in …`), not one name",
+                    items.len()
+                ),
+            ),
             (p, _) => err(p, "this pattern does not match the loop's items"),
         }
     }
