@@ -1307,7 +1307,11 @@ fn writes_only_ancillas(
                 true
             }
             Kind::Safe(_) => false,
-            Kind::Let { .. } | Kind::Unlet { .. } => true,
+            Kind::Let { .. } => true,
+            // (deallocating an ancilla allocated before the routine writes it too: the
+            // uncomputation allocates it again, and gives its gradient a second time where it
+            // is left out; a reviewer: the gradient of `x²` came out `4x`)
+            Kind::Unlet { name, .. } => local(&syn::parse_quote!(#name)),
             Kind::If { then, els, .. } => {
                 only_local(then, local, conds) && only_local(els, local, conds)
             }
