@@ -5,6 +5,10 @@
 //! function run forward inside an inverse, `~f(…)`, during a gradient) still flows through the
 //! uncomputation. Each gradient against forward mode.
 
+// `x.clone()` of a `Copy` number: a copy as users write it in an `unlet` (the re-allocation
+// cases below).
+#![allow(clippy::clone_on_copy)]
+
 use adjoint_core::forward::{self, Dual};
 use adjoint_rev::prelude::*;
 use adjoint_rev::value_and_grad_unchecked;
@@ -277,7 +281,8 @@ reversible! {
         unlet s = x.clone();
         ~@routine;
     }
-    /// Plain numbers: the re-allocation sets `s` to the exact constant.
+    /// Plain numbers: the re-allocation sets `s` to the exact constant (`x` unused).
+    #[allow(unused_variables)]
     fn relet_value(y: &mut f64, x: &mut f64) {
         let s = 0.1;
         s += 0.2;
