@@ -51,9 +51,13 @@
 //! `f64`, scattered terms are summed element by element, not node by node: where one element of
 //! an `f32` array receives several scatters (a stencil's gradient), the compiled sum can differ
 //! from the interpreter's in the last bit (a reviewer: 1 ulp on half the elements of a
-//! three-point stencil), the same for any thread count. (They were
-//! interpreted: BENCHMARKS.md, forty-second session, has the map chain before and after; they
-//! run one element at a time, not two, and a `tanh`'s calls cost the same either way.)
+//! three-point stencil), the same for any thread count. The element-wise ones (`+ − × ÷`,
+//! negation, `abs`, `sqrt`, reciprocals, `max`/`min`, adjoint products, selects; not `powi`,
+//! which `f32` rounds at every step) run two elements at a time like the `f64` ones, in the
+//! low lanes of `f32x4` registers ([`pair_f32`]), the same values lane by lane. (They were
+//! interpreted, then compiled one element at a time: BENCHMARKS.md, forty-second and
+//! forty-third sessions, has the map chain each time; a `tanh`'s calls cost the same either
+//! way.)
 //!
 //! Not compiled (the interpreter runs them): kernels whose
 //! scatter targets are large beside the space and not affine (more than [`MAX_WINDOW`]
@@ -628,7 +632,14 @@ pub(crate) fn compile(k: &Kernel) -> Option<Jit> {
         ctx.set_disasm(true);
         eprintln!("=== kernel (Cranelift IR) ===\n{}", ctx.func.display());
     }
-    module.define_function(id, &mut ctx).ok()?;
+    // A kernel the builder emitted wrongly (a verifier error) runs interpreted: right, but
+    // slow, and silently so — a debug build (the tests) says so instead (an inline `sqrt`
+    // partial added an `f64` zero to an `f64x2` value, and every paired kernel with one ran
+    // interpreted).
+    if let Err(e) = module.define_function(id, &mut ctx) {
+        debug_assert!(false, "a kernel failed to compile: {e:?}");
+        return None;
+    }
     if dump {
         let code = ctx.compiled_code().and_then(|c| c.vcode.clone());
         eprintln!(
@@ -1420,8 +1431,14 @@ fn un_partial_inline(
         }
         Op1::Sqrt => {
             // `+ 0` as the rule table: at x = −0 (√ gives −0) the partial is +∞, not −∞ (a
-            // hunter: the compiled gradient's sign differed from the interpreter's)
+            // hunter: the compiled gradient's sign differed from the interpreter's); a zero of
+            // `one`'s type (`f64` or `f64x2`)
             let zero = b.ins().f64const(0.0);
+            let zero = if b.func.dfg.value_type(one) == types::F64X2 {
+                b.ins().splat(types::F64X2, zero)
+            } else {
+                zero
+            };
             let v0 = b.ins().fadd(v, zero);
             let v2 = b.ins().fadd(v0, v0);
             b.ins().fdiv(one, v2)
@@ -1511,7 +1528,157 @@ fn vectorizable(op: &KOp) -> bool {
             !*second && matches!(op, Op2::Add | Op2::Sub | Op2::Mul | Op2::Div)
         }
         KOp::AdjMul { .. } | KOp::Select { .. } => true,
+        // `f32` operations that the scalar code runs inline ([`emit_f32`]), as the `f64` ones
+        // (not `powi`: `f32::powi` rounds at every step, its `f64` twin once)
+        KOp::F32(inner) => match &**inner {
+            KOp::Un {
+                op: Op1::Powi(_), ..
+            } => false,
+            inner => vectorizable(inner),
+        },
         _ => false,
+    }
+}
+
+/// `x` (`f64x2`) rounded lane by lane to the nearest `f32` and widened back.
+fn round32x2(b: &mut FunctionBuilder, x: Value) -> Value {
+    let s = b.ins().fvdemote(x);
+    b.ins().fvpromote_low(s)
+}
+
+/// An `f32` operation ([`vectorizable`]) on both elements of a pair, lane by lane what
+/// [`emit_f32`] computes for one: the value in `f32x4` registers (lanes 0 and 1; operands kept
+/// there from earlier `f32` operations, in `vslot32`, else rounded from their `f64x2` form, from
+/// `get64`), `max`/`min` picked as the `f64` code picks; partials in `f64` at the `f32` point,
+/// rounded; a `Select` picks in `f64` and rounds. Returns each result's slot, `f64x2` value
+/// (widened: exact) and `f32x4` value where it has one.
+fn pair_f32(
+    b: &mut FunctionBuilder,
+    k: &Kernel,
+    op: &KOp,
+    get64: &mut dyn FnMut(&mut FunctionBuilder, Src) -> Value,
+    vslot32: &mut HashMap<u32, Value>,
+    vone: Value,
+) -> Vec<(u32, Value, Option<Value>)> {
+    let mut get32 = |b: &mut FunctionBuilder, s: Src| {
+        if let Src::S(slot) = s {
+            if let Some(&v) = vslot32.get(&slot) {
+                return v;
+            }
+        }
+        let v = get64(b, s);
+        let v32 = b.ins().fvdemote(v);
+        if let Src::S(slot) = s {
+            vslot32.insert(slot, v32);
+        }
+        v32
+    };
+    let up = |b: &mut FunctionBuilder, v32: Value| b.ins().fvpromote_low(v32);
+    let mask32 = |b: &mut FunctionBuilder, cc: FloatCC, x: Value, y: Value| {
+        let m = b.ins().fcmp(cc, x, y);
+        b.ins().bitcast(types::F32X4, MemFlagsData::new(), m)
+    };
+    let value = |b: &mut FunctionBuilder, dst: u32, v32: Value| (dst, up(b, v32), Some(v32));
+    match op {
+        KOp::Un { op, a, dst, d } => {
+            let x = get32(b, *a);
+            let v = match op {
+                Op1::Neg => b.ins().fneg(x),
+                Op1::Abs => b.ins().fabs(x),
+                Op1::Sqrt => b.ins().sqrt(x),
+                _ => {
+                    let one = b.ins().f32const(1.0);
+                    let one = b.ins().splat(types::F32X4, one);
+                    b.ins().fdiv(one, x)
+                }
+            };
+            let mut out = vec![value(b, *dst, v)];
+            if let Some(ds) = d {
+                // (`Sqrt`, `Recip`: the partial from the `f64` value at the `f32` point)
+                let xr = up(b, x);
+                let v64 = match op {
+                    Op1::Sqrt => b.ins().sqrt(xr),
+                    _ => b.ins().fdiv(vone, xr),
+                };
+                let dv = un_partial_inline(b, *op, xr, v64, vone).expect("vectorizable");
+                out.push((*ds, round32x2(b, dv), None));
+            }
+            out
+        }
+        KOp::Bin {
+            op,
+            a,
+            b: bb,
+            dst,
+            d,
+        } => {
+            let (x, y) = (get32(b, *a), get32(b, *bb));
+            let v = match op {
+                Op2::Add => b.ins().fadd(x, y),
+                Op2::Sub => b.ins().fsub(x, y),
+                Op2::Mul => b.ins().fmul(x, y),
+                Op2::Div => b.ins().fdiv(x, y),
+                _ => {
+                    // as `max_min`: `y` where it wins or `x` is NaN (comparisons of `f32`
+                    // values are those of their exact `f64` widenings)
+                    let pick_y = match max_min_plan(k, *op == Op2::Max, *a, *bb) {
+                        MaxMin::One(cc) => mask32(b, cc, x, y),
+                        MaxMin::Two(cc) => {
+                            let wins = mask32(b, cc, x, y);
+                            let nan = mask32(b, FloatCC::Unordered, x, x);
+                            b.ins().bor(wins, nan)
+                        }
+                    };
+                    b.ins().bitselect(pick_y, y, x)
+                }
+            };
+            let mut out = vec![value(b, *dst, v)];
+            if let Some((sx, sy)) = d {
+                let (xr, yr) = (up(b, x), up(b, y));
+                for (w, s) in [(0, sx), (1, sy)] {
+                    let dv = arith_partial(b, *op, w, xr, yr, vone).expect("vectorizable");
+                    out.push((*s, round32x2(b, dv), None));
+                }
+            }
+            out
+        }
+        KOp::D2 {
+            op,
+            w,
+            a,
+            b: bb,
+            dst,
+            ..
+        } => {
+            let (x, y) = (get32(b, *a), get32(b, *bb));
+            let (xr, yr) = (up(b, x), up(b, y));
+            let dv = arith_partial(b, *op, *w as u64, xr, yr, vone).expect("vectorizable");
+            vec![(*dst, round32x2(b, dv), None)]
+        }
+        KOp::AdjMul { g, d, dst } => {
+            // `+0` where the (rounded) adjoint is zero, else the product (of two `f32` values:
+            // exact in `f64`, so rounded once either way)
+            let (gv, dv) = (get32(b, *g), get32(b, *d));
+            let m = b.ins().fmul(gv, dv);
+            let zero = b.ins().f32const(0.0);
+            let zero = b.ins().splat(types::F32X4, zero);
+            let live = mask32(b, FloatCC::NotEqual, gv, zero);
+            let v = b.ins().band(m, live);
+            vec![value(b, *dst, v)]
+        }
+        KOp::Select { c, a, b: bb, dst } => {
+            // (the condition as it is; what is picked, rounded)
+            let cv = get64(b, *c);
+            let (x, y) = (get64(b, *a), get64(b, *bb));
+            let zero = b.ins().f64const(0.0);
+            let zero = b.ins().splat(types::F64X2, zero);
+            let m = b.ins().fcmp(FloatCC::NotEqual, cv, zero);
+            let nz = b.ins().bitcast(types::F64X2, MemFlagsData::new(), m);
+            let v = b.ins().bitselect(nz, x, y);
+            let v32 = b.ins().fvdemote(v);
+            vec![value(b, *dst, v32)]
+        }
+        _ => unreachable!("vectorizable f32 operations are matched above"),
     }
 }
 
@@ -1570,6 +1737,8 @@ fn pair_body(
     let vzero = b.ins().splat(types::F64X2, fzero);
     let vone = b.ins().splat(types::F64X2, lanes[0].fone);
     let mut vslot: HashMap<u32, Value> = HashMap::new();
+    // slots' values as `f32x4` (lanes 0 and 1), for `f32` operations ([`pair_f32`])
+    let mut vslot32: HashMap<u32, Value> = HashMap::new();
     // constants splatted once (built from the lanes' scalars at every use, a chain of maps
     // ran 1.7× slower)
     for &(s, _) in &k.consts {
@@ -1607,9 +1776,27 @@ fn pair_body(
                 }
                 emit_scalar(b, env, l, j, op);
             }
-            // an earlier value of a result's slot in `f64x2` form is stale
+            // an earlier value of a result's slot in `f64x2` (or `f32x4`) form is stale
             for dst in op.results() {
                 vslot.remove(&dst);
+                vslot32.remove(&dst);
+            }
+            continue;
+        }
+        if let KOp::F32(inner) = op {
+            let mut get64 = |b: &mut FunctionBuilder, s: Src| vec_of(b, &mut vslot, &lanes, s);
+            let out = pair_f32(b, k, inner, &mut get64, &mut vslot32, vone);
+            for (dst, v, v32) in out {
+                vslot.insert(dst, v);
+                match v32 {
+                    Some(v32) => vslot32.insert(dst, v32),
+                    None => vslot32.remove(&dst),
+                };
+                for l in &mut lanes {
+                    l.slot.remove(&dst);
+                    l.ints.remove(&dst);
+                    l.f32s.remove(&dst);
+                }
             }
             continue;
         }
@@ -1714,6 +1901,7 @@ fn pair_body(
         );
         for (dst, v) in out {
             vslot.insert(dst, v);
+            vslot32.remove(&dst);
             // the lanes' scalars of an earlier value of this slot are stale
             for l in &mut lanes {
                 l.slot.remove(&dst);

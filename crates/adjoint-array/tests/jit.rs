@@ -699,7 +699,8 @@ fn a_packed_vector_s_far_apart_blocks_scatter_through_windows() {
 }
 
 /// `f32` kernels are compiled too (they were interpreted): every kind of `f32` operation —
-/// `+ − × ÷`, negation, `abs`, `sqrt` and reciprocals inline in `f32` registers, the other
+/// `+ − × ÷`, negation, `abs`, `sqrt` and reciprocals inline in `f32` registers (two elements
+/// at a time in `f32x4` lanes, and one at a time for the last element: `n` is odd), the other
 /// values and every partial by calls, comparisons, a `cond`, a cast from `f64`, gathers from a
 /// small `f32` table whose adjoint windows add in `f32` (one scatter per element, so the same
 /// order) — gives the interpreter's bits, values and gradients, at edge values too, and the
