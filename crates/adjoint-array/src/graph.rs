@@ -1027,7 +1027,9 @@ impl Builder {
     /// assert_eq!(g.grads[2], [1.0, 1.0]);
     /// ```
     pub fn zip_with_n(&self, arrays: &[&Acc], f: impl FnOnce(&[Exp]) -> Exp) -> Acc {
-        self.zip_named("zip_with", arrays, f)
+        // (a shape mismatch names the combinator the user called: `left` is the first array's
+        // shape, `right` the first that differs; a hunter saw `zip_with`)
+        self.zip_named("zip_with_n", arrays, f)
     }
 
     fn zip_named(&self, name: &'static str, arrays: &[&Acc], f: impl FnOnce(&[Exp]) -> Exp) -> Acc {

@@ -214,6 +214,21 @@ fn errors_name_shapes_and_indices() {
         }
         other => panic!("{other:?}"),
     }
+    // `zip_with_n` names itself (it said `zip_with`; a hunter): the first array's shape, then
+    // the first that differs
+    let b = Builder::new();
+    let (x, y, z) = (b.input(&[3]), b.input(&[4]), b.input(&[3]));
+    let w = b.zip_with_n(&[&x, &z, &y], |v| v[0] + v[1] + v[2]);
+    match b.build(&[&w]) {
+        Err(Error::ShapeMismatch {
+            combinator,
+            left,
+            right,
+        }) => {
+            assert_eq!((combinator, left, right), ("zip_with_n", vec![3], vec![4]));
+        }
+        other => panic!("{other:?}"),
+    }
     let b = Builder::new();
     let a = b.input(&[3]);
     let g = b.generate(&[3], |i| a.at(&[i[0] * 2.0]));
