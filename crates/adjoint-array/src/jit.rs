@@ -13,9 +13,11 @@
 //! `Select` are emitted inline (the same IEEE operations; `max`/`min` of two equal zeros returns the
 //! first, where Rust leaves the sign unspecified); every other rule-table value or partial,
 //! and every discrete operation, calls the same Rust function the interpreter calls. So roots
-//! are bit-identical to the interpreter's; scatter windows receive the same terms, summed element by element
-//! instead of node by node (chunk boundaries are unchanged, so results stay bit-identical for
-//! any thread count).
+//! are bit-identical to the interpreter's — except which NaN an operation on two NaNs returns
+//! (its sign and payload, which IEEE 754 leaves open: an `AdjMul` of a NaN adjoint and a NaN
+//! partial keeps the adjoint's compiled and the partial's interpreted; a reviewer) —; scatter
+//! windows receive the same terms, summed element by element instead of node by node (chunk
+//! boundaries are unchanged, so results stay bit-identical for any thread count).
 //!
 //! The loop takes two elements per iteration while two remain (then one): element-wise
 //! arithmetic (`+ − × ÷ max min`, negation, `sqrt`, `abs`, reciprocals, the partials of
@@ -51,7 +53,9 @@
 //! `f64`, scattered terms are summed element by element, not node by node: where one element of
 //! an `f32` array receives several scatters (a stencil's gradient), the compiled sum can differ
 //! from the interpreter's in the last bit (a reviewer: 1 ulp on half the elements of a
-//! three-point stencil), the same for any thread count. The element-wise ones (`+ − × ÷`,
+//! three-point stencil), the same for any thread count — and by more where the terms cancel or
+//! come near the overflow threshold, as any reordered sum (a reviewer: −6.47e37 against −∞ for
+//! a stencil over values near ±3e38). The element-wise ones (`+ − × ÷`,
 //! negation, `abs`, `sqrt`, reciprocals, `max`/`min`, adjoint products, selects; not `powi`,
 //! which `f32` rounds at every step) run two elements at a time like the `f64` ones, in the
 //! low lanes of `f32x4` registers ([`pair_f32`]), the same values lane by lane. (They were
