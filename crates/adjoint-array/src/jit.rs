@@ -13,9 +13,9 @@
 //! `Select` are emitted inline (the same IEEE operations; `max`/`min` of two equal zeros returns the
 //! first, where Rust leaves the sign unspecified); every other rule-table value or partial,
 //! and every discrete operation, calls the same Rust function the interpreter calls. So roots
-//! are bit-identical to the interpreter's — except which NaN an operation on two NaNs returns
-//! (its sign and payload, which IEEE 754 leaves open: an `AdjMul` of a NaN adjoint and a NaN
-//! partial keeps the adjoint's compiled and the partial's interpreted; a reviewer) —; scatter
+//! are bit-identical to the interpreter's (except which NaN an operation on two NaNs returns,
+//! its sign and payload, which IEEE 754 leaves open: an `AdjMul` of a NaN adjoint and a NaN
+//! partial keeps the adjoint's compiled and the partial's interpreted; a reviewer); scatter
 //! windows receive the same terms, summed element by element instead of node by node (chunk
 //! boundaries are unchanged, so results stay bit-identical for any thread count).
 //!
